@@ -1,0 +1,44 @@
+# The two commands a newcomer runs: `make demo` and `make test`.
+# Both create .venv with a Python 3.11+ found on PATH and install cronwave into it.
+
+PYTHON ?= $(shell for p in python3.13 python3.12 python3.11 python3; do \
+	if command -v $$p >/dev/null 2>&1 && $$p -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; \
+	then echo $$p; break; fi; done)
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: setup demo test lint typecheck pytest bench gen clean
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml
+	@test -n "$(PYTHON)" || { echo "cronwave needs Python 3.11 or newer on PATH"; exit 1; }
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade "pip>=24"
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	@touch $(STAMP)
+
+demo: setup
+	$(BIN)/cronwave demo
+
+test: setup lint typecheck pytest
+
+lint: setup
+	$(BIN)/ruff check libs services tools tests
+	$(BIN)/ruff format --check libs services tools tests
+
+typecheck: setup
+	$(BIN)/mypy libs services tools
+
+pytest: setup
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+bench: setup
+	$(BIN)/cronwave bench
+
+gen: setup
+	$(BIN)/python tools/gen_protos.py
+
+clean:
+	rm -rf $(VENV) .cronwave .pytest_cache .mypy_cache .ruff_cache

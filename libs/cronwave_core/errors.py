@@ -1,0 +1,111 @@
+"""One root error for cronwave, and the gRPC status each kind maps to.
+
+Logic modules raise these; the server bootstrap turns them into a gRPC status with
+the message unchanged, and the SDK turns a status back into the same class.
+"""
+
+from __future__ import annotations
+
+
+class CronwaveError(Exception):
+    """Root of every error cronwave raises on purpose."""
+
+    status = "INTERNAL"
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class InvalidArgument(CronwaveError):
+    """A request field breaks a rule; nothing was written."""
+
+    status = "INVALID_ARGUMENT"
+
+    def __init__(self, field: str, rule: str) -> None:
+        super().__init__(f"{field}: {rule}")
+        self.field = field
+        self.rule = rule
+
+
+class NotFound(CronwaveError):
+    status = "NOT_FOUND"
+
+
+class ScheduleNotFound(NotFound):
+    def __init__(self, schedule_id: str) -> None:
+        super().__init__(
+            f"schedule_id: no schedule '{schedule_id}'; "
+            "`cronwave schedule list` shows the ones that exist"
+        )
+        self.schedule_id = schedule_id
+
+
+class RunNotFound(NotFound):
+    def __init__(self, run_id: str) -> None:
+        super().__init__(f"run_id: no run '{run_id}'; `cronwave runs list` shows recent runs")
+        self.run_id = run_id
+
+
+class AlreadyExists(CronwaveError):
+    status = "ALREADY_EXISTS"
+
+
+class ScheduleExists(AlreadyExists):
+    def __init__(self, schedule_id: str) -> None:
+        super().__init__(
+            f"schedule_id: a schedule '{schedule_id}' already exists; "
+            "delete it first or choose another id"
+        )
+        self.schedule_id = schedule_id
+
+
+class FailedPrecondition(CronwaveError):
+    status = "FAILED_PRECONDITION"
+
+
+class StaleFencingToken(FailedPrecondition):
+    """A write carried a fencing token older than the newest the store has seen:
+    it comes from a planner that lost its lease and must not be applied."""
+
+    def __init__(self, scope: str, token: int, newest: int) -> None:
+        super().__init__(
+            f"fencing_token: {token} is older than {newest}, the newest seen for scope "
+            f"'{scope}'; this planner is no longer the leader and must campaign again"
+        )
+        self.scope = scope
+        self.token = token
+        self.newest = newest
+
+
+class StaleAttempt(FailedPrecondition):
+    """A write came from an attempt that a newer attempt of the same run superseded
+    (a zombie worker); it is refused so the run keeps one writer."""
+
+    def __init__(self, run_id: str, token: int, current: int) -> None:
+        super().__init__(
+            f"attempt_token: {token} of run '{run_id}' was superseded by attempt token "
+            f"{current}; this worker must stop working on the run"
+        )
+        self.run_id = run_id
+        self.token = token
+        self.current = current
+
+
+class Unavailable(CronwaveError):
+    status = "UNAVAILABLE"
+
+
+class ConfigurationError(CronwaveError):
+    """A setting is missing or malformed; the process does not start."""
+
+    status = "FAILED_PRECONDITION"
+
+
+BY_STATUS: dict[str, type[CronwaveError]] = {
+    "INVALID_ARGUMENT": CronwaveError,
+    "NOT_FOUND": NotFound,
+    "ALREADY_EXISTS": AlreadyExists,
+    "FAILED_PRECONDITION": FailedPrecondition,
+    "UNAVAILABLE": Unavailable,
+}

