@@ -1,0 +1,117 @@
+"""Fixtures shared by every test: a fresh database (SQLite, and PostgreSQL when
+CRONWAVE_TEST_DATABASE_URL is set), Redis (CRONWAVE_TEST_REDIS_URL, or an embedded
+redis-server for the session), and whole suites of real processes on loopback.
+
+When CRONWAVE_TEST_DATABASE_URL / CRONWAVE_TEST_REDIS_URL are set (CI sets both), a
+server that is down fails the tests; it never skips them.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Callable, Iterator
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+import redis
+import sqlalchemy as sa
+
+from cronwave_core.suite import Suite, SuiteConfig, find_redis_server, free_port, wait_redis
+
+PG_URL = os.environ.get("CRONWAVE_TEST_DATABASE_URL", "")
+REDIS_URL = os.environ.get("CRONWAVE_TEST_REDIS_URL", "")
+
+BACKENDS = ["sqlite", "postgres"] if PG_URL else ["sqlite"]
+
+
+def _pg_admin_url() -> sa.URL:
+    url = sa.make_url(PG_URL)
+    if url.drivername in ("postgresql", "postgres"):
+        url = url.set(drivername="postgresql+psycopg")
+    return url
+
+
+@pytest.fixture(params=BACKENDS)
+def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """A fresh, empty scheduler database for one test."""
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'cronwave.db'}"
+        return
+    admin = _pg_admin_url()
+    name = f"cw_test_{uuid.uuid4().hex[:12]}"
+    engine = sa.create_engine(admin, isolation_level="AUTOCOMMIT")
+    with engine.connect() as conn:  # a refused connection fails the test: CI wants PG
+        conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
+    try:
+        yield admin.set(database=name).render_as_string(hide_password=False)
+    finally:
+        with engine.connect() as conn:
+            conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        engine.dispose()
+
+
+@pytest.fixture(scope="session")
+def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """Redis for the session: the configured one, or an embedded redis-server."""
+    if REDIS_URL:
+        client = redis.Redis.from_url(REDIS_URL, socket_timeout=5)
+        client.ping()  # down = failure, not a skip
+        client.close()
+        yield REDIS_URL
+        return
+    import subprocess
+
+    port = free_port()
+    workdir = tmp_path_factory.mktemp("redis")
+    proc = subprocess.Popen(
+        [find_redis_server(), "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+         "--appendonly", "no", "--dir", str(workdir)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        wait_redis(port, timedelta(seconds=20))
+        yield f"redis://127.0.0.1:{port}/0"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+@pytest.fixture
+def namespace() -> str:
+    """A Redis key namespace no other test uses."""
+    return f"cwt{uuid.uuid4().hex[:10]}"
+
+
+SuiteFactory = Callable[..., Suite]
+
+
+@pytest.fixture
+def make_suite(
+    tmp_path: Path, database_url: str, redis_url: str, namespace: str
+) -> Iterator[SuiteFactory]:
+    """Start whole suites of real processes on free loopback ports; every process
+    is stopped by pid when the test ends, whatever happened."""
+    started: list[Suite] = []
+
+    def make(**overrides: object) -> Suite:
+        env = {"CRONWAVE_NAMESPACE": namespace, **overrides.pop("env", {})}  # type: ignore[dict-item]
+        config = SuiteConfig(
+            data_dir=Path(overrides.pop("data_dir", tmp_path / f"suite{len(started)}")),  # type: ignore[arg-type]
+            database_url=database_url,
+            redis_url=redis_url,
+            ports={},
+            env=env,
+            grace=timedelta(seconds=2),
+            **overrides,  # type: ignore[arg-type]
+        )
+        suite = Suite(config)
+        started.append(suite)
+        return suite.start()
+
+    yield make
+    for suite in started:
+        suite.stop()
+    leftovers = [pid for suite in started for pid in suite.pids()]
+    assert not leftovers, f"processes left running: {leftovers}"
