@@ -31,7 +31,7 @@ def _status(error: CronwaveError) -> grpc.StatusCode:
     return getattr(grpc.StatusCode, error.status, grpc.StatusCode.INTERNAL)
 
 
-class ErrorInterceptor(grpc.ServerInterceptor):  # type: ignore[misc]
+class ErrorInterceptor(grpc.ServerInterceptor):
     """Turns a ``CronwaveError`` raised by a servicer into its gRPC status, with the
     error's message (which names the field and the rule) as the details."""
 

@@ -24,8 +24,8 @@ class _CallDetails(
 
 
 class DeadlineInterceptor(
-    grpc.UnaryUnaryClientInterceptor,  # type: ignore[misc]
-    grpc.UnaryStreamClientInterceptor,  # type: ignore[misc]
+    grpc.UnaryUnaryClientInterceptor,
+    grpc.UnaryStreamClientInterceptor,
 ):
     """Gives every call that has no deadline the default one. Streams are exempt:
     a watch stream lives as long as its caller wants it to."""
@@ -45,10 +45,14 @@ class DeadlineInterceptor(
             getattr(details, "compression", None),
         )
 
-    def intercept_unary_unary(self, continuation: Callable[..., Any], details: Any, request: Any) -> Any:
+    def intercept_unary_unary(
+        self, continuation: Callable[..., Any], details: Any, request: Any
+    ) -> Any:
         return continuation(self._details(details), request)
 
-    def intercept_unary_stream(self, continuation: Callable[..., Any], details: Any, request: Any) -> Any:
+    def intercept_unary_stream(
+        self, continuation: Callable[..., Any], details: Any, request: Any
+    ) -> Any:
         return continuation(details, request)
 
 

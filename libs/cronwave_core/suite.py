@@ -235,7 +235,9 @@ class Suite:
                 wait_healthy(addr, self.config.start_timeout)
             except Unavailable as exc:
                 tail = proc.log_path.read_text(errors="replace")[-2000:]
-                raise Unavailable(f"{name} did not start: {exc}\n--- {proc.log_path}:\n{tail}") from exc
+                raise Unavailable(
+                    f"{name} did not start: {exc}\n--- {proc.log_path}:\n{tail}"
+                ) from exc
         return proc
 
     def _spawn(self, proc: Proc) -> None:
