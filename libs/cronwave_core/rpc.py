@@ -8,7 +8,7 @@ from datetime import timedelta
 from typing import Any
 
 import grpc
-from opentelemetry.instrumentation.grpc import client_interceptor
+from opentelemetry.instrumentation.grpc import client_interceptor, grpcext
 
 from cronwave_core import errors
 
@@ -70,10 +70,10 @@ def open_channel(address: str, timeout: timedelta, *, traced: bool = True) -> gr
     """An insecure channel to ``address`` (loopback or a private network) with a
     default deadline and, when ``traced``, OpenTelemetry client spans."""
     channel = grpc.insecure_channel(address, options=_OPTIONS)
-    interceptors: list[Any] = [DeadlineInterceptor(timeout)]
     if traced:
-        interceptors.append(client_interceptor())
-    return grpc.intercept_channel(channel, *interceptors)
+        # OpenTelemetry's interceptor is not a grpc one: it wraps through grpcext.
+        channel = grpcext.intercept_channel(channel, client_interceptor())
+    return grpc.intercept_channel(channel, DeadlineInterceptor(timeout))
 
 
 def error_from_rpc(exc: grpc.RpcError) -> errors.CronwaveError:

@@ -13,7 +13,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
@@ -69,13 +69,21 @@ def find_redis_server() -> str:
     )
 
 
-def wait_healthy(address: str, timeout: timedelta, service: str = "") -> None:
-    """Block until ``address`` answers SERVING, or raise ``Unavailable``."""
+def wait_healthy(
+    address: str,
+    timeout: timedelta,
+    service: str = "",
+    alive: Callable[[], bool] = lambda: True,
+) -> None:
+    """Block until ``address`` answers SERVING, or raise ``Unavailable`` — at once
+    when ``alive`` says the process behind it has exited."""
     deadline = time.monotonic() + timeout.total_seconds()
     last = "no answer"
     with grpc.insecure_channel(address) as channel:
         stub = health_pb2_grpc.HealthStub(channel)
         while time.monotonic() < deadline:
+            if not alive():
+                raise Unavailable(f"{address}: the process exited before it was healthy")
             try:
                 resp = stub.Check(health_pb2.HealthCheckRequest(service=service), timeout=1.0)
                 if resp.status == health_pb2.HealthCheckResponse.SERVING:
@@ -225,14 +233,15 @@ class Suite:
             env["CRONWAVE_" + _ADDR_VAR[service]] = f"127.0.0.1:{free_port()}"
         if service == "cron-planner":
             env.setdefault("CRONWAVE_CANDIDATE", f"{name}@{socket.gethostname()}")
-        argv = [sys.executable, "-m", _MODULE[service]]
+        # -P: the caller's working directory must not shadow a module of ours.
+        argv = [sys.executable, "-P", "-m", _MODULE[service]]
         addr = env["CRONWAVE_" + _ADDR_VAR[service]]
         proc = Proc(name, argv, env, self.log_dir / f"{name}.log", addr)
         self._spawn(proc)
         self.procs[name] = proc
         if wait:
             try:
-                wait_healthy(addr, self.config.start_timeout)
+                wait_healthy(addr, self.config.start_timeout, alive=proc.alive)
             except Unavailable as exc:
                 tail = proc.log_path.read_text(errors="replace")[-2000:]
                 raise Unavailable(
@@ -254,7 +263,7 @@ class Suite:
             self.stop_proc(old)
         self._spawn(old)
         if old.address:
-            wait_healthy(old.address, self.config.start_timeout)
+            wait_healthy(old.address, self.config.start_timeout, alive=old.alive)
         elif old is self.redis:
             wait_redis(self.ports["redis"], self.config.start_timeout)
         return old

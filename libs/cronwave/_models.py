@@ -1,0 +1,255 @@
+"""What the SDK returns: frozen dataclasses with aware UTC datetimes, timedeltas and
+enum names as strings, built from the protos (and never sent back as they are)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import UTC, date, datetime, timedelta
+from typing import Any
+
+from google.protobuf.timestamp_pb2 import Timestamp
+
+from cronwave import _enums
+from cronwave.v1 import common_pb2 as pb
+from cronwave.v1 import cron_planner_service_pb2 as planner_pb
+from cronwave.v1 import leader_election_service_pb2 as leader_pb
+from cronwave_core.spec import Interval
+
+
+def _dt(ts: Timestamp) -> datetime:
+    return datetime.fromtimestamp(ts.seconds, UTC) + timedelta(microseconds=ts.nanos // 1000)
+
+
+def _opt_dt(msg: Any, name: str) -> datetime | None:
+    return _dt(getattr(msg, name)) if msg.HasField(name) else None
+
+
+def _json(text: str) -> Any:
+    return json.loads(text) if text else None
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """A schedule as the workflow-store holds it. Policies are lower-case names
+    (``"shift"``, ``"buffer_one"``), equal to ``cronwave_core.spec``'s enums."""
+
+    schedule_id: str
+    job_type: str
+    cron: tuple[str, ...]
+    time_zone: str
+    payload_json: str
+    paused: bool
+    pause_note: str
+    dst_gap: str
+    dst_repeat: str
+    overlap: str
+    catchup: str
+    catchup_window: timedelta | None
+    exclude_dates: tuple[date, ...]
+    intervals: tuple[Interval, ...]
+    one_off: tuple[datetime, ...]
+    start_at: datetime | None
+    end_at: datetime | None
+    max_runs: int
+    jitter: timedelta
+    created_at: datetime | None
+    updated_at: datetime | None
+    revision: int
+    deleted: bool
+
+    @property
+    def payload(self) -> Any:
+        """The job input, decoded from JSON (``{}`` when there is none)."""
+        return json.loads(self.payload_json) if self.payload_json else {}
+
+    @classmethod
+    def from_proto(cls, msg: pb.Schedule) -> Schedule:
+        spec, policy = msg.spec, msg.policy
+        return cls(
+            schedule_id=msg.schedule_id,
+            job_type=msg.job_type,
+            cron=tuple(spec.cron),
+            time_zone=spec.time_zone or "UTC",
+            payload_json=msg.payload_json,
+            paused=msg.paused,
+            pause_note=msg.pause_note,
+            dst_gap=_enums.policy_name(pb.DstGapPolicy, "DST_GAP_POLICY_", spec.dst_gap),
+            dst_repeat=_enums.policy_name(
+                pb.DstRepeatPolicy, "DST_REPEAT_POLICY_", spec.dst_repeat
+            ),
+            overlap=_enums.policy_name(pb.OverlapPolicy, "OVERLAP_POLICY_", policy.overlap),
+            catchup=_enums.policy_name(pb.CatchupPolicy, "CATCHUP_POLICY_", policy.catchup),
+            catchup_window=(
+                policy.catchup_window.ToTimedelta() if policy.HasField("catchup_window") else None
+            ),
+            # The store validated these dates; a malformed one would be a store bug.
+            exclude_dates=tuple(date.fromisoformat(d) for d in spec.exclude_dates),
+            intervals=tuple(
+                Interval(iv.every.ToTimedelta(), iv.phase.ToTimedelta()) for iv in spec.intervals
+            ),
+            one_off=tuple(_dt(t) for t in spec.one_off),
+            start_at=_opt_dt(spec, "start_at"),
+            end_at=_opt_dt(spec, "end_at"),
+            max_runs=spec.max_runs,
+            jitter=spec.jitter.ToTimedelta(),
+            created_at=_opt_dt(msg, "created_at"),
+            updated_at=_opt_dt(msg, "updated_at"),
+            revision=msg.revision,
+            deleted=msg.deleted,
+        )
+
+
+@dataclass(frozen=True)
+class Run:
+    """One run of a schedule. ``state`` is a name such as ``"SUCCEEDED"``;
+    ``trigger`` one such as ``"MANUAL"``."""
+
+    run_id: str
+    schedule_id: str
+    fire_time: datetime
+    state: str
+    trigger: str
+    job_type: str
+    payload_json: str
+    attempt: int
+    fencing_token: int
+    idempotency_key: str
+    created_at: datetime | None
+    started_at: datetime | None
+    finished_at: datetime | None
+    heartbeat_at: datetime | None
+    error: str
+    result_json: str
+    checkpoint_json: str
+    queue: str
+    worker_id: str
+    trace_id: str
+
+    @property
+    def terminal(self) -> bool:
+        """True once the state can no longer change."""
+        return self.state in _enums.TERMINAL_STATES
+
+    @property
+    def lateness(self) -> timedelta | None:
+        """Fire lateness: when the job body started minus the nominal fire time."""
+        return self.started_at - self.fire_time if self.started_at else None
+
+    @property
+    def duration(self) -> timedelta | None:
+        """From the start of the (last) attempt to the terminal state."""
+        if self.started_at and self.finished_at:
+            return self.finished_at - self.started_at
+        return None
+
+    @property
+    def payload(self) -> Any:
+        return json.loads(self.payload_json) if self.payload_json else {}
+
+    @property
+    def result(self) -> Any:
+        """The job's result, decoded from JSON; ``None`` when it has none."""
+        return _json(self.result_json)
+
+    @classmethod
+    def from_proto(cls, msg: pb.Run) -> Run:
+        return cls(
+            run_id=msg.run_id,
+            schedule_id=msg.schedule_id,
+            fire_time=_dt(msg.fire_time),
+            state=_enums.state_name(msg.state),
+            trigger=_enums.trigger_name(msg.trigger),
+            job_type=msg.job_type,
+            payload_json=msg.payload_json,
+            attempt=msg.attempt,
+            fencing_token=msg.fencing_token,
+            idempotency_key=msg.idempotency_key,
+            created_at=_opt_dt(msg, "created_at"),
+            started_at=_opt_dt(msg, "started_at"),
+            finished_at=_opt_dt(msg, "finished_at"),
+            heartbeat_at=_opt_dt(msg, "heartbeat_at"),
+            error=msg.error,
+            result_json=msg.result_json,
+            checkpoint_json=msg.checkpoint_json,
+            queue=msg.queue,
+            worker_id=msg.worker_id,
+            trace_id=msg.trace_id,
+        )
+
+
+@dataclass(frozen=True)
+class RunEvent:
+    """One entry of a run's append-only history (``kind``: recorded, enqueued,
+    claimed, heartbeat, succeeded, failed, ...)."""
+
+    seq: int
+    run_id: str
+    kind: str
+    at: datetime
+    detail: str
+    attempt: int
+
+    @classmethod
+    def from_proto(cls, msg: pb.RunEvent) -> RunEvent:
+        return cls(
+            seq=msg.seq,
+            run_id=msg.run_id,
+            kind=msg.kind,
+            at=_dt(msg.at),
+            detail=msg.detail,
+            attempt=msg.attempt,
+        )
+
+
+@dataclass(frozen=True)
+class Lease:
+    """Who leads a scope. ``expires_at`` is the leader-election's wall clock, for
+    display only: nothing should compare it with a local clock to decide anything."""
+
+    scope: str
+    holder: str
+    fencing_token: int
+    ttl: timedelta
+    expires_at: datetime | None
+
+    @property
+    def held(self) -> bool:
+        return bool(self.holder)
+
+    @classmethod
+    def from_proto(cls, msg: leader_pb.Lease) -> Lease:
+        return cls(
+            scope=msg.scope,
+            holder=msg.holder,
+            fencing_token=msg.fencing_token,
+            ttl=msg.ttl.ToTimedelta(),
+            expires_at=_opt_dt(msg, "expires_at"),
+        )
+
+
+@dataclass(frozen=True)
+class PlannerStatus:
+    """What one cron-planner replica reports about itself."""
+
+    candidate: str
+    leader: bool
+    fencing_token: int
+    schedules: int
+    next_fire_time: datetime | None
+    next_schedule_id: str
+    fired: int
+    revision: int
+
+    @classmethod
+    def from_proto(cls, msg: planner_pb.GetPlannerStatusResponse) -> PlannerStatus:
+        return cls(
+            candidate=msg.candidate,
+            leader=msg.leader,
+            fencing_token=msg.fencing_token,
+            schedules=msg.schedules,
+            next_fire_time=_opt_dt(msg, "next_fire_time"),
+            next_schedule_id=msg.next_schedule_id,
+            fired=msg.fired,
+            revision=msg.revision,
+        )

@@ -1,0 +1,64 @@
+"""``cronwave runs ...``: list runs, show one with its history, wait for one."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Annotated
+
+import typer
+
+from cronwave.cli import _render
+from cronwave.cli._console import connected, fail, out
+
+app = typer.Typer(
+    help="List runs, show a run with its events, wait for a run.", no_args_is_help=True
+)
+
+RunId = Annotated[str, typer.Argument(help="The run's id (see `cronwave runs list`).")]
+
+
+@app.command("list")
+def list_(
+    schedule: Annotated[
+        str | None, typer.Option("--schedule", help="Only runs of this schedule.")
+    ] = None,
+    limit: Annotated[int, typer.Option("--limit", min=1, help="At most this many.")] = 50,
+    state: Annotated[
+        list[str] | None,
+        typer.Option("--state", help="Only runs in this state (e.g. FAILED); repeatable."),
+    ] = None,
+) -> None:
+    """List runs, newest first."""
+    with connected() as client:
+        runs = client.list_runs(schedule, limit=limit, states=state or ())
+        if not runs:
+            out().print("no runs")
+            return
+        out().print(_render.runs_table(runs))
+
+
+@app.command()
+def show(run_id: RunId) -> None:
+    """Show a run and its events in order."""
+    with connected() as client:
+        run = client.get_run(run_id)
+        events = client.run_events(run_id)
+        console = out()
+        console.print(_render.run_fields(run))
+        console.print(_render.events_table(events))
+
+
+@app.command()
+def wait(
+    run_id: RunId,
+    timeout: Annotated[
+        float, typer.Option("--timeout", min=0.0, help="Seconds to wait at most.")
+    ] = 60.0,
+) -> None:
+    """Wait until a run is terminal. Exits 0 if it SUCCEEDED, 1 otherwise."""
+    with connected() as client:
+        with out().status(f"waiting for run {run_id} ..."):
+            run = client.wait_run(run_id, timeout=timedelta(seconds=timeout))
+        out().print(_render.run_fields(run))
+    if run.state != "SUCCEEDED":
+        fail(f"run {run.run_id} ended {run.state}" + (f": {run.error}" if run.error else ""))

@@ -1,0 +1,217 @@
+"""``cronwave up``: the whole suite in the foreground, until Ctrl-C or SIGTERM.
+
+Also what ``demo`` shares with it: a suite configured from the environment, started
+and always stopped by pid, and its table of processes."""
+
+from __future__ import annotations
+
+import errno
+import os
+import re
+import signal
+import socket
+import threading
+import time
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.table import Table
+from rich.text import Text
+
+from cronwave.cli._console import err, fail, out, reported_errors
+from cronwave_core.settings import Settings
+from cronwave_core.suite import Suite, SuiteConfig
+
+app = typer.Typer()
+
+# Variables the suite sets for its processes itself; the rest of CRONWAVE_* passes through.
+_SUITE_OWNED = {
+    "CRONWAVE_DATA_DIR",
+    "CRONWAVE_DATABASE_URL",
+    "CRONWAVE_REDIS_URL",
+    "CRONWAVE_STORE_ADDR",
+    "CRONWAVE_LEADER_ADDR",
+    "CRONWAVE_DISPATCHER_ADDR",
+    "CRONWAVE_PLANNER_ADDR",
+    "CRONWAVE_WORKER_ADDR",
+}
+
+PORT_OWNERS = {
+    "store": "workflow-store",
+    "leader": "leader-election",
+    "dispatcher": "dispatcher",
+    "planner": "cron-planner",
+    "worker": "worker",
+    "redis": "embedded redis",
+}
+
+
+def suite_config(
+    data_dir: Path,
+    *,
+    ports: Mapping[str, int] | None,
+    planners: int = 1,
+    workers: int = 1,
+    environ: Mapping[str, str] | None = None,
+) -> SuiteConfig:
+    """A suite in ``data_dir`` that uses ``CRONWAVE_DATABASE_URL`` / ``CRONWAVE_REDIS_URL``
+    when set (else SQLite in the data dir / an embedded redis-server) and passes every
+    other ``CRONWAVE_*`` setting on to its processes."""
+    env = os.environ if environ is None else environ
+    Settings.from_env(env)  # a malformed variable stops here, named
+    return SuiteConfig(
+        data_dir=data_dir.expanduser().resolve(),
+        database_url=env.get("CRONWAVE_DATABASE_URL") or None,
+        redis_url=env.get("CRONWAVE_REDIS_URL") or None,
+        ports=ports,
+        planners=planners,
+        workers=workers,
+        env={k: v for k, v in env.items() if k.startswith("CRONWAVE_") and k not in _SUITE_OWNED},
+    )
+
+
+def port_in_use(port: int) -> bool:
+    """True when something listens on (or holds) 127.0.0.1:``port``."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        # REUSEADDR: a port in TIME_WAIT is free to listen on; a listener is not.
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError as exc:
+            if exc.errno in (errno.EADDRINUSE, errno.EACCES):
+                return True
+            raise
+    return False
+
+
+def busy_ports(suite: Suite) -> list[tuple[str, int]]:
+    """The suite's fixed ports that another process holds, with who needs them."""
+    needed = {k: p for k, p in suite.ports.items() if k != "redis" or not suite.config.redis_url}
+    return [(PORT_OWNERS[k], p) for k, p in needed.items() if port_in_use(p)]
+
+
+def mask(url: str) -> str:
+    """``url`` without its password."""
+    return re.sub(r"://([^:/@]*):[^@/]*@", r"://\1:***@", url)
+
+
+def suite_table(suite: Suite) -> Table:
+    table = Table(title="cronwave suite", title_justify="left")
+    for name in ("service", "address", "pid", "log"):
+        table.add_column(name, no_wrap=name != "log", overflow="fold")
+    procs = ([suite.redis] if suite.redis else []) + list(suite.procs.values())
+    for proc in procs:
+        address = proc.address or suite.redis_url
+        table.add_row(proc.name, address, str(proc.pid), Text(str(proc.log_path)))
+    return table
+
+
+def suite_facts(suite: Suite) -> Table:
+    config = suite.config
+    database = config.database_url or f"sqlite:///{config.data_dir / 'cronwave.db'}"
+    redis = mask(suite.redis_url) + ("" if config.redis_url else " (embedded)")
+    otlp = os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT")
+    rows = [
+        ("data dir", str(config.data_dir)),
+        ("log dir", str(suite.log_dir)),
+        ("database", mask(database)),
+        ("redis", redis),
+        ("spans", f"OTLP {otlp}" if otlp else str(config.data_dir / "spans")),
+    ]
+    table = Table(show_header=False, box=None, padding=(0, 2))
+    table.add_column(style="bold")
+    table.add_column(overflow="fold")
+    for key, value in rows:
+        table.add_row(key, Text(value))
+    return table
+
+
+def _interrupt(signum: int, _frame: Any) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+@contextmanager
+def running(suite: Suite) -> Iterator[Suite]:
+    """Start ``suite`` and stop everything it started when the block ends, whatever
+    ends it. SIGTERM inside the block acts like Ctrl-C, so ``finally`` runs; while
+    stopping, both are ignored so a second Ctrl-C cannot strand processes."""
+    in_main = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, _interrupt) if in_main else None
+    try:
+        suite.start()
+        yield suite
+    finally:
+        if in_main:
+            prev_int = signal.signal(signal.SIGINT, signal.SIG_IGN)
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        try:
+            suite.stop()
+        finally:
+            if in_main:
+                signal.signal(signal.SIGINT, prev_int)
+                signal.signal(signal.SIGTERM, previous)
+
+
+def _watch(suite: Suite, tick: float = 0.5) -> None:
+    """Report processes that exit on their own. Runs until interrupted: that is the
+    point of ``up``."""
+    reported: set[str] = set()
+    while True:
+        procs = ([suite.redis] if suite.redis else []) + list(suite.procs.values())
+        for proc in procs:
+            if proc.name in reported or proc.alive():
+                continue
+            reported.add(proc.name)
+            code = proc.popen.returncode if proc.popen else None
+            err().print(
+                f"[red]{proc.name} exited (code {code}); see {proc.log_path}[/]", soft_wrap=True
+            )
+        time.sleep(tick)
+
+
+@app.command()
+def up(
+    data_dir: Annotated[
+        Path | None,
+        typer.Option(
+            "--data-dir",
+            help="SQLite file, logs and spans go here (default: CRONWAVE_DATA_DIR or .cronwave).",
+        ),
+    ] = None,
+    planners: Annotated[int, typer.Option("--planners", min=1, help="Planner replicas.")] = 1,
+    workers: Annotated[int, typer.Option("--workers", min=1, help="Worker processes.")] = 1,
+) -> None:
+    """Run the whole suite on the fixed ports until Ctrl-C (or SIGTERM), then stop it."""
+    with reported_errors():
+        settings = Settings.from_env()
+        config = suite_config(
+            data_dir or settings.data_dir, ports=None, planners=planners, workers=workers
+        )
+        suite = Suite(config)
+        busy = busy_ports(suite)
+        if busy:
+            first = busy[0][1]
+            fail(
+                "; ".join(f"port {port} ({owner}) is already in use" for owner, port in busy),
+                "Another `cronwave up` is probably running: use it (the CLI talks to it) or "
+                "stop it with Ctrl-C in its terminal. Otherwise free the port "
+                f"(`ss -ltnp 'sport = :{first}'` shows who holds it). `cronwave demo` runs on "
+                "free ports and does not need them.",
+            )
+        console = out()
+        console.print(f"starting cronwave in {config.data_dir} ...")
+        try:
+            with running(suite):
+                console.print(suite_table(suite))
+                console.print(suite_facts(suite))
+                console.print(
+                    "[green]cronwave is up.[/] Try `cronwave schedule list` in another terminal; "
+                    "Ctrl-C stops everything."
+                )
+                _watch(suite)
+        except KeyboardInterrupt:
+            pass
+        console.print(f"stopped {len(suite.procs) + (1 if suite.redis else 0)} processes")

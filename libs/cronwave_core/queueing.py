@@ -1,0 +1,183 @@
+"""Run messages on the broker: what the dispatcher enqueues and a worker takes.
+
+A message only says *which* run to take; the run itself (job type, payload, attempt)
+lives in the workflow-store, which a worker asks when it claims the run. Payloads are
+JSON data, never pickled code, so any worker version can decode any message and a
+message cannot carry code into a worker.
+
+No import-time wiring: ``make_broker`` builds a broker and hands it back; it does not
+make it dramatiq's global broker (the worker does that in its ``main()``).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+import dramatiq
+from dramatiq.brokers.redis import RedisBroker
+
+from cronwave_core.errors import CronwaveError, InvalidArgument
+from cronwave_core.settings import Settings
+
+__all__ = [
+    "FORMAT_VERSION",
+    "RunMessage",
+    "UndecodableRunMessage",
+    "actor_name_for",
+    "make_broker",
+    "validate_queue_name",
+]
+
+#: Bumped when a field changes meaning; a worker refuses a version it does not know.
+FORMAT_VERSION = 1
+
+# dramatiq's own rule for queue names, checked here so a bad name fails where it is
+# chosen (job type registration, dispatch) rather than inside the broker.
+_QUEUE_NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9._-]*")
+
+
+class UndecodableRunMessage(CronwaveError):
+    """A queued message is not a cronwave run message this worker can read; it is
+    dead-lettered by the broker, never guessed at."""
+
+    def __init__(self, field: str, problem: str) -> None:
+        super().__init__(
+            f"undecodable run message: {field}: {problem}; the message was not produced "
+            "by a compatible dispatcher (expected kwargs written by RunMessage.to_message)"
+        )
+        self.field = field
+        self.problem = problem
+
+
+def make_broker(settings: Settings) -> RedisBroker:
+    """A Redis broker for ``settings.redis_url`` whose keys live under
+    ``settings.namespace``. It is not installed as dramatiq's global broker."""
+    return RedisBroker(url=settings.redis_url, namespace=settings.namespace)
+
+
+def validate_queue_name(queue: str, field: str = "queue") -> str:
+    """``queue`` if the broker accepts it as a queue name, else ``InvalidArgument``."""
+    if not _QUEUE_NAME.fullmatch(queue):
+        raise InvalidArgument(
+            field,
+            f"{queue!r} is not a queue name: start with a letter or underscore, then "
+            "letters, digits, '.', '_' or '-'",
+        )
+    return queue
+
+
+def actor_name_for(queue: str) -> str:
+    """The one actor that consumes ``queue`` (a dramatiq actor binds one queue)."""
+    return f"cronwave_run__{validate_queue_name(queue)}"
+
+
+@dataclass(frozen=True)
+class RunMessage:
+    """One recorded run handed to a worker pool.
+
+    ``attempt_hint`` is the attempt the dispatcher saw; the store's claim decides the
+    real one. ``trace`` is the W3C trace-context carrier of the enqueueing span.
+    ``enqueued_at_ns`` is wall-clock nanoseconds since the epoch just before the
+    enqueue, so a worker can draw the time the message spent in the queue.
+    """
+
+    run_id: str
+    schedule_id: str
+    fire_time: datetime
+    job_type: str
+    queue: str
+    attempt_hint: int = 0
+    trace: Mapping[str, str] = field(default_factory=dict)
+    enqueued_at_ns: int = 0
+
+    def __post_init__(self) -> None:
+        if not self.run_id:
+            raise InvalidArgument("run_id", "required")
+        if self.fire_time.tzinfo is None:
+            raise InvalidArgument("fire_time", "must be timezone-aware (UTC)")
+        validate_queue_name(self.queue)
+
+    def to_kwargs(self) -> dict[str, Any]:
+        """The JSON-safe keyword arguments the message carries."""
+        return {
+            "v": FORMAT_VERSION,
+            "run_id": self.run_id,
+            "schedule_id": self.schedule_id,
+            "fire_time": self.fire_time.astimezone(UTC).isoformat(timespec="microseconds"),
+            "job_type": self.job_type,
+            "queue": self.queue,
+            "attempt_hint": self.attempt_hint,
+            "trace": dict(self.trace),
+            "enqueued_at_ns": self.enqueued_at_ns,
+        }
+
+    def to_message(self) -> dramatiq.Message[Any]:
+        """A broker-independent message for the actor of this run's queue."""
+        return dramatiq.Message(
+            queue_name=self.queue,
+            actor_name=actor_name_for(self.queue),
+            args=(),
+            kwargs=self.to_kwargs(),
+            options={},
+        )
+
+    @classmethod
+    def from_kwargs(cls, kwargs: Mapping[str, Any]) -> RunMessage:
+        """Decode what ``to_kwargs`` wrote; ``UndecodableRunMessage`` names the first
+        field that is missing or malformed."""
+        if not isinstance(kwargs, Mapping):
+            raise UndecodableRunMessage(
+                "kwargs", f"expected an object, got {type(kwargs).__name__}"
+            )
+        version = kwargs.get("v")
+        if version != FORMAT_VERSION:
+            raise UndecodableRunMessage(
+                "v", f"format version {version!r} is not the supported {FORMAT_VERSION}"
+            )
+        run_id = _text(kwargs, "run_id", required=True)
+        raw_fire = _text(kwargs, "fire_time", required=True)
+        try:
+            fire_time = datetime.fromisoformat(raw_fire)
+        except ValueError as exc:
+            raise UndecodableRunMessage("fire_time", f"{raw_fire!r} is not ISO 8601") from exc
+        if fire_time.tzinfo is None:
+            raise UndecodableRunMessage("fire_time", f"{raw_fire!r} has no UTC offset")
+        trace = kwargs.get("trace", {})
+        if not isinstance(trace, Mapping) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in trace.items()
+        ):
+            raise UndecodableRunMessage("trace", "expected an object of strings")
+        try:
+            return cls(
+                run_id=run_id,
+                schedule_id=_text(kwargs, "schedule_id"),
+                fire_time=fire_time.astimezone(UTC),
+                job_type=_text(kwargs, "job_type"),
+                queue=_text(kwargs, "queue", required=True),
+                attempt_hint=_int(kwargs, "attempt_hint"),
+                trace=dict(trace),
+                enqueued_at_ns=_int(kwargs, "enqueued_at_ns"),
+            )
+        except InvalidArgument as exc:
+            raise UndecodableRunMessage(exc.field, exc.rule) from exc
+
+
+def _text(kwargs: Mapping[str, Any], name: str, *, required: bool = False) -> str:
+    value = kwargs.get(name, "")
+    if not isinstance(value, str):
+        raise UndecodableRunMessage(name, f"expected a string, got {type(value).__name__}")
+    if required and not value:
+        raise UndecodableRunMessage(name, "missing")
+    return value
+
+
+def _int(kwargs: Mapping[str, Any], name: str) -> int:
+    value = kwargs.get(name, 0)
+    # bool is an int subclass; a JSON true here is a malformed message, not 1.
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise UndecodableRunMessage(name, f"expected a non-negative integer, got {value!r}")
+    return value

@@ -1,0 +1,248 @@
+"""Tail attribution: what the slowest runs spend their extra time on, and what they share.
+
+Over the runs that have an end-to-end time:
+
+- The **tail** is the runs whose end-to-end is above its p99 (if ties leave none
+  strictly above, the runs at the maximum). The **rest** is every other run.
+- The **median run** is the typical run built from medians: for each (hop, kind),
+  the median of that time over all runs (0 where a run lacks it). One median run
+  per figure is steadier than any single run picked as "the median".
+- A (hop, kind)'s **excess** is its mean over the tail minus its median; its
+  **share** is its excess over the sum of all positive excesses (0 if negative).
+  The tail's end-to-end excess (its mean minus the median end-to-end) is reported
+  beside it: the two differ by the time between hops and by the variation the
+  medians smooth out.
+- **Attributes** over-represented in the tail: for every span attribute value a run
+  carries (a run "has" ``key=value`` if any of its spans does), the share of tail
+  runs that have it against the share of the rest. Ids and times are ignored:
+  run ids, fire times, and any key with more than ``MAX_VALUES`` distinct values;
+  an ``*.attempt`` number becomes ``>1`` (a retry) or nothing.
+
+The **headline** is one line: the largest excess, its share, the attribute most
+over-represented among tail runs (preferring one seen on that hop's spans; only
+one that at least half the tail runs carry, at least 25 points more often than the
+rest), and the excess in milliseconds as the estimate of the delay it adds to a
+tail run.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from cronwave_core.telemetry import (
+    ATTR_CACHE_HIT,
+    ATTR_FIRE_TIME,
+    ATTR_HOP,
+    ATTR_KIND,
+    ATTR_RUN_ID,
+)
+from cronwave_waterfall.percentiles import quantile
+from cronwave_waterfall.runs import ATTR_LATENESS_MS, Run, hop_order
+
+MAX_VALUES = 64
+MIN_SKEW_FOR_HEADLINE = 0.25
+MIN_TAIL_FREQUENCY_FOR_HEADLINE = 0.5
+_IGNORED = {ATTR_RUN_ID, ATTR_FIRE_TIME, ATTR_HOP, ATTR_KIND, ATTR_LATENESS_MS}
+_CACHE_LABELS = {"miss": "cache miss", "redis": "redis hit", "local": "local hit"}
+
+
+@dataclass(frozen=True)
+class Contribution:
+    """The tail's mean excess over the median run for one (hop, kind)."""
+
+    hop: str
+    kind: str
+    excess_ms: float
+    share: float
+    tail_mean_ms: float
+    median_ms: float
+
+
+@dataclass(frozen=True)
+class AttributeSkew:
+    """How often tail runs carry ``key=value`` against the rest."""
+
+    key: str
+    value: str
+    tail_frequency: float
+    rest_frequency: float
+
+    @property
+    def label(self) -> str:
+        if self.key == ATTR_CACHE_HIT:
+            return _CACHE_LABELS.get(self.value, f"cache {self.value}")
+        if self.key.endswith(".attempt") and self.value == ">1":
+            return "retried"
+        return f"{self.key.removeprefix('cronwave.')}={self.value}"
+
+
+@dataclass(frozen=True)
+class TailAttribution:
+    """See the module docstring. Times in milliseconds."""
+
+    headline: str
+    runs: int
+    tail_runs: int
+    threshold_ms: float | None
+    median_end_to_end_ms: float | None
+    tail_end_to_end_ms: float | None
+    contributions: tuple[Contribution, ...]
+    attributes: tuple[AttributeSkew, ...]
+
+    @property
+    def top(self) -> Contribution | None:
+        return self.contributions[0] if self.contributions else None
+
+
+def _feature(key: str, value: Any) -> tuple[str, str] | None:
+    """The feature ``key=value`` stands for, if any (see the module docstring)."""
+    if key in _IGNORED:
+        return None
+    if key.endswith(".attempt"):
+        if isinstance(value, int | float) and not isinstance(value, bool) and value > 1:
+            return (key, ">1")
+        return None
+    if isinstance(value, bool):
+        return (key, "true" if value else "false")
+    if isinstance(value, str | int):
+        return (key, str(value))
+    return None
+
+
+def _attribute_features(attributes: Mapping[str, Any]) -> set[tuple[str, str]]:
+    return {f for key, value in attributes.items() if (f := _feature(key, value)) is not None}
+
+
+def _features(run: Run) -> set[tuple[str, str]]:
+    # The spans of a run repeat the same attributes (run id, schedule, ...): collect
+    # the distinct (key, value) pairs first, classify each once.
+    pairs: set[tuple[str, Any]] = set()
+    for span in run.spans:
+        try:
+            pairs.update(span.attributes.items())
+        except TypeError:  # a list value somewhere: never a feature, skip it
+            pairs.update(i for i in span.attributes.items() if not isinstance(i[1], list | dict))
+    return {f for key, value in pairs if (f := _feature(key, value)) is not None}
+
+
+def _skews(tail: list[Run], rest: list[Run]) -> list[AttributeSkew]:
+    tail_counts: Counter[tuple[str, str]] = Counter()
+    rest_counts: Counter[tuple[str, str]] = Counter()
+    for run in tail:
+        tail_counts.update(_features(run))
+    for run in rest:
+        rest_counts.update(_features(run))
+    values_per_key: Counter[str] = Counter(key for key, _ in tail_counts.keys() | rest_counts)
+    skews = []
+    for (key, value), count in tail_counts.items():
+        if values_per_key[key] > MAX_VALUES:
+            continue
+        tail_freq = count / len(tail)
+        rest_freq = rest_counts[(key, value)] / len(rest) if rest else 0.0
+        if tail_freq > rest_freq:
+            skews.append(AttributeSkew(key, value, tail_freq, rest_freq))
+    skews.sort(key=lambda s: (-(s.tail_frequency - s.rest_frequency), -s.tail_frequency, s.key))
+    return skews
+
+
+def _headline_attribute(
+    skews: list[AttributeSkew], tail: list[Run], hop: str
+) -> AttributeSkew | None:
+    strong = [
+        s
+        for s in skews
+        if s.tail_frequency >= MIN_TAIL_FREQUENCY_FOR_HEADLINE
+        and s.tail_frequency - s.rest_frequency >= MIN_SKEW_FOR_HEADLINE
+    ]
+    if not strong:
+        return None
+    on_hop: set[tuple[str, str]] = set()
+    for run in tail:
+        for span in run.spans:
+            if span.attributes.get(ATTR_HOP) == hop:
+                on_hop.update(_attribute_features(span.attributes))
+    for skew in strong:
+        if (skew.key, skew.value) in on_hop:
+            return skew
+    return strong[0]
+
+
+def attribute_tail(runs: Sequence[Run], top_attributes: int = 10) -> TailAttribution:
+    """Where the p99 tail of ``runs`` spends its extra time (see the module docstring)."""
+    completed = [r for r in runs if r.end_to_end_ns is not None]
+    if len(completed) < 2:
+        return TailAttribution(
+            headline=f"p99 tail: not enough completed runs to compare ({len(completed)})",
+            runs=len(completed),
+            tail_runs=0,
+            threshold_ms=None,
+            median_end_to_end_ms=None,
+            tail_end_to_end_ms=None,
+            contributions=(),
+            attributes=(),
+        )
+    e2e = sorted(r.end_to_end_ns or 0 for r in completed)
+    threshold = quantile(e2e, 0.99)
+    tail = [r for r in completed if (r.end_to_end_ns or 0) > threshold]
+    if not tail:
+        tail = [r for r in completed if r.end_to_end_ns == e2e[-1]]
+    tail_ids = {id(r) for r in tail}
+    rest = [r for r in completed if id(r) not in tail_ids]
+
+    keys: set[tuple[str, str]] = set()
+    for r in completed:
+        keys.update(r.kind_ns)
+    order = {hop: i for i, hop in enumerate(hop_order({h for h, _ in keys}))}
+    contributions: list[Contribution] = []
+    for hop, kind in keys:
+        values = sorted(r.kind_ns.get((hop, kind), 0) for r in completed)
+        med = quantile(values, 0.5)
+        tail_mean = sum(r.kind_ns.get((hop, kind), 0) for r in tail) / len(tail)
+        contributions.append(
+            Contribution(hop, kind, (tail_mean - med) / 1e6, 0.0, tail_mean / 1e6, med / 1e6)
+        )
+    positive = sum(c.excess_ms for c in contributions if c.excess_ms > 0)
+    contributions = [
+        Contribution(
+            c.hop,
+            c.kind,
+            c.excess_ms,
+            c.excess_ms / positive if positive > 0 and c.excess_ms > 0 else 0.0,
+            c.tail_mean_ms,
+            c.median_ms,
+        )
+        for c in contributions
+    ]
+    contributions.sort(key=lambda c: (-c.excess_ms, order[c.hop], c.kind))
+
+    skews = _skews(tail, rest)
+    median_e2e = quantile(e2e, 0.5) / 1e6
+    tail_e2e = sum(r.end_to_end_ns or 0 for r in tail) / len(tail) / 1e6
+    top = contributions[0] if contributions else None
+    if top is None or top.excess_ms <= 0:
+        headline = (
+            f"p99 tail: no hop is slower than in the median run "
+            f"({len(tail)} runs > p99 {threshold / 1e6:.1f} ms)"
+        )
+    else:
+        attribute = _headline_attribute(skews, tail, top.hop)
+        because = f" ({attribute.label})" if attribute else ""
+        headline = (
+            f"p99 tail: {top.share:.0%} {top.kind} in {top.hop}{because}, "
+            f"+{top.excess_ms:.1f} ms per tail run "
+            f"(tail {tail_e2e - median_e2e:+.1f} ms end-to-end over the median run; "
+            f"{len(tail)} of {len(completed)} runs > p99 {threshold / 1e6:.1f} ms)"
+        )
+    return TailAttribution(
+        headline=headline,
+        runs=len(completed),
+        tail_runs=len(tail),
+        threshold_ms=threshold / 1e6,
+        median_end_to_end_ms=median_e2e,
+        tail_end_to_end_ms=tail_e2e,
+        contributions=tuple(contributions),
+        attributes=tuple(skews[:top_attributes]),
+    )

@@ -1,0 +1,3 @@
+from cron_planner.main import main
+
+main()

@@ -1,0 +1,99 @@
+"""The planner assembled: schedule feed -> index -> fire loop, gated by the elector."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from cron_planner.clock import Clock, SystemClock
+from cron_planner.elector import Elector
+from cron_planner.feed import ScheduleFeed
+from cron_planner.fire_loop import FireLoop
+from cron_planner.remote import DispatcherClient, StoreClient
+from cron_planner.schedule_index import ScheduleIndex
+from cronwave_core.rpc import open_channel
+from cronwave_core.settings import Settings
+
+
+@dataclass(frozen=True)
+class PlannerStatus:
+    candidate: str
+    leader: bool
+    fencing_token: int
+    schedules: int
+    next_fire_time: datetime | None
+    next_schedule_id: str
+    fired: int
+    revision: int
+
+
+class Planner:
+    """Owns the channels and threads of one planner replica. ``start`` campaigns,
+    loads and fires; ``stop`` stops firing first, then resigns the lease."""
+
+    def __init__(self, settings: Settings, clock: Clock | None = None) -> None:
+        self.settings = settings
+        self.clock = clock or SystemClock()
+        timeout = settings.rpc_timeout
+        self._leader_channel = open_channel(settings.leader_addr, timeout, traced=False)
+        self._store_channel = open_channel(settings.store_addr, timeout)
+        self._watch_channel = open_channel(settings.store_addr, timeout, traced=False)
+        self._dispatcher_channel = open_channel(settings.dispatcher_addr, timeout)
+        self.index = ScheduleIndex()
+        self.elector = Elector(
+            self._leader_channel,
+            settings.candidate,
+            ttl=settings.lease_ttl,
+            renew_interval=settings.lease_renew_interval,
+            retry_interval=settings.lease_retry_interval,
+            rpc_timeout=timeout,
+            on_change=self._on_change,
+        )
+        self.loop = FireLoop(
+            self.index,
+            self.clock,
+            self.elector,
+            DispatcherClient(self._dispatcher_channel, timeout),
+            StoreClient(self._store_channel, timeout),
+        )
+        self.feed = ScheduleFeed(
+            self._watch_channel,
+            self.index,
+            self.clock,
+            rpc_timeout=timeout,
+            on_change=self._on_change,
+        )
+
+    def _on_change(self) -> None:
+        self.loop.wake()
+
+    def start(self) -> None:
+        self.feed.start()
+        self.loop.start()
+        self.elector.start()
+
+    def stop(self) -> None:
+        self.loop.stop()
+        self.feed.stop()
+        self.elector.stop(resign=True)
+        for channel in (
+            self._leader_channel,
+            self._store_channel,
+            self._watch_channel,
+            self._dispatcher_channel,
+        ):
+            channel.close()
+
+    def status(self) -> PlannerStatus:
+        leadership = self.elector.leadership()
+        slot = self.index.peek()
+        return PlannerStatus(
+            candidate=self.elector.candidate,
+            leader=leadership.leader,
+            fencing_token=leadership.token,
+            schedules=len(self.index),
+            next_fire_time=slot.fire_time if slot else None,
+            next_schedule_id=slot.schedule_id if slot else "",
+            fired=self.loop.stats.fired,
+            revision=self.index.revision,
+        )

@@ -1,0 +1,150 @@
+"""Keeps the schedule index in step with the workflow-store, without polling schedules.
+
+ListSchedules once, then one WatchSchedules stream from the listed revision, applying
+each change as it arrives. A broken stream is re-opened from the newest revision
+applied, after a backoff that doubles up to a bound; a stream also ends on its own
+deadline and is re-opened at once, so no wait is unbounded. A schedule the planner
+cannot read (a spec the calendar rejects) is dropped from the index and logged: firing
+an older version of it would be wrong.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from datetime import datetime, timedelta
+
+import grpc
+
+from cron_planner.clock import Clock
+from cron_planner.schedule_index import ScheduleIndex
+from cronwave.v1 import common_pb2
+from cronwave.v1 import workflow_store_service_pb2 as store_pb
+from cronwave.v1 import workflow_store_service_pb2_grpc as store_grpc
+from cronwave_core.calendar import validate
+from cronwave_core.convert import schedule_def_from_proto, ts_to_dt
+from cronwave_core.errors import CronwaveError
+from cronwave_core.spec import ScheduleDef
+
+log = logging.getLogger("cronwave.planner.feed")
+
+
+def _readable(msg: common_pb2.Schedule, now: datetime) -> tuple[ScheduleDef, datetime] | None:
+    try:
+        schedule = schedule_def_from_proto(msg)
+        validate(schedule.spec)
+    except CronwaveError as exc:
+        log.error("schedule '%s' cannot be planned and is left out: %s", msg.schedule_id, exc)
+        return None
+    since = ts_to_dt(msg.updated_at) if msg.HasField("updated_at") else now
+    return schedule, since
+
+
+class ScheduleFeed:
+    def __init__(
+        self,
+        channel: grpc.Channel,
+        index: ScheduleIndex,
+        clock: Clock,
+        *,
+        rpc_timeout: timedelta,
+        on_change: Callable[[], None] = lambda: None,
+        stream_timeout: timedelta = timedelta(minutes=5),
+        backoff: tuple[timedelta, timedelta] = (timedelta(seconds=0.1), timedelta(seconds=5)),
+    ) -> None:
+        """``channel`` should be untraced: a watch stream lives for minutes, and a span
+        that long says nothing about any run."""
+        self._stub = store_grpc.WorkflowStoreServiceStub(channel)
+        self._index = index
+        self._clock = clock
+        self._rpc_timeout = rpc_timeout.total_seconds()
+        self._on_change = on_change
+        self._stream_timeout = stream_timeout.total_seconds()
+        self._backoff = (backoff[0].total_seconds(), backoff[1].total_seconds())
+        self._stopping = threading.Event()
+        self._call: grpc.Call | None = None
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+        self.loaded = threading.Event()
+        self.changes = 0
+        self.reconnects = 0
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="schedule-feed", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stopping.set()
+        with self._lock:
+            call = self._call
+        if call is not None:
+            call.cancel()
+        if self._thread is not None:
+            self._thread.join(timeout=self._rpc_timeout + 1)
+
+    def _run(self) -> None:
+        delay = self._backoff[0]
+        while not self._stopping.is_set():
+            try:
+                if not self.loaded.is_set():
+                    self._load()
+                healthy = self._watch()
+            except (grpc.RpcError, CronwaveError) as exc:
+                if self._stopping.is_set():
+                    return
+                log.warning("schedule feed interrupted (%s); retrying in %.1fs", _text(exc), delay)
+                healthy = False
+            if healthy:
+                delay = self._backoff[0]
+                continue
+            self.reconnects += 1
+            self._stopping.wait(delay)
+            delay = min(delay * 2, self._backoff[1])
+
+    def _load(self) -> None:
+        reply = self._stub.ListSchedules(store_pb.ListSchedulesRequest(), timeout=self._rpc_timeout)
+        now = self._clock.now()
+        readable = [r for r in (_readable(s, now) for s in reply.schedules) if r is not None]
+        self._index.load(readable, reply.revision, now)
+        self.loaded.set()
+        log.info("loaded %d schedules at revision %d", len(readable), reply.revision)
+        self._on_change()
+
+    def _watch(self) -> bool:
+        """Apply changes until the stream ends. True when it ended by its own deadline
+        (re-open at once); an error or an early end raises or returns False."""
+        request = store_pb.WatchSchedulesRequest(since_revision=self._index.revision)
+        call = self._stub.WatchSchedules(request, timeout=self._stream_timeout)
+        with self._lock:
+            if self._stopping.is_set():
+                call.cancel()
+                return False
+            self._call = call
+        try:
+            for reply in call:
+                self._apply(reply.schedule)
+        except grpc.RpcError as exc:
+            if exc.code() == grpc.StatusCode.DEADLINE_EXCEEDED:
+                return True
+            raise
+        finally:
+            with self._lock:
+                self._call = None
+        return False
+
+    def _apply(self, msg: common_pb2.Schedule) -> None:
+        self.changes += 1
+        now = self._clock.now()
+        readable = None if msg.deleted else _readable(msg, now)
+        if readable is None:
+            self._index.remove(msg.schedule_id, msg.revision)
+        else:
+            self._index.apply(readable[0], readable[1], now)
+        self._on_change()
+
+
+def _text(exc: BaseException) -> str:
+    if isinstance(exc, grpc.RpcError) and hasattr(exc, "code"):
+        return f"{exc.code().name}: {exc.details()}"
+    return str(exc)

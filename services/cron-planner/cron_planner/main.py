@@ -1,0 +1,41 @@
+"""Entry point: ``python -m cron_planner``."""
+
+from __future__ import annotations
+
+import grpc
+
+from cron_planner.app import Planner
+from cron_planner.servicer import CronPlannerServicer
+from cronwave.v1 import cron_planner_service_pb2 as pb
+from cronwave.v1 import cron_planner_service_pb2_grpc as pb_grpc
+from cronwave_core.bootstrap import Service, full_names, serve
+from cronwave_core.settings import Settings
+from cronwave_core.telemetry import init_tracing
+
+
+def main() -> None:
+    settings = Settings.from_env()
+    provider = init_tracing("cron-planner", settings)
+    planner = Planner(settings)
+    servicer = CronPlannerServicer(planner.status)
+
+    def register(server: grpc.Server) -> None:
+        pb_grpc.add_CronPlannerServiceServicer_to_server(servicer, server)
+
+    def on_stop() -> None:
+        try:
+            planner.stop()
+        finally:
+            provider.shutdown()
+
+    planner.start()
+    serve(
+        Service(
+            name="cron-planner",
+            address=settings.planner_addr,
+            register=register,
+            service_names=full_names([pb.DESCRIPTOR]),
+            on_stop=on_stop,
+        ),
+        settings,
+    )

@@ -1,0 +1,58 @@
+"""gRPC adapter of ``CronPlannerService``."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable
+from datetime import UTC, datetime
+
+import grpc
+
+from cron_planner.app import PlannerStatus
+from cronwave.v1 import cron_planner_service_pb2 as pb
+from cronwave.v1 import cron_planner_service_pb2_grpc as pb_grpc
+from cronwave_core.calendar import fire_times, validate
+from cronwave_core.convert import dt_to_ts, spec_from_proto, ts_to_dt
+from cronwave_core.errors import InvalidArgument
+
+MAX_PREVIEW = 1000
+
+
+class CronPlannerServicer(pb_grpc.CronPlannerServiceServicer):
+    def __init__(
+        self,
+        status: Callable[[], PlannerStatus],
+        now: Callable[[], datetime] = lambda: datetime.now(UTC),
+    ) -> None:
+        self._status = status
+        self._now = now
+
+    def GetPlannerStatus(
+        self, request: pb.GetPlannerStatusRequest, context: grpc.ServicerContext
+    ) -> pb.GetPlannerStatusResponse:
+        status = self._status()
+        reply = pb.GetPlannerStatusResponse(
+            candidate=status.candidate,
+            leader=status.leader,
+            fencing_token=status.fencing_token,
+            schedules=status.schedules,
+            next_schedule_id=status.next_schedule_id,
+            fired=status.fired,
+            revision=status.revision,
+        )
+        if status.next_fire_time is not None:
+            reply.next_fire_time.CopyFrom(dt_to_ts(status.next_fire_time))
+        return reply
+
+    def PreviewFireTimes(
+        self, request: pb.PreviewFireTimesRequest, context: grpc.ServicerContext
+    ) -> pb.PreviewFireTimesResponse:
+        if not 1 <= request.count <= MAX_PREVIEW:
+            raise InvalidArgument(
+                "count", f"must be between 1 and {MAX_PREVIEW}, got {request.count}"
+            )
+        spec = spec_from_proto(request.spec)
+        validate(spec)
+        after = ts_to_dt(request.after) if request.HasField("after") else self._now()
+        times = itertools.islice(fire_times(spec, after), request.count)
+        return pb.PreviewFireTimesResponse(fire_times=[dt_to_ts(t) for t in times])

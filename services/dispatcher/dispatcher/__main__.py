@@ -1,0 +1,3 @@
+from dispatcher.main import main
+
+main()

@@ -1,0 +1,47 @@
+"""Start requests as domain values: validation and the manual-trigger rule.
+No gRPC here."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from cronwave_core.errors import InvalidArgument
+
+
+@dataclass(frozen=True)
+class StartRequest:
+    """A request to start the run of ``schedule_id`` at ``fire_time``.
+
+    Empty ``fencing_scope`` and ``idempotency_key`` are passed on empty: the store
+    applies their defaults ("planner" and "<schedule_id>@<fire_time>"), so the one
+    place that defines them is the one that enforces them.
+    """
+
+    schedule_id: str
+    fire_time: datetime
+    trigger: int  # cronwave.v1.TriggerKind
+    fencing_token: int = 0
+    fencing_scope: str = ""
+    idempotency_key: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.schedule_id.strip():
+            raise InvalidArgument("schedule_id", "required")
+        if self.fire_time.tzinfo is None:
+            raise InvalidArgument("fire_time", "must be timezone-aware")
+        if self.fencing_token < 0:
+            raise InvalidArgument("fencing_token", "must not be negative")
+
+
+def manual_fire_time(now: datetime) -> datetime:
+    """The nominal fire time of a manual trigger: the moment it was asked for, in
+    UTC at microsecond precision.
+
+    Runs are unique per (schedule, fire time), so two triggers are two runs unless
+    they land in the same microsecond; manual triggers are de-duplicated only by
+    that pair (an idempotency key is passed on to the store, which decides what it
+    means)."""
+    if now.tzinfo is None:
+        raise InvalidArgument("now", "must be timezone-aware")
+    return now.astimezone(UTC)

@@ -1,0 +1,156 @@
+"""``cronwave.v1.DispatcherService``: record the run in the store, enqueue new runs.
+
+The store decides whether a start is new (one run per schedule and fire time, only
+from the newest fencing token); the dispatcher never second-guesses it. A store error
+reaches the caller with its code and message unchanged, so a stale planner sees
+FAILED_PRECONDITION and an unknown schedule NOT_FOUND, exactly as the store said it.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any, NoReturn
+
+import grpc
+from dramatiq.brokers.redis import RedisBroker
+from opentelemetry import trace
+
+from cronwave.v1 import common_pb2
+from cronwave.v1 import dispatcher_service_pb2 as pb
+from cronwave.v1 import dispatcher_service_pb2_grpc as pb_grpc
+from cronwave.v1 import workflow_store_service_pb2 as store_pb
+from cronwave_core.convert import dt_to_ts, ts_to_dt
+from cronwave_core.errors import InvalidArgument, Unavailable
+from cronwave_core.queueing import RunMessage
+from cronwave_core.telemetry import hop_span, inject_context, run_attributes
+from dispatcher.requests import StartRequest, manual_fire_time
+
+log = logging.getLogger("cronwave.dispatcher")
+
+#: Where a run goes when the store did not name a queue for it.
+DEFAULT_QUEUE = "default"
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+def current_trace_id() -> str:
+    ctx = trace.get_current_span().get_span_context()
+    return f"{ctx.trace_id:032x}" if ctx.is_valid else ""
+
+
+class DispatcherServicer(pb_grpc.DispatcherServiceServicer):
+    """Thin adapter: proto in, store and broker out."""
+
+    def __init__(
+        self,
+        store: Any,  # WorkflowStoreServiceStub
+        broker: RedisBroker,
+        now: Callable[[], datetime] = _now,
+    ) -> None:
+        self.store = store
+        self.broker = broker
+        self.now = now
+
+    def StartRun(
+        self, request: pb.StartRunRequest, context: grpc.ServicerContext
+    ) -> pb.StartRunResponse:
+        with hop_span("dispatch.start_run", "dispatch", "app") as span:
+            if not request.schedule_id.strip():
+                raise InvalidArgument("schedule_id", "required")
+            if not request.HasField("fire_time"):
+                raise InvalidArgument("fire_time", "required")
+            start = StartRequest(
+                schedule_id=request.schedule_id,
+                fire_time=ts_to_dt(request.fire_time),
+                trigger=request.trigger or common_pb2.TRIGGER_KIND_SCHEDULED,
+                fencing_token=request.fencing_token,
+                fencing_scope=request.fencing_scope,
+                idempotency_key=request.idempotency_key,
+            )
+            run, created = self._start(start, span, context)
+            return pb.StartRunResponse(run=run, created=created)
+
+    def TriggerRun(
+        self, request: pb.TriggerRunRequest, context: grpc.ServicerContext
+    ) -> pb.TriggerRunResponse:
+        with hop_span("dispatch.trigger_run", "dispatch", "app") as span:
+            start = StartRequest(
+                schedule_id=request.schedule_id,
+                fire_time=manual_fire_time(self.now()),
+                trigger=common_pb2.TRIGGER_KIND_MANUAL,
+                idempotency_key=request.idempotency_key,
+            )
+            run, created = self._start(start, span, context)
+            return pb.TriggerRunResponse(run=run, created=created)
+
+    def _start(
+        self, start: StartRequest, span: trace.Span, context: grpc.ServicerContext
+    ) -> tuple[common_pb2.Run, bool]:
+        span.set_attribute("cronwave.schedule_id", start.schedule_id)
+        try:
+            recorded = self.store.RecordRun(
+                store_pb.RecordRunRequest(
+                    schedule_id=start.schedule_id,
+                    fire_time=dt_to_ts(start.fire_time),
+                    trigger=start.trigger,  # type: ignore[arg-type]
+                    fencing_token=start.fencing_token,
+                    fencing_scope=start.fencing_scope,
+                    idempotency_key=start.idempotency_key,
+                    trace_id=current_trace_id(),
+                )
+            )
+        except grpc.RpcError as exc:
+            _abort_like(context, exc)
+        run = recorded.run
+        fire_time = ts_to_dt(run.fire_time)
+        attrs = run_attributes(run.run_id, run.schedule_id, fire_time.isoformat())
+        span.set_attributes({**attrs, "cronwave.created": recorded.created})
+        if not recorded.created:
+            log.info("run %s: duplicate start; nothing enqueued", run.run_id)
+            return run, False
+        queue = run.queue or DEFAULT_QUEUE
+        with hop_span("dispatch.enqueue", "dispatch", "queue", {**attrs, "cronwave.queue": queue}):
+            message = RunMessage(
+                run_id=run.run_id,
+                schedule_id=run.schedule_id,
+                fire_time=fire_time,
+                job_type=run.job_type,
+                queue=queue,
+                attempt_hint=run.attempt,
+                trace=inject_context(),
+                enqueued_at_ns=time.time_ns(),
+            )
+            try:
+                self.broker.enqueue(message.to_message())
+            except Exception as exc:  # redis down, or refused the write
+                log.error("run %s: enqueue on %s failed: %s", run.run_id, queue, exc)
+                self._event(run.run_id, "enqueue_failed", f"{queue}: {type(exc).__name__}: {exc}")
+                raise Unavailable(
+                    f"run '{run.run_id}' is recorded but could not be queued on '{queue}': "
+                    f"{exc}; the broker (CRONWAVE_REDIS_URL) is unreachable"
+                ) from exc
+        self._event(run.run_id, "enqueued", queue)
+        return run, True
+
+    def _event(self, run_id: str, kind: str, detail: str) -> None:
+        """Append to the run's history. The run is already recorded and queued, so a
+        history write that fails is logged, not turned into a failed start."""
+        try:
+            self.store.AppendRunEvent(
+                store_pb.AppendRunEventRequest(run_id=run_id, kind=kind, detail=detail)
+            )
+        except grpc.RpcError as exc:
+            log.warning("run %s: event %s not recorded: %s", run_id, kind, exc.details())
+
+
+def _abort_like(context: grpc.ServicerContext, exc: grpc.RpcError) -> NoReturn:
+    """End the call with the store's status code and message, unchanged."""
+    code = exc.code() if hasattr(exc, "code") else grpc.StatusCode.UNKNOWN
+    details = exc.details() if hasattr(exc, "details") else str(exc)
+    context.abort(code, details or code.name)
+    raise AssertionError("context.abort returned")  # it raises; this satisfies NoReturn

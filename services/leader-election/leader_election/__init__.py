@@ -1,0 +1,1 @@
+"""leader-election: grants a lease per scope with a strictly increasing fencing token."""

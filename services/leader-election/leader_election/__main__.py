@@ -1,0 +1,3 @@
+from leader_election.main import main
+
+main()

@@ -1,0 +1,55 @@
+"""Entry point: ``python -m leader_election``."""
+
+from __future__ import annotations
+
+import grpc
+import redis
+
+from cronwave.v1 import leader_election_service_pb2 as pb
+from cronwave.v1 import leader_election_service_pb2_grpc as pb_grpc
+from cronwave_core.bootstrap import Service, full_names, serve
+from cronwave_core.rpc import open_channel
+from cronwave_core.settings import Settings
+from cronwave_core.telemetry import init_tracing
+from leader_election.leases import LeaseStore
+from leader_election.servicer import LeaderElectionServicer
+from leader_election.store_floor import StoreFloor
+
+
+def main() -> None:
+    settings = Settings.from_env()
+    provider = init_tracing("leader-election", settings)
+    # A Redis that hangs must fail the call well inside the caller's deadline.
+    redis_timeout = min(2.0, settings.rpc_timeout.total_seconds() / 2)
+    client = redis.Redis.from_url(
+        settings.redis_url,
+        socket_timeout=redis_timeout,
+        socket_connect_timeout=redis_timeout,
+        health_check_interval=30,
+    )
+    store_channel = open_channel(settings.store_addr, settings.rpc_timeout)
+    leases = LeaseStore(
+        client,
+        settings.namespace,
+        StoreFloor(store_channel, settings.store_addr, settings.rpc_timeout / 2),
+    )
+    servicer = LeaderElectionServicer(leases, settings.lease_ttl)
+
+    def register(server: grpc.Server) -> None:
+        pb_grpc.add_LeaderElectionServiceServicer_to_server(servicer, server)
+
+    def on_stop() -> None:
+        store_channel.close()
+        client.close()
+        provider.shutdown()
+
+    serve(
+        Service(
+            name="leader-election",
+            address=settings.leader_addr,
+            register=register,
+            service_names=full_names([pb.DESCRIPTOR]),
+            on_stop=on_stop,
+        ),
+        settings,
+    )

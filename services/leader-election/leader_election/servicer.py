@@ -1,0 +1,106 @@
+"""gRPC adapter of ``LeaderElectionService``: validate, call ``LeaseStore``, convert."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+
+import grpc
+
+from cronwave.v1 import leader_election_service_pb2 as pb
+from cronwave.v1 import leader_election_service_pb2_grpc as pb_grpc
+from cronwave_core.convert import dt_to_ts, td_to_duration
+from cronwave_core.errors import InvalidArgument
+from cronwave_core.telemetry import ATTR_CACHE_HIT, hop_span
+from leader_election.leases import MAX_TTL, MIN_TTL, Lease, LeaseStore
+
+DEFAULT_SCOPE = "planner"
+_MAX_NAME = 200
+_REDIS = {ATTR_CACHE_HIT: "redis"}
+
+
+def _name(field: str, value: str, default: str | None = None) -> str:
+    value = value or (default or "")
+    if not value:
+        raise InvalidArgument(field, "is required (a name unique per replica, e.g. planner-1@host)")
+    if len(value) > _MAX_NAME:
+        raise InvalidArgument(field, f"must be at most {_MAX_NAME} characters")
+    if any(c.isspace() or not c.isprintable() for c in value):
+        raise InvalidArgument(field, "must not contain whitespace or control characters")
+    return value
+
+
+def _token(value: int) -> int:
+    if value <= 0:
+        raise InvalidArgument("fencing_token", "must be the positive token Campaign granted")
+    return value
+
+
+def _ttl(request: pb.CampaignRequest, default: timedelta) -> timedelta:
+    if not request.HasField("ttl"):
+        return default
+    ttl = request.ttl.ToTimedelta()
+    if ttl == timedelta(0):
+        return default
+    if not MIN_TTL <= ttl <= MAX_TTL:
+        raise InvalidArgument(
+            "ttl", f"must be between 1s and 5m (0 = the server default), got {ttl.total_seconds()}s"
+        )
+    return ttl
+
+
+class LeaderElectionServicer(pb_grpc.LeaderElectionServiceServicer):
+    def __init__(
+        self,
+        leases: LeaseStore,
+        default_ttl: timedelta,
+        now: Callable[[], datetime] = lambda: datetime.now(UTC),
+    ) -> None:
+        self._leases = leases
+        self._default_ttl = default_ttl
+        self._now = now
+
+    def _lease(self, lease: Lease) -> pb.Lease:
+        msg = pb.Lease(
+            scope=lease.scope,
+            holder=lease.holder,
+            fencing_token=lease.token,
+            ttl=td_to_duration(lease.ttl),
+        )
+        if lease.holder:
+            msg.expires_at.CopyFrom(dt_to_ts(self._now() + lease.remaining))
+        return msg
+
+    def Campaign(
+        self, request: pb.CampaignRequest, context: grpc.ServicerContext
+    ) -> pb.CampaignResponse:
+        scope = _name("scope", request.scope, DEFAULT_SCOPE)
+        candidate = _name("candidate", request.candidate)
+        ttl = _ttl(request, self._default_ttl)
+        with hop_span("leader campaign", hop="leader", kind="cache", attributes=_REDIS):
+            outcome = self._leases.campaign(scope, candidate, ttl)
+        return pb.CampaignResponse(granted=outcome.ok, lease=self._lease(outcome.lease))
+
+    def Renew(self, request: pb.RenewRequest, context: grpc.ServicerContext) -> pb.RenewResponse:
+        scope = _name("scope", request.scope, DEFAULT_SCOPE)
+        candidate = _name("candidate", request.candidate)
+        token = _token(request.fencing_token)
+        with hop_span("leader renew", hop="leader", kind="cache", attributes=_REDIS):
+            outcome = self._leases.renew(scope, candidate, token)
+        return pb.RenewResponse(renewed=outcome.ok, lease=self._lease(outcome.lease))
+
+    def Resign(self, request: pb.ResignRequest, context: grpc.ServicerContext) -> pb.ResignResponse:
+        scope = _name("scope", request.scope, DEFAULT_SCOPE)
+        candidate = _name("candidate", request.candidate)
+        token = _token(request.fencing_token)
+        with hop_span("leader resign", hop="leader", kind="cache", attributes=_REDIS):
+            resigned = self._leases.resign(scope, candidate, token)
+        return pb.ResignResponse(resigned=resigned)
+
+    def Observe(
+        self, request: pb.ObserveRequest, context: grpc.ServicerContext
+    ) -> pb.ObserveResponse:
+        scope = _name("scope", request.scope, DEFAULT_SCOPE)
+        with hop_span("leader observe", hop="leader", kind="cache", attributes=_REDIS):
+            lease = self._leases.observe(scope)
+        return pb.ObserveResponse(lease=self._lease(lease))

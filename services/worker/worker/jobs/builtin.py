@@ -1,0 +1,60 @@
+"""The job types every worker ships with: for smoke tests, demos and failure drills."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from datetime import timedelta
+from typing import Any
+
+from cronwave_core.errors import InvalidArgument
+from worker.jobs.context import JobContext
+from worker.jobs.registry import JobType
+
+# Sleep in short slices: a time limit is delivered between Python instructions,
+# so one long C-level sleep could not be interrupted.
+_SLICE_SECONDS = 0.05
+_MAX_SLEEP_SECONDS = 24 * 3600
+
+
+class RequestedFailure(Exception):
+    """Raised by ``cronwave.fail`` on purpose, with the payload's message."""
+
+
+def noop(ctx: JobContext) -> Mapping[str, Any]:
+    """Does nothing and succeeds: the cheapest possible run, for latency figures."""
+    return {}
+
+
+def sleep(ctx: JobContext) -> Mapping[str, Any]:
+    """Sleeps ``payload["seconds"]`` (a number, default 1) and reports it."""
+    seconds = ctx.payload.get("seconds", 1)
+    if isinstance(seconds, bool) or not isinstance(seconds, int | float):
+        raise InvalidArgument("payload.seconds", f"must be a number, got {seconds!r}")
+    if not 0 <= seconds <= _MAX_SLEEP_SECONDS:
+        raise InvalidArgument("payload.seconds", f"must be in [0, {_MAX_SLEEP_SECONDS}]")
+    deadline = time.monotonic() + float(seconds)
+    while (left := deadline - time.monotonic()) > 0:
+        time.sleep(min(left, _SLICE_SECONDS))
+    return {"slept": seconds}
+
+
+def fail(ctx: JobContext) -> Mapping[str, Any]:
+    """Always fails with ``payload["message"]`` (default "requested failure")."""
+    message = ctx.payload.get("message", "requested failure")
+    raise RequestedFailure(str(message))
+
+
+def builtin_job_types(queue: str = "default") -> list[JobType]:
+    """``cronwave.noop``, ``cronwave.sleep`` and ``cronwave.fail`` on ``queue``."""
+    return [
+        JobType("cronwave.noop", noop, duration_limit=timedelta(minutes=1), queue=queue),
+        JobType(
+            "cronwave.sleep",
+            sleep,
+            duration_limit=timedelta(hours=25),
+            heartbeat_timeout=timedelta(seconds=15),
+            queue=queue,
+        ),
+        JobType("cronwave.fail", fail, duration_limit=timedelta(minutes=1), queue=queue),
+    ]

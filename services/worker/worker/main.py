@@ -1,0 +1,140 @@
+"""The worker process: a dramatiq worker inside our own process, plus the gRPC status
+service and health checks.
+
+Start-up order: register this worker's job types with the store, start consuming,
+then report SERVING, so a schedule can name these job types as soon as the worker is
+healthy. On SIGTERM: stop taking messages and let in-flight jobs finish (up to the
+grace period), then stop the gRPC server.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import signal
+import threading
+from datetime import timedelta
+from typing import Any
+
+import dramatiq
+import grpc
+
+from cronwave.v1 import common_pb2, worker_service_pb2
+from cronwave.v1 import worker_service_pb2_grpc as worker_grpc
+from cronwave.v1 import workflow_store_service_pb2 as store_pb
+from cronwave.v1 import workflow_store_service_pb2_grpc as store_grpc
+from cronwave_core.bootstrap import RunningServer, Service, full_names
+from cronwave_core.convert import td_to_duration
+from cronwave_core.errors import CronwaveError
+from cronwave_core.queueing import make_broker
+from cronwave_core.rpc import error_from_rpc, open_channel
+from cronwave_core.settings import Settings
+from cronwave_core.telemetry import init_tracing
+from worker.actors import declare_actors
+from worker.jobs import JobType, Registry, default_registry
+from worker.runtime import RunProcessor, WorkerStats, with_retries
+from worker.status import WorkerStatusServicer
+
+log = logging.getLogger("cronwave.worker")
+
+#: dramatiq's consumer idle poll, in ms: a new message waits at most this long
+#: before a sleeping consumer looks again, so it bounds the pickup lateness it adds.
+WORKER_TIMEOUT_MS = 100
+
+
+def job_type_to_proto(job_type: JobType) -> common_pb2.JobType:
+    return common_pb2.JobType(
+        name=job_type.name,
+        duration_limit=td_to_duration(job_type.duration_limit),
+        heartbeat_timeout=td_to_duration(job_type.heartbeat_timeout),
+        queue=job_type.queue,
+        financial=job_type.financial,
+    )
+
+
+def register_job_types(store: Any, registry: Registry) -> None:
+    """Register every job type with the store, waiting out a store that is still
+    starting; any other refusal stops start-up with the store's reason."""
+    for job_type in registry:
+        request = store_pb.RegisterJobTypeRequest(job_type=job_type_to_proto(job_type))
+        try:
+            with_retries(
+                functools.partial(store.RegisterJobType, request),
+                f"register job type {job_type.name}",
+                attempts=20,
+            )
+        except grpc.RpcError as exc:
+            err = error_from_rpc(exc)
+            raise CronwaveError(
+                f"worker: the store refused job type '{job_type.name}': {err.message}"
+            ) from exc
+        log.info("registered job type %s on queue %s", job_type.name, job_type.queue)
+
+
+def run_until_stopped(server: RunningServer, consumer: dramatiq.Worker, grace: timedelta) -> None:
+    """Start ``consumer`` and ``server``; on SIGTERM or SIGINT stop the consumer
+    (in-flight jobs get up to ``grace``), then the server. Blocks until stopped."""
+    stopping = threading.Event()
+
+    def shutdown() -> None:
+        try:
+            consumer.stop(timeout=int(grace.total_seconds() * 1000))
+        finally:
+            server.stop()
+
+    def on_signal(signum: int, _frame: Any) -> None:
+        if stopping.is_set():
+            return
+        stopping.set()
+        log.info("worker: signal %d, stopping gracefully", signum)
+        threading.Thread(target=shutdown, name="graceful-stop", daemon=True).start()
+
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, on_signal)
+    consumer.start()
+    server.start()
+    server.wait()
+    log.info("worker stopped")
+
+
+def main() -> None:
+    settings = Settings.from_env()
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s worker %(levelname)s %(message)s")
+    provider = init_tracing("worker", settings)
+    registry = default_registry(settings)
+    broker = make_broker(settings)
+    dramatiq.set_broker(broker)
+    channel = open_channel(settings.store_addr, settings.rpc_timeout)
+    store = store_grpc.WorkflowStoreServiceStub(channel)
+    register_job_types(store, registry)
+
+    stats = WorkerStats()
+    processor = RunProcessor(store, registry, settings.worker_id, stats)
+    declare_actors(broker, settings.worker_queues, processor, registry)
+    consumer = dramatiq.Worker(
+        broker,
+        queues=set(settings.worker_queues),
+        worker_threads=settings.worker_threads,
+        worker_timeout=WORKER_TIMEOUT_MS,
+    )
+    status = WorkerStatusServicer(
+        settings.worker_id, settings.worker_queues, registry.names(), stats
+    )
+
+    def on_stop() -> None:
+        broker.close()
+        channel.close()
+        for job_type in registry:
+            dispose = getattr(job_type.fn, "dispose", None)
+            if callable(dispose):
+                dispose()
+        provider.shutdown()  # flush the spans still buffered
+
+    service = Service(
+        name="worker",
+        address=settings.worker_addr,
+        register=lambda server: worker_grpc.add_WorkerServiceServicer_to_server(status, server),
+        service_names=full_names([worker_service_pb2.DESCRIPTOR]),
+        on_stop=on_stop,
+    )
+    run_until_stopped(RunningServer(service, settings), consumer, settings.grace)

@@ -1,0 +1,208 @@
+"""One attempt of one job: the body runs in its own thread while the supervising
+thread heartbeats for it, enforces its duration limit and notices when a newer attempt
+has taken the run over.
+
+No gRPC here: the store is reached through the ``beat`` callable, which reports the
+store's answer as a ``BeatResult``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import enum
+import json
+import logging
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any
+
+from dramatiq.threading import raise_thread_exception
+
+from worker.jobs.context import AttemptSuperseded, Checkpoint, JobContext
+from worker.jobs.registry import JobFn
+
+log = logging.getLogger("cronwave.worker")
+
+
+class BeatResult(enum.Enum):
+    OK = "ok"
+    SUPERSEDED = "superseded"  # the store refused: a newer attempt owns the run
+    FAILED = "failed"  # the store could not be reached; try again next beat
+
+
+class DurationLimitExceeded(Exception):
+    """Raised inside a job body that ran past its job type's duration limit."""
+
+
+class AttemptStopped(Exception):
+    """Raised inside a job body whose attempt a newer attempt superseded."""
+
+
+class Outcome(enum.Enum):
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    TIMED_OUT = "timed_out"
+    SUPERSEDED = "superseded"  # not ours to complete
+
+
+@dataclass
+class AttemptResult:
+    outcome: Outcome
+    result: Mapping[str, Any] = field(default_factory=dict)
+    error: str = ""
+    body_started_ns: int = 0  # wall clock, ns since the epoch; 0 = the body never ran
+
+
+def describe(exc: BaseException) -> str:
+    """``"ExcType: message"``, the form a run's error is recorded in."""
+    text = str(exc)
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+class Supervisor:
+    """Runs one attempt's body and keeps the store informed while it runs.
+
+    Beats every ``heartbeat_interval`` with the newest checkpoint the job reported (or
+    none when it did not change). Past ``duration_limit`` the body gets
+    ``DurationLimitExceeded`` and the attempt is TIMED_OUT. When a beat is refused the
+    body gets ``AttemptStopped`` and the attempt is SUPERSEDED. Either exception is
+    delivered between Python instructions, so it cannot cut a system call short; the
+    attempt's outcome is decided at once all the same, and the body's thread (a daemon)
+    is left to unwind on its own.
+    """
+
+    def __init__(
+        self,
+        beat: Callable[[str], BeatResult],
+        heartbeat_interval: timedelta,
+        duration_limit: timedelta,
+        run_id: str = "",
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._beat = beat
+        self._interval = max(heartbeat_interval.total_seconds(), 0.01)
+        self._limit = duration_limit
+        self._run_id = run_id
+        self._monotonic = monotonic
+        self._lock = threading.Lock()
+        self._checkpoint: Checkpoint | None = None
+        self._version = 0
+        self._sent = 0
+        self._stopped: type[Exception] | None = None
+        self._wake = threading.Event()
+
+    # called from the job's thread through JobContext.heartbeat ------------------
+    def on_heartbeat(self, checkpoint: Checkpoint | None) -> None:
+        with self._lock:
+            stopped = self._stopped
+            if stopped is None and checkpoint is not None:
+                self._checkpoint = checkpoint
+                self._version += 1
+        if stopped is AttemptStopped:
+            raise AttemptSuperseded(self._run_id)
+        if stopped is DurationLimitExceeded:
+            raise DurationLimitExceeded(f"exceeded the duration limit of {self._limit}")
+
+    # the supervising thread -----------------------------------------------------
+    def run(self, fn: JobFn, ctx: JobContext) -> AttemptResult:
+        """Run ``fn(ctx)`` to its end, its duration limit or its supersession."""
+        box: dict[str, Any] = {}
+
+        def body() -> None:
+            try:
+                box["started_ns"] = time.time_ns()
+                box["result"] = fn(ctx)
+            except BaseException as exc:  # everything the job raised is its outcome
+                box["error"] = exc
+            finally:
+                self._wake.set()
+
+        def guarded() -> None:
+            # A stop delivered after the body returned lands here, harmlessly.
+            with contextlib.suppress(DurationLimitExceeded, AttemptStopped):
+                body()
+
+        # The job sees the supervising thread's trace context (its spans nest under
+        # the execute span).
+        job_context = contextvars.copy_context()
+        thread = threading.Thread(
+            target=job_context.run, args=(guarded,), name=f"job-{self._run_id}", daemon=True
+        )
+        start = self._monotonic()
+        deadline = start + self._limit.total_seconds()
+        next_beat = start + self._interval
+        thread.start()
+        while not self._wake.wait(max(0.0, min(deadline, next_beat) - self._monotonic())):
+            now = self._monotonic()
+            if now >= deadline:
+                self._stop(thread, DurationLimitExceeded)
+                return AttemptResult(
+                    Outcome.TIMED_OUT,
+                    error=describe(
+                        DurationLimitExceeded(f"exceeded the duration limit of {self._limit}")
+                    ),
+                    body_started_ns=box.get("started_ns", 0),
+                )
+            if now >= next_beat:
+                if self._send(force=True) is BeatResult.SUPERSEDED:
+                    self._stop(thread, AttemptStopped)
+                    return AttemptResult(
+                        Outcome.SUPERSEDED, body_started_ns=box.get("started_ns", 0)
+                    )
+                next_beat = self._monotonic() + self._interval
+        started_ns = box.get("started_ns", 0)
+        # The last progress goes to the store before the outcome, so a retry of a
+        # failed attempt resumes from it.
+        if self._send(force=False) is BeatResult.SUPERSEDED:
+            return AttemptResult(Outcome.SUPERSEDED, body_started_ns=started_ns)
+        error = box.get("error")
+        if isinstance(error, AttemptSuperseded | AttemptStopped):
+            return AttemptResult(Outcome.SUPERSEDED, body_started_ns=started_ns)
+        if isinstance(error, DurationLimitExceeded):
+            return AttemptResult(
+                Outcome.TIMED_OUT, error=describe(error), body_started_ns=started_ns
+            )
+        if error is not None:
+            return AttemptResult(Outcome.FAILED, error=describe(error), body_started_ns=started_ns)
+        result = box.get("result")
+        if result is None:
+            result = {}
+        if not isinstance(result, Mapping):
+            return AttemptResult(
+                Outcome.FAILED,
+                error=f"TypeError: a job returns a JSON object, got {type(result).__name__}",
+                body_started_ns=started_ns,
+            )
+        try:
+            json.dumps(dict(result))
+        except (TypeError, ValueError) as exc:
+            return AttemptResult(
+                Outcome.FAILED,
+                error=f"TypeError: the job's result is not JSON data: {exc}",
+                body_started_ns=started_ns,
+            )
+        return AttemptResult(Outcome.SUCCEEDED, result=dict(result), body_started_ns=started_ns)
+
+    def _send(self, *, force: bool) -> BeatResult:
+        """Beat now (``force``) or only when there is an unsent checkpoint."""
+        with self._lock:
+            version, checkpoint = self._version, self._checkpoint
+        if version == self._sent and not force:
+            return BeatResult.OK
+        payload = json.dumps(checkpoint) if version != self._sent and checkpoint is not None else ""
+        outcome = self._beat(payload)
+        if outcome is BeatResult.OK:
+            self._sent = version
+        elif outcome is BeatResult.FAILED:
+            log.warning("run %s: heartbeat not delivered; retrying next beat", self._run_id)
+        return outcome
+
+    def _stop(self, thread: threading.Thread, reason: type[Exception]) -> None:
+        with self._lock:
+            self._stopped = reason
+        if thread.ident is not None and thread.is_alive():
+            raise_thread_exception(thread.ident, reason)

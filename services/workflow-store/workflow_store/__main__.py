@@ -1,0 +1,3 @@
+from workflow_store.main import main
+
+main()

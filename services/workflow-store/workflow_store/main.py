@@ -1,0 +1,51 @@
+"""``python -m workflow_store``: migrate the database, then serve until SIGTERM."""
+
+from __future__ import annotations
+
+import grpc
+
+from cronwave.v1 import workflow_store_service_pb2 as api
+from cronwave.v1 import workflow_store_service_pb2_grpc as api_grpc
+from cronwave_core.bootstrap import Service, full_names, serve
+from cronwave_core.settings import Settings
+from cronwave_core.telemetry import init_tracing
+from workflow_store.db import Database, create_engine, migrate
+from workflow_store.servicer import WorkflowStoreServicer
+from workflow_store.store import Store
+
+NAME = "workflow-store"
+
+
+def main() -> None:
+    settings = Settings.from_env()
+    provider = init_tracing(NAME, settings)
+    engine = create_engine(settings.database_url)
+    migrate(engine)
+    db = Database(engine)
+    store = Store(db)
+    servicer = WorkflowStoreServicer(store)
+
+    def register(server: grpc.Server) -> None:
+        api_grpc.add_WorkflowStoreServiceServicer_to_server(servicer, server)
+
+    def on_stop() -> None:
+        store.wake_watchers()
+        db.dispose()
+        provider.shutdown()
+
+    serve(
+        Service(
+            name=NAME,
+            address=settings.store_addr,
+            register=register,
+            service_names=full_names([api.DESCRIPTOR]),
+            on_stop=on_stop,
+            # Watch streams hold a thread each for as long as their callers listen.
+            max_workers=64,
+        ),
+        settings,
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,184 @@
+"""The scheduler's tables. Alembic migrations in ``migrations/`` create them; a test
+checks that the migration head and these models agree.
+
+Instants are stored in UTC with microseconds; durations as whole microseconds.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Dialect
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+
+class UTCDateTime(sa.TypeDecorator[datetime]):
+    """An aware UTC datetime on every backend. SQLite has no zone support, so the
+    value is stored as naive UTC and the zone is put back on the way out; a naive
+    datetime is refused on the way in, since its meaning would be a guess."""
+
+    impl = sa.DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            raise ValueError("naive datetime: cronwave stores aware UTC instants only")
+        value = value.astimezone(UTC)
+        if dialect.name == "sqlite":
+            return value.replace(tzinfo=None)
+        return value
+
+    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            return value.replace(tzinfo=UTC)
+        return value.astimezone(UTC)
+
+
+class Micros(sa.TypeDecorator[timedelta]):
+    """A duration stored as whole microseconds (exact, and comparable on every
+    backend, unlike SQLite's emulated INTERVAL)."""
+
+    impl = sa.BigInteger()
+    cache_ok = True
+
+    def process_bind_param(self, value: timedelta | None, dialect: Dialect) -> int | None:
+        if value is None:
+            return None
+        return value // timedelta(microseconds=1)
+
+    def process_result_value(self, value: int | None, dialect: Dialect) -> timedelta | None:
+        if value is None:
+            return None
+        return timedelta(microseconds=int(value))
+
+
+# SQLite only autoincrements an INTEGER PRIMARY KEY (the rowid alias).
+BigSerial = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
+
+NAMING = {
+    "ix": "ix_%(column_0_label)s",
+    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+
+class Base(DeclarativeBase):
+    metadata = sa.MetaData(naming_convention=NAMING)
+    type_annotation_map: dict[Any, Any] = {
+        datetime: UTCDateTime(),
+        timedelta: Micros(),
+        int: sa.BigInteger(),
+        str: sa.String(),
+    }
+
+
+class Schedule(Base):
+    """One schedule. Deleting is soft (``deleted``), so watchers see the deletion
+    and a run's history keeps its schedule."""
+
+    __tablename__ = "schedules"
+
+    id: Mapped[str] = mapped_column(primary_key=True)
+    spec: Mapped[dict[str, Any]] = mapped_column(sa.JSON())
+    policy: Mapped[dict[str, Any]] = mapped_column(sa.JSON())
+    job_type: Mapped[str]
+    payload_json: Mapped[str] = mapped_column(sa.Text())
+    paused: Mapped[bool] = mapped_column(default=False)
+    pause_note: Mapped[str] = mapped_column(sa.Text(), default="")
+    deleted: Mapped[bool] = mapped_column(default=False)
+    created_at: Mapped[datetime]
+    updated_at: Mapped[datetime]
+    # The store-wide revision of this schedule's last change; unique per change.
+    revision: Mapped[int] = mapped_column(unique=True)
+
+
+class StoreRevision(Base):
+    """The store-wide change counter: a single row (id = 1), bumped by every schedule
+    change while its row lock orders concurrent changes."""
+
+    __tablename__ = "store_revision"
+
+    id: Mapped[int] = mapped_column(sa.Integer(), primary_key=True, autoincrement=False)
+    revision: Mapped[int]
+
+
+class JobType(Base):
+    __tablename__ = "job_types"
+
+    name: Mapped[str] = mapped_column(primary_key=True)
+    duration_limit: Mapped[timedelta]
+    heartbeat_timeout: Mapped[timedelta]
+    retry_initial_interval: Mapped[timedelta]
+    retry_backoff_coefficient: Mapped[float] = mapped_column(sa.Float())
+    retry_maximum_interval: Mapped[timedelta]
+    retry_maximum_attempts: Mapped[int] = mapped_column(sa.Integer())
+    retry_non_retryable_errors: Mapped[list[str]] = mapped_column(sa.JSON())
+    queue: Mapped[str]
+    priority: Mapped[int] = mapped_column(sa.Integer())
+    financial: Mapped[bool]
+    created_at: Mapped[datetime]
+    updated_at: Mapped[datetime]
+
+
+class Run(Base):
+    """One run of a schedule. The database, not the code, guarantees one run per
+    (schedule, fire time): concurrent recorders race on the unique constraint."""
+
+    __tablename__ = "runs"
+    __table_args__ = (
+        sa.UniqueConstraint("schedule_id", "fire_time"),
+        sa.Index("ix_runs_fire_time_run_id", "fire_time", "run_id"),
+    )
+
+    run_id: Mapped[str] = mapped_column(primary_key=True)
+    schedule_id: Mapped[str] = mapped_column(sa.ForeignKey("schedules.id"))
+    fire_time: Mapped[datetime]
+    state: Mapped[str] = mapped_column(index=True)
+    trigger: Mapped[str]
+    job_type: Mapped[str]
+    payload_json: Mapped[str] = mapped_column(sa.Text())
+    attempt: Mapped[int] = mapped_column(sa.Integer())
+    attempt_token: Mapped[int]
+    fencing_token: Mapped[int]
+    idempotency_key: Mapped[str]
+    queue: Mapped[str]
+    worker_id: Mapped[str]
+    trace_id: Mapped[str]
+    created_at: Mapped[datetime]
+    started_at: Mapped[datetime | None]
+    finished_at: Mapped[datetime | None]
+    heartbeat_at: Mapped[datetime | None]
+    error: Mapped[str] = mapped_column(sa.Text())
+    result_json: Mapped[str] = mapped_column(sa.Text())
+    checkpoint_json: Mapped[str] = mapped_column(sa.Text())
+
+
+class RunEvent(Base):
+    """Append-only history of a run; ``seq`` orders it."""
+
+    __tablename__ = "run_events"
+
+    seq: Mapped[int] = mapped_column(BigSerial, primary_key=True, autoincrement=True)
+    run_id: Mapped[str] = mapped_column(sa.ForeignKey("runs.run_id"), index=True)
+    kind: Mapped[str]
+    at: Mapped[datetime]
+    detail: Mapped[str] = mapped_column(sa.Text())
+    attempt: Mapped[int] = mapped_column(sa.Integer())
+
+
+class Fencing(Base):
+    """The newest fencing token seen per lease scope."""
+
+    __tablename__ = "fencing"
+
+    scope: Mapped[str] = mapped_column(primary_key=True)
+    token: Mapped[int]
+    updated_at: Mapped[datetime]

@@ -1,0 +1,173 @@
+"""What the store reads and writes, as frozen domain values (no protobuf, no SQL)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from enum import StrEnum
+
+from cronwave_core.spec import Policy, Spec
+
+
+class RunState(StrEnum):
+    PENDING = "pending"
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    TIMED_OUT = "timed_out"
+    MISSED = "missed"
+    CANCELLED = "cancelled"
+    DEAD_LETTERED = "dead_lettered"
+
+    @property
+    def terminal(self) -> bool:
+        return self in TERMINAL
+
+
+TERMINAL = frozenset(
+    {
+        RunState.SUCCEEDED,
+        RunState.FAILED,
+        RunState.TIMED_OUT,
+        RunState.MISSED,
+        RunState.CANCELLED,
+        RunState.DEAD_LETTERED,
+    }
+)
+# The states a CompleteRun may ask for.
+COMPLETIONS = frozenset(
+    {RunState.SUCCEEDED, RunState.FAILED, RunState.TIMED_OUT, RunState.CANCELLED}
+)
+
+
+class Trigger(StrEnum):
+    SCHEDULED = "scheduled"
+    MANUAL = "manual"
+    BACKFILL = "backfill"
+    CATCHUP = "catchup"
+
+
+# Triggers that come from a planner and so must carry its fencing token.
+FENCED_TRIGGERS = frozenset({Trigger.SCHEDULED, Trigger.CATCHUP, Trigger.BACKFILL})
+DEFAULT_FENCING_SCOPE = "planner"
+DEFAULT_QUEUE = "default"
+DEFAULT_HEARTBEAT_TIMEOUT = timedelta(seconds=10)
+
+
+@dataclass(frozen=True)
+class NewSchedule:
+    """A validated CreateSchedule request."""
+
+    schedule_id: str
+    spec: Spec
+    policy: Policy
+    job_type: str
+    payload_json: str
+
+
+@dataclass(frozen=True)
+class ScheduleRecord:
+    schedule_id: str
+    spec: Spec
+    policy: Policy
+    job_type: str
+    payload_json: str
+    paused: bool
+    pause_note: str
+    deleted: bool
+    created_at: datetime
+    updated_at: datetime
+    revision: int
+
+
+@dataclass(frozen=True)
+class RetrySettings:
+    """A job type's retry policy as registered; applying it is the retrying
+    component's business, the store only keeps it."""
+
+    initial_interval: timedelta = timedelta(0)
+    backoff_coefficient: float = 0.0
+    maximum_interval: timedelta = timedelta(0)
+    maximum_attempts: int = 0
+    non_retryable_errors: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class JobTypeRecord:
+    name: str
+    duration_limit: timedelta
+    heartbeat_timeout: timedelta = DEFAULT_HEARTBEAT_TIMEOUT
+    retry: RetrySettings = field(default_factory=RetrySettings)
+    queue: str = DEFAULT_QUEUE
+    priority: int = 0
+    financial: bool = False
+
+
+@dataclass(frozen=True)
+class RecordRequest:
+    """A validated RecordRun (``reason`` empty) or RecordMissed (``missed``) request."""
+
+    schedule_id: str
+    fire_time: datetime
+    trigger: Trigger
+    fencing_token: int
+    fencing_scope: str = DEFAULT_FENCING_SCOPE
+    idempotency_key: str = ""
+    queue: str = ""
+    trace_id: str = ""
+    missed: bool = False
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    run_id: str
+    schedule_id: str
+    fire_time: datetime
+    state: RunState
+    trigger: Trigger
+    job_type: str
+    payload_json: str
+    attempt: int
+    attempt_token: int
+    fencing_token: int
+    idempotency_key: str
+    queue: str
+    worker_id: str
+    trace_id: str
+    created_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
+    heartbeat_at: datetime | None
+    error: str
+    result_json: str
+    checkpoint_json: str
+
+
+@dataclass(frozen=True)
+class RunEventRecord:
+    seq: int
+    run_id: str
+    kind: str
+    at: datetime
+    detail: str
+    attempt: int
+
+
+@dataclass(frozen=True)
+class Recorded:
+    run: RunRecord
+    created: bool
+
+
+@dataclass(frozen=True)
+class Claim:
+    run: RunRecord
+    claimed: bool
+    attempt_token: int
+
+
+@dataclass(frozen=True)
+class Completion:
+    run: RunRecord
+    changed: bool

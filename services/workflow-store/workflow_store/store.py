@@ -1,0 +1,622 @@
+"""The store's transactional logic: every public method is one transaction that either
+applies completely or raises a ``CronwaveError`` and writes nothing.
+
+Uniqueness and races are settled by the database: one run per (schedule, fire time)
+is a unique constraint; a claim or completion is a conditional UPDATE whose row count
+says who won; fencing tokens are read under the write lock of the same transaction
+that inserts the run.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterable, Iterator
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from cronwave_core.errors import (
+    FailedPrecondition,
+    InvalidArgument,
+    RunNotFound,
+    ScheduleExists,
+    ScheduleNotFound,
+    StaleAttempt,
+    StaleFencingToken,
+)
+from workflow_store import models as m
+from workflow_store.convert import (
+    iso,
+    policy_from_dict,
+    policy_to_dict,
+    spec_from_dict,
+    spec_to_dict,
+)
+from workflow_store.db import Database
+from workflow_store.ids import new_run_id
+from workflow_store.records import (
+    COMPLETIONS,
+    DEFAULT_HEARTBEAT_TIMEOUT,
+    DEFAULT_QUEUE,
+    Claim,
+    Completion,
+    JobTypeRecord,
+    NewSchedule,
+    Recorded,
+    RecordRequest,
+    RetrySettings,
+    RunEventRecord,
+    RunRecord,
+    RunState,
+    ScheduleRecord,
+    Trigger,
+)
+
+Clock = Callable[[], datetime]
+DEFAULT_RUN_LIMIT = 50
+# A conditional UPDATE that loses a race is re-evaluated against the winner's result;
+# more rounds than this means something keeps changing the row, which we report.
+_MAX_ROUNDS = 5
+
+
+def utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+class _Lost(Exception):
+    """A conditional UPDATE matched no row: another transaction changed it first."""
+
+
+class Store:
+    """Schedules, job types, runs and fencing tokens over a ``Database``."""
+
+    def __init__(self, db: Database, clock: Clock = utc_now) -> None:
+        self.db = db
+        self.clock = clock
+        self._changes = threading.Condition()
+        self._latest_revision = 0
+
+    # -- schedules ---------------------------------------------------------------------
+
+    def create_schedule(self, new: NewSchedule) -> ScheduleRecord:
+        """Create ``new``; a deleted schedule of the same id is replaced.
+
+        Raises ``InvalidArgument`` (job_type) for an unregistered job type and
+        ``ScheduleExists`` when a live schedule has the id.
+        """
+        now = self.clock()
+        try:
+            with self.db.write() as s:
+                revision = self._bump_revision(s)
+                if s.get(m.JobType, new.job_type) is None:
+                    names = s.scalars(sa.select(m.JobType.name).order_by(m.JobType.name)).all()
+                    registered = ", ".join(names) if names else "none (register one first)"
+                    what = f"unknown job type '{new.job_type}'" if new.job_type else "required"
+                    raise InvalidArgument("job_type", f"{what}; registered: {registered}")
+                row = s.get(m.Schedule, new.schedule_id)
+                if row is not None and not row.deleted:
+                    raise ScheduleExists(new.schedule_id)
+                if row is None:
+                    row = m.Schedule(id=new.schedule_id)
+                    s.add(row)
+                row.spec = spec_to_dict(new.spec)
+                row.policy = policy_to_dict(new.policy)
+                row.job_type = new.job_type
+                row.payload_json = new.payload_json
+                row.paused = False
+                row.pause_note = ""
+                row.deleted = False
+                row.created_at = now
+                row.updated_at = now
+                row.revision = revision
+                s.flush()
+                record = _schedule(row)
+        except IntegrityError as exc:
+            # A concurrent create of the same id won the primary key.
+            raise ScheduleExists(new.schedule_id) from exc
+        self._changed(revision)
+        return record
+
+    def get_schedule(self, schedule_id: str) -> ScheduleRecord:
+        with self.db.read() as s:
+            return _schedule(_live_schedule(s, schedule_id))
+
+    def list_schedules(
+        self, limit: int = 0, include_deleted: bool = False
+    ) -> tuple[list[ScheduleRecord], int]:
+        """Schedules by id (all when ``limit`` is 0) and the store revision they reflect."""
+        if limit < 0:
+            raise InvalidArgument("limit", "must not be negative (0 means all)")
+        with self.db.read() as s:
+            # The revision is read first: under READ COMMITTED the list may then hold
+            # newer changes than it says, which a watch from it re-sends, never misses.
+            revision = s.scalar(sa.select(m.StoreRevision.revision).where(m.StoreRevision.id == 1))
+            query = sa.select(m.Schedule).order_by(m.Schedule.id)
+            if not include_deleted:
+                query = query.where(m.Schedule.deleted.is_(False))
+            if limit:
+                query = query.limit(limit)
+            return [_schedule(r) for r in s.scalars(query)], int(revision or 0)
+
+    def pause_schedule(self, schedule_id: str, note: str) -> ScheduleRecord:
+        return self._change_schedule(schedule_id, paused=True, pause_note=note)
+
+    def resume_schedule(self, schedule_id: str, note: str) -> ScheduleRecord:
+        return self._change_schedule(schedule_id, paused=False, pause_note=note)
+
+    def delete_schedule(self, schedule_id: str) -> ScheduleRecord:
+        """Soft delete: the row stays (runs refer to it; watchers see the deletion)."""
+        return self._change_schedule(schedule_id, deleted=True)
+
+    def _change_schedule(self, schedule_id: str, **values: Any) -> ScheduleRecord:
+        with self.db.write() as s:
+            revision = self._bump_revision(s)
+            row = _live_schedule(s, schedule_id)
+            for name, value in values.items():
+                setattr(row, name, value)
+            row.updated_at = self.clock()
+            row.revision = revision
+            s.flush()
+            record = _schedule(row)
+        self._changed(revision)
+        return record
+
+    def schedules_since(self, revision: int, limit: int = 500) -> list[ScheduleRecord]:
+        """Schedules (deleted ones too) changed after ``revision``, oldest change first."""
+        with self.db.read() as s:
+            query = (
+                sa.select(m.Schedule)
+                .where(m.Schedule.revision > revision)
+                .order_by(m.Schedule.revision)
+                .limit(limit)
+            )
+            return [_schedule(r) for r in s.scalars(query)]
+
+    def watch(
+        self, since: int, active: Callable[[], bool], poll: timedelta = timedelta(seconds=0.5)
+    ) -> Iterator[ScheduleRecord]:
+        """Every schedule changed after ``since``, then each new change, until ``active()``
+        is false. Changes this process writes arrive at once; changes written by another
+        replica arrive within ``poll``."""
+        last = since
+        while active():
+            batch = self.schedules_since(last)
+            for record in batch:
+                yield record
+                last = record.revision
+            if not batch:
+                self.wait_for_change(last, poll)
+
+    def wait_for_change(self, after: int, timeout: timedelta) -> None:
+        """Block until this process commits a schedule change newer than ``after``, a
+        ``wake_watchers`` call, or ``timeout``."""
+        with self._changes:
+            if self._latest_revision <= after:
+                self._changes.wait(timeout.total_seconds())
+
+    def wake_watchers(self) -> None:
+        with self._changes:
+            self._changes.notify_all()
+
+    def _changed(self, revision: int) -> None:
+        with self._changes:
+            self._latest_revision = max(self._latest_revision, revision)
+            self._changes.notify_all()
+
+    def _bump_revision(self, s: Session) -> int:
+        """The next store revision. The counter row stays locked until commit, so
+        revisions become visible in the order they were handed out."""
+        query = (
+            sa.update(m.StoreRevision)
+            .where(m.StoreRevision.id == 1)
+            .values(revision=m.StoreRevision.revision + 1)
+            .returning(m.StoreRevision.revision)
+        )
+        return int(s.execute(query).scalar_one())
+
+    # -- job types ---------------------------------------------------------------------
+
+    def register_job_type(self, job: JobTypeRecord) -> JobTypeRecord:
+        """Create or replace the job type named ``job.name`` (already validated)."""
+        now = self.clock()
+        values = {
+            "name": job.name,
+            "duration_limit": job.duration_limit,
+            "heartbeat_timeout": job.heartbeat_timeout,
+            "retry_initial_interval": job.retry.initial_interval,
+            "retry_backoff_coefficient": job.retry.backoff_coefficient,
+            "retry_maximum_interval": job.retry.maximum_interval,
+            "retry_maximum_attempts": job.retry.maximum_attempts,
+            "retry_non_retryable_errors": list(job.retry.non_retryable_errors),
+            "queue": job.queue,
+            "priority": job.priority,
+            "financial": job.financial,
+            "created_at": now,
+            "updated_at": now,
+        }
+        with self.db.write() as s:
+            insert: Any = postgresql.insert if self.db.dialect == "postgresql" else sqlite.insert
+            stmt = insert(m.JobType).values(**values)
+            changed = {k: v for k, v in values.items() if k not in ("name", "created_at")}
+            s.execute(stmt.on_conflict_do_update(index_elements=["name"], set_=changed))
+            row = s.get(m.JobType, job.name, populate_existing=True)
+            assert row is not None
+            return _job_type(row)
+
+    def list_job_types(self) -> list[JobTypeRecord]:
+        with self.db.read() as s:
+            return [_job_type(r) for r in s.scalars(sa.select(m.JobType).order_by(m.JobType.name))]
+
+    # -- recording runs ----------------------------------------------------------------
+
+    def record(self, req: RecordRequest) -> Recorded:
+        """Record the run of ``req.schedule_id`` at ``req.fire_time`` (state PENDING, or
+        MISSED when ``req.missed``); when it already exists, return it with
+        ``created=False``.
+
+        Raises ``ScheduleNotFound`` and ``StaleFencingToken``; then nothing is written.
+        """
+        now = self.clock()
+        try:
+            with self.db.write() as s:
+                schedule = _live_schedule(s, req.schedule_id)
+                if req.fencing_token > 0:
+                    self._fence(s, req.fencing_scope, req.fencing_token, now)
+                job = s.get(m.JobType, schedule.job_type)
+                state = RunState.MISSED if req.missed else RunState.PENDING
+                row = m.Run(
+                    run_id=new_run_id(),
+                    schedule_id=schedule.id,
+                    fire_time=req.fire_time,
+                    state=state.value,
+                    trigger=req.trigger.value,
+                    job_type=schedule.job_type,
+                    payload_json=schedule.payload_json,
+                    attempt=0,
+                    attempt_token=0,
+                    fencing_token=req.fencing_token,
+                    idempotency_key=req.idempotency_key or f"{schedule.id}@{iso(req.fire_time)}",
+                    queue=req.queue or (job.queue if job else DEFAULT_QUEUE),
+                    worker_id="",
+                    trace_id=req.trace_id,
+                    created_at=now,
+                    started_at=None,
+                    finished_at=now if req.missed else None,
+                    heartbeat_at=None,
+                    error=req.reason if req.missed else "",
+                    result_json="",
+                    checkpoint_json="",
+                )
+                s.add(row)
+                s.flush()  # the unique constraint speaks here
+                detail = (
+                    req.reason
+                    if req.missed
+                    else f"trigger={req.trigger.value} fencing_token={req.fencing_token}"
+                )
+                _event(s, row, "missed" if req.missed else "recorded", now, detail)
+                return Recorded(_run(row), created=True)
+        except IntegrityError:
+            existing = self._run_at(req.schedule_id, req.fire_time)
+            if existing is None:
+                raise
+            return Recorded(existing, created=False)
+
+    def _fence(self, s: Session, scope: str, token: int, now: datetime) -> None:
+        """Refuse ``token`` if older than the newest seen for ``scope``; remember it if
+        newer. Runs inside the caller's write transaction, under the scope's row lock
+        (PostgreSQL) or the database write lock (SQLite)."""
+        insert: Any = postgresql.insert if self.db.dialect == "postgresql" else sqlite.insert
+        s.execute(
+            insert(m.Fencing)
+            .values(scope=scope, token=0, updated_at=now)
+            .on_conflict_do_nothing(index_elements=["scope"])
+        )
+        row = s.scalars(
+            sa.select(m.Fencing)
+            .where(m.Fencing.scope == scope)
+            .with_for_update()
+            .execution_options(populate_existing=True)
+        ).one()
+        if token < row.token:
+            raise StaleFencingToken(scope, token, row.token)
+        if token > row.token:
+            row.token = token
+            row.updated_at = now
+
+    def _run_at(self, schedule_id: str, fire_time: datetime) -> RunRecord | None:
+        with self.db.read() as s:
+            row = s.scalars(
+                sa.select(m.Run).where(
+                    m.Run.schedule_id == schedule_id, m.Run.fire_time == fire_time
+                )
+            ).one_or_none()
+            return _run(row) if row else None
+
+    def fencing_token(self, scope: str) -> int:
+        """The newest fencing token seen for ``scope`` (0 when none)."""
+        with self.db.read() as s:
+            token = s.scalar(sa.select(m.Fencing.token).where(m.Fencing.scope == scope))
+            return int(token or 0)
+
+    # -- reading runs ------------------------------------------------------------------
+
+    def get_run(self, run_id: str) -> RunRecord:
+        with self.db.read() as s:
+            return _run(_get_run(s, run_id))
+
+    def list_runs(
+        self, schedule_id: str = "", states: Iterable[RunState] = (), limit: int = 0
+    ) -> list[RunRecord]:
+        """Newest first (by fire time, then run id); ``limit`` 0 means 50."""
+        if limit < 0:
+            raise InvalidArgument("limit", f"must not be negative (0 means {DEFAULT_RUN_LIMIT})")
+        query = sa.select(m.Run).order_by(m.Run.fire_time.desc(), m.Run.run_id.desc())
+        if schedule_id:
+            query = query.where(m.Run.schedule_id == schedule_id)
+        wanted = [state.value for state in states]
+        if wanted:
+            query = query.where(m.Run.state.in_(wanted))
+        with self.db.read() as s:
+            rows = s.scalars(query.limit(limit or DEFAULT_RUN_LIMIT))
+            return [_run(r) for r in rows]
+
+    def list_run_events(self, run_id: str) -> list[RunEventRecord]:
+        """The run's history, oldest first."""
+        with self.db.read() as s:
+            _get_run(s, run_id)
+            query = sa.select(m.RunEvent).where(m.RunEvent.run_id == run_id)
+            return [_run_event(e) for e in s.scalars(query.order_by(m.RunEvent.seq))]
+
+    def append_run_event(self, run_id: str, kind: str, detail: str) -> RunEventRecord:
+        if not kind:
+            raise InvalidArgument("kind", "required, e.g. enqueued")
+        with self.db.write() as s:
+            row = _get_run(s, run_id)
+            return _event(s, row, kind, self.clock(), detail)
+
+    # -- attempts ----------------------------------------------------------------------
+
+    def claim_run(self, run_id: str, worker_id: str) -> Claim:
+        """Start a new attempt of the run for ``worker_id`` unless it is terminal or a
+        live attempt holds it (its heartbeat younger than the job's heartbeat timeout).
+        Of concurrent claims exactly one wins."""
+        if not worker_id:
+            raise InvalidArgument("worker_id", "required: the claiming worker's id")
+        return self._rounds(lambda s: self._claim(s, run_id, worker_id))
+
+    def _claim(self, s: Session, run_id: str, worker_id: str) -> Claim:
+        now = self.clock()
+        row = _get_run(s, run_id)
+        state = RunState(row.state)
+        if state.terminal:
+            return Claim(_run(row), claimed=False, attempt_token=0)
+        if state is RunState.RUNNING:
+            alive_since = row.heartbeat_at or row.started_at
+            if alive_since is not None and now - alive_since < self._heartbeat_timeout(s, row):
+                return Claim(_run(row), claimed=False, attempt_token=0)
+        token = row.attempt_token + 1
+        self._conditional_update(
+            s,
+            row,
+            state=RunState.RUNNING.value,
+            attempt=row.attempt + 1,
+            attempt_token=token,
+            started_at=row.started_at or now,
+            heartbeat_at=now,
+            worker_id=worker_id,
+        )
+        _event(s, row, "claimed", now, worker_id)
+        return Claim(_run(row), claimed=True, attempt_token=token)
+
+    def heartbeat(self, run_id: str, attempt_token: int, checkpoint_json: str) -> datetime:
+        """Prove the attempt is alive; returns the deadline of its next heartbeat.
+        Raises ``StaleAttempt`` for a superseded attempt, ``FailedPrecondition`` when
+        the run is not running."""
+        return self._rounds(lambda s: self._heartbeat(s, run_id, attempt_token, checkpoint_json))
+
+    def _heartbeat(self, s: Session, run_id: str, token: int, checkpoint: str) -> datetime:
+        now = self.clock()
+        row = _get_run(s, run_id)
+        state = RunState(row.state)
+        if token != row.attempt_token:
+            raise StaleAttempt(run_id, token, row.attempt_token)
+        if state.terminal:
+            raise FailedPrecondition(
+                f"run is already {state.value}: run '{run_id}' has finished; stop working on it"
+            )
+        if state is not RunState.RUNNING:
+            raise FailedPrecondition(
+                f"run is {state.value}: run '{run_id}' has no running attempt; claim it first"
+            )
+        values: dict[str, Any] = {"heartbeat_at": now}
+        if checkpoint:
+            values["checkpoint_json"] = checkpoint
+        self._conditional_update(s, row, **values)
+        return now + self._heartbeat_timeout(s, row)
+
+    def complete_run(
+        self,
+        run_id: str,
+        attempt_token: int,
+        state: RunState,
+        error: str = "",
+        result_json: str = "",
+        retry_after: timedelta = timedelta(0),
+    ) -> Completion:
+        """Finish the run in ``state``. A run that is already terminal is returned
+        unchanged (``changed=False``): a repeated completion changes nothing. A FAILED
+        completion with ``retry_after`` > 0 puts the run back to PENDING instead."""
+        if state not in COMPLETIONS:
+            raise InvalidArgument(
+                "state", "must be one of succeeded, failed, timed_out or cancelled"
+            )
+        if retry_after < timedelta(0):
+            raise InvalidArgument("retry_after", "must not be negative")
+        if retry_after > timedelta(0) and state is not RunState.FAILED:
+            raise InvalidArgument("retry_after", "only a FAILED completion can be retried")
+        return self._rounds(
+            lambda s: self._complete(
+                s, run_id, attempt_token, state, error, result_json, retry_after
+            )
+        )
+
+    def _complete(
+        self,
+        s: Session,
+        run_id: str,
+        token: int,
+        state: RunState,
+        error: str,
+        result_json: str,
+        retry_after: timedelta,
+    ) -> Completion:
+        now = self.clock()
+        row = _get_run(s, run_id)
+        if RunState(row.state).terminal:
+            return Completion(_run(row), changed=False)
+        if token != row.attempt_token:
+            raise StaleAttempt(run_id, token, row.attempt_token)
+        if retry_after > timedelta(0):
+            self._conditional_update(
+                s, row, state=RunState.PENDING.value, error=error, result_json=result_json
+            )
+            detail = f"retry_after={retry_after.total_seconds():g}s"
+            _event(s, row, "retry_scheduled", now, f"{detail} error={error}" if error else detail)
+        else:
+            self._conditional_update(
+                s, row, state=state.value, finished_at=now, error=error, result_json=result_json
+            )
+            _event(s, row, state.value, now, error)
+        return Completion(_run(row), changed=True)
+
+    def _heartbeat_timeout(self, s: Session, row: m.Run) -> timedelta:
+        job = s.get(m.JobType, row.job_type)
+        return job.heartbeat_timeout if job else DEFAULT_HEARTBEAT_TIMEOUT
+
+    def _conditional_update(self, s: Session, row: m.Run, **values: Any) -> None:
+        """UPDATE the run only if its state and attempt token are still what ``row``
+        says; otherwise raise ``_Lost`` (the caller's transaction rolls back)."""
+        result: Any = s.execute(
+            sa.update(m.Run)
+            .where(
+                m.Run.run_id == row.run_id,
+                m.Run.state == row.state,
+                m.Run.attempt_token == row.attempt_token,
+            )
+            .values(**values)
+            .execution_options(synchronize_session=False)
+        )
+        if result.rowcount != 1:
+            raise _Lost
+        s.refresh(row)
+
+    def _rounds(self, work: Callable[[Session], Any]) -> Any:
+        """Run ``work`` in a write transaction, again from the start when it lost a
+        race, so it decides on the winner's result."""
+        for _ in range(_MAX_ROUNDS):
+            try:
+                with self.db.write() as s:
+                    return work(s)
+            except _Lost:
+                continue
+        raise FailedPrecondition("run_id: the run keeps changing under concurrent writers; retry")
+
+
+# -- rows -> records ---------------------------------------------------------------------
+
+
+def _live_schedule(s: Session, schedule_id: str) -> m.Schedule:
+    row = s.get(m.Schedule, schedule_id) if schedule_id else None
+    if row is None or row.deleted:
+        raise ScheduleNotFound(schedule_id)
+    return row
+
+
+def _get_run(s: Session, run_id: str) -> m.Run:
+    row = s.get(m.Run, run_id, populate_existing=True) if run_id else None
+    if row is None:
+        raise RunNotFound(run_id)
+    return row
+
+
+def _event(s: Session, run: m.Run, kind: str, at: datetime, detail: str) -> RunEventRecord:
+    row = m.RunEvent(run_id=run.run_id, kind=kind, at=at, detail=detail, attempt=run.attempt)
+    s.add(row)
+    s.flush()
+    return _run_event(row)
+
+
+def _schedule(row: m.Schedule) -> ScheduleRecord:
+    return ScheduleRecord(
+        schedule_id=row.id,
+        spec=spec_from_dict(row.spec),
+        policy=policy_from_dict(row.policy),
+        job_type=row.job_type,
+        payload_json=row.payload_json,
+        paused=row.paused,
+        pause_note=row.pause_note,
+        deleted=row.deleted,
+        created_at=row.created_at,
+        updated_at=row.updated_at,
+        revision=row.revision,
+    )
+
+
+def _job_type(row: m.JobType) -> JobTypeRecord:
+    return JobTypeRecord(
+        name=row.name,
+        duration_limit=row.duration_limit,
+        heartbeat_timeout=row.heartbeat_timeout,
+        retry=RetrySettings(
+            initial_interval=row.retry_initial_interval,
+            backoff_coefficient=row.retry_backoff_coefficient,
+            maximum_interval=row.retry_maximum_interval,
+            maximum_attempts=row.retry_maximum_attempts,
+            non_retryable_errors=tuple(row.retry_non_retryable_errors),
+        ),
+        queue=row.queue,
+        priority=row.priority,
+        financial=row.financial,
+    )
+
+
+def _run(row: m.Run) -> RunRecord:
+    return RunRecord(
+        run_id=row.run_id,
+        schedule_id=row.schedule_id,
+        fire_time=row.fire_time,
+        state=RunState(row.state),
+        trigger=Trigger(row.trigger),
+        job_type=row.job_type,
+        payload_json=row.payload_json,
+        attempt=row.attempt,
+        attempt_token=row.attempt_token,
+        fencing_token=row.fencing_token,
+        idempotency_key=row.idempotency_key,
+        queue=row.queue,
+        worker_id=row.worker_id,
+        trace_id=row.trace_id,
+        created_at=row.created_at,
+        started_at=row.started_at,
+        finished_at=row.finished_at,
+        heartbeat_at=row.heartbeat_at,
+        error=row.error,
+        result_json=row.result_json,
+        checkpoint_json=row.checkpoint_json,
+    )
+
+
+def _run_event(row: m.RunEvent) -> RunEventRecord:
+    return RunEventRecord(
+        seq=row.seq,
+        run_id=row.run_id,
+        kind=row.kind,
+        at=row.at,
+        detail=row.detail,
+        attempt=row.attempt,
+    )

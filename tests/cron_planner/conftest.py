@@ -1,0 +1,3 @@
+from tests.leader_election.conftest import services
+
+__all__ = ["services"]

@@ -1,0 +1,173 @@
+"""The planner's elector against a real leader-election process and real Redis."""
+
+from __future__ import annotations
+
+import signal
+import time
+from collections.abc import Callable, Iterator
+from datetime import timedelta
+
+import grpc
+import pytest
+import redis
+
+from cron_planner.elector import Elector, safety_margin
+from cronwave.v1 import leader_election_service_pb2 as pb
+from cronwave.v1 import leader_election_service_pb2_grpc as pb_grpc
+from cronwave_core.rpc import open_channel
+from cronwave_core.suite import Suite
+from tests.helpers import eventually, fresh
+
+TTL = timedelta(seconds=2)
+RENEW = timedelta(seconds=0.3)
+
+
+@pytest.fixture
+def leader_addr(services: Suite, redis_url: str, namespace: str) -> str:
+    # No store runs here: seed the fencing counter so campaigns can be granted.
+    client = redis.Redis.from_url(redis_url)
+    client.set(f"{namespace}:fence:planner", 0)
+    client.close()
+    services.start_service("leader-election")
+    return services.leader_addr
+
+
+@pytest.fixture
+def make_elector(leader_addr: str) -> Iterator[Callable[..., Elector]]:
+    started: list[Elector] = []
+    channels: list[grpc.Channel] = []
+
+    def make(candidate: str, ttl: timedelta = TTL) -> Elector:
+        channel = open_channel(leader_addr, timedelta(seconds=1), traced=False)
+        channels.append(channel)
+        elector = Elector(
+            channel,
+            candidate,
+            ttl=ttl,
+            renew_interval=RENEW,
+            retry_interval=timedelta(seconds=0.1),
+            rpc_timeout=timedelta(seconds=1),
+        )
+        started.append(elector)
+        elector.start()
+        return elector
+
+    yield make
+    for elector in started:
+        elector.stop(resign=False)
+    for channel in channels:
+        channel.close()
+
+
+def observe(leader_addr: str) -> pb.Lease:
+    with grpc.insecure_channel(leader_addr) as channel:
+        stub = pb_grpc.LeaderElectionServiceStub(channel)
+        return stub.Observe(pb.ObserveRequest(scope="planner"), timeout=5).lease
+
+
+def test_the_margin_is_at_least_a_renew_interval_and_a_fifth_of_the_ttl() -> None:
+    assert safety_margin(timedelta(seconds=15), timedelta(seconds=3)) == timedelta(seconds=3)
+    assert safety_margin(timedelta(seconds=15), timedelta(seconds=1)) == timedelta(seconds=3)
+    assert safety_margin(timedelta(seconds=10), timedelta(seconds=4)) == timedelta(seconds=4)
+
+
+def test_renewals_keep_the_lease_past_its_ttl(make_elector, leader_addr: str) -> None:
+    elector = make_elector(fresh("planner"))
+    eventually(elector.is_leader, timeout=10, what="leading")
+    token = elector.token()
+
+    started = time.monotonic()
+    eventually(lambda: time.monotonic() - started > 2.5 * TTL.total_seconds(), timeout=10)
+
+    assert elector.is_leader() and elector.token() == token
+    assert elector.renewals >= 5
+    assert observe(leader_addr).holder == elector.candidate
+
+
+def test_stops_leading_before_the_lease_can_expire_when_renewals_hang(
+    make_elector, services: Suite, redis_url: str, namespace: str
+) -> None:
+    # Given a leading elector
+    elector = make_elector(fresh("planner"))
+    eventually(elector.is_leader, timeout=10, what="leading")
+    client = redis.Redis.from_url(redis_url)
+    lease_key = f"{namespace}:lease:planner"
+
+    # When leader-election freezes, so every renewal hangs until its deadline
+    services.signal("leader-election", signal.SIGSTOP)
+    try:
+        frozen_at = time.monotonic()
+        eventually(lambda: not elector.is_leader(), timeout=5, interval=0.005, what="not leading")
+        stepped_down_after = time.monotonic() - frozen_at
+        remaining_ms = client.pttl(lease_key)
+        holder = client.hget(lease_key, "holder")
+    finally:
+        services.signal("leader-election", signal.SIGCONT)
+
+    # Then it stopped leading while its lease was still alive in Redis: no successor
+    # could have been granted yet
+    assert holder == elector.candidate.encode()
+    assert remaining_ms > 0, "the lease expired before the planner stepped down"
+    assert stepped_down_after < TTL.total_seconds()
+    assert elector.token() == 0
+
+    # And once leader-election answers again, it leads again
+    eventually(elector.is_leader, timeout=10, what="leading again")
+    client.close()
+
+
+def test_a_refused_renewal_steps_down_at_once(
+    make_elector, redis_url: str, namespace: str, leader_addr: str
+) -> None:
+    # Given a leading elector with a long ttl
+    elector = make_elector(fresh("planner"), ttl=timedelta(seconds=30))
+    eventually(elector.is_leader, timeout=10, what="leading")
+    old = elector.token()
+
+    # When its lease vanishes and a rival takes the scope
+    client = redis.Redis.from_url(redis_url)
+    client.delete(f"{namespace}:lease:planner")
+    with grpc.insecure_channel(leader_addr) as channel:
+        rival = pb_grpc.LeaderElectionServiceStub(channel).Campaign(
+            pb.CampaignRequest(scope="planner", candidate="rival"), timeout=5
+        )
+    assert rival.granted and rival.lease.fencing_token > old
+    lost_from = time.monotonic()
+
+    # Then the next renewal is refused and it stops leading long before its validity ends
+    eventually(lambda: not elector.is_leader(), timeout=5, what="stepped down")
+    assert time.monotonic() - lost_from < 5
+    client.close()
+
+
+def test_resigning_hands_over_without_waiting_for_the_ttl(make_elector, leader_addr: str) -> None:
+    # Given two planners with a long ttl, one leading
+    a = make_elector(fresh("a"), ttl=timedelta(seconds=30))
+    b = make_elector(fresh("b"), ttl=timedelta(seconds=30))
+    first = eventually(
+        lambda: a if a.is_leader() else b if b.is_leader() else None, what="someone leads"
+    )
+    second = b if first is a else a
+    assert not second.is_leader()
+    old = first.token()
+
+    # When the leader stops (it resigns)
+    stopped = time.monotonic()
+    first.stop()
+
+    # Then the other leads long before the 30 s ttl, with a newer token
+    eventually(second.is_leader, timeout=10, what="the other leads")
+    assert time.monotonic() - stopped < 10
+    assert second.token() > old
+    assert observe(leader_addr).holder == second.candidate
+
+
+def test_step_down_resigns_and_campaigns_for_a_newer_token(make_elector) -> None:
+    elector = make_elector(fresh("planner"), ttl=timedelta(seconds=30))
+    eventually(elector.is_leader, timeout=10, what="leading")
+    old = elector.token()
+
+    elector.step_down("the store refused token as stale")
+
+    assert not elector.is_leader()
+    eventually(lambda: elector.token() > old, timeout=10, what="a newer token")

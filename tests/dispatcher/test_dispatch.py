@@ -1,0 +1,144 @@
+"""The dispatcher against real store, worker and Redis processes: a start becomes one
+recorded, queued, executed run; a repeated start changes nothing; the store's refusals
+reach the caller unchanged."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import grpc
+import pytest
+import redis
+
+from cronwave.v1 import common_pb2
+from cronwave.v1 import dispatcher_service_pb2 as pb
+from cronwave_core.convert import dt_to_ts, ts_to_dt
+from tests.dispatcher.cluster import Cluster
+
+pytestmark = pytest.mark.slow
+
+
+def in_order(events: list[str], *kinds: str) -> bool:
+    positions = [events.index(kind) for kind in kinds]
+    return positions == sorted(positions)
+
+
+def test_start_run_reaches_succeeded_with_its_history(cluster: Cluster) -> None:
+    # Given a schedule of the no-op job
+    schedule_id = cluster.schedule("cronwave.noop")
+    fire_time = datetime(2024, 6, 1, 2, 0, 0, 250, tzinfo=UTC)
+    # When its run is started
+    started = cluster.start(schedule_id, fire_time)
+    # Then the run is new, recorded for that fire time, and queued
+    assert started.created
+    assert started.run.schedule_id == schedule_id
+    assert ts_to_dt(started.run.fire_time) == fire_time
+    assert started.run.trace_id  # the dispatcher's trace, recorded with the run
+    # and it reaches SUCCEEDED with its history recorded
+    run = cluster.finished(started.run.run_id)
+    assert run.state == common_pb2.RUN_STATE_SUCCEEDED
+    assert run.result_json == "{}"
+    events = cluster.events_through(run.run_id, "succeeded")
+    assert sorted(events) == sorted(["recorded", "enqueued", "claimed", "succeeded"])
+    assert events[0] == "recorded" and events[-1] == "succeeded"
+    assert in_order(events, "recorded", "enqueued")
+    assert in_order(events, "recorded", "claimed", "succeeded")
+
+
+def test_duplicate_start_returns_the_run_and_runs_the_job_once(
+    cluster: Cluster, redis_url: str, namespace: str
+) -> None:
+    # Given a run that was started and has finished
+    schedule_id = cluster.schedule("cronwave.noop")
+    fire_time = datetime(2024, 6, 1, 2, 0, tzinfo=UTC)
+    first = cluster.start(schedule_id, fire_time)
+    cluster.finished(first.run.run_id)
+    # When the same fire is started again (a planner retrying, or two planners)
+    again = cluster.start(schedule_id, fire_time)
+    # Then the existing run comes back, not created
+    assert not again.created
+    assert again.run.run_id == first.run.run_id
+    assert again.run.state == common_pb2.RUN_STATE_SUCCEEDED
+    # and nothing was queued for it: the queue is empty and the job ran once
+    client = redis.Redis.from_url(redis_url)
+    try:
+        assert client.hlen(f"{namespace}:default.msgs") == 0
+        assert client.llen(f"{namespace}:default") == 0
+    finally:
+        client.close()
+    events = cluster.events(first.run.run_id)
+    assert events.count("enqueued") == 1
+    assert events.count("claimed") == 1
+    assert cluster.status().runs_started == 1
+
+
+def test_failing_job_ends_failed_with_its_error(cluster: Cluster) -> None:
+    schedule_id = cluster.schedule("cronwave.fail", {"message": "card declined"})
+    started = cluster.start(schedule_id)
+    run = cluster.finished(started.run.run_id)
+    assert run.state == common_pb2.RUN_STATE_FAILED
+    assert run.error == "RequestedFailure: card declined"
+    events = cluster.events_through(run.run_id, "failed")
+    assert events[-1] == "failed"
+
+
+def test_two_quick_triggers_are_two_runs(cluster: Cluster) -> None:
+    # Given a schedule
+    schedule_id = cluster.schedule("cronwave.noop")
+    # When it is triggered twice in a row
+    first = cluster.dispatcher.TriggerRun(pb.TriggerRunRequest(schedule_id=schedule_id), timeout=10)
+    second = cluster.dispatcher.TriggerRun(
+        pb.TriggerRunRequest(schedule_id=schedule_id), timeout=10
+    )
+    # Then there are two manual runs, at distinct fire times, and both run
+    assert first.created and second.created
+    assert first.run.run_id != second.run.run_id
+    assert ts_to_dt(first.run.fire_time) < ts_to_dt(second.run.fire_time)
+    assert first.run.trigger == second.run.trigger == common_pb2.TRIGGER_KIND_MANUAL
+    now = datetime.now(UTC)
+    assert now - timedelta(seconds=30) < ts_to_dt(first.run.fire_time) <= now
+    for started in (first, second):
+        assert cluster.finished(started.run.run_id).state == common_pb2.RUN_STATE_SUCCEEDED
+
+
+@pytest.mark.parametrize(
+    ("request_fields", "field"),
+    [
+        ({"fire_time": dt_to_ts(datetime(2024, 1, 1, tzinfo=UTC))}, "schedule_id"),
+        ({"schedule_id": "nightly"}, "fire_time"),
+    ],
+)
+def test_missing_fields_are_refused_by_name(
+    cluster: Cluster, request_fields: dict[str, object], field: str
+) -> None:
+    with pytest.raises(grpc.RpcError) as caught:
+        cluster.dispatcher.StartRun(pb.StartRunRequest(**request_fields), timeout=10)  # type: ignore[arg-type]
+    assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert (caught.value.details() or "").startswith(f"{field}:")
+
+
+def test_unknown_schedule_is_not_found_as_the_store_said(cluster: Cluster) -> None:
+    with pytest.raises(grpc.RpcError) as caught:
+        cluster.start("no-such-schedule")
+    assert caught.value.code() == grpc.StatusCode.NOT_FOUND
+    assert "no-such-schedule" in (caught.value.details() or "")
+
+
+def test_stale_fencing_token_stays_failed_precondition(
+    cluster: Cluster, redis_url: str, namespace: str
+) -> None:
+    # Given a schedule fired by the leader holding token 5
+    schedule_id = cluster.schedule("cronwave.noop")
+    leader = cluster.start(schedule_id, datetime(2024, 6, 1, 2, tzinfo=UTC), fencing_token=5)
+    cluster.finished(leader.run.run_id)
+    # When a deposed planner with token 3 fires the next slot
+    with pytest.raises(grpc.RpcError) as caught:
+        cluster.start(schedule_id, datetime(2024, 6, 2, 2, tzinfo=UTC), fencing_token=3)
+    # Then it is refused with the store's code and message, and nothing is queued
+    assert caught.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+    assert (caught.value.details() or "").startswith("fencing_token: 3 is older than 5")
+    client = redis.Redis.from_url(redis_url)
+    try:
+        assert client.llen(f"{namespace}:default") == 0
+    finally:
+        client.close()

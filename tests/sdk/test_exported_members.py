@@ -1,0 +1,66 @@
+"""The SDK's public surface is exactly this list; changing it is a decision."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import types
+
+import cronwave
+
+EXPORTED = [
+    "TERMINAL_STATES",
+    "AlreadyExists",
+    "Client",
+    "ConfigurationError",
+    "CronwaveError",
+    "FailedPrecondition",
+    "Interval",
+    "InvalidArgument",
+    "Lease",
+    "NotFound",
+    "PlannerStatus",
+    "Run",
+    "RunEvent",
+    "RunNotFound",
+    "Schedule",
+    "ScheduleExists",
+    "ScheduleNotFound",
+    "StaleAttempt",
+    "StaleFencingToken",
+    "Unavailable",
+    "WaitTimeout",
+]
+
+
+def test_all_is_pinned():
+    assert cronwave.__all__ == EXPORTED
+
+
+def test_every_public_member_is_in_all_and_exists():
+    public = {
+        name
+        for name, value in vars(cronwave).items()
+        if not name.startswith("_") and not isinstance(value, types.ModuleType)
+    }
+    assert public == set(cronwave.__all__)
+    for name in cronwave.__all__:
+        assert getattr(cronwave, name) is not None
+
+
+def test_errors_are_the_cores_so_except_clauses_match_server_side_classes():
+    from cronwave_core import errors
+
+    assert cronwave.InvalidArgument is errors.InvalidArgument
+    assert cronwave.NotFound is errors.NotFound
+    assert issubclass(cronwave.WaitTimeout, cronwave.CronwaveError)
+
+
+def test_importing_the_core_before_the_sdk_has_no_import_cycle():
+    # Services import cronwave_core.convert, which imports cronwave.v1, which runs
+    # cronwave/__init__.py: the SDK must not need convert while it is half loaded.
+    code = "import cronwave_core.convert, cronwave_core.suite; import cronwave; cronwave.Client"
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 0, result.stderr

@@ -1,0 +1,118 @@
+"""One attempt under supervision: heartbeats carry the newest checkpoint, the duration
+limit stops the body, and a refused heartbeat means the attempt is no longer ours."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Mapping
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from tests.helpers import eventually
+from worker.jobs import JobContext, builtin_job_types
+from worker.supervisor import BeatResult, Outcome, Supervisor
+
+
+class Beats:
+    """What the supervisor sent; answers with ``answer`` (changeable mid-run)."""
+
+    def __init__(self, answer: BeatResult = BeatResult.OK) -> None:
+        self.sent: list[str] = []
+        self.answer = answer
+        self._lock = threading.Lock()
+
+    def __call__(self, checkpoint_json: str) -> BeatResult:
+        with self._lock:
+            self.sent.append(checkpoint_json)
+        return self.answer
+
+
+def ctx_for(supervisor: Supervisor, payload: Mapping[str, Any] | None = None) -> JobContext:
+    return JobContext(
+        run_id="run-1",
+        schedule_id="s",
+        fire_time=datetime.now(UTC),
+        attempt=1,
+        payload=payload or {},
+        on_heartbeat=supervisor.on_heartbeat,
+    )
+
+
+def job(name: str) -> Any:
+    return next(t for t in builtin_job_types() if t.name == name).fn
+
+
+def test_success_returns_the_result_and_when_the_body_started() -> None:
+    supervisor = Supervisor(Beats(), timedelta(seconds=10), timedelta(seconds=10))
+    before = time.time_ns()
+    result = supervisor.run(job("cronwave.noop"), ctx_for(supervisor))
+    assert result.outcome is Outcome.SUCCEEDED
+    assert result.result == {}
+    assert before <= result.body_started_ns <= time.time_ns()
+
+
+def test_failure_is_recorded_as_type_and_message() -> None:
+    supervisor = Supervisor(Beats(), timedelta(seconds=10), timedelta(seconds=10))
+    result = supervisor.run(job("cronwave.fail"), ctx_for(supervisor, {"message": "card declined"}))
+    assert result.outcome is Outcome.FAILED
+    assert result.error == "RequestedFailure: card declined"
+
+
+def test_heartbeats_carry_the_newest_checkpoint_and_the_last_one_is_flushed() -> None:
+    beats = Beats()
+    supervisor = Supervisor(beats, timedelta(milliseconds=20), timedelta(seconds=10))
+
+    def body(ctx: JobContext) -> dict[str, Any]:
+        ctx.heartbeat({"step": 1})
+        eventually(lambda: '{"step": 1}' in beats.sent, timeout=5, what="step 1 sent")
+        eventually(lambda: "" in beats.sent, timeout=5, what="a beat without change")
+        ctx.heartbeat({"step": 2})  # returns before the next beat: must be flushed
+        return {"done": True}
+
+    result = supervisor.run(body, ctx_for(supervisor))
+    assert result.outcome is Outcome.SUCCEEDED
+    assert beats.sent[-1] == '{"step": 2}'
+    assert beats.sent.count('{"step": 1}') == 1
+
+
+def test_duration_limit_stops_the_body() -> None:
+    supervisor = Supervisor(Beats(), timedelta(seconds=10), timedelta(milliseconds=200))
+    started = time.monotonic()
+    result = supervisor.run(job("cronwave.sleep"), ctx_for(supervisor, {"seconds": 30}))
+    assert result.outcome is Outcome.TIMED_OUT
+    assert result.error.startswith("DurationLimitExceeded: exceeded the duration limit")
+    assert time.monotonic() - started < 5
+
+
+def test_a_refused_heartbeat_supersedes_the_attempt() -> None:
+    beats = Beats(BeatResult.SUPERSEDED)
+    supervisor = Supervisor(beats, timedelta(milliseconds=30), timedelta(seconds=30))
+    stopped = threading.Event()
+
+    def body(ctx: JobContext) -> dict[str, Any]:
+        try:
+            for _ in range(1000):
+                time.sleep(0.01)
+        finally:
+            stopped.set()
+        return {}
+
+    result = supervisor.run(body, ctx_for(supervisor))
+    assert result.outcome is Outcome.SUPERSEDED
+    assert stopped.wait(5), "the superseded body kept running"
+    # and a job that checkpoints learns it must stop
+    late = ctx_for(supervisor)
+    try:
+        late.heartbeat({"step": 9})
+    except Exception as exc:
+        assert type(exc).__name__ == "AttemptSuperseded"
+    else:
+        raise AssertionError("heartbeat of a superseded attempt did not raise")
+
+
+def test_a_result_that_is_not_json_fails_the_attempt() -> None:
+    supervisor = Supervisor(Beats(), timedelta(seconds=10), timedelta(seconds=10))
+    result = supervisor.run(lambda ctx: {"when": datetime.now(UTC)}, ctx_for(supervisor))
+    assert result.outcome is Outcome.FAILED
+    assert result.error.startswith("TypeError:")

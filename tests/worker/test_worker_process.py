@@ -1,0 +1,124 @@
+"""The worker as a real process: it registers its job types before it is healthy,
+runs claimed runs with their trace, and finishes in-flight jobs when told to stop."""
+
+from __future__ import annotations
+
+import signal
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+from cronwave.v1 import common_pb2
+from cronwave.v1 import workflow_store_service_pb2 as store_pb
+from tests.dispatcher.cluster import Cluster
+from tests.helpers import eventually
+
+pytestmark = pytest.mark.slow
+
+BUILTIN = ["billing.nightly", "cronwave.fail", "cronwave.noop", "cronwave.sleep"]
+
+
+def test_job_types_are_registered_once_the_worker_is_healthy(cluster: Cluster) -> None:
+    # The cluster waited for the worker's health: registration happened before it.
+    job_types = cluster.store.ListJobTypes(store_pb.ListJobTypesRequest(), timeout=10).job_types
+    by_name = {t.name: t for t in job_types}
+    assert sorted(by_name) == BUILTIN
+    assert all(t.queue == "default" for t in job_types)
+    assert all(t.duration_limit.ToTimedelta().total_seconds() > 0 for t in job_types)
+    assert all(t.heartbeat_timeout.ToTimedelta().total_seconds() > 0 for t in job_types)
+    assert by_name["billing.nightly"].financial
+    status = cluster.status()
+    assert list(status.queues) == ["default"]
+    assert sorted(status.job_types) == BUILTIN
+    assert status.worker_id
+    assert (status.runs_started, status.runs_finished, status.busy) == (0, 0, 0)
+
+
+def test_billing_run_bills_each_customer_once(cluster: Cluster) -> None:
+    schedule_id = cluster.schedule("billing.nightly", {"customers": 30, "batch_size": 10})
+    fire_time = datetime(2024, 7, 1, 2, tzinfo=UTC)
+    first = cluster.finished(cluster.start(schedule_id, fire_time).run.run_id)
+    assert first.state == common_pb2.RUN_STATE_SUCCEEDED
+    assert first.result_json == (
+        '{"customers": 30, "invoices": 30, "charges": 30, "period": "2024-07-01"}'
+    )
+    assert first.checkpoint_json == '{"period": "2024-07-01", "last_customer_id": 30}'
+    # A manual run of the same period (same payload, today's fire time would bill
+    # today) is billed by the same rules: a second run over 2024-07-01 creates nothing.
+    other = cluster.schedule("billing.nightly", {"customers": 30, "period": "2024-07-01"})
+    second = cluster.finished(cluster.start(other, fire_time).run.run_id)
+    assert second.state == common_pb2.RUN_STATE_SUCCEEDED
+    assert '"invoices": 0, "charges": 0' in second.result_json
+
+
+def test_run_spans_carry_the_dispatchers_trace_and_the_lateness(cluster: Cluster) -> None:
+    schedule_id = cluster.schedule("cronwave.noop")
+    fire_time = datetime.now(UTC)
+    run = cluster.finished(cluster.start(schedule_id, fire_time).run.run_id)
+
+    def worker_spans() -> dict[str, dict[str, Any]]:
+        spans = {
+            s["name"]: s
+            for s in cluster.spans("worker")
+            if s["attributes"].get("cronwave.run_id") == run.run_id
+        }
+        wanted = ("worker.pickup", "worker.claim", "worker.execute", "worker.complete")
+        assert all(name in spans for name in wanted), sorted(spans)
+        return spans
+
+    spans = eventually(worker_spans, timeout=20, what="worker spans exported")
+    # One trace from the dispatcher through the queue into the worker
+    assert {s["trace_id"] for s in spans.values()} == {run.trace_id}
+    # each span names its hop and kind and carries the run's attributes
+    pickup, execute = spans["worker.pickup"], spans["worker.execute"]
+    assert (pickup["attributes"]["cronwave.hop"], pickup["attributes"]["cronwave.kind"]) == (
+        "pickup",
+        "queue",
+    )
+    assert (execute["attributes"]["cronwave.hop"], execute["attributes"]["cronwave.kind"]) == (
+        "execute",
+        "app",
+    )
+    assert spans["worker.complete"]["attributes"]["cronwave.hop"] == "complete"
+    for span in spans.values():
+        assert span["attributes"]["cronwave.schedule_id"] == schedule_id
+        assert span["attributes"]["cronwave.fire_time"]
+    # the pickup span covers the wait in the queue: it starts before it ends
+    assert 0 <= pickup["end_ns"] - pickup["start_ns"] < 30e9
+    # and the fire lateness is the body's start minus the nominal fire time
+    lateness = execute["attributes"]["cronwave.lateness_ms"]
+    assert 0 < lateness < 30_000
+    # the dispatcher's enqueue span is the parent of the pickup
+    dispatch = eventually(
+        lambda: [
+            s
+            for s in cluster.spans("dispatcher")
+            if s["name"] == "dispatch.enqueue"
+            and s["attributes"].get("cronwave.run_id") == run.run_id
+        ],
+        timeout=20,
+        what="dispatcher spans exported",
+    )
+    assert pickup["parent_span_id"] == dispatch[0]["span_id"]
+    assert dispatch[0]["attributes"]["cronwave.kind"] == "queue"
+
+
+def test_sigterm_lets_the_running_job_finish(cluster: Cluster) -> None:
+    # Given a job that runs for a second
+    schedule_id = cluster.schedule("cronwave.sleep", {"seconds": 1})
+    run_id = cluster.start(schedule_id).run.run_id
+    eventually(
+        lambda: cluster.run(run_id).state == common_pb2.RUN_STATE_RUNNING,
+        what="run RUNNING",
+    )
+    assert cluster.status().busy == 1
+    # When the worker is asked to stop
+    worker = cluster.suite.procs["worker"]
+    cluster.suite.signal("worker", signal.SIGTERM)
+    # Then it exits only after the job finished and was recorded
+    assert worker.popen is not None
+    assert worker.popen.wait(timeout=20) == 0
+    run = cluster.run(run_id)
+    assert run.state == common_pb2.RUN_STATE_SUCCEEDED
+    assert run.result_json == '{"slept": 1}'

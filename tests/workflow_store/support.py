@@ -1,0 +1,180 @@
+"""A workflow-store process driven by pid, and builders for the requests the tests send."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import grpc
+import pytest
+
+from cronwave.v1 import common_pb2 as pb
+from cronwave.v1 import workflow_store_service_pb2 as api
+from cronwave.v1 import workflow_store_service_pb2_grpc as api_grpc
+from cronwave_core.convert import dt_to_ts, td_to_duration
+from cronwave_core.errors import Unavailable
+from cronwave_core.rpc import open_channel
+from cronwave_core.suite import free_port, wait_healthy
+from tests.helpers import fresh
+
+SERVICE_DIR = Path(__file__).resolve().parents[2] / "services" / "workflow-store"
+
+
+def _pythonpath() -> str:
+    """The child must import workflow_store even when the editable install predates
+    the package: put its folder on PYTHONPATH as well."""
+    parts = [str(SERVICE_DIR), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
+    return os.pathsep.join(parts)
+
+
+class StoreProcess:
+    """One ``python -m workflow_store``; stopped by pid, whatever happens."""
+
+    def __init__(self, data_dir: Path, database_url: str, port: int | None = None) -> None:
+        self.port = port or free_port()
+        self.address = f"127.0.0.1:{self.port}"
+        data_dir.mkdir(parents=True, exist_ok=True)
+        self.log_path = data_dir / f"workflow-store-{self.port}.log"
+        self.env = {k: v for k, v in os.environ.items() if not k.startswith("CRONWAVE_")}
+        self.env.update(
+            CRONWAVE_DATA_DIR=str(data_dir),
+            CRONWAVE_DATABASE_URL=database_url,
+            CRONWAVE_STORE_ADDR=self.address,
+            CRONWAVE_GRACE="2",
+            PYTHONPATH=_pythonpath(),
+            PYTHONUNBUFFERED="1",
+        )
+        self.popen: subprocess.Popen[bytes] | None = None
+        self._channels: list[grpc.Channel] = []
+
+    def start(self) -> StoreProcess:
+        with self.log_path.open("ab") as log:
+            self.popen = subprocess.Popen(
+                [sys.executable, "-m", "workflow_store"],
+                env=self.env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                wait_healthy(self.address, timedelta(seconds=1))
+                return self
+            except Unavailable as exc:
+                if not self.alive() or time.monotonic() > deadline:
+                    self.stop()
+                    raise AssertionError(
+                        f"workflow-store did not start: {exc}\n{self.log()}"
+                    ) from exc
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")[-4000:]
+
+    def stub(self) -> api_grpc.WorkflowStoreServiceStub:
+        channel = open_channel(self.address, timedelta(seconds=15), traced=False)
+        self._channels.append(channel)
+        return api_grpc.WorkflowStoreServiceStub(channel)
+
+    def alive(self) -> bool:
+        return self.popen is not None and self.popen.poll() is None
+
+    def kill9(self) -> None:
+        assert self.popen is not None
+        os.kill(self.popen.pid, signal.SIGKILL)
+        self.popen.wait(timeout=10)
+
+    def terminate(self, timeout: float = 10.0) -> int:
+        """SIGTERM and wait; the exit code."""
+        assert self.popen is not None
+        self.popen.send_signal(signal.SIGTERM)
+        return self.popen.wait(timeout=timeout)
+
+    def stop(self) -> None:
+        for channel in self._channels:
+            channel.close()
+        self._channels.clear()
+        if not self.alive():
+            return
+        assert self.popen is not None
+        try:
+            self.terminate()
+        except subprocess.TimeoutExpired:
+            self.popen.kill()
+            self.popen.wait(timeout=10)
+
+
+# -- request builders ----------------------------------------------------------------------
+
+FIRE = datetime(2030, 1, 1, 2, 0, tzinfo=UTC)
+
+
+def register_job_type(
+    stub: api_grpc.WorkflowStoreServiceStub,
+    name: str | None = None,
+    heartbeat_timeout: timedelta = timedelta(seconds=10),
+    queue: str = "",
+) -> str:
+    name = name or fresh("job")
+    stub.RegisterJobType(
+        api.RegisterJobTypeRequest(
+            job_type=pb.JobType(
+                name=name,
+                duration_limit=td_to_duration(timedelta(minutes=5)),
+                heartbeat_timeout=td_to_duration(heartbeat_timeout),
+                queue=queue,
+            )
+        )
+    )
+    return name
+
+
+def schedule_msg(schedule_id: str, job_type: str, **spec: object) -> pb.Schedule:
+    spec.setdefault("cron", ["0 2 * * *"])
+    spec.setdefault("time_zone", "Europe/Berlin")
+    return pb.Schedule(
+        schedule_id=schedule_id,
+        spec=pb.ScheduleSpec(**spec),  # type: ignore[arg-type]
+        job_type=job_type,
+        payload_json='{"customers": 100000}',
+    )
+
+
+def create_schedule(
+    stub: api_grpc.WorkflowStoreServiceStub, job_type: str | None = None
+) -> pb.Schedule:
+    job_type = job_type or register_job_type(stub)
+    resp = stub.CreateSchedule(
+        api.CreateScheduleRequest(schedule=schedule_msg(fresh("sched"), job_type))
+    )
+    return resp.schedule
+
+
+def record_run(
+    stub: api_grpc.WorkflowStoreServiceStub,
+    schedule_id: str,
+    fire: datetime = FIRE,
+    token: int = 1,
+    trigger: int = pb.TRIGGER_KIND_SCHEDULED,
+) -> api.RecordRunResponse:
+    return stub.RecordRun(
+        api.RecordRunRequest(
+            schedule_id=schedule_id,
+            fire_time=dt_to_ts(fire),
+            trigger=trigger,  # type: ignore[arg-type]
+            fencing_token=token,
+        )
+    )
+
+
+def rpc_error(call, *args, **kwargs) -> grpc.RpcError:
+    """The RpcError ``call`` raised (fails the test when it did not raise)."""
+    with pytest.raises(grpc.RpcError) as info:
+        call(*args, **kwargs)
+    return info.value

@@ -1,0 +1,212 @@
+"""Claims, heartbeats and completions over real gRPC: one writer per run at a time."""
+
+from __future__ import annotations
+
+import threading
+from datetime import UTC, datetime, timedelta
+
+import grpc
+
+from cronwave.v1 import common_pb2 as pb
+from cronwave.v1 import workflow_store_service_pb2 as api
+from cronwave_core.convert import td_to_duration
+from tests.helpers import eventually
+from tests.workflow_store.support import (
+    create_schedule,
+    record_run,
+    register_job_type,
+    rpc_error,
+)
+
+
+def _claim(stub, run_id: str, worker: str) -> api.ClaimRunResponse:
+    return stub.ClaimRun(api.ClaimRunRequest(run_id=run_id, worker_id=worker))
+
+
+def _complete(stub, run_id: str, token: int, state=pb.RUN_STATE_SUCCEEDED, **kw):
+    return stub.CompleteRun(
+        api.CompleteRunRequest(run_id=run_id, attempt_token=token, state=state, **kw)
+    )
+
+
+def test_concurrent_claims_have_one_winner(stub):
+    # Given a pending run and eight workers that claim it together
+    run = record_run(stub, create_schedule(stub).schedule_id).run
+    barrier = threading.Barrier(8)
+    claims: list[api.ClaimRunResponse] = []
+    errors: list[BaseException] = []
+
+    def worker(i: int) -> None:
+        try:
+            barrier.wait(timeout=10)
+            claims.append(_claim(stub, run.run_id, f"w-{i}"))
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=30)
+
+    # Then exactly one claimed it, with attempt 1
+    assert not errors, errors
+    winners = [c for c in claims if c.claimed]
+    assert len(claims) == 8 and len(winners) == 1
+    winner = winners[0]
+    assert winner.attempt_token > 0
+    got = stub.GetRun(api.GetRunRequest(run_id=run.run_id)).run
+    assert got.state == pb.RUN_STATE_RUNNING and got.attempt == 1
+    assert got.worker_id == winner.run.worker_id
+    assert got.started_at == got.heartbeat_at
+    events = stub.ListRunEvents(api.ListRunEventsRequest(run_id=run.run_id)).events
+    assert [e.kind for e in events] == ["recorded", "claimed"]
+    assert all(c.attempt_token == 0 for c in claims if not c.claimed)
+
+
+def test_zombie_attempt_is_refused_after_takeover(stub):
+    # Given a run claimed by w1 of a job type with a short heartbeat timeout
+    job = register_job_type(stub, heartbeat_timeout=timedelta(milliseconds=500))
+    run = record_run(stub, create_schedule(stub, job).schedule_id).run
+    first = _claim(stub, run.run_id, "w1")
+    assert first.claimed
+    # A live attempt keeps the run
+    assert not _claim(stub, run.run_id, "w2").claimed
+    hb = stub.Heartbeat(
+        api.HeartbeatRequest(
+            run_id=run.run_id, attempt_token=first.attempt_token, checkpoint_json='{"n": 1}'
+        )
+    )
+    assert abs(hb.deadline.ToDatetime(tzinfo=UTC) - datetime.now(UTC)) < timedelta(seconds=5)
+
+    # When w1 stops heartbeating and w2 takes over
+    second = eventually(lambda: _claim(stub, run.run_id, "w2").claimed and True, timeout=10)
+    assert second
+    current = stub.GetRun(api.GetRunRequest(run_id=run.run_id)).run
+    assert current.attempt == 2 and current.worker_id == "w2"
+    assert current.checkpoint_json == '{"n": 1}'  # the next attempt resumes from it
+    assert current.started_at == first.run.started_at  # the run started once
+
+    # Then w1's heartbeat and completion are refused as a stale attempt
+    stale_hb = rpc_error(
+        stub.Heartbeat, api.HeartbeatRequest(run_id=run.run_id, attempt_token=first.attempt_token)
+    )
+    stale_done = rpc_error(_complete, stub, run.run_id, first.attempt_token)
+    for err in (stale_hb, stale_done):
+        assert err.code() == grpc.StatusCode.FAILED_PRECONDITION
+        assert err.details().startswith(f"attempt_token: {first.attempt_token} of run")
+    after = stub.GetRun(api.GetRunRequest(run_id=run.run_id)).run
+    assert after.state == pb.RUN_STATE_RUNNING and after.worker_id == "w2"
+    kinds = [e.kind for e in stub.ListRunEvents(api.ListRunEventsRequest(run_id=run.run_id)).events]
+    assert kinds == ["recorded", "claimed", "claimed"]
+
+
+def test_repeated_completion_changes_nothing(stub):
+    # Given a run completed by its attempt
+    run = record_run(stub, create_schedule(stub).schedule_id).run
+    claim = _claim(stub, run.run_id, "w1")
+    done = _complete(stub, run.run_id, claim.attempt_token, result_json='{"invoices": 3}')
+    assert done.changed and done.run.state == pb.RUN_STATE_SUCCEEDED
+    assert done.run.result_json == '{"invoices": 3}' and done.run.finished_at.seconds > 0
+    events_before = stub.ListRunEvents(api.ListRunEventsRequest(run_id=run.run_id)).events
+
+    # When it is completed again, differently, and claimed again
+    again = _complete(stub, run.run_id, claim.attempt_token, pb.RUN_STATE_FAILED, error="boom")
+    stale = _complete(stub, run.run_id, 999, pb.RUN_STATE_CANCELLED)
+    reclaim = _claim(stub, run.run_id, "w2")
+
+    # Then nothing changed
+    assert not again.changed and not stale.changed
+    assert again.run == done.run == stale.run
+    assert not reclaim.claimed and reclaim.run == done.run
+    assert stub.GetRun(api.GetRunRequest(run_id=run.run_id)).run == done.run
+    events_after = stub.ListRunEvents(api.ListRunEventsRequest(run_id=run.run_id)).events
+    assert events_after == events_before
+    # And a heartbeat after the end is refused
+    err = rpc_error(
+        stub.Heartbeat, api.HeartbeatRequest(run_id=run.run_id, attempt_token=claim.attempt_token)
+    )
+    assert err.code() == grpc.StatusCode.FAILED_PRECONDITION
+    assert "run is already succeeded" in err.details()
+
+
+def test_completion_states(stub):
+    sid = create_schedule(stub).schedule_id
+    base = datetime(2031, 5, 1, tzinfo=UTC)
+    for i, (state, kind) in enumerate(
+        [
+            (pb.RUN_STATE_FAILED, "failed"),
+            (pb.RUN_STATE_TIMED_OUT, "timed_out"),
+            (pb.RUN_STATE_CANCELLED, "cancelled"),
+        ]
+    ):
+        run = record_run(stub, sid, base + timedelta(minutes=i)).run
+        token = _claim(stub, run.run_id, "w").attempt_token
+        done = _complete(stub, run.run_id, token, state, error="why")
+        assert done.changed and done.run.state == state and done.run.error == "why"
+        events = stub.ListRunEvents(api.ListRunEventsRequest(run_id=run.run_id)).events
+        assert (events[-1].kind, events[-1].detail) == (kind, "why")
+
+    run = record_run(stub, sid, base + timedelta(hours=1)).run
+    for bad in (pb.RUN_STATE_UNSPECIFIED, pb.RUN_STATE_PENDING, pb.RUN_STATE_MISSED):
+        err = rpc_error(_complete, stub, run.run_id, 0, bad)
+        assert err.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert err.details().startswith("state: ")
+    # A run nobody picked up can be cancelled (attempt token 0)
+    cancelled = _complete(stub, run.run_id, 0, pb.RUN_STATE_CANCELLED)
+    assert cancelled.changed and cancelled.run.state == pb.RUN_STATE_CANCELLED
+
+
+def test_failed_with_retry_goes_back_to_pending(stub):
+    # Given a claimed run
+    run = record_run(stub, create_schedule(stub).schedule_id).run
+    first = _claim(stub, run.run_id, "w1")
+
+    # When the attempt fails with a retry delay
+    done = _complete(
+        stub,
+        run.run_id,
+        first.attempt_token,
+        pb.RUN_STATE_FAILED,
+        error="card network down",
+        retry_after=td_to_duration(timedelta(seconds=30)),
+    )
+
+    # Then the run is pending again, the event says when, and the next claim is attempt 2
+    assert done.changed and done.run.state == pb.RUN_STATE_PENDING
+    assert done.run.error == "card network down" and not done.run.HasField("finished_at")
+    last = stub.ListRunEvents(api.ListRunEventsRequest(run_id=run.run_id)).events[-1]
+    assert last.kind == "retry_scheduled" and "retry_after=30s" in last.detail
+    rpc_err = rpc_error(
+        stub.Heartbeat, api.HeartbeatRequest(run_id=run.run_id, attempt_token=first.attempt_token)
+    )
+    assert rpc_err.code() == grpc.StatusCode.FAILED_PRECONDITION
+    second = _claim(stub, run.run_id, "w2")
+    assert second.claimed and second.attempt_token > first.attempt_token
+    assert second.run.attempt == 2
+    assert rpc_error(_complete, stub, run.run_id, first.attempt_token).code() == (
+        grpc.StatusCode.FAILED_PRECONDITION
+    )
+    assert _complete(stub, run.run_id, second.attempt_token).run.state == pb.RUN_STATE_SUCCEEDED
+
+
+def test_heartbeat_stores_checkpoint_and_returns_deadline(stub):
+    job = register_job_type(stub, heartbeat_timeout=timedelta(seconds=42))
+    run = record_run(stub, create_schedule(stub, job).schedule_id).run
+    token = _claim(stub, run.run_id, "w1").attempt_token
+
+    before = datetime.now(UTC)
+    hb = stub.Heartbeat(
+        api.HeartbeatRequest(run_id=run.run_id, attempt_token=token, checkpoint_json='{"i": 9}')
+    )
+    stub.Heartbeat(api.HeartbeatRequest(run_id=run.run_id, attempt_token=token))
+
+    deadline = hb.deadline.ToDatetime(tzinfo=UTC)
+    assert before + timedelta(seconds=41) < deadline < datetime.now(UTC) + timedelta(seconds=43)
+    got = stub.GetRun(api.GetRunRequest(run_id=run.run_id)).run
+    assert got.checkpoint_json == '{"i": 9}'  # an empty checkpoint keeps the last one
+    assert got.heartbeat_at.ToDatetime() > got.started_at.ToDatetime()
+    # A pending run has no attempt to heartbeat
+    pending = record_run(stub, run.schedule_id, datetime(2032, 1, 1, tzinfo=UTC)).run
+    err = rpc_error(stub.Heartbeat, api.HeartbeatRequest(run_id=pending.run_id, attempt_token=0))
+    assert err.code() == grpc.StatusCode.FAILED_PRECONDITION
