@@ -248,12 +248,7 @@ class Client:
             self._store.CreateSchedule,
             store_pb.CreateScheduleRequest(schedule=schedule),
         )
-        created = Schedule.from_proto(resp.schedule)
-        if paused and not created.paused:
-            # A store that does not take ``paused`` on create: pause it right away, so
-            # the caller still gets what was asked for (a fire in between is possible).
-            return self.pause_schedule(schedule_id, note="created paused")
-        return created
+        return Schedule.from_proto(resp.schedule)
 
     def get_schedule(self, schedule_id: str) -> Schedule:
         resp = self._call(

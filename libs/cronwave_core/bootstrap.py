@@ -70,7 +70,10 @@ class Service:
     address: str
     register: Callable[[grpc.Server], None]
     service_names: Sequence[str]  # full names, for health and reflection
-    on_stop: Callable[[], None] = lambda: None
+    on_stop: Callable[[], None] = lambda: None  # after the server stopped
+    # Before stop(grace): end long-lived streams and loops so the grace period
+    # is spent on in-flight unary calls, not on watchers that never return.
+    on_stopping: Callable[[], None] = lambda: None
     interceptors: Sequence[grpc.ServerInterceptor] = field(default_factory=tuple)
     max_workers: int = 32
 
@@ -119,6 +122,10 @@ class RunningServer:
             if self._stopped.is_set():
                 return
             self.health.enter_graceful_shutdown()
+            try:
+                self.service.on_stopping()
+            except Exception:
+                log.exception("%s: on_stopping failed", self.service.name)
             self.server.stop(self.settings.grace.total_seconds()).wait()
             try:
                 self.service.on_stop()

@@ -44,6 +44,8 @@ from cronwave_core.spec import DstGap, DstRepeat, Spec
 
 __all__ = [
     "DST_GAP_SKIP",
+    "EARLIEST",
+    "LATEST",
     "MIN_INTERVAL",
     "Occurrence",
     "fire_times",
@@ -56,6 +58,8 @@ __all__ = [
 ]
 
 MIN_INTERVAL = timedelta(seconds=1)
+EARLIEST = datetime(1970, 1, 1, tzinfo=UTC)
+LATEST = datetime(9000, 1, 1, tzinfo=UTC)
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _US = timedelta(microseconds=1)
 _E = TypeVar("_E", DstGap, DstRepeat)
@@ -138,6 +142,16 @@ def _aware(value: datetime, field: str) -> datetime:
     return value.astimezone(UTC)
 
 
+def _instant(value: datetime, field: str) -> datetime:
+    """An instant a spec names: aware, and inside the range cronwave schedules in."""
+    instant = _aware(value, field)
+    if not EARLIEST <= instant < LATEST:
+        raise InvalidArgument(
+            field, f"must lie between {EARLIEST.date()} and {LATEST.date()} (UTC)"
+        )
+    return instant
+
+
 def _calendar(spec: Spec) -> _Calendar:
     try:
         return _cached_calendar(spec)
@@ -169,7 +183,7 @@ class _Calendar:
             _interval(i, iv.every, iv.phase) for i, iv in enumerate(spec.intervals)
         )
         self.one_off = tuple(
-            sorted({_aware(t, f"spec.one_off[{i}]") for i, t in enumerate(spec.one_off)})
+            sorted({_instant(t, f"spec.one_off[{i}]") for i, t in enumerate(spec.one_off)})
         )
         for i, day in enumerate(spec.exclude_dates):
             if not isinstance(day, date) or isinstance(day, datetime):
@@ -177,8 +191,8 @@ class _Calendar:
                     f"spec.exclude_dates[{i}]", "must be a local date (YYYY-MM-DD), not a time"
                 )
         self.excluded = frozenset(spec.exclude_dates)
-        self.start_at = None if spec.start_at is None else _aware(spec.start_at, "spec.start_at")
-        self.end_at = None if spec.end_at is None else _aware(spec.end_at, "spec.end_at")
+        self.start_at = None if spec.start_at is None else _instant(spec.start_at, "spec.start_at")
+        self.end_at = None if spec.end_at is None else _instant(spec.end_at, "spec.end_at")
         if self.start_at is not None and self.end_at is not None and self.end_at <= self.start_at:
             raise InvalidArgument(
                 "spec.end_at", "must be after spec.start_at (the end is exclusive)"
@@ -217,6 +231,12 @@ class _Calendar:
     def raw(self, after: datetime) -> Iterator[Occurrence]:
         """Occurrences strictly after ``after`` and before ``end_at``, by strictly
         increasing instant; ``start_at`` and ``max_runs`` are not applied."""
+        try:
+            yield from self._merged(after)
+        except OverflowError:  # the ends of datetime's range (years 1 and 9999)
+            return
+
+    def _merged(self, after: datetime) -> Iterator[Occurrence]:
         streams: list[Iterator[Occurrence]] = []
         if self.crons:
             streams.append(occurrences(self._slots(after), self.resolver, after))

@@ -134,25 +134,27 @@ class Resolver:
         """The naive wall-clock time from which to walk slots (exclusive) so that no
         slot with an occurrence strictly after ``after`` is passed over.
 
-        Usually the wall-clock reading of ``after``. Earlier when ``after`` is the
-        first pass through an overlap (the second occurrences of the slots just
-        before it are still to come) or lies shortly after a gap (slots in the gap
-        have nominal instants after it).
+        Usually the wall-clock reading of ``after``, and always so under the default
+        SHIFT/ONCE policy. Earlier only when ``after`` is the first pass through an
+        overlap under LAST or TWICE (second occurrences of the slots just before it
+        are still to come), or lies shortly after a gap under SKIP (slots in the gap
+        are reported at nominal instants after it); then by the width of the shift.
         """
         here = after.astimezone(self.tz)
         local = here.replace(tzinfo=None)
         offset = here.utcoffset()
         assert offset is not None
         back = _ZERO
-        if not here.fold:
+        if self.repeat != DstRepeat.ONCE and not here.fold:
             second = local.replace(tzinfo=self.tz, fold=1).utcoffset()
             assert second is not None
             if second < offset:
                 back = offset - second
-        earlier = (after - _WIDEST_SHIFT).astimezone(self.tz).utcoffset()
-        assert earlier is not None
-        if earlier < offset:
-            back = max(back, offset - earlier)
+        if self.gap == DstGap.SKIP:
+            earlier = (after - _WIDEST_SHIFT).astimezone(self.tz).utcoffset()
+            assert earlier is not None
+            if earlier < offset:
+                back = max(back, offset - earlier)
         # Walking back, include the slot at the boundary: a slot skipped by a gap is
         # reported a microsecond after its nominal instant, which may be `after`.
         return local - back - _US if back else local

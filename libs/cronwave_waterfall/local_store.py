@@ -39,11 +39,14 @@ def read_local_store(path: Path) -> Iterator[Span]:
 def read_jsonl(file: Path) -> Iterator[Span]:
     """The spans of one JSON-lines file; its last line is skipped if incomplete."""
     with file.open("r", encoding="utf-8", errors="replace") as handle:
-        lines = [line for line in handle.read().split("\n") if line.strip()]
+        numbered = [
+            (n, line) for n, line in enumerate(handle.read().split("\n"), 1) if line.strip()
+        ]
+    lines = [line for _, line in numbered]
     records = _parse_all(lines)
     if records is None:
-        records = _parse_each(lines, file)
-    for number, record in enumerate(records, start=1):
+        records = _parse_each(numbered, file)
+    for (number, _), record in zip(numbered, records, strict=False):
         if not isinstance(record, dict):
             raise InvalidArgument("source", f"{file}:{number} is not a JSON object")
         yield span_from_dict(record, f"{file.name}:{number}")
@@ -59,13 +62,13 @@ def _parse_all(lines: list[str]) -> list[Any] | None:
     return records if isinstance(records, list) and len(records) == len(lines) else None
 
 
-def _parse_each(lines: list[str], file: Path) -> list[Any]:
+def _parse_each(numbered: list[tuple[int, str]], file: Path) -> list[Any]:
     records = []
-    for number, line in enumerate(lines, start=1):
+    for index, (number, line) in enumerate(numbered):
         try:
             records.append(json.loads(line))
         except json.JSONDecodeError as exc:
-            if number == len(lines):
+            if index == len(numbered) - 1:
                 break  # a write cut short; every earlier span is whole
             raise InvalidArgument(
                 "source", f"{file}:{number} is not a JSON span ({exc.msg}); is this a span store?"

@@ -202,6 +202,9 @@ NAIVE = datetime(2024, 1, 1)
             "spec.intervals[0].phase",
         ),
         (replace(GOOD, one_off=(z("2024-01-01T00:00"), NAIVE)), "spec.one_off[1]"),
+        (replace(GOOD, one_off=(z("1969-12-31T23:59"),)), "spec.one_off[0]"),
+        (replace(GOOD, start_at=datetime(1, 1, 1, tzinfo=UTC)), "spec.start_at"),
+        (replace(GOOD, end_at=datetime(9999, 12, 31, tzinfo=UTC)), "spec.end_at"),
         (replace(GOOD, max_runs=-1), "spec.max_runs"),
         (replace(GOOD, jitter=timedelta(seconds=-1)), "spec.jitter"),
     ],
@@ -214,6 +217,24 @@ def test_every_malformed_field_is_named(spec: Spec, field: str) -> None:
     # fire_times refuses the same spec at once, before anything is iterated
     with pytest.raises(InvalidArgument):
         fire_times(spec, z("2024-01-01T00:00"))
+
+
+@pytest.mark.parametrize(
+    "after",
+    [datetime(1, 1, 1, tzinfo=UTC), datetime(9999, 12, 31, 23, 59, tzinfo=UTC)],
+)
+@pytest.mark.parametrize("tz", ["UTC", "Pacific/Kiritimati", "Pacific/Niue"])
+def test_the_ends_of_the_datetime_range_end_the_iteration_quietly(after: datetime, tz: str) -> None:
+    for spec in (
+        Spec(cron=("0 * * * *",), time_zone=tz),
+        Spec(
+            intervals=(Interval(timedelta(hours=1)),),
+            time_zone=tz,
+            exclude_dates=(date(2024, 1, 1),),
+        ),
+    ):
+        result = next_fire_time(spec, after)
+        assert result is None or result > after
 
 
 def test_a_spec_built_with_lists_still_works() -> None:

@@ -158,3 +158,27 @@ def test_past_the_limit_old_slots_are_summarised_not_enumerated() -> None:
     assert in_window[0] == z("2024-01-01T11:01")
     assert plan.to_run == (z("2024-01-01T12:00"),)
     assert in_window == [z("2024-01-01T11:01") + timedelta(minutes=i) for i in range(59)]
+
+
+@pytest.mark.parametrize(
+    ("pol", "last", "now", "kwargs", "field"),
+    [
+        (policy(Catchup.ALL), NOW, LAST, {}, "now"),
+        (policy(Catchup.ALL), datetime(2024, 1, 1), NOW, {}, "last_handled"),
+        (Policy(catchup_window=timedelta(seconds=-1)), LAST, NOW, {}, "policy.catchup_window"),
+        (Policy(catchup_max_runs=-1), LAST, NOW, {}, "policy.catchup_max_runs"),
+        (policy(Catchup.ALL), LAST, NOW, {"grace": timedelta(seconds=-1)}, "grace"),
+        (policy(Catchup.ALL), LAST, NOW, {"limit": 0}, "limit"),
+    ],
+)
+def test_bad_inputs_are_refused_naming_the_field(
+    pol: Policy, last: datetime, now: datetime, kwargs: dict[str, object], field: str
+) -> None:
+    with pytest.raises(InvalidArgument) as caught:
+        plan_catchup(QUARTERLY, pol, last, now, **kwargs)  # type: ignore[arg-type]
+    assert caught.value.field == field
+
+
+def test_nothing_to_do_when_nothing_was_due() -> None:
+    plan = plan_catchup(QUARTERLY, policy(Catchup.ALL), LAST, LAST + timedelta(minutes=10))
+    assert plan.to_run == () and plan.missed == () and plan.unlisted is None

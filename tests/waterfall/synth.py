@@ -15,9 +15,11 @@ trip (microsecond precision) is lossless.
 
 from __future__ import annotations
 
+import json
 import random
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 from cronwave_core.telemetry import run_attributes
@@ -390,3 +392,25 @@ def make_runs(
 
 def all_spans(records: list[RunRecord]) -> list[Span]:
     return [s for r in records for s in r.spans]
+
+
+def write_span_store(spans: list[Span], spans_dir: Path, process: str = "suite-1") -> Path:
+    """The spans as a span-store file, one ``span_to_dict``-shaped line each."""
+    spans_dir.mkdir(parents=True, exist_ok=True)
+    path = spans_dir / f"{process}.jsonl"
+    with path.open("a", encoding="utf-8") as handle:
+        for s in spans:
+            record = {
+                "trace_id": s.trace_id,
+                "span_id": s.span_id,
+                "parent_span_id": s.parent_span_id,
+                "name": s.name,
+                "service": s.service,
+                "kind": s.span_kind,
+                "start_ns": s.start_ns,
+                "end_ns": s.end_ns,
+                "attributes": dict(s.attributes),
+                "status": s.status,
+            }
+            handle.write(json.dumps(record) + "\n")
+    return path

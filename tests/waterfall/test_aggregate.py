@@ -74,8 +74,9 @@ def test_hop_and_kind_percentiles_match_the_raw_spans(records: list[RunRecord]):
         ("execute", "database"): _direct(records, lambda r: _top_level(r, "execute", "database")),
         ("persist", "network"): _direct(
             records,
-            lambda r: _named(r, create, "CLIENT").duration_ns
-            - _named(r, create, "SERVER").duration_ns,
+            lambda r: (
+                _named(r, create, "CLIENT").duration_ns - _named(r, create, "SERVER").duration_ns
+            ),
         ),
     }
     persist_wall = _direct(records, lambda r: _named(r, create, "CLIENT").duration_ns)

@@ -57,7 +57,11 @@ def test_short_trace_ids_follows_from_and_error_tags_are_understood():
                         "spanID": "1",
                         "operationName": "consume",
                         "references": [
-                            {"refType": "FOLLOWS_FROM", "traceID": "a3ce929d0e0e4736", "spanID": "2"}
+                            {
+                                "refType": "FOLLOWS_FROM",
+                                "traceID": "a3ce929d0e0e4736",
+                                "spanID": "2",
+                            }
                         ],
                         "startTime": 10,
                         "duration": 5,

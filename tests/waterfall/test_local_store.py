@@ -27,13 +27,15 @@ def _write_run(spans_dir: Path, run_id: str, service: str = "suite") -> JsonLine
     tracer = provider.get_tracer("test")
     run = run_attributes(run_id, "nightly", FIRE)
     rpc = {"rpc.system": "grpc", "rpc.service": "S", "rpc.method": "CreateRun"}
-    with tracer.start_as_current_span("fire", attributes={**run, "cronwave.hop": "plan"}):
-        with tracer.start_as_current_span("call", kind=trace.SpanKind.CLIENT, attributes=rpc):
-            with tracer.start_as_current_span("serve", kind=trace.SpanKind.SERVER, attributes=rpc):
-                attrs = {**run, "cronwave.hop": "persist", "cronwave.kind": "database"}
-                with tracer.start_as_current_span("INSERT run", attributes=attrs):
-                    with tracer.start_as_current_span("sql", attributes={"db.system": "sqlite"}):
-                        pass
+    persist = {**run, "cronwave.hop": "persist", "cronwave.kind": "database"}
+    with (
+        tracer.start_as_current_span("fire", attributes={**run, "cronwave.hop": "plan"}),
+        tracer.start_as_current_span("call", kind=trace.SpanKind.CLIENT, attributes=rpc),
+        tracer.start_as_current_span("serve", kind=trace.SpanKind.SERVER, attributes=rpc),
+        tracer.start_as_current_span("INSERT run", attributes=persist),
+        tracer.start_as_current_span("sql", attributes={"db.system": "sqlite"}),
+    ):
+        pass
     done = {**run, "cronwave.hop": "complete", "cronwave.kind": "database"}
     with tracer.start_as_current_span("UPDATE run", attributes=done):
         pass

@@ -67,9 +67,7 @@ def test_reads_plain_otlp_with_named_enums_base64_ids_and_typed_values():
                                     {"key": "b", "value": {"boolValue": True}},
                                     {
                                         "key": "a",
-                                        "value": {
-                                            "arrayValue": {"values": [{"stringValue": "q"}]}
-                                        },
+                                        "value": {"arrayValue": {"values": [{"stringValue": "q"}]}},
                                     },
                                 ],
                                 "status": {"code": "STATUS_CODE_ERROR"},

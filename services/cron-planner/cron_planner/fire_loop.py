@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Protocol
 
@@ -102,7 +102,6 @@ class FireStats:
     step_downs: int = 0
     terms: int = 0
     last_error: str = ""
-    started: list[str] = field(default_factory=list)  # newest run ids, bounded
 
 
 def iso(instant: datetime) -> str:
@@ -234,7 +233,6 @@ class FireLoop:
             with hop_span("plan next fire", hop="plan", kind="app", attributes=attrs):
                 self._index.advance(slot, now)
             self.stats.fired += 1
-            self.stats.started = [*self.stats.started[-99:], run_id]
 
     def _retry_or_give_up(self, slot: Slot, token: int, exc: CronwaveError, now: datetime) -> None:
         self.stats.last_error = exc.message

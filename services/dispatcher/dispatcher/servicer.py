@@ -114,6 +114,9 @@ class DispatcherServicer(pb_grpc.DispatcherServiceServicer):
             log.info("run %s: duplicate start; nothing enqueued", run.run_id)
             return run, False
         queue = run.queue or DEFAULT_QUEUE
+        # Appended before the message exists, so the history reads in the order things
+        # happen: a worker cannot claim (and record "claimed") before "enqueued".
+        self._event(run.run_id, "enqueued", queue)
         with hop_span("dispatch.enqueue", "dispatch", "queue", {**attrs, "cronwave.queue": queue}):
             message = RunMessage(
                 run_id=run.run_id,
@@ -134,7 +137,6 @@ class DispatcherServicer(pb_grpc.DispatcherServiceServicer):
                     f"run '{run.run_id}' is recorded but could not be queued on '{queue}': "
                     f"{exc}; the broker (CRONWAVE_REDIS_URL) is unreachable"
                 ) from exc
-        self._event(run.run_id, "enqueued", queue)
         return run, True
 
     def _event(self, run_id: str, kind: str, detail: str) -> None:

@@ -92,7 +92,9 @@ def new_schedule_from_proto(msg: pb.Schedule) -> NewSchedule:
     calendar.validate(spec)
     policy = policy_from_proto(msg.policy)
     payload = validate.payload_json(msg.payload_json)
-    return NewSchedule(schedule_id, spec, policy, msg.job_type, payload)
+    return NewSchedule(
+        schedule_id, spec, policy, msg.job_type, payload, msg.paused, msg.pause_note
+    )
 
 
 def schedule_to_proto(rec: ScheduleRecord) -> pb.Schedule:

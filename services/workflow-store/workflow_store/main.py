@@ -39,6 +39,7 @@ def main() -> None:
             address=settings.store_addr,
             register=register,
             service_names=full_names([api.DESCRIPTOR]),
+            on_stopping=store.close_watchers,
             on_stop=on_stop,
             # Watch streams hold a thread each for as long as their callers listen.
             max_workers=64,

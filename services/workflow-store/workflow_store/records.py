@@ -63,6 +63,8 @@ class NewSchedule:
     policy: Policy
     job_type: str
     payload_json: str
+    paused: bool = False
+    pause_note: str = ""
 
 
 @dataclass(frozen=True)

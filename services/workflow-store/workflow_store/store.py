@@ -78,6 +78,7 @@ class Store:
         self.db = db
         self.clock = clock
         self._changes = threading.Condition()
+        self._closing = threading.Event()
         self._latest_revision = 0
 
     # -- schedules ---------------------------------------------------------------------
@@ -107,8 +108,8 @@ class Store:
                 row.policy = policy_to_dict(new.policy)
                 row.job_type = new.job_type
                 row.payload_json = new.payload_json
-                row.paused = False
-                row.pause_note = ""
+                row.paused = new.paused
+                row.pause_note = new.pause_note if new.paused else ""
                 row.deleted = False
                 row.created_at = now
                 row.updated_at = now
@@ -183,7 +184,7 @@ class Store:
         is false. Changes this process writes arrive at once; changes written by another
         replica arrive within ``poll``."""
         last = since
-        while active():
+        while active() and not self._closing.is_set():
             batch = self.schedules_since(last)
             for record in batch:
                 yield record
@@ -201,6 +202,12 @@ class Store:
     def wake_watchers(self) -> None:
         with self._changes:
             self._changes.notify_all()
+
+    def close_watchers(self) -> None:
+        """End every watch stream: the process is stopping. Watchers reconnect to
+        another replica (or to this one when it is back) from their last revision."""
+        self._closing.set()
+        self.wake_watchers()
 
     def _changed(self, revision: int) -> None:
         with self._changes:

@@ -1,0 +1,80 @@
+"""Tail attribution finds a delay injected into 2% of runs, names it, and sizes it."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from cronwave_waterfall import attribute_tail, build_runs, waterfall
+
+from .synth import Injection, all_spans, make_runs
+
+
+@pytest.mark.parametrize(
+    ("injection", "blamed", "because", "tell_tales"),
+    [
+        (
+            Injection("persist", "database", 50.0),
+            "database in persist",
+            "cache miss",
+            {("cronwave.cache.hit", "miss")},
+        ),
+        (
+            Injection("pickup", "queue", 80.0),
+            "queue in pickup",
+            "queue=bulk",
+            {("cronwave.queue", "bulk"), ("cronwave.attempt", ">1")},
+        ),
+        (
+            Injection("dispatch", "cache", 30.0),
+            "cache in dispatch",
+            "cache miss",
+            {("cronwave.cache.hit", "miss")},
+        ),
+    ],
+    ids=["database-in-persist", "queue-in-pickup", "cache-miss-in-dispatch"],
+)
+def test_the_tail_line_names_the_injected_delay(injection, blamed, because, tell_tales):
+    # Given 5,000 runs, 2% of which got extra time in one hop and kind
+    records = make_runs(5000, injection, seed=23)
+    injected = sum(r.injected for r in records)
+    assert 60 <= injected <= 140
+
+    # When the waterfall's tail is attributed
+    result = waterfall(build_runs(all_spans(records)))
+    tail = result.tail
+
+    # Then the one-line headline comes first, naming the hop, kind and cause
+    headline = tail.headline
+    assert "\n" not in headline
+    assert headline.startswith("p99 tail: ")
+    assert f"{blamed} ({because})" in headline
+    # and estimates the added delay within 20%
+    top = tail.contributions[0]
+    assert f"{top.kind} in {top.hop}" == blamed
+    assert top.excess_ms == pytest.approx(injection.extra_ms, rel=0.2)
+    stated = float(re.search(r"\+([\d.]+) ms per tail run", headline).group(1))
+    assert stated == pytest.approx(injection.extra_ms, rel=0.2)
+    assert top.share > 0.8
+    # And the tail runs are the injected ones, whose tell-tale attributes stand out
+    assert tail.tail_runs == 50
+    skews = {(a.key, a.value): a for a in tail.attributes}
+    for key in tell_tales:
+        assert skews[key].tail_frequency == 1.0
+        assert skews[key].rest_frequency < 0.1
+
+
+def test_shares_of_positive_excess_add_up_to_one():
+    runs = build_runs(all_spans(make_runs(1000, Injection("persist", "database", 20.0), seed=2)))
+    tail = attribute_tail(runs)
+    assert sum(c.share for c in tail.contributions) == pytest.approx(1.0)
+    assert all(c.share == 0.0 for c in tail.contributions if c.excess_ms <= 0)
+    assert tail.threshold_ms is not None and tail.median_end_to_end_ms is not None
+    assert tail.tail_end_to_end_ms is not None and tail.tail_end_to_end_ms > tail.threshold_ms
+
+
+def test_too_few_runs_say_so():
+    tail = attribute_tail(build_runs(all_spans(make_runs(1, seed=3))))
+    assert tail.headline == "p99 tail: not enough completed runs to compare (1)"
+    assert tail.contributions == ()
