@@ -102,9 +102,11 @@ def _feature(key: str, value: Any) -> tuple[str, str] | None:
     if key in _IGNORED:
         return None
     if key.endswith(".attempt"):
-        if isinstance(value, int | float) and not isinstance(value, bool) and value > 1:
-            return (key, ">1")
-        return None
+        try:
+            retried = not isinstance(value, bool) and float(value) > 1
+        except (TypeError, ValueError):
+            return None
+        return (key, ">1") if retried else None
     if isinstance(value, bool):
         return (key, "true" if value else "false")
     if isinstance(value, str | int):

@@ -167,6 +167,7 @@ def test_scenarios_are_seen_whole_and_side_by_side():
     assert cache_p50(side[0]) < cache_p50(side[1]) < cache_p50(side[2])
 
 
+@pytest.mark.slow
 def test_ten_thousand_runs(capsys: pytest.CaptureFixture[str]):
     # Given 10,000 runs of 29 spans each
     spans = all_spans(make_runs(10_000, Injection("persist", "database", 50.0), seed=5))

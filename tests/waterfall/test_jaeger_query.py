@@ -8,6 +8,8 @@ records what it was asked. The client under test is the real one, over real HTTP
 
 from __future__ import annotations
 
+import json
+import socket
 import threading
 import urllib.parse
 from collections.abc import Iterator
@@ -18,7 +20,13 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from cronwave_core.errors import Unavailable
-from cronwave_waterfall import JaegerQuery, build_runs, load_spans, query_jaeger
+from cronwave_waterfall import (
+    JaegerQuery,
+    build_runs,
+    load_spans,
+    query_jaeger,
+    waterfall_command,
+)
 
 from . import recorded
 
@@ -55,7 +63,7 @@ def jaeger() -> Iterator[FakeJaeger]:
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     server.daemon_threads = True
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
     thread.start()
     fake.url = f"http://127.0.0.1:{server.server_address[1]}"
     try:
@@ -150,5 +158,32 @@ def test_a_stalled_jaeger_times_out(jaeger: FakeJaeger):
 
 
 def test_nothing_listening_is_unavailable():
+    # Given a loopback port that nothing listens on (bound, then released)
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+
+    # Then a query there fails fast, saying what to check
     with pytest.raises(Unavailable, match="is the query service running"):
-        query_jaeger(JaegerQuery("http://127.0.0.1:9", timeout=timedelta(seconds=2)))
+        query_jaeger(JaegerQuery(f"http://127.0.0.1:{port}", timeout=timedelta(seconds=2)))
+
+
+def test_the_waterfall_command_reads_a_jaeger_url(jaeger: FakeJaeger):
+    # Given a Jaeger v2 holding the recorded run
+    jaeger.routes["/api/v3/traces"] = (200, recorded.V3.read_bytes())
+
+    # When the CLI entry point is pointed at it with a window and a service
+    text = waterfall_command(
+        f"{jaeger.url}/?service=worker",
+        fmt="json",
+        since="2025-03-01T01:00:00Z",
+        until="2025-03-01T03:00:00Z",
+    )
+
+    # Then the query carried them, and the waterfall covers the recorded run
+    params = jaeger.requests[0][1]
+    assert params["query.service_name"] == "worker"
+    assert params["query.start_time_min"] == "2025-03-01T01:00:00Z"
+    document = json.loads(text)
+    assert document["runs"] == 1
+    assert document["end_to_end"]["p50_ms"] == recorded.END_TO_END_NS / 1e6

@@ -54,7 +54,9 @@ def test_the_tail_line_names_the_injected_delay(injection, blamed, because, tell
     top = tail.contributions[0]
     assert f"{top.kind} in {top.hop}" == blamed
     assert top.excess_ms == pytest.approx(injection.extra_ms, rel=0.2)
-    stated = float(re.search(r"\+([\d.]+) ms per tail run", headline).group(1))
+    said = re.search(r"\+([\d.]+) ms per tail run", headline)
+    assert said is not None
+    stated = float(said.group(1))
     assert stated == pytest.approx(injection.extra_ms, rel=0.2)
     assert top.share > 0.8
     # And the tail runs are the injected ones, whose tell-tale attributes stand out
