@@ -17,7 +17,7 @@ What a spec means:
   itself. Without ``start_at`` there is no fixed origin to count from: the planner
   counts the fire times it has handled (runs and MISSED records alike) and asks
   ``runs_left``.
-- A slot the DST policy skipped is not a fire time. ``occurrences`` and
+- A slot the DST policy skipped is not a fire time. ``occurrences_after`` and
   ``skipped_slots`` report it with its reason (``dst_gap_skip``) at its nominal
   instant plus one microsecond (see ``calendar_dst``), so the planner records it
   as MISSED, under a fire time no cron slot uses, instead of dropping it silently.

@@ -14,7 +14,8 @@ exactly one outcome; nothing is dropped silently:
   ``superseded_by_latest``    policy LATEST runs only the newest slot (a due one if
                               any, else the newest late one within the window)
   ``catchup_cap``             policy ALL runs at most ``catchup_max_runs`` late slots:
-                              the newest ones, the older ones are capped
+                              the newest ones, the older ones are capped (a cap
+                              of 0 runs none; the API maps its 0 to the default)
 
   A slot the DST policy skipped keeps ``dst_gap_skip`` wherever it falls.
 
@@ -166,7 +167,7 @@ def _apply_policy(
         older = [Missed(at, SUPERSEDED_BY_LATEST, slot) for at, slot in late[:-1]]
         return [late[-1][0]], older
     cap = policy.catchup_max_runs
-    kept = late[len(late) - cap :] if cap else []
+    kept = late[max(0, len(late) - cap) :] if cap else []
     capped = late[: len(late) - len(kept)]
     return [at for at, _ in kept], [Missed(at, CATCHUP_CAP, slot) for at, slot in capped]
 

@@ -89,8 +89,9 @@ def _rpc_matches(client: Span, server: Span) -> bool:
     return True
 
 
-def _place_trace(members: list[Span]) -> list[Placed]:
-    by_id = {s.span_id: s for s in members}
+def _place_trace(spans: list[Span]) -> list[Placed]:
+    by_id = {s.span_id: s for s in spans}
+    members = list(by_id.values())  # a span read twice (two sources) counts once
     children: dict[str, list[Span]] = {}
     roots: list[Span] = []
     explicit_run: dict[str, str | None] = {}
@@ -188,7 +189,7 @@ def _parents_first(
             seen.add(s.span_id)
             order.append(s)
             queue.extend(children.get(s.span_id, ()))
-        if len(order) >= len(members):
+        if len(seen) >= len(members):
             return order
         # A parent cycle (malformed input): start again from an unvisited span.
         queue.extend(s for s in members if s.span_id not in seen)

@@ -141,9 +141,8 @@ def build_runs(spans: Iterable[Span]) -> list[Run]:
     collecting = gc.isenabled()
     gc.disable()
     try:
-        unique = {(span.trace_id, span.span_id): span for span in spans}
         by_run: dict[str, list[Placed]] = {}
-        for p in place(unique.values()):
+        for p in place(spans):
             by_run.setdefault(p.run_id, []).append(p)
         runs = [_measure(run_id, members) for run_id, members in by_run.items()]
     finally:

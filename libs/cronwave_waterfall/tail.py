@@ -21,8 +21,9 @@ Over the runs that have an end-to-end time:
 The **headline** is one line: the largest excess, its share, the attribute most
 over-represented among tail runs (preferring one seen on that hop's spans; only
 one that at least half the tail runs carry, at least 25 points more often than the
-rest), and the excess in milliseconds as the estimate of the delay it adds to a
-tail run.
+rest, and only when the tail has 5 runs or more: one slow run shares every
+attribute it has), and the excess in milliseconds as the estimate of the delay it
+adds to a tail run.
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ from cronwave_waterfall.runs import ATTR_LATENESS_MS, Run, hop_order
 MAX_VALUES = 64
 MIN_SKEW_FOR_HEADLINE = 0.25
 MIN_TAIL_FREQUENCY_FOR_HEADLINE = 0.5
+MIN_TAIL_RUNS_FOR_CAUSE = 5
 _IGNORED = {ATTR_RUN_ID, ATTR_FIRE_TIME, ATTR_HOP, ATTR_KIND, ATTR_LATENESS_MS}
 _CACHE_LABELS = {"miss": "cache miss", "redis": "redis hit", "local": "local hit"}
 
@@ -153,6 +155,8 @@ def _skews(tail: list[Run], rest: list[Run]) -> list[AttributeSkew]:
 def _headline_attribute(
     skews: list[AttributeSkew], tail: list[Run], hop: str
 ) -> AttributeSkew | None:
+    if len(tail) < MIN_TAIL_RUNS_FOR_CAUSE:
+        return None
     strong = [
         s
         for s in skews
