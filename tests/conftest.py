@@ -26,6 +26,31 @@ REDIS_URL = os.environ.get("CRONWAVE_TEST_REDIS_URL", "")
 BACKENDS = ["sqlite", "postgres"] if PG_URL else ["sqlite"]
 
 
+# Test folders whose every database test runs on both backends.
+BOTH_BACKEND_FOLDERS = {"workflow_store", "spine", "failover", "billing"}
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        "both_backends: run on SQLite and PostgreSQL (when configured); other tests that "
+        "need a database run once, on PostgreSQL when configured, else SQLite",
+    )
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """Parametrize the database backend. The exactly-once core (store, spine, failover,
+    billing) runs on both; everything else on the production one when it is configured,
+    which keeps the suite inside its time budget."""
+    if "backend" in metafunc.fixturenames:
+        folder = Path(str(metafunc.definition.path)).parent.name
+        both = (
+            folder in BOTH_BACKEND_FOLDERS
+            or metafunc.definition.get_closest_marker("both_backends") is not None
+        )
+        metafunc.parametrize("backend", BACKENDS if both else BACKENDS[-1:])
+
+
 def _pg_admin_url() -> sa.URL:
     url = sa.make_url(PG_URL)
     if url.drivername in ("postgresql", "postgres"):
@@ -33,10 +58,10 @@ def _pg_admin_url() -> sa.URL:
     return url
 
 
-@pytest.fixture(params=BACKENDS)
-def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+@pytest.fixture
+def database_url(backend: str, tmp_path: Path) -> Iterator[str]:
     """A fresh, empty scheduler database for one test."""
-    if request.param == "sqlite":
+    if backend == "sqlite":
         yield f"sqlite:///{tmp_path / 'cronwave.db'}"
         return
     admin = _pg_admin_url()

@@ -196,6 +196,7 @@ class Client:
         overlap: str | None = None,
         catchup: str | None = None,
         catchup_window: timedelta | None = None,
+        catchup_max_runs: int = 0,
         exclude_dates: Iterable[date | str] = (),
         intervals: Iterable[Interval] = (),
         one_off: Iterable[datetime] = (),
@@ -205,13 +206,18 @@ class Client:
         jitter: timedelta | None = None,
     ) -> Schedule:
         """Create a schedule; it fires by the union of its cron expressions (read in
-        ``time_zone``), intervals and one-off instants.
+        ``time_zone``), intervals and one-off instants, within ``[start_at, end_at)``,
+        at most ``max_runs`` times (0: no limit).
 
         Policies are names: ``dst_gap`` shift|skip, ``dst_repeat`` once|last|twice,
         ``overlap`` skip|buffer_one|buffer_all|cancel_other|allow_all, ``catchup``
-        skip|latest|all; ``None`` leaves the server's default. ``job_type`` must be
-        registered by a worker. Raises ``InvalidArgument`` naming the bad field
-        (nothing is written) and ``AlreadyExists`` when the id is taken.
+        skip|latest|all; ``None`` leaves the server's default. After downtime, slots
+        late by more than ``catchup_window`` (default 10 minutes) are recorded MISSED;
+        ``catchup="all"`` runs at most ``catchup_max_runs`` (0: the default, 100) of
+        the others. ``jitter`` delays each start by a deterministic amount below it
+        (the nominal fire time is unchanged). ``job_type`` must be registered by a
+        worker. Raises ``InvalidArgument`` naming the bad field (nothing is written)
+        and ``AlreadyExists`` when the id is taken.
         """
         try:
             payload_json = json.dumps({} if payload is None else payload)
@@ -223,6 +229,8 @@ class Client:
         )
         if catchup_window is not None:
             policy.catchup_window.CopyFrom(_duration(catchup_window))
+        if catchup_max_runs:
+            policy.catchup_max_runs = catchup_max_runs
         schedule = pb.Schedule(
             schedule_id=schedule_id,
             spec=_spec(
@@ -305,6 +313,36 @@ class Client:
             ),
         )
         return Run.from_proto(resp.run)
+
+    def backfill(
+        self,
+        schedule_id: str,
+        start: datetime,
+        end: datetime,
+        *,
+        dry_run: bool = False,
+        rate_per_second: float = 0.0,
+        overlap: str | None = None,
+    ) -> list[datetime]:
+        """The schedule's fire times (UTC) with ``start <= t < end`` -- start inclusive,
+        end exclusive, ``end`` not after now -- and, unless ``dry_run``, run them with
+        trigger BACKFILL at ``rate_per_second`` starts a second (0: 10), through the
+        schedule's overlap policy or ``overlap``. A fire time that already has a run
+        keeps it; a MISSED one is run. Only the leading planner backfills: ask
+        another replica and it raises ``FailedPrecondition`` naming the leader."""
+        request = planner_pb.BackfillRequest(
+            schedule_id=schedule_id,
+            start=_ts(start, "start"),
+            end=_ts(end, "end"),
+            dry_run=dry_run,
+            rate_per_second=rate_per_second,
+            overlap=_enums.parse_overlap(overlap),  # type: ignore[arg-type]
+        )
+        resp = self._call("cron-planner", self._planner.Backfill, request)
+        return [
+            datetime.fromtimestamp(t.seconds, UTC) + timedelta(microseconds=t.nanos // 1000)
+            for t in resp.fire_times
+        ]
 
     def get_run(self, run_id: str) -> Run:
         resp = self._call(

@@ -1,7 +1,8 @@
 """The one way a cronwave service starts and stops.
 
 Every server gets the library health service, reflection from its descriptors, the
-interceptors in a declared order (tracing, then errors), and on SIGTERM or SIGINT:
+interceptors in a declared order (tracing, errors, serialization, then the service's
+own), and on SIGTERM or SIGINT:
 health NOT_SERVING (``enter_graceful_shutdown``), ``stop(grace)``, the service's own
 cleanup, then exit.
 """
@@ -21,6 +22,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 from opentelemetry.instrumentation.grpc import server_interceptor
 
+from cronwave_core import telemetry
 from cronwave_core.errors import CronwaveError
 from cronwave_core.settings import Settings
 
@@ -62,6 +64,47 @@ class ErrorInterceptor(grpc.ServerInterceptor):
         return handler
 
 
+class SerializationInterceptor(grpc.ServerInterceptor):
+    """Measures the server's protobuf decode and encode of unary calls made inside a
+    trace, each in a span of kind ``serialization`` within the call's SERVER span.
+
+    grpc decodes a request before any interceptor's wrapper runs and encodes the
+    reply after it returns, so the stock SERVER span leaves both out. Here the
+    handler is replaced by one that takes and returns bytes and does the decode and
+    encode itself, inside the behaviour the SERVER span wraps. Streams and calls
+    from outside any trace are passed through unchanged."""
+
+    def intercept_service(self, continuation: Callable[..., Any], details: Any) -> Any:
+        handler = continuation(details)
+        if (
+            handler is None
+            or handler.unary_unary is None
+            or handler.request_deserializer is None
+            or handler.response_serializer is None
+            or not any(key == "traceparent" for key, _ in details.invocation_metadata or ())
+        ):
+            return handler
+        method: str = details.method
+        hop = telemetry.rpc_hop(method)
+        name = method.rsplit("/", 1)[-1]
+        decode_name, encode_name = f"server decode {name}", f"server encode {name}"
+        decode, encode = handler.request_deserializer, handler.response_serializer
+        behavior = handler.unary_unary
+
+        def unary_unary(raw: bytes, context: grpc.ServicerContext) -> bytes:
+            try:
+                request = telemetry.codec_call(decode, raw, decode_name, hop, "server")
+            except Exception as exc:  # what grpc answers for an undecodable request
+                context.abort(grpc.StatusCode.INTERNAL, f"cannot decode the request: {exc}")
+            response = behavior(request, context)
+            encoded: bytes = telemetry.codec_call(encode, response, encode_name, hop, "server")
+            return encoded
+
+        return handler._replace(
+            unary_unary=unary_unary, request_deserializer=None, response_serializer=None
+        )
+
+
 @dataclass
 class Service:
     """What a service hands to the bootstrap."""
@@ -85,9 +128,14 @@ class RunningServer:
         self.service = service
         self.settings = settings
         interceptors: list[Any] = []
+        traced = traced and settings.tracing
         if traced:
             interceptors.append(server_interceptor())
         interceptors.append(ErrorInterceptor())
+        if traced:
+            # Inside the error interceptor, so a CronwaveError raised by the servicer
+            # still becomes its status; outside the service's own, which see messages.
+            interceptors.append(SerializationInterceptor())
         interceptors.extend(service.interceptors)
         self.server = grpc.server(
             futures.ThreadPoolExecutor(

@@ -25,6 +25,9 @@ DEFAULT_PORTS = {
     "worker": 7405,
     "redis": 7479,
 }
+#: The billing demo's sandbox payment gateway; apart from DEFAULT_PORTS because only a
+#: suite asked for it runs one.
+GATEWAY_PORT = 7406
 
 
 def _seconds(env: Mapping[str, str], name: str, default: float) -> timedelta:
@@ -88,6 +91,8 @@ class Settings:
     otlp_endpoint: str | None
     fault: str
     billing_database_url: str
+    gateway_addr: str
+    gateway_database_url: str
     namespace: str
     extra: Mapping[str, str] = field(default_factory=dict)
 
@@ -143,6 +148,9 @@ class Settings:
             fault=env.get(PREFIX + "FAULT") or "",
             billing_database_url=env.get(PREFIX + "BILLING_DATABASE_URL")
             or f"sqlite:///{data_dir / 'billing.db'}",
+            gateway_addr=_addr(env, "GATEWAY_ADDR", GATEWAY_PORT),
+            gateway_database_url=env.get(PREFIX + "GATEWAY_DATABASE_URL")
+            or f"sqlite:///{data_dir / 'gateway.db'}",
             namespace=env.get(PREFIX + "NAMESPACE") or "cronwave",
             extra={k: v for k, v in env.items() if k.startswith(PREFIX)},
         )

@@ -22,17 +22,21 @@ import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from cronwave_core.errors import ConfigurationError, Unavailable
-from cronwave_core.settings import DEFAULT_PORTS
+from cronwave_core.settings import DEFAULT_PORTS, GATEWAY_PORT
 
 # Start order: the store first (it migrates the database), the planner last.
 SERVICES = ("workflow-store", "leader-election", "dispatcher", "worker", "cron-planner")
-_MODULE = {name: name.replace("-", "_") for name in SERVICES}
+#: The billing demo's sandbox payment gateway: started, after the store, only by a
+#: suite configured with ``payment_gateway=True``.
+GATEWAY = "payment-gateway"
+_MODULE = {name: name.replace("-", "_") for name in (*SERVICES, GATEWAY)}
 _ADDR_VAR = {
     "workflow-store": "STORE_ADDR",
     "leader-election": "LEADER_ADDR",
     "dispatcher": "DISPATCHER_ADDR",
     "cron-planner": "PLANNER_ADDR",
     "worker": "WORKER_ADDR",
+    GATEWAY: "GATEWAY_ADDR",
 }
 _PORT_KEY = {
     "workflow-store": "store",
@@ -40,6 +44,7 @@ _PORT_KEY = {
     "dispatcher": "dispatcher",
     "cron-planner": "planner",
     "worker": "worker",
+    GATEWAY: "gateway",
 }
 
 
@@ -109,6 +114,19 @@ def wait_redis(port: int, timeout: timedelta) -> None:
     raise Unavailable(f"embedded redis on port {port} did not answer PING")
 
 
+def parse_worker_pools(text: str) -> dict[str, int]:
+    """``"critical=1,default=2"`` -> ``{"critical": 1, "default": 2}``."""
+    pools: dict[str, int] = {}
+    for item in filter(None, (part.strip() for part in text.split(","))):
+        pool, sep, count = item.partition("=")
+        if not sep or not pool.strip() or not count.strip().isdigit():
+            raise ConfigurationError(
+                f"CRONWAVE_WORKER_POOLS: expected QUEUE=COUNT[,QUEUE=COUNT...], got {text!r}"
+            )
+        pools[pool.strip()] = int(count)
+    return pools
+
+
 @dataclass
 class Proc:
     name: str
@@ -137,6 +155,11 @@ class SuiteConfig:
     env: Mapping[str, str] = field(default_factory=dict)
     start_timeout: timedelta = timedelta(seconds=60)
     grace: timedelta = timedelta(seconds=5)
+    payment_gateway: bool = False  # also run the billing demo's payment gateway
+    # Priority pools: worker processes per queue, each consuming only its queue. None:
+    # CRONWAVE_WORKER_POOLS in env ("critical=1,default=1,bulk=1"), else `workers`
+    # processes on CRONWAVE_WORKER_QUEUES.
+    worker_pools: Mapping[str, int] | None = None
 
 
 class Suite:
@@ -151,6 +174,9 @@ class Suite:
             ports = dict(DEFAULT_PORTS)
         else:
             ports = {k: config.ports.get(k) or free_port() for k in DEFAULT_PORTS}
+        if config.payment_gateway:
+            given = (config.ports or {}).get("gateway")
+            ports["gateway"] = given or (GATEWAY_PORT if config.ports is None else free_port())
         self.ports = ports
         self.redis_url = config.redis_url or f"redis://127.0.0.1:{ports['redis']}/0"
         self.procs: dict[str, Proc] = {}
@@ -176,6 +202,10 @@ class Suite:
     def planner_addr(self) -> str:
         return self.address("cron-planner")
 
+    @property
+    def gateway_addr(self) -> str:
+        return self.address(GATEWAY)
+
     def base_env(self) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if not k.startswith("CRONWAVE_")}
         env["CRONWAVE_DATA_DIR"] = str(self.config.data_dir)
@@ -183,7 +213,8 @@ class Suite:
             env["CRONWAVE_DATABASE_URL"] = self.config.database_url
         env["CRONWAVE_REDIS_URL"] = self.redis_url
         for service, var in _ADDR_VAR.items():
-            env["CRONWAVE_" + var] = self.address(service)
+            if _PORT_KEY[service] in self.ports:
+                env["CRONWAVE_" + var] = self.address(service)
         env["CRONWAVE_GRACE"] = str(self.config.grace.total_seconds())
         env["PYTHONUNBUFFERED"] = "1"
         env.update(self.config.env)
@@ -199,10 +230,11 @@ class Suite:
                     for i in range(self.config.planners):
                         self.start_service(name, index=i)
                 elif name == "worker":
-                    for i in range(self.config.workers):
-                        self.start_service(name, index=i)
+                    self.start_workers()
                 else:
                     self.start_service(name)
+                if name == "workflow-store" and self.config.payment_gateway:
+                    self.start_service(GATEWAY)
         except BaseException:
             self.stop()
             raise
@@ -225,9 +257,34 @@ class Suite:
     def proc_name(self, service: str, index: int = 0) -> str:
         return service if index == 0 else f"{service}-{index}"
 
-    def start_service(self, service: str, index: int = 0, wait: bool = True) -> Proc:
-        name = self.proc_name(service, index)
-        env = self.base_env()
+    def start_workers(self) -> None:
+        """The worker processes: per pool when pools are configured, named
+        ``worker-<pool>[-i]``, else ``workers`` of them."""
+        pools = self.config.worker_pools
+        if pools is None:
+            pools = parse_worker_pools(self.config.env.get("CRONWAVE_WORKER_POOLS", ""))
+        if not pools:
+            for i in range(self.config.workers):
+                self.start_service("worker", index=i)
+            return
+        index = 0
+        for pool, count in pools.items():
+            for i in range(count):
+                name = f"worker-{pool}" + (f"-{i}" if i else "")
+                queues = {"CRONWAVE_WORKER_QUEUES": pool, "CRONWAVE_WORKER_ID": name}
+                self.start_service("worker", index=index, name=name, extra_env=queues)
+                index += 1
+
+    def start_service(
+        self,
+        service: str,
+        index: int = 0,
+        wait: bool = True,
+        name: str | None = None,
+        extra_env: Mapping[str, str] | None = None,
+    ) -> Proc:
+        name = name or self.proc_name(service, index)
+        env = {**self.base_env(), **(extra_env or {})}
         if index:
             # Extra replicas listen on their own port; the first keeps the known one.
             env["CRONWAVE_" + _ADDR_VAR[service]] = f"127.0.0.1:{free_port()}"

@@ -3,6 +3,14 @@
 Spans go to an OTLP endpoint when ``OTEL_EXPORTER_OTLP_ENDPOINT`` is set (Jaeger
 ingests OTLP); otherwise they are kept as JSON lines under ``<data dir>/spans`` so the
 waterfall tools work offline. Each line is one finished span (see ``span_to_dict``).
+
+With ``CRONWAVE_TRACING=off`` no tracer provider is installed: every span is
+OpenTelemetry's no-op span, and the gRPC instrumentation is left out too
+(``tracing_enabled``), so tracing costs nothing but a few function calls.
+
+Every span a process starts inside a span of a run inherits the run's attributes
+(``RUN_KEYS``) from that parent at start (``RunAttributesProcessor``): SQL and gRPC
+spans name their run as well as the spans cronwave opens itself.
 """
 
 from __future__ import annotations
@@ -10,7 +18,7 @@ from __future__ import annotations
 import json
 import os
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -18,13 +26,13 @@ from typing import Any
 from opentelemetry import context as otel_context
 from opentelemetry import propagate, trace
 from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import (
     BatchSpanProcessor,
     SpanExporter,
     SpanExportResult,
 )
-from opentelemetry.trace import Span
+from opentelemetry.trace import Span, Status, StatusCode
 
 from cronwave_core.settings import Settings
 
@@ -37,6 +45,59 @@ ATTR_RUN_ID = "cronwave.run_id"
 ATTR_SCHEDULE_ID = "cronwave.schedule_id"
 ATTR_FIRE_TIME = "cronwave.fire_time"
 ATTR_CACHE_HIT = "cronwave.cache.hit"
+#: Which cache a look-up asked (``dedup``, ``route``, ``schedule``, ``lease``, ...).
+ATTR_CACHE_NAME = "cronwave.cache.name"
+ATTR_JOB_TYPE = "cronwave.job_type"
+ATTR_QUEUE = "cronwave.queue"
+ATTR_ATTEMPT = "cronwave.attempt"
+ATTR_WORKER_ID = "cronwave.worker_id"
+#: ``scheduled``, ``manual``, ``backfill`` or ``catchup``: why the run exists.
+ATTR_TRIGGER = "cronwave.trigger"
+#: Set on the span a latency fault was injected into (see ``cronwave_core.faults``).
+ATTR_FAULT = "cronwave.fault"
+
+#: The attributes a span inherits from its in-process parent (``RunAttributesProcessor``).
+RUN_KEYS = (
+    ATTR_RUN_ID,
+    ATTR_SCHEDULE_ID,
+    ATTR_FIRE_TIME,
+    ATTR_JOB_TYPE,
+    ATTR_QUEUE,
+    ATTR_ATTEMPT,
+    ATTR_WORKER_ID,
+    ATTR_TRIGGER,
+)
+
+# The hop an RPC belongs to when it is part of a run: its serialization spans are
+# filed under it (the caller's own work stays in the caller's hop). Methods not
+# listed take the hop of the span they happen in.
+_STORE = "/cronwave.v1.WorkflowStoreService/"
+_RPC_HOPS = {
+    "/cronwave.v1.DispatcherService/StartRun": "dispatch",
+    "/cronwave.v1.DispatcherService/TriggerRun": "dispatch",
+    _STORE + "RecordRun": "persist",
+    _STORE + "RecordMissed": "persist",
+    _STORE + "AppendRunEvent": "persist",
+    _STORE + "ClaimRun": "pickup",
+    _STORE + "Heartbeat": "execute",
+    _STORE + "CompleteRun": "complete",
+    _STORE + "DeadLetterRun": "complete",
+}
+_LEADER_PREFIX = "/cronwave.v1.LeaderElectionService/"
+
+_tracing = False
+
+
+def tracing_enabled() -> bool:
+    """True once ``init_tracing`` installed a recording tracer provider here."""
+    return _tracing
+
+
+def rpc_hop(method: str) -> str | None:
+    """The hop of a gRPC method (``/package.Service/Method``), if it has one."""
+    if method.startswith(_LEADER_PREFIX):
+        return "leader"
+    return _RPC_HOPS.get(method)
 
 
 def span_to_dict(span: ReadableSpan) -> dict[str, Any]:
@@ -84,27 +145,89 @@ class JsonLinesSpanExporter(SpanExporter):
         return True
 
 
-def init_tracing(service: str, settings: Settings) -> TracerProvider:
-    """Build this process's tracer provider and make it the global one."""
-    provider = TracerProvider(resource=Resource.create({"service.name": service}))
-    if settings.tracing:
-        exporter: SpanExporter
-        if settings.otlp_endpoint:
-            from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
+class RunAttributesProcessor(SpanProcessor):
+    """Copies the run's attributes (``RUN_KEYS``) from a span's in-process parent
+    onto the span when it starts, unless the span sets them itself. Attributes the
+    parent learns later (a run id known only after the insert) are not copied."""
 
-            exporter = OTLPSpanExporter(endpoint=settings.otlp_endpoint)
-        else:
-            exporter = JsonLinesSpanExporter(settings.spans_dir, service)
-        provider.add_span_processor(
-            BatchSpanProcessor(exporter, max_queue_size=65536, schedule_delay_millis=500)
-        )
+    def on_start(self, span: Any, parent_context: otel_context.Context | None = None) -> None:
+        parent = trace.get_current_span(parent_context)
+        inherited = getattr(parent, "attributes", None)
+        if not inherited:
+            return
+        own = span.attributes
+        for key in RUN_KEYS:
+            value = inherited.get(key)
+            if value is not None and key not in own:
+                span.set_attribute(key, value)
+
+
+def init_tracing(service: str, settings: Settings) -> TracerProvider:
+    """Build this process's tracer provider; with tracing on, make it the global one.
+
+    With ``CRONWAVE_TRACING=off`` the provider returned records nothing and is not
+    installed (spans stay OpenTelemetry's no-op ones); shutting it down is harmless."""
+    global _tracing
+    provider = TracerProvider(resource=Resource.create({"service.name": service}))
+    if not settings.tracing:
+        return provider
+    provider.add_span_processor(RunAttributesProcessor())
+    exporter: SpanExporter
+    if settings.otlp_endpoint:
+        from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
+
+        exporter = OTLPSpanExporter(endpoint=settings.otlp_endpoint)
+    else:
+        exporter = JsonLinesSpanExporter(settings.spans_dir, service)
+    provider.add_span_processor(
+        BatchSpanProcessor(exporter, max_queue_size=65536, schedule_delay_millis=500)
+    )
     trace.set_tracer_provider(provider)
+    _tracing = True
     return provider
 
 
 def run_attributes(run_id: str, schedule_id: str, fire_time: str) -> dict[str, str]:
     """The attributes every span of a run carries."""
     return {ATTR_RUN_ID: run_id, ATTR_SCHEDULE_ID: schedule_id, ATTR_FIRE_TIME: fire_time}
+
+
+def codec_call(
+    codec: Callable[[Any], Any],
+    value: Any,
+    name: str,
+    hop: str | None,
+    side: str,
+) -> Any:
+    """``codec(value)`` (a protobuf encode or decode) inside a span of kind
+    ``serialization``; ``hop`` ``None`` leaves the span in its parent's hop. The span
+    names the run when the message does (``run_id`` or ``run.run_id``)."""
+    attrs: dict[str, Any] = {ATTR_KIND: "serialization", "rpc.side": side}
+    if hop is not None:
+        attrs[ATTR_HOP] = hop
+    span = trace.get_tracer("cronwave.rpc").start_span(name, attributes=attrs)
+    try:
+        result = codec(value)
+    except Exception as exc:
+        span.set_status(Status(StatusCode.ERROR, f"{type(exc).__name__}: {exc}"))
+        span.end()
+        raise
+    message = value if isinstance(result, bytes) else result
+    run_id = _run_id_of(message)
+    if run_id:
+        span.set_attribute(ATTR_RUN_ID, run_id)
+    span.end()
+    return result
+
+
+def _run_id_of(message: Any) -> str:
+    """The run a request or response names directly (``run_id``, or ``run.run_id``)."""
+    run_id = getattr(message, "run_id", None)
+    if isinstance(run_id, str):
+        return run_id
+    run = getattr(message, "run", None)
+    nested = getattr(run, "run_id", None)
+    return nested if isinstance(nested, str) else ""
 
 
 @contextmanager

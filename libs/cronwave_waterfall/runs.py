@@ -28,6 +28,8 @@ per run, in integer nanoseconds:
 
 A run's **scenario** is where its look-ups were answered: ``miss`` if any span has
 ``cronwave.cache.hit=miss``, else ``redis`` if any says ``redis``, else ``local``.
+Look-ups of a de-duplication cache (``cronwave.cache.name=dedup``) do not count: a
+new run is never in it, so its miss says nothing about the path the run took.
 """
 
 from __future__ import annotations
@@ -37,7 +39,13 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
-from cronwave_core.telemetry import ATTR_CACHE_HIT, ATTR_FIRE_TIME, ATTR_SCHEDULE_ID, HOPS
+from cronwave_core.telemetry import (
+    ATTR_CACHE_HIT,
+    ATTR_CACHE_NAME,
+    ATTR_FIRE_TIME,
+    ATTR_SCHEDULE_ID,
+    HOPS,
+)
 from cronwave_waterfall import intervals
 from cronwave_waterfall.placement import NETWORK, Placed, place
 from cronwave_waterfall.span import Span
@@ -46,6 +54,7 @@ APP = "app"
 ATTR_JOB_TYPE = "cronwave.job_type"
 ATTR_LATENESS_MS = "cronwave.lateness_ms"
 SCENARIOS = ("local", "redis", "miss")
+DEDUP_CACHE = "dedup"
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
@@ -161,7 +170,11 @@ def _first_attribute(members: list[Placed], key: str) -> object:
 
 
 def _scenario(members: list[Placed]) -> str:
-    hits = {p.span.attributes.get(ATTR_CACHE_HIT) for p in members}
+    hits = {
+        p.span.attributes.get(ATTR_CACHE_HIT)
+        for p in members
+        if p.span.attributes.get(ATTR_CACHE_NAME) != DEDUP_CACHE
+    }
     if "miss" in hits:
         return "miss"
     if "redis" in hits:

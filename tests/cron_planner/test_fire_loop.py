@@ -1,14 +1,15 @@
-"""The fire loop on a manual clock: what is fired, when, with which token, and what
-happens to a slot when the dispatcher fails or the planner does not lead.
+"""The fire loop on a manual clock: what is started, when, with which token and
+trigger, what is recorded MISSED, and what happens when the dispatcher fails or the
+planner does not lead.
 
 The dispatcher and store here are in-process recorders of what the loop asks for;
-the real ones are exercised in test_planner_process.py.
+the real ones are exercised in tests/schedules/ and test_planner_process.py.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
@@ -17,8 +18,9 @@ import pytest
 from cron_planner.clock import ManualClock
 from cron_planner.fire_loop import Backoff, FireLoop
 from cron_planner.schedule_index import ScheduleIndex
+from cron_planner.work import InFlight, Missed, Trigger
 from cronwave_core.errors import CronwaveError, FailedPrecondition, InvalidArgument, Unavailable
-from cronwave_core.spec import ScheduleDef, Spec
+from cronwave_core.spec import Catchup, Overlap, Policy, ScheduleDef, Spec
 from tests.helpers import eventually
 
 T0 = datetime(2030, 1, 7, 12, 0, 30, tzinfo=UTC)
@@ -43,13 +45,19 @@ class Dispatcher:
 
     clock: ManualClock
     failures: list[CronwaveError] = field(default_factory=list)
-    calls: list[tuple[str, datetime, int]] = field(default_factory=list)
+    calls: list[tuple[str, datetime, int, Trigger]] = field(default_factory=list)
     times: list[datetime] = field(default_factory=list)  # when each call came
     lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def start_run(self, schedule_id: str, fire_time: datetime, token: int) -> str:
+    def start_run(
+        self,
+        schedule_id: str,
+        fire_time: datetime,
+        token: int,
+        trigger: Trigger = Trigger.SCHEDULED,
+    ) -> str:
         with self.lock:
-            self.calls.append((schedule_id, fire_time, token))
+            self.calls.append((schedule_id, fire_time, token, trigger))
             self.times.append(self.clock.now())
             if self.failures:
                 raise self.failures.pop(0)
@@ -57,23 +65,45 @@ class Dispatcher:
 
     def started(self) -> list[tuple[str, str]]:
         with self.lock:
-            return [(sid, f"{t:%H:%M}") for sid, t, _ in self.calls]
+            return [(sid, f"{t:%H:%M}") for sid, t, _, _ in self.calls]
 
 
 @dataclass
 class Ledger:
-    newest: dict[str, datetime] = field(default_factory=dict)
+    newest: dict[str, tuple[datetime, int]] = field(default_factory=dict)
+    pending: list[Missed] = field(default_factory=list)
+    running: dict[str, list[InFlight]] = field(default_factory=dict)
     missed: list[tuple[str, datetime, str, int]] = field(default_factory=list)
+    cancelled: list[str] = field(default_factory=list)
     unavailable: int = 0  # record_missed calls to refuse first
 
-    def record_missed(self, schedule_id: str, fire_time: datetime, reason: str, token: int) -> None:
+    def record_missed(self, slots: Sequence[Missed], token: int) -> list[str]:
         if self.unavailable:
             self.unavailable -= 1
             raise Unavailable("store away")
-        self.missed.append((schedule_id, fire_time, reason, token))
+        self.missed.extend((m.schedule_id, m.fire_time, m.reason, token) for m in slots)
+        return []
 
-    def newest_fire_time(self, schedule_id: str) -> datetime | None:
-        return self.newest.get(schedule_id)
+    def final(self) -> list[tuple[str, str, str]]:
+        """MISSED rows with final reasons, as (schedule, HH:MM, reason)."""
+        return [
+            (sid, f"{t:%H:%M}", reason)
+            for sid, t, reason, _ in self.missed
+            if not reason.startswith("pending:")
+        ]
+
+    def latest_fire_times(self) -> dict[str, tuple[datetime, int]]:
+        return dict(self.newest)
+
+    def pending_fires(self) -> list[Missed]:
+        return list(self.pending)
+
+    def in_flight(self, schedule_id: str) -> list[InFlight]:
+        return list(self.running.get(schedule_id, []))
+
+    def cancel_run(self, run: InFlight, reason: str) -> bool:
+        self.cancelled.append(run.run_id)
+        return True
 
 
 @dataclass
@@ -85,11 +115,20 @@ class Rig:
     ledger: Ledger
     loop: FireLoop
 
-    def add(self, sid: str, expr: str, *, paused: bool = False, new: bool = False) -> None:
-        """Add a schedule that has existed for a day (or, when ``new``, since now)."""
-        schedule = ScheduleDef(sid, Spec(cron=(expr,)), paused=paused, revision=1)
-        now = self.clock.now()
-        self.index.apply(schedule, now if new else now - timedelta(days=1), now)
+    def add(
+        self,
+        sid: str,
+        expr: str,
+        *,
+        paused: bool = False,
+        since: datetime | None = None,
+        policy: Policy | None = None,
+    ) -> None:
+        """Add a schedule that took effect at ``since`` (default: now)."""
+        schedule = ScheduleDef(
+            sid, Spec(cron=(expr,)), policy or Policy(), paused=paused, revision=1
+        )
+        self.index.apply(schedule, since or self.clock.now())
         self.loop.wake()
 
     def parked_until(self) -> datetime:
@@ -129,9 +168,9 @@ def rig() -> Iterator[Rig]:
 
 
 def test_fires_each_due_slot_once_in_order_with_the_token(rig: Rig) -> None:
-    rig.clock.set(T0 - timedelta(minutes=5))  # before the schedules exist
-    rig.add("two", "*/2 * * * *", new=True)
-    rig.add("three", "*/3 * * * *", new=True)
+    rig.clock.set(T0 - timedelta(minutes=5))  # when the schedules are created
+    rig.add("two", "*/2 * * * *")
+    rig.add("three", "*/3 * * * *")
 
     rig.run_until(datetime(2030, 1, 7, 12, 6, 30, tzinfo=UTC))
 
@@ -147,68 +186,91 @@ def test_fires_each_due_slot_once_in_order_with_the_token(rig: Rig) -> None:
         ("three", "12:06"),
         ("two", "12:06"),
     ]
-    assert {token for _, _, token in rig.dispatcher.calls} == {7}
+    assert {token for _, _, token, _ in rig.dispatcher.calls} == {7}
+    assert {trigger for _, _, _, trigger in rig.dispatcher.calls} == {Trigger.SCHEDULED}
     assert rig.loop.stats.fired == 10
+    assert rig.ledger.missed == []
 
 
 def test_wakes_for_a_new_schedule_without_waiting_out_its_idle_time(rig: Rig) -> None:
     assert rig.parked_until() == T0 + timedelta(seconds=30)  # nothing scheduled: idle
 
-    rig.add("s", "* * * * *")
+    rig.add("s", "* * * * *", since=T0 - timedelta(seconds=40))
 
-    # the 12:00:00 slot is within the last minute: fired at once
+    # the 12:00:00 slot came after the schedule took effect: fired at once
     eventually(lambda: rig.dispatcher.started() == [("s", "12:00")], what="fired")
     assert rig.parked_until() == datetime(2030, 1, 7, 12, 1, tzinfo=UTC)
 
 
-def test_not_leading_keeps_the_slot_and_fires_it_once_leading(rig: Rig) -> None:
+def test_not_leading_fires_nothing_and_a_new_term_catches_up_from_the_store(rig: Rig) -> None:
     rig.lead.current = 0
-    rig.add("s", "* * * * *")
+    rig.add("s", "* * * * *", since=T0 - timedelta(seconds=40))
     rig.run_until(T0 + timedelta(seconds=20))
     assert rig.dispatcher.calls == []
+    terms = rig.loop.stats.terms
 
     rig.lead.current = 9  # elected: a new term
     rig.loop.wake()
 
     eventually(lambda: rig.dispatcher.started() == [("s", "12:00")], what="fired once leading")
     assert rig.dispatcher.calls[0][2] == 9
+    assert rig.loop.stats.terms == terms + 1
 
 
 def test_a_new_term_starts_after_the_newest_run_in_the_store(rig: Rig) -> None:
     rig.lead.current = 0
-    rig.clock.set(T0 - timedelta(minutes=10))
-    rig.add("s", "* * * * *")
-    rig.clock.set(T0)
-    # another leader fired up to 12:00:00 already
-    rig.ledger.newest["s"] = datetime(2030, 1, 7, 12, 0, tzinfo=UTC)
+    rig.add("s", "* * * * *", since=T0 - timedelta(minutes=10))
+    # another leader handled everything up to 12:00:00 already
+    rig.ledger.newest["s"] = (datetime(2030, 1, 7, 12, 0, tzinfo=UTC), 10)
 
     rig.lead.current = 11
     rig.loop.wake()
     rig.run_until(T0 + timedelta(seconds=40))
 
     assert rig.dispatcher.started() == [("s", "12:01")]
+    assert rig.ledger.missed == []
 
 
-def test_a_stale_token_steps_down_and_keeps_the_slot(rig: Rig) -> None:
+def test_a_new_term_resumes_the_placeholders_of_the_last_one(rig: Rig) -> None:
+    # Given placeholders a previous leader left: a paced catch-up run and a backfill
+    rig.lead.current = 0
+    rig.add("s", "0 3 * * *", since=T0 - timedelta(days=3))
+    rig.ledger.newest["s"] = (datetime(2030, 1, 7, 3, 0, tzinfo=UTC), 3)
+    rig.ledger.pending = [
+        Missed("s", datetime(2030, 1, 6, 3, 0, tzinfo=UTC), "pending:catchup", Trigger.CATCHUP),
+        Missed("s", datetime(2030, 1, 5, 3, 0, tzinfo=UTC), "pending:backfill", Trigger.BACKFILL),
+    ]
+
+    # When this planner begins its term
+    rig.lead.current = 12
+    rig.loop.wake()
+    rig.run_until(T0 + timedelta(seconds=10))
+
+    # Then both are started with their triggers, and nothing else
+    assert sorted((f"{t:%d}", trig) for _, t, _, trig in rig.dispatcher.calls) == [
+        ("05", Trigger.BACKFILL),
+        ("06", Trigger.CATCHUP),
+    ]
+
+
+def test_a_stale_token_steps_down(rig: Rig) -> None:
     rig.dispatcher.failures.append(
         FailedPrecondition("fencing_token: 7 is older than 8, the newest seen")
     )
-    rig.add("s", "* * * * *")
+    rig.add("s", "* * * * *", since=T0 - timedelta(seconds=40))
 
     eventually(lambda: rig.lead.reasons, what="stepped down")
     assert rig.lead.reasons[0].startswith("fencing_token")
-    assert rig.ledger.missed == []
-    slot = rig.index.slot("s")
-    assert slot is not None and f"{slot.fire_time:%H:%M}" == "12:00"  # kept for the next leader
+    assert rig.ledger.missed == []  # the slot is the next leader's
 
 
 def test_transient_failures_are_retried_with_backoff_then_fired(rig: Rig) -> None:
     rig.dispatcher.failures.extend([Unavailable("dispatcher away")] * 3)
-    rig.add("s", "* * * * *")
+    rig.add("s", "* * * * *", since=T0 - timedelta(seconds=40))
 
     rig.run_until(T0 + timedelta(seconds=20))
 
-    attempts = [t for sid, t, _ in rig.dispatcher.calls]
+    attempts = [t for _, t, _, _ in rig.dispatcher.calls]
     assert len(attempts) == 4  # 3 failures, then the start
     assert rig.loop.stats.fired == 1 and rig.loop.stats.retries == 3
     assert rig.ledger.missed == []
@@ -218,14 +280,15 @@ def test_transient_failures_are_retried_with_backoff_then_fired(rig: Rig) -> Non
 def test_giving_up_after_60s_records_missed_and_moves_on(rig: Rig) -> None:
     # Given a dispatcher that keeps failing
     rig.dispatcher.failures.extend([Unavailable("dispatcher away")] * 1000)
-    rig.clock.set(datetime(2030, 1, 7, 12, 0, 0, tzinfo=UTC))
-    rig.add("s", "*/5 * * * *")  # due right now
+    rig.clock.set(datetime(2030, 1, 7, 11, 59, 30, tzinfo=UTC))
+    rig.add("s", "*/5 * * * *")
+    rig.run_until(datetime(2030, 1, 7, 12, 0, 0, tzinfo=UTC))
 
     # When more than a minute passes
     rig.run_until(datetime(2030, 1, 7, 12, 1, 30, tzinfo=UTC))
 
     # Then the slot was retried up to the 60 s mark, then recorded MISSED with the reason
-    assert {f"{t:%H:%M:%S}" for _, t, _ in rig.dispatcher.calls} == {"12:00:00"}
+    assert {f"{t:%H:%M:%S}" for _, t, _, _ in rig.dispatcher.calls} == {"12:00:00"}
     assert [f"{t:%M:%S}" for t in rig.dispatcher.times] == [
         "00:00", "00:01", "00:03", "00:07", "00:15", "00:23",
         "00:31", "00:39", "00:47", "00:55", "01:00",
@@ -241,7 +304,7 @@ def test_giving_up_after_60s_records_missed_and_moves_on(rig: Rig) -> None:
 def test_a_missed_record_is_retried_until_the_store_takes_it(rig: Rig) -> None:
     rig.dispatcher.failures.append(InvalidArgument("schedule_id", "no such schedule"))
     rig.ledger.unavailable = 2
-    rig.add("s", "*/5 * * * *")
+    rig.add("s", "*/5 * * * *", since=T0 - timedelta(seconds=40))
 
     rig.run_until(T0 + timedelta(seconds=20))
 
@@ -251,9 +314,92 @@ def test_a_missed_record_is_retried_until_the_store_takes_it(rig: Rig) -> None:
 
 
 def test_a_paused_schedule_is_not_fired(rig: Rig) -> None:
-    rig.add("s", "* * * * *", paused=True)
-    rig.add("t", "*/2 * * * *")
+    rig.add("s", "* * * * *", paused=True, since=T0 - timedelta(minutes=5))
+    rig.add("t", "*/2 * * * *", since=T0 - timedelta(minutes=5))
 
     rig.run_until(T0 + timedelta(minutes=3))
 
     assert {sid for sid, _ in rig.dispatcher.started()} == {"t"}
+    # a paused schedule's slots are not runs, nor recorded
+    assert [m for m in rig.ledger.missed if m[0] == "s"] == []
+
+
+@pytest.mark.parametrize(
+    ("policy", "started", "missed"),
+    [
+        (Catchup.SKIP, [], [(t, "catchup_skip") for t in ("11:48", "11:51", "11:54")]),
+        (Catchup.LATEST, ["11:54"], [(t, "superseded_by_latest") for t in ("11:48", "11:51")]),
+        (Catchup.ALL, ["11:48", "11:51", "11:54"], []),
+    ],
+)
+def test_a_late_slot_follows_the_catchup_policy(
+    rig: Rig, policy: Catchup, started: list[str], missed: list[tuple[str, str]]
+) -> None:
+    # Given a schedule every 3 minutes, handled through 11:39, with a 10-minute window
+    rig.lead.current = 0
+    window = Policy(catchup=policy, catchup_window=timedelta(minutes=10))
+    rig.add("s", "*/3 * * * *", since=T0 - timedelta(hours=1), policy=window)
+    rig.clock.set(datetime(2030, 1, 7, 11, 56, 0, tzinfo=UTC))
+    rig.ledger.newest["s"] = (datetime(2030, 1, 7, 11, 39, tzinfo=UTC), 20)
+
+    # When this planner leads at 11:56
+    rig.lead.current = 8
+    rig.loop.wake()
+    rig.run_until(datetime(2030, 1, 7, 11, 56, 45, tzinfo=UTC))
+
+    # Then 11:42 and 11:45 were outside the window; the others follow the policy,
+    # catch-up runs 15 s apart (the minute to the next fire, shared out)
+    assert [t for _, t in rig.dispatcher.started()] == started
+    assert {trig for *_, trig in rig.dispatcher.calls} <= {Trigger.CATCHUP}
+    assert [f"{t:%S}" for t in rig.dispatcher.times] == ["00", "15", "30"][: len(started)]
+    outside = [("s", t, "outside_catchup_window") for t in ("11:42", "11:45")]
+    assert rig.ledger.final() == outside + [("s", t, r) for t, r in missed]
+
+
+@pytest.mark.parametrize(
+    ("overlap", "started", "missed", "cancelled"),
+    [
+        (Overlap.SKIP, [], [("12:00", "overlap_skip")], []),
+        (Overlap.ALLOW_ALL, ["12:00"], [], []),
+        (Overlap.CANCEL_OTHER, ["12:00"], [], ["run-old"]),
+        (Overlap.BUFFER_ONE, [], [], []),
+    ],
+)
+def test_overlap_with_a_run_in_flight(
+    rig: Rig,
+    overlap: Overlap,
+    started: list[str],
+    missed: list[tuple[str, str]],
+    cancelled: list[str],
+) -> None:
+    old = InFlight("run-old", "running", 1, datetime(2030, 1, 7, 11, 59, tzinfo=UTC))
+    rig.ledger.running["s"] = [old]
+    rig.add("s", "* * * * *", since=T0 - timedelta(seconds=40), policy=Policy(overlap=overlap))
+
+    rig.run_until(T0 + timedelta(seconds=10))
+
+    assert [t for _, t in rig.dispatcher.started()] == started
+    assert rig.ledger.final() == [("s", t, r) for t, r in missed]
+    assert rig.ledger.cancelled == cancelled
+
+
+def test_a_buffered_fire_starts_when_the_run_in_flight_ends(rig: Rig) -> None:
+    # Given a run in flight and buffer_one
+    old = InFlight("run-old", "running", 1, datetime(2030, 1, 7, 11, 59, tzinfo=UTC))
+    rig.ledger.running["s"] = [old]
+    rig.add("s", "* * * * *", since=T0 - timedelta(seconds=40), policy=Policy(Overlap.BUFFER_ONE))
+    rig.run_until(datetime(2030, 1, 7, 12, 1, 10, tzinfo=UTC))
+
+    # Then 12:00 waits in the buffer (with a placeholder), 12:01 finds the buffer full
+    assert rig.dispatcher.calls == []
+    assert ("s", datetime(2030, 1, 7, 12, 0, tzinfo=UTC), "pending:overlap_buffer", 7) in (
+        rig.ledger.missed
+    )
+    assert rig.ledger.final() == [("s", "12:01", "overlap_buffer_full")]
+
+    # When the run in flight ends
+    rig.ledger.running["s"] = []
+    rig.run_until(datetime(2030, 1, 7, 12, 1, 20, tzinfo=UTC))
+
+    # Then the buffered fire starts, with its own nominal fire time
+    assert rig.dispatcher.started() == [("s", "12:00")]

@@ -6,7 +6,8 @@ from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 from cron_planner.schedule_index import ScheduleIndex
-from cronwave_core.spec import ScheduleDef, Spec
+from cronwave_core.jitter import jittered
+from cronwave_core.spec import DstGap, ScheduleDef, Spec
 
 T0 = datetime(2030, 1, 7, 12, 0, 30, tzinfo=UTC)  # a Monday
 LONG_AGO = T0 - timedelta(days=30)
@@ -28,9 +29,9 @@ def cron(expr: str, *, sid: str, revision: int = 1) -> ScheduleDef:
 def test_peek_returns_the_earliest_fire_across_schedules() -> None:
     # Given schedules every 2 and every 3 minutes, and a daily one
     index = ScheduleIndex()
-    index.apply(every(2, sid="two"), T0, T0)
-    index.apply(every(3, sid="three"), T0, T0)
-    index.apply(cron("0 13 * * *", sid="daily"), T0, T0)
+    index.apply(every(2, sid="two"), T0)
+    index.apply(every(3, sid="three"), T0)
+    index.apply(cron("0 13 * * *", sid="daily"), T0)
 
     # When each slot is consumed in turn
     seen = []
@@ -54,7 +55,7 @@ def test_peek_returns_the_earliest_fire_across_schedules() -> None:
 
 def test_due_only_when_the_fire_time_has_come() -> None:
     index = ScheduleIndex()
-    index.apply(every(5, sid="s"), T0, T0)
+    index.apply(every(5, sid="s"), T0)
     slot = index.peek()
     assert slot is not None and slot.fire_time == datetime(2030, 1, 7, 12, 5, tzinfo=UTC)
 
@@ -62,29 +63,30 @@ def test_due_only_when_the_fire_time_has_come() -> None:
     assert index.due(slot.fire_time) == slot
 
 
-def test_a_new_schedule_fires_a_slot_from_the_last_minute_but_no_older_backlog() -> None:
-    # Given a schedule that has existed for a month and fires every minute
+def test_the_first_slot_is_the_first_occurrence_after_the_schedule_took_effect() -> None:
+    # Given a schedule that took effect a month ago and fires every minute
     index = ScheduleIndex()
-    index.apply(every(1, sid="s"), LONG_AGO, T0)
+    index.apply(every(1, sid="s"), LONG_AGO)
 
-    # Then its first slot is the one 30 s ago (within the 60 s lookback), not older
+    # Then its first slot is the first minute after that: the fire loop plans the
+    # backlog as a catch-up (window, policy), the index never skips it silently
     slot = index.peek()
     assert slot is not None
-    assert slot.fire_time == datetime(2030, 1, 7, 12, 0, tzinfo=UTC)
+    assert slot.fire_time == LONG_AGO.replace(second=0) + timedelta(minutes=1)
 
 
 def test_a_slot_before_the_schedule_existed_is_not_fired() -> None:
     index = ScheduleIndex()
     created = T0 - timedelta(seconds=10)  # after the 12:00:00 slot
-    index.apply(every(1, sid="s"), created, T0)
+    index.apply(every(1, sid="s"), created)
     slot = index.peek()
     assert slot is not None and slot.fire_time == datetime(2030, 1, 7, 12, 1, tzinfo=UTC)
 
 
 def test_advance_moves_only_that_schedule_and_never_refires_a_consumed_slot() -> None:
     index = ScheduleIndex()
-    index.apply(every(1, sid="a"), LONG_AGO, T0)
-    index.apply(every(2, sid="b"), LONG_AGO, T0)
+    index.apply(every(1, sid="a"), LONG_AGO)
+    index.apply(every(2, sid="b"), LONG_AGO)
     a = index.slot("a")
     b = index.slot("b")
     assert a is not None and b is not None
@@ -100,13 +102,13 @@ def test_advance_moves_only_that_schedule_and_never_refires_a_consumed_slot() ->
 def test_a_spec_change_recomputes_that_schedule_only() -> None:
     # Given two schedules
     index = ScheduleIndex()
-    index.apply(every(10, sid="a"), T0, T0)
-    index.apply(every(30, sid="b"), T0, T0)
+    index.apply(every(10, sid="a"), T0)
+    index.apply(every(30, sid="b"), T0)
     b_before = index.slot("b")
 
     # When a's calendar changes to every minute
     changed_at = T0 + timedelta(seconds=5)
-    assert index.apply(every(1, sid="a", revision=2), changed_at, changed_at)
+    assert index.apply(every(1, sid="a", revision=2), changed_at)
 
     # Then a's next fire follows the new spec and b is untouched
     a = index.slot("a")
@@ -118,11 +120,11 @@ def test_a_spec_change_recomputes_that_schedule_only() -> None:
 
 def test_an_edit_that_keeps_the_calendar_keeps_the_pending_slot() -> None:
     index = ScheduleIndex()
-    index.apply(every(10, sid="a"), LONG_AGO, T0)
+    index.apply(every(10, sid="a"), LONG_AGO)
     before = index.slot("a")
 
     edited = replace(every(10, sid="a", revision=2), payload_json='{"x": 1}')
-    assert index.apply(edited, T0 + timedelta(minutes=30), T0 + timedelta(minutes=30))
+    assert index.apply(edited, T0 + timedelta(minutes=30))
 
     assert index.slot("a") == before
     got = index.get("a")
@@ -131,10 +133,10 @@ def test_an_edit_that_keeps_the_calendar_keeps_the_pending_slot() -> None:
 
 def test_an_older_change_is_ignored() -> None:
     index = ScheduleIndex()
-    index.apply(every(1, sid="a", revision=5), LONG_AGO, T0)
+    index.apply(every(1, sid="a", revision=5), LONG_AGO)
     before = index.slot("a")
 
-    assert not index.apply(every(10, sid="a", revision=4), T0, T0)
+    assert not index.apply(every(10, sid="a", revision=4), T0)
 
     assert index.slot("a") == before
     got = index.get("a")
@@ -144,13 +146,13 @@ def test_an_older_change_is_ignored() -> None:
 def test_paused_and_deleted_schedules_leave_the_heap() -> None:
     # Given two schedules, a firing first
     index = ScheduleIndex()
-    index.apply(every(1, sid="a"), T0, T0)
-    index.apply(every(5, sid="b"), T0, T0)
+    index.apply(every(1, sid="a"), T0)
+    index.apply(every(5, sid="b"), T0)
     first = index.peek()
     assert first is not None and first.schedule_id == "a"
 
     # When a is paused, b fires next; a is still known
-    index.apply(every(1, sid="a", revision=2, paused=True), T0, T0)
+    index.apply(every(1, sid="a", revision=2, paused=True), T0)
     nxt = index.peek()
     assert nxt is not None and nxt.schedule_id == "b"
     assert index.slot("a") is None
@@ -164,63 +166,81 @@ def test_paused_and_deleted_schedules_leave_the_heap() -> None:
 
     # When a resumes later, it fires after the resume, not the slots it paused through
     resumed = T0 + timedelta(minutes=10)
-    index.apply(every(1, sid="a", revision=4), resumed, resumed)
+    index.apply(every(1, sid="a", revision=4), resumed)
     slot = index.peek()
     assert slot is not None and slot.fire_time == datetime(2030, 1, 7, 12, 11, tzinfo=UTC)
 
 
-def test_a_deferred_slot_keeps_its_fire_time_and_lets_others_go_first() -> None:
+def test_jitter_delays_the_act_not_the_nominal_fire_time() -> None:
     index = ScheduleIndex()
-    index.apply(every(1, sid="a"), LONG_AGO, T0)
-    index.apply(every(1, sid="b"), LONG_AGO, T0)
-    first = index.peek()
-    assert first is not None
-    fire = first.fire_time
+    spec = Spec(cron=("0 * * * *",), jitter=timedelta(minutes=5))
+    index.apply(ScheduleDef("j", spec, revision=1), T0)
 
-    retried = index.defer(first, fire + timedelta(seconds=3))
+    slot = index.slot("j")
 
-    assert retried is not None
-    assert (retried.fire_time, retried.act_at, retried.attempts) == (
-        fire,
-        fire + timedelta(seconds=3),
-        1,
-    )
-    other = index.peek()
-    assert other is not None and other.schedule_id != first.schedule_id
-    assert index.due(fire + timedelta(seconds=1)) == other
-    index.advance(other, fire)
-    assert index.due(fire + timedelta(seconds=3)) == retried
+    assert slot is not None
+    assert slot.fire_time == datetime(2030, 1, 7, 13, 0, tzinfo=UTC)
+    assert slot.fire_time <= slot.act_at < slot.fire_time + timedelta(minutes=5)
+    assert slot.act_at == jittered("j", slot.fire_time, timedelta(minutes=5))
 
 
 def test_rebase_starts_after_the_newest_fire_the_store_has() -> None:
     index = ScheduleIndex()
-    index.apply(every(1, sid="a"), LONG_AGO, T0 - timedelta(minutes=5))
-    stale = index.slot("a")
-    assert stale is not None and stale.fire_time < T0 - timedelta(minutes=3)
+    index.apply(every(1, sid="a"), LONG_AGO)
+    index.apply(every(1, sid="b"), T0 - timedelta(minutes=5))
+    a = index.slot("a")
+    assert a is not None
+    index.advance(a, T0)  # this planner had handled `a` up to T0
 
-    # newest run in the store: 12:00:00; so the next is 12:01:00
-    nxt = index.rebase("a", datetime(2030, 1, 7, 12, 0, tzinfo=UTC), T0)
-    assert nxt is not None and nxt.fire_time == datetime(2030, 1, 7, 12, 1, tzinfo=UTC)
+    # The store says `a` was handled up to 12:00:00; `b` has no runs at all
+    index.rebase({"a": (datetime(2030, 1, 7, 12, 0, tzinfo=UTC), 3)})
 
-    # no run at all: the last minute's slot (12:00:00) is still fired
-    index.apply(every(1, sid="b"), LONG_AGO, T0 - timedelta(minutes=5))
-    nxt_b = index.rebase("b", None, T0)
-    assert nxt_b is not None and nxt_b.fire_time == datetime(2030, 1, 7, 12, 0, tzinfo=UTC)
+    nxt_a, nxt_b = index.slot("a"), index.slot("b")
+    assert nxt_a is not None and nxt_a.fire_time == datetime(2030, 1, 7, 12, 1, tzinfo=UTC)
+    # nothing handled: from the instant `b` took effect
+    assert nxt_b is not None and nxt_b.fire_time == datetime(2030, 1, 7, 11, 56, tzinfo=UTC)
+    pos = index.position(nxt_a)
+    assert pos is not None and pos.fires == 3
+
+
+def test_a_dst_skipped_slot_is_a_slot_so_it_is_recorded_when_it_comes() -> None:
+    index = ScheduleIndex()
+    spec = Spec(cron=("30 2 * * *",), time_zone="America/New_York", dst_gap=DstGap.SKIP)
+    index.apply(ScheduleDef("ny", spec, revision=1), datetime(2030, 3, 9, 12, 0, tzinfo=UTC))
+
+    slot = index.slot("ny")
+
+    # 2030-03-10 02:30 does not exist in New York: reported at its nominal instant + 1 us
+    assert slot is not None
+    assert slot.fire_time == datetime(2030, 3, 10, 7, 30, 0, 1, tzinfo=UTC)
+    assert slot.act_at == slot.fire_time
+
+
+def test_max_runs_without_start_counts_the_fires_handled() -> None:
+    index = ScheduleIndex()
+    spec = Spec(cron=("* * * * *",), max_runs=2)
+    index.apply(ScheduleDef("m", spec, revision=1), T0)
+    first = index.slot("m")
+    assert first is not None
+
+    second = index.advance(first, first.fire_time, fires=1)
+    assert second is not None
+    assert index.advance(second, second.fire_time, fires=1) is None
 
 
 def test_a_schedule_past_its_end_has_no_slot() -> None:
     index = ScheduleIndex()
     spec = Spec(cron=("* * * * *",), end_at=T0 - timedelta(hours=1))
-    index.apply(ScheduleDef("ended", spec, revision=1), LONG_AGO, T0)
+    index.apply(ScheduleDef("ended", spec, revision=1), T0)
     assert index.slot("ended") is None
     assert index.peek() is None
 
 
 def test_load_replaces_everything_and_sets_the_revision() -> None:
     index = ScheduleIndex()
-    index.apply(every(1, sid="gone"), LONG_AGO, T0)
+    index.apply(every(1, sid="gone"), LONG_AGO)
 
-    index.load([(every(5, sid="x"), LONG_AGO), (every(7, sid="y"), LONG_AGO)], 42, T0)
+    index.load([(every(5, sid="x"), T0), (every(7, sid="y"), T0)], 42)
 
     assert sorted(index.ids()) == ["x", "y"]
     assert index.revision == 42
@@ -232,10 +252,10 @@ def test_many_changes_keep_the_heap_bounded() -> None:
     # Given 100 schedules changed 50 times each
     index = ScheduleIndex()
     for i in range(100):
-        index.apply(every(1 + i % 7, sid=f"s{i}"), LONG_AGO, T0)
+        index.apply(every(1 + i % 7, sid=f"s{i}"), LONG_AGO)
     for rev in range(2, 52):
         for i in range(100):
-            index.apply(every(1 + (i + rev) % 7, sid=f"s{i}", revision=rev), T0, T0)
+            index.apply(every(1 + (i + rev) % 7, sid=f"s{i}", revision=rev), T0)
 
     # Then stale heap entries were compacted away and the order is still right
     assert index.heap_size() <= 2 * 100 + 64

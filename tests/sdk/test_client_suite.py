@@ -10,7 +10,7 @@ import cronwave
 from cronwave_core.suite import Suite
 from tests.helpers import eventually, fresh
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.both_backends]
 
 WAIT = timedelta(seconds=60)
 
@@ -147,8 +147,12 @@ def test_wait_run_gives_up_with_wait_timeout_and_the_run_goes_on(make_suite):
 def test_leader_planner_status_and_preview(make_suite):
     suite = make_suite()
     with client_for(suite) as client:
-        lease = eventually(lambda: client.leader(), what="a planner holds the lease")
-        assert lease.held, lease
+        def held() -> cronwave.Lease:
+            lease = client.leader()
+            assert lease.held, lease
+            return lease
+
+        lease = eventually(held, what="a planner holds the lease")
         assert lease.scope == "planner" and lease.fencing_token > 0
         assert lease.expires_at is not None and lease.expires_at.tzinfo is not None
 

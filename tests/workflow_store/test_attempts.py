@@ -169,19 +169,24 @@ def test_failed_with_retry_goes_back_to_pending(stub):
         first.attempt_token,
         pb.RUN_STATE_FAILED,
         error="card network down",
-        retry_after=td_to_duration(timedelta(seconds=30)),
+        retry_after=td_to_duration(timedelta(seconds=1)),
     )
 
     # Then the run is pending again, the event says when, and the next claim is attempt 2
     assert done.changed and done.run.state == pb.RUN_STATE_PENDING
     assert done.run.error == "card network down" and not done.run.HasField("finished_at")
     last = stub.ListRunEvents(api.ListRunEventsRequest(run_id=run.run_id)).events[-1]
-    assert last.kind == "retry_scheduled" and "retry_after=30s" in last.detail
+    assert last.kind == "retry_scheduled" and "retry_after=1s" in last.detail
     rpc_err = rpc_error(
         stub.Heartbeat, api.HeartbeatRequest(run_id=run.run_id, attempt_token=first.attempt_token)
     )
     assert rpc_err.code() == grpc.StatusCode.FAILED_PRECONDITION
-    second = _claim(stub, run.run_id, "w2")
+    # a claim before the retry delay has passed is refused; one after it wins
+    assert not _claim(stub, run.run_id, "w2").claimed
+    second = eventually(
+        lambda: (claim := _claim(stub, run.run_id, "w2")).claimed and claim,
+        what="a claim after the delay",
+    )
     assert second.claimed and second.attempt_token > first.attempt_token
     assert second.run.attempt == 2
     assert rpc_error(_complete, stub, run.run_id, first.attempt_token).code() == (

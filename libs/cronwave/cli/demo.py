@@ -1,7 +1,9 @@
-"""``cronwave demo``: nightly billing end to end on a private suite, then stop it."""
+"""``cronwave demo``: nightly billing end to end on a private suite, then stop it;
+``cronwave demo billing``: the same job at scale, with a kill -9 in the middle if asked."""
 
 from __future__ import annotations
 
+import re
 from datetime import timedelta
 from pathlib import Path
 from typing import Annotated
@@ -12,7 +14,7 @@ from rich.console import Console
 from cronwave._client import Client
 from cronwave._errors import WaitTimeout
 from cronwave._models import Run, RunEvent, Schedule
-from cronwave.cli import _render
+from cronwave.cli import _render, demo_billing
 from cronwave.cli._console import fail, out, reported_errors
 from cronwave.cli.suite_cmds import running, suite_config, suite_facts, suite_table
 from cronwave_core import calendar
@@ -26,6 +28,12 @@ CRON = "0 2 * * *"
 WAIT = timedelta(seconds=120)
 
 app = typer.Typer()
+group = typer.Typer(
+    name="demo",
+    invoke_without_command=True,
+    help="Nightly billing end to end on a private suite (see also: demo billing).",
+)
+app.add_typer(group)
 
 
 def ensure_schedule(client: Client, console: Console, zone: str, customers: int) -> Schedule:
@@ -68,8 +76,9 @@ def run_demo(client: Client, console: Console, zone: str, customers: int) -> Run
     return run
 
 
-@app.command()
+@group.callback()
 def demo(
+    ctx: typer.Context,
     data_dir: Annotated[
         Path, typer.Option("--data-dir", help="Kept afterwards: database, logs, spans.")
     ] = Path(".cronwave"),
@@ -86,11 +95,13 @@ def demo(
     nightly-billing at 02:00 in --zone (or reuses the one an earlier demo left in the
     data dir), triggers it now, waits for it, shows the run and its events, and
     stops every process it started."""
+    if ctx.invoked_subcommand is not None:
+        return
     console = out()
     with reported_errors():
         calendar.zone(zone, "--zone")  # a typo fails before anything starts
         settings = Settings.from_env()
-        suite = Suite(suite_config(data_dir, ports={}))
+        suite = Suite(demo_billing.with_gateway(suite_config(data_dir, ports={})))
         console.print(f"starting a private cronwave suite in {suite.config.data_dir} ...")
         try:
             with running(suite):
@@ -120,3 +131,75 @@ def demo(
             f"the services' logs are in {suite.log_dir}",
         )
     console.print("[green]demo run SUCCEEDED[/]")
+
+
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m)?")
+
+
+def parse_duration(text: str) -> timedelta:
+    """``5s``, ``1.5``, ``500ms`` or ``2m`` as a duration (bare numbers are seconds)."""
+    match = _DURATION.fullmatch(text.strip())
+    if not match:
+        raise typer.BadParameter(f"expected a duration such as 5s, 500ms or 2m, got {text!r}")
+    value, unit = float(match.group(1)), match.group(2) or "s"
+    return timedelta(seconds=value * {"ms": 0.001, "s": 1.0, "m": 60.0}[unit])
+
+
+@group.command("billing")
+def billing(
+    customers: Annotated[
+        int,
+        typer.Option("--customers", min=1, max=10_000_000, help="Customers to seed and bill."),
+    ] = 100_000,
+    kill_worker_after: Annotated[
+        str | None,
+        typer.Option(
+            "--kill-worker-after",
+            help="kill -9 the worker this long after the trigger (e.g. 5s), start a new one, "
+            "and show the run resume from its checkpoint.",
+        ),
+    ] = None,
+    data_dir: Annotated[
+        Path | None,
+        typer.Option("--data-dir", help="Default: a fresh directory under the system temp dir."),
+    ] = None,
+    timeout: Annotated[
+        str, typer.Option("--timeout", help="Give up on the run after this long.")
+    ] = "10m",
+) -> None:
+    """Billing at scale through the payment gateway; optionally kill -9 the worker mid-run.
+
+    Starts a private suite and the sandbox payment gateway on free ports, bills
+    --customers customers with a progress bar drawn from the run's checkpoint, then
+    reconciles the period: customers, invoices, charges at the gateway, duplicate and
+    missing charges (both must be 0, else the exit status is 1) and the elapsed time.
+
+    The databases are SQLite files in the data dir unless CRONWAVE_DATABASE_URL,
+    CRONWAVE_BILLING_DATABASE_URL and CRONWAVE_GATEWAY_DATABASE_URL name others."""
+    kill_after = parse_duration(kill_worker_after) if kill_worker_after else None
+    limit = parse_duration(timeout)
+    console = out()
+    with reported_errors():
+        settings = Settings.from_env()
+        directory = data_dir or demo_billing.fresh_data_dir()
+        suite = Suite(demo_billing.with_gateway(suite_config(directory, ports={})))
+        console.print(f"starting a private cronwave suite and payment gateway in {directory} ...")
+        try:
+            with running(suite):
+                console.print(suite_table(suite))
+                outcome = demo_billing.run_billing_demo(
+                    suite, console, customers, kill_after, limit, settings.rpc_timeout
+                )
+        except KeyboardInterrupt:
+            fail("interrupted; every process the demo started was stopped")
+    console.print(demo_billing.outcome_table(outcome))
+    console.print(f"suite stopped; data and logs kept in {directory}", soft_wrap=True)
+    if outcome.run.state != "SUCCEEDED":
+        fail(
+            f"the run ended {outcome.run.state}"
+            + (f": {outcome.run.error}" if outcome.run.error else ""),
+            f"the services' logs are in {suite.log_dir}",
+        )
+    if not outcome.reconciliation.ok:
+        fail("the gateway's charges do not match the invoices: see the table above")
+    console.print("[green]billed every invoice exactly once[/]")

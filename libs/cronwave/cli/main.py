@@ -9,7 +9,18 @@ from typing import Annotated
 
 import typer
 
-from cronwave.cli import demo, leader, runs, schedule, suite_cmds
+from cronwave.cli import (
+    bench,
+    demo,
+    dlq,
+    leader,
+    load,
+    runs,
+    schedule,
+    suite_cmds,
+    trace,
+    waterfall,
+)
 
 app = typer.Typer(
     name="cronwave",
@@ -42,4 +53,9 @@ app.add_typer(suite_cmds.app)  # up
 app.add_typer(demo.app)  # demo
 app.add_typer(schedule.app, name="schedule")
 app.add_typer(runs.app, name="runs")
+app.add_typer(dlq.app, name="dlq")
 app.add_typer(leader.app)  # leader
+app.add_typer(bench.app)  # bench
+app.add_typer(waterfall.app)  # waterfall
+app.add_typer(trace.app, name="trace")
+app.add_typer(load.app)  # load

@@ -1,10 +1,12 @@
-"""``cronwave schedule ...``: create, list, describe, pause, resume, trigger, delete."""
+"""``cronwave schedule ...``: create, preview, backfill, list, describe, pause, resume,
+trigger, delete."""
 
 from __future__ import annotations
 
+import itertools
 import json
-from datetime import datetime
-from typing import Annotated, Any
+from datetime import UTC, datetime, timedelta
+from typing import Annotated, Any, TypeVar
 
 import typer
 from rich.text import Text
@@ -13,15 +15,31 @@ from cronwave import _enums
 from cronwave._client import Client
 from cronwave._models import Schedule
 from cronwave.cli import _render
-from cronwave.cli._console import connected, out
+from cronwave.cli import _schedule_args as args
+from cronwave.cli._console import connected, out, reported_errors
+from cronwave_core.calendar import fire_times, validate
 from cronwave_core.errors import CronwaveError, InvalidArgument
+from cronwave_core.preview import format_preview_line
+from cronwave_core.spec import DstGap, DstRepeat, Spec
 
 app = typer.Typer(
-    help="Create, inspect, pause, resume, trigger and delete schedules.",
+    help="Create, preview, backfill, inspect, pause, resume, trigger and delete schedules.",
     no_args_is_help=True,
 )
 
 ScheduleId = Annotated[str, typer.Argument(help="The schedule's id, e.g. nightly-billing.")]
+_US = timedelta(microseconds=1)
+_E = TypeVar("_E", DstGap, DstRepeat)
+
+
+def _policy(kind: type[_E], text: str | None, option: str, default: _E) -> _E:
+    if text is None:
+        return default
+    try:
+        return kind(text.strip().lower())
+    except ValueError:
+        choices = "|".join(member.value for member in kind)
+        raise InvalidArgument(option, f"{text!r} is not one of {choices}") from None
 
 
 def parse_payload(text: str) -> dict[str, Any]:
@@ -58,29 +76,58 @@ def show_schedule(client: Client, schedule: Schedule) -> None:
         console.print(_render.fires_table(fires, schedule.time_zone, title))
 
 
+CronOption = Annotated[
+    list[str],
+    typer.Option("--cron", help="Cron expression (5 or 6 fields, macros, L W #); repeatable."),
+]
+EveryOption = Annotated[
+    list[str],
+    typer.Option("--every", help="An interval such as 15m (epoch + phase + k*every); repeatable."),
+]
+PhaseOption = Annotated[
+    list[str], typer.Option("--phase", help="Offset of the --every before it, e.g. 5m.")
+]
+AtOption = Annotated[
+    list[str], typer.Option("--at", help="A one-off ISO-8601 instant; repeatable.")
+]
+ExcludeOption = Annotated[
+    list[str],
+    typer.Option("--exclude-date", help="A local date (YYYY-MM-DD) with no runs; repeatable."),
+]
+TzOption = Annotated[
+    str,
+    typer.Option("--tz", help="IANA zone the cron and times without an offset are read in."),
+]
+DstGapOption = Annotated[
+    str | None,
+    typer.Option(
+        "--dst-gap", help=f"Slot in a spring-forward gap: {'|'.join(_enums.DST_GAP_CHOICES)}."
+    ),
+]
+DstRepeatOption = Annotated[
+    str | None,
+    typer.Option(
+        "--dst-repeat",
+        help=f"Slot in a fall-back hour: {'|'.join(_enums.DST_REPEAT_CHOICES)}.",
+    ),
+]
+
+
 @app.command()
 def create(
     schedule_id: ScheduleId,
-    cron: Annotated[
-        list[str],
-        typer.Option("--cron", help="Cron expression (5 fields); repeat for several."),
-    ],
     job_type: Annotated[
         str, typer.Option("--job-type", help="A job type a worker registered, e.g. cronwave.noop.")
     ],
-    tz: Annotated[
-        str, typer.Option("--tz", help="IANA zone the cron is read in, e.g. Europe/Berlin.")
-    ] = "UTC",
+    cron: CronOption = [],  # noqa: B006 (typer reads the default, never mutates it)
+    every: EveryOption = [],  # noqa: B006
+    phase: PhaseOption = [],  # noqa: B006
+    at: AtOption = [],  # noqa: B006
+    tz: TzOption = "UTC",
     payload: Annotated[str, typer.Option("--payload", help="Job input as a JSON object.")] = "{}",
     paused: Annotated[bool, typer.Option("--paused", help="Create it paused.")] = False,
-    dst_gap: Annotated[
-        str | None,
-        typer.Option(help=f"Slot in a spring-forward gap: {'|'.join(_enums.DST_GAP_CHOICES)}."),
-    ] = None,
-    dst_repeat: Annotated[
-        str | None,
-        typer.Option(help=f"Slot in a fall-back hour: {'|'.join(_enums.DST_REPEAT_CHOICES)}."),
-    ] = None,
+    dst_gap: DstGapOption = None,
+    dst_repeat: DstRepeatOption = None,
     overlap: Annotated[
         str | None,
         typer.Option(help=f"Previous run still going: {'|'.join(_enums.OVERLAP_CHOICES)}."),
@@ -89,8 +136,28 @@ def create(
         str | None,
         typer.Option(help=f"Slots missed while down: {'|'.join(_enums.CATCHUP_CHOICES)}."),
     ] = None,
+    catchup_window: Annotated[
+        str | None,
+        typer.Option(help="Slots later than this after downtime are MISSED (default 10m)."),
+    ] = None,
+    catchup_max_runs: Annotated[
+        int, typer.Option(help="At most this many catch-up runs with --catchup all (0: 100).")
+    ] = 0,
+    jitter: Annotated[
+        str | None,
+        typer.Option(help="Delay each start by a deterministic amount below this, e.g. 30s."),
+    ] = None,
+    exclude_date: ExcludeOption = [],  # noqa: B006
+    start: Annotated[
+        str | None, typer.Option("--start", help="First instant it may fire (inclusive).")
+    ] = None,
+    end: Annotated[
+        str | None, typer.Option("--end", help="It fires only before this instant (exclusive).")
+    ] = None,
+    max_runs: Annotated[int, typer.Option(help="Fire at most this many times (0: no limit).")] = 0,
 ) -> None:
-    """Create a schedule. Nothing is written when a field is wrong."""
+    """Create a schedule: the union of its --cron, --every and --at times. Nothing is
+    written when a field is wrong."""
     with connected() as client:
         schedule = client.create_schedule(
             schedule_id,
@@ -103,9 +170,96 @@ def create(
             dst_repeat=dst_repeat,
             overlap=overlap,
             catchup=catchup,
+            catchup_window=(
+                args.parse_duration(catchup_window, "--catchup-window")
+                if catchup_window is not None
+                else None
+            ),
+            catchup_max_runs=catchup_max_runs,
+            exclude_dates=args.parse_dates(exclude_date),
+            intervals=args.parse_intervals(every, phase),
+            one_off=[args.parse_instant(text, "--at", tz) for text in at],
+            start_at=args.parse_instant(start, "--start", tz) if start else None,
+            end_at=args.parse_instant(end, "--end", tz) if end else None,
+            max_runs=max_runs,
+            jitter=args.parse_duration(jitter, "--jitter") if jitter is not None else None,
         )
         out().print(f"[green]created[/] schedule {schedule.schedule_id!r}")
         show_schedule(client, schedule)
+
+
+@app.command()
+def preview(
+    cron: CronOption = [],  # noqa: B006
+    every: EveryOption = [],  # noqa: B006
+    phase: PhaseOption = [],  # noqa: B006
+    at: AtOption = [],  # noqa: B006
+    tz: TzOption = "UTC",
+    dst_gap: DstGapOption = None,
+    dst_repeat: DstRepeatOption = None,
+    exclude_date: ExcludeOption = [],  # noqa: B006
+    from_: Annotated[
+        str | None,
+        typer.Option(
+            "--from", help="ISO-8601 instant to start at (inclusive; default now); no offset: --tz."
+        ),
+    ] = None,
+    count: Annotated[int, typer.Option("--count", min=1, max=10_000, help="How many.")] = 10,
+) -> None:
+    """Print the next fire times, one a line: `<local ISO-8601> <UTC ISO-8601>`.
+
+    Computed here by the planner's own calendar code; no running suite is needed."""
+    with reported_errors():
+        spec = Spec(
+            cron=tuple(cron),
+            time_zone=tz,
+            dst_gap=_policy(DstGap, dst_gap, "--dst-gap", DstGap.SHIFT),
+            dst_repeat=_policy(DstRepeat, dst_repeat, "--dst-repeat", DstRepeat.ONCE),
+            exclude_dates=tuple(args.parse_dates(exclude_date)),
+            intervals=tuple(args.parse_intervals(every, phase)),
+            one_off=tuple(args.parse_instant(text, "--at", tz) for text in at),
+        )
+        validate(spec)
+        begin = args.parse_instant(from_, "--from", tz) if from_ else datetime.now(UTC)
+        lines = [
+            format_preview_line(instant, tz)
+            for instant in itertools.islice(fire_times(spec, begin - _US), count)
+        ]
+    for line in lines:
+        typer.echo(line)
+
+
+@app.command()
+def backfill(
+    schedule_id: ScheduleId,
+    from_: Annotated[str, typer.Option("--from", help="Start of the range, inclusive (ISO-8601).")],
+    to: Annotated[
+        str, typer.Option("--to", help="End of the range, exclusive, not after now (ISO-8601).")
+    ],
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="List the fire times; run nothing.")
+    ] = False,
+    rate: Annotated[
+        float, typer.Option("--rate", min=0, help="Starts per second (0: the planner's 10).")
+    ] = 0.0,
+    overlap: Annotated[
+        str | None,
+        typer.Option(help=f"Overlap policy for these runs: {'|'.join(_enums.OVERLAP_CHOICES)}."),
+    ] = None,
+) -> None:
+    """Run a schedule's fire times in [--from, --to) again, paced (the leading planner
+    does it). Times without an offset are read in the schedule's zone."""
+    with connected() as client:
+        schedule = client.get_schedule(schedule_id)
+        start = args.parse_instant(from_, "--from", schedule.time_zone)
+        end = args.parse_instant(to, "--to", schedule.time_zone)
+        fires = client.backfill(
+            schedule_id, start, end, dry_run=dry_run, rate_per_second=rate, overlap=overlap
+        )
+    verb = "would run" if dry_run else "backfilling"
+    typer.echo(f"{verb} {len(fires)} fire times of {schedule_id!r} in [{start}, {end}):")
+    for instant in fires:
+        typer.echo(format_preview_line(instant, schedule.time_zone))
 
 
 @app.command("list")

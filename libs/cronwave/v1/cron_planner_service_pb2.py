@@ -26,7 +26,7 @@ from cronwave.v1 import common_pb2 as cronwave_dot_v1_dot_common__pb2
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n&cronwave/v1/cron_planner_service.proto\x12\x0b\x63ronwave.v1\x1a\x18\x63ronwave/v1/common.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x19\n\x17GetPlannerStatusRequest\"\xd6\x01\n\x18GetPlannerStatusResponse\x12\x11\n\tcandidate\x18\x01 \x01(\t\x12\x0e\n\x06leader\x18\x02 \x01(\x08\x12\x15\n\rfencing_token\x18\x03 \x01(\x03\x12\x11\n\tschedules\x18\x04 \x01(\x03\x12\x32\n\x0enext_fire_time\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x18\n\x10next_schedule_id\x18\x06 \x01(\t\x12\r\n\x05\x66ired\x18\x07 \x01(\x03\x12\x10\n\x08revision\x18\x08 \x01(\x03\"|\n\x17PreviewFireTimesRequest\x12\'\n\x04spec\x18\x01 \x01(\x0b\x32\x19.cronwave.v1.ScheduleSpec\x12)\n\x05\x61\x66ter\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\r\n\x05\x63ount\x18\x03 \x01(\x05\"J\n\x18PreviewFireTimesResponse\x12.\n\nfire_times\x18\x01 \x03(\x0b\x32\x1a.google.protobuf.Timestamp2\xd6\x01\n\x12\x43ronPlannerService\x12_\n\x10GetPlannerStatus\x12$.cronwave.v1.GetPlannerStatusRequest\x1a%.cronwave.v1.GetPlannerStatusResponse\x12_\n\x10PreviewFireTimes\x12$.cronwave.v1.PreviewFireTimesRequest\x1a%.cronwave.v1.PreviewFireTimesResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n&cronwave/v1/cron_planner_service.proto\x12\x0b\x63ronwave.v1\x1a\x18\x63ronwave/v1/common.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x19\n\x17GetPlannerStatusRequest\"\xd6\x01\n\x18GetPlannerStatusResponse\x12\x11\n\tcandidate\x18\x01 \x01(\t\x12\x0e\n\x06leader\x18\x02 \x01(\x08\x12\x15\n\rfencing_token\x18\x03 \x01(\x03\x12\x11\n\tschedules\x18\x04 \x01(\x03\x12\x32\n\x0enext_fire_time\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x18\n\x10next_schedule_id\x18\x06 \x01(\t\x12\r\n\x05\x66ired\x18\x07 \x01(\x03\x12\x10\n\x08revision\x18\x08 \x01(\x03\"|\n\x17PreviewFireTimesRequest\x12\'\n\x04spec\x18\x01 \x01(\x0b\x32\x19.cronwave.v1.ScheduleSpec\x12)\n\x05\x61\x66ter\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\r\n\x05\x63ount\x18\x03 \x01(\x05\"J\n\x18PreviewFireTimesResponse\x12.\n\nfire_times\x18\x01 \x03(\x0b\x32\x1a.google.protobuf.Timestamp\"\xd1\x01\n\x0f\x42\x61\x63kfillRequest\x12\x13\n\x0bschedule_id\x18\x01 \x01(\t\x12)\n\x05start\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\'\n\x03\x65nd\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x0f\n\x07\x64ry_run\x18\x04 \x01(\x08\x12\x17\n\x0frate_per_second\x18\x05 \x01(\x01\x12+\n\x07overlap\x18\x06 \x01(\x0e\x32\x1a.cronwave.v1.OverlapPolicy\"\xb5\x01\n\x10\x42\x61\x63kfillResponse\x12.\n\nfire_times\x18\x01 \x03(\x0b\x32\x1a.google.protobuf.Timestamp\x12/\n\x0b\x64st_skipped\x18\x02 \x03(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x0f\n\x07\x64ry_run\x18\x03 \x01(\x08\x12/\n\x0b\x66inishes_at\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.Timestamp2\x9f\x02\n\x12\x43ronPlannerService\x12_\n\x10GetPlannerStatus\x12$.cronwave.v1.GetPlannerStatusRequest\x1a%.cronwave.v1.GetPlannerStatusResponse\x12_\n\x10PreviewFireTimes\x12$.cronwave.v1.PreviewFireTimesRequest\x1a%.cronwave.v1.PreviewFireTimesResponse\x12G\n\x08\x42\x61\x63kfill\x12\x1c.cronwave.v1.BackfillRequest\x1a\x1d.cronwave.v1.BackfillResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -41,6 +41,10 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_PREVIEWFIRETIMESREQUEST']._serialized_end=482
   _globals['_PREVIEWFIRETIMESRESPONSE']._serialized_start=484
   _globals['_PREVIEWFIRETIMESRESPONSE']._serialized_end=558
-  _globals['_CRONPLANNERSERVICE']._serialized_start=561
-  _globals['_CRONPLANNERSERVICE']._serialized_end=775
+  _globals['_BACKFILLREQUEST']._serialized_start=561
+  _globals['_BACKFILLREQUEST']._serialized_end=770
+  _globals['_BACKFILLRESPONSE']._serialized_start=773
+  _globals['_BACKFILLRESPONSE']._serialized_end=954
+  _globals['_CRONPLANNERSERVICE']._serialized_start=957
+  _globals['_CRONPLANNERSERVICE']._serialized_end=1244
 # @@protoc_insertion_point(module_scope)

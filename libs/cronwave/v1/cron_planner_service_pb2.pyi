@@ -49,3 +49,31 @@ class PreviewFireTimesResponse(_message.Message):
     FIRE_TIMES_FIELD_NUMBER: _ClassVar[int]
     fire_times: _containers.RepeatedCompositeFieldContainer[_timestamp_pb2.Timestamp]
     def __init__(self, fire_times: _Optional[_Iterable[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]]] = ...) -> None: ...
+
+class BackfillRequest(_message.Message):
+    __slots__ = ("schedule_id", "start", "end", "dry_run", "rate_per_second", "overlap")
+    SCHEDULE_ID_FIELD_NUMBER: _ClassVar[int]
+    START_FIELD_NUMBER: _ClassVar[int]
+    END_FIELD_NUMBER: _ClassVar[int]
+    DRY_RUN_FIELD_NUMBER: _ClassVar[int]
+    RATE_PER_SECOND_FIELD_NUMBER: _ClassVar[int]
+    OVERLAP_FIELD_NUMBER: _ClassVar[int]
+    schedule_id: str
+    start: _timestamp_pb2.Timestamp
+    end: _timestamp_pb2.Timestamp
+    dry_run: bool
+    rate_per_second: float
+    overlap: _common_pb2.OverlapPolicy
+    def __init__(self, schedule_id: _Optional[str] = ..., start: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., end: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., dry_run: _Optional[bool] = ..., rate_per_second: _Optional[float] = ..., overlap: _Optional[_Union[_common_pb2.OverlapPolicy, str]] = ...) -> None: ...
+
+class BackfillResponse(_message.Message):
+    __slots__ = ("fire_times", "dst_skipped", "dry_run", "finishes_at")
+    FIRE_TIMES_FIELD_NUMBER: _ClassVar[int]
+    DST_SKIPPED_FIELD_NUMBER: _ClassVar[int]
+    DRY_RUN_FIELD_NUMBER: _ClassVar[int]
+    FINISHES_AT_FIELD_NUMBER: _ClassVar[int]
+    fire_times: _containers.RepeatedCompositeFieldContainer[_timestamp_pb2.Timestamp]
+    dst_skipped: _containers.RepeatedCompositeFieldContainer[_timestamp_pb2.Timestamp]
+    dry_run: bool
+    finishes_at: _timestamp_pb2.Timestamp
+    def __init__(self, fire_times: _Optional[_Iterable[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]]] = ..., dst_skipped: _Optional[_Iterable[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]]] = ..., dry_run: _Optional[bool] = ..., finishes_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...

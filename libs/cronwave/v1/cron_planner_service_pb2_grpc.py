@@ -45,6 +45,11 @@ class CronPlannerServiceStub:
                 request_serializer=cronwave_dot_v1_dot_cron__planner__service__pb2.PreviewFireTimesRequest.SerializeToString,
                 response_deserializer=cronwave_dot_v1_dot_cron__planner__service__pb2.PreviewFireTimesResponse.FromString,
                 _registered_method=True)
+        self.Backfill = channel.unary_unary(
+                '/cronwave.v1.CronPlannerService/Backfill',
+                request_serializer=cronwave_dot_v1_dot_cron__planner__service__pb2.BackfillRequest.SerializeToString,
+                response_deserializer=cronwave_dot_v1_dot_cron__planner__service__pb2.BackfillResponse.FromString,
+                _registered_method=True)
 
 
 class CronPlannerServiceServicer:
@@ -64,6 +69,16 @@ class CronPlannerServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Backfill(self, request, context):
+        """Runs a schedule's fire times in [start, end) (start inclusive, end exclusive, end
+        not after now) with trigger BACKFILL, paced at rate_per_second, by the leader only;
+        a follower answers FAILED_PRECONDITION naming the leader. A dry run only lists them
+        (any replica). A fire time that already has a run keeps it; a MISSED one is run.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_CronPlannerServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -76,6 +91,11 @@ def add_CronPlannerServiceServicer_to_server(servicer, server):
                     servicer.PreviewFireTimes,
                     request_deserializer=cronwave_dot_v1_dot_cron__planner__service__pb2.PreviewFireTimesRequest.FromString,
                     response_serializer=cronwave_dot_v1_dot_cron__planner__service__pb2.PreviewFireTimesResponse.SerializeToString,
+            ),
+            'Backfill': grpc.unary_unary_rpc_method_handler(
+                    servicer.Backfill,
+                    request_deserializer=cronwave_dot_v1_dot_cron__planner__service__pb2.BackfillRequest.FromString,
+                    response_serializer=cronwave_dot_v1_dot_cron__planner__service__pb2.BackfillResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -133,6 +153,33 @@ class CronPlannerService:
             '/cronwave.v1.CronPlannerService/PreviewFireTimes',
             cronwave_dot_v1_dot_cron__planner__service__pb2.PreviewFireTimesRequest.SerializeToString,
             cronwave_dot_v1_dot_cron__planner__service__pb2.PreviewFireTimesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Backfill(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/cronwave.v1.CronPlannerService/Backfill',
+            cronwave_dot_v1_dot_cron__planner__service__pb2.BackfillRequest.SerializeToString,
+            cronwave_dot_v1_dot_cron__planner__service__pb2.BackfillResponse.FromString,
             options,
             channel_credentials,
             insecure,

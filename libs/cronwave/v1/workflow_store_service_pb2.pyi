@@ -36,12 +36,14 @@ class GetScheduleResponse(_message.Message):
     def __init__(self, schedule: _Optional[_Union[_common_pb2.Schedule, _Mapping]] = ...) -> None: ...
 
 class ListSchedulesRequest(_message.Message):
-    __slots__ = ("limit", "include_deleted")
+    __slots__ = ("limit", "include_deleted", "after_schedule_id")
     LIMIT_FIELD_NUMBER: _ClassVar[int]
     INCLUDE_DELETED_FIELD_NUMBER: _ClassVar[int]
+    AFTER_SCHEDULE_ID_FIELD_NUMBER: _ClassVar[int]
     limit: int
     include_deleted: bool
-    def __init__(self, limit: _Optional[int] = ..., include_deleted: _Optional[bool] = ...) -> None: ...
+    after_schedule_id: str
+    def __init__(self, limit: _Optional[int] = ..., include_deleted: _Optional[bool] = ..., after_schedule_id: _Optional[str] = ...) -> None: ...
 
 class ListSchedulesResponse(_message.Message):
     __slots__ = ("schedules", "revision")
@@ -154,18 +156,20 @@ class RecordRunResponse(_message.Message):
     def __init__(self, run: _Optional[_Union[_common_pb2.Run, _Mapping]] = ..., created: _Optional[bool] = ...) -> None: ...
 
 class RecordMissedRequest(_message.Message):
-    __slots__ = ("schedule_id", "fire_time", "reason", "fencing_token", "fencing_scope")
+    __slots__ = ("schedule_id", "fire_time", "reason", "fencing_token", "fencing_scope", "trigger")
     SCHEDULE_ID_FIELD_NUMBER: _ClassVar[int]
     FIRE_TIME_FIELD_NUMBER: _ClassVar[int]
     REASON_FIELD_NUMBER: _ClassVar[int]
     FENCING_TOKEN_FIELD_NUMBER: _ClassVar[int]
     FENCING_SCOPE_FIELD_NUMBER: _ClassVar[int]
+    TRIGGER_FIELD_NUMBER: _ClassVar[int]
     schedule_id: str
     fire_time: _timestamp_pb2.Timestamp
     reason: str
     fencing_token: int
     fencing_scope: str
-    def __init__(self, schedule_id: _Optional[str] = ..., fire_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., reason: _Optional[str] = ..., fencing_token: _Optional[int] = ..., fencing_scope: _Optional[str] = ...) -> None: ...
+    trigger: _common_pb2.TriggerKind
+    def __init__(self, schedule_id: _Optional[str] = ..., fire_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., reason: _Optional[str] = ..., fencing_token: _Optional[int] = ..., fencing_scope: _Optional[str] = ..., trigger: _Optional[_Union[_common_pb2.TriggerKind, str]] = ...) -> None: ...
 
 class RecordMissedResponse(_message.Message):
     __slots__ = ("run", "created")
@@ -300,3 +304,171 @@ class GetFencingTokenResponse(_message.Message):
     FENCING_TOKEN_FIELD_NUMBER: _ClassVar[int]
     fencing_token: int
     def __init__(self, fencing_token: _Optional[int] = ...) -> None: ...
+
+class RequeueStalledRunsRequest(_message.Message):
+    __slots__ = ("pending_for", "limit")
+    PENDING_FOR_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    pending_for: _duration_pb2.Duration
+    limit: int
+    def __init__(self, pending_for: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., limit: _Optional[int] = ...) -> None: ...
+
+class StalledRun(_message.Message):
+    __slots__ = ("run", "reason")
+    RUN_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    run: _common_pb2.Run
+    reason: str
+    def __init__(self, run: _Optional[_Union[_common_pb2.Run, _Mapping]] = ..., reason: _Optional[str] = ...) -> None: ...
+
+class RequeueStalledRunsResponse(_message.Message):
+    __slots__ = ("runs",)
+    RUNS_FIELD_NUMBER: _ClassVar[int]
+    runs: _containers.RepeatedCompositeFieldContainer[StalledRun]
+    def __init__(self, runs: _Optional[_Iterable[_Union[StalledRun, _Mapping]]] = ...) -> None: ...
+
+class DeadLetter(_message.Message):
+    __slots__ = ("id", "run_id", "reason", "error", "queue", "job_type", "attempt", "message_json", "created_at", "replayed_at")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    QUEUE_FIELD_NUMBER: _ClassVar[int]
+    JOB_TYPE_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPT_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_JSON_FIELD_NUMBER: _ClassVar[int]
+    CREATED_AT_FIELD_NUMBER: _ClassVar[int]
+    REPLAYED_AT_FIELD_NUMBER: _ClassVar[int]
+    id: int
+    run_id: str
+    reason: str
+    error: str
+    queue: str
+    job_type: str
+    attempt: int
+    message_json: str
+    created_at: _timestamp_pb2.Timestamp
+    replayed_at: _timestamp_pb2.Timestamp
+    def __init__(self, id: _Optional[int] = ..., run_id: _Optional[str] = ..., reason: _Optional[str] = ..., error: _Optional[str] = ..., queue: _Optional[str] = ..., job_type: _Optional[str] = ..., attempt: _Optional[int] = ..., message_json: _Optional[str] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., replayed_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class DeadLetterRunRequest(_message.Message):
+    __slots__ = ("run_id", "attempt_token", "reason", "error", "queue", "message_json")
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPT_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    QUEUE_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_JSON_FIELD_NUMBER: _ClassVar[int]
+    run_id: str
+    attempt_token: int
+    reason: str
+    error: str
+    queue: str
+    message_json: str
+    def __init__(self, run_id: _Optional[str] = ..., attempt_token: _Optional[int] = ..., reason: _Optional[str] = ..., error: _Optional[str] = ..., queue: _Optional[str] = ..., message_json: _Optional[str] = ...) -> None: ...
+
+class DeadLetterRunResponse(_message.Message):
+    __slots__ = ("dead_letter", "run", "changed")
+    DEAD_LETTER_FIELD_NUMBER: _ClassVar[int]
+    RUN_FIELD_NUMBER: _ClassVar[int]
+    CHANGED_FIELD_NUMBER: _ClassVar[int]
+    dead_letter: DeadLetter
+    run: _common_pb2.Run
+    changed: bool
+    def __init__(self, dead_letter: _Optional[_Union[DeadLetter, _Mapping]] = ..., run: _Optional[_Union[_common_pb2.Run, _Mapping]] = ..., changed: _Optional[bool] = ...) -> None: ...
+
+class ListDeadLettersRequest(_message.Message):
+    __slots__ = ("limit", "include_replayed")
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    INCLUDE_REPLAYED_FIELD_NUMBER: _ClassVar[int]
+    limit: int
+    include_replayed: bool
+    def __init__(self, limit: _Optional[int] = ..., include_replayed: _Optional[bool] = ...) -> None: ...
+
+class ListDeadLettersResponse(_message.Message):
+    __slots__ = ("dead_letters",)
+    DEAD_LETTERS_FIELD_NUMBER: _ClassVar[int]
+    dead_letters: _containers.RepeatedCompositeFieldContainer[DeadLetter]
+    def __init__(self, dead_letters: _Optional[_Iterable[_Union[DeadLetter, _Mapping]]] = ...) -> None: ...
+
+class ReplayDeadLetterRequest(_message.Message):
+    __slots__ = ("run_id",)
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    run_id: str
+    def __init__(self, run_id: _Optional[str] = ...) -> None: ...
+
+class ReplayDeadLetterResponse(_message.Message):
+    __slots__ = ("run",)
+    RUN_FIELD_NUMBER: _ClassVar[int]
+    run: _common_pb2.Run
+    def __init__(self, run: _Optional[_Union[_common_pb2.Run, _Mapping]] = ...) -> None: ...
+
+class LatestFireTimesRequest(_message.Message):
+    __slots__ = ("schedule_ids", "after_schedule_id", "limit")
+    SCHEDULE_IDS_FIELD_NUMBER: _ClassVar[int]
+    AFTER_SCHEDULE_ID_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    schedule_ids: _containers.RepeatedScalarFieldContainer[str]
+    after_schedule_id: str
+    limit: int
+    def __init__(self, schedule_ids: _Optional[_Iterable[str]] = ..., after_schedule_id: _Optional[str] = ..., limit: _Optional[int] = ...) -> None: ...
+
+class LatestFireTime(_message.Message):
+    __slots__ = ("schedule_id", "fire_time", "fires")
+    SCHEDULE_ID_FIELD_NUMBER: _ClassVar[int]
+    FIRE_TIME_FIELD_NUMBER: _ClassVar[int]
+    FIRES_FIELD_NUMBER: _ClassVar[int]
+    schedule_id: str
+    fire_time: _timestamp_pb2.Timestamp
+    fires: int
+    def __init__(self, schedule_id: _Optional[str] = ..., fire_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., fires: _Optional[int] = ...) -> None: ...
+
+class LatestFireTimesResponse(_message.Message):
+    __slots__ = ("entries",)
+    ENTRIES_FIELD_NUMBER: _ClassVar[int]
+    entries: _containers.RepeatedCompositeFieldContainer[LatestFireTime]
+    def __init__(self, entries: _Optional[_Iterable[_Union[LatestFireTime, _Mapping]]] = ...) -> None: ...
+
+class MissedSlot(_message.Message):
+    __slots__ = ("schedule_id", "fire_time", "reason", "trigger")
+    SCHEDULE_ID_FIELD_NUMBER: _ClassVar[int]
+    FIRE_TIME_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    TRIGGER_FIELD_NUMBER: _ClassVar[int]
+    schedule_id: str
+    fire_time: _timestamp_pb2.Timestamp
+    reason: str
+    trigger: _common_pb2.TriggerKind
+    def __init__(self, schedule_id: _Optional[str] = ..., fire_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., reason: _Optional[str] = ..., trigger: _Optional[_Union[_common_pb2.TriggerKind, str]] = ...) -> None: ...
+
+class RecordMissedBatchRequest(_message.Message):
+    __slots__ = ("slots", "fencing_token", "fencing_scope")
+    SLOTS_FIELD_NUMBER: _ClassVar[int]
+    FENCING_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    FENCING_SCOPE_FIELD_NUMBER: _ClassVar[int]
+    slots: _containers.RepeatedCompositeFieldContainer[MissedSlot]
+    fencing_token: int
+    fencing_scope: str
+    def __init__(self, slots: _Optional[_Iterable[_Union[MissedSlot, _Mapping]]] = ..., fencing_token: _Optional[int] = ..., fencing_scope: _Optional[str] = ...) -> None: ...
+
+class RecordMissedBatchResponse(_message.Message):
+    __slots__ = ("recorded", "unknown_schedules")
+    RECORDED_FIELD_NUMBER: _ClassVar[int]
+    UNKNOWN_SCHEDULES_FIELD_NUMBER: _ClassVar[int]
+    recorded: int
+    unknown_schedules: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, recorded: _Optional[int] = ..., unknown_schedules: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class ListPendingFiresRequest(_message.Message):
+    __slots__ = ("after_run_id", "limit")
+    AFTER_RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    after_run_id: str
+    limit: int
+    def __init__(self, after_run_id: _Optional[str] = ..., limit: _Optional[int] = ...) -> None: ...
+
+class ListPendingFiresResponse(_message.Message):
+    __slots__ = ("runs",)
+    RUNS_FIELD_NUMBER: _ClassVar[int]
+    runs: _containers.RepeatedCompositeFieldContainer[_common_pb2.Run]
+    def __init__(self, runs: _Optional[_Iterable[_Union[_common_pb2.Run, _Mapping]]] = ...) -> None: ...

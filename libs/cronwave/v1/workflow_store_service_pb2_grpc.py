@@ -130,6 +130,41 @@ class WorkflowStoreServiceStub:
                 request_serializer=cronwave_dot_v1_dot_workflow__store__service__pb2.GetFencingTokenRequest.SerializeToString,
                 response_deserializer=cronwave_dot_v1_dot_workflow__store__service__pb2.GetFencingTokenResponse.FromString,
                 _registered_method=True)
+        self.LatestFireTimes = channel.unary_unary(
+                '/cronwave.v1.WorkflowStoreService/LatestFireTimes',
+                request_serializer=cronwave_dot_v1_dot_workflow__store__service__pb2.LatestFireTimesRequest.SerializeToString,
+                response_deserializer=cronwave_dot_v1_dot_workflow__store__service__pb2.LatestFireTimesResponse.FromString,
+                _registered_method=True)
+        self.RecordMissedBatch = channel.unary_unary(
+                '/cronwave.v1.WorkflowStoreService/RecordMissedBatch',
+                request_serializer=cronwave_dot_v1_dot_workflow__store__service__pb2.RecordMissedBatchRequest.SerializeToString,
+                response_deserializer=cronwave_dot_v1_dot_workflow__store__service__pb2.RecordMissedBatchResponse.FromString,
+                _registered_method=True)
+        self.ListPendingFires = channel.unary_unary(
+                '/cronwave.v1.WorkflowStoreService/ListPendingFires',
+                request_serializer=cronwave_dot_v1_dot_workflow__store__service__pb2.ListPendingFiresRequest.SerializeToString,
+                response_deserializer=cronwave_dot_v1_dot_workflow__store__service__pb2.ListPendingFiresResponse.FromString,
+                _registered_method=True)
+        self.RequeueStalledRuns = channel.unary_unary(
+                '/cronwave.v1.WorkflowStoreService/RequeueStalledRuns',
+                request_serializer=cronwave_dot_v1_dot_workflow__store__service__pb2.RequeueStalledRunsRequest.SerializeToString,
+                response_deserializer=cronwave_dot_v1_dot_workflow__store__service__pb2.RequeueStalledRunsResponse.FromString,
+                _registered_method=True)
+        self.DeadLetterRun = channel.unary_unary(
+                '/cronwave.v1.WorkflowStoreService/DeadLetterRun',
+                request_serializer=cronwave_dot_v1_dot_workflow__store__service__pb2.DeadLetterRunRequest.SerializeToString,
+                response_deserializer=cronwave_dot_v1_dot_workflow__store__service__pb2.DeadLetterRunResponse.FromString,
+                _registered_method=True)
+        self.ListDeadLetters = channel.unary_unary(
+                '/cronwave.v1.WorkflowStoreService/ListDeadLetters',
+                request_serializer=cronwave_dot_v1_dot_workflow__store__service__pb2.ListDeadLettersRequest.SerializeToString,
+                response_deserializer=cronwave_dot_v1_dot_workflow__store__service__pb2.ListDeadLettersResponse.FromString,
+                _registered_method=True)
+        self.ReplayDeadLetter = channel.unary_unary(
+                '/cronwave.v1.WorkflowStoreService/ReplayDeadLetter',
+                request_serializer=cronwave_dot_v1_dot_workflow__store__service__pb2.ReplayDeadLetterRequest.SerializeToString,
+                response_deserializer=cronwave_dot_v1_dot_workflow__store__service__pb2.ReplayDeadLetterResponse.FromString,
+                _registered_method=True)
 
 
 class WorkflowStoreServiceServicer:
@@ -255,6 +290,66 @@ class WorkflowStoreServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def LatestFireTimes(self, request, context):
+        """Where a planner's new term resumes each schedule: the newest fire time of its
+        SCHEDULED and CATCHUP runs (MISSED ones included) since the schedule was created,
+        and how many fire times it has had. One GROUP BY query per page, by schedule id.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RecordMissedBatch(self, request, context):
+        """Records many MISSED slots in one transaction (catch-up after downtime). Like
+        RecordMissed, per slot: an existing run is left alone, except that a placeholder
+        (reason "pending:...") takes the new reason.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListPendingFires(self, request, context):
+        """Placeholders: MISSED rows whose reason starts with "pending:", recorded by a planner
+        for work it decided but has not started yet (paced catch-up, a buffered overlap, a
+        backfill). A start of the same slot turns the placeholder into the run; a new
+        leader lists them to finish the work of the term before it.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RequeueStalledRuns(self, request, context):
+        """Runs that need a new message: PENDING runs due longer than pending_for ago that no
+        worker claimed (their message was lost), replayed runs, and RUNNING runs whose
+        heartbeat lapsed. Each returned run is marked requeued (event "requeued") in the
+        same transaction; the caller enqueues its message.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DeadLetterRun(self, request, context):
+        """Moves a run to the dead-letter list (state DEAD_LETTERED), or records a poison
+        message that names no run the store knows.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListDeadLetters(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ReplayDeadLetter(self, request, context):
+        """A dead-lettered run becomes PENDING again (event "replayed"); a new attempt may
+        claim it once it is re-enqueued.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_WorkflowStoreServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -352,6 +447,41 @@ def add_WorkflowStoreServiceServicer_to_server(servicer, server):
                     servicer.GetFencingToken,
                     request_deserializer=cronwave_dot_v1_dot_workflow__store__service__pb2.GetFencingTokenRequest.FromString,
                     response_serializer=cronwave_dot_v1_dot_workflow__store__service__pb2.GetFencingTokenResponse.SerializeToString,
+            ),
+            'LatestFireTimes': grpc.unary_unary_rpc_method_handler(
+                    servicer.LatestFireTimes,
+                    request_deserializer=cronwave_dot_v1_dot_workflow__store__service__pb2.LatestFireTimesRequest.FromString,
+                    response_serializer=cronwave_dot_v1_dot_workflow__store__service__pb2.LatestFireTimesResponse.SerializeToString,
+            ),
+            'RecordMissedBatch': grpc.unary_unary_rpc_method_handler(
+                    servicer.RecordMissedBatch,
+                    request_deserializer=cronwave_dot_v1_dot_workflow__store__service__pb2.RecordMissedBatchRequest.FromString,
+                    response_serializer=cronwave_dot_v1_dot_workflow__store__service__pb2.RecordMissedBatchResponse.SerializeToString,
+            ),
+            'ListPendingFires': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListPendingFires,
+                    request_deserializer=cronwave_dot_v1_dot_workflow__store__service__pb2.ListPendingFiresRequest.FromString,
+                    response_serializer=cronwave_dot_v1_dot_workflow__store__service__pb2.ListPendingFiresResponse.SerializeToString,
+            ),
+            'RequeueStalledRuns': grpc.unary_unary_rpc_method_handler(
+                    servicer.RequeueStalledRuns,
+                    request_deserializer=cronwave_dot_v1_dot_workflow__store__service__pb2.RequeueStalledRunsRequest.FromString,
+                    response_serializer=cronwave_dot_v1_dot_workflow__store__service__pb2.RequeueStalledRunsResponse.SerializeToString,
+            ),
+            'DeadLetterRun': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeadLetterRun,
+                    request_deserializer=cronwave_dot_v1_dot_workflow__store__service__pb2.DeadLetterRunRequest.FromString,
+                    response_serializer=cronwave_dot_v1_dot_workflow__store__service__pb2.DeadLetterRunResponse.SerializeToString,
+            ),
+            'ListDeadLetters': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListDeadLetters,
+                    request_deserializer=cronwave_dot_v1_dot_workflow__store__service__pb2.ListDeadLettersRequest.FromString,
+                    response_serializer=cronwave_dot_v1_dot_workflow__store__service__pb2.ListDeadLettersResponse.SerializeToString,
+            ),
+            'ReplayDeadLetter': grpc.unary_unary_rpc_method_handler(
+                    servicer.ReplayDeadLetter,
+                    request_deserializer=cronwave_dot_v1_dot_workflow__store__service__pb2.ReplayDeadLetterRequest.FromString,
+                    response_serializer=cronwave_dot_v1_dot_workflow__store__service__pb2.ReplayDeadLetterResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -868,6 +998,195 @@ class WorkflowStoreService:
             '/cronwave.v1.WorkflowStoreService/GetFencingToken',
             cronwave_dot_v1_dot_workflow__store__service__pb2.GetFencingTokenRequest.SerializeToString,
             cronwave_dot_v1_dot_workflow__store__service__pb2.GetFencingTokenResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def LatestFireTimes(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/cronwave.v1.WorkflowStoreService/LatestFireTimes',
+            cronwave_dot_v1_dot_workflow__store__service__pb2.LatestFireTimesRequest.SerializeToString,
+            cronwave_dot_v1_dot_workflow__store__service__pb2.LatestFireTimesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RecordMissedBatch(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/cronwave.v1.WorkflowStoreService/RecordMissedBatch',
+            cronwave_dot_v1_dot_workflow__store__service__pb2.RecordMissedBatchRequest.SerializeToString,
+            cronwave_dot_v1_dot_workflow__store__service__pb2.RecordMissedBatchResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListPendingFires(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/cronwave.v1.WorkflowStoreService/ListPendingFires',
+            cronwave_dot_v1_dot_workflow__store__service__pb2.ListPendingFiresRequest.SerializeToString,
+            cronwave_dot_v1_dot_workflow__store__service__pb2.ListPendingFiresResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RequeueStalledRuns(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/cronwave.v1.WorkflowStoreService/RequeueStalledRuns',
+            cronwave_dot_v1_dot_workflow__store__service__pb2.RequeueStalledRunsRequest.SerializeToString,
+            cronwave_dot_v1_dot_workflow__store__service__pb2.RequeueStalledRunsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeadLetterRun(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/cronwave.v1.WorkflowStoreService/DeadLetterRun',
+            cronwave_dot_v1_dot_workflow__store__service__pb2.DeadLetterRunRequest.SerializeToString,
+            cronwave_dot_v1_dot_workflow__store__service__pb2.DeadLetterRunResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListDeadLetters(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/cronwave.v1.WorkflowStoreService/ListDeadLetters',
+            cronwave_dot_v1_dot_workflow__store__service__pb2.ListDeadLettersRequest.SerializeToString,
+            cronwave_dot_v1_dot_workflow__store__service__pb2.ListDeadLettersResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ReplayDeadLetter(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/cronwave.v1.WorkflowStoreService/ReplayDeadLetter',
+            cronwave_dot_v1_dot_workflow__store__service__pb2.ReplayDeadLetterRequest.SerializeToString,
+            cronwave_dot_v1_dot_workflow__store__service__pb2.ReplayDeadLetterResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
+from cron_planner.backfills import Backfiller, BackfillRequest, BackfillResult
 from cron_planner.clock import Clock, SystemClock
 from cron_planner.elector import Elector
+from cron_planner.faults import with_faults
 from cron_planner.feed import ScheduleFeed
 from cron_planner.fire_loop import FireLoop
-from cron_planner.remote import DispatcherClient, StoreClient
+from cron_planner.remote import DispatcherClient, LeaderClient, StoreClient
 from cron_planner.schedule_index import ScheduleIndex
 from cronwave_core.rpc import open_channel
 from cronwave_core.settings import Settings
@@ -25,13 +27,19 @@ class PlannerStatus:
     next_schedule_id: str
     fired: int
     revision: int
+    queued: int = 0  # fires waiting for their turn (paced catch-up, backfill, retries)
+    buffered: int = 0  # fires waiting behind a run in flight
 
 
 class Planner:
     """Owns the channels and threads of one planner replica. ``start`` campaigns,
     loads and fires; ``stop`` stops firing first, then resigns the lease."""
 
-    def __init__(self, settings: Settings, clock: Clock | None = None) -> None:
+    def __init__(
+        self, settings: Settings, clock: Clock | None = None, idle: timedelta | None = None
+    ) -> None:
+        """``idle`` bounds how long the fire loop waits with nothing due (a change or a
+        leadership change wakes it at once anyway); tests on a manual clock raise it."""
         self.settings = settings
         self.clock = clock or SystemClock()
         timeout = settings.rpc_timeout
@@ -48,13 +56,26 @@ class Planner:
             retry_interval=settings.lease_retry_interval,
             rpc_timeout=timeout,
             on_change=self._on_change,
+            ready=lambda: self.feed.loaded.is_set(),
         )
+        store = StoreClient(self._store_channel, timeout)
         self.loop = FireLoop(
             self.index,
             self.clock,
             self.elector,
-            DispatcherClient(self._dispatcher_channel, timeout),
-            StoreClient(self._store_channel, timeout),
+            with_faults(DispatcherClient(self._dispatcher_channel, timeout), settings.fault),
+            store,
+            idle=idle or timedelta(seconds=1),
+        )
+        leader = LeaderClient(self._leader_channel, timeout, self.elector.scope)
+        self.backfiller = Backfiller(
+            self.index,
+            self.clock,
+            self.elector,
+            leader.holder,
+            store,
+            self.loop.submit,
+            loaded=lambda: self.feed.loaded.is_set(),
         )
         self.feed = ScheduleFeed(
             self._watch_channel,
@@ -96,4 +117,9 @@ class Planner:
             next_schedule_id=slot.schedule_id if slot else "",
             fired=self.loop.stats.fired,
             revision=self.index.revision,
+            queued=self.loop.queued,
+            buffered=self.loop.buffered,
         )
+
+    def backfill(self, request: BackfillRequest) -> BackfillResult:
+        return self.backfiller.backfill(request)

@@ -21,6 +21,10 @@ fencing token, and the store refuses a token older than the newest it has seen.
 firing on time even while a renewal hangs: every Renew has a deadline no longer than
 the validity left. A refused renewal (``renewed=false``) steps down at once. ``stop``
 resigns, so a successor need not wait out the ttl.
+
+A planner campaigns only once ``ready()`` says it knows the schedules: a term begun
+with an empty index would learn of the schedules afterwards without the store's newest
+runs, and plan them from a minute back.
 """
 
 from __future__ import annotations
@@ -69,6 +73,7 @@ class Elector:
         rpc_timeout: timedelta,
         scope: str = DEFAULT_SCOPE,
         on_change: Callable[[], None] = lambda: None,
+        ready: Callable[[], bool] = lambda: True,
         monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         margin = safety_margin(ttl, renew_interval)
@@ -87,6 +92,7 @@ class Elector:
         self._retry_interval = retry_interval.total_seconds()
         self._rpc_timeout = rpc_timeout.total_seconds()
         self._on_change = on_change
+        self._ready = ready
         self._monotonic = monotonic
         self._lock = threading.Lock()
         self._token = 0  # the token of the lease held (or last held, until resigned)
@@ -167,6 +173,9 @@ class Elector:
                 continue
             if held:
                 self._renew(held, left)
+                continue
+            if not self._ready():
+                self._poke.wait(self._retry_interval)
                 continue
             if not self._campaign():
                 self._poke.wait(self._retry_interval)

@@ -1,6 +1,8 @@
 """Keeps the schedule index in step with the workflow-store, without polling schedules.
 
-ListSchedules once, then one WatchSchedules stream from the listed revision, applying
+ListSchedules once (page by page, so 100,000 schedules never make one oversized
+message; the watch from the first page's revision re-sends anything that changed while
+the later pages were read), then one WatchSchedules stream from there, applying
 each change as it arrives. A broken stream is re-opened from the newest revision
 applied, after a backoff that doubles up to a bound; a stream also ends on its own
 deadline and is re-opened at once, so no wait is unbounded. A schedule the planner
@@ -28,6 +30,8 @@ from cronwave_core.errors import CronwaveError
 from cronwave_core.spec import ScheduleDef
 
 log = logging.getLogger("cronwave.planner.feed")
+
+PAGE = 2_000
 
 
 def _readable(msg: common_pb2.Schedule, now: datetime) -> tuple[ScheduleDef, datetime] | None:
@@ -103,12 +107,24 @@ class ScheduleFeed:
             delay = min(delay * 2, self._backoff[1])
 
     def _load(self) -> None:
-        reply = self._stub.ListSchedules(store_pb.ListSchedulesRequest(), timeout=self._rpc_timeout)
         now = self._clock.now()
-        readable = [r for r in (_readable(s, now) for s in reply.schedules) if r is not None]
-        self._index.load(readable, reply.revision, now)
+        readable: list[tuple[ScheduleDef, datetime]] = []
+        revision: int | None = None
+        after = ""
+        while not self._stopping.is_set():
+            request = store_pb.ListSchedulesRequest(limit=PAGE, after_schedule_id=after)
+            reply = self._stub.ListSchedules(request, timeout=self._rpc_timeout)
+            if revision is None:
+                revision = reply.revision
+            readable.extend(r for r in (_readable(s, now) for s in reply.schedules) if r)
+            if len(reply.schedules) < PAGE:
+                break
+            after = reply.schedules[-1].schedule_id
+        if self._stopping.is_set():
+            return
+        self._index.load(readable, revision or 0)
         self.loaded.set()
-        log.info("loaded %d schedules at revision %d", len(readable), reply.revision)
+        log.info("loaded %d schedules at revision %d", len(readable), revision or 0)
         self._on_change()
 
     def _watch(self) -> bool:
@@ -140,7 +156,7 @@ class ScheduleFeed:
         if readable is None:
             self._index.remove(msg.schedule_id, msg.revision)
         else:
-            self._index.apply(readable[0], readable[1], now)
+            self._index.apply(readable[0], readable[1])
         self._on_change()
 
 

@@ -1,32 +1,49 @@
-"""The fire loop: wait for the earliest due slot, and start its run while leading.
+"""The fire loop: while leading, handle every schedule's due slot, start the runs that
+are due, and record every slot that is not run as MISSED with its reason.
 
-Contract of one slot (one schedule's nominal fire time):
-- Only the leader fires, with its fencing token; the idempotency key
+A due slot is planned whole (``planning.plan_slot``): every occurrence since the
+schedule was last handled gets one outcome -- due now, a paced catch-up run, or MISSED
+with a reason (outside the catch-up window, skipped by the catch-up policy, skipped by
+the DST policy). Runs to start go into a work queue by the instant they may start.
+
+Contract of one start (one schedule's nominal fire time):
+- Only the leader starts, with its fencing token; the idempotency key
   ``<schedule_id>@<fire time ISO>`` makes a repeated start of the same slot (by a
-  retry or by the next leader) return the run that exists instead of a second one.
-- Not leading: the slot is kept, not fired and not dropped.
+  retry, by the next leader, by a backfill) return the run that exists instead of a
+  second one.
+- The overlap policy is applied first when the schedule has runs in flight (PENDING or
+  RUNNING; looked up only when the policy is not ``allow_all``): ``skip`` records the
+  slot MISSED (``overlap_skip``), ``buffer_one``/``buffer_all`` keep it until the
+  run in flight ends (``overlap_buffer_full`` when ``buffer_one``'s one place is
+  taken), ``cancel_other`` completes the runs in flight as CANCELLED (their workers'
+  next heartbeat is refused, so the jobs stop) and starts.
 - A start refused for its fencing token (FAILED_PRECONDITION on ``fencing_token``):
-  another planner leads; this one steps down and keeps the slot.
+  another planner leads; this one steps down.
 - A transient failure (the dispatcher away or slow): retried with a backoff that
-  doubles up to a bound, until the slot is ``give_up_after`` (60 s) stale. Then, or
-  when the dispatcher refuses the start for good, the slot is recorded as MISSED with
-  the reason through the store (retried until the store takes it) and the schedule
-  moves on. No slot is dropped without a run or a MISSED record, or an error log line
-  when even that is impossible.
+  doubles up to a bound, until the fire is ``give_up_after`` (60 s) past the instant
+  it was due to start. Then, or when the start is refused for good, the slot is
+  recorded MISSED with the reason, and the schedule moves on.
+- A fire of a schedule paused meanwhile is recorded MISSED (``paused``).
+No slot is dropped without a run or a MISSED record (or an error log line when even
+recording fails for good).
 
-Where a new leader starts: when this planner begins a term with a new fencing token,
-every schedule is re-based to fire strictly after the newest fire time the store holds
-a scheduled run for (fired or missed), and never before ``now - 60 s`` nor before the
-schedule's last change. So slots that came due within the last minute while nobody
-led are fired (at most once each, thanks to the idempotency key); older ones are
-neither fired nor recorded. A planner whose token comes back unchanged was never
-succeeded, and keeps its own place.
+Terms. When this planner begins a term with a new fencing token it takes the store's
+word for where every schedule stands -- the newest fire time handled and the count of
+fire times (``LatestFireTimes``, one GROUP BY query per 10,000 schedules, never one
+query per schedule) -- and re-plans from there: slots missed while nobody led are
+caught up by each schedule's catch-up policy. It then resumes the placeholders of the
+term before (see ``work``): paced catch-up runs, buffered fires and backfills that a
+previous leader decided but did not start. When a term ends, queued work is left to
+the next term: placeholders in the store stand for it, and due fires that were not
+started are newer than anything recorded, so the next term plans them again.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Protocol
@@ -34,14 +51,37 @@ from typing import Protocol
 from opentelemetry import context as otel_context
 from opentelemetry import trace
 
+from cron_planner.buffers import Buffers
 from cron_planner.clock import Clock
+from cron_planner.planning import plan_slot
 from cron_planner.schedule_index import ScheduleIndex, Slot
+from cron_planner.work import (
+    PAUSED,
+    PENDING_BUFFER,
+    PENDING_PREFIX,
+    Fire,
+    InFlight,
+    Missed,
+    Trigger,
+    WorkQueue,
+)
 from cronwave_core.errors import CronwaveError, FailedPrecondition, Unavailable
-from cronwave_core.telemetry import ATTR_RUN_ID, hop_span, run_attributes
+from cronwave_core.overlap import OverlapAction, RunView, decide_overlap, in_flight
+from cronwave_core.spec import Overlap, ScheduleDef
+from cronwave_core.telemetry import (
+    ATTR_CACHE_HIT,
+    ATTR_CACHE_NAME,
+    ATTR_RUN_ID,
+    ATTR_TRIGGER,
+    hop_span,
+    run_attributes,
+)
 
 log = logging.getLogger("cronwave.planner.fire")
 
 ROOT_SPAN = "cron-planner fire"
+# A buffered fire waits for the run in flight however long it takes.
+_NO_DEADLINE = datetime(9000, 1, 1, tzinfo=UTC)
 
 
 class Leadership(Protocol):
@@ -53,18 +93,33 @@ class Leadership(Protocol):
 
 
 class Dispatch(Protocol):
-    def start_run(self, schedule_id: str, fire_time: datetime, token: int) -> str:
+    def start_run(
+        self,
+        schedule_id: str,
+        fire_time: datetime,
+        token: int,
+        trigger: Trigger = Trigger.SCHEDULED,
+    ) -> str:
         """Start the run of a slot; its run id. Raises ``Unavailable`` (retry),
         ``FailedPrecondition`` or another ``CronwaveError`` (refused)."""
         ...
 
 
 class Ledger(Protocol):
-    def record_missed(
-        self, schedule_id: str, fire_time: datetime, reason: str, token: int
-    ) -> None: ...
+    """The store, as the fire loop needs it."""
 
-    def newest_fire_time(self, schedule_id: str) -> datetime | None: ...
+    def record_missed(self, slots: Sequence[Missed], token: int) -> list[str]:
+        """Record ``slots`` (MISSED rows and placeholders); the ids of schedules the
+        store no longer has."""
+        ...
+
+    def latest_fire_times(self) -> dict[str, tuple[datetime, int]]: ...
+
+    def pending_fires(self) -> list[Missed]: ...
+
+    def in_flight(self, schedule_id: str) -> list[InFlight]: ...
+
+    def cancel_run(self, run: InFlight, reason: str) -> bool: ...
 
 
 @dataclass(frozen=True)
@@ -84,10 +139,10 @@ class Backoff:
 
 
 @dataclass
-class _Missed:
-    schedule_id: str
-    fire_time: datetime
-    reason: str
+class _Record:
+    """A row on its way to the store: retried while the store is away."""
+
+    missed: Missed
     token: int
     next_try: datetime
     attempts: int = 0
@@ -96,11 +151,15 @@ class _Missed:
 @dataclass
 class FireStats:
     fired: int = 0
-    duplicates: int = 0
+    catchups: int = 0
+    backfills: int = 0
     missed: int = 0
     retries: int = 0
     step_downs: int = 0
     terms: int = 0
+    buffered: int = 0
+    cancelled: int = 0
+    resumed: int = 0
     last_error: str = ""
 
 
@@ -120,6 +179,10 @@ class FireLoop:
         give_up_after: timedelta = timedelta(seconds=60),
         backoff: Backoff | None = None,
         idle: timedelta = timedelta(seconds=1),
+        buffer_poll: timedelta = timedelta(seconds=0.5),
+        buffer_poll_limit: int = 100,
+        resume_spacing: timedelta = timedelta(seconds=1),
+        resume_backfill_rate: float = 10.0,
     ) -> None:
         self._index = index
         self._clock = clock
@@ -129,11 +192,22 @@ class FireLoop:
         self._give_up_after = give_up_after
         self._backoff = backoff or Backoff()
         self._idle = idle
+        self._buffer_poll = buffer_poll
+        self._buffer_poll_limit = buffer_poll_limit
+        self._resume_spacing = resume_spacing
+        self._resume_backfill_gap = timedelta(seconds=1 / resume_backfill_rate)
         self._wake = threading.Event()
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
         self._term = 0  # the token whose term the index was re-based for
-        self._missed: list[_Missed] = []
+        self._term_attempts = 0
+        self._term_retry_at: datetime | None = None
+        self._records: list[_Record] = []
+        self._work = WorkQueue()
+        self._buffers = Buffers()
+        self._next_poll: datetime | None = None
+        self._inbox: list[Fire] = []
+        self._inbox_lock = threading.Lock()
         self.stats = FireStats()
         self._tracer = trace.get_tracer("cronwave.planner")
 
@@ -152,6 +226,30 @@ class FireLoop:
         if self._thread is not None:
             self._thread.join(timeout=timeout)
 
+    def submit(self, fires: Sequence[Fire]) -> None:
+        """Queue ``fires`` (a backfill whose placeholders are recorded) from any
+        thread; the loop takes them in while it leads."""
+        with self._inbox_lock:
+            self._inbox.extend(fires)
+        self.wake()
+
+    @property
+    def term(self) -> int:
+        """The fencing token of the term the loop works in (0: none)."""
+        return self._term
+
+    @property
+    def pending_missed(self) -> int:
+        return len(self._records)
+
+    @property
+    def queued(self) -> int:
+        return len(self._work)
+
+    @property
+    def buffered(self) -> int:
+        return len(self._buffers)
+
     def _run(self) -> None:
         while not self._stopping.is_set():
             try:
@@ -162,131 +260,355 @@ class FireLoop:
 
     # one iteration -------------------------------------------------------------
     def step(self) -> None:
-        """Do what is due now, then wait until something else is (or a wake)."""
+        """Do one thing that is due now, or wait until something is (or a wake)."""
         self._wake.clear()
         now = self._clock.now()
         token = self._leadership.token()
-        self._flush_missed(now)
+        self._flush_records(now)
         until = now + self._idle
-        if self._missed:
-            until = min(until, min(m.next_try for m in self._missed))
+        if self._records:
+            until = min(until, min(r.next_try for r in self._records))
         if not token:
+            if self._term:
+                self._end_term()
             self._term = 0
             self._clock.wait(self._wake, until)
             return
         if token != self._term:
+            if self._term_retry_at is not None and now < self._term_retry_at:
+                self._clock.wait(self._wake, min(until, self._term_retry_at))
+                return
             self._begin_term(token, now)
             return
+        self._take_inbox()
+        fire = self._work.peek()
         slot = self._index.peek()
-        if slot is not None and slot.act_at <= now:
-            self._fire(slot)
+        if fire is not None and fire.act_at <= now and (slot is None or fire.act_at <= slot.act_at):
+            self._start(self._work.pop(), token)
             return
-        if slot is not None:
-            until = min(until, slot.act_at)
+        if slot is not None and slot.act_at <= now:
+            self._handle_slot(slot, token, now)
+            return
+        if self._buffers and (self._next_poll is None or self._next_poll <= now):
+            self._poll_buffers(token, now)
+            return
+        for instant in (
+            fire.act_at if fire else None,
+            slot.act_at if slot else None,
+            self._next_poll if self._buffers else None,
+        ):
+            if instant is not None:
+                until = min(until, instant)
         self._clock.wait(self._wake, until)
 
+    # terms -----------------------------------------------------------------------
     def _begin_term(self, token: int, now: datetime) -> None:
-        self.stats.terms += 1
-        for schedule_id in self._index.ids():
-            try:
-                newest = self._ledger.newest_fire_time(schedule_id)
-            except CronwaveError as exc:
-                # The idempotency key still keeps a re-fired slot from running twice.
-                log.warning("no newest run of '%s' from the store (%s)", schedule_id, exc)
-                newest = None
-            self._index.rebase(schedule_id, newest, now)
+        try:
+            latest = self._ledger.latest_fire_times()
+            pending = self._ledger.pending_fires()
+        except CronwaveError as exc:
+            # Not knowing where the schedules stand, the planner does not fire.
+            self._term_retry_at = now + self._backoff.delay(self._term_attempts)
+            self._term_attempts += 1
+            log.warning("term of token %d waits: the store did not answer (%s)", token, exc)
+            return
+        self._term_attempts, self._term_retry_at = 0, None
+        self._work.clear()
+        self._buffers.clear()
+        with self._inbox_lock:
+            self._inbox.clear()  # their placeholders are among `pending`
+        self._index.rebase(latest)
+        self._resume(pending, now)
         self._term = token
-        log.info("term of token %d: %d schedules re-based", token, len(self._index))
+        self.stats.terms += 1
+        log.info(
+            "term of token %d: %d schedules re-based (%d with runs), %d placeholders resumed",
+            token,
+            len(self._index),
+            len(latest),
+            len(pending),
+        )
 
-    def _fire(self, slot: Slot) -> None:
-        attrs = run_attributes("", slot.schedule_id, iso(slot.fire_time))
+    def _end_term(self) -> None:
+        queued, buffered = self._work.clear(), self._buffers.clear()
+        with self._inbox_lock:
+            self._inbox.clear()
+        if queued or buffered:
+            log.warning(
+                "term of token %d ended with %d queued and %d buffered fires; the next "
+                "term resumes their placeholders and re-plans the due ones",
+                self._term,
+                len(queued),
+                len(buffered),
+            )
+
+    def _resume(self, pending: Sequence[Missed], now: datetime) -> None:
+        """Queue the placeholders of an earlier term again, paced per schedule."""
+        turns: dict[tuple[str, bool], int] = defaultdict(int)
+        for p in sorted(pending, key=lambda m: (m.schedule_id, m.fire_time)):
+            if not p.reason.startswith(PENDING_PREFIX):
+                continue
+            if p.reason == PENDING_BUFFER:
+                fire = Fire(p.schedule_id, p.fire_time, p.trigger, now, _NO_DEADLINE)
+                fire.placeholder = True
+                self._buffers.add(fire)
+                continue
+            backfill = p.trigger is Trigger.BACKFILL
+            gap = self._resume_backfill_gap if backfill else self._resume_spacing
+            turn = turns[(p.schedule_id, backfill)]
+            turns[(p.schedule_id, backfill)] = turn + 1
+            act_at = now + gap * turn
+            fire = Fire(p.schedule_id, p.fire_time, p.trigger, act_at, act_at + self._give_up_after)
+            fire.placeholder = True
+            self._work.push(fire)
+        self.stats.resumed += len(pending)
+
+    def _take_inbox(self) -> None:
+        with self._inbox_lock:
+            fires, self._inbox = self._inbox, []
+        for fire in fires:
+            self._work.push(fire)
+
+    # due slots ---------------------------------------------------------------------
+    def _handle_slot(self, slot: Slot, token: int, now: datetime) -> None:
+        position = self._index.position(slot)
+        if position is None:
+            return  # a change superseded it; the loop looks again
+        try:
+            plan = plan_slot(
+                position.schedule,
+                position.after,
+                position.fires,
+                slot.fire_time,
+                now,
+                give_up_after=self._give_up_after,
+            )
+        except CronwaveError as exc:
+            log.error("schedule '%s' cannot be planned (%s); skipped", slot.schedule_id, exc)
+            self._index.advance(slot, max(now, slot.fire_time))
+            return
+        self._queue_records(plan.missed, token, now)
+        for fire in plan.fires:
+            self._work.push(fire)
+        self._index.advance(slot, plan.through, plan.handled)
+
+    # starts -----------------------------------------------------------------------------
+    def _start(self, fire: Fire, token: int, *, checked: bool = False) -> None:
+        """Start ``fire`` (``checked``: its overlap policy already let it start)."""
+        now = self._clock.now()
+        schedule = self._index.get(fire.schedule_id)
+        if schedule is None:
+            log.info("%s@%s not started: schedule gone", fire.schedule_id, iso(fire.fire_time))
+            return
+        if schedule.paused:
+            self._queue_records([fire.missed(PAUSED)], token, now)
+            return
+        attrs = run_attributes("", fire.schedule_id, iso(fire.fire_time))
         with self._tracer.start_as_current_span(
             ROOT_SPAN, context=otel_context.Context(), attributes=attrs
         ) as root:
+            root.set_attribute(ATTR_TRIGGER, fire.trigger.value)
             with hop_span("plan due fire", hop="plan", kind="app", attributes=attrs):
                 now = self._clock.now()
-                current = self._index.due(now)
-            if current != slot:
-                return  # a change superseded it; the loop looks again
-            with hop_span("leader token", hop="leader", kind="app", attributes=attrs):
+            # The lease as the elector holds it in the process: a local look-up.
+            lease = {**attrs, ATTR_CACHE_NAME: "lease", ATTR_CACHE_HIT: "local"}
+            with hop_span("leader token", hop="leader", kind="cache", attributes=lease):
                 token = self._leadership.token()
             if not token:
-                root.set_attribute("cronwave.planner.outcome", "not leader; slot kept")
+                root.set_attribute("cronwave.planner.outcome", "not leader; left to the next term")
                 return
-            try:
-                run_id = self._dispatch.start_run(slot.schedule_id, slot.fire_time, token)
-            except FailedPrecondition as exc:
-                if exc.message.startswith("fencing_token"):
-                    root.set_attribute("cronwave.planner.outcome", "stale token; stepped down")
-                    self.stats.step_downs += 1
-                    self._leadership.step_down(exc.message)
+            cancel: list[InFlight] = []
+            if not checked:
+                try:
+                    with hop_span("plan overlap", hop="plan", kind="app", attributes=attrs):
+                        chosen, cancel = self._overlap(fire, schedule, token, now)
+                except Unavailable as exc:
+                    self._retry_or_give_up(fire, token, exc, now)
                     return
-                self._give_up(slot, token, f"dispatcher refused the start: {exc.message}", now)
-                return
-            except Unavailable as exc:
-                self._retry_or_give_up(slot, token, exc, now)
-                return
-            except CronwaveError as exc:
-                self._give_up(slot, token, f"dispatcher refused the start: {exc.message}", now)
-                return
-            root.set_attribute(ATTR_RUN_ID, run_id)
-            with hop_span("plan next fire", hop="plan", kind="app", attributes=attrs):
-                self._index.advance(slot, now)
-            self.stats.fired += 1
+                except CronwaveError as exc:
+                    self._give_up(fire, token, f"overlap check failed: {exc.message}", now)
+                    return
+                if chosen is None:
+                    root.set_attribute("cronwave.planner.outcome", "overlap: not started now")
+                    return
+                fire = chosen
+                root.set_attributes(run_attributes("", fire.schedule_id, iso(fire.fire_time)))
+            for run in cancel:
+                if not self._cancel(run, fire, token, now):
+                    return
+            self._dispatch_start(fire, token, now, root)
 
-    def _retry_or_give_up(self, slot: Slot, token: int, exc: CronwaveError, now: datetime) -> None:
-        self.stats.last_error = exc.message
-        deadline = slot.fire_time + self._give_up_after
-        if now >= deadline:
-            reason = (
-                f"not started within {self._give_up_after.total_seconds():.0f}s of its fire "
-                f"time after {slot.attempts + 1} attempts; last error: {exc.message}"
-            )
-            self._give_up(slot, token, reason, now)
+    def _dispatch_start(self, fire: Fire, token: int, now: datetime, root: trace.Span) -> None:
+        try:
+            run_id = self._dispatch.start_run(fire.schedule_id, fire.fire_time, token, fire.trigger)
+        except FailedPrecondition as exc:
+            if exc.message.startswith("fencing_token"):
+                root.set_attribute("cronwave.planner.outcome", "stale token; stepped down")
+                # Said in the log so an operator can see that fencing held a stale
+                # leader off (the slot is the new leader's to fire).
+                log.warning(
+                    "start of %s@%s refused: fencing token %d is stale (%s)",
+                    fire.schedule_id,
+                    iso(fire.fire_time),
+                    token,
+                    exc.message,
+                )
+                self.stats.step_downs += 1
+                self._leadership.step_down(exc.message)
+                return
+            self._give_up(fire, token, f"dispatcher refused the start: {exc.message}", now)
             return
-        self.stats.retries += 1
-        retry_at = min(now + self._backoff.delay(slot.attempts), deadline)
-        log.warning(
-            "start of %s@%s failed (%s); retrying at %s",
-            slot.schedule_id,
-            iso(slot.fire_time),
-            exc.message,
-            iso(retry_at),
+        except Unavailable as exc:
+            self._retry_or_give_up(fire, token, exc, now)
+            return
+        except CronwaveError as exc:
+            self._give_up(fire, token, f"dispatcher refused the start: {exc.message}", now)
+            return
+        root.set_attribute(ATTR_RUN_ID, run_id)
+        self.stats.fired += 1
+        if fire.trigger is Trigger.CATCHUP:
+            self.stats.catchups += 1
+        elif fire.trigger is Trigger.BACKFILL:
+            self.stats.backfills += 1
+
+    def _overlap(
+        self, fire: Fire, schedule: ScheduleDef, token: int, now: datetime
+    ) -> tuple[Fire | None, list[InFlight]]:
+        """Apply the overlap policy: the fire to start now (``fire``, or an older
+        buffered one that goes first) and the runs to cancel before; ``None`` when
+        nothing starts now (skipped or buffered)."""
+        policy = fire.overlap or schedule.policy.overlap
+        if policy == Overlap.ALLOW_ALL:
+            return fire, []
+        sid = fire.schedule_id
+        # The fire's own run (a repeated start) does not overlap with itself.
+        runs = [r for r in self._ledger.in_flight(sid) if r.fire_time != fire.fire_time]
+        views = [RunView(r.run_id, r.state) for r in runs]
+        if self._buffers.count(sid) and not in_flight(views):
+            head = self._buffers.pop_oldest(sid)
+            assert head is not None
+            head.act_at, head.deadline = now, now + self._give_up_after
+            fire.act_at = now
+            self._work.push(fire)  # decided again once the older one has started
+            return head, []
+        decision = decide_overlap(policy, views, buffered=self._buffers.count(sid))
+        if decision.action == OverlapAction.START:
+            return fire, []
+        if decision.action == OverlapAction.SKIP:
+            self._queue_records([fire.missed(decision.reason)], token, now)
+            return None, []
+        if decision.action == OverlapAction.BUFFER:
+            self._queue_records([fire.missed(PENDING_BUFFER)], token, now)
+            fire.placeholder = True
+            self._buffers.add(fire)
+            self.stats.buffered += 1
+            return None, []
+        wanted = set(decision.cancel)
+        return fire, [r for r in runs if r.run_id in wanted]
+
+    def _cancel(self, run: InFlight, fire: Fire, token: int, now: datetime) -> bool:
+        """Cancel ``run`` for ``fire`` (overlap ``cancel_other``); False when the fire
+        was deferred or given up instead."""
+        reason = (
+            f"cancelled by overlap policy cancel_other: the run at {iso(fire.fire_time)} "
+            "replaces it"
         )
-        self._index.defer(slot, retry_at)
+        try:
+            if self._ledger.cancel_run(run, reason):
+                self.stats.cancelled += 1
+                log.info("run %s of '%s' cancelled: %s", run.run_id, fire.schedule_id, reason)
+        except Unavailable as exc:
+            self._retry_or_give_up(fire, token, exc, now)
+            return False
+        except CronwaveError as exc:
+            log.warning("run %s could not be cancelled (%s); starting anyway", run.run_id, exc)
+        return True
 
-    def _give_up(self, slot: Slot, token: int, reason: str, now: datetime) -> None:
-        log.error("slot %s@%s is MISSED: %s", slot.schedule_id, iso(slot.fire_time), reason)
-        self.stats.missed += 1
-        self.stats.last_error = reason
-        self._missed.append(_Missed(slot.schedule_id, slot.fire_time, reason, token, now))
-        self._index.advance(slot, now)
-        self._flush_missed(now)
-
-    def _flush_missed(self, now: datetime) -> None:
-        """Record every MISSED slot whose turn has come; keep the rest for later."""
-        keep: list[_Missed] = []
-        for m in self._missed:
-            if m.next_try > now:
-                keep.append(m)
+    def _poll_buffers(self, token: int, now: datetime) -> None:
+        """Start the oldest buffered fire of each polled schedule with nothing in flight."""
+        self._next_poll = now + self._buffer_poll
+        for sid in self._buffers.next_round(self._buffer_poll_limit):
+            schedule = self._index.get(sid)
+            if schedule is None:
+                self._buffers.take(sid)
+                continue
+            if schedule.paused:
+                self._queue_records([f.missed(PAUSED) for f in self._buffers.take(sid)], token, now)
                 continue
             try:
-                self._ledger.record_missed(m.schedule_id, m.fire_time, m.reason, m.token)
-            except Unavailable as exc:
-                m.attempts += 1
-                m.next_try = now + self._backoff.delay(m.attempts)
-                keep.append(m)
-                log.warning("MISSED %s@%s not recorded yet (%s)", m.schedule_id, m.fire_time, exc)
+                runs = self._ledger.in_flight(sid)
             except CronwaveError as exc:
-                log.error(
-                    "MISSED %s@%s could not be recorded and is only in this log: %s (%s)",
-                    m.schedule_id,
-                    iso(m.fire_time),
-                    m.reason,
-                    exc,
-                )
-        self._missed = keep
+                log.warning("buffered fires wait: in-flight runs unknown (%s)", exc)
+                return
+            if in_flight([RunView(r.run_id, r.state) for r in runs]):
+                continue
+            fire = self._buffers.pop_oldest(sid)
+            if fire is not None:
+                fire.act_at, fire.deadline = now, now + self._give_up_after
+                self._start(fire, token, checked=True)
 
-    @property
-    def pending_missed(self) -> int:
-        return len(self._missed)
+    def _retry_or_give_up(self, fire: Fire, token: int, exc: CronwaveError, now: datetime) -> None:
+        self.stats.last_error = exc.message
+        if now >= fire.deadline:
+            reason = (
+                f"not started within {self._give_up_after.total_seconds():.0f}s of its "
+                f"fire time after {fire.attempts + 1} attempts; last error: {exc.message}"
+            )
+            self._give_up(fire, token, reason, now)
+            return
+        self.stats.retries += 1
+        fire.act_at = min(now + self._backoff.delay(fire.attempts), fire.deadline)
+        fire.attempts += 1
+        log.warning(
+            "start of %s@%s failed (%s); retrying at %s",
+            fire.schedule_id,
+            iso(fire.fire_time),
+            exc.message,
+            iso(fire.act_at),
+        )
+        self._work.push(fire)
+
+    def _give_up(self, fire: Fire, token: int, reason: str, now: datetime) -> None:
+        log.error("slot %s@%s is MISSED: %s", fire.schedule_id, iso(fire.fire_time), reason)
+        self.stats.last_error = reason
+        self._queue_records([fire.missed(reason)], token, now)
+
+    # MISSED rows ---------------------------------------------------------------------
+    def _queue_records(self, missed: Sequence[Missed], token: int, now: datetime) -> None:
+        for m in missed:
+            if not m.reason.startswith(PENDING_PREFIX):
+                self.stats.missed += 1
+            self._records.append(_Record(m, token, now))
+
+    def _flush_records(self, now: datetime) -> None:
+        """Send every row whose turn has come, a batch per token; keep the rest."""
+        ready = [r for r in self._records if r.next_try <= now]
+        if not ready:
+            return
+        keep = [r for r in self._records if r.next_try > now]
+        by_token: dict[int, list[_Record]] = defaultdict(list)
+        for r in ready:
+            by_token[r.token].append(r)
+        for token, batch in by_token.items():
+            try:
+                unknown = self._ledger.record_missed([r.missed for r in batch], token)
+            except Unavailable as exc:
+                for r in batch:
+                    r.attempts += 1
+                    r.next_try = now + self._backoff.delay(r.attempts)
+                keep.extend(batch)
+                log.warning("%d MISSED rows not recorded yet (%s)", len(batch), exc)
+                continue
+            except CronwaveError as exc:
+                for r in batch:
+                    log.error(
+                        "MISSED %s@%s could not be recorded and is only in this log: %s (%s)",
+                        r.missed.schedule_id,
+                        iso(r.missed.fire_time),
+                        r.missed.reason,
+                        exc,
+                    )
+                continue
+            if unknown:
+                log.info("MISSED rows of deleted schedules left out: %s", ", ".join(unknown))
+        self._records = keep

@@ -17,7 +17,7 @@ def main() -> None:
     settings = Settings.from_env()
     provider = init_tracing("cron-planner", settings)
     planner = Planner(settings)
-    servicer = CronPlannerServicer(planner.status)
+    servicer = CronPlannerServicer(planner.status, planner.clock.now, planner.backfill)
 
     def register(server: grpc.Server) -> None:
         pb_grpc.add_CronPlannerServiceServicer_to_server(servicer, server)

@@ -1,4 +1,5 @@
-"""The planner's calls to the dispatcher and the workflow-store, in planner terms.
+"""The planner's calls to the dispatcher, the workflow-store and leader-election, in
+planner terms.
 
 Failures come back as cronwave errors the fire loop can act on without knowing gRPC:
 ``Unavailable`` for anything worth retrying (the outcome is unknown or the peer is
@@ -8,13 +9,17 @@ away), ``FailedPrecondition`` for a refused fencing token, and other
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 
 import grpc
 
+from cron_planner.work import InFlight, Missed, Trigger
 from cronwave.v1 import common_pb2
 from cronwave.v1 import dispatcher_service_pb2 as dispatcher_pb
 from cronwave.v1 import dispatcher_service_pb2_grpc as dispatcher_grpc
+from cronwave.v1 import leader_election_service_pb2 as leader_pb
+from cronwave.v1 import leader_election_service_pb2_grpc as leader_grpc
 from cronwave.v1 import workflow_store_service_pb2 as store_pb
 from cronwave.v1 import workflow_store_service_pb2_grpc as store_grpc
 from cronwave_core.convert import dt_to_ts, ts_to_dt
@@ -22,6 +27,10 @@ from cronwave_core.errors import CronwaveError, Unavailable
 from cronwave_core.rpc import error_from_rpc
 
 FENCING_SCOPE = "planner"
+LATEST_PAGE = 10_000
+PENDING_PAGE = 5_000
+MISSED_BATCH = 500
+IN_FLIGHT_LIMIT = 100  # more runs of one schedule in flight than this is a runaway
 
 # Codes after which the same request may well succeed later.
 _TRANSIENT = {
@@ -33,7 +42,13 @@ _TRANSIENT = {
     grpc.StatusCode.UNKNOWN,
     grpc.StatusCode.CANCELLED,
 }
-_PLANNED = (common_pb2.TRIGGER_KIND_SCHEDULED, common_pb2.TRIGGER_KIND_CATCHUP)
+TRIGGERS = {
+    Trigger.SCHEDULED: common_pb2.TRIGGER_KIND_SCHEDULED,
+    Trigger.CATCHUP: common_pb2.TRIGGER_KIND_CATCHUP,
+    Trigger.BACKFILL: common_pb2.TRIGGER_KIND_BACKFILL,
+}
+_FROM_PB = {v: k for k, v in TRIGGERS.items()}
+_IN_FLIGHT = {common_pb2.RUN_STATE_PENDING: "pending", common_pb2.RUN_STATE_RUNNING: "running"}
 
 
 def _error(exc: grpc.RpcError, peer: str) -> CronwaveError:
@@ -45,7 +60,8 @@ def _error(exc: grpc.RpcError, peer: str) -> CronwaveError:
 
 
 def idempotency_key(schedule_id: str, fire_time: datetime) -> str:
-    """The key of a scheduled fire: the same on every planner replica."""
+    """The key of a planned fire: the same on every planner replica, whatever the
+    trigger, so a slot has one run however often and by whom it is started."""
     return f"{schedule_id}@{fire_time.isoformat()}"
 
 
@@ -54,8 +70,14 @@ class DispatcherClient:
         self._stub = dispatcher_grpc.DispatcherServiceStub(channel)
         self._timeout = timeout.total_seconds()
 
-    def start_run(self, schedule_id: str, fire_time: datetime, token: int) -> str:
-        """Start the run of one scheduled fire; returns its run id (also when the
+    def start_run(
+        self,
+        schedule_id: str,
+        fire_time: datetime,
+        token: int,
+        trigger: Trigger = Trigger.SCHEDULED,
+    ) -> str:
+        """Start the run of one planned fire; returns its run id (also when the
         dispatcher already had it: a repeated start is harmless)."""
         request = dispatcher_pb.StartRunRequest(
             schedule_id=schedule_id,
@@ -63,7 +85,7 @@ class DispatcherClient:
             fencing_token=token,
             fencing_scope=FENCING_SCOPE,
             idempotency_key=idempotency_key(schedule_id, fire_time),
-            trigger=common_pb2.TRIGGER_KIND_SCHEDULED,
+            trigger=TRIGGERS[trigger],
         )
         try:
             reply = self._stub.StartRun(request, timeout=self._timeout)
@@ -77,26 +99,119 @@ class StoreClient:
         self._stub = store_grpc.WorkflowStoreServiceStub(channel)
         self._timeout = timeout.total_seconds()
 
-    def record_missed(self, schedule_id: str, fire_time: datetime, reason: str, token: int) -> None:
-        request = store_pb.RecordMissedRequest(
-            schedule_id=schedule_id,
-            fire_time=dt_to_ts(fire_time),
-            reason=reason,
-            fencing_token=token,
-            fencing_scope=FENCING_SCOPE,
-        )
+    def _call(self, method: grpc.UnaryUnaryMultiCallable, request: object) -> object:
         try:
-            self._stub.RecordMissed(request, timeout=self._timeout)
+            return method(request, timeout=self._timeout)
         except grpc.RpcError as exc:
             raise _error(exc, "workflow-store") from exc
 
-    def newest_fire_time(self, schedule_id: str) -> datetime | None:
-        """The latest fire time of a scheduled (or catch-up) run the store has for the
-        schedule, missed ones included; None when it has none."""
-        request = store_pb.ListRunsRequest(schedule_id=schedule_id, limit=20)
+    def record_missed(self, slots: Sequence[Missed], token: int) -> list[str]:
+        """Record ``slots`` as MISSED (or as placeholders), in batches; returns the ids
+        of schedules the store no longer has (their slots were left out)."""
+        unknown: list[str] = []
+        for i in range(0, len(slots), MISSED_BATCH):
+            request = store_pb.RecordMissedBatchRequest(
+                fencing_token=token, fencing_scope=FENCING_SCOPE
+            )
+            for slot in slots[i : i + MISSED_BATCH]:
+                request.slots.add(
+                    schedule_id=slot.schedule_id,
+                    fire_time=dt_to_ts(slot.fire_time),
+                    reason=slot.reason,
+                    trigger=TRIGGERS[slot.trigger],
+                )
+            reply = self._call(self._stub.RecordMissedBatch, request)
+            assert isinstance(reply, store_pb.RecordMissedBatchResponse)
+            unknown.extend(reply.unknown_schedules)
+        return unknown
+
+    def latest_fire_times(self) -> dict[str, tuple[datetime, int]]:
+        """Every schedule's newest handled fire time and count of fire times, page by
+        page (one GROUP BY query each on the store's side)."""
+        latest: dict[str, tuple[datetime, int]] = {}
+        after = ""
+        while True:
+            request = store_pb.LatestFireTimesRequest(after_schedule_id=after, limit=LATEST_PAGE)
+            reply = self._call(self._stub.LatestFireTimes, request)
+            assert isinstance(reply, store_pb.LatestFireTimesResponse)
+            for entry in reply.entries:
+                latest[entry.schedule_id] = (ts_to_dt(entry.fire_time), int(entry.fires))
+            if len(reply.entries) < LATEST_PAGE:
+                return latest
+            after = reply.entries[-1].schedule_id
+
+    def pending_fires(self) -> list[Missed]:
+        """Every placeholder (see ``work``) of a live schedule, oldest run first."""
+        found: list[Missed] = []
+        after = ""
+        while True:
+            request = store_pb.ListPendingFiresRequest(after_run_id=after, limit=PENDING_PAGE)
+            reply = self._call(self._stub.ListPendingFires, request)
+            assert isinstance(reply, store_pb.ListPendingFiresResponse)
+            for run in reply.runs:
+                trigger = _FROM_PB.get(run.trigger, Trigger.SCHEDULED)
+                found.append(Missed(run.schedule_id, ts_to_dt(run.fire_time), run.error, trigger))
+            if len(reply.runs) < PENDING_PAGE:
+                return found
+            after = reply.runs[-1].run_id
+
+    def in_flight(self, schedule_id: str) -> list[InFlight]:
+        """The schedule's PENDING and RUNNING runs (at most ``IN_FLIGHT_LIMIT``)."""
+        request = store_pb.ListRunsRequest(
+            schedule_id=schedule_id,
+            limit=IN_FLIGHT_LIMIT,
+            states=[common_pb2.RUN_STATE_PENDING, common_pb2.RUN_STATE_RUNNING],
+        )
+        reply = self._call(self._stub.ListRuns, request)
+        assert isinstance(reply, store_pb.ListRunsResponse)
+        return [
+            InFlight(r.run_id, _IN_FLIGHT.get(r.state, "pending"), r.attempt, ts_to_dt(r.fire_time))
+            for r in reply.runs
+        ]
+
+    def cancel_run(self, run: InFlight, reason: str) -> bool:
+        """Complete ``run`` as CANCELLED with ``reason`` (its worker's next heartbeat is
+        refused, so the job stops). False when it had finished already. A claim that
+        races the cancel is met by reading the run again, a few times."""
+        attempt = run.attempt
+        for _ in range(3):
+            request = store_pb.CompleteRunRequest(
+                run_id=run.run_id,
+                attempt_token=attempt,
+                state=common_pb2.RUN_STATE_CANCELLED,
+                error=reason,
+            )
+            try:
+                reply = self._call(self._stub.CompleteRun, request)
+            except CronwaveError as exc:
+                if exc.status == "FAILED_PRECONDITION" and exc.message.startswith("attempt_token"):
+                    attempt = self._attempt(run.run_id)
+                    continue
+                raise
+            assert isinstance(reply, store_pb.CompleteRunResponse)
+            return bool(reply.changed)
+        return False
+
+    def _attempt(self, run_id: str) -> int:
+        reply = self._call(self._stub.GetRun, store_pb.GetRunRequest(run_id=run_id))
+        assert isinstance(reply, store_pb.GetRunResponse)
+        return int(reply.run.attempt)
+
+
+class LeaderClient:
+    """Who holds the planner lease (to tell a caller which replica leads)."""
+
+    def __init__(self, channel: grpc.Channel, timeout: timedelta, scope: str) -> None:
+        self._stub = leader_grpc.LeaderElectionServiceStub(channel)
+        self._timeout = timeout.total_seconds()
+        self._scope = scope
+
+    def holder(self) -> str:
+        """The current holder's candidate name; "" when nobody leads or it is unknown."""
         try:
-            reply = self._stub.ListRuns(request, timeout=self._timeout)
-        except grpc.RpcError as exc:
-            raise _error(exc, "workflow-store") from exc
-        times = [ts_to_dt(r.fire_time) for r in reply.runs if r.trigger in _PLANNED]
-        return max(times, default=None)
+            reply = self._stub.Observe(
+                leader_pb.ObserveRequest(scope=self._scope), timeout=self._timeout
+            )
+        except grpc.RpcError:
+            return ""
+        return str(reply.lease.holder)

@@ -1,59 +1,81 @@
-"""Every schedule the planner knows, and which one fires next.
+"""Every schedule the planner knows, and which one needs attention next.
 
-Each active schedule has exactly one pending *slot*: its next nominal fire time and the
-instant the planner should act on it (the fire time, or later while a failed start is
-being retried). Slots sit in a heap keyed by (act at, schedule id, generation); a change
-bumps the schedule's generation instead of searching the heap, and stale heap entries
-are dropped when they surface (lazy invalidation). Finding the next due slot is
-therefore O(log n) amortised, and a change re-computes only its own schedule.
+Each active schedule has exactly one pending *slot*: its next occurrence -- a fire time,
+or a slot the DST policy skipped (so it is recorded as MISSED when it comes, not
+dropped) -- and the instant the planner acts on it: the fire time delayed by the
+schedule's deterministic jitter (a skipped slot: its own instant). The nominal fire
+time stays the run's identity; only the moment of the start moves.
 
-Where a schedule's next fire is searched from: strictly after the latest of
-- the instant its current version took effect (``since``: created, edited or resumed),
-  so no slot from before a change or from a pause is fired;
-- the newest slot already consumed here (fired or recorded missed), so none fires twice;
-- ``now - lookback``, so a slot that came due shortly before the schedule reached the
-  index (a late watch event, a planner restart) still fires, but no older backlog does.
+Slots sit in a heap keyed by (act at, schedule id, generation); a change bumps the
+schedule's generation instead of searching the heap, and stale heap entries are dropped
+when they surface (lazy invalidation). Finding the next due slot is therefore
+O(log n) amortised, and a change re-computes only its own schedule.
 
-Paused and deleted schedules have no slot. Thread-safe: one lock guards everything.
+Where a schedule's next occurrence is searched from: strictly after
+``max(since, handled)``, where
+- ``since`` is the instant its current version took effect (created, edited or
+  resumed), so nothing from before a change or from a pause is planned: slots during
+  a pause are not runs and are not caught up;
+- ``handled`` is the instant through which every occurrence was handled (started,
+  queued, or recorded MISSED): by this planner, or -- at the start of a term -- by
+  whoever led before, as the store's newest fire time says.
+The fire loop plans every occurrence in ``(max(since, handled), now]`` at once
+(catch-up, ``cronwave_core.catchup``), so the index never needs to look further back.
+
+``fires`` counts the fire times handled, for ``max_runs`` on a schedule without
+``start_at`` (with ``start_at`` the calendar stops by itself). Paused, deleted and
+finished schedules have no slot. Thread-safe: one lock guards everything.
 """
 
 from __future__ import annotations
 
 import heapq
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
-from datetime import datetime, timedelta
+from datetime import datetime
 
-from cronwave_core.calendar import next_fire_time
+from cronwave_core.calendar import occurrences_after, runs_left
+from cronwave_core.jitter import jittered
 from cronwave_core.spec import ScheduleDef
 
-DEFAULT_LOOKBACK = timedelta(seconds=60)
 
-
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Slot:
-    """One pending fire of a schedule."""
+    """The next occurrence of a schedule."""
 
     schedule_id: str
-    fire_time: datetime  # nominal
-    act_at: datetime  # when the planner should (re)try it
-    attempts: int = 0  # failed start attempts so far
+    fire_time: datetime  # nominal instant (a DST-skipped slot: as calendar_dst reports it)
+    act_at: datetime  # when the planner handles it
     generation: int = 0
 
 
-@dataclass
+@dataclass(frozen=True, slots=True)
+class Position:
+    """What the fire loop needs to plan a due slot: every occurrence at or before
+    ``after`` is handled, and ``fires`` fire times were."""
+
+    schedule: ScheduleDef
+    after: datetime
+    fires: int
+
+
+@dataclass(slots=True)
 class _Entry:
     schedule: ScheduleDef
     since: datetime
-    consumed: datetime | None = None
+    handled: datetime | None = None
+    fires: int = 0
     slot: Slot | None = None
     generation: int = 0
 
+    @property
+    def after(self) -> datetime:
+        return self.since if self.handled is None else max(self.since, self.handled)
+
 
 class ScheduleIndex:
-    def __init__(self, lookback: timedelta = DEFAULT_LOOKBACK) -> None:
-        self.lookback = lookback
+    def __init__(self) -> None:
         self._lock = threading.RLock()
         self._entries: dict[str, _Entry] = {}
         self._heap: list[tuple[datetime, str, int]] = []
@@ -102,17 +124,23 @@ class ScheduleIndex:
         slot = self.peek()
         return slot if slot is not None and slot.act_at <= now else None
 
+    def position(self, slot: Slot) -> Position | None:
+        """Where ``slot``'s schedule stands; None when a change superseded the slot."""
+        with self._lock:
+            entry = self._current(slot)
+            if entry is None:
+                return None
+            return Position(entry.schedule, entry.after, entry.fires)
+
     def heap_size(self) -> int:
         """Heap entries including stale ones (kept bounded by compaction)."""
         with self._lock:
             return len(self._heap)
 
     # changing ----------------------------------------------------------------
-    def load(
-        self, schedules: Iterable[tuple[ScheduleDef, datetime]], revision: int, now: datetime
-    ) -> None:
+    def load(self, schedules: Iterable[tuple[ScheduleDef, datetime]], revision: int) -> None:
         """Replace everything with ``schedules`` (each with its ``since``), as read at
-        store ``revision``. Consumed slots of schedules that stay are remembered."""
+        store ``revision``. What was handled of schedules that stay is remembered."""
         with self._lock:
             old = self._entries
             self._entries = {}
@@ -120,18 +148,21 @@ class ScheduleIndex:
             self._live = 0
             for schedule, since in schedules:
                 previous = old.get(schedule.schedule_id)
-                entry = _Entry(schedule, since, previous.consumed if previous else None)
-                entry.generation = previous.generation + 1 if previous else 0
+                entry = _Entry(schedule, since)
+                if previous is not None:
+                    entry.handled, entry.fires = previous.handled, previous.fires
+                    entry.generation = previous.generation + 1
                 self._entries[schedule.schedule_id] = entry
-                self._reschedule(entry, now)
+                self._reschedule(entry)
             self._revision = revision
 
-    def apply(self, schedule: ScheduleDef, since: datetime, now: datetime) -> bool:
+    def apply(self, schedule: ScheduleDef, since: datetime) -> bool:
         """Apply one change of a schedule (created, edited, paused or resumed).
 
         Returns False, changing nothing, for a change no newer than the one already
         applied. An edit that leaves the calendar and the pause alone keeps the
-        pending slot; any other change re-computes that schedule's next fire only.
+        pending slot; any other change re-computes that schedule's next slot only,
+        from the change on.
         """
         with self._lock:
             self._revision = max(self._revision, schedule.revision)
@@ -139,7 +170,7 @@ class ScheduleIndex:
             if entry is None:
                 entry = _Entry(schedule, since)
                 self._entries[schedule.schedule_id] = entry
-                self._reschedule(entry, now)
+                self._reschedule(entry)
                 return True
             if schedule.revision and schedule.revision <= entry.schedule.revision:
                 return False
@@ -150,7 +181,7 @@ class ScheduleIndex:
             if same_calendar:
                 return True
             entry.since = since
-            self._reschedule(entry, now)
+            self._reschedule(entry)
             return True
 
     def remove(self, schedule_id: str, revision: int = 0) -> bool:
@@ -165,38 +196,29 @@ class ScheduleIndex:
             self._compact_if_sparse()
             return True
 
-    def advance(self, slot: Slot, now: datetime) -> Slot | None:
-        """``slot`` is done (started, found started already, or recorded missed): the
-        schedule moves on to its next fire after it. A slot a change has superseded
-        in the meantime is ignored; the current one stands."""
+    def advance(self, slot: Slot, through: datetime, fires: int = 0) -> Slot | None:
+        """Every occurrence of ``slot``'s schedule up to ``through`` is handled, ``fires``
+        of them fire times: the schedule moves on to its next occurrence after that. A
+        slot a change has superseded in the meantime is ignored; the current one
+        stands."""
         with self._lock:
             entry = self._current(slot)
             if entry is None:
                 return self.slot(slot.schedule_id)
-            entry.consumed = max(slot.fire_time, entry.consumed or slot.fire_time)
-            self._reschedule(entry, now)
+            entry.handled = through if entry.handled is None else max(entry.handled, through)
+            entry.fires += fires
+            self._reschedule(entry)
             return entry.slot
 
-    def defer(self, slot: Slot, until: datetime) -> Slot | None:
-        """Act on ``slot`` again at ``until`` (a retry), counting the failed attempt."""
+    def rebase(self, latest: Mapping[str, tuple[datetime, int]]) -> None:
+        """Take the store's word for what was handled (a new term begins): for every
+        schedule, ``latest[id]`` is (newest handled fire time, fire times handled);
+        a schedule missing from it has handled nothing since its creation."""
         with self._lock:
-            entry = self._current(slot)
-            if entry is None:
-                return self.slot(slot.schedule_id)
-            self._set_slot(entry, replace(slot, act_at=until, attempts=slot.attempts + 1))
-            return entry.slot
-
-    def rebase(self, schedule_id: str, newest: datetime | None, now: datetime) -> Slot | None:
-        """Re-compute a schedule's next fire knowing that ``newest`` is the latest fire
-        time another planner already handled (used when this one becomes leader)."""
-        with self._lock:
-            entry = self._entries.get(schedule_id)
-            if entry is None:
-                return None
-            if newest is not None:
-                entry.consumed = max(newest, entry.consumed or newest)
-            self._reschedule(entry, now)
-            return entry.slot
+            for schedule_id, entry in self._entries.items():
+                newest, fires = latest.get(schedule_id, (None, 0))
+                entry.handled, entry.fires = newest, fires
+                self._reschedule(entry)
 
     # internals -----------------------------------------------------------------
     def _current(self, slot: Slot) -> _Entry | None:
@@ -205,18 +227,22 @@ class ScheduleIndex:
             return None
         return entry
 
-    def _reschedule(self, entry: _Entry, now: datetime) -> None:
-        if entry.schedule.paused:
+    def _reschedule(self, entry: _Entry) -> None:
+        schedule = entry.schedule
+        spec = schedule.spec
+        if schedule.paused:
             self._set_slot(entry, None)
             return
-        after = max(entry.since, now - self.lookback)
-        if entry.consumed is not None:
-            after = max(after, entry.consumed)
-        fire = next_fire_time(entry.schedule.spec, after)
-        if fire is None:
+        if spec.max_runs and spec.start_at is None and runs_left(spec, entry.fires) == 0:
+            self._set_slot(entry, None)  # it has had all its runs
+            return
+        occurrence = next(occurrences_after(spec, entry.after), None)
+        if occurrence is None:
             self._set_slot(entry, None)
             return
-        self._set_slot(entry, Slot(entry.schedule.schedule_id, fire, fire))
+        at = occurrence.at
+        act_at = at if occurrence.skipped else jittered(schedule.schedule_id, at, spec.jitter)
+        self._set_slot(entry, Slot(schedule.schedule_id, at, act_at))
 
     def _set_slot(self, entry: _Entry, slot: Slot | None) -> None:
         entry.generation += 1

@@ -9,11 +9,14 @@ from datetime import UTC, datetime
 import grpc
 
 from cron_planner.app import PlannerStatus
+from cron_planner.backfills import BackfillRequest, BackfillResult
+from cronwave.v1 import common_pb2
 from cronwave.v1 import cron_planner_service_pb2 as pb
 from cronwave.v1 import cron_planner_service_pb2_grpc as pb_grpc
 from cronwave_core.calendar import fire_times, validate
-from cronwave_core.convert import dt_to_ts, spec_from_proto, ts_to_dt
+from cronwave_core.convert import dt_to_ts, opt_ts, policy_from_proto, spec_from_proto, ts_to_dt
 from cronwave_core.errors import InvalidArgument
+from cronwave_core.spec import Overlap
 
 MAX_PREVIEW = 1000
 
@@ -23,9 +26,11 @@ class CronPlannerServicer(pb_grpc.CronPlannerServiceServicer):
         self,
         status: Callable[[], PlannerStatus],
         now: Callable[[], datetime] = lambda: datetime.now(UTC),
+        backfill: Callable[[BackfillRequest], BackfillResult] | None = None,
     ) -> None:
         self._status = status
         self._now = now
+        self._backfill = backfill
 
     def GetPlannerStatus(
         self, request: pb.GetPlannerStatusRequest, context: grpc.ServicerContext
@@ -56,3 +61,38 @@ class CronPlannerServicer(pb_grpc.CronPlannerServiceServicer):
         after = ts_to_dt(request.after) if request.HasField("after") else self._now()
         times = itertools.islice(fire_times(spec, after), request.count)
         return pb.PreviewFireTimesResponse(fire_times=[dt_to_ts(t) for t in times])
+
+    def Backfill(
+        self, request: pb.BackfillRequest, context: grpc.ServicerContext
+    ) -> pb.BackfillResponse:
+        if self._backfill is None:
+            context.abort(grpc.StatusCode.UNIMPLEMENTED, "this planner does not backfill")
+        assert self._backfill is not None
+        result = self._backfill(
+            BackfillRequest(
+                schedule_id=request.schedule_id,
+                start=opt_ts(request, "start"),
+                end=opt_ts(request, "end"),
+                dry_run=request.dry_run,
+                rate_per_second=request.rate_per_second,
+                overlap=_overlap(request.overlap),
+            )
+        )
+        reply = pb.BackfillResponse(
+            fire_times=[dt_to_ts(t) for t in result.fire_times],
+            dst_skipped=[dt_to_ts(t) for t in result.dst_skipped],
+            dry_run=result.dry_run,
+        )
+        if result.finishes_at is not None:
+            reply.finishes_at.CopyFrom(dt_to_ts(result.finishes_at))
+        return reply
+
+
+def _overlap(value: int) -> Overlap | None:
+    """The request's overlap override; None (UNSPECIFIED) keeps the schedule's."""
+    if value == 0:
+        return None
+    try:
+        return policy_from_proto(common_pb2.SchedulePolicy(overlap=value)).overlap  # type: ignore[arg-type]
+    except InvalidArgument as exc:
+        raise InvalidArgument("overlap", exc.rule) from exc

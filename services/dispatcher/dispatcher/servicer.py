@@ -1,9 +1,13 @@
 """``cronwave.v1.DispatcherService``: record the run in the store, enqueue new runs.
 
 The store decides whether a start is new (one run per schedule and fire time, only
-from the newest fencing token); the dispatcher never second-guesses it. A store error
-reaches the caller with its code and message unchanged, so a stale planner sees
-FAILED_PRECONDITION and an unknown schedule NOT_FOUND, exactly as the store said it.
+from the newest fencing token). A store error reaches the caller with its code and
+message unchanged, so a stale planner sees FAILED_PRECONDITION and an unknown schedule
+NOT_FOUND, exactly as the store said it.
+
+Two look-ups come first (``caches``): a scheduled start found in the de-duplication
+cache is a start the store already recorded, and is answered without recording
+anything; every start is routed to its job type's queue by a cached route.
 """
 
 from __future__ import annotations
@@ -22,10 +26,22 @@ from cronwave.v1 import common_pb2
 from cronwave.v1 import dispatcher_service_pb2 as pb
 from cronwave.v1 import dispatcher_service_pb2_grpc as pb_grpc
 from cronwave.v1 import workflow_store_service_pb2 as store_pb
+from cronwave_core.caching import CacheControl, RunStatusCache
 from cronwave_core.convert import dt_to_ts, ts_to_dt
 from cronwave_core.errors import InvalidArgument, Unavailable
+from cronwave_core.faults import Faults, run_key
 from cronwave_core.queueing import RunMessage
-from cronwave_core.telemetry import hop_span, inject_context, run_attributes
+from cronwave_core.telemetry import (
+    ATTR_FIRE_TIME,
+    ATTR_JOB_TYPE,
+    ATTR_QUEUE,
+    ATTR_SCHEDULE_ID,
+    ATTR_TRIGGER,
+    hop_span,
+    inject_context,
+    run_attributes,
+)
+from dispatcher.caches import DedupCache, RouteCache
 from dispatcher.requests import StartRequest, manual_fire_time
 
 log = logging.getLogger("cronwave.dispatcher")
@@ -36,6 +52,15 @@ DEFAULT_QUEUE = "default"
 
 def _now() -> datetime:
     return datetime.now(UTC)
+
+
+def trigger_name(trigger: int) -> str:
+    """``scheduled``, ``manual``, ... for a ``cronwave.v1.TriggerKind`` value."""
+    try:
+        name = common_pb2.TriggerKind.Name(trigger)
+    except ValueError:
+        return str(trigger)
+    return name.removeprefix("TRIGGER_KIND_").lower()
 
 
 def current_trace_id() -> str:
@@ -51,10 +76,19 @@ class DispatcherServicer(pb_grpc.DispatcherServiceServicer):
         store: Any,  # WorkflowStoreServiceStub
         broker: RedisBroker,
         now: Callable[[], datetime] = _now,
+        *,
+        routes: RouteCache | None = None,
+        dedup: DedupCache | None = None,
+        run_status: RunStatusCache | None = None,
+        faults: Faults | None = None,
     ) -> None:
         self.store = store
         self.broker = broker
         self.now = now
+        self.routes = routes
+        self.dedup = dedup
+        self.run_status = run_status
+        self.faults = faults or Faults()
 
     def StartRun(
         self, request: pb.StartRunRequest, context: grpc.ServicerContext
@@ -72,7 +106,7 @@ class DispatcherServicer(pb_grpc.DispatcherServiceServicer):
                 fencing_scope=request.fencing_scope,
                 idempotency_key=request.idempotency_key,
             )
-            run, created = self._start(start, span, context)
+            run, created = self._start(start, span, context, dedupe=True)
             return pb.StartRunResponse(run=run, created=created)
 
     def TriggerRun(
@@ -85,13 +119,43 @@ class DispatcherServicer(pb_grpc.DispatcherServiceServicer):
                 trigger=common_pb2.TRIGGER_KIND_MANUAL,
                 idempotency_key=request.idempotency_key,
             )
-            run, created = self._start(start, span, context)
+            # A manual fire time is new by construction: nothing to de-duplicate.
+            run, created = self._start(start, span, context, dedupe=False)
             return pb.TriggerRunResponse(run=run, created=created)
 
     def _start(
-        self, start: StartRequest, span: trace.Span, context: grpc.ServicerContext
+        self,
+        start: StartRequest,
+        span: trace.Span,
+        context: grpc.ServicerContext,
+        *,
+        dedupe: bool,
     ) -> tuple[common_pb2.Run, bool]:
-        span.set_attribute("cronwave.schedule_id", start.schedule_id)
+        key = run_key(start.schedule_id, start.fire_time)
+        control = CacheControl.from_metadata(context.invocation_metadata())
+        trigger = trigger_name(start.trigger)
+        span.set_attributes(
+            {
+                ATTR_SCHEDULE_ID: start.schedule_id,
+                ATTR_FIRE_TIME: start.fire_time.isoformat(),
+                ATTR_TRIGGER: trigger,
+            }
+        )
+        if dedupe and self.dedup is not None:
+            known = self.dedup.lookup(key, control)
+            # A start with an older token than the run's goes on to the store, which
+            # refuses it: a deposed planner must learn that it is deposed.
+            if known is not None and start.fencing_token >= known.fencing_token:
+                # Not the run's own span: a duplicate start is no part of its waterfall.
+                span.set_attribute("cronwave.duplicate_of", known.run_id)
+                return self._current(known), False
+        queue = ""
+        if self.routes is not None:
+            route, _ = self.routes.route(start.schedule_id, control=control, fault_key=key)
+            if route is not None:
+                queue = route.queue
+                span.set_attributes({ATTR_JOB_TYPE: route.job_type, ATTR_QUEUE: queue})
+        self.faults.inject("dispatch", "app", key, span)
         try:
             recorded = self.store.RecordRun(
                 store_pb.RecordRunRequest(
@@ -101,23 +165,31 @@ class DispatcherServicer(pb_grpc.DispatcherServiceServicer):
                     fencing_token=start.fencing_token,
                     fencing_scope=start.fencing_scope,
                     idempotency_key=start.idempotency_key,
+                    queue=queue,
                     trace_id=current_trace_id(),
                 )
             )
         except grpc.RpcError as exc:
             _abort_like(context, exc)
         run = recorded.run
-        fire_time = ts_to_dt(run.fire_time)
-        attrs = run_attributes(run.run_id, run.schedule_id, fire_time.isoformat())
-        span.set_attributes({**attrs, "cronwave.created": recorded.created})
+        if dedupe and self.dedup is not None:
+            self.dedup.remember(key, run)
         if not recorded.created:
+            span.set_attribute("cronwave.duplicate_of", run.run_id)
             log.info("run %s: duplicate start; nothing enqueued", run.run_id)
             return run, False
+        fire_time = ts_to_dt(run.fire_time)
+        attrs: dict[str, Any] = {
+            **run_attributes(run.run_id, run.schedule_id, fire_time.isoformat()),
+            ATTR_JOB_TYPE: run.job_type,
+            ATTR_TRIGGER: trigger,
+        }
+        span.set_attributes({**attrs, "cronwave.created": True})
         queue = run.queue or DEFAULT_QUEUE
         # Appended before the message exists, so the history reads in the order things
         # happen: a worker cannot claim (and record "claimed") before "enqueued".
         self._event(run.run_id, "enqueued", queue)
-        with hop_span("dispatch.enqueue", "dispatch", "queue", {**attrs, "cronwave.queue": queue}):
+        with hop_span("dispatch.enqueue", "dispatch", "queue", {**attrs, ATTR_QUEUE: queue}):
             message = RunMessage(
                 run_id=run.run_id,
                 schedule_id=run.schedule_id,
@@ -138,6 +210,21 @@ class DispatcherServicer(pb_grpc.DispatcherServiceServicer):
                     f"{exc}; the broker (CRONWAVE_REDIS_URL) is unreachable"
                 ) from exc
         return run, True
+
+    def _current(self, known: common_pb2.Run) -> common_pb2.Run:
+        """The run a duplicate start stands for, as it is now: from the run-status
+        cache when it has ended, else read from the store; as the cache knew it when
+        the store cannot be read."""
+        if self.run_status is not None:
+            ended = self.run_status.lookup(known.run_id, "dispatch")
+            if ended is not None:
+                return ended
+        try:
+            run: common_pb2.Run = self.store.GetRun(store_pb.GetRunRequest(run_id=known.run_id)).run
+        except grpc.RpcError as exc:
+            log.warning("run %s: duplicate answered as cached; store: %s", known.run_id, exc)
+            return known
+        return run
 
     def _event(self, run_id: str, kind: str, detail: str) -> None:
         """Append to the run's history. The run is already recorded and queued, so a

@@ -24,14 +24,14 @@ def declare_actors(
     broker: RedisBroker, queues: Iterable[str], processor: RunProcessor, registry: Registry
 ) -> list[dramatiq.Actor[..., None]]:
     """Declare the actor of each queue on ``broker``. ``max_retries=0``: retrying a
-    run is the store's decision (its retry policy), never the broker's."""
+    run is the store's decision (its retry policy), never the broker's. Among messages
+    this worker holds at once, the queue whose job types have the lowest priority
+    number goes first (dramatiq's actor priority)."""
     actors = []
     for queue in queues:
-        limits = [t.duration_limit for t in registry if t.queue == queue]
-        backstop = max(limits, default=_DEFAULT_LIMIT) + _BACKSTOP_MARGIN
-
-        def handle(**kwargs: Any) -> None:
-            processor.process(kwargs)
+        types = [t for t in registry if t.queue == queue]
+        backstop = max((t.duration_limit for t in types), default=_DEFAULT_LIMIT)
+        priority = min((t.priority for t in types), default=0)
 
         actors.append(
             dramatiq.actor(
@@ -39,7 +39,17 @@ def declare_actors(
                 queue_name=queue,
                 broker=broker,
                 max_retries=0,
-                time_limit=int(backstop.total_seconds() * 1000),
-            )(handle)
+                priority=priority,
+                time_limit=int((backstop + _BACKSTOP_MARGIN).total_seconds() * 1000),
+            )(_handler(processor, queue))
         )
     return actors
+
+
+def _handler(processor: RunProcessor, queue: str) -> Any:
+    # Positional arguments are accepted so that a malformed message reaches the
+    # processor, which dead-letters it, instead of failing inside dramatiq.
+    def handle(*args: Any, **kwargs: Any) -> None:
+        processor.process(kwargs, args, queue=queue)
+
+    return handle

@@ -1,10 +1,11 @@
 """The worker process: a dramatiq worker inside our own process, plus the gRPC status
 service and health checks.
 
-Start-up order: register this worker's job types with the store, start consuming,
-then report SERVING, so a schedule can name these job types as soon as the worker is
-healthy. On SIGTERM: stop taking messages and let in-flight jobs finish (up to the
-grace period), then stop the gRPC server.
+Start-up order: start the warm job processes, register this worker's job types (those
+of the queues it consumes) with the store, start consuming, then report SERVING, so a
+schedule can name these job types as soon as the worker is healthy. On SIGTERM: stop
+taking messages and let in-flight jobs finish (up to the grace period), then stop the
+gRPC server and the job processes.
 """
 
 from __future__ import annotations
@@ -24,15 +25,20 @@ from cronwave.v1 import worker_service_pb2_grpc as worker_grpc
 from cronwave.v1 import workflow_store_service_pb2 as store_pb
 from cronwave.v1 import workflow_store_service_pb2_grpc as store_grpc
 from cronwave_core.bootstrap import RunningServer, Service, full_names
+from cronwave_core.caching import RunStatusCache, redis_client
 from cronwave_core.convert import td_to_duration
 from cronwave_core.errors import CronwaveError
+from cronwave_core.faults import Faults
 from cronwave_core.queueing import make_broker
 from cronwave_core.rpc import error_from_rpc, open_channel
 from cronwave_core.settings import Settings
 from cronwave_core.telemetry import init_tracing
 from worker.actors import declare_actors
+from worker.dead_letters import DeadLetterRejected
+from worker.job_process import JobProcessPool
 from worker.jobs import JobType, Registry, default_registry
-from worker.runtime import RunProcessor, WorkerStats, with_retries
+from worker.options import WorkerOptions
+from worker.runtime import Isolation, RunProcessor, WorkerStats, with_retries
 from worker.status import WorkerStatusServicer
 
 log = logging.getLogger("cronwave.worker")
@@ -47,7 +53,9 @@ def job_type_to_proto(job_type: JobType) -> common_pb2.JobType:
         name=job_type.name,
         duration_limit=td_to_duration(job_type.duration_limit),
         heartbeat_timeout=td_to_duration(job_type.heartbeat_timeout),
+        retry=job_type.retry_policy.to_proto(),
         queue=job_type.queue,
+        priority=job_type.priority,
         financial=job_type.financial,
     )
 
@@ -101,15 +109,33 @@ def main() -> None:
     settings = Settings.from_env()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s worker %(levelname)s %(message)s")
     provider = init_tracing("worker", settings)
+    options = WorkerOptions.from_env(settings.extra, settings.worker_threads)
     registry = default_registry(settings)
+    pool: JobProcessPool | None = None
+    if options.isolation == "process":
+        pool = JobProcessPool(warm=options.warm_processes, max_idle=settings.worker_threads)
+        pool.start(wait=False)
     broker = make_broker(settings)
     dramatiq.set_broker(broker)
     channel = open_channel(settings.store_addr, settings.rpc_timeout)
     store = store_grpc.WorkflowStoreServiceStub(channel)
     register_job_types(store, registry)
+    if pool is not None:
+        pool.wait_ready()
 
     stats = WorkerStats()
-    processor = RunProcessor(store, registry, settings.worker_id, stats)
+    cache_redis = redis_client(settings.redis_url)
+    processor = RunProcessor(
+        store,
+        registry,
+        settings.worker_id,
+        stats,
+        broker=broker,
+        isolation=Isolation(pool=pool, kill_grace=options.kill_grace),
+        run_status=RunStatusCache(cache_redis, settings.namespace),
+        faults=Faults.from_env_value(settings.fault),
+    )
+    broker.add_middleware(DeadLetterRejected(processor))
     declare_actors(broker, settings.worker_queues, processor, registry)
     consumer = dramatiq.Worker(
         broker,
@@ -122,7 +148,10 @@ def main() -> None:
     )
 
     def on_stop() -> None:
+        if pool is not None:
+            pool.close()
         broker.close()
+        cache_redis.close()
         channel.close()
         for job_type in registry:
             dispose = getattr(job_type.fn, "dispose", None)

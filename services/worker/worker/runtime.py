@@ -4,6 +4,10 @@ A message is only a pointer to a run. The store's claim decides whether this wor
 may run it (exactly one live attempt per run); a message for a run that is already
 terminal or held by a live attempt is acknowledged and dropped, which is what makes
 at-least-once delivery run a job once.
+
+A message this worker cannot use (undecodable, naming no run the store knows, or a
+job type this worker does not have) is a poison message: it goes to the store's
+dead-letter list with the reason, and is acknowledged.
 """
 
 from __future__ import annotations
@@ -12,27 +16,39 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping
-from datetime import UTC, datetime
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
 import grpc
+from dramatiq.brokers.redis import RedisBroker
 from opentelemetry import trace
 from opentelemetry.trace import Status, StatusCode
 
 from cronwave.v1 import common_pb2
 from cronwave.v1 import workflow_store_service_pb2 as store_pb
-from cronwave_core.convert import ts_to_dt
-from cronwave_core.queueing import RunMessage
+from cronwave_core.caching import RunStatusCache
+from cronwave_core.convert import td_to_duration, ts_to_dt
+from cronwave_core.faults import Faults, run_key
+from cronwave_core.queueing import RunMessage, UndecodableRunMessage
 from cronwave_core.telemetry import (
+    ATTR_FAULT,
     ATTR_HOP,
     ATTR_KIND,
+    ATTR_QUEUE,
+    ATTR_WORKER_ID,
     extracted_context,
     hop_span,
+    inject_context,
     run_attributes,
 )
-from worker.jobs import JobContext, Registry
+from worker.isolation import ProcessSupervisor
+from worker.job_process import JobProcessPool
+from worker.jobs import JobContext, JobType, Registry
+from worker.outcome import Action, Decision, decide
 from worker.supervisor import AttemptResult, BeatResult, Outcome, Supervisor, describe
+from worker.timing import epoch_ns, wait_until_fire_time
 
 log = logging.getLogger("cronwave.worker")
 
@@ -42,6 +58,7 @@ ATTR_LATENESS_MS = "cronwave.lateness_ms"
 ATTR_JOB_TYPE = "cronwave.job_type"
 ATTR_ATTEMPT = "cronwave.attempt"
 ATTR_OUTCOME = "cronwave.outcome"
+ATTR_OVERHEAD_MS = "cronwave.job_process.overhead_ms"
 
 # Calls whose failure says nothing about the run: the store is restarting or slow.
 _TRANSIENT = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
@@ -53,6 +70,10 @@ _STATE = {
     Outcome.FAILED: common_pb2.RUN_STATE_FAILED,
     Outcome.TIMED_OUT: common_pb2.RUN_STATE_TIMED_OUT,
 }
+
+#: A message that arrives more than this before its run's fire time is put back with
+#: a delay instead of holding a worker slot until then.
+EARLY_LIMIT = timedelta(seconds=30)
 
 
 class WorkerStats:
@@ -103,6 +124,15 @@ def with_retries(
     raise AssertionError("unreachable")  # the loop returns or raises
 
 
+@dataclass(frozen=True)
+class Isolation:
+    """Where job bodies run: in job processes from ``pool`` (killable, the default),
+    or in threads of the worker when ``pool`` is None."""
+
+    pool: JobProcessPool | None
+    kill_grace: timedelta = timedelta(seconds=2)
+
+
 class RunProcessor:
     """Turns one run message into at most one completed attempt."""
 
@@ -112,34 +142,72 @@ class RunProcessor:
         registry: Registry,
         worker_id: str,
         stats: WorkerStats,
+        broker: RedisBroker | None = None,
+        isolation: Isolation | None = None,
+        run_status: RunStatusCache | None = None,
+        faults: Faults | None = None,
     ) -> None:
         self.store = store
         self.registry = registry
         self.worker_id = worker_id
         self.stats = stats
+        self.broker = broker
+        self.isolation = isolation or Isolation(pool=None)
+        self.run_status = run_status  # terminal runs, for readers of run status
+        self.faults = faults or Faults()
 
-    def process(self, kwargs: Mapping[str, Any]) -> None:
-        """Handle the message's kwargs. An undecodable message raises (the broker
-        dead-letters it); a run that is not ours to run is skipped."""
-        message = RunMessage.from_kwargs(kwargs)
-        with extracted_context(message.trace):
-            attrs = run_attributes(
-                message.run_id, message.schedule_id, message.fire_time.isoformat()
+    def process(self, kwargs: Mapping[str, Any], args: Sequence[Any] = (), queue: str = "") -> None:
+        """Handle the message's arguments. A poison message is dead-lettered; a run
+        that is not ours to run is skipped."""
+        try:
+            if args:
+                raise UndecodableRunMessage("args", "a run message carries keyword arguments only")
+            message = RunMessage.from_kwargs(kwargs)
+        except UndecodableRunMessage as exc:
+            run_id = kwargs.get("run_id") if isinstance(kwargs, Mapping) else None
+            self.dead_letter(
+                run_id if isinstance(run_id, str) else "",
+                0,
+                "undecodable",
+                exc.message,
+                queue=queue,
+                message_json=_message_json(args, kwargs),
             )
-            self._record_pickup(message, attrs)
-            with hop_span("worker.claim", "pickup", "app", attrs) as span:
-                claim = with_retries(
-                    lambda: self.store.ClaimRun(
-                        store_pb.ClaimRunRequest(run_id=message.run_id, worker_id=self.worker_id)
-                    ),
-                    f"claim run {message.run_id}",
-                )
-                span.set_attribute("cronwave.claimed", claim.claimed)
+            return
+        if self._put_back_if_early(message):
+            return
+        with extracted_context(message.trace):
+            attrs = {
+                **run_attributes(
+                    message.run_id, message.schedule_id, message.fire_time.isoformat()
+                ),
+                ATTR_JOB_TYPE: message.job_type,
+                ATTR_QUEUE: message.queue,
+                ATTR_WORKER_ID: self.worker_id,
+            }
+            # A latency fault of the queue: the message is taken this much later.
+            key = run_key(message.schedule_id, message.fire_time)
+            held = self.faults.inject("pickup", "queue", key)
+            self._record_pickup(message, attrs, fault=bool(held))
+            claim = self._claim(message, attrs)
+            if claim is None:
+                return
             if not claim.claimed:
                 log.info(
-                    "run %s not claimed (state %s): already done or held by a live attempt",
+                    "run %s not claimed (state %s): done, held by a live attempt, or not due",
                     message.run_id,
                     common_pb2.RunState.Name(claim.run.state),
+                )
+                return
+            if claim.run.job_type not in self.registry:
+                known = ", ".join(self.registry.names()) or "none"
+                self.dead_letter(
+                    claim.run.run_id,
+                    claim.attempt_token,
+                    "unknown_job_type",
+                    f"this worker (queues {message.queue}) has no job type "
+                    f"'{claim.run.job_type}'; it runs: {known}",
+                    queue=message.queue,
                 )
                 return
             self.stats.started()
@@ -148,7 +216,71 @@ class RunProcessor:
             finally:
                 self.stats.finished()
 
-    def _record_pickup(self, message: RunMessage, attrs: Mapping[str, str]) -> None:
+    def _claim(
+        self, message: RunMessage, attrs: Mapping[str, str]
+    ) -> store_pb.ClaimRunResponse | None:
+        with hop_span("worker.claim", "pickup", "app", attrs) as span:
+            try:
+                claim: store_pb.ClaimRunResponse = with_retries(
+                    lambda: self.store.ClaimRun(
+                        store_pb.ClaimRunRequest(run_id=message.run_id, worker_id=self.worker_id)
+                    ),
+                    f"claim run {message.run_id}",
+                )
+            except grpc.RpcError as exc:
+                if exc.code() != grpc.StatusCode.NOT_FOUND:
+                    raise
+                span.set_attribute("cronwave.claimed", False)
+                self.dead_letter(
+                    message.run_id,
+                    0,
+                    "unknown_run",
+                    exc.details() or "the store has no such run",
+                    queue=message.queue,
+                    message_json=_message_json((), message.to_kwargs()),
+                )
+                return None
+            span.set_attribute("cronwave.claimed", claim.claimed)
+            return claim
+
+    def _put_back_if_early(self, message: RunMessage) -> bool:
+        early = message.fire_time - datetime.now(UTC)
+        if early <= EARLY_LIMIT or self.broker is None:
+            return False
+        delay = early - EARLY_LIMIT / 2
+        log.info("run %s: message %.1fs early; put back", message.run_id, early.total_seconds())
+        self.broker.enqueue(message.to_message(), delay=int(delay.total_seconds() * 1000))
+        return True
+
+    def dead_letter(
+        self,
+        run_id: str,
+        attempt_token: int,
+        reason: str,
+        error: str,
+        *,
+        queue: str = "",
+        message_json: str = "",
+    ) -> None:
+        """Put the run (or the message) on the store's dead-letter list; a store that
+        cannot be reached is logged, the message is dropped either way."""
+        log.warning("dead-lettering run %r: %s: %s", run_id, reason, error)
+        request = store_pb.DeadLetterRunRequest(
+            run_id=run_id,
+            attempt_token=attempt_token,
+            reason=reason,
+            error=error,
+            queue=queue,
+            message_json=message_json,
+        )
+        try:
+            with_retries(lambda: self.store.DeadLetterRun(request), f"dead-letter {run_id!r}")
+        except grpc.RpcError as exc:
+            log.error("run %r: dead letter not recorded: %s", run_id, exc.details())
+
+    def _record_pickup(
+        self, message: RunMessage, attrs: Mapping[str, str], fault: bool = False
+    ) -> None:
         """The time the message waited in the broker, as a span from the enqueue to
         now (a span cannot be open across processes, so it is drawn afterwards)."""
         now_ns = time.time_ns()
@@ -156,27 +288,29 @@ class RunProcessor:
         span = trace.get_tracer("cronwave").start_span(
             "worker.pickup",
             start_time=start,
-            attributes={
-                ATTR_HOP: "pickup",
-                ATTR_KIND: "queue",
-                **attrs,
-                "cronwave.queue": message.queue,
-            },
+            attributes={ATTR_HOP: "pickup", ATTR_KIND: "queue", **attrs},
         )
+        if fault:
+            latency = self.faults.get("pickup", "queue")
+            span.set_attribute(ATTR_FAULT, latency.label if latency else "pickup:queue")
         span.end(end_time=now_ns)
 
     def _execute(self, run: common_pb2.Run, attempt_token: int, attrs: Mapping[str, str]) -> None:
         fire_time = ts_to_dt(run.fire_time)
+        job_type = self.registry.get(run.job_type)
         with hop_span(
             "worker.execute",
             "execute",
             "app",
             {**attrs, ATTR_JOB_TYPE: run.job_type, ATTR_ATTEMPT: run.attempt},
         ) as span:
-            result = self._attempt(run, attempt_token, fire_time)
+            self.faults.inject("execute", "app", run_key(run.schedule_id, fire_time), span)
+            result = self._attempt(run, attempt_token, fire_time, job_type)
             if result.body_started_ns:
-                lateness_ms = (result.body_started_ns - _epoch_ns(fire_time)) / 1e6
+                lateness_ms = (result.body_started_ns - epoch_ns(fire_time)) / 1e6
                 span.set_attribute(ATTR_LATENESS_MS, lateness_ms)
+            if result.overhead_ns:
+                span.set_attribute(ATTR_OVERHEAD_MS, result.overhead_ns / 1e6)
             span.set_attribute(ATTR_OUTCOME, result.outcome.value)
             if result.error:
                 span.set_status(Status(StatusCode.ERROR, result.error))
@@ -187,6 +321,42 @@ class RunProcessor:
                 run.attempt,
             )
             return
+        policy = job_type.retry_policy
+        failed_attempt = 1
+        if result.outcome is Outcome.FAILED and policy.retryable(result.error_types):
+            failed_attempt += self._failed_attempts(run.run_id)
+        decision = decide(result, policy, failed_attempt)
+        with hop_span(
+            "worker.complete", "complete", "app", {**attrs, ATTR_ATTEMPT: run.attempt}
+        ) as span:
+            self._finish(run, attempt_token, result, decision, span)
+        log.info(
+            "run %s (%s) attempt %d: %s -> %s%s",
+            run.run_id,
+            run.job_type,
+            run.attempt,
+            result.outcome.value,
+            decision.action.value,
+            f" ({result.error})" if result.error else "",
+        )
+
+    def _finish(
+        self,
+        run: common_pb2.Run,
+        attempt_token: int,
+        result: AttemptResult,
+        decision: Decision,
+        span: trace.Span,
+    ) -> None:
+        if decision.action is Action.DEAD_LETTER:
+            self.dead_letter(
+                run.run_id,
+                attempt_token,
+                "retries_exhausted",
+                f"{result.error} ({decision.detail})",
+                queue=run.queue,
+            )
+            return
         request = store_pb.CompleteRunRequest(
             run_id=run.run_id,
             attempt_token=attempt_token,
@@ -194,36 +364,71 @@ class RunProcessor:
             error=result.error,
             result_json=json.dumps(result.result) if result.outcome is Outcome.SUCCEEDED else "",
         )
-        with hop_span("worker.complete", "complete", "app", attrs) as span:
-            try:
-                response = with_retries(
-                    lambda: self.store.CompleteRun(request), f"complete run {run.run_id}"
-                )
-            except grpc.RpcError as exc:
-                if exc.code() not in _NOT_OURS:
-                    raise
-                log.warning("run %s: completion refused: %s", run.run_id, exc.details())
-                span.set_attribute("cronwave.completed", False)
-                return
-            span.set_attribute("cronwave.completed", response.changed)
-        log.info(
-            "run %s (%s) attempt %d: %s%s",
-            run.run_id,
-            run.job_type,
-            run.attempt,
-            result.outcome.value,
-            f" ({result.error})" if result.error else "",
+        if decision.action is Action.RETRY:
+            request.retry_after.CopyFrom(td_to_duration(decision.retry_after))
+        try:
+            response = with_retries(
+                lambda: self.store.CompleteRun(request), f"complete run {run.run_id}"
+            )
+        except grpc.RpcError as exc:
+            if exc.code() not in _NOT_OURS:
+                raise
+            log.warning("run %s: completion refused: %s", run.run_id, exc.details())
+            span.set_attribute("cronwave.completed", False)
+            return
+        span.set_attribute("cronwave.completed", response.changed)
+        if self.run_status is not None:
+            self.run_status.put(response.run)  # kept only if terminal
+        if decision.action is Action.RETRY and response.changed:
+            self._enqueue_retry(response.run, decision.retry_after)
+
+    def _enqueue_retry(self, run: common_pb2.Run, delay: timedelta) -> None:
+        """The retry's message, held by the broker until the delay has passed. If it is
+        lost, the dispatcher's sweeper sends another once the run is overdue."""
+        if self.broker is None:
+            return
+        message = RunMessage(
+            run_id=run.run_id,
+            schedule_id=run.schedule_id,
+            fire_time=ts_to_dt(run.fire_time),
+            job_type=run.job_type,
+            queue=run.queue or "default",
+            attempt_hint=run.attempt,
+            trace=inject_context(),
+            enqueued_at_ns=time.time_ns() + int(delay.total_seconds() * 1e9),
         )
+        try:
+            self.broker.enqueue(message.to_message(), delay=int(delay.total_seconds() * 1000))
+        except Exception as exc:  # the sweeper re-sends it once overdue
+            log.error("run %s: retry message not enqueued: %s", run.run_id, exc)
+
+    def _failed_attempts(self, run_id: str) -> int:
+        """Attempts of the run that raised before this one, since its last replay (a
+        replay starts a fresh retry budget). Resumptions after a crash do not count."""
+        try:
+            events = with_retries(
+                lambda: self.store.ListRunEvents(store_pb.ListRunEventsRequest(run_id=run_id)),
+                f"history of run {run_id}",
+            ).events
+        except grpc.RpcError as exc:
+            log.warning("run %s: history unavailable (%s); counting 0", run_id, exc.details())
+            return 0
+        count = 0
+        for event in events:
+            if event.kind == "replayed":
+                count = 0
+            elif event.kind == "retry_scheduled":
+                count += 1
+        return count
 
     def _attempt(
-        self, run: common_pb2.Run, attempt_token: int, fire_time: datetime
+        self, run: common_pb2.Run, attempt_token: int, fire_time: datetime, job_type: JobType
     ) -> AttemptResult:
         try:
-            job_type = self.registry.get(run.job_type)
             payload = _json_object(run.payload_json, "payload_json")
             checkpoint = _json_object(run.checkpoint_json, "checkpoint_json")
         except Exception as exc:  # the run cannot start here; record why
-            return AttemptResult(Outcome.FAILED, error=describe(exc))
+            return AttemptResult(Outcome.FAILED, error=describe(exc), error_types=("ValueError",))
 
         def beat(checkpoint_json: str) -> BeatResult:
             try:
@@ -241,6 +446,26 @@ class RunProcessor:
                 return BeatResult.FAILED
             return BeatResult.OK
 
+        pool = self.isolation.pool
+        if pool is not None:
+            spec = {
+                "run_id": run.run_id,
+                "schedule_id": run.schedule_id,
+                "fire_time": fire_time.isoformat(),
+                "attempt": run.attempt,
+                "job_type": run.job_type,
+                "payload": payload,
+                "checkpoint": checkpoint,
+                "trace": inject_context(),
+            }
+            return ProcessSupervisor(
+                pool,
+                beat,
+                heartbeat_interval=job_type.heartbeat_interval,
+                duration_limit=job_type.duration_limit,
+                kill_grace=self.isolation.kill_grace,
+                run_id=run.run_id,
+            ).run(spec, fire_time)
         supervisor = Supervisor(
             beat,
             heartbeat_interval=job_type.heartbeat_interval,
@@ -257,6 +482,7 @@ class RunProcessor:
             job_type=run.job_type,
             on_heartbeat=supervisor.on_heartbeat,
         )
+        wait_until_fire_time(fire_time)
         return supervisor.run(job_type.fn, ctx)
 
 
@@ -272,6 +498,6 @@ def _json_object(text: str, field: str) -> dict[str, Any]:
     return value
 
 
-def _epoch_ns(dt: datetime) -> int:
-    delta = dt.astimezone(UTC) - datetime(1970, 1, 1, tzinfo=UTC)
-    return (delta.days * 86_400 + delta.seconds) * 1_000_000_000 + delta.microseconds * 1_000
+def _message_json(args: Sequence[Any], kwargs: Any) -> str:
+    """A poison message as it arrived, for the dead-letter list (never executed)."""
+    return json.dumps({"args": list(args), "kwargs": kwargs}, default=repr)[:10_000]

@@ -55,6 +55,16 @@ class AttemptResult:
     result: Mapping[str, Any] = field(default_factory=dict)
     error: str = ""
     body_started_ns: int = 0  # wall clock, ns since the epoch; 0 = the body never ran
+    # The error's type and base type names, matched against non-retryable errors.
+    error_types: tuple[str, ...] = ()
+    # Time the job process added to the run: handing the run over and the result back.
+    overhead_ns: int = 0
+
+
+def error_types(exc: BaseException) -> tuple[str, ...]:
+    """The names of the error's type and its base types, without the builtin roots."""
+    stop = {"BaseException", "Exception", "object"}
+    return tuple(cls.__name__ for cls in type(exc).__mro__ if cls.__name__ not in stop)
 
 
 def describe(exc: BaseException) -> str:
@@ -167,7 +177,12 @@ class Supervisor:
                 Outcome.TIMED_OUT, error=describe(error), body_started_ns=started_ns
             )
         if error is not None:
-            return AttemptResult(Outcome.FAILED, error=describe(error), body_started_ns=started_ns)
+            return AttemptResult(
+                Outcome.FAILED,
+                error=describe(error),
+                body_started_ns=started_ns,
+                error_types=error_types(error),
+            )
         result = box.get("result")
         if result is None:
             result = {}

@@ -32,6 +32,9 @@ from workflow_store.records import (
     DEFAULT_HEARTBEAT_TIMEOUT,
     DEFAULT_QUEUE,
     FENCED_TRIGGERS,
+    DeadLetterReason,
+    DeadLetterRecord,
+    DeadLetterRequest,
     JobTypeRecord,
     NewSchedule,
     RecordRequest,
@@ -40,6 +43,7 @@ from workflow_store.records import (
     RunRecord,
     RunState,
     ScheduleRecord,
+    StalledRun,
     Trigger,
 )
 
@@ -92,9 +96,7 @@ def new_schedule_from_proto(msg: pb.Schedule) -> NewSchedule:
     calendar.validate(spec)
     policy = policy_from_proto(msg.policy)
     payload = validate.payload_json(msg.payload_json)
-    return NewSchedule(
-        schedule_id, spec, policy, msg.job_type, payload, msg.paused, msg.pause_note
-    )
+    return NewSchedule(schedule_id, spec, policy, msg.job_type, payload, msg.paused, msg.pause_note)
 
 
 def schedule_to_proto(rec: ScheduleRecord) -> pb.Schedule:
@@ -214,12 +216,37 @@ def record_missed_from_proto(msg: api.RecordMissedRequest) -> RecordRequest:
     return RecordRequest(
         schedule_id=msg.schedule_id,
         fire_time=fire_time,
-        trigger=Trigger.SCHEDULED,
+        trigger=trigger_from_proto(msg.trigger),
         fencing_token=token,
         fencing_scope=scope,
         missed=True,
         reason=msg.reason,
     )
+
+
+def required_time(msg: Any, name: str, field: str) -> datetime:
+    """The instant in ``msg.<name>``; ``InvalidArgument(field)`` when unset."""
+    if not msg.HasField(name):
+        raise InvalidArgument(field, "required")
+    return ts_to_dt(getattr(msg, name))
+
+
+def fencing(token: int, scope: str) -> tuple[int, str]:
+    """A planner's fencing token (required) and scope (default "planner")."""
+    return _fencing(token, scope, True, "a planner's write")
+
+
+def trigger_from_proto(value: int, field: str = "trigger") -> Trigger:
+    """A trigger kind; UNSPECIFIED means SCHEDULED."""
+    if value == pb.TRIGGER_KIND_UNSPECIFIED:
+        return Trigger.SCHEDULED
+    if value not in TRIGGERS:
+        raise InvalidArgument(field, f"unknown value {value}")
+    return TRIGGERS[value]  # type: ignore[index]
+
+
+def trigger_to_proto(trigger: Trigger) -> pb.TriggerKind:
+    return _TRIGGER_PB[trigger]
 
 
 def run_states_from_proto(values: Any) -> tuple[RunState, ...]:
@@ -286,3 +313,45 @@ def event_to_proto(rec: RunEventRecord) -> pb.RunEvent:
 def iso(dt: datetime) -> str:
     """How instants appear in span attributes and default idempotency keys."""
     return dt.astimezone(UTC).isoformat()
+
+
+# -- stalled runs and dead letters ------------------------------------------------------
+
+
+def stalled_to_proto(rec: StalledRun) -> api.StalledRun:
+    return api.StalledRun(run=run_to_proto(rec.run), reason=rec.reason.value)
+
+
+def dead_letter_from_proto(msg: api.DeadLetterRunRequest) -> DeadLetterRequest:
+    if not msg.run_id and not msg.message_json:
+        raise InvalidArgument("run_id", "required unless message_json carries a poison message")
+    if msg.attempt_token < 0:
+        raise InvalidArgument("attempt_token", "must not be negative")
+    try:
+        reason = DeadLetterReason(msg.reason)
+    except ValueError:
+        known = ", ".join(r.value for r in DeadLetterReason)
+        raise InvalidArgument("reason", f"{msg.reason!r} is not one of {known}") from None
+    return DeadLetterRequest(
+        run_id=msg.run_id,
+        attempt_token=msg.attempt_token,
+        reason=reason,
+        error=msg.error,
+        queue=msg.queue,
+        message_json=msg.message_json,
+    )
+
+
+def dead_letter_to_proto(rec: DeadLetterRecord) -> api.DeadLetter:
+    return api.DeadLetter(
+        id=rec.id,
+        run_id=rec.run_id,
+        reason=rec.reason,
+        error=rec.error,
+        queue=rec.queue,
+        job_type=rec.job_type,
+        attempt=rec.attempt,
+        message_json=rec.message_json,
+        created_at=dt_to_ts(rec.created_at),
+        replayed_at=_opt(rec.replayed_at),
+    )

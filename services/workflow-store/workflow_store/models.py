@@ -159,6 +159,9 @@ class Run(Base):
     error: Mapped[str] = mapped_column(sa.Text())
     result_json: Mapped[str] = mapped_column(sa.Text())
     checkpoint_json: Mapped[str] = mapped_column(sa.Text())
+    # When the run's newest message became (or becomes) due: recorded, requeued, or the
+    # end of a retry delay. NULL: no message exists yet (a replayed run).
+    due_at: Mapped[datetime | None]
 
 
 class RunEvent(Base):
@@ -182,3 +185,22 @@ class Fencing(Base):
     scope: Mapped[str] = mapped_column(primary_key=True)
     token: Mapped[int]
     updated_at: Mapped[datetime]
+
+
+class DeadLetter(Base):
+    """A run that gave up (its retries exhausted) or a poison message. ``run_id`` is
+    empty when the message named no run; it is not a foreign key, since a poison
+    message may name a run the store never had."""
+
+    __tablename__ = "dead_letters"
+
+    id: Mapped[int] = mapped_column(BigSerial, primary_key=True, autoincrement=True)
+    run_id: Mapped[str] = mapped_column(index=True)
+    reason: Mapped[str]
+    error: Mapped[str] = mapped_column(sa.Text())
+    queue: Mapped[str]
+    job_type: Mapped[str]
+    attempt: Mapped[int] = mapped_column(sa.Integer())
+    message_json: Mapped[str] = mapped_column(sa.Text())
+    created_at: Mapped[datetime]
+    replayed_at: Mapped[datetime | None]

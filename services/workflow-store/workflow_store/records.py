@@ -144,6 +144,7 @@ class RunRecord:
     error: str
     result_json: str
     checkpoint_json: str
+    due_at: datetime | None = None
 
 
 @dataclass(frozen=True)
@@ -172,4 +173,59 @@ class Claim:
 @dataclass(frozen=True)
 class Completion:
     run: RunRecord
+    changed: bool
+
+
+class StallReason(StrEnum):
+    """Why a run needs a new message."""
+
+    NOT_PICKED_UP = "not_picked_up"  # PENDING and due, but no worker claimed it in time
+    REPLAYED = "replayed"  # PENDING after a replay; it has no message yet
+    HEARTBEAT_LAPSED = "heartbeat_lapsed"  # RUNNING, but its attempt stopped beating
+
+
+@dataclass(frozen=True)
+class StalledRun:
+    run: RunRecord
+    reason: StallReason
+
+
+class DeadLetterReason(StrEnum):
+    RETRIES_EXHAUSTED = "retries_exhausted"
+    UNDECODABLE = "undecodable"
+    UNKNOWN_JOB_TYPE = "unknown_job_type"
+    UNKNOWN_RUN = "unknown_run"
+    REJECTED = "rejected"  # the broker refused it (e.g. no actor for the message)
+
+
+@dataclass(frozen=True)
+class DeadLetterRequest:
+    """A validated DeadLetterRun request."""
+
+    run_id: str
+    attempt_token: int
+    reason: DeadLetterReason
+    error: str = ""
+    queue: str = ""
+    message_json: str = ""
+
+
+@dataclass(frozen=True)
+class DeadLetterRecord:
+    id: int
+    run_id: str
+    reason: str
+    error: str
+    queue: str
+    job_type: str
+    attempt: int
+    message_json: str
+    created_at: datetime
+    replayed_at: datetime | None
+
+
+@dataclass(frozen=True)
+class DeadLettered:
+    letter: DeadLetterRecord | None  # None: nothing changed
+    run: RunRecord | None  # None: the store knows no such run
     changed: bool

@@ -17,7 +17,8 @@ from cronwave.v1 import workflow_store_service_pb2 as api
 from cronwave.v1 import workflow_store_service_pb2_grpc as api_grpc
 from cronwave_core import telemetry
 from cronwave_core.convert import dt_to_ts
-from workflow_store import convert
+from cronwave_core.faults import Faults, run_key
+from workflow_store import convert, slots
 from workflow_store.records import DEFAULT_FENCING_SCOPE, RunRecord
 from workflow_store.store import Store
 
@@ -38,14 +39,38 @@ def _db_span(
 
 def _mark(span: Span, run: RunRecord) -> None:
     span.set_attributes(
-        telemetry.run_attributes(run.run_id, run.schedule_id, convert.iso(run.fire_time))
+        {
+            **telemetry.run_attributes(run.run_id, run.schedule_id, convert.iso(run.fire_time)),
+            telemetry.ATTR_JOB_TYPE: run.job_type,
+            telemetry.ATTR_QUEUE: run.queue,
+            telemetry.ATTR_ATTEMPT: run.attempt,
+        }
     )
+    if run.worker_id:
+        span.set_attribute(telemetry.ATTR_WORKER_ID, run.worker_id)
+
+
+def _mark_recorded(span: Span, run: RunRecord, created: bool) -> None:
+    """A new run's span is the run's; a repeated record only points at it, so a
+    duplicate start does not join the waterfall of the run it repeats."""
+    if created:
+        _mark(span, run)
+    else:
+        span.set_attribute("cronwave.duplicate_of", run.run_id)
 
 
 class WorkflowStoreServicer(api_grpc.WorkflowStoreServiceServicer):
-    def __init__(self, store: Store, watch_poll: timedelta = timedelta(seconds=0.5)) -> None:
+    def __init__(
+        self,
+        store: Store,
+        watch_poll: timedelta = timedelta(seconds=0.5),
+        faults: Faults | None = None,
+    ) -> None:
         self.store = store
         self.watch_poll = watch_poll
+        # Latency faults for the truth tests (off unless CRONWAVE_FAULT names one);
+        # slept after the transaction, inside its span, so they hold no lock.
+        self.faults = faults or Faults()
 
     # -- schedules ---------------------------------------------------------------------
 
@@ -65,7 +90,9 @@ class WorkflowStoreServicer(api_grpc.WorkflowStoreServiceServicer):
     def ListSchedules(
         self, request: api.ListSchedulesRequest, context: grpc.ServicerContext
     ) -> api.ListSchedulesResponse:
-        records, revision = self.store.list_schedules(request.limit, request.include_deleted)
+        records, revision = self.store.list_schedules(
+            request.limit, request.include_deleted, request.after_schedule_id
+        )
         return api.ListSchedulesResponse(
             schedules=[convert.schedule_to_proto(r) for r in records], revision=revision
         )
@@ -121,8 +148,11 @@ class WorkflowStoreServicer(api_grpc.WorkflowStoreServiceServicer):
         with _db_span(
             "RecordRun", "persist", "", req.schedule_id, convert.iso(req.fire_time)
         ) as span:
-            recorded = self.store.record(req)
-            _mark(span, recorded.run)
+            recorded = slots.record(self.store, req)
+            _mark_recorded(span, recorded.run, recorded.created)
+            if recorded.created:
+                key = run_key(req.schedule_id, req.fire_time)
+                self.faults.inject("persist", "database", key, span)
         return api.RecordRunResponse(
             run=convert.run_to_proto(recorded.run), created=recorded.created
         )
@@ -134,8 +164,8 @@ class WorkflowStoreServicer(api_grpc.WorkflowStoreServiceServicer):
         with _db_span(
             "RecordMissed", "persist", "", req.schedule_id, convert.iso(req.fire_time)
         ) as span:
-            recorded = self.store.record(req)
-            _mark(span, recorded.run)
+            recorded = slots.record(self.store, req)
+            _mark_recorded(span, recorded.run, recorded.created)
         return api.RecordMissedResponse(
             run=convert.run_to_proto(recorded.run), created=recorded.created
         )
@@ -161,7 +191,8 @@ class WorkflowStoreServicer(api_grpc.WorkflowStoreServiceServicer):
     def AppendRunEvent(
         self, request: api.AppendRunEventRequest, context: grpc.ServicerContext
     ) -> api.AppendRunEventResponse:
-        event = self.store.append_run_event(request.run_id, request.kind, request.detail)
+        with _db_span("AppendRunEvent", "persist", request.run_id):
+            event = self.store.append_run_event(request.run_id, request.kind, request.detail)
         return api.AppendRunEventResponse(event=convert.event_to_proto(event))
 
     # -- attempts ----------------------------------------------------------------------
@@ -169,7 +200,8 @@ class WorkflowStoreServicer(api_grpc.WorkflowStoreServiceServicer):
     def ClaimRun(
         self, request: api.ClaimRunRequest, context: grpc.ServicerContext
     ) -> api.ClaimRunResponse:
-        with _db_span("ClaimRun", "persist", request.run_id) as span:
+        # Taking the run is the end of its wait: part of pickup.
+        with _db_span("ClaimRun", "pickup", request.run_id) as span:
             claim = self.store.claim_run(request.run_id, request.worker_id)
             _mark(span, claim.run)
         return api.ClaimRunResponse(
@@ -181,7 +213,7 @@ class WorkflowStoreServicer(api_grpc.WorkflowStoreServiceServicer):
     def Heartbeat(
         self, request: api.HeartbeatRequest, context: grpc.ServicerContext
     ) -> api.HeartbeatResponse:
-        with _db_span("Heartbeat", "persist", request.run_id):
+        with _db_span("Heartbeat", "execute", request.run_id):
             deadline = self.store.heartbeat(
                 request.run_id, request.attempt_token, request.checkpoint_json
             )
@@ -201,6 +233,9 @@ class WorkflowStoreServicer(api_grpc.WorkflowStoreServiceServicer):
                 retry_after=request.retry_after.ToTimedelta(),
             )
             _mark(span, completion.run)
+            if completion.changed:
+                key = run_key(completion.run.schedule_id, completion.run.fire_time)
+                self.faults.inject("complete", "database", key, span)
         return api.CompleteRunResponse(
             run=convert.run_to_proto(completion.run), changed=completion.changed
         )
@@ -210,3 +245,79 @@ class WorkflowStoreServicer(api_grpc.WorkflowStoreServiceServicer):
     ) -> api.GetFencingTokenResponse:
         token = self.store.fencing_token(request.fencing_scope or DEFAULT_FENCING_SCOPE)
         return api.GetFencingTokenResponse(fencing_token=token)
+
+    # -- what planners ask of their slots (see slots.py) ----------------------------------
+
+    def LatestFireTimes(
+        self, request: api.LatestFireTimesRequest, context: grpc.ServicerContext
+    ) -> api.LatestFireTimesResponse:
+        entries = slots.latest_fire_times(
+            self.store, list(request.schedule_ids), request.after_schedule_id, request.limit
+        )
+        return api.LatestFireTimesResponse(
+            entries=[
+                api.LatestFireTime(
+                    schedule_id=e.schedule_id, fire_time=dt_to_ts(e.fire_time), fires=e.fires
+                )
+                for e in entries
+            ]
+        )
+
+    def RecordMissedBatch(
+        self, request: api.RecordMissedBatchRequest, context: grpc.ServicerContext
+    ) -> api.RecordMissedBatchResponse:
+        missed = [
+            slots.MissedSlot(
+                schedule_id=slot.schedule_id,
+                fire_time=convert.required_time(slot, "fire_time", f"slots[{i}].fire_time"),
+                reason=slot.reason,
+                trigger=convert.trigger_from_proto(slot.trigger, f"slots[{i}].trigger"),
+            )
+            for i, slot in enumerate(request.slots)
+        ]
+        token, scope = convert.fencing(request.fencing_token, request.fencing_scope)
+        with _db_span("RecordMissedBatch", "plan"):
+            recorded, unknown = slots.record_missed_batch(self.store, missed, token, scope)
+        return api.RecordMissedBatchResponse(recorded=recorded, unknown_schedules=unknown)
+
+    def ListPendingFires(
+        self, request: api.ListPendingFiresRequest, context: grpc.ServicerContext
+    ) -> api.ListPendingFiresResponse:
+        runs = slots.pending_fires(self.store, request.after_run_id, request.limit)
+        return api.ListPendingFiresResponse(runs=[convert.run_to_proto(r) for r in runs])
+
+    # -- stalled runs and dead letters ---------------------------------------------------
+
+    def RequeueStalledRuns(
+        self, request: api.RequeueStalledRunsRequest, context: grpc.ServicerContext
+    ) -> api.RequeueStalledRunsResponse:
+        stalled = self.store.requeue_stalled_runs(request.pending_for.ToTimedelta(), request.limit)
+        return api.RequeueStalledRunsResponse(runs=[convert.stalled_to_proto(r) for r in stalled])
+
+    def DeadLetterRun(
+        self, request: api.DeadLetterRunRequest, context: grpc.ServicerContext
+    ) -> api.DeadLetterRunResponse:
+        req = convert.dead_letter_from_proto(request)
+        with _db_span("DeadLetterRun", "complete", req.run_id) as span:
+            outcome = self.store.dead_letter(req)
+            if outcome.run is not None:
+                _mark(span, outcome.run)
+        return api.DeadLetterRunResponse(
+            dead_letter=convert.dead_letter_to_proto(outcome.letter) if outcome.letter else None,
+            run=convert.run_to_proto(outcome.run) if outcome.run else None,
+            changed=outcome.changed,
+        )
+
+    def ListDeadLetters(
+        self, request: api.ListDeadLettersRequest, context: grpc.ServicerContext
+    ) -> api.ListDeadLettersResponse:
+        letters = self.store.list_dead_letters(request.limit, request.include_replayed)
+        return api.ListDeadLettersResponse(
+            dead_letters=[convert.dead_letter_to_proto(d) for d in letters]
+        )
+
+    def ReplayDeadLetter(
+        self, request: api.ReplayDeadLetterRequest, context: grpc.ServicerContext
+    ) -> api.ReplayDeadLetterResponse:
+        run = self.store.replay_dead_letter(request.run_id)
+        return api.ReplayDeadLetterResponse(run=convert.run_to_proto(run))

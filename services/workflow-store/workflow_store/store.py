@@ -44,6 +44,9 @@ from workflow_store.records import (
     DEFAULT_QUEUE,
     Claim,
     Completion,
+    DeadLettered,
+    DeadLetterRecord,
+    DeadLetterRequest,
     JobTypeRecord,
     NewSchedule,
     Recorded,
@@ -53,11 +56,15 @@ from workflow_store.records import (
     RunRecord,
     RunState,
     ScheduleRecord,
+    StalledRun,
+    StallReason,
     Trigger,
 )
 
 Clock = Callable[[], datetime]
 DEFAULT_RUN_LIMIT = 50
+DEFAULT_STALLED_LIMIT = 100
+DEFAULT_DEAD_LETTER_LIMIT = 50
 # A conditional UPDATE that loses a race is re-evaluated against the winner's result;
 # more rounds than this means something keeps changing the row, which we report.
 _MAX_ROUNDS = 5
@@ -127,9 +134,10 @@ class Store:
             return _schedule(_live_schedule(s, schedule_id))
 
     def list_schedules(
-        self, limit: int = 0, include_deleted: bool = False
+        self, limit: int = 0, include_deleted: bool = False, after: str = ""
     ) -> tuple[list[ScheduleRecord], int]:
-        """Schedules by id (all when ``limit`` is 0) and the store revision they reflect."""
+        """Schedules by id (all when ``limit`` is 0; only ids greater than ``after``, for
+        paging) and the store revision they reflect."""
         if limit < 0:
             raise InvalidArgument("limit", "must not be negative (0 means all)")
         with self.db.read() as s:
@@ -139,6 +147,8 @@ class Store:
             query = sa.select(m.Schedule).order_by(m.Schedule.id)
             if not include_deleted:
                 query = query.where(m.Schedule.deleted.is_(False))
+            if after:
+                query = query.where(m.Schedule.id > after)
             if limit:
                 query = query.limit(limit)
             return [_schedule(r) for r in s.scalars(query)], int(revision or 0)
@@ -297,6 +307,7 @@ class Store:
                     error=req.reason if req.missed else "",
                     result_json="",
                     checkpoint_json="",
+                    due_at=None if req.missed else now,
                 )
                 s.add(row)
                 s.flush()  # the unique constraint speaks here
@@ -402,6 +413,9 @@ class Store:
         state = RunState(row.state)
         if state.terminal:
             return Claim(_run(row), claimed=False, attempt_token=0)
+        if state is RunState.PENDING and row.due_at is not None and row.due_at > now:
+            # A retry whose delay has not passed (an early duplicate message).
+            return Claim(_run(row), claimed=False, attempt_token=0)
         if state is RunState.RUNNING:
             alive_since = row.heartbeat_at or row.started_at
             if alive_since is not None and now - alive_since < self._heartbeat_timeout(s, row):
@@ -490,7 +504,12 @@ class Store:
             raise StaleAttempt(run_id, token, row.attempt_token)
         if retry_after > timedelta(0):
             self._conditional_update(
-                s, row, state=RunState.PENDING.value, error=error, result_json=result_json
+                s,
+                row,
+                state=RunState.PENDING.value,
+                error=error,
+                result_json=result_json,
+                due_at=now + retry_after,
             )
             detail = f"retry_after={retry_after.total_seconds():g}s"
             _event(s, row, "retry_scheduled", now, f"{detail} error={error}" if error else detail)
@@ -532,6 +551,218 @@ class Store:
             except _Lost:
                 continue
         raise FailedPrecondition("run_id: the run keeps changing under concurrent writers; retry")
+
+    # -- stalled runs and dead letters -----------------------------------------------
+
+    def requeue_stalled_runs(self, pending_for: timedelta, limit: int = 0) -> list[StalledRun]:
+        """The runs that need a new message, each marked requeued (``due_at`` = now and
+        a "requeued" event) in this one transaction, so concurrent sweepers split them.
+
+        PENDING runs qualify when their message is overdue: due and fired more than
+        ``pending_for`` ago (a retry counts from the end of its delay), or replayed and
+        never sent. RUNNING runs qualify when their heartbeat is older than their job
+        type's heartbeat timeout and no message was sent for them since (or one was,
+        more than ``pending_for`` ago). The caller must enqueue the message of each.
+        """
+        if pending_for < timedelta(0):
+            raise InvalidArgument("pending_for", "must not be negative")
+        if limit < 0:
+            raise InvalidArgument(
+                "limit", f"must not be negative (0 means {DEFAULT_STALLED_LIMIT})"
+            )
+        limit = limit or DEFAULT_STALLED_LIMIT
+        now = self.clock()
+        cut = now - pending_for
+        stalled: list[StalledRun] = []
+        with self.db.write() as s:
+            pending = s.scalars(
+                sa.select(m.Run)
+                .where(
+                    m.Run.state == RunState.PENDING.value,
+                    sa.or_(
+                        m.Run.due_at.is_(None),
+                        sa.and_(m.Run.due_at < cut, m.Run.fire_time < cut),
+                    ),
+                )
+                .order_by(sa.nulls_first(m.Run.due_at.asc()), m.Run.run_id)
+                .limit(limit)
+                .with_for_update(skip_locked=True)
+            ).all()
+            for row in pending:
+                reason = StallReason.REPLAYED if row.due_at is None else StallReason.NOT_PICKED_UP
+                stalled.append(self._requeued(s, row, reason, now, reason.value))
+            if len(stalled) < limit:
+                stalled.extend(self._lapsed(s, now, cut, limit - len(stalled)))
+        return stalled
+
+    def _lapsed(self, s: Session, now: datetime, cut: datetime, limit: int) -> list[StalledRun]:
+        timeouts = dict(s.execute(sa.select(m.JobType.name, m.JobType.heartbeat_timeout)).all())
+        shortest = min(timeouts.values(), default=DEFAULT_HEARTBEAT_TIMEOUT)
+        shortest = min(shortest, DEFAULT_HEARTBEAT_TIMEOUT)
+        alive_since = sa.func.coalesce(m.Run.heartbeat_at, m.Run.started_at)
+        # Candidates only: each run's own timeout is applied below.
+        candidates = s.scalars(
+            sa.select(m.Run)
+            .where(m.Run.state == RunState.RUNNING.value, alive_since < now - shortest)
+            .order_by(alive_since, m.Run.run_id)
+            .limit(limit * 4)
+            .with_for_update(skip_locked=True)
+        ).all()
+        found: list[StalledRun] = []
+        for row in candidates:
+            last = row.heartbeat_at or row.started_at
+            timeout = timeouts.get(row.job_type, DEFAULT_HEARTBEAT_TIMEOUT)
+            if last is None or now - last < timeout:
+                continue
+            # Sent once per lapse: again only if that message went unclaimed too long.
+            if row.due_at is not None and last < row.due_at and row.due_at >= cut:
+                continue
+            detail = (
+                f"{StallReason.HEARTBEAT_LAPSED.value}: no heartbeat from {row.worker_id} "
+                f"since {iso(last)} (timeout {timeout.total_seconds():g}s)"
+            )
+            found.append(self._requeued(s, row, StallReason.HEARTBEAT_LAPSED, now, detail))
+            if len(found) >= limit:
+                break
+        return found
+
+    def _requeued(
+        self, s: Session, row: m.Run, reason: StallReason, now: datetime, detail: str
+    ) -> StalledRun:
+        row.due_at = now
+        s.flush()
+        _event(s, row, "requeued", now, detail)
+        return StalledRun(_run(row), reason)
+
+    def dead_letter(self, req: DeadLetterRequest) -> DeadLettered:
+        """Put the run on the dead-letter list (state DEAD_LETTERED) with ``req.reason``
+        and ``req.error``; a message naming no known run is listed on its own.
+
+        An attempt that gives up passes its token (``StaleAttempt`` if superseded); a
+        message refused before any claim passes 0 and only dead-letters a PENDING run.
+        A terminal run, or one a live attempt holds, is left alone (``changed=False``).
+        """
+        return self._rounds(lambda s: self._dead_letter(s, req))
+
+    def _dead_letter(self, s: Session, req: DeadLetterRequest) -> DeadLettered:
+        now = self.clock()
+        row = s.get(m.Run, req.run_id, populate_existing=True) if req.run_id else None
+        if row is None:
+            letter = _new_letter(
+                s, req, now, error=req.error, job_type="", attempt=0, queue=req.queue
+            )
+            return DeadLettered(letter, None, changed=True)
+        state = RunState(row.state)
+        if state.terminal:
+            return DeadLettered(None, _run(row), changed=False)
+        if req.attempt_token:
+            if req.attempt_token != row.attempt_token:
+                raise StaleAttempt(row.run_id, req.attempt_token, row.attempt_token)
+            if state is not RunState.RUNNING:
+                raise FailedPrecondition(
+                    f"run is {state.value}: run '{row.run_id}' has no running attempt to "
+                    "give up; pass attempt_token 0 for a message refused before its claim"
+                )
+        elif state is RunState.RUNNING:
+            return DeadLettered(None, _run(row), changed=False)
+        error = req.error or row.error
+        self._conditional_update(
+            s, row, state=RunState.DEAD_LETTERED.value, finished_at=now, error=error
+        )
+        letter = _new_letter(
+            s,
+            req,
+            now,
+            error=error,
+            job_type=row.job_type,
+            attempt=row.attempt,
+            queue=req.queue or row.queue,
+        )
+        _event(
+            s, row, "dead_lettered", now, f"{req.reason.value}: {error}" if error else req.reason
+        )
+        return DeadLettered(letter, _run(row), changed=True)
+
+    def list_dead_letters(
+        self, limit: int = 0, include_replayed: bool = False
+    ) -> list[DeadLetterRecord]:
+        """Newest first; ``limit`` 0 means 50; replayed entries only when asked."""
+        if limit < 0:
+            raise InvalidArgument(
+                "limit", f"must not be negative (0 means {DEFAULT_DEAD_LETTER_LIMIT})"
+            )
+        query = sa.select(m.DeadLetter).order_by(m.DeadLetter.id.desc())
+        if not include_replayed:
+            query = query.where(m.DeadLetter.replayed_at.is_(None))
+        with self.db.read() as s:
+            rows = s.scalars(query.limit(limit or DEFAULT_DEAD_LETTER_LIMIT))
+            return [_dead_letter_record(r) for r in rows]
+
+    def replay_dead_letter(self, run_id: str) -> RunRecord:
+        """A DEAD_LETTERED run becomes PENDING with no message (the sweeper sends one);
+        its next claim is a new attempt with a fresh retry budget. Raises
+        ``FailedPrecondition`` for a run in any other state."""
+        return self._rounds(lambda s: self._replay(s, run_id))
+
+    def _replay(self, s: Session, run_id: str) -> RunRecord:
+        now = self.clock()
+        row = _get_run(s, run_id)
+        if row.state != RunState.DEAD_LETTERED.value:
+            raise FailedPrecondition(
+                f"run is {row.state}: run '{run_id}' is not dead-lettered; only runs on "
+                "the dead-letter list (`cronwave dlq list`) can be replayed"
+            )
+        self._conditional_update(
+            s, row, state=RunState.PENDING.value, finished_at=None, due_at=None
+        )
+        s.execute(
+            sa.update(m.DeadLetter)
+            .where(m.DeadLetter.run_id == run_id, m.DeadLetter.replayed_at.is_(None))
+            .values(replayed_at=now)
+        )
+        _event(s, row, "replayed", now, "")
+        return _run(row)
+
+
+def _new_letter(
+    s: Session,
+    req: DeadLetterRequest,
+    now: datetime,
+    *,
+    error: str,
+    job_type: str,
+    attempt: int,
+    queue: str,
+) -> DeadLetterRecord:
+    row = m.DeadLetter(
+        run_id=req.run_id,
+        reason=req.reason.value,
+        error=error,
+        queue=queue,
+        job_type=job_type,
+        attempt=attempt,
+        message_json=req.message_json,
+        created_at=now,
+        replayed_at=None,
+    )
+    s.add(row)
+    s.flush()
+    return _dead_letter_record(row)
+
+
+def _dead_letter_record(row: m.DeadLetter) -> DeadLetterRecord:
+    return DeadLetterRecord(
+        id=row.id,
+        run_id=row.run_id,
+        reason=row.reason,
+        error=row.error,
+        queue=row.queue,
+        job_type=row.job_type,
+        attempt=row.attempt,
+        message_json=row.message_json,
+        created_at=row.created_at,
+        replayed_at=row.replayed_at,
+    )
 
 
 # -- rows -> records ---------------------------------------------------------------------
@@ -615,6 +846,7 @@ def _run(row: m.Run) -> RunRecord:
         error=row.error,
         result_json=row.result_json,
         checkpoint_json=row.checkpoint_json,
+        due_at=row.due_at,
     )
 
 

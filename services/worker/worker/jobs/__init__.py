@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+import importlib
+from collections.abc import Iterable
+
+from cronwave_core.errors import ConfigurationError
 from cronwave_core.settings import Settings
 from worker.jobs.billing import billing_job_type
 from worker.jobs.builtin import RequestedFailure, builtin_job_types
 from worker.jobs.context import AttemptSuperseded, Checkpoint, JobContext
 from worker.jobs.registry import JobFn, JobType, Registry
+from worker.jobs.retry import NO_RETRY, RetryPolicy
 
 __all__ = [
+    "NO_RETRY",
     "AttemptSuperseded",
     "Checkpoint",
     "JobContext",
@@ -16,13 +22,50 @@ __all__ = [
     "JobType",
     "Registry",
     "RequestedFailure",
+    "RetryPolicy",
+    "all_job_types",
     "default_registry",
 ]
 
+#: Comma-separated importable modules, each with ``job_types(settings)`` returning
+#: more ``JobType``s: how a deployment adds its own jobs to the built-in ones.
+JOB_MODULES_VAR = "CRONWAVE_JOB_MODULES"
+
+
+def all_job_types(settings: Settings) -> list[JobType]:
+    """The built-in job types, each on its own queue, and those of the job modules."""
+    types = [*builtin_job_types(), billing_job_type(settings)]
+    for module_name in _job_modules(settings):
+        types.extend(_module_job_types(module_name, settings))
+    return types
+
 
 def default_registry(settings: Settings) -> Registry:
-    """Every built-in job type, on the first queue this worker consumes."""
-    queue = settings.worker_queues[0]
-    return Registry(
-        [*builtin_job_types(queue), billing_job_type(settings.billing_database_url, queue)]
-    )
+    """The job types whose queue this worker consumes (``CRONWAVE_WORKER_QUEUES``): a
+    worker registers, and runs, only the job types of the pools it serves."""
+    return Registry(all_job_types(settings)).serving(settings.worker_queues)
+
+
+def _job_modules(settings: Settings) -> list[str]:
+    raw = settings.extra.get(JOB_MODULES_VAR, "")
+    return [name.strip() for name in raw.split(",") if name.strip()]
+
+
+def _module_job_types(module_name: str, settings: Settings) -> Iterable[JobType]:
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise ConfigurationError(
+            f"{JOB_MODULES_VAR}: cannot import {module_name!r}: {exc}; is it on PYTHONPATH?"
+        ) from exc
+    factory = getattr(module, "job_types", None)
+    if not callable(factory):
+        raise ConfigurationError(
+            f"{JOB_MODULES_VAR}: module {module_name!r} has no job_types(settings) function"
+        )
+    types = list(factory(settings))
+    if not all(isinstance(t, JobType) for t in types):
+        raise ConfigurationError(
+            f"{JOB_MODULES_VAR}: {module_name}.job_types(settings) must return JobType values"
+        )
+    return types

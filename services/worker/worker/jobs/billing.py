@@ -1,276 +1,347 @@
-"""``billing.nightly``: bills every customer once per period, over its own database.
+"""``billing.nightly``: bills every customer once per period, charging each invoice
+through the payment gateway exactly once.
 
-The job owns its data (customers, invoices, charges) in the billing database, as a
-real billing job would; it never touches the scheduler's database. It is safe to
-repeat: the database itself refuses a second invoice for a customer and period
-(``UNIQUE(customer_id, period)``) and a second charge for an invoice
-(``UNIQUE(invoice_id)``), and inserts skip what already exists, so a retried or
-duplicated run of the same period creates nothing new. It commits in batches and
-checkpoints the last billed customer, so a retried attempt resumes where the previous
-one stopped instead of starting over.
+Delivery is at least once and a worker can die anywhere, so the job is built to be
+repeated: it works in atomic phases between gateway calls, each ending in a recovery
+point that its checkpoint names.
+
+1. seed: the demo's customers, once (created inside the database, in bulk).
+2. invoices: one per customer and period, ``INSERT ... SELECT ... ON CONFLICT DO
+   NOTHING`` over ranges of customer ids, one transaction per range; the checkpoint
+   names the last range committed.
+3. charges: for the period's invoices that have no recorded charge, in id order and
+   in batches, ask the gateway (``ChargeMany``) with a key derived from the invoice,
+   then record the answers in one transaction (``UNIQUE(invoice_id)``); the checkpoint
+   names the last invoice recorded.
+
+A crash between the gateway's charge and its record leaves an invoice without a
+recorded charge: the resumed attempt asks again with the same key and the gateway
+answers with the first charge instead of charging twice. A crash anywhere else loses
+at most uncommitted work, which is redone. The checkpoint goes to cronwave after every
+batch (well under a second apart), so a resumed attempt skips what is finished.
 """
 
 from __future__ import annotations
 
-import threading
+import os
+import signal
+import time
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import sqlalchemy as sa
-from sqlalchemy.dialects import postgresql, sqlite
 
-from cronwave_core.errors import ConfigurationError, InvalidArgument
+from cronwave.v1 import payment_gateway_service_pb2 as gateway_pb
+from cronwave.v1 import payment_gateway_service_pb2_grpc as gateway_grpc
+from cronwave_core.bulk import any_of, insert_skipping_conflicts
+from cronwave_core.rpc import open_channel
+from cronwave_core.settings import Settings
+from cronwave_core.telemetry import hop_span
+from worker.jobs.billing_config import BillingSettings
+from worker.jobs.billing_gateway import GatewayBatches, GatewayRefused, idempotency_key
+from worker.jobs.billing_plan import CHARGES, DONE, INVOICES, BillingPlan, Progress
+from worker.jobs.billing_schema import (
+    charges,
+    create_billing_engine,
+    customers,
+    insert,
+    invoices,
+    seed_statement,
+)
 from worker.jobs.context import JobContext
 from worker.jobs.registry import JobType
 
 NAME = "billing.nightly"
-DEFAULT_CUSTOMERS = 100
-MAX_CUSTOMERS = 1_000_000
-DEFAULT_BATCH = 500
-MAX_BATCH = 5_000  # 5 columns a row stays under SQLite's 32766 bound parameters
+DURATION_LIMIT = timedelta(minutes=30)
+SEED_CHUNK = 100_000
 
-metadata = sa.MetaData()
-
-customers = sa.Table(
-    "customers",
-    metadata,
-    sa.Column("id", sa.Integer, primary_key=True, autoincrement=False),
-    sa.Column("name", sa.String(100), nullable=False),
-    sa.Column("monthly_cents", sa.Integer, nullable=False),
-)
-
-invoices = sa.Table(
-    "invoices",
-    metadata,
-    sa.Column("id", sa.Integer, primary_key=True),
-    sa.Column("customer_id", sa.Integer, sa.ForeignKey("customers.id"), nullable=False),
-    sa.Column("period", sa.String(32), nullable=False),
-    sa.Column("amount_cents", sa.Integer, nullable=False),
-    sa.Column("run_id", sa.String(64), nullable=False),
-    sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
-    sa.UniqueConstraint("customer_id", "period", name="uq_invoices_customer_period"),
-)
-
-charges = sa.Table(
-    "charges",
-    metadata,
-    sa.Column("id", sa.Integer, primary_key=True),
-    sa.Column("invoice_id", sa.Integer, sa.ForeignKey("invoices.id"), nullable=False),
-    sa.Column("amount_cents", sa.Integer, nullable=False),
-    sa.Column("status", sa.String(16), nullable=False),
-    sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
-    sa.UniqueConstraint("invoice_id", name="uq_charges_invoice"),
-)
+_STATUS = {gateway_pb.CHARGE_STATUS_SUCCEEDED: "succeeded"}
 
 
-def monthly_cents(customer_id: int) -> int:
-    """The seeded price of a customer's plan: deterministic, so reruns agree."""
-    return 1_000 + (customer_id % 7) * 250
-
-
-def billing_period(ctx: JobContext) -> str:
-    """``payload["period"]`` if given, else the UTC date of the nominal fire time: a
-    nightly run bills the day it was scheduled for, however late it starts."""
-    period = ctx.payload.get("period")
-    if period is None:
-        return ctx.fire_time.astimezone(UTC).date().isoformat()
-    if not isinstance(period, str) or not period.strip() or len(period) > 32:
-        raise InvalidArgument("payload.period", "must be a non-empty string of at most 32 chars")
-    return period
-
-
-def _bounded_int(payload: Mapping[str, Any], name: str, default: int, maximum: int) -> int:
-    value = payload.get(name, default)
-    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= maximum:
-        raise InvalidArgument(f"payload.{name}", f"must be a whole number in [1, {maximum}]")
-    return value
-
-
-def _insert(engine: sa.Engine, table: sa.Table) -> Any:
-    """An INSERT that can skip rows a unique constraint already holds."""
-    if engine.dialect.name == "postgresql":
-        return postgresql.insert(table)
-    if engine.dialect.name == "sqlite":
-        return sqlite.insert(table)
-    raise ConfigurationError(
-        f"CRONWAVE_BILLING_DATABASE_URL: dialect {engine.dialect.name!r} is not supported; "
-        "use sqlite:///path or postgresql+psycopg://..."
-    )
-
-
-def create_billing_engine(url: str) -> sa.Engine:
-    """An engine for the billing database, with its tables created."""
-    sa_url = sa.make_url(url)
-    connect_args: dict[str, Any] = {}
-    if sa_url.get_backend_name() == "sqlite":
-        if sa_url.database and sa_url.database != ":memory:":
-            Path(sa_url.database).parent.mkdir(parents=True, exist_ok=True)
-        # Several worker threads (and processes) write the file: wait for the lock.
-        connect_args["timeout"] = 30
-    engine = sa.create_engine(sa_url, connect_args=connect_args, pool_pre_ping=True)
-    if engine.dialect.name == "sqlite":
-
-        @sa.event.listens_for(engine, "connect")
-        def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
-            cursor = dbapi_conn.cursor()
-            cursor.execute("PRAGMA journal_mode=WAL")
-            cursor.execute("PRAGMA foreign_keys=ON")
-            cursor.close()
-
-    _insert(engine, customers)  # refuse an unsupported dialect before any DDL
-    try:
-        metadata.create_all(engine)
-    except sa.exc.DBAPIError:
-        # Another process created the tables between our check and our CREATE.
-        metadata.create_all(engine)
-    return engine
+def kill_worker(worker_pid: int) -> NoReturn:
+    """SIGKILL the worker this attempt runs for (``worker_pid``, when the job body runs
+    in a job process of the worker) and this process: a crash that runs no cleanup."""
+    if worker_pid:
+        os.kill(worker_pid, signal.SIGKILL)
+    os.kill(os.getpid(), signal.SIGKILL)
+    raise AssertionError("SIGKILL returned")
 
 
 class BillingJob:
-    """The ``billing.nightly`` job function, bound to one billing database. The engine
-    is created on first use, so a worker starts even while that database is down."""
+    """The ``billing.nightly`` job function. It holds settings only: each attempt
+    opens its own database engine and gateway channel and closes them at its end, so
+    the function is safe to hand to another thread or process."""
 
-    def __init__(self, database_url: str) -> None:
-        self.database_url = database_url
-        self._engine: sa.Engine | None = None
-        self._lock = threading.Lock()
-
-    @property
-    def engine(self) -> sa.Engine:
-        with self._lock:
-            if self._engine is None:
-                self._engine = create_billing_engine(self.database_url)
-            return self._engine
-
-    def dispose(self) -> None:
-        with self._lock:
-            if self._engine is not None:
-                self._engine.dispose()
-                self._engine = None
+    def __init__(self, config: BillingSettings) -> None:
+        self.config = config
 
     def __call__(self, ctx: JobContext) -> Mapping[str, Any]:
-        """Seed ``payload["customers"]`` customers (once), then give every customer one
-        invoice and one charge for the period. Returns what this attempt created."""
-        wanted = _bounded_int(ctx.payload, "customers", DEFAULT_CUSTOMERS, MAX_CUSTOMERS)
-        batch = _bounded_int(ctx.payload, "batch_size", DEFAULT_BATCH, MAX_BATCH)
-        period = billing_period(ctx)
-        engine = self.engine
-        self._seed(engine, wanted, batch)
+        """Bill ``payload["customers"]`` customers (seeded once) for the run's period;
+        returns the period's totals and what this attempt did."""
+        plan = BillingPlan.from_payload(ctx.payload, ctx.fire_time)
+        engine = create_billing_engine(self.config.database_url)
+        channel = open_channel(self.config.gateway_addr, plan.gateway_timeout)
+        try:
+            gateway = GatewayBatches(
+                gateway_grpc.PaymentGatewayServiceStub(channel),
+                self.config.gateway_addr,
+                plan.gateway_timeout,
+                plan.gateway_attempts,
+                between=lambda: ctx.heartbeat(None),
+            )
+            return _Attempt(ctx, plan, engine, gateway, self.config).run()
+        finally:
+            channel.close()
+            engine.dispose()
 
-        last = 0
-        if ctx.checkpoint.get("period") == period:
-            resumed = ctx.checkpoint.get("last_customer_id", 0)
-            if isinstance(resumed, int) and not isinstance(resumed, bool) and resumed > 0:
-                last = resumed
-                ctx.logger.info("resuming %s after customer %d", period, last)
-        created_invoices = created_charges = 0
-        while True:
-            with engine.begin() as conn:
-                rows = conn.execute(
-                    sa.select(customers.c.id, customers.c.monthly_cents)
-                    .where(customers.c.id > last)
-                    .order_by(customers.c.id)
-                    .limit(batch)
-                ).all()
-                if not rows:
-                    break
-                invoiced, charged = self._bill_batch(engine, conn, rows, period, ctx.run_id)
-            created_invoices += invoiced
-            created_charges += charged
-            last = rows[-1].id
-            ctx.heartbeat({"period": period, "last_customer_id": last})
-        with engine.connect() as conn:
-            billed = conn.execute(sa.select(sa.func.count()).select_from(customers)).scalar_one()
+
+class _Attempt:
+    def __init__(
+        self,
+        ctx: JobContext,
+        plan: BillingPlan,
+        engine: sa.Engine,
+        gateway: GatewayBatches,
+        config: BillingSettings,
+    ) -> None:
+        self.ctx = ctx
+        self.plan = plan
+        self.engine = engine
+        self.gateway = gateway
+        self.config = config
+        self.attrs = {"cronwave.run_id": ctx.run_id, "billing.period": plan.period}
+        self.invoices_created = 0
+        self.charges_recorded = 0
+        self.replayed = 0
+        self.answers = 0
+
+    def checkpoint(self, progress: Progress) -> Progress:
+        self.ctx.heartbeat(progress.to_checkpoint())
+        return progress
+
+    def run(self) -> Mapping[str, Any]:
+        started = time.monotonic()
+        progress = Progress.resume(self.ctx.checkpoint, self.plan.period)
+        resumed = progress.phase != INVOICES or progress.last_customer_id > 0
+        if resumed:
+            self.ctx.logger.info("resuming %s from %s", self.plan.period, progress)
+        progress = replace(progress, customers=self.seed())
+        if progress.phase == INVOICES:
+            progress = self.invoice_phase(progress)
+        invoice_count, charged = self.period_counts()
+        progress = self.checkpoint(
+            replace(
+                progress,
+                phase=CHARGES if progress.phase == INVOICES else progress.phase,
+                invoices=invoice_count,
+                charged=charged,
+            )
+        )
+        progress = self.charge_phase(progress)
+        invoice_count, charged = self.period_counts()
+        progress = self.checkpoint(
+            replace(progress, phase=DONE, invoices=invoice_count, charged=charged)
+        )
         return {
-            "customers": billed,
-            "invoices": created_invoices,
-            "charges": created_charges,
-            "period": period,
+            "period": self.plan.period,
+            "customers": progress.customers,
+            "invoices": invoice_count,
+            "charges": charged,
+            "invoices_created": self.invoices_created,
+            "charges_recorded": self.charges_recorded,
+            "gateway_replays": self.replayed,
+            "gateway_retries": self.gateway.retries,
+            "resumed": resumed,
+            "seconds": round(time.monotonic() - started, 3),
         }
 
-    def _seed(self, engine: sa.Engine, wanted: int, batch: int) -> None:
-        with engine.connect() as conn:
+    # phase 0 ------------------------------------------------------------------
+    def seed(self) -> int:
+        """Customers 1..N exist (created once, in bulk, inside the database); returns
+        how many customers there are."""
+        with self.engine.connect() as conn:
             have = conn.execute(sa.select(sa.func.count()).select_from(customers)).scalar_one()
-        if have >= wanted:
-            return
-        for start in range(1, wanted + 1, batch):
-            ids = range(start, min(start + batch, wanted + 1))
-            stmt = _insert(engine, customers).values(
-                [
-                    {"id": i, "name": f"customer-{i:07d}", "monthly_cents": monthly_cents(i)}
-                    for i in ids
-                ]
-            )
-            with engine.begin() as conn:
-                conn.execute(stmt.on_conflict_do_nothing(index_elements=["id"]))
+        if have < self.plan.customers:
+            with hop_span("billing.seed", "execute", "database", self.attrs):
+                for low in range(1, self.plan.customers + 1, SEED_CHUNK):
+                    high = min(low + SEED_CHUNK - 1, self.plan.customers)
+                    with self.engine.begin() as conn:
+                        conn.execute(seed_statement(self.engine, low, high))
+                    self.ctx.heartbeat(None)
+            with self.engine.connect() as conn:
+                have = conn.execute(sa.select(sa.func.count()).select_from(customers)).scalar_one()
+        return int(have)
 
-    def _bill_batch(
-        self,
-        engine: sa.Engine,
-        conn: sa.Connection,
-        rows: Sequence[Any],
-        period: str,
-        run_id: str,
-    ) -> tuple[int, int]:
+    # phase 1 ------------------------------------------------------------------
+    def invoice_phase(self, progress: Progress) -> Progress:
+        with self.engine.connect() as conn:
+            top = conn.execute(sa.select(sa.func.max(customers.c.id))).scalar_one() or 0
         now = datetime.now(UTC)
-        first, last = rows[0].id, rows[-1].id
-        created = conn.execute(
-            _insert(engine, invoices)
-            .values(
+        last = progress.last_customer_id
+        while last < top:
+            upto = min(last + self.plan.invoice_batch, top)
+            source = sa.select(
+                customers.c.id,
+                sa.literal(self.plan.period, sa.String),
+                customers.c.monthly_cents,
+                sa.literal(self.plan.currency, sa.String),
+                sa.literal(self.ctx.run_id, sa.String),
+                sa.literal(now, sa.DateTime(timezone=True)),
+            ).where(customers.c.id > last, customers.c.id <= upto)
+            statement = (
+                insert(self.engine, invoices)
+                .from_select(
+                    ["customer_id", "period", "amount_cents", "currency", "run_id", "created_at"],
+                    source,
+                )
+                .on_conflict_do_nothing(index_elements=["customer_id", "period"])
+            )
+            with (
+                hop_span("billing.invoices", "execute", "database", self.attrs),
+                self.engine.begin() as conn,
+            ):
+                result = conn.execution_options(preserve_rowcount=True).execute(statement)
+                self.invoices_created += result.rowcount
+            last = upto
+            progress = self.checkpoint(replace(progress, last_customer_id=last))
+        return progress
+
+    def period_counts(self) -> tuple[int, int]:
+        """(invoices of the period, of which with a recorded charge)."""
+        with self.engine.connect() as conn:
+            invoiced = conn.execute(
+                sa.select(sa.func.count())
+                .select_from(invoices)
+                .where(invoices.c.period == self.plan.period)
+            ).scalar_one()
+            charged = conn.execute(
+                sa.select(sa.func.count())
+                .select_from(charges.join(invoices, charges.c.invoice_id == invoices.c.id))
+                .where(invoices.c.period == self.plan.period)
+            ).scalar_one()
+        return int(invoiced), int(charged)
+
+    # phase 2 ------------------------------------------------------------------
+    def charge_phase(self, progress: Progress) -> Progress:
+        # The invoices were just bulk-loaded: without fresh statistics PostgreSQL
+        # plans the batch query below as a scan of every remaining invoice.
+        with self.engine.begin() as conn:
+            conn.execute(sa.text(f"ANALYZE {invoices.name}"))
+        last = progress.last_invoice_id
+        while True:
+            batch, due = self.next_batch(last)
+            if not batch:
+                return progress
+            if due:
+                results = self.submit(due)
+                self.answers += 1
+                if self.answers == self.config.crash_after_charges:
+                    self.ctx.logger.warning(
+                        "failure drill: killing the worker after gateway answer %d, before "
+                        "recording it",
+                        self.answers,
+                    )
+                    kill_worker(self.config.worker_pid)
+                new = self.record(due, results)
+                self.charges_recorded += new
+                progress = replace(progress, charged=progress.charged + new)
+            last = batch[-1].id
+            progress = self.checkpoint(replace(progress, last_invoice_id=last))
+
+    def next_batch(self, last: int) -> tuple[Sequence[Any], list[Any]]:
+        """The period's next invoices after ``last`` in id order, and those of them
+        without a recorded charge. Two index look-ups, not one anti-join: a join's
+        plan can walk every charge recorded so far, on each batch."""
+        with self.engine.connect() as conn:
+            batch = conn.execute(
+                sa.select(
+                    invoices.c.id,
+                    invoices.c.customer_id,
+                    invoices.c.amount_cents,
+                    invoices.c.currency,
+                )
+                .where(invoices.c.period == self.plan.period, invoices.c.id > last)
+                .order_by(invoices.c.id)
+                .limit(self.plan.charge_batch)
+            ).all()
+            if not batch:
+                return batch, []
+            ids = [row.id for row in batch]
+            recorded = set(
+                conn.execute(
+                    sa.select(charges.c.invoice_id).where(
+                        any_of(charges.c.invoice_id, ids, self.engine.dialect.name)
+                    )
+                ).scalars()
+            )
+        return batch, [row for row in batch if row.id not in recorded]
+
+    def submit(self, due: Sequence[Any]) -> list[gateway_pb.ChargeResult]:
+        """Ask the gateway to charge each invoice, with the invoice's key."""
+        with hop_span("billing.gateway", "execute", "app", {**self.attrs, "n": len(due)}):
+            return self.gateway.charge(
                 [
-                    {
-                        "customer_id": r.id,
-                        "period": period,
-                        "amount_cents": r.monthly_cents,
-                        "run_id": run_id,
-                        "created_at": now,
-                    }
-                    for r in rows
+                    gateway_pb.ChargeItem(
+                        idempotency_key=idempotency_key(row.id),
+                        customer_id=str(row.customer_id),
+                        invoice_id=str(row.id),
+                        amount_cents=row.amount_cents,
+                        currency=row.currency,
+                    )
+                    for row in due
                 ]
             )
-            .on_conflict_do_nothing(index_elements=["customer_id", "period"])
-            .returning(invoices.c.id)
-        ).all()
-        # Every invoice of the batch that has no charge yet, whoever created it.
-        uncharged = conn.execute(
-            sa.select(invoices.c.id, invoices.c.amount_cents)
-            .select_from(invoices.outerjoin(charges, charges.c.invoice_id == invoices.c.id))
-            .where(
-                invoices.c.period == period,
-                invoices.c.customer_id.between(first, last),
-                charges.c.id.is_(None),
-            )
-        ).all()
-        charged: Sequence[Any] = []
-        if uncharged:
-            charged = conn.execute(
-                _insert(engine, charges)
-                .values(
-                    [
-                        {
-                            "invoice_id": inv.id,
-                            "amount_cents": inv.amount_cents,
-                            "status": "captured",
-                            "created_at": now,
-                        }
-                        for inv in uncharged
-                    ]
+
+    def record(self, due: Sequence[Any], results: Sequence[gateway_pb.ChargeResult]) -> int:
+        """Record the gateway's answers in one transaction; returns how many were new
+        (an answer a concurrent attempt recorded first is skipped)."""
+        now = datetime.now(UTC)
+        rows = []
+        for invoice, result in zip(due, results, strict=True):
+            charge = result.charge
+            if charge.invoice_id != str(invoice.id) or charge.amount_cents != invoice.amount_cents:
+                raise GatewayRefused(
+                    f"payment gateway answered charge {charge.charge_id} for invoice "
+                    f"{charge.invoice_id} ({charge.amount_cents}) to the request for invoice "
+                    f"{invoice.id} ({invoice.amount_cents})"
                 )
-                .on_conflict_do_nothing(index_elements=["invoice_id"])
-                .returning(charges.c.id)
-            ).all()
-        return len(created), len(charged)
+            self.replayed += result.replayed
+            rows.append(
+                {
+                    "invoice_id": invoice.id,
+                    "gateway_charge_id": charge.charge_id,
+                    "idempotency_key": charge.idempotency_key,
+                    "amount_cents": charge.amount_cents,
+                    "currency": charge.currency,
+                    "status": _STATUS.get(charge.status, "unknown"),
+                    "run_id": self.ctx.run_id,
+                    "attempt": self.ctx.attempt,
+                    "recorded_at": now,
+                }
+            )
+        with (
+            hop_span("billing.record", "execute", "database", self.attrs),
+            self.engine.begin() as conn,
+        ):
+            return insert_skipping_conflicts(conn, charges, rows, ["invoice_id"])
 
 
-def billing_job_type(database_url: str, queue: str = "default") -> JobType:
-    """``billing.nightly`` over the billing database at ``database_url``."""
+def billing_job_type(settings: Settings | BillingSettings, queue: str = "default") -> JobType:
+    """``billing.nightly`` for a worker with ``settings``: a financial job type (its
+    effects move money) whose heartbeat timeout is short, so a crashed worker's run is
+    taken over, and resumed from its checkpoint, within seconds."""
+    config = (
+        settings
+        if isinstance(settings, BillingSettings)
+        else (BillingSettings.from_settings(settings))
+    )
     return JobType(
         NAME,
-        BillingJob(database_url),
-        duration_limit=timedelta(minutes=30),
-        heartbeat_timeout=timedelta(seconds=30),
+        BillingJob(config),
+        duration_limit=DURATION_LIMIT,
+        heartbeat_timeout=config.heartbeat_timeout,
         queue=queue,
         financial=True,
     )

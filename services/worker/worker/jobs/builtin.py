@@ -10,6 +10,7 @@ from typing import Any
 from cronwave_core.errors import InvalidArgument
 from worker.jobs.context import JobContext
 from worker.jobs.registry import JobType
+from worker.jobs.retry import RetryPolicy
 
 # Sleep in short slices: a time limit is delivered between Python instructions,
 # so one long C-level sleep could not be interrupted.
@@ -46,7 +47,9 @@ def fail(ctx: JobContext) -> Mapping[str, Any]:
 
 
 def builtin_job_types(queue: str = "default") -> list[JobType]:
-    """``cronwave.noop``, ``cronwave.sleep`` and ``cronwave.fail`` on ``queue``."""
+    """``cronwave.noop``, ``cronwave.sleep`` and ``cronwave.fail`` on ``queue``, plus
+    ``cronwave.noop.critical`` on the critical pool and ``cronwave.sleep.bulk`` on the
+    bulk pool. ``cronwave.fail``'s error is non-retryable: its run ends FAILED at once."""
     return [
         JobType("cronwave.noop", noop, duration_limit=timedelta(minutes=1), queue=queue),
         JobType(
@@ -56,5 +59,21 @@ def builtin_job_types(queue: str = "default") -> list[JobType]:
             heartbeat_timeout=timedelta(seconds=15),
             queue=queue,
         ),
-        JobType("cronwave.fail", fail, duration_limit=timedelta(minutes=1), queue=queue),
+        JobType(
+            "cronwave.fail",
+            fail,
+            duration_limit=timedelta(minutes=1),
+            queue=queue,
+            retry=RetryPolicy(non_retryable_errors=("RequestedFailure",)),
+        ),
+        JobType(
+            "cronwave.noop.critical", noop, duration_limit=timedelta(minutes=1), queue="critical"
+        ),
+        JobType(
+            "cronwave.sleep.bulk",
+            sleep,
+            duration_limit=timedelta(hours=25),
+            heartbeat_timeout=timedelta(seconds=15),
+            queue="bulk",
+        ),
     ]

@@ -10,6 +10,7 @@ from typing import Any
 from cronwave_core.errors import AlreadyExists, InvalidArgument, NotFound
 from cronwave_core.queueing import validate_queue_name
 from worker.jobs.context import JobContext
+from worker.jobs.retry import NO_RETRY, RetryPolicy
 
 JobFn = Callable[[JobContext], Mapping[str, Any]]
 
@@ -18,11 +19,14 @@ JobFn = Callable[[JobContext], Mapping[str, Any]]
 class JobType:
     """A named job function and its limits.
 
-    ``duration_limit`` bounds one attempt: past it the worker stops the attempt and
+    ``duration_limit`` bounds one attempt: past it the worker kills the attempt and
     records it TIMED_OUT. ``heartbeat_timeout`` is how long the store waits without a
-    heartbeat before it considers the attempt dead; the worker beats three times per
-    timeout. ``financial`` marks jobs whose effects move money (they must be safe to
-    repeat, since exactly-once execution is built from at-least-once delivery).
+    heartbeat before it considers the attempt dead and lets a new attempt resume the
+    run from its checkpoint; the worker beats three times per timeout. ``retry`` says
+    how an attempt that raised is retried (None: the default policy, or no retry for a
+    ``financial`` job type, whose effects move money). ``queue`` is the pool whose
+    workers run it; among runs a worker took at the same time, a lower ``priority``
+    goes first.
     """
 
     name: str
@@ -31,8 +35,12 @@ class JobType:
     heartbeat_timeout: timedelta = timedelta(seconds=30)
     queue: str = "default"
     financial: bool = False
+    retry: RetryPolicy | None = None
+    priority: int = 0
 
     def __post_init__(self) -> None:
+        if self.retry is None:
+            object.__setattr__(self, "retry", NO_RETRY if self.financial else RetryPolicy())
         if not self.name or self.name != self.name.strip():
             raise InvalidArgument("job_type.name", "required, without surrounding spaces")
         if self.duration_limit <= timedelta(0):
@@ -40,6 +48,11 @@ class JobType:
         if self.heartbeat_timeout <= timedelta(0):
             raise InvalidArgument("job_type.heartbeat_timeout", "must be a positive duration")
         validate_queue_name(self.queue, "job_type.queue")
+
+    @property
+    def retry_policy(self) -> RetryPolicy:
+        assert self.retry is not None  # set in __post_init__
+        return self.retry
 
     @property
     def heartbeat_interval(self) -> timedelta:
@@ -74,6 +87,16 @@ class Registry:
 
     def names(self) -> list[str]:
         return sorted(self._by_name)
+
+    def queues(self) -> list[str]:
+        """The queues these job types run on."""
+        return sorted({t.queue for t in self._by_name.values()})
+
+    def serving(self, queues: Iterable[str]) -> Registry:
+        """The job types whose queue is one of ``queues``: what a worker of those pools
+        registers and runs."""
+        wanted = set(queues)
+        return Registry(t for t in self if t.queue in wanted)
 
     def __iter__(self) -> Iterator[JobType]:
         return iter(self._by_name[name] for name in sorted(self._by_name))

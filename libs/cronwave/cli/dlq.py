@@ -1,0 +1,123 @@
+"""``cronwave dlq ...``: the dead-letter list, and replaying a run from it."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from datetime import UTC
+from typing import Annotated, Any, TypeVar
+
+import grpc
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from cronwave.cli._console import out, reported_errors
+from cronwave.cli._render import fmt_time
+from cronwave.v1 import common_pb2
+from cronwave.v1 import workflow_store_service_pb2 as store_pb
+from cronwave.v1 import workflow_store_service_pb2_grpc as store_grpc
+from cronwave_core.errors import CronwaveError, Unavailable
+from cronwave_core.rpc import error_from_rpc, open_channel
+from cronwave_core.settings import Settings
+
+app = typer.Typer(
+    help="The dead-letter list: runs whose retries are spent, and poison messages.",
+    no_args_is_help=True,
+)
+
+Resp = TypeVar("Resp")
+
+
+class _Store:
+    """The workflow-store, with failures turned into ``CronwaveError``s."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.address = settings.store_addr
+        self.timeout = settings.rpc_timeout
+        self._channel = open_channel(settings.store_addr, settings.rpc_timeout, traced=False)
+        self.stub = store_grpc.WorkflowStoreServiceStub(self._channel)
+
+    def call(self, method: Callable[[Any], Resp], request: Any) -> Resp:
+        try:
+            return method(request)
+        except grpc.RpcError as exc:
+            raise self._error(exc) from exc
+
+    def _error(self, exc: grpc.RpcError) -> CronwaveError:
+        code = exc.code() if hasattr(exc, "code") else None
+        if code == grpc.StatusCode.UNAVAILABLE:
+            return Unavailable(f"workflow-store at {self.address} is unavailable: {exc.details()}")
+        if code == grpc.StatusCode.DEADLINE_EXCEEDED:
+            return Unavailable(
+                f"workflow-store at {self.address} did not answer within "
+                f"{self.timeout.total_seconds():g}s (deadline exceeded)"
+            )
+        return error_from_rpc(exc)
+
+    def close(self) -> None:
+        self._channel.close()
+
+
+@contextmanager
+def _store() -> Iterator[_Store]:
+    with reported_errors():
+        store = _Store(Settings.from_env())
+        try:
+            yield store
+        finally:
+            store.close()
+
+
+def letters_table(letters: Any) -> Table:
+    table = Table(title="dead letters (newest first)", title_justify="left")
+    for name in ("id", "run", "reason", "job type", "attempt", "queue", "at", "error"):
+        table.add_column(name, no_wrap=name not in ("error",), overflow="fold")
+    for d in letters:
+        replayed = " (replayed)" if d.HasField("replayed_at") else ""
+        table.add_row(
+            str(d.id),
+            d.run_id or "-",
+            d.reason + replayed,
+            d.job_type or "-",
+            str(d.attempt) if d.attempt else "-",
+            d.queue or "-",
+            fmt_time(d.created_at.ToDatetime(tzinfo=UTC)),
+            escape(d.error or d.message_json or "-"),
+        )
+    return table
+
+
+@app.command("list")
+def list_(
+    limit: Annotated[int, typer.Option("--limit", min=1, help="At most this many.")] = 50,
+    all_: Annotated[
+        bool, typer.Option("--all", help="Include entries that were already replayed.")
+    ] = False,
+) -> None:
+    """List the dead letters, newest first."""
+    with _store() as store:
+        response = store.call(
+            store.stub.ListDeadLetters,
+            store_pb.ListDeadLettersRequest(limit=limit, include_replayed=all_),
+        )
+    if not response.dead_letters:
+        out().print("no dead letters")
+        return
+    out().print(letters_table(response.dead_letters))
+
+
+@app.command()
+def replay(
+    run_id: Annotated[str, typer.Argument(help="The dead-lettered run (see `cronwave dlq list`).")],
+) -> None:
+    """Put a dead-lettered run back to PENDING to run it again.
+
+    The dispatcher's sweeper re-enqueues it within a second; its next attempt starts
+    with a fresh retry budget."""
+    with _store() as store:
+        response = store.call(
+            store.stub.ReplayDeadLetter, store_pb.ReplayDeadLetterRequest(run_id=run_id)
+        )
+    state = common_pb2.RunState.Name(response.run.state).removeprefix("RUN_STATE_")
+    out().print(f"run {response.run.run_id} replayed: {state}; a worker picks it up shortly")

@@ -1,0 +1,360 @@
+"""``cronwave load``: drive many runs end to end, for a waterfall with a stable tail.
+
+Each run is a manual trigger of one of a few load schedules (paused, so the planner
+never fires them; job type ``cronwave.noop`` unless told otherwise). At most
+``--concurrency`` runs are in flight: a new run is triggered when one has ended, so
+the figures are those of a system at that load, not of a growing backlog. A run has
+ended when the run-status cache (Redis) holds its terminal state; runs still open at
+the end are read from the store once.
+
+``--scenario`` steers where the dispatcher's route look-up of every run is answered:
+``local`` (the default path: in the dispatcher's process, after each schedule's first
+run), ``redis`` (``cronwave-cache-control: no-local``) or ``miss`` (``no-cache``: the
+store). ``cronwave waterfall --scenario ...`` then shows each path whole.
+
+Everything is bounded: ``--timeout`` stops triggering and waiting. Without a suite
+at the configured addresses, a private one is started in ``--data-dir`` on free
+ports and stopped afterwards; its spans stay there for ``cronwave waterfall``.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import timedelta
+from pathlib import Path
+from typing import Annotated
+
+import grpc
+import typer
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from cronwave._client import Client
+from cronwave.cli._console import out, reported_errors
+from cronwave.cli.suite_cmds import running, suite_config
+from cronwave.v1 import common_pb2
+from cronwave.v1 import dispatcher_service_pb2 as dispatcher_pb
+from cronwave.v1 import dispatcher_service_pb2_grpc as dispatcher_grpc
+from cronwave.v1 import workflow_store_service_pb2 as store_pb
+from cronwave.v1 import workflow_store_service_pb2_grpc as store_grpc
+from cronwave_core.caching import METADATA_KEY, TERMINAL_STATES, RunStatusCache, redis_client
+from cronwave_core.errors import InvalidArgument, Unavailable
+from cronwave_core.rpc import open_channel
+from cronwave_core.settings import Settings
+from cronwave_core.suite import Suite
+
+app = typer.Typer()
+
+SCENARIOS = {"local": "", "redis": "no-local", "miss": "no-cache"}
+DEFAULT_JOB_TYPE = "cronwave.noop"
+POLL = 0.01  # seconds between two reads of the run-status cache
+_CHUNK = 1000  # run ids per MGET
+
+
+@dataclass(frozen=True)
+class Target:
+    """Where the suite is."""
+
+    store_addr: str
+    dispatcher_addr: str
+    redis_url: str
+    namespace: str
+    rpc_timeout: timedelta = timedelta(seconds=10)
+
+
+@dataclass
+class LoadReport:
+    """What a load did. ``seconds`` runs from the first trigger to the last end seen."""
+
+    runs: int
+    scenario: str
+    concurrency: int
+    triggered: int = 0
+    states: dict[str, int] = field(default_factory=dict)
+    unfinished: int = 0
+    refused: int = 0
+    seconds: float = 0.0
+    trigger_ms: list[float] = field(default_factory=list)
+    run_ids: list[str] = field(default_factory=list)
+    schedule_ids: list[str] = field(default_factory=list)
+
+    @property
+    def finished(self) -> int:
+        return sum(self.states.values())
+
+    @property
+    def throughput(self) -> float:
+        """Runs ended per second."""
+        return self.finished / self.seconds if self.seconds > 0 else 0.0
+
+    def summary(self) -> str:
+        states = ", ".join(f"{n} {s.lower()}" for s, n in sorted(self.states.items())) or "none"
+        ordered = sorted(self.trigger_ms)
+
+        def pct(q: float) -> float:
+            return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else 0.0
+
+        lines = [
+            f"{self.triggered} runs triggered ({self.scenario} scenario, {self.concurrency} in "
+            f"flight at most) in {self.seconds:.1f}s: {states}"
+            + (f", {self.unfinished} unfinished" if self.unfinished else "")
+            + (f", {self.refused} refused" if self.refused else ""),
+            f"throughput {self.throughput:.1f} runs/s end to end; trigger call p50 "
+            f"{pct(0.5):.1f} ms, p99 {pct(0.99):.1f} ms",
+        ]
+        return "\n".join(lines)
+
+
+def _state_name(state: int) -> str:
+    return common_pb2.RunState.Name(state).removeprefix("RUN_STATE_")
+
+
+def create_schedules(client: Client, count: int, job_type: str) -> list[str]:
+    """``count`` paused load schedules of ``job_type`` (a trigger still runs them)."""
+    prefix = f"load-{uuid.uuid4().hex[:8]}"
+    ids = []
+    for i in range(count):
+        schedule = client.create_schedule(
+            f"{prefix}-{i:03d}",
+            cron="0 0 1 1 *",
+            job_type=job_type,
+            paused=True,
+            overlap="allow_all",
+        )
+        ids.append(schedule.schedule_id)
+    return ids
+
+
+def drive(
+    target: Target,
+    *,
+    runs: int,
+    scenario: str = "local",
+    concurrency: int = 8,
+    timeout: timedelta = timedelta(minutes=10),
+    job_type: str = DEFAULT_JOB_TYPE,
+    schedules: int = 8,
+    progress: bool = False,
+) -> LoadReport:
+    """Trigger ``runs`` runs with at most ``concurrency`` in flight and wait for them
+    (see the module docstring). Never longer than ``timeout``."""
+    if runs < 1:
+        raise InvalidArgument("runs", f"must be at least 1, got {runs}")
+    if concurrency < 1:
+        raise InvalidArgument("concurrency", f"must be at least 1, got {concurrency}")
+    if scenario not in SCENARIOS:
+        raise InvalidArgument(
+            "scenario", f"must be one of {', '.join(SCENARIOS)}, got {scenario!r}"
+        )
+    deadline = time.monotonic() + timeout.total_seconds()
+    report = LoadReport(runs=runs, scenario=scenario, concurrency=concurrency)
+    metadata = ((METADATA_KEY, SCENARIOS[scenario]),) if SCENARIOS[scenario] else None
+    with Client(
+        store_addr=target.store_addr,
+        dispatcher_addr=target.dispatcher_addr,
+        timeout=target.rpc_timeout,
+    ) as client:
+        report.schedule_ids = create_schedules(client, max(1, min(schedules, runs)), job_type)
+    cache_client = redis_client(target.redis_url, timedelta(seconds=2))
+    status = RunStatusCache(cache_client, target.namespace)
+    channel = open_channel(target.dispatcher_addr, target.rpc_timeout, traced=False)
+    dispatcher = dispatcher_grpc.DispatcherServiceStub(channel)
+    slots = threading.Semaphore(concurrency)
+    lock = threading.Lock()
+    open_runs: set[str] = set()
+    next_index = iter(range(runs))
+    first: list[float] = []
+    last_end = [0.0]
+    stop = threading.Event()
+
+    def trigger_loop() -> None:
+        while not stop.is_set():
+            if not slots.acquire(timeout=0.2):
+                continue
+            with lock:
+                index = next(next_index, None)
+            if index is None or time.monotonic() >= deadline:
+                slots.release()
+                return
+            schedule_id = report.schedule_ids[index % len(report.schedule_ids)]
+            began = time.monotonic()
+            try:
+                reply = dispatcher.TriggerRun(
+                    dispatcher_pb.TriggerRunRequest(schedule_id=schedule_id),
+                    timeout=target.rpc_timeout.total_seconds(),
+                    metadata=metadata,
+                )
+            except grpc.RpcError:
+                with lock:
+                    report.refused += 1
+                slots.release()
+                continue
+            ended = time.monotonic()
+            with lock:
+                if not first:
+                    first.append(began)
+                report.triggered += 1
+                report.trigger_ms.append((ended - began) * 1000)
+                report.run_ids.append(reply.run.run_id)
+                open_runs.add(reply.run.run_id)
+
+    def settle(found: dict[str, common_pb2.Run]) -> None:
+        now = time.monotonic()
+        with lock:
+            for run_id, run in found.items():
+                if run_id in open_runs:
+                    open_runs.discard(run_id)
+                    name = _state_name(run.state)
+                    report.states[name] = report.states.get(name, 0) + 1
+                    last_end[0] = now
+                    slots.release()
+
+    threads = [
+        threading.Thread(target=trigger_loop, name=f"load-{i}", daemon=True)
+        for i in range(concurrency)
+    ]
+    for thread in threads:
+        thread.start()
+    shown = 0.0
+    try:
+        while time.monotonic() < deadline:
+            with lock:
+                waiting = list(open_runs)
+                busy = any(t.is_alive() for t in threads)
+            if not waiting and not busy:
+                break
+            for start in range(0, len(waiting), _CHUNK):
+                settle(status.get_many(waiting[start : start + _CHUNK]))
+            if progress and time.monotonic() - shown >= 2:
+                shown = time.monotonic()
+                out().print(f"  {report.finished} of {runs} runs ended ...")
+            time.sleep(POLL)
+    finally:
+        stop.set()
+        for thread in threads:
+            thread.join(timeout=target.rpc_timeout.total_seconds() + 1)
+        channel.close()
+        cache_client.close()
+    with lock:
+        leftover = list(open_runs)
+    if leftover:
+        settle(_from_store(target, leftover))
+    with lock:
+        report.unfinished = len(open_runs)
+    if first:
+        report.seconds = max(last_end[0], first[0]) - first[0]
+    return report
+
+
+def _from_store(target: Target, run_ids: list[str]) -> dict[str, common_pb2.Run]:
+    """The runs among ``run_ids`` that have ended, as the store says (one read each)."""
+    found: dict[str, common_pb2.Run] = {}
+    with grpc.insecure_channel(target.store_addr) as channel:
+        store = store_grpc.WorkflowStoreServiceStub(channel)
+        for run_id in run_ids:
+            try:
+                run = store.GetRun(store_pb.GetRunRequest(run_id=run_id), timeout=5).run
+            except grpc.RpcError:
+                continue
+            if run.state in TERMINAL_STATES:
+                found[run_id] = run
+    return found
+
+
+def _reachable(address: str, timeout: float = 1.0) -> bool:
+    with grpc.insecure_channel(address) as channel:
+        try:
+            reply = health_pb2_grpc.HealthStub(channel).Check(
+                health_pb2.HealthCheckRequest(), timeout=timeout
+            )
+        except grpc.RpcError:
+            return False
+    return bool(reply.status == health_pb2.HealthCheckResponse.SERVING)
+
+
+@contextmanager
+def suite_target(data_dir: Path | None, connect: bool) -> Iterator[tuple[Target, Suite | None]]:
+    """The configured suite when it answers, else (unless ``connect``) a private one."""
+    settings = Settings.from_env()
+    if _reachable(settings.store_addr) and _reachable(settings.dispatcher_addr):
+        yield (
+            Target(
+                settings.store_addr,
+                settings.dispatcher_addr,
+                settings.redis_url,
+                settings.namespace,
+            ),
+            None,
+        )
+        return
+    if connect:
+        raise Unavailable(
+            f"no suite answers at {settings.store_addr} and {settings.dispatcher_addr}"
+        )
+    suite = Suite(suite_config(data_dir or settings.data_dir, ports={}))
+    with running(suite):
+        yield (
+            Target(suite.store_addr, suite.dispatcher_addr, suite.redis_url, settings.namespace),
+            suite,
+        )
+
+
+@app.command("load")
+def load(
+    runs: Annotated[int, typer.Option("--runs", min=1, help="Runs to drive end to end.")],
+    scenario: Annotated[
+        str, typer.Option("--scenario", help="Where route look-ups are answered: local|redis|miss.")
+    ] = "local",
+    concurrency: Annotated[
+        int, typer.Option("--concurrency", min=1, help="Runs in flight at most.")
+    ] = 8,
+    schedules: Annotated[
+        int, typer.Option("--schedules", min=1, help="Load schedules the runs are spread over.")
+    ] = 8,
+    job_type: Annotated[
+        str, typer.Option("--job-type", help="Job type of the load schedules.")
+    ] = DEFAULT_JOB_TYPE,
+    timeout: Annotated[
+        float, typer.Option("--timeout", min=1.0, help="Seconds to trigger and wait, at most.")
+    ] = 600.0,
+    connect: Annotated[
+        bool, typer.Option("--connect", help="Use a running suite only; never start one.")
+    ] = False,
+    data_dir: Annotated[
+        Path | None,
+        typer.Option("--data-dir", help="Where a private suite keeps its data and spans."),
+    ] = None,
+) -> None:
+    """Drive N runs end to end (manual triggers of load schedules, at most C in flight)
+    and print the throughput; then `cronwave waterfall --last N` shows where time went."""
+    console = out()
+    with reported_errors():
+        if scenario not in SCENARIOS:
+            raise InvalidArgument(
+                "scenario", f"must be one of {', '.join(SCENARIOS)}, got {scenario!r}"
+            )
+        with suite_target(data_dir, connect) as (target, suite):
+            where = (
+                f"a private suite in {suite.config.data_dir}"
+                if suite is not None
+                else f"the suite at {target.dispatcher_addr}"
+            )
+            console.print(f"driving {runs} runs through {where} ...")
+            report = drive(
+                target,
+                runs=runs,
+                scenario=scenario,
+                concurrency=concurrency,
+                timeout=timedelta(seconds=timeout),
+                job_type=job_type,
+                schedules=schedules,
+                progress=True,
+            )
+    console.print(report.summary())
+    console.print(f"`cronwave waterfall --last {report.triggered}` shows where the time went")
+    if report.unfinished or report.refused:
+        raise typer.Exit(1)

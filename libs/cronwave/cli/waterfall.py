@@ -1,0 +1,201 @@
+"""``cronwave waterfall``: where the time of many runs goes, hop by hop and kind by kind.
+
+Spans come from ``--source``: ``local`` (the span files under the data dir, which
+every service of a suite writes to unless OTLP export is on; works offline right
+after ``make demo``), ``jaeger-file:PATH`` / ``otlp-file:PATH`` (a file in Jaeger's or
+OTLP's JSON), or ``jaeger:URL`` (a Jaeger query service). The analysis is
+``cronwave_waterfall``'s; this module picks the source, the runs and the format, and
+says which runs could not have every hop (a manual trigger has no planner, so no
+``plan`` or ``leader`` hop).
+"""
+
+from __future__ import annotations
+
+import sys
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import replace
+from datetime import datetime
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from cronwave.cli._console import out, reported_errors
+from cronwave_core.errors import InvalidArgument
+from cronwave_core.settings import Settings
+from cronwave_core.telemetry import ATTR_TRIGGER
+from cronwave_waterfall import (
+    Run,
+    RunFilter,
+    Waterfall,
+    build_runs,
+    compare_scenarios,
+    load_spans,
+    render_html,
+    render_json,
+    render_terminal,
+    select_runs,
+    waterfall,
+)
+from cronwave_waterfall.jaeger_query import JaegerQuery
+from cronwave_waterfall.runs import SCENARIOS, parse_instant
+from cronwave_waterfall.sources import Source
+
+app = typer.Typer()
+
+FORMATS = ("text", "json", "html")
+SOURCE_HELP = (
+    "local (span files under the data dir), jaeger-file:PATH, otlp-file:PATH or jaeger:URL "
+    "(a Jaeger query service, e.g. jaeger:http://localhost:16686)."
+)
+PLANNED_HOPS = ("plan", "leader")
+
+
+def resolve_source(raw: str, data_dir: Path | None, service: str | None = None) -> Source:
+    """What ``load_spans`` reads for a ``--source`` value (see the module docstring)."""
+    text = raw.strip()
+    if text in ("", "local"):
+        return data_dir if data_dir is not None else Settings.from_env().data_dir
+    kind, sep, rest = text.partition(":")
+    if sep and kind in ("jaeger-file", "otlp-file"):
+        path = Path(rest).expanduser()
+        if not path.is_file():
+            raise InvalidArgument("source", f"{path} is not a file")
+        return path
+    if sep and kind == "jaeger" and rest.startswith(("http://", "https://")):
+        return JaegerQuery.from_url(rest, service=service)
+    if text.startswith(("http://", "https://")) or Path(text).expanduser().exists():
+        return text  # a URL or a path said plainly
+    raise InvalidArgument("source", f"expected {SOURCE_HELP} Got {raw!r}")
+
+
+def _instant(raw: str | None, name: str) -> datetime | None:
+    if not raw:
+        return None
+    moment = parse_instant(raw)
+    if moment is None or not (raw.rstrip().endswith("Z") or "+" in raw[10:] or "-" in raw[10:]):
+        raise InvalidArgument(
+            name, f"expected ISO-8601 with a time zone (e.g. 2025-03-01T00:00:00Z), got {raw!r}"
+        )
+    return moment
+
+
+def trigger_of(run: Run) -> str:
+    """Why the run exists, as its spans say (``scheduled``, ``manual``...; ``""``)."""
+    for span in run.spans:
+        value = span.attributes.get(ATTR_TRIGGER)
+        if value:
+            return str(value)
+    return ""
+
+
+def coverage_note(runs: Sequence[Run]) -> str:
+    """One line on runs that cannot have every hop, or ``""`` when all can."""
+    triggers = Counter(trigger_of(r) for r in runs)
+    manual = triggers.get("manual", 0)
+    if not manual:
+        return ""
+    planned = len(runs) - manual
+    if planned == 0:
+        return (
+            f"note: all {manual} runs were manual triggers, which no planner fires: they have "
+            "no plan or leader hop (a scheduled run has all seven)"
+        )
+    return (
+        f"note: {manual} of {len(runs)} runs were manual triggers (no planner): the plan and "
+        f"leader rows count the {planned} others only"
+    )
+
+
+@app.command("waterfall")
+def waterfall_cmd(
+    last: Annotated[
+        int | None, typer.Option("--last", min=1, help="Only the N most recent runs.")
+    ] = None,
+    since: Annotated[
+        str | None, typer.Option("--since", help="Runs fired at or after (ISO-8601, with zone).")
+    ] = None,
+    until: Annotated[
+        str | None, typer.Option("--until", help="Runs fired before (ISO-8601, with zone).")
+    ] = None,
+    schedule: Annotated[
+        str | None, typer.Option("--schedule", help="Only runs of this schedule.")
+    ] = None,
+    job_type: Annotated[
+        str | None, typer.Option("--job-type", help="Only runs of this job type.")
+    ] = None,
+    scenario: Annotated[
+        str | None,
+        typer.Option("--scenario", help="Runs whose look-ups were answered: local|redis|miss."),
+    ] = None,
+    compare: Annotated[bool, typer.Option("--compare", help="The scenarios side by side.")] = False,
+    fmt: Annotated[str, typer.Option("--format", help="text, json or html.")] = "text",
+    output: Annotated[
+        Path | None, typer.Option("--output", help="Write here instead of printing.")
+    ] = None,
+    source: Annotated[str, typer.Option("--source", help=SOURCE_HELP)] = "local",
+    data_dir: Annotated[
+        Path | None,
+        typer.Option(
+            "--data-dir", help="For --source local (default: CRONWAVE_DATA_DIR, .cronwave)."
+        ),
+    ] = None,
+    service: Annotated[
+        str | None, typer.Option("--service", help="For --source jaeger:URL: the service searched.")
+    ] = None,
+) -> None:
+    """Per hop and kind of time: p50/p90/p99/p99.9, mean and count over the runs chosen;
+    end-to-end and fire lateness; and the one line that says where the p99 tail comes from."""
+    with reported_errors():
+        if fmt not in FORMATS:
+            raise InvalidArgument("format", f"must be one of {', '.join(FORMATS)}, got {fmt!r}")
+        if scenario is not None and scenario not in SCENARIOS:
+            raise InvalidArgument(
+                "scenario", f"must be one of {', '.join(SCENARIOS)}, got {scenario!r}"
+            )
+        selection = RunFilter(
+            last=last,
+            since=_instant(since, "since"),
+            until=_instant(until, "until"),
+            schedule_id=schedule,
+            job_type=job_type,
+            scenario=scenario,
+        )
+        chosen_source = resolve_source(source, data_dir, service)
+        if isinstance(chosen_source, JaegerQuery) and (selection.since or selection.until):
+            chosen_source = replace(
+                chosen_source,
+                start_min=selection.since or chosen_source.start_min,
+                start_max=selection.until or chosen_source.start_max,
+            )
+        runs = build_runs(load_spans(chosen_source))
+        result: Waterfall | list[Waterfall] = (
+            compare_scenarios(runs, selection) if compare else waterfall(runs, selection)
+        )
+        note = coverage_note(select_runs(runs, selection))
+        if fmt == "json":
+            text = render_json(result)
+        elif fmt == "html":
+            text = render_html(result)
+        else:
+            console = out()
+            width = console.width if sys.stdout.isatty() else 120
+            color = output is None and sys.stdout.isatty()
+            text = render_terminal(result, width=width, color=color)
+            if note:
+                text = text.rstrip("\n") + "\n" + note + "\n"
+        if output is not None:
+            path = output.expanduser()
+            try:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_text(text, encoding="utf-8")
+            except OSError as exc:
+                raise InvalidArgument("output", f"cannot write {path}: {exc}") from exc
+            typer.echo(
+                f"wrote {fmt} waterfall of {len(select_runs(runs, selection))} runs to {path}"
+            )
+            if note:
+                typer.echo(note)
+            return
+        sys.stdout.write(text)

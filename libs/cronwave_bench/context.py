@@ -1,0 +1,62 @@
+"""What every scenario is given: the backend, the sizes, a work directory, a way to
+report progress, and what earlier scenarios left for later ones (span stores)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from datetime import timedelta
+from pathlib import Path
+
+from cronwave_bench.harness import Backend, Say, _quiet
+
+
+@dataclass(frozen=True)
+class Sizes:
+    """How big each scenario is. The defaults are the figures issue targets are
+    stated for; ``tiny()`` is for smoke tests of the runner."""
+
+    single_fires: int = 60
+    burst: int = 1000
+    throughput_rate: int = 500  # offered runs per second (one 1-second schedule each)
+    throughput_window: timedelta = timedelta(seconds=30)
+    throughput_warmup: timedelta = timedelta(seconds=5)
+    failover_trials: int = 20
+    billing_customers: int = 100_000
+    planner_schedules: int = 100_000
+    #: Worker threads of the burst's suite: each run held until the instant waits in
+    #: one, so a burst of N needs N of them to start together.
+    burst_worker_threads: int = 0  # 0: the burst size
+
+    @classmethod
+    def tiny(cls) -> Sizes:
+        return cls(
+            single_fires=3,
+            burst=10,
+            throughput_rate=5,
+            throughput_window=timedelta(seconds=3),
+            throughput_warmup=timedelta(seconds=1),
+            failover_trials=1,
+            billing_customers=50,
+            planner_schedules=200,
+        )
+
+    def scaled(self, **changes: object) -> Sizes:
+        return replace(self, **changes)  # type: ignore[arg-type]
+
+
+@dataclass
+class BenchContext:
+    backend: Backend
+    work_dir: Path
+    sizes: Sizes = field(default_factory=Sizes)
+    say: Say = _quiet
+    #: Data dirs of suites that ran with tracing on, by scenario (for ``waterfall``).
+    span_dirs: dict[str, Path] = field(default_factory=dict)
+    #: A planner process's resident memory with no schedules, in MiB (for
+    #: ``planner-memory``), measured by the first suite that ran.
+    planner_idle_rss_mib: float | None = None
+
+    def suite_dir(self, name: str) -> Path:
+        path = self.work_dir / name
+        path.mkdir(parents=True, exist_ok=True)
+        return path

@@ -1,0 +1,153 @@
+"""Reading what happened from the store: runs, when each job body started, and the
+distributions the tables are made of.
+
+A run's body start is the worker's ``started`` run event, whose detail is
+``body_started_at=<ISO-8601, microseconds>`` (written whether or not tracing is on);
+fire lateness is that instant minus the run's nominal fire time. ``started_at`` of a
+run is the claim, not the body: with the dispatch lead a run is claimed before its fire
+time and held until the instant.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any, TypeVar
+
+from cronwave._client import Client
+from cronwave._models import Run, RunEvent
+from cronwave_core.errors import CronwaveError
+from cronwave_waterfall.percentiles import quantile
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+STARTED_EVENT = "started"
+BODY_STARTED_KEY = "body_started_at"
+#: Concurrent read calls the bench makes to the store while collecting figures.
+READERS = 8
+
+
+def body_starts(events: Iterable[RunEvent]) -> list[datetime]:
+    """Every body start the run's history records, oldest first (more than one means
+    the body ran more than once)."""
+    starts = []
+    for event in events:
+        if event.kind != STARTED_EVENT:
+            continue
+        for part in event.detail.split():
+            key, _, value = part.partition("=")
+            if key == BODY_STARTED_KEY and value:
+                try:
+                    starts.append(datetime.fromisoformat(value).astimezone(UTC))
+                except ValueError:
+                    continue
+    return sorted(starts)
+
+
+def parallel(fn: Callable[[T], R], items: Sequence[T], workers: int = READERS) -> list[R]:
+    """``[fn(x) for x in items]``, ``workers`` calls at a time, in order."""
+    if not items:
+        return []
+    with ThreadPoolExecutor(max_workers=min(workers, len(items))) as pool:
+        return list(pool.map(fn, items))
+
+
+def runs_of(client: Client, schedule_ids: Sequence[str], limit: int) -> list[Run]:
+    """All runs of the schedules (at most ``limit`` each), newest first per schedule."""
+    per = parallel(lambda sid: client.list_runs(sid, limit=limit), list(schedule_ids))
+    return [run for runs in per for run in runs]
+
+
+@dataclass(frozen=True)
+class Started:
+    """A run and the body starts its history records."""
+
+    run: Run
+    starts: tuple[datetime, ...]
+
+    @property
+    def first(self) -> datetime | None:
+        return self.starts[0] if self.starts else None
+
+    @property
+    def lateness(self) -> timedelta | None:
+        return self.starts[0] - self.run.fire_time if self.starts else None
+
+
+def with_starts(client: Client, runs: Sequence[Run]) -> list[Started]:
+    """Each run with its recorded body starts."""
+
+    def one(run: Run) -> Started:
+        return Started(run, tuple(body_starts(client.run_events(run.run_id))))
+
+    return parallel(one, list(runs))
+
+
+def wait_terminal(
+    client: Client,
+    schedule_ids: Sequence[str],
+    expected: int,
+    timeout: timedelta,
+    limit: int,
+    poll: timedelta = timedelta(seconds=1),
+) -> list[Run]:
+    """Poll the schedules' runs until ``expected`` of them are terminal or ``timeout``
+    passes; the runs as last seen either way."""
+    deadline = time.monotonic() + timeout.total_seconds()
+    while True:
+        runs = runs_of(client, schedule_ids, limit)
+        if sum(1 for r in runs if r.terminal) >= expected or time.monotonic() >= deadline:
+            return runs
+        time.sleep(poll.total_seconds())
+
+
+def delete_schedules(client: Client, schedule_ids: Sequence[str]) -> int:
+    """Delete the schedules a scenario made (so a shared database is left as it was
+    found, apart from history); returns how many could not be deleted."""
+
+    def one(sid: str) -> bool:
+        try:
+            client.delete_schedule(sid)
+        except CronwaveError:
+            return False
+        return True
+
+    return sum(1 for ok in parallel(one, list(schedule_ids)) if not ok)
+
+
+def ms_figures(values_ms: Sequence[float], quantiles: Sequence[str]) -> dict[str, float] | None:
+    """``{"p50": ..., "p99": ..., "max": ..., "count": n}`` of millisecond values,
+    exact (``cronwave_waterfall.percentiles``); None when there are none."""
+    if not values_ms:
+        return None
+    ordered = sorted(values_ms)
+    out: dict[str, float] = {"count": float(len(ordered))}
+    for name in quantiles:
+        if name == "max":
+            out[name] = ordered[-1]
+        elif name == "min":
+            out[name] = ordered[0]
+        elif name == "mean":
+            out[name] = sum(ordered) / len(ordered)
+        else:
+            out[name] = quantile(ordered, float("0." + name[1:]))
+    return out
+
+
+def ms(delta: timedelta) -> float:
+    return delta / timedelta(milliseconds=1)
+
+
+def rounded(data: Any, digits: int = 3) -> Any:
+    """JSON-ready figures with floats rounded to ``digits`` places."""
+    if isinstance(data, float):
+        return round(data, digits)
+    if isinstance(data, dict):
+        return {k: rounded(v, digits) for k, v in data.items()}
+    if isinstance(data, list | tuple):
+        return [rounded(v, digits) for v in data]
+    return data

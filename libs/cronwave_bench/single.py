@@ -1,0 +1,110 @@
+"""``single``: one schedule that fires every second, for at least 60 fires.
+
+Figures: fire lateness (body start minus nominal fire time) p50 / p90 / p99 / max,
+skipped fires (a slot of the schedule without a started body) and duplicates (bodies
+started more than once for a slot). The schedule's first fire is placed past the
+planner's dispatch lead, so every fire measured is planned the way a long-lived
+schedule's are.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from datetime import UTC, datetime, timedelta
+
+from cronwave_bench.context import BenchContext
+from cronwave_bench.harness import SuiteOptions, bench_suite, dispatch_lead, wait_leading
+from cronwave_bench.measure import (
+    delete_schedules,
+    ms,
+    ms_figures,
+    wait_terminal,
+    with_starts,
+)
+from cronwave_bench.planner_memory import rss_mib
+from cronwave_bench.report import Result, fmt_ms
+from cronwave_core.spec import Interval
+
+NOOP = "cronwave.noop"
+TARGET_P50_MS = 0.5
+TARGET_P99_MS = 1.5
+
+
+def next_whole_second(instant: datetime) -> datetime:
+    return instant.replace(microsecond=0) + timedelta(seconds=1)
+
+
+def run_single(ctx: BenchContext) -> Result:
+    fires = ctx.sizes.single_fires
+    result = Result("single")
+    data_dir = ctx.suite_dir("single")
+    with bench_suite(ctx.backend, data_dir, SuiteOptions(tracing=True)) as (suite, client):
+        ctx.span_dirs["single"] = data_dir
+        wait_leading(client)
+        ctx.planner_idle_rss_mib = rss_mib(suite.procs["cron-planner"].pid)
+        schedule_id = f"bench-single-{uuid.uuid4().hex[:10]}"
+        lead = dispatch_lead()
+        first = next_whole_second(datetime.now(UTC) + lead + timedelta(seconds=1))
+        last = first + timedelta(seconds=fires - 1)
+        client.create_schedule(
+            schedule_id,
+            intervals=[Interval(every=timedelta(seconds=1))],
+            job_type=NOOP,
+            start_at=first,
+            end_at=last,
+        )
+        ctx.say(f"single: {fires} fires of a 1-second schedule, {first:%H:%M:%S} to {last:%H:%M:%S}")
+        try:
+            time.sleep(max(0.0, (last - datetime.now(UTC)).total_seconds()) + 0.5)
+            runs = wait_terminal(
+                client, [schedule_id], fires, timedelta(seconds=30), limit=fires + 10
+            )
+            started = with_starts(client, runs)
+        finally:
+            delete_schedules(client, [schedule_id])
+    slots = {first + timedelta(seconds=i) for i in range(fires)}
+    by_slot: dict[datetime, int] = {}
+    late_ms: list[float] = []
+    for s in started:
+        if s.run.fire_time not in slots or not s.starts:
+            continue
+        by_slot[s.run.fire_time] = by_slot.get(s.run.fire_time, 0) + len(s.starts)
+        lateness = s.lateness
+        assert lateness is not None  # it has starts
+        late_ms.append(ms(lateness))
+    duplicates = sum(n - 1 for n in by_slot.values() if n > 1)
+    skipped = len(slots - set(by_slot))
+    figures = ms_figures(late_ms, ("p50", "p90", "p99", "max", "min"))
+    result.figures = {
+        "fires": fires,
+        "lead_s": lead.total_seconds(),
+        "lateness_ms": figures,
+        "skipped": skipped,
+        "duplicates": duplicates,
+        "runs": sum(1 for s in started if s.run.fire_time in slots),
+    }
+    if figures is None:
+        result.row("fire lateness", "no body started", "", False)
+    else:
+        result.row(
+            "fire lateness p50",
+            fmt_ms(figures["p50"]),
+            f"<= {TARGET_P50_MS} ms",
+            figures["p50"] <= TARGET_P50_MS,
+        )
+        result.row("fire lateness p90", fmt_ms(figures["p90"]))
+        result.row(
+            "fire lateness p99",
+            fmt_ms(figures["p99"]),
+            f"<= {TARGET_P99_MS} ms",
+            figures["p99"] <= TARGET_P99_MS,
+        )
+        result.row("fire lateness max", fmt_ms(figures["max"]))
+    result.row("fires", f"{len(by_slot)} of {fires} started")
+    result.row("skipped fires", str(skipped), "0", skipped == 0)
+    result.row("duplicates", str(duplicates), "0", duplicates == 0)
+    if lead > timedelta(0):
+        result.notes.append(f"dispatch lead {lead.total_seconds():g} s")
+    return result
+

@@ -1,0 +1,163 @@
+"""``throughput``: runs per second from fire to durable completion, sustained, with
+tracing on and with tracing off (``CRONWAVE_TRACING=off``: no span is exported).
+
+The offered load is ``rate`` schedules that each fire every second, their phases
+spread evenly over the second, so ``rate`` runs come due per second. After a warm-up,
+a window of at least 30 s counts the runs the store completed (SUCCEEDED, by the
+store's own ``finished_at``) inside it: that count over the window's length is the
+sustained rate. The rate of every 5-second slice of the window is kept too, so a rate
+that sags is seen. Each variant runs on a suite of its own.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from cronwave_bench.context import BenchContext
+from cronwave_bench.harness import SuiteOptions, bench_suite, dispatch_lead, wait_leading
+from cronwave_bench.measure import delete_schedules, ms, ms_figures, parallel, runs_of
+from cronwave_bench.report import Result, fmt_ms
+from cronwave_bench.single import NOOP, next_whole_second
+from cronwave_core.spec import Interval
+
+TARGET_RATE = 500.0
+TARGET_TRACING_COST = 0.10
+SLICE = timedelta(seconds=5)
+
+
+@dataclass(frozen=True)
+class Variant:
+    tracing: bool
+    offered_per_s: float
+    completed: int
+    rate: float
+    slice_rates: list[float]
+    missed: int
+    end_to_end_ms: dict[str, float] | None
+
+    def figures(self) -> dict[str, Any]:
+        return {
+            "tracing": self.tracing,
+            "offered_per_s": self.offered_per_s,
+            "completed_in_window": self.completed,
+            "runs_per_s": self.rate,
+            "slice_runs_per_s": self.slice_rates,
+            "missed_in_window": self.missed,
+            "fire_to_completion_ms": self.end_to_end_ms,
+        }
+
+
+def _measure(ctx: BenchContext, tracing: bool) -> Variant:
+    sizes = ctx.sizes
+    n = sizes.throughput_rate
+    name = "throughput-" + ("traced" if tracing else "untraced")
+    data_dir = ctx.suite_dir(name)
+    with bench_suite(ctx.backend, data_dir, SuiteOptions(tracing=tracing)) as (suite, client):
+        if tracing:
+            ctx.span_dirs["throughput"] = data_dir
+        wait_leading(client)
+        prefix = f"bench-tp-{uuid.uuid4().hex[:8]}"
+        ids = [f"{prefix}-{i:05d}" for i in range(n)]
+        # Creation takes about 10 ms a schedule over 8 connections; start well after.
+        first = next_whole_second(
+            datetime.now(UTC) + dispatch_lead() + timedelta(seconds=2 + n * 0.01)
+        )
+        window_start = first + sizes.throughput_warmup
+        window_end = window_start + sizes.throughput_window
+        every = timedelta(seconds=1)
+        ctx.say(
+            f"throughput ({'tracing on' if tracing else 'tracing off'}): {n} schedules, "
+            f"window {window_start:%H:%M:%S} to {window_end:%H:%M:%S}"
+        )
+        try:
+            parallel(
+                lambda i: client.create_schedule(
+                    ids[i],
+                    intervals=[Interval(every=every, phase=every * i / n)],
+                    job_type=NOOP,
+                    start_at=first,
+                    end_at=window_end,
+                ),
+                list(range(n)),
+            )
+            late = datetime.now(UTC) - first
+            time.sleep(max(0.0, (window_end - datetime.now(UTC)).total_seconds()) + 0.5)
+            # Nothing after the window counts: stop producing and consuming, so the
+            # store answers the reads below at once.
+            for proc in ("cron-planner", "dispatcher", "worker"):
+                suite.stop_proc(suite.procs[proc])
+            fires = int((window_end - first) / every) + 4
+            runs = runs_of(client, ids, limit=fires)
+        finally:
+            delete_schedules(client, ids)
+    done = [
+        r
+        for r in runs
+        if r.state == "SUCCEEDED" and r.finished_at and window_start <= r.finished_at < window_end
+    ]
+    slices = int(sizes.throughput_window / SLICE) or 1
+    slice_len = sizes.throughput_window / slices
+    slice_rates = []
+    for k in range(slices):
+        lo, hi = window_start + slice_len * k, window_start + slice_len * (k + 1)
+        count = sum(1 for r in done if r.finished_at and lo <= r.finished_at < hi)
+        slice_rates.append(count / slice_len.total_seconds())
+    missed = sum(
+        1 for r in runs if r.state == "MISSED" and window_start <= r.fire_time < window_end
+    )
+    e2e = [ms(r.finished_at - r.fire_time) for r in done if r.finished_at]
+    if late > timedelta(0):
+        ctx.say(f"{name}: creating the schedules ran {late.total_seconds():.1f}s past the start")
+    return Variant(
+        tracing=tracing,
+        offered_per_s=float(n),
+        completed=len(done),
+        rate=len(done) / sizes.throughput_window.total_seconds(),
+        slice_rates=slice_rates,
+        missed=missed,
+        end_to_end_ms=ms_figures(e2e, ("p50", "p99", "max")),
+    )
+
+
+def run_throughput(ctx: BenchContext) -> Result:
+    result = Result("throughput")
+    traced = _measure(ctx, tracing=True)
+    untraced = _measure(ctx, tracing=False)
+    cost = 1 - traced.rate / untraced.rate if untraced.rate > 0 else None
+    result.figures = {
+        "window_s": ctx.sizes.throughput_window.total_seconds(),
+        "warmup_s": ctx.sizes.throughput_warmup.total_seconds(),
+        "database": ctx.backend.database,
+        "traced": traced.figures(),
+        "untraced": untraced.figures(),
+        "tracing_cost": cost,
+    }
+    target_ok = ctx.backend.database == "postgresql"
+    for variant in (untraced, traced):
+        label = "tracing on" if variant.tracing else "tracing off"
+        result.row(
+            f"completed runs/s, {label}",
+            f"{variant.rate:,.1f} (offered {variant.offered_per_s:,.0f}/s; 5-s slices "
+            f"{min(variant.slice_rates):,.0f}-{max(variant.slice_rates):,.0f})",
+            f">= {TARGET_RATE:.0f}/s" + ("" if target_ok else " (on PostgreSQL)"),
+            variant.rate >= TARGET_RATE if target_ok else None,
+        )
+        if variant.end_to_end_ms:
+            result.row(
+                f"fire to completion, {label}",
+                f"p50 {fmt_ms(variant.end_to_end_ms['p50'])}, "
+                f"p99 {fmt_ms(variant.end_to_end_ms['p99'])}",
+            )
+        if variant.missed:
+            result.row(f"slots recorded MISSED, {label}", str(variant.missed))
+    result.row(
+        "tracing cost",
+        "n/a" if cost is None else f"{cost * 100:.1f}%",
+        f"<= {TARGET_TRACING_COST * 100:.0f}%",
+        None if cost is None else cost <= TARGET_TRACING_COST,
+    )
+    return result

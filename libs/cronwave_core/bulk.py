@@ -1,0 +1,64 @@
+"""Bulk writes and look-ups that cost one statement whatever their size, on SQLite and
+PostgreSQL.
+
+Row-at-a-time ``executemany`` on PostgreSQL, and an ``IN (...)`` list with a bound
+parameter per value, spend most of their time on round trips and SQL compilation.
+These send a whole batch as arrays (PostgreSQL) or through SQLite's in-process
+``executemany`` and ``json_each``, with the same SQL text every time.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql
+
+__all__ = ["any_of", "insert_skipping_conflicts"]
+
+
+def insert_skipping_conflicts(
+    conn: sa.Connection,
+    table: sa.Table,
+    rows: Sequence[Mapping[str, Any]],
+    conflict: Sequence[str],
+) -> int:
+    """Insert ``rows`` (all with the same keys) into ``table``, skipping each row that a
+    unique constraint on the ``conflict`` columns already holds, in the caller's
+    transaction. Returns how many rows were inserted."""
+    if not rows:
+        return 0
+    columns = list(rows[0])
+    names = ", ".join(columns)
+    target = ", ".join(conflict)
+    if conn.dialect.name == "postgresql":
+        arrays = ", ".join(
+            f"CAST(:{c} AS {table.c[c].type.compile(conn.dialect)}[])" for c in columns
+        )
+        statement = sa.text(
+            f"INSERT INTO {table.name} ({names}) SELECT * FROM unnest({arrays}) "
+            f"ON CONFLICT ({target}) DO NOTHING"
+        )
+        params: Any = {c: [row[c] for row in rows] for c in columns}
+    else:
+        statement = sa.text(
+            f"INSERT INTO {table.name} ({names}) VALUES ({', '.join(':' + c for c in columns)}) "
+            f"ON CONFLICT ({target}) DO NOTHING"
+        ).bindparams(*(sa.bindparam(c, type_=table.c[c].type) for c in columns))
+        params = [dict(row) for row in rows]
+    result = conn.execution_options(preserve_rowcount=True).execute(statement, params)
+    return int(result.rowcount)
+
+
+def any_of(
+    column: sa.ColumnElement[Any], values: Sequence[Any], dialect: str
+) -> sa.ColumnElement[bool]:
+    """``column IN values`` for a database of ``dialect`` with one bound parameter,
+    whatever the number of values: ``= ANY(array)`` on PostgreSQL, ``IN (SELECT value
+    FROM json_each(...))`` on SQLite."""
+    if dialect == "postgresql":
+        return column == sa.any_(sa.literal(list(values), postgresql.ARRAY(column.type)))
+    each = sa.func.json_each(sa.literal(json.dumps(list(values)), sa.String)).table_valued("value")
+    return column.in_(sa.select(each.c.value))

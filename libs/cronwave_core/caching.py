@@ -1,0 +1,262 @@
+"""Two-tier caches: in the process, then Redis, then whatever the caller falls back to.
+
+A cache never decides anything the store decides: it only short-cuts repeated
+look-ups. Every look-up is a span of kind ``cache`` in the caller's hop, with
+``cronwave.cache.name`` and ``cronwave.cache.hit`` = ``local`` (found in the process),
+``redis`` (found in Redis, now also kept in the process) or ``miss`` (the caller
+falls back to the store, outside the span). Redis being away is a miss, never an
+error: the look-up then costs one short timeout, and the span says why
+(``cronwave.cache.error``).
+
+A caller may ask a look-up to skip tiers (``CacheControl``): ``no-local`` starts at
+Redis, ``no-cache`` goes straight to the fallback. A gRPC client asks for it with the
+``cronwave-cache-control`` metadata, as HTTP's ``Cache-Control: no-cache`` does; the
+load generator uses it to steer runs down one path (``cronwave load --scenario``).
+
+Keys live under ``<namespace>:cache:<name>:`` in Redis, with a TTL per cache.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import timedelta
+from enum import Enum
+
+import redis
+
+from cronwave.v1 import common_pb2 as pb
+from cronwave_core.faults import Faults
+from cronwave_core.telemetry import ATTR_CACHE_HIT, ATTR_CACHE_NAME, hop_span
+
+log = logging.getLogger("cronwave.cache")
+
+METADATA_KEY = "cronwave-cache-control"
+LOCAL, REDIS, MISS = "local", "redis", "miss"
+_ERROR_LOG_EVERY = 30.0  # seconds between two log lines about an unreachable Redis
+
+
+class CacheControl(Enum):
+    """Which tiers a look-up may use."""
+
+    DEFAULT = ""
+    NO_LOCAL = "no-local"
+    NO_CACHE = "no-cache"
+
+    @classmethod
+    def from_metadata(cls, metadata: Iterable[tuple[str, object]] | None) -> CacheControl:
+        """From a call's invocation metadata; an unknown value means ``DEFAULT``."""
+        for key, value in metadata or ():
+            if key == METADATA_KEY:
+                try:
+                    return cls(str(value))
+                except ValueError:
+                    return cls.DEFAULT
+        return cls.DEFAULT
+
+
+class LocalTier:
+    """An LRU map with a TTL per entry; thread-safe."""
+
+    def __init__(self, ttl: timedelta, max_entries: int) -> None:
+        if ttl <= timedelta(0) or max_entries < 1:
+            raise ValueError("LocalTier needs a positive ttl and max_entries")
+        self._ttl = ttl.total_seconds()
+        self._max = max_entries
+        self._lock = threading.Lock()
+        self._entries: OrderedDict[str, tuple[float, bytes]] = OrderedDict()
+
+    def get(self, key: str) -> bytes | None:
+        now = time.monotonic()
+        with self._lock:
+            entry = self._entries.get(key)
+            if entry is None:
+                return None
+            if entry[0] <= now:
+                del self._entries[key]
+                return None
+            self._entries.move_to_end(key)
+            return entry[1]
+
+    def put(self, key: str, value: bytes) -> None:
+        with self._lock:
+            self._entries[key] = (time.monotonic() + self._ttl, value)
+            self._entries.move_to_end(key)
+            while len(self._entries) > self._max:
+                self._entries.popitem(last=False)
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._entries)
+
+
+def redis_client(url: str, timeout: timedelta = timedelta(milliseconds=500)) -> redis.Redis:
+    """A Redis client for caches: short timeouts, because a slow cache is a miss."""
+    seconds = timeout.total_seconds()
+    return redis.Redis.from_url(
+        url, socket_timeout=seconds, socket_connect_timeout=seconds, health_check_interval=30
+    )
+
+
+class _Warnings:
+    def __init__(self) -> None:
+        self._last = 0.0
+
+    def redis_down(self, name: str, exc: Exception) -> None:
+        now = time.monotonic()
+        if now - self._last >= _ERROR_LOG_EVERY:
+            self._last = now
+            log.warning("cache %s: Redis unavailable (%s); falling back to the store", name, exc)
+
+
+class TwoTierCache:
+    """``name`` values by key: in the process (``local_ttl``), then in Redis
+    (``redis_ttl``; none when ``client`` is None). Values are bytes."""
+
+    def __init__(
+        self,
+        name: str,
+        hop: str,
+        *,
+        client: redis.Redis | None,
+        namespace: str,
+        local_ttl: timedelta,
+        redis_ttl: timedelta,
+        max_entries: int = 100_000,
+        faults: Faults | None = None,
+    ) -> None:
+        self.name = name
+        self.hop = hop
+        self.local = LocalTier(local_ttl, max_entries)
+        self._client = client
+        self._prefix = f"{namespace}:cache:{name}:"
+        self._redis_ttl_ms = int(redis_ttl.total_seconds() * 1000)
+        self._faults = faults or Faults()
+        self._warnings = _Warnings()
+        self._span_name = f"{name} cache lookup"
+        self._fill_name = f"{name} cache fill"
+
+    def lookup(
+        self,
+        key: str,
+        *,
+        control: CacheControl = CacheControl.DEFAULT,
+        fault_key: str | None = None,
+        attributes: Mapping[str, object] | None = None,
+    ) -> tuple[bytes | None, str]:
+        """The value of ``key`` and where it was found (``local``, ``redis``, or
+        ``miss`` with ``None``). ``fault_key`` (a ``faults.run_key``) lets a latency
+        fault for this hop's ``cache`` time slow this look-up."""
+        attrs: dict[str, object] = {ATTR_CACHE_NAME: self.name}
+        if attributes:
+            attrs.update(attributes)
+        with hop_span(self._span_name, self.hop, "cache", attrs) as span:
+            if fault_key is not None and self._faults:
+                self._faults.inject(self.hop, "cache", fault_key, span)
+            value, hit = self._find(key, control, span)
+            span.set_attribute(ATTR_CACHE_HIT, hit)
+            return value, hit
+
+    def _find(self, key: str, control: CacheControl, span: object) -> tuple[bytes | None, str]:
+        if control is CacheControl.NO_CACHE:
+            return None, MISS
+        if control is not CacheControl.NO_LOCAL:
+            value = self.local.get(key)
+            if value is not None:
+                return value, LOCAL
+        if self._client is None:
+            return None, MISS
+        try:
+            raw = self._client.get(self._prefix + key)
+        except redis.RedisError as exc:
+            self._warnings.redis_down(self.name, exc)
+            set_attribute = getattr(span, "set_attribute", None)
+            if set_attribute is not None:
+                set_attribute("cronwave.cache.error", f"{type(exc).__name__}: {exc}")
+            return None, MISS
+        if raw is None:
+            return None, MISS
+        value = raw if isinstance(raw, bytes) else str(raw).encode()
+        self.local.put(key, value)
+        return value, REDIS
+
+    def fill(self, key: str, value: bytes, *, redis_too: bool = True) -> None:
+        """Keep ``value`` in the process and (``redis_too``) in Redis. A Redis that is
+        away is skipped: the store stays the authority, the cache only goes colder."""
+        self.local.put(key, value)
+        if self._client is None or not redis_too:
+            return
+        with hop_span(self._fill_name, self.hop, "cache", {ATTR_CACHE_NAME: self.name}):
+            try:
+                self._client.set(self._prefix + key, value, px=self._redis_ttl_ms)
+            except redis.RedisError as exc:
+                self._warnings.redis_down(self.name, exc)
+
+
+TERMINAL_STATES = frozenset(
+    {
+        pb.RUN_STATE_SUCCEEDED,
+        pb.RUN_STATE_FAILED,
+        pb.RUN_STATE_TIMED_OUT,
+        pb.RUN_STATE_MISSED,
+        pb.RUN_STATE_CANCELLED,
+        pb.RUN_STATE_DEAD_LETTERED,
+    }
+)
+
+
+class RunStatusCache:
+    """Runs in their terminal state, in Redis, written once a completion is durable.
+
+    A terminal run never changes ("a second completion changes nothing"), so an
+    entry is never stale; a run that is not in the cache may still have ended (some
+    other way, or its entry expired) and is read from the store."""
+
+    NAME = "run-status"
+
+    def __init__(
+        self, client: redis.Redis, namespace: str, ttl: timedelta = timedelta(hours=24)
+    ) -> None:
+        self._client = client
+        self._prefix = f"{namespace}:cache:{self.NAME}:"
+        self._ttl_ms = int(ttl.total_seconds() * 1000)
+        self._warnings = _Warnings()
+
+    def put(self, run: pb.Run, hop: str = "complete") -> None:
+        """Keep ``run`` if it is terminal (a run going back to PENDING for a retry is
+        not); a span of kind ``cache`` in ``hop``."""
+        if run.state not in TERMINAL_STATES:
+            return
+        with hop_span("run-status cache fill", hop, "cache", {ATTR_CACHE_NAME: self.NAME}):
+            try:
+                value = run.SerializeToString()
+                self._client.set(self._prefix + run.run_id, value, px=self._ttl_ms)
+            except redis.RedisError as exc:
+                self._warnings.redis_down(self.NAME, exc)
+
+    def lookup(self, run_id: str, hop: str) -> pb.Run | None:
+        """The terminal run, if cached; a look-up span (``redis`` or ``miss``) in ``hop``."""
+        with hop_span(
+            "run-status cache lookup", hop, "cache", {ATTR_CACHE_NAME: self.NAME}
+        ) as span:
+            found = self.get_many([run_id]).get(run_id)
+            span.set_attribute(ATTR_CACHE_HIT, REDIS if found is not None else MISS)
+            return found
+
+    def get_many(self, run_ids: Sequence[str]) -> dict[str, pb.Run]:
+        """The terminal runs the cache holds among ``run_ids``, in one round trip."""
+        if not run_ids:
+            return {}
+        try:
+            values = self._client.mget([self._prefix + r for r in run_ids])
+        except redis.RedisError as exc:
+            self._warnings.redis_down(self.NAME, exc)
+            return {}
+        found: dict[str, pb.Run] = {}
+        for run_id, value in zip(run_ids, values, strict=True):
+            if isinstance(value, bytes):
+                found[run_id] = pb.Run.FromString(value)
+        return found

@@ -1,0 +1,91 @@
+"""Fault injection for failover drills, off unless ``CRONWAVE_FAULT`` names one.
+
+``CRONWAVE_FAULT`` is a comma-separated list of ``name=value`` items; the planner acts
+on the ones below and leaves the others to the services they name.
+
+``planner.hold_start=<seconds>``
+    Every start request is held that long after the fire loop has taken the leader's
+    fencing token and before it is sent. It stands for what a real leader suffers
+    between checking its lease and writing: a GC pause, a swapped-out page, a slow
+    network. A drill pauses the process (SIGSTOP) inside the hold, past its lease, to
+    show that the store, not the lease, keeps the late write out.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from datetime import datetime, timedelta
+
+from cron_planner.fire_loop import Dispatch
+from cron_planner.work import Trigger
+from cronwave_core.errors import ConfigurationError
+
+log = logging.getLogger("cronwave.planner.fault")
+
+HOLD_START = "planner.hold_start"
+
+
+def parse(raw: str) -> dict[str, str]:
+    """``name=value`` items of ``CRONWAVE_FAULT``; a malformed item stops start-up."""
+    faults: dict[str, str] = {}
+    for item in (part.strip() for part in raw.split(",")):
+        if not item:
+            continue
+        name, sep, value = item.partition("=")
+        if not sep or not name.strip():
+            raise ConfigurationError(
+                f"CRONWAVE_FAULT: expected name=value items, e.g. {HOLD_START}=0.5, got {item!r}"
+            )
+        faults[name.strip()] = value.strip()
+    return faults
+
+
+def hold_start(faults: dict[str, str]) -> timedelta | None:
+    raw = faults.get(HOLD_START)
+    if raw is None:
+        return None
+    try:
+        seconds = float(raw.removesuffix("s"))
+    except ValueError as exc:
+        raise ConfigurationError(
+            f"CRONWAVE_FAULT: {HOLD_START} expects seconds, got {raw!r}"
+        ) from exc
+    if not 0 < seconds <= 60:
+        raise ConfigurationError(f"CRONWAVE_FAULT: {HOLD_START} must be in (0, 60], got {raw!r}")
+    return timedelta(seconds=seconds)
+
+
+class HeldDispatch:
+    """A ``Dispatch`` that holds every start for ``hold`` before passing it on."""
+
+    def __init__(self, inner: Dispatch, hold: timedelta) -> None:
+        self._inner = inner
+        self._hold = hold.total_seconds()
+
+    def start_run(
+        self,
+        schedule_id: str,
+        fire_time: datetime,
+        token: int,
+        trigger: Trigger = Trigger.SCHEDULED,
+    ) -> str:
+        log.warning(
+            "fault %s: holding the start of %s@%s (fencing token %d) for %.2fs",
+            HOLD_START,
+            schedule_id,
+            fire_time.isoformat(),
+            token,
+            self._hold,
+        )
+        time.sleep(self._hold)  # monotonic: a pause of the process counts against it
+        return self._inner.start_run(schedule_id, fire_time, token, trigger)
+
+
+def with_faults(dispatch: Dispatch, raw: str) -> Dispatch:
+    """``dispatch`` as ``CRONWAVE_FAULT`` (``raw``) says; unchanged when it is empty."""
+    hold = hold_start(parse(raw))
+    if hold is None:
+        return dispatch
+    log.warning("fault injection on: %s=%s", HOLD_START, hold.total_seconds())
+    return HeldDispatch(dispatch, hold)

@@ -1,0 +1,109 @@
+"""The fire loop's units of work: fires to start, slots to record as MISSED, and the
+in-flight runs an overlap decision looks at. Plain values; no gRPC.
+
+Placeholders. Work the planner has decided but will start later -- a catch-up run
+waiting for its turn, a fire buffered behind a run in flight, a backfill being paced --
+is recorded in the store at once as a MISSED row whose reason starts with ``pending:``
+(see ``ListPendingFires`` in workflow_store_service.proto). Starting the slot turns the
+placeholder into the run; deciding against it (an overlap skip, a pause) gives it its
+final reason; and a planner that begins a term picks the placeholders up again, so work
+decided by a leader that died is finished by the next one, never dropped silently.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import StrEnum
+
+from cronwave_core.spec import Overlap
+
+
+class Trigger(StrEnum):
+    """Why the planner starts a run (the store's trigger kind)."""
+
+    SCHEDULED = "scheduled"
+    CATCHUP = "catchup"
+    BACKFILL = "backfill"
+
+
+PENDING_PREFIX = "pending:"
+PENDING_CATCHUP = "pending:catchup"
+PENDING_BUFFER = "pending:overlap_buffer"
+PENDING_BACKFILL = "pending:backfill"
+#: A fire the planner had decided on when its schedule was paused.
+PAUSED = "paused"
+#: A summary row for slots outside the catch-up window that were not listed one by one.
+OUTSIDE_WINDOW_SUMMARY = "outside_catchup_window"
+
+
+def pending_reason(trigger: Trigger) -> str:
+    """The placeholder reason of a fire that waits for its turn."""
+    return PENDING_BACKFILL if trigger is Trigger.BACKFILL else PENDING_CATCHUP
+
+
+@dataclass(frozen=True, slots=True)
+class Missed:
+    """A slot to record as MISSED (or a placeholder, when ``reason`` is pending)."""
+
+    schedule_id: str
+    fire_time: datetime
+    reason: str
+    trigger: Trigger = Trigger.SCHEDULED
+
+
+@dataclass(slots=True)
+class Fire:
+    """A run to start: ``schedule_id`` at its nominal ``fire_time``, at ``act_at`` or
+    later, by ``deadline`` at the latest (else it is recorded MISSED). ``overlap``
+    overrides the schedule's overlap policy (a backfill's choice); ``placeholder``
+    says a pending row stands for it in the store."""
+
+    schedule_id: str
+    fire_time: datetime
+    trigger: Trigger
+    act_at: datetime
+    deadline: datetime
+    overlap: Overlap | None = None
+    placeholder: bool = False
+    attempts: int = 0
+
+    def missed(self, reason: str) -> Missed:
+        return Missed(self.schedule_id, self.fire_time, reason, self.trigger)
+
+
+@dataclass(frozen=True, slots=True)
+class InFlight:
+    """A PENDING or RUNNING run of a schedule, as an overlap decision needs it."""
+
+    run_id: str
+    state: str  # "pending" or "running"
+    attempt: int  # the attempt token the store expects from whoever completes it
+    fire_time: datetime
+
+
+@dataclass
+class WorkQueue:
+    """Fires by ``act_at`` (then by arrival). Not thread-safe: the fire loop owns it."""
+
+    _heap: list[tuple[datetime, int, Fire]] = field(default_factory=list)
+    _seq: itertools.count[int] = field(default_factory=itertools.count)
+
+    def push(self, fire: Fire) -> None:
+        heapq.heappush(self._heap, (fire.act_at, next(self._seq), fire))
+
+    def peek(self) -> Fire | None:
+        return self._heap[0][2] if self._heap else None
+
+    def pop(self) -> Fire:
+        return heapq.heappop(self._heap)[2]
+
+    def clear(self) -> list[Fire]:
+        fires = [entry[2] for entry in self._heap]
+        self._heap.clear()
+        return fires
+
+    def __len__(self) -> int:
+        return len(self._heap)

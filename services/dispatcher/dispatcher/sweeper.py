@@ -1,0 +1,152 @@
+"""The sweeper: re-sends the message of every run that needs one, from the store.
+
+The broker is not the source of truth; the store is. A message can be lost (Redis
+restarted with persistence off, a worker died holding a delayed retry) and a worker
+can die mid-run. Once a tick (``interval``) the sweeper asks the store for at most
+``limit`` such runs, which the store marks "requeued" in the same transaction:
+
+- PENDING runs due longer than ``pending_for`` ago that no worker claimed (a retry is
+  due only once its delay has passed), and replayed runs, which have no message yet;
+- RUNNING runs whose heartbeat lapsed: the worker died or paused past its job type's
+  heartbeat timeout. The new attempt resumes from the run's last checkpoint.
+
+A message sent twice is harmless: a worker acts on a message only through
+``ClaimRun``, which lets exactly one attempt hold a run and refuses a run that is
+done, held by a live attempt, or not yet due. So a sweeper may err towards sending.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from dramatiq.brokers.redis import RedisBroker
+
+from cronwave.v1 import workflow_store_service_pb2 as store_pb
+from cronwave_core.convert import td_to_duration, ts_to_dt
+from cronwave_core.errors import ConfigurationError
+from cronwave_core.queueing import RunMessage
+from cronwave_core.telemetry import hop_span, inject_context, run_attributes
+
+log = logging.getLogger("cronwave.dispatcher")
+
+DEFAULT_QUEUE = "default"
+
+
+def _seconds(env: Mapping[str, str], name: str, default: float) -> timedelta:
+    raw = env.get(name) or ""
+    if not raw:
+        return timedelta(seconds=default)
+    try:
+        value = float(raw.removesuffix("s"))
+    except ValueError:
+        value = -1.0
+    if not value >= 0:
+        raise ConfigurationError(f"{name}: expected seconds (e.g. 0.5), got {raw!r}")
+    return timedelta(seconds=value)
+
+
+@dataclass(frozen=True)
+class SweepSettings:
+    """``CRONWAVE_SWEEP_INTERVAL`` (s between ticks; 0 turns the sweeper off),
+    ``CRONWAVE_SWEEP_PENDING_AFTER`` (s a due PENDING run may wait unclaimed) and
+    ``CRONWAVE_SWEEP_LIMIT`` (runs per tick)."""
+
+    interval: timedelta = timedelta(seconds=0.5)
+    pending_after: timedelta = timedelta(seconds=30)
+    limit: int = 200
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str]) -> SweepSettings:
+        raw_limit = env.get("CRONWAVE_SWEEP_LIMIT") or "200"
+        if not raw_limit.isdigit() or not 1 <= int(raw_limit) <= 10_000:
+            raise ConfigurationError(
+                f"CRONWAVE_SWEEP_LIMIT: expected a whole number in [1, 10000], got {raw_limit!r}"
+            )
+        return cls(
+            interval=_seconds(env, "CRONWAVE_SWEEP_INTERVAL", 0.5),
+            pending_after=_seconds(env, "CRONWAVE_SWEEP_PENDING_AFTER", 30.0),
+            limit=int(raw_limit),
+        )
+
+
+class Sweeper:
+    """A daemon thread that runs ``sweep_once`` every ``settings.interval``."""
+
+    def __init__(
+        self,
+        store: Any,  # WorkflowStoreServiceStub
+        broker: RedisBroker,
+        settings: SweepSettings,
+    ) -> None:
+        self.store = store
+        self.broker = broker
+        self.settings = settings
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="sweeper", daemon=True)
+
+    def start(self) -> None:
+        if self.settings.interval > timedelta(0):
+            self._thread.start()
+
+    def stop(self, timeout: timedelta = timedelta(seconds=5)) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout.total_seconds())
+
+    def sweep_once(self) -> int:
+        """One tick: re-send the message of every run the store hands back; returns
+        how many were sent."""
+        response = self.store.RequeueStalledRuns(
+            store_pb.RequeueStalledRunsRequest(
+                pending_for=td_to_duration(self.settings.pending_after),
+                limit=self.settings.limit,
+            )
+        )
+        sent = 0
+        for stalled in response.runs:
+            run = stalled.run
+            queue = run.queue or DEFAULT_QUEUE
+            fire_time = ts_to_dt(run.fire_time)
+            attrs = {
+                **run_attributes(run.run_id, run.schedule_id, fire_time.isoformat()),
+                "cronwave.queue": queue,
+                "cronwave.requeue_reason": stalled.reason,
+            }
+            with hop_span("dispatch.requeue", "dispatch", "queue", attrs):
+                message = RunMessage(
+                    run_id=run.run_id,
+                    schedule_id=run.schedule_id,
+                    fire_time=fire_time,
+                    job_type=run.job_type,
+                    queue=queue,
+                    attempt_hint=run.attempt,
+                    trace=inject_context(),
+                    enqueued_at_ns=time.time_ns(),
+                )
+                try:
+                    self.broker.enqueue(message.to_message())
+                except Exception as exc:  # it is handed out again once overdue once more
+                    log.error("run %s: requeue on %s failed: %s", run.run_id, queue, exc)
+                    continue
+            sent += 1
+            log.info("run %s: requeued on %s (%s)", run.run_id, queue, stalled.reason)
+        return sent
+
+    def _loop(self) -> None:
+        interval = self.settings.interval.total_seconds()
+        while not self._stop.is_set():
+            started = time.monotonic()
+            try:
+                sent = self.sweep_once()
+            except Exception as exc:  # the store or Redis is down: try again next tick
+                log.warning("sweep failed: %s", exc)
+                sent = 0
+            # A full batch means more are waiting: go again at once.
+            if sent < self.settings.limit:
+                self._stop.wait(max(0.0, interval - (time.monotonic() - started)))

@@ -1,0 +1,3 @@
+from payment_gateway.main import main
+
+main()

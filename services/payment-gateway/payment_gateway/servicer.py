@@ -1,0 +1,119 @@
+"""``cronwave.v1.PaymentGatewayService``: a thin adapter over the ledger and the
+failure drills."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+
+import grpc
+
+from cronwave.v1 import payment_gateway_service_pb2 as pb
+from cronwave.v1 import payment_gateway_service_pb2_grpc as pb_grpc
+from cronwave_core.convert import dt_to_ts
+from cronwave_core.errors import InvalidArgument
+from cronwave_core.telemetry import hop_span
+from payment_gateway.domain import SUCCEEDED, Charge, ChargeItem, ChargeResult
+from payment_gateway.faults import Faults
+from payment_gateway.ledger import Ledger
+
+DEFAULT_PAGE = 1_000
+MAX_PAGE = 10_000
+
+_STATUS = {SUCCEEDED: pb.CHARGE_STATUS_SUCCEEDED}
+
+
+def item_from_proto(msg: pb.ChargeItem) -> ChargeItem:
+    return ChargeItem(
+        idempotency_key=msg.idempotency_key,
+        customer_id=msg.customer_id,
+        invoice_id=msg.invoice_id,
+        amount_cents=msg.amount_cents,
+        currency=msg.currency,
+    )
+
+
+def charge_to_proto(charge: Charge) -> pb.Charge:
+    return pb.Charge(
+        charge_id=charge.charge_id,
+        idempotency_key=charge.idempotency_key,
+        customer_id=charge.customer_id,
+        invoice_id=charge.invoice_id,
+        amount_cents=charge.amount_cents,
+        currency=charge.currency,
+        status=_STATUS.get(charge.status, pb.CHARGE_STATUS_UNSPECIFIED),
+        created_at=dt_to_ts(charge.created_at),
+        seq=charge.seq,
+    )
+
+
+def result_to_proto(result: ChargeResult) -> pb.ChargeResult:
+    return pb.ChargeResult(charge=charge_to_proto(result.charge), replayed=result.replayed)
+
+
+class PaymentGatewayServicer(pb_grpc.PaymentGatewayServiceServicer):
+    def __init__(
+        self, ledger: Ledger, faults: Faults, sleep: Callable[[float], None] = time.sleep
+    ) -> None:
+        self.ledger = ledger
+        self.faults = faults
+        self.sleep = sleep
+
+    def _charge(
+        self, items: Sequence[ChargeItem], context: grpc.ServicerContext
+    ) -> list[ChargeResult]:
+        with hop_span("gateway.charge", "execute", "database", {"gateway.items": len(items)}):
+            results = self.ledger.charge_many(items)
+        hold = self.faults.take_timeout(context.time_remaining())
+        if hold is not None:
+            # Committed: the charges exist whatever the caller concludes from the timeout.
+            with hop_span("gateway.fault_hold", "execute", "app", {"gateway.hold_s": hold}):
+                self.sleep(hold)
+        return results
+
+    def Charge(self, request: pb.ChargeRequest, context: grpc.ServicerContext) -> pb.ChargeResponse:
+        if not request.HasField("item"):
+            raise InvalidArgument("item", "required")
+        item = item_from_proto(request.item).validate("item")
+        (result,) = self._charge([item], context)
+        return pb.ChargeResponse(result=result_to_proto(result))
+
+    def ChargeMany(
+        self, request: pb.ChargeManyRequest, context: grpc.ServicerContext
+    ) -> pb.ChargeManyResponse:
+        items = [item_from_proto(msg) for msg in request.items]
+        results = self._charge(items, context)
+        return pb.ChargeManyResponse(results=[result_to_proto(r) for r in results])
+
+    def ListCharges(
+        self, request: pb.ListChargesRequest, context: grpc.ServicerContext
+    ) -> pb.ListChargesResponse:
+        if request.after_seq < 0:
+            raise InvalidArgument("after_seq", "must not be negative")
+        limit = request.limit or DEFAULT_PAGE
+        if not 1 <= limit <= MAX_PAGE:
+            raise InvalidArgument("limit", f"must be in [1, {MAX_PAGE}] (0 means {DEFAULT_PAGE})")
+        found = self.ledger.list_charges(request.after_seq, limit)
+        return pb.ListChargesResponse(
+            charges=[charge_to_proto(c) for c in found],
+            next_after_seq=found[-1].seq if len(found) == limit else 0,
+        )
+
+    def CountCharges(
+        self, request: pb.CountChargesRequest, context: grpc.ServicerContext
+    ) -> pb.CountChargesResponse:
+        counts = self.ledger.counts()
+        return pb.CountChargesResponse(
+            charges=counts.charges,
+            invoices=counts.invoices,
+            invoices_charged_twice=counts.invoices_charged_twice,
+            amount_cents=counts.amount_cents,
+        )
+
+    def SetFaults(
+        self, request: pb.SetFaultsRequest, context: grpc.ServicerContext
+    ) -> pb.SetFaultsResponse:
+        hold = request.hold.ToTimedelta() if request.HasField("hold") else None
+        self.faults.set(request.timeout_after_commit, hold)
+        armed, served = self.faults.state()
+        return pb.SetFaultsResponse(timeout_after_commit=armed, timeouts_served=served)

@@ -1,0 +1,41 @@
+"""Messages the broker itself rejects go to the store's dead-letter list too."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import dramatiq
+from dramatiq.common import q_name
+
+from worker.runtime import RunProcessor
+from worker.supervisor import describe
+
+
+class DeadLetterRejected(dramatiq.Middleware):
+    """Reports every message this worker rejects (nacks) as a dead letter with reason
+    "rejected": a message for an actor this worker does not have, or one whose
+    processing raised past our own handling. The store only dead-letters the run it
+    names while that run is still PENDING; a run that a live attempt holds, or that is
+    done, is left alone. dramatiq keeps its own copy on the queue's ``.XQ`` list."""
+
+    def __init__(self, processor: RunProcessor) -> None:
+        self.processor = processor
+
+    def before_nack(self, broker: dramatiq.Broker, message: Any) -> None:
+        kwargs = message.kwargs if isinstance(message.kwargs, dict) else {}
+        run_id = kwargs.get("run_id")
+        exc = getattr(message, "_exception", None)
+        error = describe(exc) if exc is not None else "rejected by the broker"
+        text = json.dumps(
+            {"actor_name": message.actor_name, "args": list(message.args), "kwargs": kwargs},
+            default=repr,
+        )[:10_000]
+        self.processor.dead_letter(
+            run_id if isinstance(run_id, str) else "",
+            0,
+            "rejected",
+            error,
+            queue=q_name(message.queue_name),
+            message_json=text,
+        )

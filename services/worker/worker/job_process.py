@@ -1,0 +1,313 @@
+"""The worker's side of its job processes: one process per running job body, kept
+warm in a pool so that starting a run costs a pipe write, not a Python start-up.
+
+A job process that finished a run cleanly goes back to the pool; one that was
+stopped, died, or ran many jobs is retired and replaced in the background.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import select
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections import deque
+from collections.abc import Mapping, Sequence
+from datetime import timedelta
+from typing import Any
+
+from cronwave_core.errors import CronwaveError, Unavailable
+from worker.job_runner import PARENT_PID_VAR
+
+log = logging.getLogger("cronwave.worker")
+
+#: A process is retired after this many runs, so what a job leaks does not pile up.
+MAX_RUNS_PER_PROCESS = 1000
+_READ_CHUNK = 65536
+
+
+class JobProcessDied(CronwaveError):
+    """The job process exited (or closed its pipe) in the middle of a run: killed by
+    the OOM killer, a segfault in C code, or ``os._exit`` in the job."""
+
+
+def job_process_argv() -> list[str]:
+    # -P: the worker's working directory must not shadow a module of ours.
+    return [sys.executable, "-P", "-m", "worker.job_runner"]
+
+
+class JobProcess:
+    """One ``python -m worker.job_runner`` and the pipes to it."""
+
+    def __init__(self, popen: subprocess.Popen[bytes]) -> None:
+        self.popen = popen
+        self.runs = 0
+        self._buffer = b""
+        self._lines: deque[bytes] = deque()
+        self._eof = False
+
+    @property
+    def pid(self) -> int:
+        return self.popen.pid
+
+    def alive(self) -> bool:
+        return self.popen.poll() is None and not self._eof
+
+    def send(self, message: Mapping[str, Any]) -> None:
+        """Write one protocol line; ``JobProcessDied`` if the process is gone."""
+        assert self.popen.stdin is not None
+        data = json.dumps(message, separators=(",", ":")).encode() + b"\n"
+        try:
+            self.popen.stdin.write(data)
+            self.popen.stdin.flush()
+        except (BrokenPipeError, ValueError, OSError) as exc:
+            raise JobProcessDied(f"job process {self.pid} {self.exit_description()}") from exc
+
+    def receive(self, timeout: float) -> dict[str, Any] | None:
+        """The next protocol message, or None when none arrives within ``timeout``
+        seconds; ``JobProcessDied`` at end of file."""
+        assert self.popen.stdout is not None
+        fd = self.popen.stdout.fileno()
+        deadline = time.monotonic() + max(timeout, 0.0)
+        while not self._lines:
+            if self._eof:
+                raise JobProcessDied(f"job process {self.pid} {self.exit_description()}")
+            left = deadline - time.monotonic()
+            ready, _, _ = select.select([fd], [], [], max(left, 0.0))
+            if not ready:
+                return None
+            chunk = os.read(fd, _READ_CHUNK)
+            if not chunk:
+                self._eof = True
+                continue
+            self._buffer += chunk
+            *complete, self._buffer = self._buffer.split(b"\n")
+            self._lines.extend(line for line in complete if line.strip())
+        line = self._lines.popleft()
+        try:
+            message = json.loads(line)
+        except ValueError as exc:
+            raise JobProcessDied(
+                f"job process {self.pid} wrote a line that is not JSON: {line[:200]!r}"
+            ) from exc
+        if not isinstance(message, dict):
+            raise JobProcessDied(f"job process {self.pid} wrote {line[:200]!r}, not an object")
+        return message
+
+    def exit_description(self) -> str:
+        """How the process ended, e.g. "was killed by SIGKILL" or "exited with code 1"."""
+        try:
+            code = self.popen.wait(timeout=1.0)
+        except subprocess.TimeoutExpired:
+            return "closed its pipe but is still running"
+        if code < 0:
+            try:
+                name = signal.Signals(-code).name
+            except ValueError:
+                name = f"signal {-code}"
+            return f"was killed by {name}"
+        return f"exited with code {code}"
+
+    def stop(self, grace: timedelta) -> None:
+        """SIGTERM (the body gets ``JobStopped``), then SIGKILL after ``grace``; returns
+        once the process is gone."""
+        if self.popen.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                self.popen.send_signal(signal.SIGTERM)
+            try:
+                self.popen.wait(timeout=grace.total_seconds())
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    self.popen.kill()
+                self.popen.wait(timeout=10)
+        self._close_pipes()
+
+    def retire(self) -> None:
+        """Let an idle process exit by closing its stdin; kill it if it lingers."""
+        if self.popen.stdin is not None:
+            with contextlib.suppress(OSError):
+                self.popen.stdin.close()
+        try:
+            self.popen.wait(timeout=2.0)
+        except subprocess.TimeoutExpired:
+            self.popen.kill()
+            self.popen.wait(timeout=10)
+        self._close_pipes()
+
+    def _close_pipes(self) -> None:
+        for stream in (self.popen.stdin, self.popen.stdout):
+            if stream is not None:
+                with contextlib.suppress(OSError):
+                    stream.close()
+
+
+class JobProcessPool:
+    """Warm job processes for one worker.
+
+    ``warm`` processes are started with the worker and kept ready: each one taken is
+    replaced in the background. Every process is started by the pool's own thread,
+    which lives as long as the worker, because Linux ties PR_SET_PDEATHSIG to the
+    thread that started the child.
+    """
+
+    def __init__(
+        self,
+        *,
+        warm: int,
+        max_idle: int,
+        argv: Sequence[str] | None = None,
+        env: Mapping[str, str] | None = None,
+        start_timeout: timedelta = timedelta(seconds=60),
+    ) -> None:
+        self.warm = max(warm, 0)
+        self.max_idle = max(max_idle, self.warm, 1)
+        self.argv = list(argv or job_process_argv())
+        self.env = {**(os.environ if env is None else env), PARENT_PID_VAR: str(os.getpid())}
+        self.start_timeout = start_timeout
+        self._lock = threading.Condition()
+        self._idle: deque[JobProcess] = deque()
+        self._wanted = 0  # starts asked of the spawner and not yet done
+        self._last_error = ""
+        self._closed = False
+        self._spawner = threading.Thread(target=self._spawn_loop, name="job-spawner", daemon=True)
+
+    def start(self, wait: bool = True) -> None:
+        """Start the warm processes; with ``wait``, until they are ready (or fail)."""
+        self._spawner.start()
+        with self._lock:
+            self._wanted += self.warm
+            self._lock.notify_all()
+        if wait:
+            self.wait_ready()
+
+    def wait_ready(self) -> None:
+        """Block until the warm processes asked for at start are ready; ``Unavailable``
+        if one failed to start."""
+        deadline = time.monotonic() + self.start_timeout.total_seconds()
+        with self._lock:
+            while self._wanted and time.monotonic() < deadline:
+                self._lock.wait(0.1)
+            if len(self._idle) < self.warm and self._last_error:
+                raise Unavailable(f"job processes did not start: {self._last_error}")
+
+    def acquire(self) -> JobProcess:
+        """A ready job process: a warm one, else one started now."""
+        deadline = time.monotonic() + self.start_timeout.total_seconds()
+        with self._lock:
+            if self._closed:
+                raise Unavailable("the job process pool is closed (the worker is stopping)")
+            asked = False
+            while True:
+                while self._idle:
+                    proc = self._idle.popleft()
+                    if proc.alive():
+                        self._refill()
+                        return proc
+                if not asked:
+                    self._wanted += 1
+                    asked = True
+                    self._lock.notify_all()
+                left = deadline - time.monotonic()
+                if left <= 0 or self._closed:
+                    raise Unavailable(
+                        "no job process became ready within "
+                        f"{self.start_timeout.total_seconds():g}s: {self._last_error or 'none'}"
+                    )
+                self._lock.wait(min(left, 0.5))
+
+    def release(self, proc: JobProcess, *, reusable: bool) -> None:
+        """Give ``proc`` back after a run; it is retired unless ``reusable``."""
+        proc.runs += 1
+        with self._lock:
+            keep = (
+                reusable
+                and not self._closed
+                and proc.alive()
+                and proc.runs < MAX_RUNS_PER_PROCESS
+                and len(self._idle) < self.max_idle
+            )
+            if keep:
+                self._idle.append(proc)
+                self._lock.notify_all()
+                return
+        threading.Thread(target=proc.retire, name="job-retire", daemon=True).start()
+        with self._lock:
+            self._refill()
+
+    def idle_count(self) -> int:
+        with self._lock:
+            return len(self._idle)
+
+    def close(self) -> None:
+        """Retire every idle process; processes still running a job are stopped by
+        their supervisors."""
+        with self._lock:
+            self._closed = True
+            idle = list(self._idle)
+            self._idle.clear()
+            self._lock.notify_all()
+        for proc in idle:
+            proc.retire()
+
+    # ----------------------------------------------------------------------------------
+    def _refill(self) -> None:
+        """Ask for a replacement when fewer than ``warm`` are idle (lock held)."""
+        if not self._closed and len(self._idle) + self._wanted < self.warm:
+            self._wanted += 1
+            self._lock.notify_all()
+
+    def _spawn_loop(self) -> None:
+        while True:
+            with self._lock:
+                while not self._wanted and not self._closed:
+                    self._lock.wait()
+                if self._closed:
+                    return
+            proc: JobProcess | None = None
+            try:
+                proc = self._spawn()
+            except Exception as exc:  # reported to whoever waits for a process
+                log.error("job process did not start: %s", exc)
+                with self._lock:
+                    self._last_error = str(exc)
+                    self._wanted = max(self._wanted - 1, 0)
+                    self._lock.notify_all()
+                time.sleep(1.0)  # do not spin on a broken start-up
+                continue
+            with self._lock:
+                self._wanted = max(self._wanted - 1, 0)
+                if self._closed:
+                    closed = True
+                else:
+                    closed = False
+                    self._idle.append(proc)
+                self._lock.notify_all()
+            if closed:
+                proc.retire()
+                return
+
+    def _spawn(self) -> JobProcess:
+        popen = subprocess.Popen(
+            self.argv,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=None,  # the worker's own stderr: its log
+            env=self.env,
+            close_fds=True,
+        )
+        proc = JobProcess(popen)
+        try:
+            hello = proc.receive(self.start_timeout.total_seconds())
+        except JobProcessDied:
+            proc.stop(timedelta(0))
+            raise
+        if hello is None or hello.get("op") != "ready":
+            proc.stop(timedelta(0))
+            raise Unavailable(f"job process {proc.pid} did not report ready: {hello!r}")
+        return proc

@@ -1,0 +1,352 @@
+"""What a planner asks of the store about its slots, beyond one run at a time.
+
+- ``latest_fire_times``: where a new leader resumes each schedule -- the newest fire
+  time of its SCHEDULED and CATCHUP runs (MISSED ones included) since the schedule was
+  (re)created, and how many fire times it has had -- in one GROUP BY query per page,
+  not one query per schedule.
+- ``record_missed_batch``: many MISSED slots in one transaction.
+- Placeholders: a MISSED row whose reason starts with ``pending:`` stands for work a
+  planner decided but has not started yet (a paced catch-up run, a buffered overlap, a
+  backfill). ``settle`` is what a second record of a slot does to the row that exists:
+  a start turns a placeholder into the run (and a BACKFILL start does so to any MISSED
+  row: re-running missed slots is what a backfill is for); a MISSED record gives a
+  placeholder its final reason; everything else is returned unchanged.
+  ``pending_fires`` lists the placeholders, so a new leader finishes the work of the
+  term before it.
+- ``create_schedules``: many schedules in one transaction, for bulk loads (the planner
+  memory benchmark); the same rules as ``Store.create_schedule``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+import sqlalchemy as sa
+from sqlalchemy.exc import IntegrityError
+
+from cronwave_core.calendar import DST_GAP_SKIP
+from cronwave_core.errors import AlreadyExists, FailedPrecondition, InvalidArgument
+from workflow_store import models as m
+from workflow_store.convert import iso, policy_to_dict, spec_to_dict
+from workflow_store.ids import new_run_id
+from workflow_store.records import (
+    DEFAULT_QUEUE,
+    NewSchedule,
+    Recorded,
+    RecordRequest,
+    RunRecord,
+    RunState,
+    Trigger,
+)
+from workflow_store.store import Store, _event, _live_schedule, _run
+
+#: Reasons of placeholder rows start with this (see the module docstring).
+PENDING_PREFIX = "pending:"
+MAX_LATEST_PAGE = 10_000
+MAX_MISSED_BATCH = 1_000
+MAX_PENDING_PAGE = 10_000
+_PLANNED = (Trigger.SCHEDULED.value, Trigger.CATCHUP.value)
+_ROUNDS = 5  # a batch that lost a unique race is decided again on the winner's rows
+
+
+@dataclass(frozen=True)
+class LatestFire:
+    schedule_id: str
+    fire_time: datetime
+    fires: int
+
+
+@dataclass(frozen=True)
+class MissedSlot:
+    schedule_id: str
+    fire_time: datetime
+    reason: str
+    trigger: Trigger = Trigger.SCHEDULED
+
+
+def is_placeholder(reason: str) -> bool:
+    return reason.startswith(PENDING_PREFIX)
+
+
+def latest_fire_times(
+    store: Store, schedule_ids: Sequence[str] = (), after: str = "", limit: int = 0
+) -> list[LatestFire]:
+    """Per schedule (all, or those in ``schedule_ids``) with ids greater than ``after``,
+    by id, at most ``limit`` (0 = the maximum): the newest planned fire time and the
+    number of fire times handled. DST-skipped slots are recorded as MISSED but are not
+    fire times, so they move the newest instant without counting."""
+    if limit < 0 or limit > MAX_LATEST_PAGE:
+        raise InvalidArgument("limit", f"must be between 0 and {MAX_LATEST_PAGE}")
+    run, schedule = m.Run, m.Schedule
+    skipped = sa.and_(run.state == RunState.MISSED.value, run.error == DST_GAP_SKIP)
+    fires = sa.func.sum(sa.case((skipped, 0), else_=1))
+    query = (
+        sa.select(run.schedule_id, sa.func.max(run.fire_time), fires)
+        .join(schedule, schedule.id == run.schedule_id)
+        .where(run.trigger.in_(_PLANNED), run.fire_time >= schedule.created_at)
+        .group_by(run.schedule_id)
+        .order_by(run.schedule_id)
+        .limit(limit or MAX_LATEST_PAGE)
+    )
+    if after:
+        query = query.where(run.schedule_id > after)
+    if schedule_ids:
+        query = query.where(run.schedule_id.in_(list(schedule_ids)))
+    with store.db.read() as s:
+        return [LatestFire(sid, newest, int(count or 0)) for sid, newest, count in s.execute(query)]
+
+
+def record_missed_batch(
+    store: Store, slots: Sequence[MissedSlot], token: int, scope: str
+) -> tuple[int, list[str]]:
+    """Record ``slots`` as MISSED in one transaction, fenced by ``token``. Returns the
+    rows written (new ones, and placeholders given their reason) and the ids that name
+    no live schedule (their slots are left out). Raises ``StaleFencingToken``; then
+    nothing is written."""
+    if len(slots) > MAX_MISSED_BATCH:
+        raise InvalidArgument("slots", f"at most {MAX_MISSED_BATCH} per call, got {len(slots)}")
+    for i, slot in enumerate(slots):
+        if not slot.schedule_id:
+            raise InvalidArgument(f"slots[{i}].schedule_id", "required")
+        if not slot.reason:
+            raise InvalidArgument(f"slots[{i}].reason", "required: why the slot was missed")
+    for _ in range(_ROUNDS):
+        try:
+            return _record_missed_batch(store, slots, token, scope)
+        except IntegrityError:
+            continue  # a concurrent writer recorded one of the slots first: decide again
+    raise FailedPrecondition("slots: concurrent writers keep recording the same slots; retry")
+
+
+def _record_missed_batch(
+    store: Store, slots: Sequence[MissedSlot], token: int, scope: str
+) -> tuple[int, list[str]]:
+    now = store.clock()
+    written = 0
+    unknown: list[str] = []
+    with store.db.write() as s:
+        if token > 0:
+            store._fence(s, scope, token, now)
+        ids = sorted({slot.schedule_id for slot in slots})
+        schedules = {
+            row.id: row
+            for row in s.scalars(
+                sa.select(m.Schedule).where(m.Schedule.id.in_(ids), m.Schedule.deleted.is_(False))
+            )
+        }
+        unknown = [sid for sid in ids if sid not in schedules]
+        wanted = [slot for slot in slots if slot.schedule_id in schedules]
+        existing: dict[tuple[str, datetime], m.Run] = {}
+        if wanted:
+            pairs = list({(slot.schedule_id, slot.fire_time) for slot in wanted})
+            for row in s.scalars(
+                sa.select(m.Run).where(sa.tuple_(m.Run.schedule_id, m.Run.fire_time).in_(pairs))
+            ):
+                existing[(row.schedule_id, row.fire_time)] = row
+        jobs = {job.name: job for job in s.scalars(sa.select(m.JobType))}
+        for slot in wanted:
+            key = (slot.schedule_id, slot.fire_time)
+            found = existing.get(key)
+            if found is not None:
+                if found.state == RunState.MISSED.value and _takes_reason(found.error, slot.reason):
+                    found.error = slot.reason
+                    found.fencing_token = max(found.fencing_token, token)
+                    _event(s, found, "missed", now, slot.reason)
+                    written += 1
+                continue
+            schedule = schedules[slot.schedule_id]
+            job = jobs.get(schedule.job_type)
+            new = _missed_row(schedule, slot, token, job.queue if job else DEFAULT_QUEUE, now)
+            s.add(new)
+            s.flush()
+            _event(s, new, "missed", now, slot.reason)
+            existing[key] = new
+            written += 1
+    return written, unknown
+
+
+def _takes_reason(current: str, new: str) -> bool:
+    """A placeholder takes a final reason (or a newer placeholder reason); a final
+    reason is never overwritten."""
+    return is_placeholder(current) and current != new
+
+
+def _missed_row(
+    schedule: m.Schedule, slot: MissedSlot, token: int, queue: str, now: datetime
+) -> m.Run:
+    return m.Run(
+        run_id=new_run_id(),
+        schedule_id=schedule.id,
+        fire_time=slot.fire_time,
+        state=RunState.MISSED.value,
+        trigger=slot.trigger.value,
+        job_type=schedule.job_type,
+        payload_json=schedule.payload_json,
+        attempt=0,
+        attempt_token=0,
+        fencing_token=token,
+        idempotency_key=f"{schedule.id}@{iso(slot.fire_time)}",
+        queue=queue,
+        worker_id="",
+        trace_id="",
+        created_at=now,
+        started_at=None,
+        finished_at=now,
+        heartbeat_at=None,
+        error=slot.reason,
+        result_json="",
+        checkpoint_json="",
+    )
+
+
+def pending_fires(store: Store, after_run_id: str = "", limit: int = 0) -> list[RunRecord]:
+    """Placeholder rows (MISSED, reason ``pending:...``) of live schedules, by run id."""
+    if limit < 0 or limit > MAX_PENDING_PAGE:
+        raise InvalidArgument("limit", f"must be between 0 and {MAX_PENDING_PAGE}")
+    query = (
+        sa.select(m.Run)
+        .join(m.Schedule, m.Schedule.id == m.Run.schedule_id)
+        .where(
+            m.Run.state == RunState.MISSED.value,
+            m.Run.error.startswith(PENDING_PREFIX, autoescape=True),
+            m.Schedule.deleted.is_(False),
+        )
+        .order_by(m.Run.run_id)
+        .limit(limit or 1000)
+    )
+    if after_run_id:
+        query = query.where(m.Run.run_id > after_run_id)
+    with store.db.read() as s:
+        return [_run(row) for row in s.scalars(query)]
+
+
+def record(store: Store, req: RecordRequest) -> Recorded:
+    """``Store.record`` with the placeholder rules of ``settle`` for a slot that
+    already has a row."""
+    recorded = store.record(req)
+    return recorded if recorded.created else settle(store, req, recorded.run)
+
+
+def settle(store: Store, req: RecordRequest, existing: RunRecord) -> Recorded:
+    """A record of a slot that already has a row (see the module docstring): the
+    row as it is afterwards; ``created`` is true only when a start revived it."""
+    if existing.state is not RunState.MISSED:
+        return Recorded(existing, created=False)
+    if req.missed:
+        if not _takes_reason(existing.error, req.reason):
+            return Recorded(existing, created=False)
+        return _update_missed(store, req, existing)
+    if req.trigger is Trigger.BACKFILL or is_placeholder(existing.error):
+        return _revive(store, req, existing)
+    return Recorded(existing, created=False)
+
+
+def _update_missed(store: Store, req: RecordRequest, existing: RunRecord) -> Recorded:
+    now = store.clock()
+    with store.db.write() as s:
+        if req.fencing_token > 0:
+            store._fence(s, req.fencing_scope, req.fencing_token, now)
+        row = _same_row(s, existing)
+        if row is None:
+            return Recorded(_current(store, existing), created=False)
+        row.error = req.reason
+        row.fencing_token = max(row.fencing_token, req.fencing_token)
+        _event(s, row, "missed", now, req.reason)
+        s.flush()
+        return Recorded(_run(row), created=False)
+
+
+def _revive(store: Store, req: RecordRequest, existing: RunRecord) -> Recorded:
+    """The MISSED row becomes a PENDING run of ``req.trigger``, with the schedule's
+    current job and payload: the run the placeholder stood for."""
+    now = store.clock()
+    with store.db.write() as s:
+        schedule = _live_schedule(s, req.schedule_id)
+        if req.fencing_token > 0:
+            store._fence(s, req.fencing_scope, req.fencing_token, now)
+        row = _same_row(s, existing)
+        if row is None:
+            return Recorded(_current(store, existing), created=False)
+        job = s.get(m.JobType, schedule.job_type)
+        row.state = RunState.PENDING.value
+        row.trigger = req.trigger.value
+        row.job_type = schedule.job_type
+        row.payload_json = schedule.payload_json
+        row.fencing_token = req.fencing_token
+        row.queue = req.queue or (job.queue if job else DEFAULT_QUEUE)
+        row.trace_id = req.trace_id
+        row.finished_at = None
+        row.error = ""
+        if hasattr(row, "due_at"):
+            row.due_at = now
+        detail = (
+            f"trigger={req.trigger.value} fencing_token={req.fencing_token} "
+            f"(was MISSED: {existing.error})"
+        )
+        _event(s, row, "recorded", now, detail)
+        s.flush()
+        return Recorded(_run(row), created=True)
+
+
+def _same_row(s: sa.orm.Session, existing: RunRecord) -> m.Run | None:
+    """The row, locked, if it is still the MISSED row with ``existing``'s reason."""
+    row = s.scalars(
+        sa.select(m.Run)
+        .where(
+            m.Run.run_id == existing.run_id,
+            m.Run.state == RunState.MISSED.value,
+            m.Run.error == existing.error,
+        )
+        .with_for_update()
+        .execution_options(populate_existing=True)
+    ).one_or_none()
+    return row
+
+
+def _current(store: Store, existing: RunRecord) -> RunRecord:
+    with store.db.read() as s:
+        row = s.get(m.Run, existing.run_id, populate_existing=True)
+        return _run(row) if row is not None else existing
+
+
+def create_schedules(store: Store, news: Iterable[NewSchedule]) -> int:
+    """Create every schedule of ``news`` (already validated) in one transaction, each
+    with its own revision; returns how many. Raises ``InvalidArgument`` (job_type) or
+    ``ScheduleExists``; then nothing is written."""
+    now = store.clock()
+    created = 0
+    last_revision = 0
+    try:
+        with store.db.write() as s:
+            jobs = set(s.scalars(sa.select(m.JobType.name)))
+            for new in news:
+                if new.job_type not in jobs:
+                    raise InvalidArgument("job_type", f"unknown job type '{new.job_type}'")
+                last_revision = store._bump_revision(s)
+                s.add(
+                    m.Schedule(
+                        id=new.schedule_id,
+                        spec=spec_to_dict(new.spec),
+                        policy=policy_to_dict(new.policy),
+                        job_type=new.job_type,
+                        payload_json=new.payload_json,
+                        paused=new.paused,
+                        pause_note=new.pause_note if new.paused else "",
+                        deleted=False,
+                        created_at=now,
+                        updated_at=now,
+                        revision=last_revision,
+                    )
+                )
+                created += 1
+                if created % 1000 == 0:
+                    s.flush()
+    except IntegrityError as exc:
+        raise AlreadyExists(
+            "schedule_id: a schedule of the batch already exists; nothing was created"
+        ) from exc
+    if created:
+        store._changed(last_revision)
+    return created

@@ -1,0 +1,83 @@
+"""Fixtures of the billing tests: databases beside the test's own (same backend, so
+PostgreSQL in CI), a payment-gateway process, and a billing suite of real processes."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+
+from tests.billing.support import BillingSuite, GatewayProcess
+from tests.conftest import _pg_admin_url
+
+NewDatabase = Callable[[str], str]
+
+
+@pytest.fixture
+def new_database(database_url: str, tmp_path: Path) -> Iterator[NewDatabase]:
+    """``new_database(name)``: a fresh empty database of ``database_url``'s backend
+    (a SQLite file, or a PostgreSQL database dropped when the test ends)."""
+    created: list[str] = []
+    admin = _pg_admin_url() if not database_url.startswith("sqlite") else None
+    engine = sa.create_engine(admin, isolation_level="AUTOCOMMIT") if admin else None
+
+    def make(name: str) -> str:
+        if engine is None or admin is None:
+            return f"sqlite:///{tmp_path / (name + '.db')}"
+        db = f"cw_test_{name}_{uuid.uuid4().hex[:8]}"
+        with engine.connect() as conn:
+            conn.execute(sa.text(f'CREATE DATABASE "{db}"'))
+        created.append(db)
+        return admin.set(database=db).render_as_string(hide_password=False)
+
+    yield make
+    if engine is not None:
+        with engine.connect() as conn:
+            for db in created:
+                conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{db}" WITH (FORCE)'))
+        engine.dispose()
+
+
+@pytest.fixture
+def gateway(tmp_path: Path, new_database: NewDatabase) -> Iterator[GatewayProcess]:
+    """A payment-gateway process on a free port with its own fresh database."""
+    proc = GatewayProcess(tmp_path / "gateway", new_database("gateway"))
+    try:
+        yield proc.start()
+    finally:
+        proc.stop()
+
+
+@pytest.fixture
+def billing_suite(
+    tmp_path: Path,
+    database_url: str,
+    redis_url: str,
+    namespace: str,
+    new_database: NewDatabase,
+) -> Iterator[Callable[..., BillingSuite]]:
+    """``billing_suite(**env)``: workflow-store, payment-gateway and dispatcher (with its
+    sweeper), no worker yet; every process is stopped when the test ends."""
+    started: list[BillingSuite] = []
+
+    def make(**env: str) -> BillingSuite:
+        suite = BillingSuite(
+            tmp_path / f"suite{len(started)}",
+            database_url=database_url,
+            redis_url=redis_url,
+            namespace=namespace,
+            billing_url=new_database("billing"),
+            gateway_url=new_database("gateway"),
+            env=env,
+        )
+        started.append(suite)
+        return suite.start()
+
+    yield make
+    for suite in started:
+        suite.stop()
+    leftovers = [pid for suite in started for pid in suite.suite.pids()]
+    assert not leftovers, f"processes left running: {leftovers}"

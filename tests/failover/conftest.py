@@ -1,0 +1,50 @@
+"""Fixtures of the failover tests: a drill over a suite of real processes, proxies
+and an own Redis, each stopped when the test ends."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from cronwave_bench.failover import Drill
+from cronwave_core.suite import Suite
+from tests.failover.support import OwnRedis, TcpProxy
+
+
+@pytest.fixture
+def drill_of() -> Iterator[Callable[[Suite], Drill]]:
+    """A ``Drill`` (schedule, leader, audit) over a suite the test started."""
+    drills: list[Drill] = []
+
+    def make(suite: Suite) -> Drill:
+        drill = Drill(suite)
+        drills.append(drill)
+        return drill
+
+    yield make
+    for drill in drills:
+        drill.close()
+
+
+@pytest.fixture
+def proxy_to() -> Iterator[Callable[[str], TcpProxy]]:
+    proxies: list[TcpProxy] = []
+
+    def make(target: str) -> TcpProxy:
+        proxy = TcpProxy(target)
+        proxies.append(proxy)
+        return proxy
+
+    yield make
+    for proxy in proxies:
+        proxy.close()
+
+
+@pytest.fixture
+def own_redis(tmp_path: Path) -> Iterator[OwnRedis]:
+    server = OwnRedis(tmp_path / "own-redis")
+    server.start()
+    yield server
+    server.stop()

@@ -1,0 +1,97 @@
+"""Drill job types for the reliability tests, loaded by the workers under test through
+``CRONWAVE_JOB_MODULES=tests.reliability.jobs``: short heartbeat timeouts, a scaled
+retry policy, runaway bodies, and jobs for the priority pools."""
+
+from __future__ import annotations
+
+import signal
+import time
+from collections.abc import Mapping
+from datetime import timedelta
+from typing import Any
+
+from cronwave_core.settings import Settings
+from worker.jobs import JobContext, JobType, RetryPolicy
+
+HEARTBEAT_TIMEOUT = timedelta(seconds=1)
+RUNAWAY_LIMIT = timedelta(seconds=1)
+#: Scaled retries: 0.2 s, 0.4 s, 0.8 s between four attempts.
+SCALED_RETRY = RetryPolicy(
+    initial_interval=timedelta(seconds=0.2),
+    backoff_coefficient=2.0,
+    maximum_interval=timedelta(seconds=10),
+    maximum_attempts=4,
+    non_retryable_errors=("Declined",),
+)
+
+
+class Flaky(Exception):
+    """A failure worth retrying."""
+
+
+class Declined(Exception):
+    """A failure no retry can fix (listed as non-retryable)."""
+
+
+def steps(ctx: JobContext) -> Mapping[str, Any]:
+    """``payload["steps"]`` steps of ``payload["step_seconds"]`` each, checkpointing
+    after every step; a resumed attempt starts after its checkpoint."""
+    total = int(ctx.payload.get("steps", 20))
+    pause = float(ctx.payload.get("step_seconds", 0.1))
+    resumed_from = int(ctx.checkpoint.get("step", 0))
+    for step in range(resumed_from + 1, total + 1):
+        time.sleep(pause)
+        ctx.heartbeat({"step": step})
+    return {"resumed_from": resumed_from, "last_step": total, "attempt": ctx.attempt}
+
+
+def flaky(ctx: JobContext) -> Mapping[str, Any]:
+    """Fails (retryably) until attempt ``payload["succeed_at_attempt"]``; with
+    ``payload["declined"]`` fails non-retryably."""
+    if ctx.payload.get("declined"):
+        raise Declined("card declined")
+    if ctx.attempt < int(ctx.payload.get("succeed_at_attempt", 1_000)):
+        raise Flaky(f"attempt {ctx.attempt} failed")
+    return {"attempt": ctx.attempt}
+
+
+def spin(ctx: JobContext) -> Mapping[str, Any]:
+    """A pure-Python busy loop that never ends."""
+    n = 0
+    while True:
+        n += 1
+
+
+def block(ctx: JobContext) -> Mapping[str, Any]:
+    """One blocking sleep in C for an hour."""
+    time.sleep(3600)
+    return {}
+
+
+def stubborn(ctx: JobContext) -> Mapping[str, Any]:
+    """Ignores SIGTERM, then blocks: only SIGKILL ends it."""
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    time.sleep(3600)
+    return {}
+
+
+def nap(ctx: JobContext) -> Mapping[str, Any]:
+    """Sleeps ``payload["seconds"]`` (default 0.5): a bulk job."""
+    time.sleep(float(ctx.payload.get("seconds", 0.5)))
+    return {}
+
+
+def job_types(settings: Settings) -> list[JobType]:
+    return [
+        JobType(
+            "drill.steps",
+            steps,
+            duration_limit=timedelta(minutes=2),
+            heartbeat_timeout=HEARTBEAT_TIMEOUT,
+        ),
+        JobType("drill.flaky", flaky, duration_limit=timedelta(minutes=1), retry=SCALED_RETRY),
+        JobType("drill.spin", spin, duration_limit=RUNAWAY_LIMIT),
+        JobType("drill.block", block, duration_limit=RUNAWAY_LIMIT),
+        JobType("drill.stubborn", stubborn, duration_limit=RUNAWAY_LIMIT),
+        JobType("drill.bulk", nap, duration_limit=timedelta(minutes=1), queue="bulk"),
+    ]
