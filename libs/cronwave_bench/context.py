@@ -3,11 +3,13 @@ report progress, and what earlier scenarios left for later ones (span stores).""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from collections.abc import Sequence
+from dataclasses import dataclass, field, fields, replace
 from datetime import timedelta
 from pathlib import Path
 
 from cronwave_bench.harness import Backend, Say, _quiet
+from cronwave_core.errors import InvalidArgument
 
 
 @dataclass(frozen=True)
@@ -42,6 +44,28 @@ class Sizes:
 
     def scaled(self, **changes: object) -> Sizes:
         return replace(self, **changes)  # type: ignore[arg-type]
+
+    def overridden(self, pairs: Sequence[str]) -> Sizes:
+        """These sizes with ``NAME=VALUE`` overrides (``burst=100``,
+        ``throughput_window=10``: seconds for durations)."""
+        changes: dict[str, object] = {}
+        known = {f.name: f for f in fields(self)}
+        for pair in pairs:
+            name, sep, raw = pair.partition("=")
+            name = name.strip().replace("-", "_")
+            if not sep or name not in known:
+                raise InvalidArgument(
+                    "--size", f"expected NAME=VALUE with NAME one of {', '.join(known)}, got {pair!r}"
+                )
+            current = getattr(self, name)
+            try:
+                value = float(raw) if isinstance(current, timedelta) else int(raw)
+            except ValueError:
+                raise InvalidArgument("--size", f"{name}: expected a number, got {raw!r}") from None
+            if value < 0:
+                raise InvalidArgument("--size", f"{name}: must not be negative, got {raw!r}")
+            changes[name] = timedelta(seconds=value) if isinstance(current, timedelta) else value
+        return self.scaled(**changes)
 
 
 @dataclass

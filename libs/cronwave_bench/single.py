@@ -52,7 +52,7 @@ def run_single(ctx: BenchContext) -> Result:
             intervals=[Interval(every=timedelta(seconds=1))],
             job_type=NOOP,
             start_at=first,
-            end_at=last,
+            end_at=last + timedelta(seconds=1),  # the end is exclusive
         )
         ctx.say(f"single: {fires} fires of a 1-second schedule, {first:%H:%M:%S} to {last:%H:%M:%S}")
         try:

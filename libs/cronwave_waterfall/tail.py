@@ -7,8 +7,11 @@ Over the runs that have an end-to-end time:
 - The **median run** is the typical run built from medians: for each (hop, kind),
   the median of that time over all runs (0 where a run lacks it). One median run
   per figure is steadier than any single run picked as "the median".
-- A (hop, kind)'s **excess** is its mean over the tail minus its median; its
-  **share** is its excess over the sum of all positive excesses (0 if negative).
+- A (hop, kind)'s **excess** is its median over the tail minus its median over all
+  runs: the typical tail run's extra time there. A median, not a mean, so that one
+  tail run slowed by something else (a stall of the host, a lock wait) does not
+  inflate the estimate; with one or two tail runs it is their mean. Its **share** is
+  its excess over the sum of all positive excesses (0 if negative).
   The tail's end-to-end excess (its mean minus the median end-to-end) is reported
   beside it: the two differ by the time between hops and by the variation the
   medians smooth out.
@@ -53,7 +56,7 @@ _CACHE_LABELS = {"miss": "cache miss", "redis": "redis hit", "local": "local hit
 
 @dataclass(frozen=True)
 class Contribution:
-    """The tail's mean excess over the median run for one (hop, kind)."""
+    """The tail's excess over the median run for one (hop, kind)."""
 
     hop: str
     kind: str
@@ -206,9 +209,11 @@ def attribute_tail(runs: Sequence[Run], top_attributes: int = 10) -> TailAttribu
     for hop, kind in keys:
         values = sorted(r.kind_ns.get((hop, kind), 0) for r in completed)
         med = quantile(values, 0.5)
-        tail_mean = sum(r.kind_ns.get((hop, kind), 0) for r in tail) / len(tail)
+        in_tail = sorted(r.kind_ns.get((hop, kind), 0) for r in tail)
+        tail_mean = sum(in_tail) / len(in_tail)
+        typical = quantile(in_tail, 0.5)
         contributions.append(
-            Contribution(hop, kind, (tail_mean - med) / 1e6, 0.0, tail_mean / 1e6, med / 1e6)
+            Contribution(hop, kind, (typical - med) / 1e6, 0.0, tail_mean / 1e6, med / 1e6)
         )
     positive = sum(c.excess_ms for c in contributions if c.excess_ms > 0)
     contributions = [

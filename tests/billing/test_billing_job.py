@@ -120,14 +120,13 @@ def test_a_period_is_billed_once_however_often_it_runs(
 def test_a_crash_between_the_charge_and_its_record_heals_on_resume(
     job: BillingJob, gateway: GatewayProcess, db: sa.Engine
 ) -> None:
-    # Given the invoices of the period, and the gateway having charged invoices 1-30
-    # with their keys while the job's database recorded none (the worker died between)
-    job(context({"customers": 60, "period": "p0"}))  # seeds customers
+    # Given a period whose 60 invoices the gateway charged under their keys while the
+    # job's database recorded none of it: the state a worker that died after the
+    # gateway's answers and before its own commit leaves behind
+    job(context({"customers": 60, "period": "p0"}))
     with db.begin() as conn:
         conn.execute(sa.delete(charges))
     gateway_count = gateway.count().charges
-    # (the first run charged all 60 under their keys; wiping the records leaves
-    # exactly the state a crash after the charge and before the record leaves)
     # When the resumed attempt runs from a checkpoint inside the charge phase
     result = job(
         context(

@@ -10,6 +10,7 @@ import pytest
 
 from tests.helpers import eventually
 from tests.reliability.support import Rig, job_processes, new_suite, stop_rig
+from tests.workflow_store.support import StoreProcess
 
 MakeRig = Callable[..., Rig]
 
@@ -51,3 +52,14 @@ def make_rig(
     eventually(
         lambda: not job_processes(namespace), timeout=10, what="job processes gone with workers"
     )
+
+
+@pytest.fixture
+def store(tmp_path: Path, database_url: str) -> Iterator[StoreProcess]:
+    """One workflow-store process on a fresh database."""
+    proc = StoreProcess(tmp_path / "store", database_url).start()
+    try:
+        yield proc
+    finally:
+        proc.stop()
+    assert not proc.alive(), "store process left running"

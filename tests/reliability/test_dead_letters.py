@@ -16,7 +16,7 @@ from cronwave_core.convert import td_to_duration
 from cronwave_core.queueing import RunMessage, actor_name_for
 from tests.helpers import eventually
 from tests.reliability.conftest import MakeRig
-from tests.reliability.support import Rig, events_of
+from tests.reliability.support import Rig, events_of, lifecycle
 
 pytestmark = pytest.mark.slow
 
@@ -114,7 +114,7 @@ def test_spent_retries_dead_letter_the_run_and_replay_runs_it_again(make_rig: Ma
     # Then the sweeper sends it again and its fifth attempt succeeds
     done = rig.wait_state(run_id, "SUCCEEDED", timeout=30)
     assert json.loads(done.result_json) == {"attempt": 5}
-    kinds = [e.kind for e in rig.run_events(run_id)]
+    kinds = lifecycle(rig.run_events(run_id))
     tail = kinds[kinds.index("dead_lettered") :]
     assert tail == ["dead_lettered", "replayed", "requeued", "claimed", "succeeded"]
     requeued = events_of(rig.run_events(run_id), "requeued")[-1]

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from pathlib import Path
 
 import pytest
 
@@ -17,6 +18,7 @@ from cronwave_core.settings import Settings
 from cronwave_core.suite import Suite
 from tests.conftest import SuiteFactory
 from tests.helpers import eventually, fresh
+from tests.workflow_store.support import StoreProcess
 
 LEASE_ENV = {
     "CRONWAVE_LEASE_TTL": "3",
@@ -120,3 +122,12 @@ def start_planner(suite: Suite) -> Iterator[StartPlanner]:
 def runs_of(client: Client, schedule_id: str) -> list[Run]:
     """Every run of the schedule, oldest fire time first."""
     return sorted(client.list_runs(schedule_id, limit=1000), key=lambda r: r.fire_time)
+
+
+@pytest.fixture
+def store_only(tmp_path: Path, database_url: str) -> Iterator[StoreProcess]:
+    """Just a workflow-store process on the test's database."""
+    proc = StoreProcess(tmp_path / "store", database_url).start()
+    yield proc
+    proc.stop()
+    assert not proc.alive()

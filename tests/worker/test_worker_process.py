@@ -35,23 +35,6 @@ def test_job_types_are_registered_once_the_worker_is_healthy(cluster: Cluster) -
     assert (status.runs_started, status.runs_finished, status.busy) == (0, 0, 0)
 
 
-def test_billing_run_bills_each_customer_once(cluster: Cluster) -> None:
-    schedule_id = cluster.schedule("billing.nightly", {"customers": 30, "batch_size": 10})
-    fire_time = datetime(2024, 7, 1, 2, tzinfo=UTC)
-    first = cluster.finished(cluster.start(schedule_id, fire_time).run.run_id)
-    assert first.state == common_pb2.RUN_STATE_SUCCEEDED
-    assert first.result_json == (
-        '{"customers": 30, "invoices": 30, "charges": 30, "period": "2024-07-01"}'
-    )
-    assert first.checkpoint_json == '{"period": "2024-07-01", "last_customer_id": 30}'
-    # A manual run of the same period (same payload, today's fire time would bill
-    # today) is billed by the same rules: a second run over 2024-07-01 creates nothing.
-    other = cluster.schedule("billing.nightly", {"customers": 30, "period": "2024-07-01"})
-    second = cluster.finished(cluster.start(other, fire_time).run.run_id)
-    assert second.state == common_pb2.RUN_STATE_SUCCEEDED
-    assert '"invoices": 0, "charges": 0' in second.result_json
-
-
 def test_run_spans_carry_the_dispatchers_trace_and_the_lateness(cluster: Cluster) -> None:
     schedule_id = cluster.schedule("cronwave.noop")
     fire_time = datetime.now(UTC)

@@ -12,7 +12,7 @@ from typing import Annotated
 import typer
 
 from cronwave.cli._console import err, fail, reported_errors
-from cronwave_bench.context import BenchContext
+from cronwave_bench.context import BenchContext, Sizes
 from cronwave_bench.harness import Backend
 from cronwave_bench.report import OK, markdown, write_json
 from cronwave_bench.runner import SCENARIOS, choose, header_lines, machine, run_scenarios
@@ -32,6 +32,15 @@ def bench(
     json_path: Annotated[
         Path | None, typer.Option("--json", help="Also write the figures as JSON here.")
     ] = None,
+    size: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--size",
+            help="Override a size, NAME=VALUE (e.g. burst=100, single_fires=20, "
+            "throughput_window=10 in seconds); repeatable.",
+            show_default=False,
+        ),
+    ] = None,
     keep: Annotated[
         Path | None,
         typer.Option(
@@ -50,10 +59,13 @@ def bench(
     with reported_errors():
         names = choose(scenarios or [])
         backend = Backend.from_env()
+        sizes = Sizes().overridden(size or [])
     console = err()
     work_dir = keep.expanduser().resolve() if keep else Path(tempfile.mkdtemp(prefix="cw-bench-"))
     work_dir.mkdir(parents=True, exist_ok=True)
-    ctx = BenchContext(backend, work_dir, say=lambda line: console.print(line, soft_wrap=True))
+    ctx = BenchContext(
+        backend, work_dir, sizes, say=lambda line: console.print(line, soft_wrap=True)
+    )
     facts = machine()
     console.print(f"cronwave bench: {', '.join(names)}")
     console.print(f"backend: {backend.describe()}", soft_wrap=True)

@@ -3,8 +3,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import re
-from datetime import timedelta
+import time
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Annotated
 
@@ -26,6 +28,11 @@ SCHEDULE_ID = "nightly-billing"
 JOB_TYPE = "billing.nightly"
 CRON = "0 2 * * *"
 WAIT = timedelta(seconds=120)
+# A manual trigger has no planner, so no plan or leader hop: one no-op fire by the
+# planner, a few seconds out, gives the waterfall every hop of a scheduled run.
+TICK_ID = "demo-scheduled-tick"
+TICK_JOB = "cronwave.noop"
+TICK_LEAD = timedelta(seconds=2)
 
 app = typer.Typer()
 group = typer.Typer(
@@ -76,6 +83,31 @@ def run_demo(client: Client, console: Console, zone: str, customers: int) -> Run
     return run
 
 
+def scheduled_tick(client: Client, console: Console) -> Run:
+    """One fire of a one-off no-op schedule by the planner; the schedule is deleted
+    afterwards. Its run crosses all seven hops (plan and leader included)."""
+    with contextlib.suppress(NotFound):
+        client.delete_schedule(TICK_ID)  # left by an interrupted demo
+    at = datetime.now(UTC) + TICK_LEAD
+    client.create_schedule(TICK_ID, job_type=TICK_JOB, one_off=[at])
+    try:
+        with console.status(f"waiting for the planner to fire {TICK_ID} at {at:%H:%M:%S} ..."):
+            deadline = time.monotonic() + WAIT.total_seconds()
+            runs = client.list_runs(TICK_ID, limit=1)
+            while not runs and time.monotonic() < deadline:
+                time.sleep(0.1)
+                runs = client.list_runs(TICK_ID, limit=1)
+            if not runs:
+                fail(f"the planner did not fire {TICK_ID} within {WAIT.total_seconds():g}s")
+            run = client.wait_run(runs[0].run_id, timeout=WAIT)
+    finally:
+        client.delete_schedule(TICK_ID)
+    console.print(
+        f"the planner fired [bold]{TICK_ID}[/] ({TICK_JOB}) once: run {run.run_id} {run.state}"
+    )
+    return run
+
+
 @group.callback()
 def demo(
     ctx: typer.Context,
@@ -115,6 +147,7 @@ def demo(
                     timeout=settings.rpc_timeout,
                 ) as client:
                     run = run_demo(client, console, zone, customers)
+                    scheduled_tick(client, console)
         except KeyboardInterrupt:
             fail("interrupted; every process the demo started was stopped")
         except WaitTimeout as exc:
@@ -131,6 +164,8 @@ def demo(
             f"the services' logs are in {suite.log_dir}",
         )
     console.print("[green]demo run SUCCEEDED[/]")
+    flag = "" if data_dir == Path(".cronwave") else f" --data-dir {data_dir}"
+    console.print(f"`cronwave waterfall{flag}` shows where the time of these runs went")
 
 
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m)?")

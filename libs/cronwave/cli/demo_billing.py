@@ -39,7 +39,7 @@ from cronwave_core.errors import CronwaveError
 from cronwave_core.queueing import RunMessage, make_broker
 from cronwave_core.rpc import open_channel
 from cronwave_core.settings import Settings
-from cronwave_core.suite import Suite, SuiteConfig
+from cronwave_core.suite import Proc, Suite, SuiteConfig
 
 JOB_TYPE = "billing.nightly"
 POLL = 0.2
@@ -61,6 +61,7 @@ class Recovery:
     killed_pid: int = 0
     killed_attempt: int = 0
     killed_checkpoint: str = ""
+    claimed_at: float = 0.0  # a newer attempt holds the run, seconds after the trigger
     resumed_at: float = 0.0  # first progress of a newer attempt, seconds after the trigger
     resumed_attempt: int = 0
     redelivered: int = 0  # messages the demo re-delivered itself
@@ -200,9 +201,9 @@ class BillingWatch:
             return
         if run.state != "RUNNING":
             return  # not started yet: kill once it runs
-        worker = self.suite.procs["worker"]
+        worker = holder(self.suite, run)
         if worker.popen is None or not worker.alive():
-            raise DemoFailed(f"the worker is not running; see {worker.log_path}")
+            raise DemoFailed(f"the worker running the job has exited; see {worker.log_path}")
         worker.popen.send_signal(signal.SIGKILL)
         worker.popen.wait(timeout=10)
         self.recovery = Recovery(
@@ -212,26 +213,25 @@ class BillingWatch:
             killed_checkpoint=run.checkpoint_json,
         )
         progress.console.print(
-            f"[bold red]kill -9[/] worker pid {worker.pid} at {at:.1f}s "
-            f"(attempt {run.attempt}, checkpoint {run.checkpoint_json or '{}'})"
-        )
-        replacement = self.suite.start_service("worker", index=1)
-        progress.console.print(
-            f"started a new worker (pid {replacement.pid}); the run's heartbeat lapses after "
-            f"{self.hb_timeout.total_seconds():g}s, then a new attempt resumes from the checkpoint"
+            f"[bold red]kill -9[/] {worker.name} (pid {worker.pid}) at {at:.1f}s, attempt "
+            f"{run.attempt} at checkpoint {run.checkpoint_json or '{}'}; its heartbeat lapses "
+            f"after {self.hb_timeout.total_seconds():g}s, then another worker resumes the run"
         )
 
     def _watch_recovery(self, progress: Progress, run: Run, at: float) -> None:
         recovery = self.recovery
         if recovery is None or recovery.resumed_at:
             return
+        if run.attempt > recovery.killed_attempt and not recovery.claimed_at:
+            recovery.claimed_at = at
         if run.attempt > recovery.killed_attempt and run.checkpoint_json != (
             recovery.killed_checkpoint
         ):
             recovery.resumed_at = at
             recovery.resumed_attempt = run.attempt
             progress.console.print(
-                f"[green]attempt {run.attempt} resumed[/] from the checkpoint "
+                f"[green]attempt {run.attempt} resumed[/] from the checkpoint: it held the run "
+                f"{recovery.claimed_at - recovery.killed_at:.1f}s and reported progress "
                 f"{at - recovery.killed_at:.1f}s after the kill"
             )
             return
@@ -250,6 +250,40 @@ class BillingWatch:
                     f"({run.queue or 'default'}); the new worker's claim supersedes the dead "
                     "attempt"
                 )
+
+
+def worker_procs(suite: Suite) -> list[Proc]:
+    """The suite's live worker processes."""
+    return [p for p in suite.procs.values() if p.argv[-1:] == ["worker"] and p.alive()]
+
+
+def holder(suite: Suite, run: Run) -> Proc:
+    """The worker process that runs ``run``'s current attempt."""
+    workers = worker_procs(suite)
+    for proc in workers:
+        if run.worker_id in (proc.env.get("CRONWAVE_WORKER_ID"), f"worker-{proc.pid}"):
+            return proc
+    raise DemoFailed(
+        f"no live worker of this suite is {run.worker_id!r}, which runs {run.run_id}; "
+        f"see {suite.log_dir}"
+    )
+
+
+def ensure_standby(suite: Suite, console: Console) -> None:
+    """A second worker on the first one's queues, to take over the killed one's run,
+    as the other replicas of a pool do in production."""
+    workers = worker_procs(suite)
+    if len(workers) >= 2 or not workers:
+        return
+    first = workers[0]
+    queues = first.env.get("CRONWAVE_WORKER_QUEUES")
+    index = 1
+    while suite.proc_name("worker", index) in suite.procs:
+        index += 1
+    standby = suite.start_service(
+        "worker", index=index, extra_env={"CRONWAVE_WORKER_QUEUES": queues} if queues else None
+    )
+    console.print(f"started a second worker, {standby.name} (pid {standby.pid}), to take over")
 
 
 def run_billing_demo(
@@ -283,6 +317,8 @@ def run_billing_demo(
             f"schedule [bold]{schedule.schedule_id}[/]: {JOB_TYPE} for {customers:,} customers, "
             f"period {period}; heartbeat timeout {hb_timeout.total_seconds():g}s"
         )
+        if kill_after is not None:
+            ensure_standby(suite, console)
         watch = BillingWatch(suite, client, console, customers, kill_after, hb_timeout)
         started = time.monotonic()
         run = client.trigger(schedule.schedule_id)
@@ -333,9 +369,14 @@ def outcome_table(outcome: Outcome) -> Table:
                 else "re-dispatched by cronwave"
             )
             table.add_row(
+                "kill -9 to new attempt",
+                f"{recovery.claimed_at - recovery.killed_at:.1f}s",
+                f"heartbeat timeout {outcome.heartbeat_timeout.total_seconds():g}s; {how}",
+            )
+            table.add_row(
                 "kill -9 to resumed",
                 f"{recovery.resumed_at - recovery.killed_at:.1f}s",
-                f"heartbeat timeout {outcome.heartbeat_timeout.total_seconds():g}s; {how}",
+                "the new attempt's first checkpoint reached the store",
             )
         else:
             table.add_row("kill -9 to resumed", "-", "no later attempt made progress")

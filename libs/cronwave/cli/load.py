@@ -25,7 +25,7 @@ import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Annotated
 
@@ -81,6 +81,7 @@ class LoadReport:
     trigger_ms: list[float] = field(default_factory=list)
     run_ids: list[str] = field(default_factory=list)
     schedule_ids: list[str] = field(default_factory=list)
+    since: datetime | None = None  # just before the first measured trigger
 
     @property
     def finished(self) -> int:
@@ -138,21 +139,25 @@ def drive(
     timeout: timedelta = timedelta(minutes=10),
     job_type: str = DEFAULT_JOB_TYPE,
     schedules: int = 8,
+    warmup: int = 0,
     progress: bool = False,
 ) -> LoadReport:
-    """Trigger ``runs`` runs with at most ``concurrency`` in flight and wait for them
-    (see the module docstring). Never longer than ``timeout``."""
+    """Trigger ``warmup`` runs, then ``runs`` measured ones, each with at most
+    ``concurrency`` in flight, and wait for them (see the module docstring). The
+    warm-up warms connections and caches and is not in the report; ``since`` in the
+    report is where the measured runs begin. Never longer than ``timeout``."""
     if runs < 1:
         raise InvalidArgument("runs", f"must be at least 1, got {runs}")
     if concurrency < 1:
         raise InvalidArgument("concurrency", f"must be at least 1, got {concurrency}")
+    if warmup < 0:
+        raise InvalidArgument("warmup", f"must not be negative, got {warmup}")
     if scenario not in SCENARIOS:
         raise InvalidArgument(
             "scenario", f"must be one of {', '.join(SCENARIOS)}, got {scenario!r}"
         )
     deadline = time.monotonic() + timeout.total_seconds()
     report = LoadReport(runs=runs, scenario=scenario, concurrency=concurrency)
-    metadata = ((METADATA_KEY, SCENARIOS[scenario]),) if SCENARIOS[scenario] else None
     with Client(
         store_addr=target.store_addr,
         dispatcher_addr=target.dispatcher_addr,
@@ -160,94 +165,133 @@ def drive(
     ) as client:
         report.schedule_ids = create_schedules(client, max(1, min(schedules, runs)), job_type)
     cache_client = redis_client(target.redis_url, timedelta(seconds=2))
-    status = RunStatusCache(cache_client, target.namespace)
     channel = open_channel(target.dispatcher_addr, target.rpc_timeout, traced=False)
-    dispatcher = dispatcher_grpc.DispatcherServiceStub(channel)
-    slots = threading.Semaphore(concurrency)
-    lock = threading.Lock()
-    open_runs: set[str] = set()
-    next_index = iter(range(runs))
-    first: list[float] = []
-    last_end = [0.0]
-    stop = threading.Event()
-
-    def trigger_loop() -> None:
-        while not stop.is_set():
-            if not slots.acquire(timeout=0.2):
-                continue
-            with lock:
-                index = next(next_index, None)
-            if index is None or time.monotonic() >= deadline:
-                slots.release()
-                return
-            schedule_id = report.schedule_ids[index % len(report.schedule_ids)]
-            began = time.monotonic()
-            try:
-                reply = dispatcher.TriggerRun(
-                    dispatcher_pb.TriggerRunRequest(schedule_id=schedule_id),
-                    timeout=target.rpc_timeout.total_seconds(),
-                    metadata=metadata,
-                )
-            except grpc.RpcError:
-                with lock:
-                    report.refused += 1
-                slots.release()
-                continue
-            ended = time.monotonic()
-            with lock:
-                if not first:
-                    first.append(began)
-                report.triggered += 1
-                report.trigger_ms.append((ended - began) * 1000)
-                report.run_ids.append(reply.run.run_id)
-                open_runs.add(reply.run.run_id)
-
-    def settle(found: dict[str, common_pb2.Run]) -> None:
-        now = time.monotonic()
-        with lock:
-            for run_id, run in found.items():
-                if run_id in open_runs:
-                    open_runs.discard(run_id)
-                    name = _state_name(run.state)
-                    report.states[name] = report.states.get(name, 0) + 1
-                    last_end[0] = now
-                    slots.release()
-
-    threads = [
-        threading.Thread(target=trigger_loop, name=f"load-{i}", daemon=True)
-        for i in range(concurrency)
-    ]
-    for thread in threads:
-        thread.start()
-    shown = 0.0
+    phase = _Phase(
+        target,
+        dispatcher_grpc.DispatcherServiceStub(channel),
+        RunStatusCache(cache_client, target.namespace),
+        report.schedule_ids,
+        scenario,
+        concurrency,
+        deadline,
+    )
     try:
-        while time.monotonic() < deadline:
-            with lock:
-                waiting = list(open_runs)
-                busy = any(t.is_alive() for t in threads)
-            if not waiting and not busy:
-                break
-            for start in range(0, len(waiting), _CHUNK):
-                settle(status.get_many(waiting[start : start + _CHUNK]))
-            if progress and time.monotonic() - shown >= 2:
-                shown = time.monotonic()
-                out().print(f"  {report.finished} of {runs} runs ended ...")
-            time.sleep(POLL)
+        if warmup:
+            phase.run(LoadReport(runs=warmup, scenario=scenario, concurrency=concurrency))
+        report.since = datetime.now(UTC)
+        phase.run(report, progress=progress)
     finally:
-        stop.set()
-        for thread in threads:
-            thread.join(timeout=target.rpc_timeout.total_seconds() + 1)
         channel.close()
         cache_client.close()
-    with lock:
-        leftover = list(open_runs)
-    if leftover:
-        settle(_from_store(target, leftover))
-    with lock:
-        report.unfinished = len(open_runs)
-    if first:
-        report.seconds = max(last_end[0], first[0]) - first[0]
     return report
+
+
+class _Phase:
+    """Runs triggered with at most ``concurrency`` in flight, until all ended."""
+
+    def __init__(
+        self,
+        target: Target,
+        dispatcher: dispatcher_grpc.DispatcherServiceStub,
+        status: RunStatusCache,
+        schedule_ids: list[str],
+        scenario: str,
+        concurrency: int,
+        deadline: float,
+    ) -> None:
+        self.target = target
+        self.dispatcher = dispatcher
+        self.status = status
+        self.schedule_ids = schedule_ids
+        control = SCENARIOS[scenario]
+        self.metadata = ((METADATA_KEY, control),) if control else None
+        self.concurrency = concurrency
+        self.deadline = deadline
+
+    def run(self, report: LoadReport, progress: bool = False) -> None:
+        slots = threading.Semaphore(self.concurrency)
+        lock = threading.Lock()
+        open_runs: set[str] = set()
+        next_index = iter(range(report.runs))
+        first: list[float] = []
+        last_end = [0.0]
+        stop = threading.Event()
+        timeout = self.target.rpc_timeout.total_seconds()
+
+        def trigger_loop() -> None:
+            while not stop.is_set():
+                if not slots.acquire(timeout=0.2):
+                    continue
+                with lock:
+                    index = next(next_index, None)
+                if index is None or time.monotonic() >= self.deadline:
+                    slots.release()
+                    return
+                schedule_id = self.schedule_ids[index % len(self.schedule_ids)]
+                began = time.monotonic()
+                try:
+                    reply = self.dispatcher.TriggerRun(
+                        dispatcher_pb.TriggerRunRequest(schedule_id=schedule_id),
+                        timeout=timeout,
+                        metadata=self.metadata,
+                    )
+                except grpc.RpcError:
+                    with lock:
+                        report.refused += 1
+                    slots.release()
+                    continue
+                ended = time.monotonic()
+                with lock:
+                    if not first:
+                        first.append(began)
+                    report.triggered += 1
+                    report.trigger_ms.append((ended - began) * 1000)
+                    report.run_ids.append(reply.run.run_id)
+                    open_runs.add(reply.run.run_id)
+
+        def settle(found: dict[str, common_pb2.Run]) -> None:
+            now = time.monotonic()
+            with lock:
+                for run_id, run in found.items():
+                    if run_id in open_runs:
+                        open_runs.discard(run_id)
+                        name = _state_name(run.state)
+                        report.states[name] = report.states.get(name, 0) + 1
+                        last_end[0] = now
+                        slots.release()
+
+        threads = [
+            threading.Thread(target=trigger_loop, name=f"load-{i}", daemon=True)
+            for i in range(self.concurrency)
+        ]
+        for thread in threads:
+            thread.start()
+        shown = time.monotonic()
+        try:
+            while time.monotonic() < self.deadline:
+                with lock:
+                    waiting = list(open_runs)
+                    busy = any(t.is_alive() for t in threads)
+                if not waiting and not busy:
+                    break
+                for start in range(0, len(waiting), _CHUNK):
+                    settle(self.status.get_many(waiting[start : start + _CHUNK]))
+                if progress and time.monotonic() - shown >= 2:
+                    shown = time.monotonic()
+                    out().print(f"  {report.finished} of {report.runs} runs ended ...")
+                time.sleep(POLL)
+        finally:
+            stop.set()
+            for thread in threads:
+                thread.join(timeout=timeout + 1)
+        with lock:
+            leftover = list(open_runs)
+        if leftover:
+            settle(_from_store(self.target, leftover))
+        with lock:
+            report.unfinished = len(open_runs)
+        if first:
+            report.seconds = max(last_end[0], first[0]) - first[0]
 
 
 def _from_store(target: Target, run_ids: list[str]) -> dict[str, common_pb2.Run]:
@@ -318,6 +362,12 @@ def load(
     job_type: Annotated[
         str, typer.Option("--job-type", help="Job type of the load schedules.")
     ] = DEFAULT_JOB_TYPE,
+    warmup: Annotated[
+        int | None,
+        typer.Option(
+            "--warmup", min=0, help="Runs first, not measured (default: 10% of --runs, <= 200)."
+        ),
+    ] = None,
     timeout: Annotated[
         float, typer.Option("--timeout", min=1.0, help="Seconds to trigger and wait, at most.")
     ] = 600.0,
@@ -352,9 +402,15 @@ def load(
                 timeout=timedelta(seconds=timeout),
                 job_type=job_type,
                 schedules=schedules,
+                warmup=min(200, runs // 10) if warmup is None else warmup,
                 progress=True,
             )
     console.print(report.summary())
-    console.print(f"`cronwave waterfall --last {report.triggered}` shows where the time went")
+    since = report.since.isoformat().replace("+00:00", "Z") if report.since else ""
+    where_flag = f" --data-dir {data_dir}" if data_dir is not None else ""
+    console.print(
+        f"`cronwave waterfall --since {since}{where_flag}` shows where the time went",
+        soft_wrap=True,
+    )
     if report.unfinished or report.refused:
         raise typer.Exit(1)

@@ -47,7 +47,7 @@ class Planner:
         self._store_channel = open_channel(settings.store_addr, timeout)
         self._watch_channel = open_channel(settings.store_addr, timeout, traced=False)
         self._dispatcher_channel = open_channel(settings.dispatcher_addr, timeout)
-        self.index = ScheduleIndex()
+        self.index = ScheduleIndex(lead=settings.dispatch_lead)
         self.elector = Elector(
             self._leader_channel,
             settings.candidate,

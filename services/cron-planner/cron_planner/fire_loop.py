@@ -484,6 +484,12 @@ class FireLoop:
         # The fire's own run (a repeated start) does not overlap with itself.
         runs = [r for r in self._ledger.in_flight(sid) if r.fire_time != fire.fire_time]
         views = [RunView(r.run_id, r.state) for r in runs]
+        if fire.fire_time > now and in_flight(views):
+            # Acted on ahead of its fire time (the dispatch lead): the run in flight
+            # may end before the instant, so the policy decides at the instant.
+            fire.act_at = fire.fire_time
+            self._work.push(fire)
+            return None, []
         if self._buffers.count(sid) and not in_flight(views):
             head = self._buffers.pop_oldest(sid)
             assert head is not None

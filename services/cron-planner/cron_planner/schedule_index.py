@@ -22,6 +22,15 @@ Where a schedule's next occurrence is searched from: strictly after
 The fire loop plans every occurrence in ``(max(since, handled), now]`` at once
 (catch-up, ``cronwave_core.catchup``), so the index never needs to look further back.
 
+Dispatch lead: fire times are known in advance, so the slot of a schedule without
+jitter is acted on ``lead`` before its fire time (``CRONWAVE_DISPATCH_LEAD``), but never
+more than half the gap since the schedule's previous slot, so a frequent schedule's
+previous run has had time to end before the overlap policy looks. The run is recorded,
+queued and claimed ahead, carries its nominal fire time, and its worker starts the body
+at that instant; fencing is checked when it is recorded, as for any start. A jittered
+schedule is acted on at its jittered instant (a worker would start a run dispatched
+early at the nominal time, undoing the jitter).
+
 ``fires`` counts the fire times handled, for ``max_runs`` on a schedule without
 ``start_at`` (with ``start_at`` the calendar stops by itself). Paused, deleted and
 finished schedules have no slot. Thread-safe: one lock guards everything.
@@ -33,7 +42,7 @@ import heapq
 import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from cronwave_core.calendar import occurrences_after, runs_left
 from cronwave_core.jitter import jittered
@@ -75,7 +84,10 @@ class _Entry:
 
 
 class ScheduleIndex:
-    def __init__(self) -> None:
+    def __init__(self, lead: timedelta = timedelta(0)) -> None:
+        if lead < timedelta(0):
+            raise ValueError("the dispatch lead must not be negative")
+        self.lead = lead
         self._lock = threading.RLock()
         self._entries: dict[str, _Entry] = {}
         self._heap: list[tuple[datetime, str, int]] = []
@@ -242,6 +254,8 @@ class ScheduleIndex:
             return
         at = occurrence.at
         act_at = at if occurrence.skipped else jittered(schedule.schedule_id, at, spec.jitter)
+        if self.lead and not occurrence.skipped and not spec.jitter:
+            act_at = at - min(self.lead, (at - entry.after) / 2)
         self._set_slot(entry, Slot(schedule.schedule_id, at, act_at))
 
     def _set_slot(self, entry: _Entry, slot: Slot | None) -> None:

@@ -282,15 +282,13 @@ class JobProcessPool:
                 continue
             with self._lock:
                 self._wanted = max(self._wanted - 1, 0)
-                if self._closed:
-                    closed = True
-                else:
-                    closed = False
+                # Not needed after all when a released process came back meanwhile.
+                surplus = self._closed or len(self._idle) >= self.max_idle
+                if not surplus:
                     self._idle.append(proc)
                 self._lock.notify_all()
-            if closed:
+            if surplus:
                 proc.retire()
-                return
 
     def _spawn(self) -> JobProcess:
         popen = subprocess.Popen(

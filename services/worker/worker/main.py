@@ -14,6 +14,7 @@ import functools
 import logging
 import signal
 import threading
+from collections.abc import Mapping
 from datetime import timedelta
 from typing import Any
 
@@ -27,7 +28,7 @@ from cronwave.v1 import workflow_store_service_pb2_grpc as store_grpc
 from cronwave_core.bootstrap import RunningServer, Service, full_names
 from cronwave_core.caching import RunStatusCache, redis_client
 from cronwave_core.convert import td_to_duration
-from cronwave_core.errors import CronwaveError
+from cronwave_core.errors import ConfigurationError, CronwaveError
 from cronwave_core.faults import Faults
 from cronwave_core.queueing import make_broker
 from cronwave_core.rpc import error_from_rpc, open_channel
@@ -46,6 +47,19 @@ log = logging.getLogger("cronwave.worker")
 #: dramatiq's consumer idle poll, in ms: a new message waits at most this long
 #: before a sleeping consumer looks again, so it bounds the pickup lateness it adds.
 WORKER_TIMEOUT_MS = 100
+POLL_VAR = "CRONWAVE_WORKER_POLL_MS"
+
+
+def poll_ms(env: Mapping[str, str]) -> int:
+    """The consumer's idle poll in ms: ``CRONWAVE_WORKER_POLL_MS``, else
+    ``WORKER_TIMEOUT_MS``. Lower means less pickup lateness and more Redis polling
+    while idle (benchmarks and latency tests lower it)."""
+    raw = env.get(POLL_VAR) or str(WORKER_TIMEOUT_MS)
+    if not raw.isdigit() or not 1 <= int(raw) <= 10_000:
+        raise ConfigurationError(
+            f"{POLL_VAR}: expected whole milliseconds in [1, 10000], got {raw!r}"
+        )
+    return int(raw)
 
 
 def job_type_to_proto(job_type: JobType) -> common_pb2.JobType:
@@ -141,7 +155,7 @@ def main() -> None:
         broker,
         queues=set(settings.worker_queues),
         worker_threads=settings.worker_threads,
-        worker_timeout=WORKER_TIMEOUT_MS,
+        worker_timeout=poll_ms(settings.extra),
     )
     status = WorkerStatusServicer(
         settings.worker_id, settings.worker_queues, registry.names(), stats

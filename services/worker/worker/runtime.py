@@ -52,6 +52,8 @@ from worker.timing import epoch_ns, wait_until_fire_time
 
 log = logging.getLogger("cronwave.worker")
 
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
 T = TypeVar("T")
 
 ATTR_LATENESS_MS = "cronwave.lateness_ms"
@@ -314,6 +316,8 @@ class RunProcessor:
             span.set_attribute(ATTR_OUTCOME, result.outcome.value)
             if result.error:
                 span.set_status(Status(StatusCode.ERROR, result.error))
+        if result.body_started_ns:
+            self._record_body_start(run, result.body_started_ns, fire_time)
         if result.outcome is Outcome.SUPERSEDED:
             log.warning(
                 "run %s attempt %d: superseded by a newer attempt; not completing",
@@ -339,6 +343,23 @@ class RunProcessor:
             decision.action.value,
             f" ({result.error})" if result.error else "",
         )
+
+    def _record_body_start(self, run: common_pb2.Run, started_ns: int, fire_time: datetime) -> None:
+        """Append the run event ``started``, detail ``body_started_at=<ISO, µs>
+        lateness_ms=<ms>``: when the job body began, readable without tracing (the
+        run's ``started_at`` is its claim, which the dispatch lead puts before the fire
+        time). Best effort: a history the store cannot take is logged, not fatal."""
+        started = _EPOCH + timedelta(microseconds=started_ns // 1000)
+        lateness_ms = (started_ns - epoch_ns(fire_time)) / 1e6
+        detail = (
+            f"body_started_at={started.isoformat(timespec='microseconds')} "
+            f"lateness_ms={lateness_ms:.3f}"
+        )
+        request = store_pb.AppendRunEventRequest(run_id=run.run_id, kind="started", detail=detail)
+        try:
+            self.store.AppendRunEvent(request)
+        except grpc.RpcError as exc:
+            log.warning("run %s: event started not recorded: %s", run.run_id, exc.details())
 
     def _finish(
         self,

@@ -159,9 +159,13 @@ class Run(Base):
     error: Mapped[str] = mapped_column(sa.Text())
     result_json: Mapped[str] = mapped_column(sa.Text())
     checkpoint_json: Mapped[str] = mapped_column(sa.Text())
-    # When the run's newest message became (or becomes) due: recorded, requeued, or the
-    # end of a retry delay. NULL: no message exists yet (a replayed run).
+    # When the run became (or becomes) due for a worker: recorded, or the end of a retry
+    # delay. NULL: no message exists yet (a replayed run).
     due_at: Mapped[datetime | None]
+    # Set when the sweeper re-sent the run's message: when it may send one again (the
+    # wait doubles with each re-send, so a backlog is not flooded). A claim clears it.
+    next_sweep_at: Mapped[datetime | None]
+    requeues: Mapped[int] = mapped_column(sa.Integer(), server_default=sa.text("0"), default=0)
 
 
 class RunEvent(Base):

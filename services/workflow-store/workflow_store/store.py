@@ -64,6 +64,10 @@ from workflow_store.records import (
 Clock = Callable[[], datetime]
 DEFAULT_RUN_LIMIT = 50
 DEFAULT_STALLED_LIMIT = 100
+# A re-sent message waits at least this long before it is sent again, and at most 64
+# times the sweeper's bound.
+_MIN_RESEND = timedelta(seconds=1)
+_MAX_RESEND_DOUBLINGS = 6
 DEFAULT_DEAD_LETTER_LIMIT = 50
 # A conditional UPDATE that loses a race is re-evaluated against the winner's result;
 # more rounds than this means something keeps changing the row, which we report.
@@ -430,6 +434,8 @@ class Store:
             started_at=row.started_at or now,
             heartbeat_at=now,
             worker_id=worker_id,
+            next_sweep_at=None,
+            requeues=0,
         )
         _event(s, row, "claimed", now, worker_id)
         return Claim(_run(row), claimed=True, attempt_token=token)
@@ -555,14 +561,16 @@ class Store:
     # -- stalled runs and dead letters -----------------------------------------------
 
     def requeue_stalled_runs(self, pending_for: timedelta, limit: int = 0) -> list[StalledRun]:
-        """The runs that need a new message, each marked requeued (``due_at`` = now and
-        a "requeued" event) in this one transaction, so concurrent sweepers split them.
+        """The runs that need a new message, each marked requeued (a "requeued" event,
+        and ``next_sweep_at``) in this one transaction, so concurrent sweepers split them.
 
         PENDING runs qualify when their message is overdue: due and fired more than
         ``pending_for`` ago (a retry counts from the end of its delay), or replayed and
         never sent. RUNNING runs qualify when their heartbeat is older than their job
-        type's heartbeat timeout and no message was sent for them since (or one was,
-        more than ``pending_for`` ago). The caller must enqueue the message of each.
+        type's heartbeat timeout. A run re-sent and still not claimed qualifies again
+        after ``pending_for``, then twice that, and so on (up to 64 times): a long
+        backlog is re-sent a few times, not once per tick. The caller must enqueue the
+        message of each run returned.
         """
         if pending_for < timedelta(0):
             raise InvalidArgument("pending_for", "must not be negative")
@@ -575,27 +583,38 @@ class Store:
         cut = now - pending_for
         stalled: list[StalledRun] = []
         with self.db.write() as s:
+            never_sent = sa.and_(
+                m.Run.next_sweep_at.is_(None),
+                sa.or_(
+                    m.Run.due_at.is_(None),
+                    sa.and_(m.Run.due_at < cut, m.Run.fire_time < cut),
+                ),
+            )
             pending = s.scalars(
                 sa.select(m.Run)
                 .where(
                     m.Run.state == RunState.PENDING.value,
-                    sa.or_(
-                        m.Run.due_at.is_(None),
-                        sa.and_(m.Run.due_at < cut, m.Run.fire_time < cut),
-                    ),
+                    sa.or_(never_sent, m.Run.next_sweep_at < now),
                 )
-                .order_by(sa.nulls_first(m.Run.due_at.asc()), m.Run.run_id)
+                .order_by(
+                    sa.nulls_first(sa.func.coalesce(m.Run.next_sweep_at, m.Run.due_at).asc()),
+                    m.Run.run_id,
+                )
                 .limit(limit)
                 .with_for_update(skip_locked=True)
             ).all()
             for row in pending:
-                reason = StallReason.REPLAYED if row.due_at is None else StallReason.NOT_PICKED_UP
-                stalled.append(self._requeued(s, row, reason, now, reason.value))
+                reason = StallReason.NOT_PICKED_UP
+                if row.due_at is None and row.next_sweep_at is None:
+                    reason = StallReason.REPLAYED
+                stalled.append(self._requeued(s, row, reason, now, pending_for, reason.value))
             if len(stalled) < limit:
-                stalled.extend(self._lapsed(s, now, cut, limit - len(stalled)))
+                stalled.extend(self._lapsed(s, now, pending_for, limit - len(stalled)))
         return stalled
 
-    def _lapsed(self, s: Session, now: datetime, cut: datetime, limit: int) -> list[StalledRun]:
+    def _lapsed(
+        self, s: Session, now: datetime, pending_for: timedelta, limit: int
+    ) -> list[StalledRun]:
         timeouts = dict(s.execute(sa.select(m.JobType.name, m.JobType.heartbeat_timeout)).all())
         shortest = min(timeouts.values(), default=DEFAULT_HEARTBEAT_TIMEOUT)
         shortest = min(shortest, DEFAULT_HEARTBEAT_TIMEOUT)
@@ -603,7 +622,11 @@ class Store:
         # Candidates only: each run's own timeout is applied below.
         candidates = s.scalars(
             sa.select(m.Run)
-            .where(m.Run.state == RunState.RUNNING.value, alive_since < now - shortest)
+            .where(
+                m.Run.state == RunState.RUNNING.value,
+                alive_since < now - shortest,
+                sa.or_(m.Run.next_sweep_at.is_(None), m.Run.next_sweep_at < now),
+            )
             .order_by(alive_since, m.Run.run_id)
             .limit(limit * 4)
             .with_for_update(skip_locked=True)
@@ -614,22 +637,29 @@ class Store:
             timeout = timeouts.get(row.job_type, DEFAULT_HEARTBEAT_TIMEOUT)
             if last is None or now - last < timeout:
                 continue
-            # Sent once per lapse: again only if that message went unclaimed too long.
-            if row.due_at is not None and last < row.due_at and row.due_at >= cut:
-                continue
             detail = (
                 f"{StallReason.HEARTBEAT_LAPSED.value}: no heartbeat from {row.worker_id} "
                 f"since {iso(last)} (timeout {timeout.total_seconds():g}s)"
             )
-            found.append(self._requeued(s, row, StallReason.HEARTBEAT_LAPSED, now, detail))
+            found.append(
+                self._requeued(s, row, StallReason.HEARTBEAT_LAPSED, now, pending_for, detail)
+            )
             if len(found) >= limit:
                 break
         return found
 
     def _requeued(
-        self, s: Session, row: m.Run, reason: StallReason, now: datetime, detail: str
+        self,
+        s: Session,
+        row: m.Run,
+        reason: StallReason,
+        now: datetime,
+        pending_for: timedelta,
+        detail: str,
     ) -> StalledRun:
-        row.due_at = now
+        wait = max(pending_for, _MIN_RESEND) * 2 ** min(row.requeues, _MAX_RESEND_DOUBLINGS)
+        row.next_sweep_at = now + wait
+        row.requeues += 1
         s.flush()
         _event(s, row, "requeued", now, detail)
         return StalledRun(_run(row), reason)
@@ -713,7 +743,13 @@ class Store:
                 "the dead-letter list (`cronwave dlq list`) can be replayed"
             )
         self._conditional_update(
-            s, row, state=RunState.PENDING.value, finished_at=None, due_at=None
+            s,
+            row,
+            state=RunState.PENDING.value,
+            finished_at=None,
+            due_at=None,
+            next_sweep_at=None,
+            requeues=0,
         )
         s.execute(
             sa.update(m.DeadLetter)

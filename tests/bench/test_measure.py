@@ -1,0 +1,51 @@
+"""Reading body starts from run histories, exact percentiles, and size overrides."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from cronwave._models import RunEvent
+from cronwave_bench.context import Sizes
+from cronwave_bench.measure import body_starts, ms_figures
+from cronwave_core.errors import InvalidArgument
+
+AT = datetime(2030, 1, 1, 2, 0, tzinfo=UTC)
+
+
+def _event(seq: int, kind: str, detail: str) -> RunEvent:
+    return RunEvent(seq=seq, run_id="r", kind=kind, at=AT, detail=detail, attempt=1)
+
+
+def test_body_starts_come_from_started_events_only() -> None:
+    events = [
+        _event(1, "claimed", "worker-1"),
+        _event(2, "started", "body_started_at=2030-01-01T02:00:00.000250+00:00 lateness_ms=0.250"),
+        _event(3, "succeeded", ""),
+        _event(4, "started", "body_started_at=2030-01-01T02:00:05+00:00 lateness_ms=5000.0"),
+        _event(5, "started", "garbled"),
+    ]
+
+    assert body_starts(events) == [
+        AT + timedelta(microseconds=250),
+        AT + timedelta(seconds=5),
+    ]
+
+
+def test_figures_are_exact_percentiles_of_the_values() -> None:
+    figures = ms_figures([float(v) for v in range(1, 101)], ("p50", "p99", "p999", "max"))
+
+    assert figures == {"count": 100.0, "p50": 50.5, "p99": 99.01, "p999": 99.901, "max": 100.0}
+    assert ms_figures([], ("p50",)) is None
+
+
+def test_sizes_take_overrides_by_name() -> None:
+    sizes = Sizes().overridden(["burst=100", "throughput-window=10"])
+
+    assert sizes.burst == 100
+    assert sizes.throughput_window == timedelta(seconds=10)
+    with pytest.raises(InvalidArgument, match="--size"):
+        Sizes().overridden(["bursts=1"])
+    with pytest.raises(InvalidArgument, match="burst: expected a number"):
+        Sizes().overridden(["burst=many"])

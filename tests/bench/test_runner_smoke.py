@@ -1,0 +1,64 @@
+"""The bench's scenarios end to end at tiny sizes, on real processes: every figure is
+produced and the exactly-once counts hold. No figure is held to a time target here
+(targets are read from a full run's table, never asserted)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from cronwave.cli.main import app
+from cronwave_bench.context import BenchContext, Sizes
+from cronwave_bench.harness import Backend
+from cronwave_bench.report import OK
+from cronwave_bench.runner import run_scenarios
+
+
+def test_single_burst_and_waterfall_produce_their_figures(
+    tmp_path: Path, database_url: str, redis_url: str
+) -> None:
+    ctx = BenchContext(
+        Backend(database_url, redis_url),
+        tmp_path,
+        Sizes.tiny(),
+        say=lambda line: print(line, file=sys.stderr),
+    )
+
+    single, burst, waterfall = run_scenarios(["single", "burst", "waterfall"], ctx)
+
+    assert [r.status for r in (single, burst, waterfall)] == [OK, OK, OK]
+    fires = ctx.sizes.single_fires
+    assert single.figures["lateness_ms"]["count"] == fires  # every fire's body start read
+    assert (single.figures["skipped"], single.figures["duplicates"]) == (0, 0)
+    assert burst.figures["started"] == ctx.sizes.burst
+    assert (burst.figures["not_started"], burst.figures["duplicates"]) == (0, 0)
+    assert burst.figures["instant_to_last_start_ms"] is not None
+    assert set(waterfall.figures) == {"single", "burst"}
+    hops = waterfall.figures["single"]["hops"]
+    assert {"dispatch", "persist", "pickup", "execute", "complete"} <= set(hops)
+
+
+def test_the_cli_prints_the_table_and_writes_json(tmp_path: Path) -> None:
+    out = tmp_path / "bench.json"
+
+    result = CliRunner().invoke(
+        app, ["bench", "planner-memory", "--size", "planner_schedules=300", "--json", str(out)]
+    )
+
+    assert result.exit_code == 0, result.output
+    assert "| planner-memory | schedules loaded | 300 in" in result.output
+    document = json.loads(out.read_text())
+    (scenario,) = document["scenarios"]
+    assert scenario["figures"]["schedules"] == 300
+    assert scenario["figures"]["index_mib"] is not None
+    assert document["machine"]["nproc"] >= 1
+
+
+def test_an_unknown_scenario_is_refused_by_name() -> None:
+    result = CliRunner().invoke(app, ["bench", "singel"])
+
+    assert result.exit_code == 1
+    assert "unknown singel" in result.output

@@ -1,0 +1,184 @@
+"""The dispatch lead: a slot is acted on ``lead`` before its fire time (at most half
+the gap since the schedule's previous slot), its run carries the nominal fire time,
+and an overlap decision that would see a run still in flight waits for the instant.
+
+Manual clock, in-process recorders for the dispatcher and the store."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from cron_planner.clock import ManualClock
+from cron_planner.fire_loop import FireLoop
+from cron_planner.schedule_index import ScheduleIndex
+from cron_planner.work import InFlight, Missed, Trigger
+from cronwave_core.spec import Interval, Overlap, Policy, ScheduleDef, Spec
+from tests.helpers import eventually
+
+NOON = datetime(2030, 1, 7, 12, 0, tzinfo=UTC)
+LEAD = timedelta(seconds=2)
+
+
+def _daily(sid: str = "daily", **spec: object) -> ScheduleDef:
+    return ScheduleDef(sid, Spec(cron=("0 12 * * *",), **spec), revision=1)  # type: ignore[arg-type]
+
+
+def test_a_slot_is_acted_on_the_lead_before_its_fire_time() -> None:
+    index = ScheduleIndex(lead=LEAD)
+
+    index.apply(_daily(), NOON - timedelta(hours=1))
+
+    slot = index.peek()
+    assert slot is not None
+    assert (slot.fire_time, slot.act_at) == (NOON, NOON - LEAD)
+
+
+def test_the_lead_is_at_most_half_the_gap_since_the_previous_slot() -> None:
+    index = ScheduleIndex(lead=LEAD)
+    every_second = ScheduleDef("s", Spec(intervals=(Interval(timedelta(seconds=1)),)), revision=1)
+    index.apply(every_second, NOON - timedelta(seconds=10))
+    first = index.peek()
+    assert first is not None
+
+    second = index.advance(first, first.fire_time, 1)
+
+    assert second is not None
+    assert second.fire_time == first.fire_time + timedelta(seconds=1)
+    assert second.act_at == second.fire_time - timedelta(milliseconds=500)
+
+
+def test_no_lead_for_a_jittered_schedule_nor_with_lead_zero() -> None:
+    jittered = ScheduleIndex(lead=LEAD)
+    jittered.apply(_daily(jitter=timedelta(minutes=5)), NOON - timedelta(hours=1))
+    plain = ScheduleIndex()
+    plain.apply(_daily(), NOON - timedelta(hours=1))
+
+    slot = jittered.peek()
+    assert slot is not None and slot.act_at >= slot.fire_time  # the jittered instant
+    slot = plain.peek()
+    assert slot is not None and slot.act_at == slot.fire_time
+
+
+def test_a_negative_lead_is_refused() -> None:
+    with pytest.raises(ValueError, match="lead"):
+        ScheduleIndex(lead=-LEAD)
+
+
+# the fire loop --------------------------------------------------------------------
+
+
+@dataclass
+class Leading:
+    def token(self) -> int:
+        return 3
+
+    def step_down(self, reason: str) -> None:
+        raise AssertionError(f"stepped down: {reason}")
+
+
+@dataclass
+class Recorder:
+    """The dispatcher and the store, as the fire loop sees them."""
+
+    clock: ManualClock
+    starts: list[tuple[datetime, datetime]] = field(default_factory=list)  # (when, fire time)
+    missed: list[tuple[datetime, str]] = field(default_factory=list)
+    running: list[InFlight] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def start_run(
+        self, schedule_id: str, fire_time: datetime, token: int, trigger: Trigger = Trigger.SCHEDULED
+    ) -> str:
+        with self.lock:
+            self.starts.append((self.clock.now(), fire_time))
+        return f"run-{fire_time:%H%M%S}"
+
+    def record_missed(self, slots: Sequence[Missed], token: int) -> list[str]:
+        with self.lock:
+            self.missed.extend((m.fire_time, m.reason) for m in slots if "pending" not in m.reason)
+        return []
+
+    def latest_fire_times(self) -> dict[str, tuple[datetime, int]]:
+        return {}
+
+    def pending_fires(self) -> list[Missed]:
+        return []
+
+    def in_flight(self, schedule_id: str) -> list[InFlight]:
+        with self.lock:
+            return list(self.running)
+
+    def cancel_run(self, run: InFlight, reason: str) -> bool:
+        return True
+
+
+@dataclass
+class Rig:
+    clock: ManualClock
+    index: ScheduleIndex
+    store: Recorder
+    loop: FireLoop
+
+    def run_until(self, instant: datetime) -> None:
+        """Move time to ``instant``, stopping wherever the loop waits."""
+        for _ in range(1000):
+            until = eventually(self.clock.parked, timeout=5, what="loop parked")
+            if until >= instant:
+                self.clock.set(instant)
+                eventually(self.clock.parked, timeout=5, what="loop parked")
+                return
+            self.clock.set(until)
+        raise AssertionError("loop did not settle")
+
+
+@pytest.fixture
+def rig() -> Iterator[Rig]:
+    clock = ManualClock(NOON - timedelta(minutes=1))
+    index = ScheduleIndex(lead=LEAD)
+    store = Recorder(clock)
+    loop = FireLoop(index, clock, Leading(), store, store, idle=timedelta(seconds=30))
+    loop.start()
+    yield Rig(clock, index, store, loop)
+    loop.stop()
+
+
+def test_the_run_is_started_ahead_with_its_nominal_fire_time(rig: Rig) -> None:
+    rig.index.apply(_daily(), rig.clock.now())
+    rig.loop.wake()
+
+    rig.run_until(NOON - timedelta(seconds=1))
+
+    assert rig.store.starts == [(NOON - LEAD, NOON)]
+    assert rig.store.missed == []
+
+
+def test_an_overlap_seen_ahead_is_decided_at_the_fire_time(rig: Rig) -> None:
+    earlier = InFlight("run-earlier", "running", 1, NOON - timedelta(days=1))
+    rig.store.running.append(earlier)
+    rig.index.apply(_daily(), rig.clock.now())
+    rig.loop.wake()
+
+    rig.run_until(NOON - timedelta(seconds=1))
+    assert rig.store.starts == [] and rig.store.missed == []  # not decided yet
+
+    rig.store.running.clear()  # the earlier run ends before the instant
+    rig.run_until(NOON + timedelta(seconds=1))
+    assert rig.store.starts == [(NOON, NOON)]
+
+
+def test_an_overlap_still_there_at_the_fire_time_is_skipped(rig: Rig) -> None:
+    rig.store.running.append(InFlight("run-earlier", "running", 1, NOON - timedelta(days=1)))
+    schedule = ScheduleDef("daily", Spec(cron=("0 12 * * *",)), Policy(overlap=Overlap.SKIP))
+    rig.index.apply(schedule, rig.clock.now())
+    rig.loop.wake()
+
+    rig.run_until(NOON + timedelta(seconds=1))
+
+    assert rig.store.starts == []
+    assert [t for t, _ in rig.store.missed] == [NOON]
+    assert "overlap" in rig.store.missed[0][1]

@@ -1,0 +1,166 @@
+"""Backfill end to end against real planner processes: bounds (start inclusive, end
+exclusive), dry runs, the leader-only rule, a paced real backfill, and that a backfill
+never runs a slot twice but does run a MISSED one."""
+
+from __future__ import annotations
+
+import itertools
+from datetime import UTC, datetime, timedelta
+
+import grpc
+import pytest
+
+from cronwave import Client, FailedPrecondition, InvalidArgument, Run
+from cronwave.v1 import common_pb2
+from cronwave.v1 import workflow_store_service_pb2 as store_pb
+from cronwave.v1 import workflow_store_service_pb2_grpc as store_grpc
+from cronwave_core.convert import dt_to_ts
+from cronwave_core.suite import Suite
+from tests.conftest import SuiteFactory
+from tests.helpers import eventually, fresh
+from tests.schedules.conftest import LEASE_ENV, runs_of
+
+pytestmark = pytest.mark.slow
+
+
+def hourly(client: Client) -> str:
+    schedule_id = fresh("backfill")
+    client.create_schedule(schedule_id, cron="0 * * * *", job_type="cronwave.noop")
+    return schedule_id
+
+
+def planner_clients(suite: Suite) -> tuple[Client, Client]:
+    """Clients whose planner address is the leader's and a follower's."""
+    addrs = [p.address for name, p in suite.procs.items() if name.startswith("cron-planner")]
+    clients = [
+        Client(
+            store_addr=suite.store_addr,
+            dispatcher_addr=suite.dispatcher_addr,
+            planner_addr=addr,
+            leader_addr=suite.leader_addr,
+            timeout=timedelta(seconds=10),
+        )
+        for addr in addrs
+    ]
+
+    def leader_first() -> list[Client] | None:
+        leading = [c.planner_status().leader for c in clients]
+        if leading.count(True) != 1:
+            return None
+        return sorted(clients, key=lambda c: not c.planner_status().leader)
+
+    ordered = eventually(leader_first, timeout=30, what="one leading planner")
+    return ordered[0], ordered[1]
+
+
+def test_backfill_bounds_dry_run_leader_rule_and_real_runs(make_suite: SuiteFactory) -> None:
+    suite = make_suite(planners=2, env=LEASE_ENV)
+    leader, follower = planner_clients(suite)
+    schedule_id = hourly(leader)
+    eventually(lambda: follower.planner_status().schedules >= 1, what="follower loaded")
+    base = datetime.now(UTC).replace(minute=0, second=0, microsecond=0) - timedelta(hours=6)
+    hours = [base + timedelta(hours=h) for h in range(6)]
+
+    # Dry run: start inclusive, end exclusive; adjacent ranges share no fire time;
+    # nothing runs; any replica answers
+    assert follower.backfill(schedule_id, hours[0], hours[3], dry_run=True) == hours[0:3]
+    assert leader.backfill(schedule_id, hours[3], hours[5], dry_run=True) == hours[3:5]
+    assert leader.backfill(
+        schedule_id, hours[0] + timedelta(seconds=1), hours[2], dry_run=True
+    ) == [hours[1]]
+    assert _past_runs(leader, schedule_id) == []
+
+    # Bad requests name the field
+    future = datetime.now(UTC) + timedelta(hours=1)
+    for start, end, rate, field in [
+        (hours[0], future, 0.0, "end"),
+        (hours[2], hours[1], 0.0, "end"),
+        (hours[0], hours[1], 1000.0, "rate_per_second"),
+    ]:
+        with pytest.raises(InvalidArgument) as info:
+            leader.backfill(schedule_id, start, end, dry_run=True, rate_per_second=rate)
+        assert info.value.field == field
+    with pytest.raises(InvalidArgument) as bad_overlap:
+        leader.backfill(schedule_id, hours[0], hours[1], overlap="sometimes")
+    assert bad_overlap.value.field == "policy.overlap"
+
+    # Only the leader runs a backfill; a follower names it
+    holder = leader.leader().holder
+    with pytest.raises(FailedPrecondition) as refused:
+        follower.backfill(schedule_id, hours[0], hours[3])
+    assert refused.value.message == f"not the leader; ask {holder}"
+
+    # A real backfill runs each fire time once, with trigger BACKFILL, paced (the
+    # overlap policy applies to backfilled runs too; this one lets them overlap)
+    got = leader.backfill(schedule_id, hours[0], hours[3], rate_per_second=4, overlap="allow_all")
+    assert got == hours[0:3]
+    done = eventually(
+        lambda: _all_succeeded(leader, schedule_id, 3), timeout=30, what="backfilled runs"
+    )
+    assert [r.fire_time for r in done] == hours[0:3]
+    assert {r.trigger for r in done} == {"BACKFILL"}
+    # (each waited as a placeholder, then started a quarter second after the last)
+    started = sorted(_recorded_at(leader, r.run_id) for r in done)
+    assert all(b - a >= timedelta(seconds=0.2) for a, b in itertools.pairwise(started))
+
+    # Backfilling the same range again starts nothing new
+    leader.backfill(schedule_id, hours[0], hours[3], rate_per_second=50, overlap="allow_all")
+    again = eventually(lambda: _all_succeeded(leader, schedule_id, 3), what="still three")
+    assert {r.run_id for r in again} == {r.run_id for r in done}
+
+    # A slot recorded MISSED is run by a backfill (the same run, now BACKFILL)
+    missed = _record_missed(suite, schedule_id, hours[3])
+    leader.backfill(schedule_id, hours[3], hours[4])
+    revived = eventually(
+        lambda: _all_succeeded(leader, schedule_id, 4), timeout=30, what="missed slot run"
+    )
+    assert revived[3].run_id == missed and revived[3].trigger == "BACKFILL"
+    assert "was MISSED" in " ".join(e.detail for e in leader.run_events(missed))
+
+    # A paused schedule is not backfilled
+    leader.pause_schedule(schedule_id, note="no backfill now")
+    eventually(
+        lambda: leader.planner_status().next_schedule_id != schedule_id,
+        what="pause reached the planner",
+    )
+    with pytest.raises(FailedPrecondition) as paused:
+        leader.backfill(schedule_id, hours[4], hours[5])
+    assert "paused" in paused.value.message
+    for c in (leader, follower):
+        c.close()
+
+
+def _past_runs(client: Client, schedule_id: str) -> list[Run]:
+    """Runs of past fire times (the schedule's own next fire is not the test's)."""
+    now = datetime.now(UTC)
+    return [r for r in runs_of(client, schedule_id) if r.fire_time < now]
+
+
+def _recorded_at(client: Client, run_id: str) -> datetime:
+    """When the run was started (its placeholder turned into the run)."""
+    return next(e.at for e in client.run_events(run_id) if e.kind == "recorded")
+
+
+def _all_succeeded(client: Client, schedule_id: str, count: int) -> list[Run] | None:
+    runs = _past_runs(client, schedule_id)
+    if len(runs) == count and all(r.state == "SUCCEEDED" for r in runs):
+        return runs
+    return None
+
+
+def _record_missed(suite: Suite, schedule_id: str, fire_time: datetime) -> str:
+    """Record ``fire_time`` MISSED as the leading planner would (its fencing token)."""
+    with grpc.insecure_channel(suite.store_addr) as channel:
+        stub = store_grpc.WorkflowStoreServiceStub(channel)
+        token = stub.GetFencingToken(store_pb.GetFencingTokenRequest(), timeout=10).fencing_token
+        reply = stub.RecordMissed(
+            store_pb.RecordMissedRequest(
+                schedule_id=schedule_id,
+                fire_time=dt_to_ts(fire_time),
+                reason="outside_catchup_window",
+                fencing_token=token,
+            ),
+            timeout=10,
+        )
+        assert reply.created and reply.run.state == common_pb2.RUN_STATE_MISSED
+        return str(reply.run.run_id)
