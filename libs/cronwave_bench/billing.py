@@ -10,8 +10,8 @@ payment gateway; where that demo is not part of this installation the scenario s
 from __future__ import annotations
 
 import io
-from datetime import timedelta
 from collections.abc import Mapping
+from datetime import timedelta
 from typing import Any
 
 from rich.console import Console
@@ -73,7 +73,10 @@ def run_billing(ctx: BenchContext) -> Result:
     )
     if isinstance(body, int | float):
         result.row("job body", f"{body:.1f} s")
-    result.row("customers / invoices / charges", f"{rec.customers:,} / {rec.invoices:,} / {rec.gateway_charges:,}")
+    result.row(
+        "customers / invoices / charges",
+        f"{rec.customers:,} / {rec.invoices:,} / {rec.gateway_charges:,}",
+    )
     result.row("duplicate charges", str(rec.duplicates), "0", rec.duplicates == 0)
     result.row("missing charges", str(rec.missing), "0", rec.missing == 0)
     result.notes.append(f"the job's own database: {result.figures['billing_database']}")

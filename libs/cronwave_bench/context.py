@@ -55,7 +55,8 @@ class Sizes:
             name = name.strip().replace("-", "_")
             if not sep or name not in known:
                 raise InvalidArgument(
-                    "--size", f"expected NAME=VALUE with NAME one of {', '.join(known)}, got {pair!r}"
+                    "--size",
+                    f"expected NAME=VALUE with NAME one of {', '.join(known)}, got {pair!r}",
                 )
             current = getattr(self, name)
             try:

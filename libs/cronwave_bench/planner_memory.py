@@ -1,35 +1,57 @@
-"""``planner-memory``: 100,000 schedules in the planner's schedule index.
+"""``planner-memory``: a real planner process holding 100,000 schedules.
 
-The index (``cron_planner.schedule_index``, with the real calendar code) is loaded in
-a process of its own (``python -m cronwave_bench.planner_memory N``), so its resident
-memory (``VmRSS``) before and after says what the schedules cost, undisturbed by the
-bench. Measured there too: the time to load them, and the time to find the next due
-slot and fire it (``peek`` + ``advance``: the heap pop and the next-fire computation
-the fire loop does per fire). The planner process's own footprint comes from a real
-planner of an earlier scenario's suite (``VmRSS`` of its pid), so the estimate for a
-planner holding 100,000 schedules is that plus the index's cost.
+What is measured, on a suite of real processes (store, leader-election, dispatcher,
+worker, planner) on its own database:
 
-The schedules mix 60 x 24 daily cron times in 8 time zones with intervals of
-distinct periods, so about a third of them have a calendar of their own.
+1. The planner's resident memory (``VmRSS`` in ``/proc/<pid>/status``) with no
+   schedules.
+2. 100,000 schedules are written straight into the store's database by the store's own
+   code in this process (``workflow_store.slots.create_schedules``: one transaction,
+   every schedule with its own revision, as CreateSchedule would write it, minus 100,000
+   round trips). The running planner learns of them over its watch stream, without a
+   restart or a poll of the schedules: the time until it holds them all is
+   ``watch_apply_s``.
+3. The planner is restarted, so it loads them the way a new replica does (paged
+   ListSchedules, then a term: LatestFireTimes in pages, a next slot per schedule):
+   ``load_s`` until it holds them all, ``lead_s`` until its first term has begun.
+   Its ``VmRSS`` then (and ``VmHWM``, the peak) is the figure: memory with 100,000
+   schedules.
+4. Time to find and fire the next due one, end to end: a one-off schedule due 2 s
+   ahead is created over the SDK, several times; ``dispatch_ms`` is the run's
+   ``created_at`` (the store recorded it) minus its fire time -- the heap pop, the
+   plan, the overlap check, the dispatcher and the store's insert, with 100,000 other
+   schedules in the heap.
+5. The same heap operations in this process (``ScheduleIndex.peek`` + ``advance``: the
+   O(log n) pop and the next-fire computation per fire) over an index of the same
+   schedules: ``index_find_and_fire_us``.
+
+The schedules are distinct: cron times at every minute of every hour of 28 days of a
+month six months away (so none fires during the measurement), in 8 time zones.
+
+Run it: ``python -m cronwave_bench.planner_memory [N]`` prints the figures as JSON.
 """
 
 from __future__ import annotations
 
 import gc
 import json
-import os
-import subprocess
 import sys
 import time
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from tempfile import TemporaryDirectory
+from typing import Any, overload
 
 from cronwave_bench.context import BenchContext
-from cronwave_bench.measure import ms_figures
+from cronwave_bench.harness import Backend, SuiteOptions, bench_suite
 from cronwave_bench.report import Result, fmt_ms
 
 TARGET_MIB = 200.0
+JOB_TYPE = "cronwave.noop"
 ZONES = (
     "UTC",
     "Europe/Berlin",
@@ -40,121 +62,256 @@ ZONES = (
     "Europe/London",
     "Asia/Kolkata",
 )
-_FIRES_TIMED = 2000
+PROBES = 5
+_INDEX_FIRES_TIMED = 2000
 
 
-def rss_mib(pid: int | str = "self") -> float | None:
-    """Resident memory of a process in MiB (Linux ``/proc``); None elsewhere."""
+def rss_mib(pid: int | str = "self", field: str = "VmRSS") -> float | None:
+    """Resident memory of a process in MiB (``VmRSS``, or ``VmHWM`` for its peak) from
+    Linux ``/proc``; None elsewhere."""
     try:
         text = Path(f"/proc/{pid}/status").read_text()
     except OSError:
         return None
     for line in text.splitlines():
-        if line.startswith("VmRSS:"):
+        if line.startswith(f"{field}:"):
             return int(line.split()[1]) / 1024
     return None
 
 
-def _schedules(n: int, start: datetime) -> list[Any]:
-    from cronwave_core.spec import Interval, ScheduleDef, Spec
+def specs(n: int, now: datetime) -> Iterator[tuple[str, Any]]:
+    """``n`` (schedule id, spec) pairs, distinct, none firing in the next months."""
+    from cronwave_core.spec import Spec
 
-    out = []
+    month = (now.month + 5) % 12 + 1
     for i in range(n):
-        if i % 3 == 2:
-            spec = Spec(intervals=(Interval(every=timedelta(seconds=60 + i % 86_400)),))
-        else:
-            spec = Spec(
-                cron=(f"{i % 60} {(i // 60) % 24} * * *",),
-                time_zone=ZONES[(i // 1440) % len(ZONES)],
+        cron = f"{i % 60} {(i // 60) % 24} {1 + (i // 1440) % 28} {month} *"
+        yield f"pm{i:06d}", Spec(cron=(cron,), time_zone=ZONES[(i // 40_320) % len(ZONES)])
+
+
+@dataclass
+class _Progress:
+    say: Callable[[str], None]
+
+    def __call__(self, text: str) -> None:
+        self.say(f"planner-memory: {text}")
+
+
+@overload
+def run_planner_memory(schedules: BenchContext) -> Result: ...
+
+
+@overload
+def run_planner_memory(
+    schedules: int = 100_000,
+    *,
+    backend: Backend | None = None,
+    work_dir: Path | None = None,
+    say: Callable[[str], None] = ...,
+) -> dict[str, Any]: ...
+
+
+def run_planner_memory(
+    schedules: int | BenchContext = 100_000,
+    *,
+    backend: Backend | None = None,
+    work_dir: Path | None = None,
+    say: Callable[[str], None] = lambda _line: None,
+) -> dict[str, Any] | Result:
+    """Measure a planner holding ``schedules`` schedules (see the module docstring) and
+    return the figures. Given a ``BenchContext`` instead (``cronwave bench``), measure
+    its ``planner_schedules`` on its backend and return the scenario's ``Result``."""
+    if isinstance(schedules, BenchContext):
+        ctx = schedules
+        figures = run_planner_memory(
+            ctx.sizes.planner_schedules,
+            backend=ctx.backend,
+            work_dir=ctx.suite_dir("planner-memory"),
+            say=ctx.say,
+        )
+        return _result(figures)
+    if work_dir is None:
+        with TemporaryDirectory(prefix="cronwave-planner-memory-") as tmp:
+            return _measure(schedules, backend or Backend(), Path(tmp), _Progress(say))
+    return _measure(schedules, backend or Backend(), work_dir, _Progress(say))
+
+
+def _measure(n: int, backend: Backend, work_dir: Path, say: _Progress) -> dict[str, Any]:
+    from workflow_store import slots
+    from workflow_store.db import Database, create_engine
+    from workflow_store.records import NewSchedule
+    from workflow_store.store import Store
+
+    figures: dict[str, Any] = {"schedules": n, "database": backend.database}
+    with _own_database(backend) as database_url:
+        suite_backend = Backend(database_url=database_url, redis_url=backend.redis_url)
+        # No dispatch lead: the probe measures fire time -> run recorded, not how far
+        # ahead of its fire time a run may be prepared.
+        env = {"CRONWAVE_LEASE_TTL": "5", "CRONWAVE_DISPATCH_LEAD": "0"}
+        options = SuiteOptions(tracing=False, env=env)
+        with bench_suite(suite_backend, work_dir, options) as (suite, client):
+            _wait(lambda: client.planner_status().leader, "the planner to lead")
+            planner = suite.procs["cron-planner"]
+            figures["planner_rss_empty_mib"] = rss_mib(planner.pid)
+
+            # The schedules, written by the store's own code in one transaction.
+            url = database_url or f"sqlite:///{suite.config.data_dir / 'cronwave.db'}"
+            engine = create_engine(url, instrument=False)
+            store = Store(Database(engine))
+            _wait(lambda: JOB_TYPE in {j.name for j in store.list_job_types()}, "job types")
+            say(f"writing {n:,} schedules into the store's database")
+            began = time.monotonic()
+            now = datetime.now(UTC)
+            written = slots.create_schedules(
+                store,
+                (NewSchedule(sid, spec, _policy(), JOB_TYPE, "{}") for sid, spec in specs(n, now)),
             )
-        out.append((ScheduleDef(f"s{i:06d}", spec, job_type="cronwave.noop", revision=i + 1), start))
-    return out
+            figures["insert_s"] = time.monotonic() - began
+            engine.dispose()
+
+            # The running planner hears of them over its watch stream.
+            began = time.monotonic()
+            _wait(lambda: client.planner_status().schedules >= written, "the watch", 900)
+            figures["watch_apply_s"] = time.monotonic() - began
+            figures["planner_rss_after_watch_mib"] = rss_mib(planner.pid)
+
+            # A fresh planner loads them as a new replica would.
+            say("restarting the planner: it loads them over ListSchedules")
+            began = time.monotonic()
+            suite.restart("cron-planner")
+            _wait(lambda: client.planner_status().schedules >= written, "the load", 900)
+            figures["load_s"] = time.monotonic() - began
+            _wait(lambda: client.planner_status().leader, "the new term", 300)
+            figures["lead_s"] = time.monotonic() - began
+            gc.collect()
+            figures["planner_pid"] = planner.pid
+            figures["planner_rss_mib"] = rss_mib(planner.pid)
+            figures["planner_hwm_mib"] = rss_mib(planner.pid, "VmHWM")
+
+            say(f"firing {PROBES} one-off schedules among them")
+            figures["dispatch_ms"] = [_probe(client, i) for i in range(PROBES)]
+            figures["planner_rss_after_fires_mib"] = rss_mib(planner.pid)
+            status = client.planner_status()
+            figures["planner_status_schedules"] = status.schedules
+    say("timing the heap in this process")
+    figures["index_find_and_fire_us"] = _index_timing(n)
+    return figures
 
 
-def probe(n: int) -> dict[str, Any]:
-    """Load ``n`` schedules into a fresh index in this process and measure it."""
+def _policy() -> Any:
+    from cronwave_core.spec import Policy
+
+    return Policy()
+
+
+def _probe(client: Any, i: int) -> float:
+    """Create a one-off schedule due 2 s ahead; ms from its fire time to its run being
+    recorded in the store."""
+    fire = (datetime.now(UTC) + timedelta(seconds=2)).replace(microsecond=0)
+    schedule_id = f"probe-{uuid.uuid4().hex[:8]}-{i}"
+    client.create_schedule(schedule_id, one_off=[fire], job_type=JOB_TYPE)
+    runs = _wait(lambda: client.list_runs(schedule_id, limit=1), "the probe's run", 60)
+    created = runs[0].created_at
+    return float((created - fire).total_seconds() * 1000)
+
+
+def _index_timing(n: int) -> dict[str, float]:
     from cron_planner.schedule_index import ScheduleIndex
+    from cronwave_core.spec import ScheduleDef
 
     now = datetime.now(UTC)
-    gc.collect()
-    before = rss_mib()
-    began = time.perf_counter()
-    pairs = _schedules(n, now)
     index = ScheduleIndex()
-    index.load(pairs, revision=n)
-    del pairs
-    load_s = time.perf_counter() - began
-    gc.collect()
-    after = rss_mib()
-    fire_us = []
-    for _ in range(min(_FIRES_TIMED, n)):
+    index.load(
+        (
+            (ScheduleDef(sid, spec, revision=i + 1), now)
+            for i, (sid, spec) in enumerate(specs(n, now))
+        ),
+        revision=n,
+    )
+    samples = []
+    for _ in range(min(_INDEX_FIRES_TIMED, n)):
         t0 = time.perf_counter()
         slot = index.peek()
         if slot is None:
             break
         index.advance(slot, slot.fire_time, 1)
-        fire_us.append((time.perf_counter() - t0) * 1e6)
-    return {
-        "schedules": len(index),
-        "rss_before_mib": before,
-        "rss_after_mib": after,
-        "index_mib": (after - before) if after is not None and before is not None else None,
-        "load_s": load_s,
-        "find_and_fire_us": ms_figures(fire_us, ("p50", "p99", "max")),
-        "heap_entries": index.heap_size(),
-    }
+        samples.append((time.perf_counter() - t0) * 1e6)
+    samples.sort()
+
+    def at(q: float) -> float:
+        return samples[min(len(samples) - 1, int(q * len(samples)))] if samples else 0.0
+
+    return {"p50": at(0.5), "p99": at(0.99), "max": samples[-1] if samples else 0.0}
 
 
-def run_planner_memory(ctx: BenchContext) -> Result:
-    n = ctx.sizes.planner_schedules
+def _wait(check: Callable[[], Any], what: str, timeout: float = 120) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            value = check()
+        except Exception:  # a service still starting: try again until the deadline
+            value = None
+        if value:
+            return value
+        time.sleep(0.1)
+    raise TimeoutError(f"planner-memory: waited {timeout:.0f}s for {what}")
+
+
+@contextmanager
+def _own_database(backend: Backend) -> Iterator[str | None]:
+    """A database of its own on the backend's PostgreSQL server (dropped afterwards),
+    so 100,000 schedules never reach another scenario; None: the suite's SQLite file."""
+    if backend.database != "postgresql" or not backend.database_url:
+        yield None
+        return
+    import sqlalchemy as sa
+
+    admin = sa.make_url(backend.database_url)
+    if admin.drivername in ("postgresql", "postgres"):
+        admin = admin.set(drivername="postgresql+psycopg")
+    name = f"cw_planner_memory_{uuid.uuid4().hex[:10]}"
+    engine = sa.create_engine(admin, isolation_level="AUTOCOMMIT")
+    with engine.connect() as conn:
+        conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
+    try:
+        yield admin.set(database=name).render_as_string(hide_password=False)
+    finally:
+        with engine.connect() as conn:
+            conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        engine.dispose()
+
+
+def _result(figures: dict[str, Any]) -> Result:
     result = Result("planner-memory")
-    ctx.say(f"planner-memory: loading {n:,} schedules into a schedule index")
-    done = subprocess.run(
-        [sys.executable, "-P", "-m", "cronwave_bench.planner_memory", str(n)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
-        check=False,
-    )
-    if done.returncode != 0:
-        result.status = "failed"
-        result.notes.append(done.stderr.strip().splitlines()[-1] if done.stderr else "no output")
-        return result
-    figures = json.loads(done.stdout.strip().splitlines()[-1])
-    figures["planner_idle_rss_mib"] = ctx.planner_idle_rss_mib
-    index_mib = figures["index_mib"]
-    total = None
-    if index_mib is not None:
-        base = ctx.planner_idle_rss_mib or figures["rss_before_mib"]
-        total = base + index_mib
-    figures["planner_estimate_mib"] = total
     result.figures = figures
-    result.row("schedules loaded", f"{figures['schedules']:,} in {figures['load_s']:.1f} s")
-    result.row("index memory", "n/a" if index_mib is None else f"{index_mib:.0f} MiB")
-    base_label = (
-        "a running planner"
-        if ctx.planner_idle_rss_mib
-        else "the probe process before loading (no planner ran)"
-    )
+    n = figures["schedules"]
+    rss = figures.get("planner_rss_mib")
     result.row(
         "planner RSS with them",
-        "n/a" if total is None else f"{total:.0f} MiB ({base_label} + index)",
+        "n/a" if rss is None else f"{rss:.0f} MiB (empty: {figures['planner_rss_empty_mib']:.0f})",
         f"<= {TARGET_MIB:.0f} MiB",
-        None if total is None else total <= TARGET_MIB,
+        None if rss is None else rss <= TARGET_MIB,
     )
-    fire = figures["find_and_fire_us"]
-    if fire:
-        result.row(
-            "find + fire next due",
-            f"p50 {fmt_ms(fire['p50'] / 1000)}, p99 {fmt_ms(fire['p99'] / 1000)}",
-        )
+    result.row("schedules", f"{n:,}: written in {figures['insert_s']:.1f} s")
+    result.row("reached the planner by watch", f"{figures['watch_apply_s']:.1f} s")
+    result.row(
+        "loaded by a new planner",
+        f"{figures['load_s']:.1f} s, leading at {figures['lead_s']:.1f} s",
+    )
+    dispatch = sorted(figures["dispatch_ms"])
+    result.row(
+        "fire time to run recorded",
+        f"median {fmt_ms(dispatch[len(dispatch) // 2])}, max {fmt_ms(dispatch[-1])}",
+    )
+    heap = figures["index_find_and_fire_us"]
+    result.row("find + fire next due (heap)", f"p50 {heap['p50']:.0f} us, p99 {heap['p99']:.0f} us")
     return result
 
 
 def main() -> None:
     n = int(sys.argv[1]) if len(sys.argv) > 1 else 100_000
-    print(json.dumps(probe(n)))
+    figures = run_planner_memory(n, backend=Backend.from_env(), say=print)
+    print(json.dumps(figures, default=str))
 
 
 if __name__ == "__main__":

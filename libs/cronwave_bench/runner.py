@@ -100,6 +100,13 @@ def choose(names: Sequence[str]) -> list[str]:
     return [n for n in SCENARIOS if not names or n in names]
 
 
+def brief(exc: BaseException, limit: int = 240) -> str:
+    """The first line of an error (a log tail it carries is in the progress output)."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    text = f"{type(exc).__name__}: {lines[0] if lines else ''}".strip()
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
 def run_scenarios(names: Sequence[str], ctx: BenchContext) -> list[Result]:
     results = []
     for name in choose(names):
@@ -108,7 +115,7 @@ def run_scenarios(names: Sequence[str], ctx: BenchContext) -> list[Result]:
             result = SCENARIOS[name](ctx)
         except Exception as exc:  # one scenario's failure must not hide the others
             result = Result(name, status=FAILED)
-            result.notes.append(f"{type(exc).__name__}: {exc}".strip())
+            result.notes.append(brief(exc))
             ctx.say(f"{name} failed:\n{traceback.format_exc()}")
         result.seconds = time.monotonic() - started
         ctx.say(f"{name}: {result.status} in {result.seconds:.0f}s")

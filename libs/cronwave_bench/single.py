@@ -54,7 +54,9 @@ def run_single(ctx: BenchContext) -> Result:
             start_at=first,
             end_at=last + timedelta(seconds=1),  # the end is exclusive
         )
-        ctx.say(f"single: {fires} fires of a 1-second schedule, {first:%H:%M:%S} to {last:%H:%M:%S}")
+        ctx.say(
+            f"single: {fires} fires of a 1-second schedule, {first:%H:%M:%S} to {last:%H:%M:%S}"
+        )
         try:
             time.sleep(max(0.0, (last - datetime.now(UTC)).total_seconds()) + 0.5)
             runs = wait_terminal(
@@ -107,4 +109,3 @@ def run_single(ctx: BenchContext) -> Result:
     if lead > timedelta(0):
         result.notes.append(f"dispatch lead {lead.total_seconds():g} s")
     return result
-

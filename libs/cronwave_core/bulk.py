@@ -3,14 +3,15 @@ PostgreSQL.
 
 Row-at-a-time ``executemany`` on PostgreSQL, and an ``IN (...)`` list with a bound
 parameter per value, spend most of their time on round trips and SQL compilation.
-These send a whole batch as arrays (PostgreSQL) or through SQLite's in-process
-``executemany`` and ``json_each``, with the same SQL text every time.
+These send a whole batch as one JSON parameter (PostgreSQL), or through SQLite's
+in-process ``executemany`` and ``json_each``, with the same SQL text every time.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
+from datetime import date, datetime
 from typing import Any
 
 import sqlalchemy as sa
@@ -34,14 +35,15 @@ def insert_skipping_conflicts(
     names = ", ".join(columns)
     target = ", ".join(conflict)
     if conn.dialect.name == "postgresql":
-        arrays = ", ".join(
-            f"CAST(:{c} AS {table.c[c].type.compile(conn.dialect)}[])" for c in columns
-        )
+        # One JSON document for the whole batch: psycopg turns it into a single text
+        # parameter at C speed, where arrays are quoted element by element in Python.
+        shape = ", ".join(f"{c} {table.c[c].type.compile(conn.dialect)}" for c in columns)
         statement = sa.text(
-            f"INSERT INTO {table.name} ({names}) SELECT * FROM unnest({arrays}) "
+            f"INSERT INTO {table.name} ({names}) SELECT {names} "
+            f"FROM json_to_recordset(CAST(:rows AS json)) AS r({shape}) "
             f"ON CONFLICT ({target}) DO NOTHING"
         )
-        params: Any = {c: [row[c] for row in rows] for c in columns}
+        params: Any = {"rows": json.dumps(list(rows), default=_json_value)}
     else:
         statement = sa.text(
             f"INSERT INTO {table.name} ({names}) VALUES ({', '.join(':' + c for c in columns)}) "
@@ -52,13 +54,23 @@ def insert_skipping_conflicts(
     return int(result.rowcount)
 
 
+def _json_value(value: Any) -> Any:
+    if isinstance(value, datetime | date):
+        return value.isoformat()
+    raise TypeError(f"cannot send {type(value).__name__} in a bulk insert")
+
+
 def any_of(
     column: sa.ColumnElement[Any], values: Sequence[Any], dialect: str
 ) -> sa.ColumnElement[bool]:
     """``column IN values`` for a database of ``dialect`` with one bound parameter,
-    whatever the number of values: ``= ANY(array)`` on PostgreSQL, ``IN (SELECT value
-    FROM json_each(...))`` on SQLite."""
+    whatever the number of values, sent as one JSON array: ``IN (SELECT value FROM
+    json_array_elements_text(...))`` on PostgreSQL, ``IN (SELECT value FROM
+    json_each(...))`` on SQLite."""
     if dialect == "postgresql":
-        return column == sa.any_(sa.literal(list(values), postgresql.ARRAY(column.type)))
+        elements = sa.func.json_array_elements_text(
+            sa.cast(sa.literal(json.dumps(list(values)), sa.Text), postgresql.JSON)
+        ).table_valued("value")
+        return column.in_(sa.select(sa.cast(elements.c.value, column.type)))
     each = sa.func.json_each(sa.literal(json.dumps(list(values)), sa.String)).table_valued("value")
     return column.in_(sa.select(each.c.value))

@@ -9,8 +9,11 @@ OpenTelemetry's no-op span, and the gRPC instrumentation is left out too
 (``tracing_enabled``), so tracing costs nothing but a few function calls.
 
 Every span a process starts inside a span of a run inherits the run's attributes
-(``RUN_KEYS``) from that parent at start (``RunAttributesProcessor``): SQL and gRPC
-spans name their run as well as the spans cronwave opens itself.
+(``RUN_KEYS``) from that parent at start (``RunAttributesProcessor``), or, when the
+parent is in another process, from the W3C baggage the caller sent along
+(``run_baggage``: it travels in gRPC metadata and inside queued messages with the
+trace context). So SQL, gRPC and serialization spans name their run as well as the
+spans cronwave opens itself.
 """
 
 from __future__ import annotations
@@ -23,8 +26,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from opentelemetry import baggage, propagate, trace
 from opentelemetry import context as otel_context
-from opentelemetry import propagate, trace
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import (
@@ -65,6 +68,16 @@ RUN_KEYS = (
     ATTR_QUEUE,
     ATTR_ATTEMPT,
     ATTR_WORKER_ID,
+    ATTR_TRIGGER,
+)
+
+#: The run attributes that travel as baggage to other processes (all strings).
+BAGGAGE_KEYS = (
+    ATTR_RUN_ID,
+    ATTR_SCHEDULE_ID,
+    ATTR_FIRE_TIME,
+    ATTR_JOB_TYPE,
+    ATTR_QUEUE,
     ATTR_TRIGGER,
 )
 
@@ -152,13 +165,18 @@ class RunAttributesProcessor(SpanProcessor):
 
     def on_start(self, span: Any, parent_context: otel_context.Context | None = None) -> None:
         parent = trace.get_current_span(parent_context)
-        inherited = getattr(parent, "attributes", None)
-        if not inherited:
+        inherited = getattr(parent, "attributes", None) or {}
+        carried = baggage.get_all(parent_context)
+        if not inherited and not carried:
             return
         own = span.attributes
         for key in RUN_KEYS:
+            if key in own:
+                continue
             value = inherited.get(key)
-            if value is not None and key not in own:
+            if value is None or value == "":
+                value = carried.get(key)
+            if value is not None and value != "":
                 span.set_attribute(key, value)
 
 
@@ -244,6 +262,23 @@ def hop_span(
         attrs.update(attributes)
     with trace.get_tracer(tracer_name).start_as_current_span(name, attributes=attrs) as span:
         yield span
+
+
+@contextmanager
+def run_baggage(attributes: Mapping[str, Any]) -> Iterator[None]:
+    """Within the block, the run's attributes (those in ``BAGGAGE_KEYS`` that are set)
+    travel as baggage with every outgoing call and queued message, so the spans the
+    callee starts name the run too (``RunAttributesProcessor``)."""
+    ctx = otel_context.get_current()
+    for key in BAGGAGE_KEYS:
+        value = attributes.get(key)
+        if value is not None and value != "":
+            ctx = baggage.set_baggage(key, str(value), ctx)
+    token = otel_context.attach(ctx)
+    try:
+        yield
+    finally:
+        otel_context.detach(token)
 
 
 def inject_context() -> dict[str, str]:

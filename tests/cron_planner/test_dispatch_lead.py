@@ -92,7 +92,11 @@ class Recorder:
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def start_run(
-        self, schedule_id: str, fire_time: datetime, token: int, trigger: Trigger = Trigger.SCHEDULED
+        self,
+        schedule_id: str,
+        fire_time: datetime,
+        token: int,
+        trigger: Trigger = Trigger.SCHEDULED,
     ) -> str:
         with self.lock:
             self.starts.append((self.clock.now(), fire_time))

@@ -4,6 +4,7 @@ retry policy, runaway bodies, and jobs for the priority pools."""
 
 from __future__ import annotations
 
+import os
 import signal
 import time
 from collections.abc import Mapping
@@ -75,6 +76,11 @@ def stubborn(ctx: JobContext) -> Mapping[str, Any]:
     return {}
 
 
+def crash(ctx: JobContext) -> Mapping[str, Any]:
+    """The job process dies under the job (as after a segfault in C code)."""
+    os._exit(3)
+
+
 def nap(ctx: JobContext) -> Mapping[str, Any]:
     """Sleeps ``payload["seconds"]`` (default 0.5): a bulk job."""
     time.sleep(float(ctx.payload.get("seconds", 0.5)))
@@ -93,5 +99,6 @@ def job_types(settings: Settings) -> list[JobType]:
         JobType("drill.spin", spin, duration_limit=RUNAWAY_LIMIT),
         JobType("drill.block", block, duration_limit=RUNAWAY_LIMIT),
         JobType("drill.stubborn", stubborn, duration_limit=RUNAWAY_LIMIT),
+        JobType("drill.crash", crash, duration_limit=timedelta(minutes=1), retry=SCALED_RETRY),
         JobType("drill.bulk", nap, duration_limit=timedelta(minutes=1), queue="bulk"),
     ]

@@ -63,18 +63,19 @@ def test_pause_stops_at_once_and_resume_does_not_catch_up_the_pause(
     resumed_at = client.get_schedule(schedule_id).updated_at
     assert resumed_at is not None
 
-    # Then no slot of the pause is run or recorded (a fire already decided when the
-    # pause came may be recorded MISSED "paused"), and firing goes on after the resume
+    # Then no slot of the pause is run or recorded -- the planner hears of the pause
+    # over its watch within a second, so at most a slot due in that second fired --
+    # and firing goes on after the resume
     eventually(
         lambda: sum(r.fire_time > resumed_at for r in runs_of(client, schedule_id)) >= 2,
         timeout=30,
         what="runs after the resume",
     )
     runs = runs_of(client, schedule_id)
-    during = [r for r in runs if paused_at < r.fire_time <= resumed_at]
-    assert all(r.state == "MISSED" and r.error == "paused" for r in during), during
-    assert sum(paused_at + timedelta(seconds=1) < r.fire_time <= resumed_at for r in runs) == 0
+    heard = paused_at + timedelta(seconds=1)
+    assert [r for r in runs if heard < r.fire_time <= resumed_at] == []
     assert {r.trigger for r in runs} == {"SCHEDULED"}  # no catch-up of the pause
+    assert {r.error for r in runs if r.state == "MISSED"} <= {"paused"}
     client.close()
 
 

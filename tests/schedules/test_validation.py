@@ -81,19 +81,19 @@ def job_type(store_only: StoreProcess) -> str:
     return register_job_type(store_only.stub())
 
 
-@pytest.mark.parametrize(("what", "args", "field"), CASES, ids=[c[0] for c in CASES])
-def test_a_malformed_spec_names_the_field_and_stores_nothing(
-    client: Client, job_type: str, what: str, args: dict[str, Any], field: str
+def test_every_malformed_spec_names_the_field_and_stores_nothing(
+    client: Client, job_type: str
 ) -> None:
-    schedule_id = fresh("bad")
+    for what, args, field in CASES:
+        schedule_id = fresh("bad")
 
-    with pytest.raises(InvalidArgument) as info:
-        client.create_schedule(schedule_id, job_type=job_type, **args)
+        with pytest.raises(InvalidArgument) as info:
+            client.create_schedule(schedule_id, job_type=job_type, **args)
 
-    assert info.value.field == field, info.value.message
-    assert info.value.rule
-    with pytest.raises(NotFound):
-        client.get_schedule(schedule_id)
+        assert info.value.field == field, f"{what}: {info.value.message}"
+        assert info.value.rule, what
+        with pytest.raises(NotFound):
+            client.get_schedule(schedule_id)
     assert client.list_schedules(include_deleted=True) == []
 
 

@@ -102,9 +102,10 @@ def coverage_note(runs: Sequence[Run]) -> str:
             f"note: all {manual} runs were manual triggers, which no planner fires: they have "
             "no plan or leader hop (a scheduled run has all seven)"
         )
+    others = "the other run" if planned == 1 else f"the {planned} other runs"
     return (
         f"note: {manual} of {len(runs)} runs were manual triggers (no planner): the plan and "
-        f"leader rows count the {planned} others only"
+        f"leader rows count {others} only"
     )
 
 

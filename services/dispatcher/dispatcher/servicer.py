@@ -40,6 +40,7 @@ from cronwave_core.telemetry import (
     hop_span,
     inject_context,
     run_attributes,
+    run_baggage,
 )
 from dispatcher.caches import DedupCache, RouteCache
 from dispatcher.requests import StartRequest, manual_fire_time
@@ -131,16 +132,27 @@ class DispatcherServicer(pb_grpc.DispatcherServiceServicer):
         *,
         dedupe: bool,
     ) -> tuple[common_pb2.Run, bool]:
+        known_attrs = {
+            ATTR_SCHEDULE_ID: start.schedule_id,
+            ATTR_FIRE_TIME: start.fire_time.isoformat(),
+            ATTR_TRIGGER: trigger_name(start.trigger),
+        }
+        span.set_attributes(known_attrs)
+        # The store's spans for this start name the schedule and fire time too.
+        with run_baggage(known_attrs):
+            return self._record(start, span, context, dedupe=dedupe)
+
+    def _record(
+        self,
+        start: StartRequest,
+        span: trace.Span,
+        context: grpc.ServicerContext,
+        *,
+        dedupe: bool,
+    ) -> tuple[common_pb2.Run, bool]:
         key = run_key(start.schedule_id, start.fire_time)
         control = CacheControl.from_metadata(context.invocation_metadata())
         trigger = trigger_name(start.trigger)
-        span.set_attributes(
-            {
-                ATTR_SCHEDULE_ID: start.schedule_id,
-                ATTR_FIRE_TIME: start.fire_time.isoformat(),
-                ATTR_TRIGGER: trigger,
-            }
-        )
         if dedupe and self.dedup is not None:
             known = self.dedup.lookup(key, control)
             # A start with an older token than the run's goes on to the store, which
@@ -172,19 +184,28 @@ class DispatcherServicer(pb_grpc.DispatcherServiceServicer):
         except grpc.RpcError as exc:
             _abort_like(context, exc)
         run = recorded.run
-        if dedupe and self.dedup is not None:
-            self.dedup.remember(key, run)
-        if not recorded.created:
-            span.set_attribute("cronwave.duplicate_of", run.run_id)
-            log.info("run %s: duplicate start; nothing enqueued", run.run_id)
-            return run, False
         fire_time = ts_to_dt(run.fire_time)
         attrs: dict[str, Any] = {
             **run_attributes(run.run_id, run.schedule_id, fire_time.isoformat()),
             ATTR_JOB_TYPE: run.job_type,
             ATTR_TRIGGER: trigger,
         }
-        span.set_attributes({**attrs, "cronwave.created": True})
+        if recorded.created:
+            span.set_attributes({**attrs, "cronwave.created": True})
+        else:
+            span.set_attribute("cronwave.duplicate_of", run.run_id)
+        if dedupe and self.dedup is not None:
+            self.dedup.remember(key, run)
+        if not recorded.created:
+            log.info("run %s: duplicate start; nothing enqueued", run.run_id)
+            return run, False
+        # From here on the run has an id: the store's spans and the worker's (the
+        # baggage rides in the message) name it.
+        with run_baggage({**attrs, ATTR_QUEUE: run.queue or DEFAULT_QUEUE}):
+            self._enqueue(run, fire_time, attrs)
+        return run, True
+
+    def _enqueue(self, run: common_pb2.Run, fire_time: datetime, attrs: dict[str, Any]) -> None:
         queue = run.queue or DEFAULT_QUEUE
         # Appended before the message exists, so the history reads in the order things
         # happen: a worker cannot claim (and record "claimed") before "enqueued".
@@ -209,7 +230,6 @@ class DispatcherServicer(pb_grpc.DispatcherServiceServicer):
                     f"run '{run.run_id}' is recorded but could not be queued on '{queue}': "
                     f"{exc}; the broker (CRONWAVE_REDIS_URL) is unreachable"
                 ) from exc
-        return run, True
 
     def _current(self, known: common_pb2.Run) -> common_pb2.Run:
         """The run a duplicate start stands for, as it is now: from the run-status

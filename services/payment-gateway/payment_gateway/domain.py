@@ -37,7 +37,7 @@ class IdempotencyKeyReused(InvalidArgument):
         self.differs = tuple(differs)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ChargeItem:
     """One charge a caller asks for."""
 
@@ -81,7 +81,7 @@ class ChargeItem:
         ]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Charge:
     """A charge the gateway made: exactly one per idempotency key."""
 
@@ -96,7 +96,7 @@ class Charge:
     seq: int
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ChargeResult:
     """The answer to one item: the key's charge, and whether it existed before."""
 
@@ -121,7 +121,7 @@ def validate_items(items: Sequence[ChargeItem]) -> list[ChargeItem]:
     for index, item in enumerate(items):
         item.validate(f"items[{index}]")
         seen = first.setdefault(item.idempotency_key, item)
-        differs = seen.differences(item)
+        differs = seen.differences(item) if seen is not item else []
         if differs:
             raise IdempotencyKeyReused(
                 f"items[{index}].idempotency_key", item.idempotency_key, differs

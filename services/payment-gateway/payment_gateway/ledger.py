@@ -8,8 +8,9 @@ it. A call is one transaction: either all its new charges are committed or none.
 
 from __future__ import annotations
 
+import itertools
 import secrets
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -53,8 +54,11 @@ def utc_now() -> datetime:
     return datetime.now(UTC)
 
 
-def new_charge_id() -> str:
-    return "ch_" + secrets.token_hex(12)
+def charge_ids() -> Iterator[str]:
+    """Fresh charge ids for one call: a random prefix per call, then a counter (one
+    random draw per call, not per charge)."""
+    prefix = "ch_" + secrets.token_hex(8)
+    return (f"{prefix}{n:06x}" for n in itertools.count())
 
 
 def create_gateway_engine(url: str) -> sa.Engine:
@@ -126,11 +130,11 @@ class Ledger:
         self,
         engine: sa.Engine,
         clock: Callable[[], datetime] = utc_now,
-        new_id: Callable[[], str] = new_charge_id,
+        new_ids: Callable[[], Iterator[str]] = charge_ids,
     ) -> None:
         self.engine = engine
         self.clock = clock
-        self.new_id = new_id
+        self.new_ids = new_ids
 
     def charge_many(self, items: Sequence[ChargeItem]) -> list[ChargeResult]:
         """Charge each item once per key, in one transaction. Answers one result per
@@ -139,12 +143,13 @@ class Ledger:
         the call is written."""
         items = validate_items(items)
         now = self.clock()
+        ids = self.new_ids()
         fresh: dict[str, str] = {}  # key -> the charge id this call would create
         rows = []
         for item in items:
             if item.idempotency_key in fresh:
                 continue
-            charge_id = fresh[item.idempotency_key] = self.new_id()
+            charge_id = fresh[item.idempotency_key] = next(ids)
             rows.append(
                 {
                     "charge_id": charge_id,
@@ -168,13 +173,15 @@ class Ledger:
             results = []
             for index, item in enumerate(items):
                 charge = by_key[item.idempotency_key]
-                differs = item.differences(charge)
+                # A charge this call created holds this call's parameters; only a key
+                # used before must be compared with its first use.
+                replayed = charge.charge_id != fresh[item.idempotency_key]
+                differs = item.differences(charge) if replayed else []
                 if differs:
                     # Raised inside the transaction: this call's new charges roll back.
                     raise IdempotencyKeyReused(
                         f"items[{index}].idempotency_key", item.idempotency_key, differs
                     )
-                replayed = charge.charge_id != fresh[item.idempotency_key]
                 results.append(ChargeResult(charge, replayed))
         return results
 

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
+from datetime import datetime
 
 import grpc
+from google.protobuf.timestamp_pb2 import Timestamp
 
 from cronwave.v1 import payment_gateway_service_pb2 as pb
 from cronwave.v1 import payment_gateway_service_pb2_grpc as pb_grpc
@@ -33,7 +35,13 @@ def item_from_proto(msg: pb.ChargeItem) -> ChargeItem:
     )
 
 
-def charge_to_proto(charge: Charge) -> pb.Charge:
+def charge_to_proto(charge: Charge, times: dict[datetime, Timestamp] | None = None) -> pb.Charge:
+    """``times`` caches the conversion of instants: a batch's new charges share one."""
+    created = times.get(charge.created_at) if times is not None else None
+    if created is None:
+        created = dt_to_ts(charge.created_at)
+        if times is not None:
+            times[charge.created_at] = created
     return pb.Charge(
         charge_id=charge.charge_id,
         idempotency_key=charge.idempotency_key,
@@ -42,13 +50,15 @@ def charge_to_proto(charge: Charge) -> pb.Charge:
         amount_cents=charge.amount_cents,
         currency=charge.currency,
         status=_STATUS.get(charge.status, pb.CHARGE_STATUS_UNSPECIFIED),
-        created_at=dt_to_ts(charge.created_at),
+        created_at=created,
         seq=charge.seq,
     )
 
 
-def result_to_proto(result: ChargeResult) -> pb.ChargeResult:
-    return pb.ChargeResult(charge=charge_to_proto(result.charge), replayed=result.replayed)
+def result_to_proto(
+    result: ChargeResult, times: dict[datetime, Timestamp] | None = None
+) -> pb.ChargeResult:
+    return pb.ChargeResult(charge=charge_to_proto(result.charge, times), replayed=result.replayed)
 
 
 class PaymentGatewayServicer(pb_grpc.PaymentGatewayServiceServicer):
@@ -83,7 +93,8 @@ class PaymentGatewayServicer(pb_grpc.PaymentGatewayServiceServicer):
     ) -> pb.ChargeManyResponse:
         items = [item_from_proto(msg) for msg in request.items]
         results = self._charge(items, context)
-        return pb.ChargeManyResponse(results=[result_to_proto(r) for r in results])
+        times: dict[datetime, Timestamp] = {}
+        return pb.ChargeManyResponse(results=[result_to_proto(r, times) for r in results])
 
     def ListCharges(
         self, request: pb.ListChargesRequest, context: grpc.ServicerContext

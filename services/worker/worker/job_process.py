@@ -151,9 +151,10 @@ class JobProcessPool:
     """Warm job processes for one worker.
 
     ``warm`` processes are started with the worker and kept ready: each one taken is
-    replaced in the background. Every process is started by the pool's own thread,
-    which lives as long as the worker, because Linux ties PR_SET_PDEATHSIG to the
-    thread that started the child.
+    replaced in the background, and one released after a clean run stays ready (up to
+    ``max_idle``), so the pool grows to the concurrency the worker uses. Processes
+    start in parallel; each is forked by the pool's own thread, which lives as long as
+    the worker, because Linux ties PR_SET_PDEATHSIG to the thread that forked.
     """
 
     def __init__(
@@ -172,7 +173,9 @@ class JobProcessPool:
         self.start_timeout = start_timeout
         self._lock = threading.Condition()
         self._idle: deque[JobProcess] = deque()
-        self._wanted = 0  # starts asked of the spawner and not yet done
+        self._wanted = 0  # starts asked of the spawner, not yet forked
+        self._starting = 0  # forked, not yet ready
+        self._failures = 0
         self._last_error = ""
         self._closed = False
         self._spawner = threading.Thread(target=self._spawn_loop, name="job-spawner", daemon=True)
@@ -184,17 +187,20 @@ class JobProcessPool:
             self._wanted += self.warm
             self._lock.notify_all()
         if wait:
-            self.wait_ready()
+            self.wait_ready(self.warm)
 
-    def wait_ready(self) -> None:
-        """Block until the warm processes asked for at start are ready; ``Unavailable``
-        if one failed to start."""
+    def wait_ready(self, count: int) -> None:
+        """Block until ``count`` processes are ready; ``Unavailable`` when none can
+        start (the error of the last attempt says why)."""
         deadline = time.monotonic() + self.start_timeout.total_seconds()
         with self._lock:
-            while self._wanted and time.monotonic() < deadline:
+            failures = self._failures
+            while len(self._idle) < count and time.monotonic() < deadline:
+                if self._failures > failures and not (self._wanted or self._starting):
+                    break
                 self._lock.wait(0.1)
-            if len(self._idle) < self.warm and self._last_error:
-                raise Unavailable(f"job processes did not start: {self._last_error}")
+            if len(self._idle) < count:
+                raise Unavailable(f"job processes did not start: {self._last_error or 'timed out'}")
 
     def acquire(self) -> JobProcess:
         """A ready job process: a warm one, else one started now."""
@@ -203,6 +209,7 @@ class JobProcessPool:
             if self._closed:
                 raise Unavailable("the job process pool is closed (the worker is stopping)")
             asked = False
+            failures = self._failures
             while True:
                 while self._idle:
                     proc = self._idle.popleft()
@@ -214,7 +221,8 @@ class JobProcessPool:
                     asked = True
                     self._lock.notify_all()
                 left = deadline - time.monotonic()
-                if left <= 0 or self._closed:
+                given_up = self._failures > failures and not (self._wanted or self._starting)
+                if left <= 0 or self._closed or given_up:
                     raise Unavailable(
                         "no job process became ready within "
                         f"{self.start_timeout.total_seconds():g}s: {self._last_error or 'none'}"
@@ -236,9 +244,8 @@ class JobProcessPool:
                 self._idle.append(proc)
                 self._lock.notify_all()
                 return
-        threading.Thread(target=proc.retire, name="job-retire", daemon=True).start()
-        with self._lock:
             self._refill()
+        threading.Thread(target=proc.retire, name="job-retire", daemon=True).start()
 
     def idle_count(self) -> int:
         with self._lock:
@@ -257,8 +264,9 @@ class JobProcessPool:
 
     # ----------------------------------------------------------------------------------
     def _refill(self) -> None:
-        """Ask for a replacement when fewer than ``warm`` are idle (lock held)."""
-        if not self._closed and len(self._idle) + self._wanted < self.warm:
+        """Ask for a replacement when fewer than ``warm`` are ready or coming (lock
+        held)."""
+        if not self._closed and len(self._idle) + self._wanted + self._starting < self.warm:
             self._wanted += 1
             self._lock.notify_all()
 
@@ -269,43 +277,48 @@ class JobProcessPool:
                     self._lock.wait()
                 if self._closed:
                     return
-            proc: JobProcess | None = None
+                self._wanted -= 1
+                self._starting += 1
             try:
-                proc = self._spawn()
-            except Exception as exc:  # reported to whoever waits for a process
-                log.error("job process did not start: %s", exc)
-                with self._lock:
-                    self._last_error = str(exc)
-                    self._wanted = max(self._wanted - 1, 0)
-                    self._lock.notify_all()
+                popen = subprocess.Popen(
+                    self.argv,
+                    stdin=subprocess.PIPE,
+                    stdout=subprocess.PIPE,
+                    stderr=None,  # the worker's own stderr: its log
+                    env=self.env,
+                    close_fds=True,
+                )
+            except OSError as exc:
+                self._failed(f"cannot start {self.argv!r}: {exc}")
                 time.sleep(1.0)  # do not spin on a broken start-up
                 continue
-            with self._lock:
-                self._wanted = max(self._wanted - 1, 0)
-                # Not needed after all when a released process came back meanwhile.
-                surplus = self._closed or len(self._idle) >= self.max_idle
-                if not surplus:
-                    self._idle.append(proc)
-                self._lock.notify_all()
-            if surplus:
-                proc.retire()
+            threading.Thread(
+                target=self._await_ready, args=(JobProcess(popen),), name="job-start", daemon=True
+            ).start()
 
-    def _spawn(self) -> JobProcess:
-        popen = subprocess.Popen(
-            self.argv,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=None,  # the worker's own stderr: its log
-            env=self.env,
-            close_fds=True,
-        )
-        proc = JobProcess(popen)
+    def _await_ready(self, proc: JobProcess) -> None:
         try:
             hello = proc.receive(self.start_timeout.total_seconds())
-        except JobProcessDied:
-            proc.stop(timedelta(0))
-            raise
+        except JobProcessDied as exc:
+            hello = {"error": str(exc)}
         if hello is None or hello.get("op") != "ready":
             proc.stop(timedelta(0))
-            raise Unavailable(f"job process {proc.pid} did not report ready: {hello!r}")
-        return proc
+            self._failed(f"job process {proc.pid} did not report ready: {hello!r}")
+            return
+        with self._lock:
+            self._starting -= 1
+            # Not needed after all when released processes came back meanwhile.
+            surplus = self._closed or len(self._idle) >= self.max_idle
+            if not surplus:
+                self._idle.append(proc)
+            self._lock.notify_all()
+        if surplus:
+            proc.retire()
+
+    def _failed(self, error: str) -> None:
+        log.error("job process did not start: %s", error)
+        with self._lock:
+            self._starting -= 1
+            self._failures += 1
+            self._last_error = error
+            self._lock.notify_all()

@@ -135,7 +135,8 @@ def main() -> None:
     store = store_grpc.WorkflowStoreServiceStub(channel)
     register_job_types(store, registry)
     if pool is not None:
-        pool.wait_ready()
+        # A couple ready before SERVING; the rest of the warm ones come up meanwhile.
+        pool.wait_ready(min(2, pool.warm))
 
     stats = WorkerStats()
     cache_redis = redis_client(settings.redis_url)

@@ -9,10 +9,9 @@ point that its checkpoint names.
 2. invoices: one per customer and period, ``INSERT ... SELECT ... ON CONFLICT DO
    NOTHING`` over ranges of customer ids, one transaction per range; the checkpoint
    names the last range committed.
-3. charges: for the period's invoices that have no recorded charge, in id order and
-   in batches, ask the gateway (``ChargeMany``) with a key derived from the invoice,
-   then record the answers in one transaction (``UNIQUE(invoice_id)``); the checkpoint
-   names the last invoice recorded.
+3. charges: each invoice charged once through the gateway, in batches, with a key
+   derived from the invoice, and recorded (``UNIQUE(invoice_id)``); the checkpoint
+   names the last invoice recorded (see ``billing_charges``).
 
 A crash between the gateway's charge and its record leaves an invoice without a
 recorded charge: the resumed attempt asks again with the same key and the gateway
@@ -23,24 +22,21 @@ batch (well under a second apart), so a resumed attempt skips what is finished.
 
 from __future__ import annotations
 
-import os
-import signal
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
-from typing import Any, NoReturn
+from typing import Any
 
 import sqlalchemy as sa
 
-from cronwave.v1 import payment_gateway_service_pb2 as gateway_pb
 from cronwave.v1 import payment_gateway_service_pb2_grpc as gateway_grpc
-from cronwave_core.bulk import any_of, insert_skipping_conflicts
 from cronwave_core.rpc import open_channel
 from cronwave_core.settings import Settings
 from cronwave_core.telemetry import hop_span
+from worker.jobs.billing_charges import ChargePhase
 from worker.jobs.billing_config import BillingSettings
-from worker.jobs.billing_gateway import GatewayBatches, GatewayRefused, idempotency_key
+from worker.jobs.billing_gateway import GatewayBatches
 from worker.jobs.billing_plan import CHARGES, DONE, INVOICES, BillingPlan, Progress
 from worker.jobs.billing_schema import (
     charges,
@@ -56,17 +52,6 @@ from worker.jobs.registry import JobType
 NAME = "billing.nightly"
 DURATION_LIMIT = timedelta(minutes=30)
 SEED_CHUNK = 100_000
-
-_STATUS = {gateway_pb.CHARGE_STATUS_SUCCEEDED: "succeeded"}
-
-
-def kill_worker(worker_pid: int) -> NoReturn:
-    """SIGKILL the worker this attempt runs for (``worker_pid``, when the job body runs
-    in a job process of the worker) and this process: a crash that runs no cleanup."""
-    if worker_pid:
-        os.kill(worker_pid, signal.SIGKILL)
-    os.kill(os.getpid(), signal.SIGKILL)
-    raise AssertionError("SIGKILL returned")
 
 
 class BillingJob:
@@ -113,9 +98,6 @@ class _Attempt:
         self.config = config
         self.attrs = {"cronwave.run_id": ctx.run_id, "billing.period": plan.period}
         self.invoices_created = 0
-        self.charges_recorded = 0
-        self.replayed = 0
-        self.answers = 0
 
     def checkpoint(self, progress: Progress) -> Progress:
         self.ctx.heartbeat(progress.to_checkpoint())
@@ -139,7 +121,10 @@ class _Attempt:
                 charged=charged,
             )
         )
-        progress = self.charge_phase(progress)
+        phase = ChargePhase(
+            self.ctx, self.plan, self.engine, self.gateway, self.config, self.checkpoint, self.attrs
+        )
+        progress = phase.run(progress)
         invoice_count, charged = self.period_counts()
         progress = self.checkpoint(
             replace(progress, phase=DONE, invoices=invoice_count, charged=charged)
@@ -150,8 +135,8 @@ class _Attempt:
             "invoices": invoice_count,
             "charges": charged,
             "invoices_created": self.invoices_created,
-            "charges_recorded": self.charges_recorded,
-            "gateway_replays": self.replayed,
+            "charges_recorded": phase.recorded,
+            "gateway_replays": phase.replayed,
             "gateway_retries": self.gateway.retries,
             "resumed": resumed,
             "seconds": round(time.monotonic() - started, 3),
@@ -222,110 +207,6 @@ class _Attempt:
                 .where(invoices.c.period == self.plan.period)
             ).scalar_one()
         return int(invoiced), int(charged)
-
-    # phase 2 ------------------------------------------------------------------
-    def charge_phase(self, progress: Progress) -> Progress:
-        # The invoices were just bulk-loaded: without fresh statistics PostgreSQL
-        # plans the batch query below as a scan of every remaining invoice.
-        with self.engine.begin() as conn:
-            conn.execute(sa.text(f"ANALYZE {invoices.name}"))
-        last = progress.last_invoice_id
-        while True:
-            batch, due = self.next_batch(last)
-            if not batch:
-                return progress
-            if due:
-                results = self.submit(due)
-                self.answers += 1
-                if self.answers == self.config.crash_after_charges:
-                    self.ctx.logger.warning(
-                        "failure drill: killing the worker after gateway answer %d, before "
-                        "recording it",
-                        self.answers,
-                    )
-                    kill_worker(self.config.worker_pid)
-                new = self.record(due, results)
-                self.charges_recorded += new
-                progress = replace(progress, charged=progress.charged + new)
-            last = batch[-1].id
-            progress = self.checkpoint(replace(progress, last_invoice_id=last))
-
-    def next_batch(self, last: int) -> tuple[Sequence[Any], list[Any]]:
-        """The period's next invoices after ``last`` in id order, and those of them
-        without a recorded charge. Two index look-ups, not one anti-join: a join's
-        plan can walk every charge recorded so far, on each batch."""
-        with self.engine.connect() as conn:
-            batch = conn.execute(
-                sa.select(
-                    invoices.c.id,
-                    invoices.c.customer_id,
-                    invoices.c.amount_cents,
-                    invoices.c.currency,
-                )
-                .where(invoices.c.period == self.plan.period, invoices.c.id > last)
-                .order_by(invoices.c.id)
-                .limit(self.plan.charge_batch)
-            ).all()
-            if not batch:
-                return batch, []
-            ids = [row.id for row in batch]
-            recorded = set(
-                conn.execute(
-                    sa.select(charges.c.invoice_id).where(
-                        any_of(charges.c.invoice_id, ids, self.engine.dialect.name)
-                    )
-                ).scalars()
-            )
-        return batch, [row for row in batch if row.id not in recorded]
-
-    def submit(self, due: Sequence[Any]) -> list[gateway_pb.ChargeResult]:
-        """Ask the gateway to charge each invoice, with the invoice's key."""
-        with hop_span("billing.gateway", "execute", "app", {**self.attrs, "n": len(due)}):
-            return self.gateway.charge(
-                [
-                    gateway_pb.ChargeItem(
-                        idempotency_key=idempotency_key(row.id),
-                        customer_id=str(row.customer_id),
-                        invoice_id=str(row.id),
-                        amount_cents=row.amount_cents,
-                        currency=row.currency,
-                    )
-                    for row in due
-                ]
-            )
-
-    def record(self, due: Sequence[Any], results: Sequence[gateway_pb.ChargeResult]) -> int:
-        """Record the gateway's answers in one transaction; returns how many were new
-        (an answer a concurrent attempt recorded first is skipped)."""
-        now = datetime.now(UTC)
-        rows = []
-        for invoice, result in zip(due, results, strict=True):
-            charge = result.charge
-            if charge.invoice_id != str(invoice.id) or charge.amount_cents != invoice.amount_cents:
-                raise GatewayRefused(
-                    f"payment gateway answered charge {charge.charge_id} for invoice "
-                    f"{charge.invoice_id} ({charge.amount_cents}) to the request for invoice "
-                    f"{invoice.id} ({invoice.amount_cents})"
-                )
-            self.replayed += result.replayed
-            rows.append(
-                {
-                    "invoice_id": invoice.id,
-                    "gateway_charge_id": charge.charge_id,
-                    "idempotency_key": charge.idempotency_key,
-                    "amount_cents": charge.amount_cents,
-                    "currency": charge.currency,
-                    "status": _STATUS.get(charge.status, "unknown"),
-                    "run_id": self.ctx.run_id,
-                    "attempt": self.ctx.attempt,
-                    "recorded_at": now,
-                }
-            )
-        with (
-            hop_span("billing.record", "execute", "database", self.attrs),
-            self.engine.begin() as conn,
-        ):
-            return insert_skipping_conflicts(conn, charges, rows, ["invoice_id"])
 
 
 def billing_job_type(settings: Settings | BillingSettings, queue: str = "default") -> JobType:

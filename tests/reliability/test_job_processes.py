@@ -1,0 +1,167 @@
+"""Job bodies in job processes, without the other services: what the process adds to
+a run, a process that dies under its job, checkpoints on their way, and the start at
+the fire time."""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import time
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.helpers import eventually
+from tests.reliability.support import REPO, job_processes
+from worker.isolation import ProcessSupervisor
+from worker.job_process import JobProcessPool
+from worker.jobs import JobContext, builtin_job_types
+from worker.supervisor import AttemptResult, BeatResult, Outcome, Supervisor
+from worker.timing import epoch_ns
+
+pytestmark = pytest.mark.slow
+
+
+class Beats:
+    def __init__(self) -> None:
+        self.sent: list[tuple[float, str]] = []
+
+    def __call__(self, checkpoint_json: str) -> BeatResult:
+        self.sent.append((time.monotonic(), checkpoint_json))
+        return BeatResult.OK
+
+
+@pytest.fixture
+def pool(tmp_path: Path, namespace: str) -> Iterator[JobProcessPool]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CRONWAVE_")}
+    env.update(
+        CRONWAVE_DATA_DIR=str(tmp_path),
+        CRONWAVE_TRACING="off",
+        CRONWAVE_NAMESPACE=namespace,
+        CRONWAVE_JOB_MODULES="tests.reliability.jobs",
+        PYTHONPATH=str(REPO),
+    )
+    pool = JobProcessPool(warm=2, max_idle=2, env=env)
+    pool.start(wait=True)
+    try:
+        yield pool
+    finally:
+        pool.close()
+    eventually(lambda: not job_processes(namespace), timeout=10, what="job processes gone")
+
+
+def spec(job_type: str, fire_time: datetime | None = None, **payload: Any) -> dict[str, Any]:
+    return {
+        "run_id": "run-1",
+        "schedule_id": "s",
+        "fire_time": (fire_time or datetime.now(UTC)).isoformat(),
+        "attempt": 1,
+        "job_type": job_type,
+        "payload": payload,
+        "checkpoint": {},
+        "trace": {},
+    }
+
+
+def supervised(
+    pool: JobProcessPool, beats: Beats | None = None, interval: float = 10
+) -> ProcessSupervisor:
+    return ProcessSupervisor(
+        pool,
+        beats or Beats(),
+        heartbeat_interval=timedelta(seconds=interval),
+        duration_limit=timedelta(seconds=30),
+        kill_grace=timedelta(seconds=0.5),
+    )
+
+
+def run(pool: JobProcessPool, job_type: str, **payload: Any) -> AttemptResult:
+    fire = datetime.now(UTC)
+    return supervised(pool).run(spec(job_type, fire, **payload), fire)
+
+
+def test_what_a_job_process_adds_to_a_run(
+    pool: JobProcessPool, record_property: pytest.RecordProperty
+) -> None:
+    # Given warm job processes, and the same job run in a thread for comparison
+    noop = next(t for t in builtin_job_types() if t.name == "cronwave.noop")
+    for _ in range(20):  # warm-up
+        assert run(pool, "cronwave.noop").outcome is Outcome.SUCCEEDED
+    # When 300 runs of a job that does nothing go through each
+    in_process, overhead, in_thread = [], [], []
+    for _ in range(300):
+        started = time.perf_counter()
+        result = run(pool, "cronwave.noop")
+        in_process.append(time.perf_counter() - started)
+        assert result.outcome is Outcome.SUCCEEDED
+        overhead.append(result.overhead_ns / 1e6)
+    for _ in range(300):
+        supervisor = Supervisor(Beats(), timedelta(seconds=10), timedelta(seconds=30))
+        ctx = JobContext(run_id="r", schedule_id="s", fire_time=datetime.now(UTC), attempt=1)
+        started = time.perf_counter()
+        assert supervisor.run(noop.fn, ctx).outcome is Outcome.SUCCEEDED
+        in_thread.append(time.perf_counter() - started)
+
+    def ms(values: list[float], scale: float = 1000) -> str:
+        q = statistics.quantiles(values, n=100)
+        return f"median {statistics.median(values) * scale:.2f} ms, p95 {q[94] * scale:.2f} ms"
+
+    # Then the hand-over and hand-back cost a fraction of a millisecond to a few ms
+    print(
+        f"\njob process: hand-over + hand-back {ms(overhead, 1)}; "
+        f"whole run {ms(in_process)}; in a thread instead: {ms(in_thread)}"
+    )
+    record_property("job_process_overhead_median_ms", round(statistics.median(overhead), 3))
+    record_property("thread_run_median_ms", round(statistics.median(in_thread) * 1000, 3))
+    assert statistics.median(overhead) < 5
+    assert statistics.quantiles(overhead, n=100)[94] < 50
+
+
+def test_a_job_process_that_dies_fails_the_attempt_and_is_replaced(
+    pool: JobProcessPool,
+) -> None:
+    result = run(pool, "drill.crash")
+    assert result.outcome is Outcome.FAILED
+    assert result.error.startswith("JobProcessDied: job process ") and "exited with code 3" in (
+        result.error
+    )
+    assert result.error_types == ("JobProcessDied",)
+    # the pool goes on with a fresh process
+    assert run(pool, "cronwave.noop").outcome is Outcome.SUCCEEDED
+
+
+def test_a_jobs_error_carries_its_type_names_for_the_retry_policy(pool: JobProcessPool) -> None:
+    result = run(pool, "drill.flaky", declined=True)
+    assert (result.outcome, result.error) == (Outcome.FAILED, "Declined: card declined")
+    assert result.error_types == ("Declined",)
+
+
+def test_checkpoints_reach_the_store_within_a_second_however_long_the_beat(
+    pool: JobProcessPool,
+) -> None:
+    # Given a heartbeat interval of 10 s and a job that checkpoints every 0.1 s for 2.5 s
+    beats = Beats()
+    fire = datetime.now(UTC)
+    began = time.monotonic()
+    result = supervised(pool, beats, interval=10).run(
+        spec("drill.steps", fire, steps=25, step_seconds=0.1), fire
+    )
+    assert result.outcome is Outcome.SUCCEEDED
+    # Then a checkpoint went out at least every ~second, and the last one at the end
+    sent = [(at - began, json.loads(body)["step"]) for at, body in beats.sent if body]
+    assert sent[-1][1] == 25
+    assert len(sent) >= 3
+    gaps = [b[0] - a[0] for a, b in zip([(0.0, 0), *sent], sent, strict=False)]
+    assert max(gaps) < 1.5, sent
+
+
+def test_the_body_starts_at_its_fire_time_not_before(pool: JobProcessPool) -> None:
+    fire = datetime.now(UTC) + timedelta(seconds=0.3)
+    result = supervised(pool).run(spec("cronwave.noop", fire), fire)
+    assert result.outcome is Outcome.SUCCEEDED
+    lateness_ms = (result.body_started_ns - epoch_ns(fire)) / 1e6
+    assert 0 <= lateness_ms < 5, lateness_ms

@@ -1,0 +1,180 @@
+"""The store's planner-facing RPCs over real gRPC and a real database: newest fire
+times in bulk (paged, one GROUP BY per page), MISSED rows in batches, and placeholders
+that a start turns into the run."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import grpc
+import pytest
+
+from cronwave.v1 import common_pb2 as pb
+from cronwave.v1 import workflow_store_service_pb2 as api
+from cronwave_core.convert import dt_to_ts, ts_to_dt
+from tests.workflow_store.support import (
+    StoreProcess,
+    create_schedule,
+    record_run,
+    register_job_type,
+    rpc_error,
+)
+
+pytestmark = pytest.mark.slow
+
+T = datetime(2030, 1, 1, 2, 0, tzinfo=UTC)
+
+
+def slot(schedule_id: str, minutes: int, reason: str, trigger: int = pb.TRIGGER_KIND_SCHEDULED):
+    return api.MissedSlot(
+        schedule_id=schedule_id,
+        fire_time=dt_to_ts(T + timedelta(minutes=minutes)),
+        reason=reason,
+        trigger=trigger,  # type: ignore[arg-type]
+    )
+
+
+def batch(stub, slots, token: int = 5) -> api.RecordMissedBatchResponse:
+    return stub.RecordMissedBatch(
+        api.RecordMissedBatchRequest(slots=slots, fencing_token=token), timeout=10
+    )
+
+
+def test_latest_fire_times_in_pages_with_counts(store_only: StoreProcess) -> None:
+    # Given four schedules: runs and MISSED rows for three, a backfill and a manual
+    # run that do not count, and a DST-skipped slot that moves the mark but is no fire
+    stub = store_only.stub()
+    job = register_job_type(stub)
+    ids = sorted(create_schedule(stub, job).schedule_id for _ in range(4))
+    a, b, c, d = ids
+    record_run(stub, a, T, token=5)
+    record_run(stub, a, T + timedelta(minutes=1), token=5)
+    batch(stub, [slot(a, 2, "outside_catchup_window"), slot(b, 1, "catchup_skip")])
+    record_run(stub, b, T + timedelta(hours=1), token=5, trigger=pb.TRIGGER_KIND_BACKFILL)
+    record_run(stub, c, T, token=5, trigger=pb.TRIGGER_KIND_CATCHUP)
+    skipped = T + timedelta(minutes=30, microseconds=1)
+    stub.RecordMissed(
+        api.RecordMissedRequest(
+            schedule_id=c, fire_time=dt_to_ts(skipped), reason="dst_gap_skip", fencing_token=5
+        ),
+        timeout=10,
+    )
+
+    # When they are read two per page
+    first = stub.LatestFireTimes(api.LatestFireTimesRequest(limit=2), timeout=10).entries
+    rest = stub.LatestFireTimes(
+        api.LatestFireTimesRequest(limit=2, after_schedule_id=first[-1].schedule_id), timeout=10
+    ).entries
+
+    # Then each schedule with runs appears once, by id, with its newest and its count
+    got = {e.schedule_id: (ts_to_dt(e.fire_time), e.fires) for e in [*first, *rest]}
+    assert [e.schedule_id for e in [*first, *rest]] == [a, b, c]
+    assert got == {
+        a: (T + timedelta(minutes=2), 3),
+        b: (T + timedelta(minutes=1), 1),
+        c: (skipped, 1),
+    }
+    assert d not in got
+    only = stub.LatestFireTimes(api.LatestFireTimesRequest(schedule_ids=[b, d]), timeout=10)
+    assert [e.schedule_id for e in only.entries] == [b]
+
+
+def test_a_missed_batch_is_fenced_and_leaves_existing_runs_alone(store_only: StoreProcess) -> None:
+    stub = store_only.stub()
+    sid = create_schedule(stub).schedule_id
+    ran = record_run(stub, sid, T, token=5).run
+
+    # A batch writes new rows, skips unknown schedules, leaves a run alone
+    reply = batch(
+        stub, [slot(sid, 0, "overlap_skip"), slot(sid, 1, "catchup_cap"), slot("nope", 1, "x")]
+    )
+    assert (reply.recorded, list(reply.unknown_schedules)) == (1, ["nope"])
+    assert stub.GetRun(api.GetRunRequest(run_id=ran.run_id), timeout=10).run.state == (
+        pb.RUN_STATE_PENDING
+    )
+
+    # A stale token writes nothing
+    err = rpc_error(batch, stub, [slot(sid, 9, "catchup_cap")], token=4)
+    assert err.code() == grpc.StatusCode.FAILED_PRECONDITION
+    assert err.details().startswith("fencing_token: ")
+    runs = stub.ListRuns(api.ListRunsRequest(schedule_id=sid), timeout=10).runs
+    assert sorted(ts_to_dt(r.fire_time) for r in runs) == [T, T + timedelta(minutes=1)]
+
+    # A malformed slot is named
+    err = rpc_error(batch, stub, [api.MissedSlot(schedule_id=sid, reason="x")])
+    assert err.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert err.details().startswith("slots[0].fire_time: ")
+
+
+def test_a_placeholder_becomes_the_run_or_takes_its_final_reason(store_only: StoreProcess) -> None:
+    # Given placeholders for a paced catch-up run, a buffered fire and a backfill
+    stub = store_only.stub()
+    sid = create_schedule(stub).schedule_id
+    batch(
+        stub,
+        [
+            slot(sid, 0, "pending:catchup", pb.TRIGGER_KIND_CATCHUP),
+            slot(sid, 1, "pending:overlap_buffer", pb.TRIGGER_KIND_SCHEDULED),
+            slot(sid, 2, "pending:backfill", pb.TRIGGER_KIND_BACKFILL),
+            slot(sid, 3, "outside_catchup_window"),
+        ],
+    )
+    pending = stub.ListPendingFires(api.ListPendingFiresRequest(), timeout=10).runs
+    assert [r.error for r in pending] == [
+        "pending:catchup",
+        "pending:overlap_buffer",
+        "pending:backfill",
+    ]
+
+    # When the catch-up run starts, the buffered fire is skipped after all, and the
+    # backfill and the MISSED slot are started by a backfill
+    started = record_run(stub, sid, T, token=6, trigger=pb.TRIGGER_KIND_CATCHUP)
+    skipped = stub.RecordMissed(
+        api.RecordMissedRequest(
+            schedule_id=sid,
+            fire_time=dt_to_ts(T + timedelta(minutes=1)),
+            reason="overlap_skip",
+            fencing_token=6,
+        ),
+        timeout=10,
+    )
+    backfilled = record_run(
+        stub, sid, T + timedelta(minutes=2), token=6, trigger=pb.TRIGGER_KIND_BACKFILL
+    )
+    rerun = record_run(
+        stub, sid, T + timedelta(minutes=3), token=6, trigger=pb.TRIGGER_KIND_BACKFILL
+    )
+    again = record_run(
+        stub, sid, T + timedelta(minutes=3), token=6, trigger=pb.TRIGGER_KIND_BACKFILL
+    )
+
+    # Then each placeholder turned into what was decided, keeping its run id
+    ids = {r.run_id for r in pending}
+    assert started.created and started.run.state == pb.RUN_STATE_PENDING
+    assert started.run.trigger == pb.TRIGGER_KIND_CATCHUP and started.run.run_id in ids
+    assert skipped.run.state == pb.RUN_STATE_MISSED and skipped.run.error == "overlap_skip"
+    assert backfilled.created and backfilled.run.run_id in ids
+    assert rerun.created and rerun.run.state == pb.RUN_STATE_PENDING
+    assert not again.created  # a second start of the same slot is the same run
+    assert list(stub.ListPendingFires(api.ListPendingFiresRequest(), timeout=10).runs) == []
+    events = stub.ListRunEvents(api.ListRunEventsRequest(run_id=rerun.run.run_id), timeout=10)
+    assert [e.kind for e in events.events] == ["missed", "recorded"]
+    assert "was MISSED: outside_catchup_window" in events.events[-1].detail
+
+
+def test_list_schedules_pages_by_id(store_only: StoreProcess) -> None:
+    stub = store_only.stub()
+    job = register_job_type(stub)
+    ids = sorted(create_schedule(stub, job).schedule_id for _ in range(5))
+
+    pages, after = [], ""
+    while True:
+        reply = stub.ListSchedules(
+            api.ListSchedulesRequest(limit=2, after_schedule_id=after), timeout=10
+        )
+        pages.append([s.schedule_id for s in reply.schedules])
+        if len(reply.schedules) < 2:
+            break
+        after = reply.schedules[-1].schedule_id
+
+    assert pages == [ids[0:2], ids[2:4], ids[4:]]

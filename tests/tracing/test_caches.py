@@ -1,0 +1,135 @@
+"""The caches on a run's path answer where their spans say they did, and never decide
+what the store decides: a duplicate start is answered without the store, a new one
+always goes to it."""
+
+from __future__ import annotations
+
+import signal
+from datetime import UTC, datetime, timedelta
+
+import grpc
+import pytest
+import redis
+
+from cronwave.v1 import common_pb2
+from cronwave.v1 import dispatcher_service_pb2 as dispatcher_pb
+from cronwave.v1 import dispatcher_service_pb2_grpc as dispatcher_grpc
+from cronwave_core.caching import METADATA_KEY, RunStatusCache
+from cronwave_core.convert import dt_to_ts
+from cronwave_core.suite import Suite
+from cronwave_core.telemetry import ATTR_CACHE_HIT, ATTR_CACHE_NAME, ATTR_SCHEDULE_ID
+from cronwave_waterfall import build_runs, compare_scenarios
+from tests.helpers import eventually, fresh
+from tests.tracing.support import client_for, spans_of, traced_suite
+
+pytestmark = pytest.mark.slow
+
+FIRE = datetime(2024, 6, 1, 2, 0, tzinfo=UTC)
+
+
+def _start(suite: Suite, schedule_id: str, timeout: float = 10) -> dispatcher_pb.StartRunResponse:
+    with grpc.insecure_channel(suite.dispatcher_addr) as channel:
+        reply: dispatcher_pb.StartRunResponse = dispatcher_grpc.DispatcherServiceStub(
+            channel
+        ).StartRun(
+            dispatcher_pb.StartRunRequest(
+                schedule_id=schedule_id,
+                fire_time=dt_to_ts(FIRE),
+                fencing_token=1,
+                trigger=common_pb2.TRIGGER_KIND_SCHEDULED,
+            ),
+            timeout=timeout,
+        )
+    return reply
+
+
+def _with_store_frozen(suite: Suite, schedule_id: str) -> dispatcher_pb.StartRunResponse:
+    suite.signal("workflow-store", signal.SIGSTOP)
+    try:
+        return _start(suite, schedule_id, timeout=5)
+    finally:
+        suite.signal("workflow-store", signal.SIGCONT)
+
+
+def _hits(spans: list, cache: str, schedule_id: str) -> list[str]:
+    found = [
+        s
+        for s in spans
+        if s.attributes.get(ATTR_CACHE_NAME) == cache
+        and s.attributes.get(ATTR_SCHEDULE_ID) == schedule_id
+        and ATTR_CACHE_HIT in s.attributes
+    ]
+    return [str(s.attributes[ATTR_CACHE_HIT]) for s in sorted(found, key=lambda s: s.start_ns)]
+
+
+def test_a_duplicate_start_is_answered_from_the_cache_without_the_store(
+    make_suite, namespace
+) -> None:
+    # Given a scheduled fire that was started and has succeeded
+    suite = traced_suite(make_suite)
+    sid = fresh("dedup")
+    with client_for(suite) as client:
+        client.create_schedule(sid, cron="0 2 * * *", job_type="cronwave.noop")
+        first = _start(suite, sid)
+        assert first.created
+        assert client.wait_run(first.run.run_id, timeout=timedelta(seconds=60)).state == "SUCCEEDED"
+    status = RunStatusCache(redis.Redis.from_url(suite.redis_url), namespace)
+    eventually(lambda: status.get_many([first.run.run_id]), what="the run's end in the cache")
+
+    # When the same fire is started again while the store cannot answer at all
+    again = _with_store_frozen(suite, sid)
+    # Then the dispatcher answered from its process: the same run, as it ended
+    assert not again.created
+    assert again.run.run_id == first.run.run_id
+    assert again.run.state == common_pb2.RUN_STATE_SUCCEEDED
+
+    # And after the dispatcher restarts (its process cache is gone), Redis answers
+    suite.restart("dispatcher")
+    third = _with_store_frozen(suite, sid)
+    assert (third.created, third.run.run_id) == (False, first.run.run_id)
+
+    # The spans say where each look-up was answered
+    spans = spans_of(suite)
+    assert _hits(spans, "dedup", sid) == ["miss", "local", "redis"]
+    # and only the first start reached the store
+    recorded = [
+        s
+        for s in spans
+        if s.name == "workflow-store RecordRun" and s.attributes.get(ATTR_SCHEDULE_ID) == sid
+    ]
+    assert len(recorded) == 1
+
+
+def test_route_look_ups_take_the_path_the_caller_asks_for(make_suite) -> None:
+    # Given a schedule whose route no cache holds yet
+    suite = traced_suite(make_suite)
+    sid = fresh("route")
+    controls = ["", "", "no-local", "no-cache", ""]
+    with client_for(suite) as client:
+        client.create_schedule(sid, cron="0 2 * * *", job_type="cronwave.noop")
+        # When it is triggered five times, steering the route look-up of some
+        with grpc.insecure_channel(suite.dispatcher_addr) as channel:
+            stub = dispatcher_grpc.DispatcherServiceStub(channel)
+            run_ids = []
+            for control in controls:
+                reply = stub.TriggerRun(
+                    dispatcher_pb.TriggerRunRequest(schedule_id=sid),
+                    metadata=((METADATA_KEY, control),) if control else None,
+                    timeout=10,
+                )
+                run_ids.append(reply.run.run_id)
+                client.wait_run(reply.run.run_id, timeout=timedelta(seconds=60))
+    spans = spans_of(suite)
+    # Then the first look-up went to the store, the next was answered in the process,
+    # "no-local" by Redis, "no-cache" by the store again (which refilled the process)
+    assert _hits(spans, "route", sid) == ["miss", "local", "redis", "miss", "local"]
+    # and each run's scenario is the path its look-up took
+    runs = {r.run_id: r for r in build_runs(spans)}
+    assert [runs[r].scenario for r in run_ids] == ["miss", "local", "redis", "miss", "local"]
+    side_by_side = compare_scenarios([runs[r] for r in run_ids])
+    assert [(w.scenario, w.runs) for w in side_by_side] == [("local", 2), ("redis", 1), ("miss", 2)]
+    # and a run that missed paid the store's round trips inside its dispatch hop
+    missed = runs[run_ids[0]]
+    local = runs[run_ids[1]]
+    assert missed.kind_ns.get(("dispatch", "network"), 0) > 0
+    assert local.kind_ns.get(("dispatch", "network"), 0) == 0

@@ -1,0 +1,81 @@
+"""Truth tests: a known delay injected into one hop and kind of real runs is what the
+waterfall names as the source of the p99 tail, with the delay it adds.
+
+Each test starts a suite with ``CRONWAVE_FAULT`` set, drives a few hundred runs end to
+end, stops the suite (so every span is flushed) and analyses its span files. The
+delays are sized above the run's own p99 spread on a shared test machine (tens of
+milliseconds, with stalls of the host beyond that), so that the injected delay and
+not the machine is what the tail is made of.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+
+from cronwave_core.faults import LatencyFault, run_key
+from cronwave_core.telemetry import ATTR_FAULT
+from cronwave_waterfall import Run, RunFilter, TailAttribution, waterfall
+from tests.tracing.support import load, runs_since, spans_of, traced_suite
+
+pytestmark = pytest.mark.slow
+
+RUNS = 400
+FRACTION = 0.05
+
+
+def _case(hop: str, kind: str, ms: int) -> object:
+    fault = LatencyFault(hop, kind, timedelta(milliseconds=ms), FRACTION)
+    return pytest.param(fault, id=f"{hop}-{kind}")
+
+
+CASES = [
+    _case("persist", "database", 250),
+    _case("pickup", "queue", 300),
+    _case("dispatch", "cache", 250),
+]
+
+
+@pytest.mark.parametrize("fault", CASES)
+def test_the_tail_is_blamed_on_the_injected_delay(make_suite, namespace, fault) -> None:
+    delay_ms = fault.delay.total_seconds() * 1000
+    # Given a suite that slows one hop and kind of 5% of runs
+    spec = f"delay={fault.hop}:{fault.kind}:{delay_ms:g}ms:{fault.fraction}"
+    suite = traced_suite(make_suite, {"CRONWAVE_FAULT": spec, "CRONWAVE_JOB_ISOLATION": "thread"})
+    # When a few hundred runs go through it (after a warm-up)
+    report = load(suite, namespace, RUNS, concurrency=2, warmup=40, timeout=timedelta(seconds=150))
+    runs = runs_since(spans_of(suite), report.since)
+    assert len(runs) == RUNS
+
+    # Then the runs the hook chose are the runs whose spans say so
+    slowed = {r.run_id for r in runs if fault.selected(run_key(r.schedule_id, r.fire_time))}
+    marked = {r.run_id for r in runs if any(s.attributes.get(ATTR_FAULT) for s in r.spans)}
+    assert slowed == marked
+    assert 0.02 * RUNS < len(slowed) < 0.09 * RUNS
+    # and the waterfall names that hop and kind as the tail's source
+    tail = waterfall(runs, RunFilter(since=report.since)).tail
+    why = _explain(tail, runs, slowed)
+    top = tail.top
+    assert top is not None, why
+    assert (top.hop, top.kind) == (fault.hop, fault.kind), why
+    assert tail.headline.startswith("p99 tail: "), why
+    assert f"{fault.kind} in {fault.hop}" in tail.headline, why
+    # with the delay it adds, within 20%
+    assert top.excess_ms == pytest.approx(delay_ms, rel=0.2), why
+
+
+def _explain(tail: TailAttribution, runs: list[Run], slowed: set[str]) -> str:
+    """The headline, the top contributions and each tail run: what a failure shows."""
+    threshold = tail.threshold_ms or 0.0
+    lines = [tail.headline]
+    lines += [f"  {c.kind} in {c.hop}: {c.excess_ms:+.1f} ms" for c in tail.contributions[:4]]
+    for run in runs:
+        e2e = (run.end_to_end_ns or 0) / 1e6
+        if e2e > threshold:
+            worst = max(run.kind_ns.items(), key=lambda item: item[1])
+            lines.append(
+                f"  tail run {run.run_id}: {e2e:.1f} ms, injected={run.run_id in slowed}, "
+                f"most in {worst[0][1]} in {worst[0][0]} ({worst[1] / 1e6:.1f} ms)"
+            )
+    return "\n".join(lines)
