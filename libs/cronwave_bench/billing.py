@@ -10,18 +10,24 @@ payment gateway; where that demo is not part of this installation the scenario s
 from __future__ import annotations
 
 import io
+import os
 from collections.abc import Mapping
+from contextlib import ExitStack
 from datetime import timedelta
 from typing import Any
 
 from rich.console import Console
 
 from cronwave_bench.context import BenchContext
-from cronwave_bench.harness import SuiteOptions, suite_config
+from cronwave_bench.harness import SuiteOptions, own_database, suite_config
 from cronwave_bench.report import NOT_AVAILABLE, Result
 from cronwave_core.suite import Suite
 
 TARGET_SECONDS = 20.0
+_JOB_DATABASES = {
+    "CRONWAVE_BILLING_DATABASE_URL": "billing_job",
+    "CRONWAVE_GATEWAY_DATABASE_URL": "billing_gateway",
+}
 _TIMEOUT = timedelta(minutes=4)
 
 
@@ -39,19 +45,25 @@ def run_billing(ctx: BenchContext) -> Result:
         result.notes.append(f"the billing demo is not part of this installation ({exc})")
         return result
     customers = ctx.sizes.billing_customers
-    config = with_gateway(
-        suite_config(ctx.backend, ctx.suite_dir("billing"), SuiteOptions(tracing=False))
-    )
     ctx.say(f"billing: {customers:,} customers")
-    suite = Suite(config)
     quiet = Console(file=io.StringIO(), width=120)
-    try:
+    with ExitStack() as stack:
+        backend = stack.enter_context(own_database(ctx.backend, "billing"))
+        env = {}
+        # On PostgreSQL the job's own data (customers, invoices, charges) and the
+        # gateway's live there too, each in a database of its own, unless set.
+        for var, label in _JOB_DATABASES.items():
+            if backend.database == "postgresql" and not os.environ.get(var):
+                own = stack.enter_context(own_database(ctx.backend, label))
+                env[var] = own.database_url or ""
+        options = SuiteOptions(tracing=False, env=env)
+        config = with_gateway(suite_config(backend, ctx.suite_dir("billing"), options))
+        suite = Suite(config)
+        stack.callback(suite.stop)
         suite.start()
         outcome = run_billing_demo(
             suite, quiet, customers, None, _TIMEOUT, rpc_timeout=timedelta(seconds=30)
         )
-    finally:
-        suite.stop()
     rec = outcome.reconciliation
     body: Any = outcome.run.result.get("seconds") if isinstance(outcome.run.result, dict) else None
     result.figures = {

@@ -71,7 +71,7 @@ def run_burst(ctx: BenchContext) -> Result:
     data_dir = ctx.suite_dir("burst")
     lead = dispatch_lead()
     env = burst_env(ctx)
-    options = SuiteOptions(tracing=True, env=env)
+    options = SuiteOptions(tracing=True, env=env, own_database=True)
     with bench_suite(ctx.backend, data_dir, options) as (suite, client):
         ctx.span_dirs["burst"] = data_dir
         wait_leading(client)
@@ -83,7 +83,12 @@ def run_burst(ctx: BenchContext) -> Result:
         ids = [f"{prefix}-{i:05d}" for i in range(n)]
         ctx.say(f"burst: creating {n} schedules due at {instant:%H:%M:%S} (~{estimate:.0f}s)")
         try:
-            parallel(lambda sid: client.create_schedule(sid, one_off=[instant], job_type=NOOP), ids)
+            parallel(
+                lambda sid: client.create_schedule(
+                    sid, one_off=[instant], job_type=NOOP, overlap="allow_all"
+                ),
+                ids,
+            )
             created = datetime.now(UTC)
             if created > instant - lead:
                 result.notes.append(

@@ -15,10 +15,12 @@ import re
 import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
-from dataclasses import dataclass
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass, replace
 from datetime import timedelta
 from pathlib import Path
+
+import sqlalchemy as sa
 
 from cronwave._client import Client
 from cronwave_core.settings import Settings
@@ -102,6 +104,10 @@ class SuiteOptions:
     workers: int = 1
     planners: int = 1
     env: Mapping[str, str] | None = None
+    #: On PostgreSQL, a database created for this suite and dropped after it, so no
+    #: scenario sees another's schedules or runs (e.g. a sweeper re-sending runs an
+    #: earlier suite left pending). SQLite suites always have a file of their own.
+    own_database: bool = False
 
 
 def passthrough_env(environ: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -145,13 +151,42 @@ def bench_suite(
 ) -> Iterator[tuple[Suite, Client]]:
     """A suite of real processes for one scenario, and a client for it; everything it
     started is stopped when the block ends, whatever ends it."""
-    suite = Suite(suite_config(backend, data_dir, options))
-    try:
+    with ExitStack() as stack:
+        if options.own_database:
+            backend = stack.enter_context(own_database(backend, data_dir.name))
+        suite = Suite(suite_config(backend, data_dir, options))
+        stack.callback(suite.stop)
         suite.start()
         with client_for(suite) as client:
             yield suite, client
+
+
+@contextmanager
+def own_database(backend: Backend, label: str) -> Iterator[Backend]:
+    """``backend`` with a fresh PostgreSQL database of its own (created next to the
+    configured one, dropped afterwards); ``backend`` itself for SQLite, or where the
+    configured user may not create databases."""
+    if backend.database != "postgresql" or not backend.database_url:
+        yield backend
+        return
+    url = sa.make_url(backend.database_url)
+    safe = re.sub(r"[^a-z0-9_]", "_", label.lower())[:20]
+    name = f"{(url.database or 'cronwave')[:24]}_{safe}_{uuid.uuid4().hex[:8]}"
+    engine = sa.create_engine(url, isolation_level="AUTOCOMMIT")
+    try:
+        with engine.connect() as conn:
+            conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
+    except sa.exc.SQLAlchemyError:
+        engine.dispose()
+        yield backend
+        return
+    try:
+        fresh = url.set(database=name).render_as_string(hide_password=False)
+        yield replace(backend, database_url=fresh)
     finally:
-        suite.stop()
+        with engine.connect() as conn:
+            conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        engine.dispose()
 
 
 def wait_leading(client: Client, timeout: timedelta = timedelta(seconds=30)) -> None:

@@ -21,7 +21,7 @@ from typing import Any
 from cronwave_bench.billing import run_billing
 from cronwave_bench.burst import run_burst
 from cronwave_bench.context import BenchContext
-from cronwave_bench.harness import dispatch_lead
+from cronwave_bench.harness import dispatch_lead, own_database
 from cronwave_bench.planner_memory import run_planner_memory
 from cronwave_bench.report import FAILED, NOT_AVAILABLE, Result, fmt_ms
 from cronwave_bench.single import run_single
@@ -45,13 +45,14 @@ def run_failover_scenario(ctx: BenchContext) -> Result:
         return result
     trials = ctx.sizes.failover_trials
     ctx.say(f"failover: {trials} leader deaths")
-    figures: dict[str, Any] = run(
-        trials,
-        database_url=ctx.backend.database_url,
-        redis_url=ctx.backend.redis_url,
-        data_dir=ctx.suite_dir("failover"),
-        progress=ctx.say,
-    )
+    with own_database(ctx.backend, "failover") as backend:
+        figures: dict[str, Any] = run(
+            trials,
+            database_url=backend.database_url,
+            redis_url=backend.redis_url,
+            data_dir=ctx.suite_dir("failover"),
+            progress=ctx.say,
+        )
     result.figures = figures
     for key, label in (("failover_s", "leader death to next fire"), ("takeover_s", "takeover")):
         stats = figures.get(key)

@@ -39,7 +39,8 @@ def run_single(ctx: BenchContext) -> Result:
     fires = ctx.sizes.single_fires
     result = Result("single")
     data_dir = ctx.suite_dir("single")
-    with bench_suite(ctx.backend, data_dir, SuiteOptions(tracing=True)) as (suite, client):
+    options = SuiteOptions(tracing=True, own_database=True)
+    with bench_suite(ctx.backend, data_dir, options) as (suite, client):
         ctx.span_dirs["single"] = data_dir
         wait_leading(client)
         ctx.planner_idle_rss_mib = rss_mib(suite.procs["cron-planner"].pid)

@@ -56,7 +56,8 @@ def _measure(ctx: BenchContext, tracing: bool) -> Variant:
     n = sizes.throughput_rate
     name = "throughput-" + ("traced" if tracing else "untraced")
     data_dir = ctx.suite_dir(name)
-    with bench_suite(ctx.backend, data_dir, SuiteOptions(tracing=tracing)) as (suite, client):
+    options = SuiteOptions(tracing=tracing, own_database=True)
+    with bench_suite(ctx.backend, data_dir, options) as (suite, client):
         if tracing:
             ctx.span_dirs["throughput"] = data_dir
         wait_leading(client)
@@ -79,6 +80,7 @@ def _measure(ctx: BenchContext, tracing: bool) -> Variant:
                     ids[i],
                     intervals=[Interval(every=every, phase=every * i / n)],
                     job_type=NOOP,
+                    overlap="allow_all",
                     start_at=first,
                     end_at=window_end,
                 ),

@@ -83,14 +83,14 @@ BAGGAGE_KEYS = (
 
 # The hop an RPC belongs to when it is part of a run: its serialization spans are
 # filed under it (the caller's own work stays in the caller's hop). Methods not
-# listed take the hop of the span they happen in.
+# listed (reads, and AppendRunEvent, which every hop uses for the run's history) take
+# the hop of the span they happen in.
 _STORE = "/cronwave.v1.WorkflowStoreService/"
 _RPC_HOPS = {
     "/cronwave.v1.DispatcherService/StartRun": "dispatch",
     "/cronwave.v1.DispatcherService/TriggerRun": "dispatch",
     _STORE + "RecordRun": "persist",
     _STORE + "RecordMissed": "persist",
-    _STORE + "AppendRunEvent": "persist",
     _STORE + "ClaimRun": "pickup",
     _STORE + "Heartbeat": "execute",
     _STORE + "CompleteRun": "complete",

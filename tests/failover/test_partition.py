@@ -40,7 +40,10 @@ def test_a_cut_off_leader_stops_firing_before_its_lease_expires(
     proxy.blackhole()
 
     # Then it stops leading before its lease expires (both watched every 20 ms)
-    expires_at = 0.0  # the lease's end as leader-election reports it, while it is held
+    # The lease's end as leader-election reports it while the first planner holds it:
+    # now + Redis's PTTL, so each report is late by however long leader-election took
+    # between the two; the earliest report of the final end is the truest.
+    ends: list[float] = []
     stopped_at: float | None = None
     taken: tuple[str, int] | None = None
     deadline = time.monotonic() + 15
@@ -50,12 +53,16 @@ def test_a_cut_off_leader_stops_firing_before_its_lease_expires(
             stopped_at = time.time()
         lease = drill.lease()
         if lease.holder.startswith(f"{first}@"):
-            expires_at = max(expires_at, ts_to_dt(lease.expires_at).timestamp())
+            ends.append(ts_to_dt(lease.expires_at).timestamp())
         elif lease.fencing_token > old_token:
             taken = drill.holder()
         time.sleep(0.02)
     assert taken is not None, "nobody took over"
     assert stopped_at is not None, "the cut-off planner never stopped leading"
+    # A renewal in flight when the link was cut may still have moved the end, by at
+    # least a renew interval (0.4 s): reports of an earlier end are left out.
+    assert ends, "the first planner's lease was never seen after the cut"
+    expires_at = min(end for end in ends if end > max(ends) - 0.2)
     assert stopped_at < expires_at, f"led {stopped_at - expires_at:.3f}s past its lease"
     assert "lost the lease" in log_text(drill, first)
 
@@ -69,7 +76,7 @@ def test_a_cut_off_leader_stops_firing_before_its_lease_expires(
         what="a fire by the new leader",
     )
     new = [ts_to_dt(r.created_at).timestamp() for r in drill.runs() if r.fencing_token > old_token]
-    assert min(new) >= expires_at - 0.01  # the lease's end, to its millisecond rounding
+    assert min(new) >= expires_at - 0.02  # the end's rounding and report latency
 
     # And every slot has exactly one run, whose job ran once; nothing was refused
     accounts = drill.finish(datetime.now(UTC))

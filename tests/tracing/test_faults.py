@@ -102,6 +102,6 @@ def test_inject_sleeps_the_delay_and_marks_the_span() -> None:
     # Then the delay was slept and the span says which fault it was
     assert slept == timedelta(milliseconds=30)
     assert time.monotonic() - began >= 0.03
-    assert span.attributes[ATTR_FAULT] == "execute:app:+30ms"  # type: ignore[index]
+    assert getattr(span, "attributes", {}).get(ATTR_FAULT) == "execute:app:+30ms"
     # and another point is untouched
     assert faults.inject("persist", "database", run_key("s", FIRE)) == timedelta(0)

@@ -49,7 +49,12 @@ def test_the_tail_is_blamed_on_the_injected_delay(make_suite, namespace, fault) 
     assert len(runs) == RUNS
 
     # Then the runs the hook chose are the runs whose spans say so
-    slowed = {r.run_id for r in runs if fault.selected(run_key(r.schedule_id, r.fire_time))}
+    assert all(r.fire_time is not None for r in runs)
+    slowed = {
+        r.run_id
+        for r in runs
+        if r.fire_time is not None and fault.selected(run_key(r.schedule_id, r.fire_time))
+    }
     marked = {r.run_id for r in runs if any(s.attributes.get(ATTR_FAULT) for s in r.spans)}
     assert slowed == marked
     assert 0.02 * RUNS < len(slowed) < 0.09 * RUNS

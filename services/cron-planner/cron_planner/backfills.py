@@ -145,6 +145,7 @@ class Backfiller:
                 act_at + self._give_up_after,
                 overlap=req.overlap,
                 placeholder=True,
+                pace=gap,
             )
             fires.append(fire)
         # Durable before it is acknowledged: a successor resumes what is recorded.

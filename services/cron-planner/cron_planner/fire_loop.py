@@ -206,6 +206,7 @@ class FireLoop:
         self._work = WorkQueue()
         self._buffers = Buffers()
         self._next_poll: datetime | None = None
+        self._paced: dict[tuple[str, Trigger], datetime] = {}
         self._inbox: list[Fire] = []
         self._inbox_lock = threading.Lock()
         self.stats = FireStats()
@@ -284,7 +285,10 @@ class FireLoop:
         fire = self._work.peek()
         slot = self._index.peek()
         if fire is not None and fire.act_at <= now and (slot is None or fire.act_at <= slot.act_at):
-            self._start(self._work.pop(), token)
+            self._work.pop()
+            if self._paced_later(fire, now):
+                return
+            self._start(fire, token)
             return
         if slot is not None and slot.act_at <= now:
             self._handle_slot(slot, token, now)
@@ -315,6 +319,7 @@ class FireLoop:
         self._term_attempts, self._term_retry_at = 0, None
         self._work.clear()
         self._buffers.clear()
+        self._paced.clear()
         with self._inbox_lock:
             self._inbox.clear()  # their placeholders are among `pending`
         self._index.rebase(latest)
@@ -359,9 +364,23 @@ class FireLoop:
             turns[(p.schedule_id, backfill)] = turn + 1
             act_at = now + gap * turn
             fire = Fire(p.schedule_id, p.fire_time, p.trigger, act_at, act_at + self._give_up_after)
-            fire.placeholder = True
+            fire.placeholder, fire.pace = True, gap
             self._work.push(fire)
         self.stats.resumed += len(pending)
+
+    def _paced_later(self, fire: Fire, now: datetime) -> bool:
+        """Put a paced fire back when the last of its kind started less than its pace
+        ago (the loop got to them late: they must not start as a burst)."""
+        if not fire.pace:
+            return False
+        key = (fire.schedule_id, fire.trigger)
+        last = self._paced.get(key)
+        if last is not None and now < last + fire.pace:
+            fire.act_at = last + fire.pace
+            self._work.push(fire)
+            return True
+        self._paced[key] = now
+        return False
 
     def _take_inbox(self) -> None:
         with self._inbox_lock:

@@ -91,6 +91,7 @@ def plan_slot(
             act_at = now + plan.min_spacing * waiting
             waiting += 1
             fire = Fire(sid, at, Trigger.CATCHUP, act_at, act_at + give_up_after)
+            fire.pace = plan.min_spacing
             if act_at > now:
                 fire.placeholder = True
                 missed.append(Missed(sid, at, pending_reason(Trigger.CATCHUP), Trigger.CATCHUP))

@@ -15,7 +15,7 @@ from __future__ import annotations
 import heapq
 import itertools
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from enum import StrEnum
 
 from cronwave_core.spec import Overlap
@@ -59,7 +59,8 @@ class Fire:
     """A run to start: ``schedule_id`` at its nominal ``fire_time``, at ``act_at`` or
     later, by ``deadline`` at the latest (else it is recorded MISSED). ``overlap``
     overrides the schedule's overlap policy (a backfill's choice); ``placeholder``
-    says a pending row stands for it in the store."""
+    says a pending row stands for it in the store; ``pace`` is the least time between
+    the starts of the schedule's fires of this trigger."""
 
     schedule_id: str
     fire_time: datetime
@@ -69,6 +70,9 @@ class Fire:
     overlap: Overlap | None = None
     placeholder: bool = False
     attempts: int = 0
+    # Paced fires (catch-up runs, backfills) of one schedule and trigger start at least
+    # this far apart, however late the loop gets to them.
+    pace: timedelta = timedelta(0)
 
     def missed(self, reason: str) -> Missed:
         return Missed(self.schedule_id, self.fire_time, reason, self.trigger)

@@ -191,8 +191,7 @@ class WorkflowStoreServicer(api_grpc.WorkflowStoreServiceServicer):
     def AppendRunEvent(
         self, request: api.AppendRunEventRequest, context: grpc.ServicerContext
     ) -> api.AppendRunEventResponse:
-        with _db_span("AppendRunEvent", "persist", request.run_id):
-            event = self.store.append_run_event(request.run_id, request.kind, request.detail)
+        event = self.store.append_run_event(request.run_id, request.kind, request.detail)
         return api.AppendRunEventResponse(event=convert.event_to_proto(event))
 
     # -- attempts ----------------------------------------------------------------------
