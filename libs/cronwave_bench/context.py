@@ -25,9 +25,6 @@ class Sizes:
     failover_trials: int = 20
     billing_customers: int = 100_000
     planner_schedules: int = 100_000
-    #: Worker threads of the burst's suite: each run held until the instant waits in
-    #: one, so a burst of N needs N of them to start together.
-    burst_worker_threads: int = 0  # 0: the burst size
 
     @classmethod
     def tiny(cls) -> Sizes:

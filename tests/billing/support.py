@@ -124,6 +124,7 @@ class BillingSuite:
                     "CRONWAVE_GATEWAY_DATABASE_URL": gateway_url,
                     "CRONWAVE_BILLING_HEARTBEAT_TIMEOUT": "1",
                     "CRONWAVE_SWEEP_INTERVAL": "0.2",
+                    "CRONWAVE_JOB_WARM_PROCESSES": "1",
                     "CRONWAVE_TRACING": "off",
                     **env,
                 },

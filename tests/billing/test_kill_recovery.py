@@ -75,18 +75,21 @@ def test_kill_9_at_random_points_charges_every_invoice_exactly_once(billing_suit
             suite.suite.stop_proc(worker)
             worker = suite.start_worker(CRONWAVE_BILLING_CRASH_AFTER_CHARGES=str(answer))
         run = suite.trigger(suite.schedule(**PAYLOAD, period=period))
+        wait_until_running(suite, run.run_id)
+        # The worker that takes over boots while the run runs (the run is claimed, so it
+        # cannot take it before the killed attempt's heartbeat lapses).
+        standby = suite.start_worker(wait=False)
         if by_itself:
             eventually(lambda w=worker: not w.alive(), timeout=60, what="the worker's crash")
             how = f"killed itself after gateway answer {answer}"
         else:
-            wait_until_running(suite, run.run_id)
             delay = rng.uniform(0.0, 1.2)
             time.sleep(delay)
             suite.kill(worker)
             how = f"kill -9 at {delay:.2f}s"
         killed = time.monotonic()
         at_kill = suite.run(run.run_id)
-        worker = suite.start_worker(wait=False)
+        worker = standby
 
         if at_kill.terminal:
             # Killed after the run had already finished: nothing to recover.

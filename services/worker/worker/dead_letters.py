@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import json
+import logging
 from typing import Any
 
 import dramatiq
+import grpc
 from dramatiq.common import q_name
 
-from worker.runtime import RunProcessor
+from worker.runtime import TRANSIENT, RunProcessor
 from worker.supervisor import describe
+
+log = logging.getLogger("cronwave.worker")
 
 
 class DeadLetterRejected(dramatiq.Middleware):
@@ -26,6 +30,11 @@ class DeadLetterRejected(dramatiq.Middleware):
         kwargs = message.kwargs if isinstance(message.kwargs, dict) else {}
         run_id = kwargs.get("run_id")
         exc = getattr(message, "_exception", None)
+        if isinstance(exc, grpc.RpcError) and exc.code() in TRANSIENT:
+            # The store was unreachable: nothing is wrong with the message. The run
+            # stays PENDING (or RUNNING) and the sweeper sends it again.
+            log.warning("run %r: message dropped while the store is unreachable", run_id)
+            return
         error = describe(exc) if exc is not None else "rejected by the broker"
         text = json.dumps(
             {"actor_name": message.actor_name, "args": list(message.args), "kwargs": kwargs},

@@ -36,6 +36,7 @@ from cronwave_core.settings import Settings
 from cronwave_core.telemetry import init_tracing
 from worker.actors import declare_actors
 from worker.dead_letters import DeadLetterRejected
+from worker.held_runs import HeldRuns
 from worker.job_process import JobProcessPool
 from worker.jobs import JobType, Registry, default_registry
 from worker.options import WorkerOptions
@@ -139,6 +140,7 @@ def main() -> None:
         pool.wait_ready(min(2, pool.warm))
 
     stats = WorkerStats()
+    held = HeldRuns()
     cache_redis = redis_client(settings.redis_url)
     processor = RunProcessor(
         store,
@@ -149,6 +151,7 @@ def main() -> None:
         isolation=Isolation(pool=pool, kill_grace=options.kill_grace),
         run_status=RunStatusCache(cache_redis, settings.namespace),
         faults=Faults.from_env_value(settings.fault),
+        held=held,
     )
     broker.add_middleware(DeadLetterRejected(processor))
     declare_actors(broker, settings.worker_queues, processor, registry)
@@ -163,6 +166,7 @@ def main() -> None:
     )
 
     def on_stop() -> None:
+        held.stop(settings.grace)  # the consumer has stopped: nothing new is held
         if pool is not None:
             pool.close()
         broker.close()

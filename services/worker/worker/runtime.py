@@ -12,6 +12,7 @@ dead-letter list with the reason, and is acknowledged.
 
 from __future__ import annotations
 
+import contextvars
 import json
 import logging
 import threading
@@ -43,6 +44,7 @@ from cronwave_core.telemetry import (
     inject_context,
     run_attributes,
 )
+from worker.held_runs import HeldRuns
 from worker.isolation import ProcessSupervisor
 from worker.job_process import JobProcessPool
 from worker.jobs import JobContext, JobType, Registry
@@ -63,7 +65,8 @@ ATTR_OUTCOME = "cronwave.outcome"
 ATTR_OVERHEAD_MS = "cronwave.job_process.overhead_ms"
 
 # Calls whose failure says nothing about the run: the store is restarting or slow.
-_TRANSIENT = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
+TRANSIENT = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
+_TRANSIENT = TRANSIENT
 # Calls whose failure says the attempt is no longer this worker's to finish.
 _NOT_OURS = (grpc.StatusCode.FAILED_PRECONDITION, grpc.StatusCode.NOT_FOUND)
 
@@ -148,6 +151,7 @@ class RunProcessor:
         isolation: Isolation | None = None,
         run_status: RunStatusCache | None = None,
         faults: Faults | None = None,
+        held: HeldRuns | None = None,
     ) -> None:
         self.store = store
         self.registry = registry
@@ -157,6 +161,7 @@ class RunProcessor:
         self.isolation = isolation or Isolation(pool=None)
         self.run_status = run_status  # terminal runs, for readers of run status
         self.faults = faults or Faults()
+        self.held = held  # runs claimed ahead of their fire time wait there
 
     def process(self, kwargs: Mapping[str, Any], args: Sequence[Any] = (), queue: str = "") -> None:
         """Handle the message's arguments. A poison message is dead-lettered; a run
@@ -212,11 +217,40 @@ class RunProcessor:
                     queue=message.queue,
                 )
                 return
+            if self._hold_if_early(claim.run, claim.attempt_token, attrs):
+                return
             self.stats.started()
             try:
                 self._execute(claim.run, claim.attempt_token, attrs)
             finally:
                 self.stats.finished()
+
+    def _hold_if_early(
+        self, run: common_pb2.Run, attempt_token: int, attrs: Mapping[str, str]
+    ) -> bool:
+        """Hand a run claimed well ahead of its fire time to the held runs (see
+        ``worker.held_runs``), released by a heartbeat interval at the latest; False
+        when it is due soon enough to run in this thread."""
+        if self.held is None:
+            return False
+        now = datetime.now(UTC)
+        fire_time = ts_to_dt(run.fire_time)
+        if fire_time - now <= self.held.release_ahead:
+            return False
+        beat_by = now + self.registry.get(run.job_type).heartbeat_interval
+        context = contextvars.copy_context()  # the message's trace context
+
+        def attempt() -> None:
+            self.stats.started()
+            try:
+                self._execute(run, attempt_token, attrs)
+            finally:
+                self.stats.finished()
+
+        self.held.hold(
+            min(fire_time, beat_by + self.held.release_ahead), lambda: context.run(attempt)
+        )
+        return True
 
     def _claim(
         self, message: RunMessage, attrs: Mapping[str, str]
