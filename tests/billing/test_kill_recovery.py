@@ -12,12 +12,14 @@ from __future__ import annotations
 import json
 import os
 import random
+import signal
 import time
 from dataclasses import dataclass
 
 import pytest
 
 from cronwave._models import Run
+from cronwave_core.suite import Proc
 from tests.billing.support import BillingSuite, charged_twice
 from tests.helpers import eventually
 
@@ -44,10 +46,18 @@ class Trial:
 def wait_until_running(suite: BillingSuite, run_id: str) -> Run:
     def running() -> Run:
         run = suite.run(run_id)
-        assert run.state == "RUNNING" or run.terminal, run.state
+        assert run.state == "RUNNING" and run.worker_id, run.state
         return run
 
     return eventually(running, timeout=30, interval=0.01, what="run started")
+
+
+def holder(workers: list[Proc], run: Run) -> Proc:
+    """The worker process whose attempt holds ``run`` (worker ids are worker-<pid>)."""
+    for proc in workers:
+        if run.worker_id == f"worker-{proc.pid}":
+            return proc
+    raise AssertionError(f"{run.worker_id} is none of {[w.pid for w in workers]}")
 
 
 def phase(run: Run) -> str:
@@ -61,35 +71,42 @@ def test_kill_9_at_random_points_charges_every_invoice_exactly_once(billing_suit
     rng = random.Random(seed)
     suite: BillingSuite = billing_suite()
     began = time.monotonic()
-    worker = suite.start_worker()
+    # Two workers, as in a pool: one runs the job and is killed, the other takes over.
+    workers = [suite.start_worker(), suite.start_worker()]
     trials: list[Trial] = []
     for number in range(TRIALS):
         assert time.monotonic() - began < BUDGET_S, f"over budget after {number} trials"
         period = f"trial-{number}"
         by_itself = number % 2 == 1
+        schedule = suite.schedule(**PAYLOAD, period=period)
         if by_itself:
             # A worker that kills itself right after its k-th gateway answer, before
             # recording it: the one window where money moved and the job's database
-            # does not know yet.
+            # does not know yet. The other worker is held (SIGSTOP) until the drill
+            # worker has claimed the run.
             answer = rng.randint(1, CUSTOMERS // CHARGE_BATCH)
-            suite.suite.stop_proc(worker)
-            worker = suite.start_worker(CRONWAVE_BILLING_CRASH_AFTER_CHARGES=str(answer))
-        run = suite.trigger(suite.schedule(**PAYLOAD, period=period))
-        wait_until_running(suite, run.run_id)
-        # The worker that takes over boots while the run runs (the run is claimed, so it
-        # cannot take it before the killed attempt's heartbeat lapses).
-        standby = suite.start_worker(wait=False)
-        if by_itself:
-            eventually(lambda w=worker: not w.alive(), timeout=60, what="the worker's crash")
+            suite.suite.stop_proc(workers.pop(0))
+            victim = suite.start_worker(CRONWAVE_BILLING_CRASH_AFTER_CHARGES=str(answer))
+            standby = workers[0]
+            os.kill(standby.pid, signal.SIGSTOP)
+            try:
+                run = suite.trigger(schedule)
+                wait_until_running(suite, run.run_id)
+            finally:
+                os.kill(standby.pid, signal.SIGCONT)
+            eventually(lambda w=victim: not w.alive(), timeout=60, what="the worker's crash")
             how = f"killed itself after gateway answer {answer}"
         else:
+            run = suite.trigger(schedule)
+            victim = holder(workers, wait_until_running(suite, run.run_id))
             delay = rng.uniform(0.0, 1.2)
             time.sleep(delay)
-            suite.kill(worker)
+            suite.kill(victim)
             how = f"kill -9 at {delay:.2f}s"
         killed = time.monotonic()
         at_kill = suite.run(run.run_id)
-        worker = standby
+        # A new second worker boots while this trial is checked.
+        workers = [w for w in workers if w.alive()] + [suite.start_worker(wait=False)]
 
         if at_kill.terminal:
             # Killed after the run had already finished: nothing to recover.
