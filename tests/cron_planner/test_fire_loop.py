@@ -403,3 +403,17 @@ def test_a_buffered_fire_starts_when_the_run_in_flight_ends(rig: Rig) -> None:
 
     # Then the buffered fire starts, with its own nominal fire time
     assert rig.dispatcher.started() == [("s", "12:00")]
+
+
+def test_a_pause_cancels_runs_dispatched_ahead_of_a_later_fire_time(rig: Rig) -> None:
+    # Given runs of a schedule in flight: one for a past slot, one dispatched ahead
+    before = InFlight("run-before", "running", 1, T0 - timedelta(minutes=1))
+    ahead = InFlight("run-ahead", "pending", 0, T0 + timedelta(seconds=2))
+    rig.ledger.running["s"] = [ahead, before]
+
+    # When the schedule is paused now
+    rig.loop.paused("s", T0)
+
+    # Then only the run whose fire time lies after the pause is cancelled
+    eventually(lambda: rig.ledger.cancelled == ["run-ahead"], what="cancelled ahead")
+    assert rig.loop.stats.cancelled == 1

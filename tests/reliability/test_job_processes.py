@@ -7,6 +7,9 @@ from __future__ import annotations
 import json
 import os
 import statistics
+import subprocess
+import sys
+import threading
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -45,7 +48,7 @@ def pool(tmp_path: Path, namespace: str) -> Iterator[JobProcessPool]:
         CRONWAVE_JOB_MODULES="tests.reliability.jobs",
         PYTHONPATH=str(REPO),
     )
-    pool = JobProcessPool(warm=2, max_idle=2, env=env)
+    pool = JobProcessPool(warm=2, max_processes=2, env=env)
     pool.start(wait=True)
     try:
         yield pool
@@ -165,3 +168,62 @@ def test_the_body_starts_at_its_fire_time_not_before(pool: JobProcessPool) -> No
     assert result.outcome is Outcome.SUCCEEDED
     lateness_ms = (result.body_started_ns - epoch_ns(fire)) / 1e6
     assert 0 <= lateness_ms < 5, lateness_ms
+
+
+def test_runs_beyond_the_process_cap_wait_heartbeating_for_a_process(
+    pool: JobProcessPool,
+) -> None:
+    # Given a pool of two processes, both busy with 1-second jobs
+    results: list[AttemptResult] = []
+
+    def busy() -> None:
+        results.append(run(pool, "drill.steps", steps=10, step_seconds=0.1))
+
+    threads = [threading.Thread(target=busy) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    eventually(lambda: pool.idle_count() == 0, timeout=5, what="both processes busy")
+    # When a third run comes
+    beats = Beats()
+    fire = datetime.now(UTC)
+    began = time.monotonic()
+    third = supervised(pool, beats, interval=0.2).run(spec("cronwave.noop", fire), fire)
+    waited = time.monotonic() - began
+    for thread in threads:
+        thread.join(10)
+    # Then it waited for a process, beating meanwhile, and ran
+    assert third.outcome is Outcome.SUCCEEDED
+    assert [r.outcome for r in results] == [Outcome.SUCCEEDED, Outcome.SUCCEEDED]
+    assert waited >= 0.5 and len(beats.sent) >= 2
+
+
+def test_a_job_process_dies_with_its_worker_even_while_starting(tmp_path: Path) -> None:
+    # Given a parent that starts a job process and is killed at once
+    script = (
+        "import os, subprocess, sys, time\n"
+        "env = dict(os.environ, CRONWAVE_JOB_PARENT_PID=str(os.getpid()))\n"
+        "p = subprocess.Popen([sys.executable, '-P', '-m', 'worker.job_runner'], env=env,\n"
+        "                     stdin=subprocess.PIPE, stdout=subprocess.PIPE)\n"
+        "print(p.pid, flush=True)\n"
+        "time.sleep(60)\n"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CRONWAVE_")}
+    env.update(CRONWAVE_DATA_DIR=str(tmp_path), CRONWAVE_TRACING="off")
+    parent = subprocess.Popen(
+        [sys.executable, "-c", script], env=env, stdout=subprocess.PIPE, text=True
+    )
+    assert parent.stdout is not None
+    child = int(parent.stdout.readline())
+    parent.kill()
+    parent.wait(10)
+
+    # Then the job process is gone within a moment, though it was still importing
+    def gone() -> bool:
+        try:
+            status = Path(f"/proc/{child}/status").read_text()
+        except OSError:
+            return True
+        return "State:\tZ" in status
+
+    # (before its job modules are imported: that takes most of a start-up)
+    eventually(gone, timeout=0.5, interval=0.01, what="the orphaned job process gone")

@@ -19,6 +19,7 @@ ports and stopped afterwards; its spans stay there for ``cronwave waterfall``.
 
 from __future__ import annotations
 
+import resource
 import threading
 import time
 import uuid
@@ -82,6 +83,7 @@ class LoadReport:
     run_ids: list[str] = field(default_factory=list)
     schedule_ids: list[str] = field(default_factory=list)
     since: datetime | None = None  # just before the first measured trigger
+    warmed: int = 0  # warm-up runs triggered before
 
     @property
     def finished(self) -> int:
@@ -177,7 +179,9 @@ def drive(
     )
     try:
         if warmup:
-            phase.run(LoadReport(runs=warmup, scenario=scenario, concurrency=concurrency))
+            warm = LoadReport(runs=warmup, scenario=scenario, concurrency=concurrency)
+            phase.run(warm)
+            report.warmed = warm.triggered
         report.since = datetime.now(UTC)
         phase.run(report, progress=progress)
     finally:
@@ -309,6 +313,12 @@ def _from_store(target: Target, run_ids: list[str]) -> dict[str, common_pb2.Run]
     return found
 
 
+def _children_cpu() -> float:
+    """User and system CPU seconds of this process's finished children."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
 def _reachable(address: str, timeout: float = 1.0) -> bool:
     with grpc.insecure_channel(address) as channel:
         try:
@@ -387,6 +397,9 @@ def load(
             raise InvalidArgument(
                 "scenario", f"must be one of {', '.join(SCENARIOS)}, got {scenario!r}"
             )
+        # CPU time of the processes a private suite runs, all of them (services, their
+        # job processes, Redis): counted once they have been stopped and reaped.
+        cpu_before = _children_cpu()
         with suite_target(data_dir, connect) as (target, suite):
             where = (
                 f"a private suite in {suite.config.data_dir}"
@@ -406,6 +419,13 @@ def load(
                 progress=True,
             )
     console.print(report.summary())
+    if suite is not None and report.triggered:
+        cpu = _children_cpu() - cpu_before
+        total = report.triggered + report.warmed
+        console.print(
+            f"the suite's processes used {cpu:.1f} CPU-seconds (start-up included): "
+            f"{cpu / total * 1000:.1f} ms per run over {total} runs"
+        )
     since = report.since.isoformat().replace("+00:00", "Z") if report.since else ""
     where_flag = f" --data-dir {data_dir}" if data_dir is not None else ""
     console.print(

@@ -83,6 +83,7 @@ class Planner:
             self.clock,
             rpc_timeout=timeout,
             on_change=self._on_change,
+            on_pause=self.loop.paused,
         )
 
     def _on_change(self) -> None:

@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import logging
 import threading
+import weakref
 from collections.abc import Callable
+from dataclasses import replace
 from datetime import datetime, timedelta
 
 import grpc
@@ -27,14 +29,36 @@ from cronwave.v1 import workflow_store_service_pb2_grpc as store_grpc
 from cronwave_core.calendar import validate
 from cronwave_core.convert import schedule_def_from_proto, ts_to_dt
 from cronwave_core.errors import CronwaveError
-from cronwave_core.spec import ScheduleDef
+from cronwave_core.spec import Policy, ScheduleDef, Spec
 
 log = logging.getLogger("cronwave.planner.feed")
 
 PAGE = 2_000
 
 
-def _readable(msg: common_pb2.Schedule, now: datetime) -> tuple[ScheduleDef, datetime] | None:
+class _Shared:
+    """One instance per distinct spec and policy value: 100,000 schedules that share a
+    few hundred calendars hold a few hundred Spec objects, not 100,000 equal ones.
+    Weak values, so a spec no schedule uses any more is freed."""
+
+    def __init__(self) -> None:
+        self._specs: weakref.WeakValueDictionary[Spec, Spec] = weakref.WeakValueDictionary()
+        self._policies: weakref.WeakValueDictionary[Policy, Policy] = weakref.WeakValueDictionary()
+
+    def __call__(self, schedule: ScheduleDef) -> ScheduleDef:
+        try:
+            spec = self._specs.setdefault(schedule.spec, schedule.spec)
+            policy = self._policies.setdefault(schedule.policy, schedule.policy)
+        except TypeError:  # an unhashable value: kept as it is
+            return schedule
+        if spec is schedule.spec and policy is schedule.policy:
+            return schedule
+        return replace(schedule, spec=spec, policy=policy)
+
+
+def _readable(
+    msg: common_pb2.Schedule, now: datetime, shared: Callable[[ScheduleDef], ScheduleDef]
+) -> tuple[ScheduleDef, datetime] | None:
     try:
         schedule = schedule_def_from_proto(msg)
         validate(schedule.spec)
@@ -42,7 +66,7 @@ def _readable(msg: common_pb2.Schedule, now: datetime) -> tuple[ScheduleDef, dat
         log.error("schedule '%s' cannot be planned and is left out: %s", msg.schedule_id, exc)
         return None
     since = ts_to_dt(msg.updated_at) if msg.HasField("updated_at") else now
-    return schedule, since
+    return shared(schedule), since
 
 
 class ScheduleFeed:
@@ -54,6 +78,7 @@ class ScheduleFeed:
         *,
         rpc_timeout: timedelta,
         on_change: Callable[[], None] = lambda: None,
+        on_pause: Callable[[str, datetime], None] = lambda _sid, _at: None,
         stream_timeout: timedelta = timedelta(minutes=5),
         backoff: tuple[timedelta, timedelta] = (timedelta(seconds=0.1), timedelta(seconds=5)),
     ) -> None:
@@ -64,6 +89,7 @@ class ScheduleFeed:
         self._clock = clock
         self._rpc_timeout = rpc_timeout.total_seconds()
         self._on_change = on_change
+        self._on_pause = on_pause
         self._stream_timeout = stream_timeout.total_seconds()
         self._backoff = (backoff[0].total_seconds(), backoff[1].total_seconds())
         self._stopping = threading.Event()
@@ -71,6 +97,7 @@ class ScheduleFeed:
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
         self.loaded = threading.Event()
+        self._shared = _Shared()
         self.changes = 0
         self.reconnects = 0
 
@@ -116,7 +143,9 @@ class ScheduleFeed:
             reply = self._stub.ListSchedules(request, timeout=self._rpc_timeout)
             if revision is None:
                 revision = reply.revision
-            readable.extend(r for r in (_readable(s, now) for s in reply.schedules) if r)
+            readable.extend(
+                r for r in (_readable(s, now, self._shared) for s in reply.schedules) if r
+            )
             if len(reply.schedules) < PAGE:
                 break
             after = reply.schedules[-1].schedule_id
@@ -152,11 +181,14 @@ class ScheduleFeed:
     def _apply(self, msg: common_pb2.Schedule) -> None:
         self.changes += 1
         now = self._clock.now()
-        readable = None if msg.deleted else _readable(msg, now)
+        readable = None if msg.deleted else _readable(msg, now, self._shared)
         if readable is None:
             self._index.remove(msg.schedule_id, msg.revision)
         else:
-            self._index.apply(readable[0], readable[1])
+            before = self._index.get(msg.schedule_id)
+            applied = self._index.apply(readable[0], readable[1])
+            if applied and readable[0].paused and before is not None and not before.paused:
+                self._on_pause(msg.schedule_id, readable[1])
         self._on_change()
 
 

@@ -208,6 +208,7 @@ class FireLoop:
         self._next_poll: datetime | None = None
         self._paced: dict[tuple[str, Trigger], datetime] = {}
         self._inbox: list[Fire] = []
+        self._pauses: list[tuple[str, datetime]] = []
         self._inbox_lock = threading.Lock()
         self.stats = FireStats()
         self._tracer = trace.get_tracer("cronwave.planner")
@@ -226,6 +227,15 @@ class FireLoop:
         self._wake.set()
         if self._thread is not None:
             self._thread.join(timeout=timeout)
+
+    def paused(self, schedule_id: str, at: datetime) -> None:
+        """``schedule_id`` was paused at ``at`` (from any thread): its runs dispatched
+        ahead of a fire time after ``at`` (the dispatch lead) are cancelled, so a pause
+        stops what has not begun. Queued and buffered fires of a paused schedule are
+        recorded MISSED ``paused`` when their turn comes."""
+        with self._inbox_lock:
+            self._pauses.append((schedule_id, at))
+        self.wake()
 
     def submit(self, fires: Sequence[Fire]) -> None:
         """Queue ``fires`` (a backfill whose placeholders are recorded) from any
@@ -273,6 +283,8 @@ class FireLoop:
             if self._term:
                 self._end_term()
             self._term = 0
+            with self._inbox_lock:
+                self._pauses.clear()  # the leader's own feed tells it of the pause
             self._clock.wait(self._wake, until)
             return
         if token != self._term:
@@ -385,8 +397,21 @@ class FireLoop:
     def _take_inbox(self) -> None:
         with self._inbox_lock:
             fires, self._inbox = self._inbox, []
+            pauses, self._pauses = self._pauses, []
         for fire in fires:
             self._work.push(fire)
+        for schedule_id, at in pauses:
+            self._cancel_ahead(schedule_id, at)
+
+    def _cancel_ahead(self, schedule_id: str, at: datetime) -> None:
+        try:
+            runs = [r for r in self._ledger.in_flight(schedule_id) if r.fire_time > at]
+            for run in runs:
+                reason = f"paused: the schedule was paused at {iso(at)}, before this fire time"
+                if self._ledger.cancel_run(run, reason):
+                    self.stats.cancelled += 1
+        except CronwaveError as exc:
+            log.warning("runs of paused '%s' dispatched ahead not cancelled: %s", schedule_id, exc)
 
     # due slots ---------------------------------------------------------------------
     def _handle_slot(self, slot: Slot, token: int, now: datetime) -> None:

@@ -62,14 +62,19 @@ class ProcessSupervisor:
 
         The body starts at ``fire_time`` at the earliest (the job process waits for
         it); the duration limit counts from then."""
-        try:
-            proc = self._pool.acquire()
-        except Exception as exc:
-            return AttemptResult(
-                Outcome.FAILED,
-                error=f"JobProcessUnavailable: {exc}",
-                error_types=("JobProcessUnavailable",),
-            )
+        proc = None
+        while proc is None:
+            # The run is ours while it waits for a process: keep its heartbeat going.
+            try:
+                proc = self._pool.acquire(wait=self._interval)
+            except Exception as exc:
+                return AttemptResult(
+                    Outcome.FAILED,
+                    error=f"JobProcessUnavailable: {exc}",
+                    error_types=("JobProcessUnavailable",),
+                )
+            if proc is None and self._send(force=True) is BeatResult.SUPERSEDED:
+                return AttemptResult(Outcome.SUPERSEDED)
         sent_ns = time.time_ns()
         start = self._monotonic()
         early = max(0.0, (epoch_ns(fire_time) - sent_ns) / 1e9)

@@ -148,31 +148,37 @@ class JobProcess:
 
 
 class JobProcessPool:
-    """Warm job processes for one worker.
+    """The job processes of one worker: at most ``max_processes`` at a time.
 
     ``warm`` processes are started with the worker and kept ready: each one taken is
-    replaced in the background, and one released after a clean run stays ready (up to
-    ``max_idle``), so the pool grows to the concurrency the worker uses. Processes
-    start in parallel; each is forked by the pool's own thread, which lives as long as
-    the worker, because Linux ties PR_SET_PDEATHSIG to the thread that forked.
+    replaced in the background, and one released after a clean run stays ready, so the
+    pool grows to the concurrency the worker uses, up to ``max_processes``; past that a
+    run waits for a process to come back (the worker's capacity for job bodies).
+    At most ``parallel_starts`` processes start at once (a start is CPU-bound: more at
+    a time only slows them all). Each is forked by the pool's own thread, which lives
+    as long as the worker, because Linux ties PR_SET_PDEATHSIG to the thread that
+    forked.
     """
 
     def __init__(
         self,
         *,
         warm: int,
-        max_idle: int,
+        max_processes: int,
         argv: Sequence[str] | None = None,
         env: Mapping[str, str] | None = None,
         start_timeout: timedelta = timedelta(seconds=60),
+        parallel_starts: int | None = None,
     ) -> None:
-        self.warm = max(warm, 0)
-        self.max_idle = max(max_idle, self.warm, 1)
+        self.max_processes = max(max_processes, 1)
+        self.warm = min(max(warm, 0), self.max_processes)
         self.argv = list(argv or job_process_argv())
         self.env = {**(os.environ if env is None else env), PARENT_PID_VAR: str(os.getpid())}
         self.start_timeout = start_timeout
+        self.parallel_starts = max(parallel_starts or os.cpu_count() or 1, 1)
         self._lock = threading.Condition()
         self._idle: deque[JobProcess] = deque()
+        self._live = 0  # processes that exist or are asked for: at most max_processes
         self._wanted = 0  # starts asked of the spawner, not yet forked
         self._starting = 0  # forked, not yet ready
         self._failures = 0
@@ -184,8 +190,8 @@ class JobProcessPool:
         """Start the warm processes; with ``wait``, until they are ready (or fail)."""
         self._spawner.start()
         with self._lock:
-            self._wanted += self.warm
-            self._lock.notify_all()
+            for _ in range(self.warm):
+                self._ask()
         if wait:
             self.wait_ready(self.warm)
 
@@ -202,30 +208,38 @@ class JobProcessPool:
             if len(self._idle) < count:
                 raise Unavailable(f"job processes did not start: {self._last_error or 'timed out'}")
 
-    def acquire(self) -> JobProcess:
-        """A ready job process: a warm one, else one started now."""
-        deadline = time.monotonic() + self.start_timeout.total_seconds()
+    def acquire(self, wait: float | None = None) -> JobProcess | None:
+        """A ready job process: a warm one, else one started now, else (at
+        ``max_processes``) the next one released. None when ``wait`` seconds pass
+        first; ``Unavailable`` when processes cannot start or the pool is closed."""
+        deadline = time.monotonic() + (
+            self.start_timeout.total_seconds() if wait is None else max(wait, 0.0)
+        )
         with self._lock:
-            if self._closed:
-                raise Unavailable("the job process pool is closed (the worker is stopping)")
             asked = False
             failures = self._failures
             while True:
+                if self._closed:
+                    raise Unavailable("the job process pool is closed (the worker is stopping)")
                 while self._idle:
                     proc = self._idle.popleft()
                     if proc.alive():
                         self._refill()
                         return proc
-                if not asked:
-                    self._wanted += 1
+                    self._live -= 1  # died while idle
+                if not asked and self._live < self.max_processes:
+                    self._ask()
                     asked = True
-                    self._lock.notify_all()
                 left = deadline - time.monotonic()
-                given_up = self._failures > failures and not (self._wanted or self._starting)
-                if left <= 0 or self._closed or given_up:
+                if self._failures > failures and not (self._wanted or self._starting):
+                    raise Unavailable(f"job processes do not start: {self._last_error}")
+                if left <= 0:
+                    if wait is not None:
+                        return None
                     raise Unavailable(
                         "no job process became ready within "
-                        f"{self.start_timeout.total_seconds():g}s: {self._last_error or 'none'}"
+                        f"{self.start_timeout.total_seconds():g}s: "
+                        f"{self._last_error or f'all {self.max_processes} busy'}"
                     )
                 self._lock.wait(min(left, 0.5))
 
@@ -234,17 +248,15 @@ class JobProcessPool:
         proc.runs += 1
         with self._lock:
             keep = (
-                reusable
-                and not self._closed
-                and proc.alive()
-                and proc.runs < MAX_RUNS_PER_PROCESS
-                and len(self._idle) < self.max_idle
+                reusable and not self._closed and proc.alive() and proc.runs < MAX_RUNS_PER_PROCESS
             )
             if keep:
                 self._idle.append(proc)
                 self._lock.notify_all()
                 return
+            self._live -= 1
             self._refill()
+            self._lock.notify_all()
         threading.Thread(target=proc.retire, name="job-retire", daemon=True).start()
 
     def idle_count(self) -> int:
@@ -258,22 +270,31 @@ class JobProcessPool:
             self._closed = True
             idle = list(self._idle)
             self._idle.clear()
+            self._live -= len(idle)
             self._lock.notify_all()
         for proc in idle:
             proc.retire()
 
     # ----------------------------------------------------------------------------------
+    def _ask(self) -> None:
+        """One more process (lock held)."""
+        self._live += 1
+        self._wanted += 1
+        self._lock.notify_all()
+
     def _refill(self) -> None:
         """Ask for a replacement when fewer than ``warm`` are ready or coming (lock
         held)."""
-        if not self._closed and len(self._idle) + self._wanted + self._starting < self.warm:
-            self._wanted += 1
-            self._lock.notify_all()
+        coming = len(self._idle) + self._wanted + self._starting
+        if not self._closed and coming < self.warm and self._live < self.max_processes:
+            self._ask()
 
     def _spawn_loop(self) -> None:
         while True:
             with self._lock:
-                while not self._wanted and not self._closed:
+                while not self._closed and (
+                    not self._wanted or self._starting >= self.parallel_starts
+                ):
                     self._lock.wait()
                 if self._closed:
                     return
@@ -307,18 +328,20 @@ class JobProcessPool:
             return
         with self._lock:
             self._starting -= 1
-            # Not needed after all when released processes came back meanwhile.
-            surplus = self._closed or len(self._idle) >= self.max_idle
-            if not surplus:
+            closed = self._closed
+            if closed:
+                self._live -= 1
+            else:
                 self._idle.append(proc)
             self._lock.notify_all()
-        if surplus:
+        if closed:
             proc.retire()
 
     def _failed(self, error: str) -> None:
         log.error("job process did not start: %s", error)
         with self._lock:
             self._starting -= 1
+            self._live -= 1
             self._failures += 1
             self._last_error = error
             self._lock.notify_all()

@@ -10,113 +10,37 @@ exception raised into a thread can stop. The protocol is JSON lines, data only:
   ``{"op": "done", "result": ...}`` or ``{"op": "error", "error": ...}``.
 
 The job's own prints go to stderr (the worker's log), never into the protocol.
-SIGTERM raises ``JobStopped`` in the body (finally blocks run); the worker sends
-SIGKILL after a grace period. The process dies with its worker (PR_SET_PDEATHSIG on
-Linux, and a watchdog on the parent pid everywhere).
+
+The process dies with its worker: PR_SET_PDEATHSIG on Linux, and a watchdog on the
+parent pid everywhere. Both are set up here, before the job modules are imported
+(which takes most of a start-up), so a process started just before its worker died
+does not linger. This module imports nothing heavy for the same reason.
 """
 
 from __future__ import annotations
 
 import contextlib
 import ctypes
-import json
-import logging
 import os
 import signal
 import sys
 import threading
 import time
-from collections.abc import Mapping
-from datetime import datetime
-from typing import IO, Any
-
-from cronwave_core.settings import Settings
-from cronwave_core.telemetry import extracted_context, init_tracing
-from worker.jobs import JobContext, Registry, default_registry
-from worker.jobs.context import Checkpoint
-from worker.supervisor import describe, error_types
-from worker.timing import wait_until_fire_time
 
 PARENT_PID_VAR = "CRONWAVE_JOB_PARENT_PID"
 _PR_SET_PDEATHSIG = 1
 _WATCHDOG_INTERVAL_S = 0.5
 
-log = logging.getLogger("cronwave.job_runner")
 
-
-class JobStopped(BaseException):
-    """The worker stopped this attempt (duration limit, or a newer attempt took over).
-    A ``BaseException``, so a job's ``except Exception`` does not swallow it."""
-
-
-class Channel:
-    """The protocol's write end: one JSON object per line, from any thread."""
-
-    def __init__(self, stream: IO[str]) -> None:
-        self._stream = stream
-        self._lock = threading.Lock()
-
-    def send(self, message: Mapping[str, Any]) -> None:
-        line = json.dumps(message, separators=(",", ":")) + "\n"
-        with self._lock:
-            self._stream.write(line)
-            self._stream.flush()
-
-
-def run_one(spec: Mapping[str, Any], registry: Registry, channel: Channel) -> None:
-    """Run the body ``spec`` names and report its outcome on ``channel``."""
-    started_ns = 0
-    try:
-        job_type = registry.get(str(spec["job_type"]))
-        fire_time = datetime.fromisoformat(str(spec["fire_time"]))
-
-        def on_heartbeat(checkpoint: Checkpoint | None) -> None:
-            channel.send({"op": "beat", "checkpoint": checkpoint})
-
-        ctx = JobContext(
-            run_id=str(spec["run_id"]),
-            schedule_id=str(spec.get("schedule_id", "")),
-            fire_time=fire_time,
-            attempt=int(spec.get("attempt", 0)),
-            payload=dict(spec.get("payload") or {}),
-            checkpoint=dict(spec.get("checkpoint") or {}),
-            job_type=job_type.name,
-            on_heartbeat=on_heartbeat,
-        )
-        with extracted_context(dict(spec.get("trace") or {})):
-            started_ns = wait_until_fire_time(fire_time)
-            result = job_type.fn(ctx)
-        ended_ns = time.time_ns()
-        if result is None:
-            result = {}
-        if not isinstance(result, Mapping):
-            raise TypeError(f"a job returns a JSON object, got {type(result).__name__}")
-        try:
-            line = {"op": "done", "result": dict(result), "started_ns": started_ns}
-            channel.send({**line, "ended_ns": ended_ns})
-        except (TypeError, ValueError) as exc:
-            raise TypeError(f"the job's result is not JSON data: {exc}") from exc
-    except JobStopped:
-        raise
-    except Exception as exc:  # everything the job raised is its outcome
-        channel.send(
-            {
-                "op": "error",
-                "error": describe(exc),
-                "error_types": list(error_types(exc)),
-                "started_ns": started_ns,
-                "ended_ns": time.time_ns(),
-            }
-        )
-
-
-def _die_with_parent(parent_pid: int) -> None:
+def die_with_parent(parent_pid: int) -> None:
     """Exit when the worker that started this process is gone."""
     if sys.platform.startswith("linux"):
         with contextlib.suppress(OSError, AttributeError):
             libc = ctypes.CDLL(None, use_errno=True)
             libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
-    if parent_pid and os.getppid() != parent_pid:
+    if not parent_pid:
+        return
+    if os.getppid() != parent_pid:
         os._exit(0)  # the worker died before the line above
 
     def watchdog() -> None:
@@ -125,54 +49,14 @@ def _die_with_parent(parent_pid: int) -> None:
             if os.getppid() != parent_pid:
                 os._exit(0)
 
-    if parent_pid:
-        threading.Thread(target=watchdog, name="parent-watchdog", daemon=True).start()
-
-
-def _on_sigterm(_signum: int, _frame: Any) -> None:
-    raise JobStopped("stopped by the worker")
+    threading.Thread(target=watchdog, name="parent-watchdog", daemon=True).start()
 
 
 def main() -> None:
-    # The protocol keeps the original stdout and stdin; the job gets stderr and nothing.
-    proto_out = os.fdopen(os.dup(1), "w", encoding="utf-8")
-    proto_in = os.fdopen(os.dup(0), "r", encoding="utf-8")
-    os.dup2(2, 1)
-    devnull = os.open(os.devnull, os.O_RDONLY)
-    os.dup2(devnull, 0)
-    os.close(devnull)
-    sys.stdout = sys.stderr
+    die_with_parent(int(os.environ.get(PARENT_PID_VAR) or 0))
+    from worker.job_body import serve  # the job modules: the slow part of a start-up
 
-    _die_with_parent(int(os.environ.get(PARENT_PID_VAR) or 0))
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # a terminal's Ctrl-C is the worker's
-    signal.signal(signal.SIGTERM, _on_sigterm)
-    logging.basicConfig(
-        level=logging.INFO,
-        format=f"%(asctime)s job[{os.getpid()}] %(levelname)s %(name)s %(message)s",
-    )
-    settings = Settings.from_env()
-    provider = init_tracing("worker", settings)
-    registry = default_registry(settings)
-    channel = Channel(proto_out)
-    try:
-        channel.send({"op": "ready", "pid": os.getpid()})
-        for line in proto_in:
-            if not line.strip():
-                continue
-            spec = json.loads(line)
-            if spec.get("op") != "run":
-                continue
-            run_one(spec, registry, channel)
-            provider.force_flush()  # the body's spans, before this process may be killed
-    except (JobStopped, BrokenPipeError):
-        pass
-    finally:
-        for job_type in registry:
-            dispose = getattr(job_type.fn, "dispose", None)
-            if callable(dispose):
-                with contextlib.suppress(Exception):
-                    dispose()
-        provider.shutdown()
+    serve()
 
 
 if __name__ == "__main__":

@@ -128,7 +128,7 @@ def main() -> None:
     registry = default_registry(settings)
     pool: JobProcessPool | None = None
     if options.isolation == "process":
-        pool = JobProcessPool(warm=options.warm_processes, max_idle=settings.worker_threads)
+        pool = JobProcessPool(warm=options.warm_processes, max_processes=options.max_processes)
         pool.start(wait=False)
     broker = make_broker(settings)
     dramatiq.set_broker(broker)
