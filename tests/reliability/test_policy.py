@@ -167,6 +167,11 @@ def test_settings_of_pools_workers_and_sweeper() -> None:
         timedelta(seconds=2),
         2,
     )
+    assert options.max_processes == 8
+    capped = WorkerOptions.from_env(
+        {"CRONWAVE_JOB_MAX_PROCESSES": "3", "CRONWAVE_JOB_WARM_PROCESSES": "5"}, threads=8
+    )
+    assert (capped.max_processes, capped.warm_processes) == (3, 3)
     with pytest.raises(ConfigurationError, match="CRONWAVE_JOB_ISOLATION"):
         WorkerOptions.from_env({"CRONWAVE_JOB_ISOLATION": "fork"}, threads=1)
     sweep = SweepSettings.from_env({"CRONWAVE_SWEEP_PENDING_AFTER": "5"})

@@ -29,7 +29,7 @@ from opentelemetry.trace import Status, StatusCode
 
 from cronwave.v1 import common_pb2
 from cronwave.v1 import workflow_store_service_pb2 as store_pb
-from cronwave_core.caching import RunStatusCache
+from cronwave_core.caching import TERMINAL_STATES, RunStatusCache
 from cronwave_core.convert import td_to_duration, ts_to_dt
 from cronwave_core.faults import Faults, run_key
 from cronwave_core.queueing import RunMessage, UndecodableRunMessage
@@ -241,6 +241,8 @@ class RunProcessor:
         context = contextvars.copy_context()  # the message's trace context
 
         def attempt() -> None:
+            if self._ended_while_held(run.run_id):
+                return
             self.stats.started()
             try:
                 self._execute(run, attempt_token, attrs)
@@ -249,6 +251,24 @@ class RunProcessor:
 
         self.held.hold(
             min(fire_time, beat_by + self.held.release_ahead), lambda: context.run(attempt)
+        )
+        return True
+
+    def _ended_while_held(self, run_id: str) -> bool:
+        """True when a held run ended before its release (a pause cancels the runs
+        dispatched ahead of their fire time): its body must not start. Looked up off
+        the critical path, before the instant; a store that does not answer counts as
+        not ended (a cancellation is then seen at the attempt's first heartbeat)."""
+        try:
+            current = self.store.GetRun(store_pb.GetRunRequest(run_id=run_id)).run
+        except grpc.RpcError:
+            return False
+        if current.state not in TERMINAL_STATES:
+            return False
+        log.info(
+            "run %s ended while held (%s): not started",
+            run_id,
+            common_pb2.RunState.Name(current.state),
         )
         return True
 
