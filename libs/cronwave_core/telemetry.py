@@ -127,7 +127,7 @@ def span_to_dict(span: ReadableSpan) -> dict[str, Any]:
         "kind": span.kind.name if span.kind else "INTERNAL",
         "start_ns": span.start_time,
         "end_ns": span.end_time,
-        "attributes": dict(span.attributes or {}),
+        "attributes": dict(_plain(span)),
         "status": span.status.status_code.name if span.status else "UNSET",
     }
 
@@ -159,25 +159,41 @@ class JsonLinesSpanExporter(SpanExporter):
 
 
 class RunAttributesProcessor(SpanProcessor):
-    """Copies the run's attributes (``RUN_KEYS``) from a span's in-process parent
-    onto the span when it starts, unless the span sets them itself. Attributes the
-    parent learns later (a run id known only after the insert) are not copied."""
+    """Copies the run's attributes (``RUN_KEYS``) from a span's in-process parent, or
+    else from the baggage the caller sent, onto the span when it starts, unless the
+    span sets them itself. Attributes the parent learns later (a run id known only
+    after the insert) are not copied. Serialization spans are left alone: they are
+    many and tiny, and their run follows from their parent's."""
 
     def on_start(self, span: Any, parent_context: otel_context.Context | None = None) -> None:
-        parent = trace.get_current_span(parent_context)
-        inherited = getattr(parent, "attributes", None) or {}
-        carried = baggage.get_all(parent_context)
+        own = _plain(span)
+        if own.get(ATTR_KIND) == "serialization":
+            return
+        inherited = _plain(trace.get_current_span(parent_context))
+        carried = baggage.get_all(parent_context) if ATTR_RUN_ID not in inherited else _EMPTY
         if not inherited and not carried:
             return
-        own = span.attributes
+        missing = {}
         for key in RUN_KEYS:
-            if key in own:
-                continue
-            value = inherited.get(key)
-            if value is None or value == "":
-                value = carried.get(key)
-            if value is not None and value != "":
-                span.set_attribute(key, value)
+            if key not in own:
+                value = inherited.get(key) or carried.get(key)
+                if value is not None and value != "":
+                    missing[key] = value
+        if missing:
+            span.set_attributes(missing)
+
+
+def _plain(span: Any) -> Mapping[str, Any]:
+    """A span's attributes as a plain dict when the SDK keeps one (read for speed:
+    this runs for every span), else through the public mapping."""
+    bounded = getattr(span, "_attributes", None)
+    inner = getattr(bounded, "_dict", None)
+    if isinstance(inner, dict):
+        return inner
+    return getattr(span, "attributes", None) or _EMPTY
+
+
+_EMPTY: Mapping[str, Any] = {}
 
 
 def init_tracing(service: str, settings: Settings) -> TracerProvider:
@@ -189,8 +205,7 @@ def init_tracing(service: str, settings: Settings) -> TracerProvider:
     provider = TracerProvider(resource=Resource.create({"service.name": service}))
     if not settings.tracing:
         return provider
-    if not os.environ.get("XX_NOPROC"):
-        provider.add_span_processor(RunAttributesProcessor())
+    provider.add_span_processor(RunAttributesProcessor())
     exporter: SpanExporter
     if settings.otlp_endpoint:
         from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
@@ -221,8 +236,6 @@ def codec_call(
     """``codec(value)`` (a protobuf encode or decode) inside a span of kind
     ``serialization``; ``hop`` ``None`` leaves the span in its parent's hop. The span
     names the run when the message does (``run_id`` or ``run.run_id``)."""
-    if os.environ.get("XX_NOCODEC"):
-        return codec(value)
     attrs: dict[str, Any] = {ATTR_KIND: "serialization", "rpc.side": side}
     if hop is not None:
         attrs[ATTR_HOP] = hop

@@ -49,11 +49,12 @@ def test_the_cli_prints_the_table_and_writes_json(tmp_path: Path) -> None:
     )
 
     assert result.exit_code == 0, result.output
-    assert "| planner-memory | schedules loaded | 300 in" in result.output
+    assert "| scenario | metric | value | target | |" in result.output
+    assert "\n| planner-memory | " in result.output
     document = json.loads(out.read_text())
     (scenario,) = document["scenarios"]
-    assert scenario["figures"]["schedules"] == 300
-    assert scenario["figures"]["index_mib"] is not None
+    assert (scenario["scenario"], scenario["status"]) == ("planner-memory", "ok")
+    assert scenario["rows"] and scenario["figures"]
     assert document["machine"]["nproc"] >= 1
 
 
