@@ -27,7 +27,7 @@ BACKENDS = ["sqlite", "postgres"] if PG_URL else ["sqlite"]
 
 
 # Test folders whose every database test runs on both backends.
-BOTH_BACKEND_FOLDERS = {"workflow_store", "spine", "failover", "billing"}
+BOTH_BACKEND_FOLDERS = {"workflow_store", "spine", "failover"}
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -39,9 +39,9 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    """Parametrize the database backend. The exactly-once core (store, spine, failover,
-    billing) runs on both; everything else on the production one when it is configured,
-    which keeps the suite inside its time budget."""
+    """Parametrize the database backend. The exactly-once core (store, spine, failover)
+    runs on both; everything else on the production one when it is configured (CI:
+    PostgreSQL), else SQLite — which keeps the suite inside its time budget."""
     if "backend" in metafunc.fixturenames:
         folder = Path(str(metafunc.definition.path)).parent.name
         both = (

@@ -4,7 +4,7 @@ Each schedule has one one-off fire at the same whole second T, placed past the
 creation of all of them plus the planner's dispatch lead. Figures: fire lateness
 p50 / p90 / p99 / p99.9 / max over the runs, the time from T to the last body start,
 starts per second (runs started / that time), duplicates (bodies started more than
-once) and runs not started within a minute of T.
+once) and runs not started within 30 s of T.
 
 Where the time goes is told apart too: how many runs the store had recorded before T
 (dispatched ahead, within the lead) and how many a worker had claimed and held for T,
@@ -25,7 +25,13 @@ from datetime import UTC, datetime, timedelta
 
 from cronwave._client import Client
 from cronwave_bench.context import BenchContext
-from cronwave_bench.harness import SuiteOptions, bench_suite, dispatch_lead, wait_leading
+from cronwave_bench.harness import (
+    SuiteOptions,
+    bench_suite,
+    dispatch_lead,
+    shared_database,
+    wait_leading,
+)
 from cronwave_bench.measure import (
     Started,
     delete_schedules,
@@ -41,7 +47,7 @@ from cronwave_bench.single import NOOP, next_whole_second
 
 TARGET_LAST_START_MS = 250.0
 #: How long after the instant the bench waits for the last run to start.
-WAIT_AFTER = timedelta(seconds=60)
+WAIT_AFTER = timedelta(seconds=30)
 _CALIBRATION = 16
 
 
@@ -103,9 +109,10 @@ def run_burst(ctx: BenchContext) -> Result:
             runs = runs_of(client, ids, limit=4)
             started = with_starts(client, runs)
         finally:
-            undeleted = delete_schedules(client, ids)
-            if undeleted:
-                result.notes.append(f"{undeleted} schedules could not be deleted")
+            if shared_database(suite, ctx.backend):
+                undeleted = delete_schedules(client, ids)
+                if undeleted:
+                    result.notes.append(f"{undeleted} schedules could not be deleted")
     _figures(result, started, n, instant, lead, env)
     return result
 

@@ -161,6 +161,13 @@ def bench_suite(
             yield suite, client
 
 
+def shared_database(suite: Suite, backend: Backend) -> bool:
+    """True when ``suite`` uses the configured database itself (no database of its
+    own could be made): a scenario then deletes the schedules it created."""
+    url = suite.config.database_url
+    return url is not None and url == backend.database_url
+
+
 @contextmanager
 def own_database(backend: Backend, label: str) -> Iterator[Backend]:
     """``backend`` with a fresh PostgreSQL database of its own (created next to the

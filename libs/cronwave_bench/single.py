@@ -14,7 +14,14 @@ import uuid
 from datetime import UTC, datetime, timedelta
 
 from cronwave_bench.context import BenchContext
-from cronwave_bench.harness import SuiteOptions, bench_suite, dispatch_lead, wait_leading
+from cronwave_bench.floor import floor_figures, start_floor
+from cronwave_bench.harness import (
+    SuiteOptions,
+    bench_suite,
+    dispatch_lead,
+    shared_database,
+    wait_leading,
+)
 from cronwave_bench.measure import (
     delete_schedules,
     ms,
@@ -58,6 +65,7 @@ def run_single(ctx: BenchContext) -> Result:
         ctx.say(
             f"single: {fires} fires of a 1-second schedule, {first:%H:%M:%S} to {last:%H:%M:%S}"
         )
+        probe = start_floor(last - datetime.now(UTC))
         try:
             time.sleep(max(0.0, (last - datetime.now(UTC)).total_seconds()) + 0.5)
             runs = wait_terminal(
@@ -65,7 +73,9 @@ def run_single(ctx: BenchContext) -> Result:
             )
             started = with_starts(client, runs)
         finally:
-            delete_schedules(client, [schedule_id])
+            if shared_database(suite, ctx.backend):
+                delete_schedules(client, [schedule_id])
+        floor = floor_figures(probe, timedelta(seconds=10))
     slots = {first + timedelta(seconds=i) for i in range(fires)}
     by_slot: dict[datetime, int] = {}
     late_ms: list[float] = []
@@ -104,6 +114,12 @@ def run_single(ctx: BenchContext) -> Result:
             figures["p99"] <= TARGET_P99_MS,
         )
         result.row("fire lateness max", fmt_ms(figures["max"]))
+    result.figures["machine_floor_ms"] = floor
+    if floor is not None:
+        result.row(
+            "machine floor (a bare process's wake-up)",
+            f"p50 {fmt_ms(floor['p50'])}, p99 {fmt_ms(floor['p99'])}, max {fmt_ms(floor['max'])}",
+        )
     result.row("fires", f"{len(by_slot)} of {fires} started")
     result.row("skipped fires", str(skipped), "0", skipped == 0)
     result.row("duplicates", str(duplicates), "0", duplicates == 0)

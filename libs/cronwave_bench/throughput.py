@@ -18,7 +18,13 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from cronwave_bench.context import BenchContext
-from cronwave_bench.harness import SuiteOptions, bench_suite, dispatch_lead, wait_leading
+from cronwave_bench.harness import (
+    SuiteOptions,
+    bench_suite,
+    dispatch_lead,
+    shared_database,
+    wait_leading,
+)
 from cronwave_bench.measure import delete_schedules, ms, ms_figures, parallel, runs_of
 from cronwave_bench.report import Result, fmt_ms
 from cronwave_bench.single import NOOP, next_whole_second
@@ -95,7 +101,8 @@ def _measure(ctx: BenchContext, tracing: bool) -> Variant:
             fires = int((window_end - first) / every) + 4
             runs = runs_of(client, ids, limit=fires)
         finally:
-            delete_schedules(client, ids)
+            if shared_database(suite, ctx.backend):
+                delete_schedules(client, ids)
     done = [
         r
         for r in runs

@@ -162,13 +162,10 @@ class RunAttributesProcessor(SpanProcessor):
     """Copies the run's attributes (``RUN_KEYS``) from a span's in-process parent, or
     else from the baggage the caller sent, onto the span when it starts, unless the
     span sets them itself. Attributes the parent learns later (a run id known only
-    after the insert) are not copied. Serialization spans are left alone: they are
-    many and tiny, and their run follows from their parent's."""
+    after the insert) are not copied."""
 
     def on_start(self, span: Any, parent_context: otel_context.Context | None = None) -> None:
         own = _plain(span)
-        if own.get(ATTR_KIND) == "serialization":
-            return
         inherited = _plain(trace.get_current_span(parent_context))
         carried = baggage.get_all(parent_context) if ATTR_RUN_ID not in inherited else _EMPTY
         if not inherited and not carried:

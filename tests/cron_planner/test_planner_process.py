@@ -90,7 +90,8 @@ def test_one_of_two_planners_fires_every_slot_once(make_suite: SuiteFactory) -> 
     leaders = [st for st in statuses if st.leader]
     assert len(leaders) == 1
     assert leaders[0].fencing_token == got[-1].fencing_token
-    assert leaders[0].fired >= 4
+    # (the counter moves when StartRun returns, just after the store has the run)
+    assert leaders[0].fired >= len(got) - 1
     assert [st.fired for st in statuses if not st.leader] == [0]
     for st in statuses:
         assert st.schedules >= 1 and st.revision > 0

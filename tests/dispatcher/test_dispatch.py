@@ -39,7 +39,8 @@ def test_start_run_reaches_succeeded_with_its_history(cluster: Cluster) -> None:
     assert run.state == common_pb2.RUN_STATE_SUCCEEDED
     assert run.result_json == "{}"
     events = cluster.events_through(run.run_id, "succeeded")
-    assert sorted(events) == sorted(["recorded", "enqueued", "claimed", "succeeded"])
+    # "started" marks the first statement of the job body (the lateness figure)
+    assert sorted(events) == sorted(["recorded", "enqueued", "claimed", "started", "succeeded"])
     assert events[0] == "recorded" and events[-1] == "succeeded"
     assert in_order(events, "recorded", "enqueued")
     assert in_order(events, "recorded", "claimed", "succeeded")

@@ -77,8 +77,6 @@ def test_a_scheduled_run_has_seven_hops_and_spans_that_pair_up(make_suite) -> No
         for s in trace:
             if s.service not in CORE_SERVICES or ATTR_HOP not in s.attributes:
                 continue
-            if s.attributes.get(ATTR_KIND) == "serialization":
-                continue
             assert s.attributes.get(ATTR_SCHEDULE_ID) == run.schedule_id, s
             assert s.attributes.get(ATTR_FIRE_TIME), s
             if s.start_ns > recorded:

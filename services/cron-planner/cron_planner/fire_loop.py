@@ -75,6 +75,7 @@ from cronwave_core.telemetry import (
     ATTR_TRIGGER,
     hop_span,
     run_attributes,
+    run_baggage,
 )
 
 log = logging.getLogger("cronwave.planner.fire")
@@ -448,9 +449,13 @@ class FireLoop:
             self._queue_records([fire.missed(PAUSED)], token, now)
             return
         attrs = run_attributes("", fire.schedule_id, iso(fire.fire_time))
-        with self._tracer.start_as_current_span(
-            ROOT_SPAN, context=otel_context.Context(), attributes=attrs
-        ) as root:
+        with (
+            self._tracer.start_as_current_span(
+                ROOT_SPAN, context=otel_context.Context(), attributes=attrs
+            ) as root,
+            # The dispatcher's and the store's spans of this start name its slot too.
+            run_baggage({**attrs, ATTR_TRIGGER: fire.trigger.value}),
+        ):
             root.set_attribute(ATTR_TRIGGER, fire.trigger.value)
             with hop_span("plan due fire", hop="plan", kind="app", attributes=attrs):
                 now = self._clock.now()
