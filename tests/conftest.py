@@ -32,10 +32,24 @@ BOTH_BACKEND_FOLDERS = {"workflow_store", "spine", "failover"}
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
+        "markers", "serial: runs alone after the parallel part of the suite (timing truth)"
+    )
+    config.addinivalue_line(
         "markers",
         "both_backends: run on SQLite and PostgreSQL (when configured); other tests that "
         "need a database run once, on PostgreSQL when configured, else SQLite",
     )
+
+
+# Tests whose figures a busy machine would distort: they run after the parallel
+# part of the suite, alone (see the Makefile's pytest target).
+SERIAL_FILES = {"test_truth.py"}
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if Path(str(item.path)).name in SERIAL_FILES:
+            item.add_marker(pytest.mark.serial)
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:

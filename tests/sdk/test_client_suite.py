@@ -147,6 +147,7 @@ def test_wait_run_gives_up_with_wait_timeout_and_the_run_goes_on(make_suite):
 def test_leader_planner_status_and_preview(make_suite):
     suite = make_suite()
     with client_for(suite) as client:
+
         def held() -> cronwave.Lease:
             lease = client.leader()
             assert lease.held, lease
