@@ -14,6 +14,7 @@ from cronwave.v1 import common_pb2
 from cronwave.v1 import dispatcher_service_pb2 as pb
 from cronwave_core.convert import dt_to_ts, ts_to_dt
 from tests.dispatcher.cluster import Cluster
+from tests.helpers import eventually
 
 pytestmark = pytest.mark.slow
 
@@ -63,7 +64,12 @@ def test_duplicate_start_returns_the_run_and_runs_the_job_once(
     # and nothing was queued for it: the queue is empty and the job ran once
     client = redis.Redis.from_url(redis_url)
     try:
-        assert client.hlen(f"{namespace}:default.msgs") == 0
+        # the worker acks just after the run is completed
+        eventually(
+            lambda: client.hlen(f"{namespace}:default.msgs") == 0,
+            timeout=10,
+            what="the message acked",
+        )
         assert client.llen(f"{namespace}:default") == 0
     finally:
         client.close()

@@ -101,7 +101,10 @@ def test_kill_9_and_restart_loses_no_schedule_or_run(make_suite, victim: str) ->
     with client_for(suite) as client:
 
         def new_run_succeeds() -> cronwave.Run:
-            run = client.trigger(schedule.schedule_id)
+            try:
+                run = client.trigger(schedule.schedule_id)
+            except cronwave.Unavailable as exc:  # channels still reconnecting
+                raise AssertionError(str(exc)) from exc
             return client.wait_run(run.run_id, timeout=WAIT)
 
         after = eventually(

@@ -2,10 +2,15 @@
 waterfall names as the source of the p99 tail, with the delay it adds.
 
 Each test starts a suite with ``CRONWAVE_FAULT`` set, drives a few hundred runs end to
-end, stops the suite (so every span is flushed) and analyses its span files. The
-delays are sized above the run's own p99 spread on a shared test machine (tens of
-milliseconds, with stalls of the host beyond that), so that the injected delay and
-not the machine is what the tail is made of.
+end, one at a time, stops the suite (so every span is flushed) and analyses its span
+files.
+
+The delays are sized for a busy shared test machine. A run takes ~30 ms there, but
+about one run in 200 stalls for 100 to 500 ms on the host (CPU throttling, a SQLite
+commit waiting on the disk). The p99 tail of 400 runs is 4 runs: for the injected delay
+to be what they are made of, it must stand above those stalls, and enough runs must
+carry it (3%: about 12) that the 4 slowest are theirs. A smaller delay would hide among
+the stalls, and the tool would rightly blame them.
 """
 
 from __future__ import annotations
@@ -22,7 +27,7 @@ from tests.tracing.support import load, runs_since, spans_of, traced_suite
 pytestmark = pytest.mark.slow
 
 RUNS = 400
-FRACTION = 0.05
+FRACTION = 0.03
 
 
 def _case(hop: str, kind: str, ms: int) -> object:
@@ -31,20 +36,20 @@ def _case(hop: str, kind: str, ms: int) -> object:
 
 
 CASES = [
-    _case("persist", "database", 250),
-    _case("pickup", "queue", 300),
-    _case("dispatch", "cache", 250),
+    _case("persist", "database", 600),
+    _case("pickup", "queue", 700),
+    _case("dispatch", "cache", 500),
 ]
 
 
 @pytest.mark.parametrize("fault", CASES)
 def test_the_tail_is_blamed_on_the_injected_delay(make_suite, namespace, fault) -> None:
     delay_ms = fault.delay.total_seconds() * 1000
-    # Given a suite that slows one hop and kind of 5% of runs
+    # Given a suite that slows one hop and kind of 3% of runs
     spec = f"delay={fault.hop}:{fault.kind}:{delay_ms:g}ms:{fault.fraction}"
     suite = traced_suite(make_suite, {"CRONWAVE_FAULT": spec, "CRONWAVE_JOB_ISOLATION": "thread"})
     # When a few hundred runs go through it (after a warm-up)
-    report = load(suite, namespace, RUNS, concurrency=2, warmup=40, timeout=timedelta(seconds=150))
+    report = load(suite, namespace, RUNS, concurrency=1, warmup=40, timeout=timedelta(seconds=150))
     runs = runs_since(spans_of(suite), report.since)
     assert len(runs) == RUNS
 
@@ -57,7 +62,7 @@ def test_the_tail_is_blamed_on_the_injected_delay(make_suite, namespace, fault) 
     }
     marked = {r.run_id for r in runs if any(s.attributes.get(ATTR_FAULT) for s in r.spans)}
     assert slowed == marked
-    assert 0.02 * RUNS < len(slowed) < 0.09 * RUNS
+    assert 4 <= len(slowed) <= 30  # about 12 of 400: the tail (4 runs) can be theirs
     # and the waterfall names that hop and kind as the tail's source
     tail = waterfall(runs, RunFilter(since=report.since)).tail
     why = _explain(tail, runs, slowed)
