@@ -210,6 +210,4 @@ def wait_leading(client: Client, timeout: timedelta = timedelta(seconds=30)) -> 
 def dispatch_lead(environ: Mapping[str, str] | None = None) -> timedelta:
     """How far ahead of a fire time the planner dispatches its run (the planner's
     ``CRONWAVE_DISPATCH_LEAD``, read the way the planner reads it)."""
-    settings = Settings.from_env(os.environ if environ is None else environ)
-    lead = getattr(settings, "dispatch_lead", None)
-    return lead if isinstance(lead, timedelta) else timedelta(0)
+    return Settings.from_env(os.environ if environ is None else environ).dispatch_lead

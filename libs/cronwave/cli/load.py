@@ -389,8 +389,11 @@ def load(
         typer.Option("--data-dir", help="Where a private suite keeps its data and spans."),
     ] = None,
 ) -> None:
-    """Drive N runs end to end (manual triggers of load schedules, at most C in flight)
-    and print the throughput; then `cronwave waterfall --last N` shows where time went."""
+    """Drive N runs end to end and print the throughput.
+
+    The runs are manual triggers of a few paused load schedules (no-op jobs), at most C
+    in flight, after an unmeasured warm-up; `cronwave waterfall --since ...` (printed at
+    the end) then shows where their time went."""
     console = out()
     with reported_errors():
         if scenario not in SCENARIOS:

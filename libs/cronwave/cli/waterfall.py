@@ -146,8 +146,11 @@ def waterfall_cmd(
         str | None, typer.Option("--service", help="For --source jaeger:URL: the service searched.")
     ] = None,
 ) -> None:
-    """Per hop and kind of time: p50/p90/p99/p99.9, mean and count over the runs chosen;
-    end-to-end and fire lateness; and the one line that says where the p99 tail comes from."""
+    """Where the time of runs goes: per hop and kind, and the p99 tail's source.
+
+    For each hop and each kind of time inside it: p50/p90/p99/p99.9, mean and count over
+    the runs chosen; end-to-end (fire -> completion) and fire lateness (job start -
+    fire); first, the one line that says where the p99 tail comes from."""
     with reported_errors():
         if fmt not in FORMATS:
             raise InvalidArgument("format", f"must be one of {', '.join(FORMATS)}, got {fmt!r}")
