@@ -12,18 +12,23 @@ make it dramatiq's global broker (the worker does that in its ``main()``).
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import dramatiq
 from dramatiq.brokers.redis import RedisBroker
 
+from cronwave.v1 import common_pb2
+from cronwave_core.convert import ts_to_dt
 from cronwave_core.errors import CronwaveError, InvalidArgument
 from cronwave_core.settings import Settings
+from cronwave_core.telemetry import inject_context
 
 __all__ = [
+    "DEFAULT_QUEUE",
     "FORMAT_VERSION",
     "RunMessage",
     "UndecodableRunMessage",
@@ -31,6 +36,9 @@ __all__ = [
     "make_broker",
     "validate_queue_name",
 ]
+
+#: The queue of a run whose job type names none.
+DEFAULT_QUEUE = "default"
 
 #: Bumped when a field changes meaning; a worker refuses a version it does not know.
 FORMAT_VERSION = 1
@@ -93,6 +101,21 @@ class RunMessage:
     attempt_hint: int = 0
     trace: Mapping[str, str] = field(default_factory=dict)
     enqueued_at_ns: int = 0
+
+    @classmethod
+    def for_run(cls, run: common_pb2.Run, delay: timedelta = timedelta(0)) -> RunMessage:
+        """The message for a recorded run, carrying the current trace context; with a
+        ``delay`` it counts as enqueued when the broker will release it."""
+        return cls(
+            run_id=run.run_id,
+            schedule_id=run.schedule_id,
+            fire_time=ts_to_dt(run.fire_time),
+            job_type=run.job_type,
+            queue=run.queue or DEFAULT_QUEUE,
+            attempt_hint=run.attempt,
+            trace=inject_context(),
+            enqueued_at_ns=time.time_ns() + int(delay.total_seconds() * 1e9),
+        )
 
     def __post_init__(self) -> None:
         if not self.run_id:

@@ -13,7 +13,6 @@ anything; every start is routed to its job type's queue by a cached route.
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any, NoReturn
@@ -30,7 +29,7 @@ from cronwave_core.caching import CacheControl, RunStatusCache
 from cronwave_core.convert import dt_to_ts, ts_to_dt
 from cronwave_core.errors import InvalidArgument, Unavailable
 from cronwave_core.faults import Faults, run_key
-from cronwave_core.queueing import RunMessage
+from cronwave_core.queueing import DEFAULT_QUEUE, RunMessage
 from cronwave_core.telemetry import (
     ATTR_FIRE_TIME,
     ATTR_JOB_TYPE,
@@ -38,7 +37,6 @@ from cronwave_core.telemetry import (
     ATTR_SCHEDULE_ID,
     ATTR_TRIGGER,
     hop_span,
-    inject_context,
     run_attributes,
     run_baggage,
 )
@@ -48,7 +46,6 @@ from dispatcher.requests import StartRequest, manual_fire_time
 log = logging.getLogger("cronwave.dispatcher")
 
 #: Where a run goes when the store did not name a queue for it.
-DEFAULT_QUEUE = "default"
 
 
 def _now() -> datetime:
@@ -211,16 +208,7 @@ class DispatcherServicer(pb_grpc.DispatcherServiceServicer):
         # happen: a worker cannot claim (and record "claimed") before "enqueued".
         self._event(run.run_id, "enqueued", queue)
         with hop_span("dispatch.enqueue", "dispatch", "queue", {**attrs, ATTR_QUEUE: queue}):
-            message = RunMessage(
-                run_id=run.run_id,
-                schedule_id=run.schedule_id,
-                fire_time=fire_time,
-                job_type=run.job_type,
-                queue=queue,
-                attempt_hint=run.attempt,
-                trace=inject_context(),
-                enqueued_at_ns=time.time_ns(),
-            )
+            message = RunMessage.for_run(run)
             try:
                 self.broker.enqueue(message.to_message())
             except Exception as exc:  # redis down, or refused the write

@@ -30,12 +30,10 @@ from dramatiq.brokers.redis import RedisBroker
 from cronwave.v1 import workflow_store_service_pb2 as store_pb
 from cronwave_core.convert import td_to_duration, ts_to_dt
 from cronwave_core.errors import ConfigurationError
-from cronwave_core.queueing import RunMessage
-from cronwave_core.telemetry import hop_span, inject_context, run_attributes
+from cronwave_core.queueing import DEFAULT_QUEUE, RunMessage
+from cronwave_core.telemetry import hop_span, run_attributes
 
 log = logging.getLogger("cronwave.dispatcher")
-
-DEFAULT_QUEUE = "default"
 
 
 def _seconds(env: Mapping[str, str], name: str, default: float) -> timedelta:
@@ -119,16 +117,7 @@ class Sweeper:
                 "cronwave.requeue_reason": stalled.reason,
             }
             with hop_span("dispatch.requeue", "dispatch", "queue", attrs):
-                message = RunMessage(
-                    run_id=run.run_id,
-                    schedule_id=run.schedule_id,
-                    fire_time=fire_time,
-                    job_type=run.job_type,
-                    queue=queue,
-                    attempt_hint=run.attempt,
-                    trace=inject_context(),
-                    enqueued_at_ns=time.time_ns(),
-                )
+                message = RunMessage.for_run(run)
                 try:
                     self.broker.enqueue(message.to_message())
                 except Exception as exc:  # it is handed out again once overdue once more

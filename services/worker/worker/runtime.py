@@ -462,16 +462,7 @@ class RunProcessor:
         lost, the dispatcher's sweeper sends another once the run is overdue."""
         if self.broker is None:
             return
-        message = RunMessage(
-            run_id=run.run_id,
-            schedule_id=run.schedule_id,
-            fire_time=ts_to_dt(run.fire_time),
-            job_type=run.job_type,
-            queue=run.queue or "default",
-            attempt_hint=run.attempt,
-            trace=inject_context(),
-            enqueued_at_ns=time.time_ns() + int(delay.total_seconds() * 1e9),
-        )
+        message = RunMessage.for_run(run, delay=delay)
         try:
             self.broker.enqueue(message.to_message(), delay=int(delay.total_seconds() * 1000))
         except Exception as exc:  # the sweeper re-sends it once overdue
