@@ -9,19 +9,21 @@ file instead and the text returned is one line saying where. Bad arguments raise
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 
 from cronwave_core.errors import InvalidArgument
-from cronwave_waterfall.aggregate import compare_scenarios, waterfall
+from cronwave_waterfall.aggregate import Waterfall, compare_scenarios, waterfall
 from cronwave_waterfall.jaeger_json import export_jaeger
+from cronwave_waterfall.jaeger_query import JaegerQuery
 from cronwave_waterfall.otlp_json import export_otlp
 from cronwave_waterfall.render_html import render_html
 from cronwave_waterfall.render_json import render_json
 from cronwave_waterfall.render_terminal import render_terminal
-from cronwave_waterfall.runs import SCENARIOS, build_runs, parse_instant
-from cronwave_waterfall.selection import RunFilter
-from cronwave_waterfall.sources import load_spans
+from cronwave_waterfall.runs import SCENARIOS, Run, build_runs, parse_instant
+from cronwave_waterfall.selection import RunFilter, select_runs
+from cronwave_waterfall.sources import Source, load_spans
 
 FORMATS = ("terminal", "json", "html")
 EXPORT_FORMATS = ("jaeger", "otlp")
@@ -43,7 +45,7 @@ def _instant(raw: str | datetime | None, name: str) -> datetime | None:
     return moment
 
 
-def _deliver(text: str, output: str | Path | None, what: str) -> str:
+def deliver(text: str, output: str | Path | None, what: str) -> str:
     if output is None or str(output) == "":
         return text
     path = Path(output).expanduser()
@@ -53,6 +55,47 @@ def _deliver(text: str, output: str | Path | None, what: str) -> str:
     except OSError as exc:
         raise InvalidArgument("output", f"cannot write {path}: {exc.strerror or exc}") from exc
     return f"wrote {what} to {path}\n"
+
+
+def select_waterfall(
+    source: Source,
+    *,
+    last: int | None = None,
+    since: str | datetime | None = None,
+    until: str | datetime | None = None,
+    schedule_id: str | None = None,
+    job_type: str | None = None,
+    scenario: str | None = None,
+    compare: bool = False,
+    service: str | None = None,
+) -> tuple[Waterfall | list[Waterfall], list[Run]]:
+    """Load spans from ``source``, choose runs and compute their waterfall (one per
+    scenario with ``compare``); also returns the runs chosen. For a Jaeger source,
+    ``service``, ``since`` and ``until`` shape the query."""
+    if scenario is not None and scenario not in SCENARIOS:
+        raise InvalidArgument(
+            "scenario", f"must be one of {', '.join(SCENARIOS)}, got {scenario!r}"
+        )
+    selection = RunFilter(
+        last=last,
+        since=_instant(since, "since"),
+        until=_instant(until, "until"),
+        schedule_id=schedule_id or None,
+        job_type=job_type or None,
+        scenario=scenario or None,
+    )
+    if isinstance(source, JaegerQuery):
+        source = replace(
+            source,
+            start_min=selection.since or source.start_min,
+            start_max=selection.until or source.start_max,
+        )
+    spans = load_spans(
+        source, service=service, start_min=selection.since, start_max=selection.until
+    )
+    runs = build_runs(spans)
+    result = compare_scenarios(runs, selection) if compare else waterfall(runs, selection)
+    return result, select_runs(runs, selection)
 
 
 def waterfall_command(
@@ -77,30 +120,24 @@ def waterfall_command(
     puts the scenarios side by side (``scenario`` then limits it to one)."""
     if fmt not in FORMATS:
         raise InvalidArgument("format", f"must be one of {', '.join(FORMATS)}, got {fmt!r}")
-    if scenario is not None and scenario not in SCENARIOS:
-        raise InvalidArgument(
-            "scenario", f"must be one of {', '.join(SCENARIOS)}, got {scenario!r}"
-        )
-    selection = RunFilter(
+    result, _ = select_waterfall(
+        source,
         last=last,
-        since=_instant(since, "since"),
-        until=_instant(until, "until"),
-        schedule_id=schedule_id or None,
-        job_type=job_type or None,
-        scenario=scenario or None,
+        since=since,
+        until=until,
+        schedule_id=schedule_id,
+        job_type=job_type,
+        scenario=scenario,
+        compare=compare,
+        service=service,
     )
-    spans = load_spans(
-        source, service=service, start_min=selection.since, start_max=selection.until
-    )
-    runs = build_runs(spans)
-    result = compare_scenarios(runs, selection) if compare else waterfall(runs, selection)
     if fmt == "json":
         text = render_json(result)
     elif fmt == "html":
         text = render_html(result)
     else:
         text = render_terminal(result, width=width, color=color and output is None)
-    return _deliver(text, output, f"{fmt} waterfall")
+    return deliver(text, output, f"{fmt} waterfall")
 
 
 def trace_export_command(
@@ -136,4 +173,4 @@ def trace_export_command(
         raise InvalidArgument("trace_id", f"no spans of trace '{trace_id}' in {source}")
     document = export_jaeger(chosen) if fmt == "jaeger" else export_otlp(chosen)
     text = json.dumps(document, indent=2) + "\n"
-    return _deliver(text, output, f"{fmt} trace ({len(chosen)} spans)")
+    return deliver(text, output, f"{fmt} trace ({len(chosen)} spans)")

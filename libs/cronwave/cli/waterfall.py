@@ -14,8 +14,6 @@ from __future__ import annotations
 import sys
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import replace
-from datetime import datetime
 from pathlib import Path
 from typing import Annotated
 
@@ -25,21 +23,9 @@ from cronwave.cli._console import out, reported_errors
 from cronwave_core.errors import InvalidArgument
 from cronwave_core.settings import Settings
 from cronwave_core.telemetry import ATTR_TRIGGER
-from cronwave_waterfall import (
-    Run,
-    RunFilter,
-    Waterfall,
-    build_runs,
-    compare_scenarios,
-    load_spans,
-    render_html,
-    render_json,
-    render_terminal,
-    select_runs,
-    waterfall,
-)
+from cronwave_waterfall import Run, render_html, render_json, render_terminal
+from cronwave_waterfall.command import deliver, select_waterfall
 from cronwave_waterfall.jaeger_query import JaegerQuery
-from cronwave_waterfall.runs import SCENARIOS, parse_instant
 from cronwave_waterfall.sources import Source
 
 app = typer.Typer()
@@ -68,17 +54,6 @@ def resolve_source(raw: str, data_dir: Path | None, service: str | None = None) 
     if text.startswith(("http://", "https://")) or Path(text).expanduser().exists():
         return text  # a URL or a path said plainly
     raise InvalidArgument("source", f"expected {SOURCE_HELP} Got {raw!r}")
-
-
-def _instant(raw: str | None, name: str) -> datetime | None:
-    if not raw:
-        return None
-    moment = parse_instant(raw)
-    if moment is None or not (raw.rstrip().endswith("Z") or "+" in raw[10:] or "-" in raw[10:]):
-        raise InvalidArgument(
-            name, f"expected ISO-8601 with a time zone (e.g. 2025-03-01T00:00:00Z), got {raw!r}"
-        )
-    return moment
 
 
 def trigger_of(run: Run) -> str:
@@ -154,30 +129,18 @@ def waterfall_cmd(
     with reported_errors():
         if fmt not in FORMATS:
             raise InvalidArgument("format", f"must be one of {', '.join(FORMATS)}, got {fmt!r}")
-        if scenario is not None and scenario not in SCENARIOS:
-            raise InvalidArgument(
-                "scenario", f"must be one of {', '.join(SCENARIOS)}, got {scenario!r}"
-            )
-        selection = RunFilter(
+        result, chosen = select_waterfall(
+            resolve_source(source, data_dir, service),
             last=last,
-            since=_instant(since, "since"),
-            until=_instant(until, "until"),
+            since=since,
+            until=until,
             schedule_id=schedule,
             job_type=job_type,
             scenario=scenario,
+            compare=compare,
+            service=service,
         )
-        chosen_source = resolve_source(source, data_dir, service)
-        if isinstance(chosen_source, JaegerQuery) and (selection.since or selection.until):
-            chosen_source = replace(
-                chosen_source,
-                start_min=selection.since or chosen_source.start_min,
-                start_max=selection.until or chosen_source.start_max,
-            )
-        runs = build_runs(load_spans(chosen_source))
-        result: Waterfall | list[Waterfall] = (
-            compare_scenarios(runs, selection) if compare else waterfall(runs, selection)
-        )
-        note = coverage_note(select_runs(runs, selection))
+        note = coverage_note(chosen)
         if fmt == "json":
             text = render_json(result)
         elif fmt == "html":
@@ -190,15 +153,7 @@ def waterfall_cmd(
             if note:
                 text = text.rstrip("\n") + "\n" + note + "\n"
         if output is not None:
-            path = output.expanduser()
-            try:
-                path.parent.mkdir(parents=True, exist_ok=True)
-                path.write_text(text, encoding="utf-8")
-            except OSError as exc:
-                raise InvalidArgument("output", f"cannot write {path}: {exc}") from exc
-            typer.echo(
-                f"wrote {fmt} waterfall of {len(select_runs(runs, selection))} runs to {path}"
-            )
+            typer.echo(deliver(text, output, f"{fmt} waterfall of {len(chosen)} runs"), nl=False)
             if note:
                 typer.echo(note)
             return
