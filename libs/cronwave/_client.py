@@ -15,7 +15,7 @@ from google.protobuf.timestamp_pb2 import Timestamp
 
 from cronwave import _enums
 from cronwave._errors import WaitTimeout
-from cronwave._models import Lease, PlannerStatus, Run, RunEvent, Schedule
+from cronwave._models import Lease, PlannerStatus, Run, RunEvent, Schedule, _dt
 from cronwave.v1 import common_pb2 as pb
 from cronwave.v1 import cron_planner_service_pb2 as planner_pb
 from cronwave.v1 import cron_planner_service_pb2_grpc as planner_grpc
@@ -339,10 +339,7 @@ class Client:
             overlap=_enums.parse_overlap(overlap),  # type: ignore[arg-type]
         )
         resp = self._call("cron-planner", self._planner.Backfill, request)
-        return [
-            datetime.fromtimestamp(t.seconds, UTC) + timedelta(microseconds=t.nanos // 1000)
-            for t in resp.fire_times
-        ]
+        return [_dt(t) for t in resp.fire_times]
 
     def get_run(self, run_id: str) -> Run:
         resp = self._call(
@@ -465,7 +462,4 @@ class Client:
             count=count,
         )
         resp = self._call("cron-planner", self._planner.PreviewFireTimes, request)
-        return [
-            datetime.fromtimestamp(t.seconds, UTC) + timedelta(microseconds=t.nanos // 1000)
-            for t in resp.fire_times
-        ]
+        return [_dt(t) for t in resp.fire_times]
