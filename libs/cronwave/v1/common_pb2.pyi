@@ -254,3 +254,11 @@ class RunEvent(_message.Message):
     detail: str
     attempt: int
     def __init__(self, seq: _Optional[int] = ..., run_id: _Optional[str] = ..., kind: _Optional[str] = ..., at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., detail: _Optional[str] = ..., attempt: _Optional[int] = ...) -> None: ...
+
+class ItemError(_message.Message):
+    __slots__ = ("code", "message")
+    CODE_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    code: int
+    message: str
+    def __init__(self, code: _Optional[int] = ..., message: _Optional[str] = ...) -> None: ...

@@ -41,6 +41,11 @@ class DispatcherServiceStub:
                 request_serializer=cronwave_dot_v1_dot_dispatcher__service__pb2.StartRunRequest.SerializeToString,
                 response_deserializer=cronwave_dot_v1_dot_dispatcher__service__pb2.StartRunResponse.FromString,
                 _registered_method=True)
+        self.StartRuns = channel.unary_unary(
+                '/cronwave.v1.DispatcherService/StartRuns',
+                request_serializer=cronwave_dot_v1_dot_dispatcher__service__pb2.StartRunsRequest.SerializeToString,
+                response_deserializer=cronwave_dot_v1_dot_dispatcher__service__pb2.StartRunsResponse.FromString,
+                _registered_method=True)
         self.TriggerRun = channel.unary_unary(
                 '/cronwave.v1.DispatcherService/TriggerRun',
                 request_serializer=cronwave_dot_v1_dot_dispatcher__service__pb2.TriggerRunRequest.SerializeToString,
@@ -59,6 +64,15 @@ class DispatcherServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def StartRuns(self, request, context):
+        """Many starts at once (a planner's fires of the next instants): recorded in one
+        store transaction and queued together; each item gets the answer its StartRun
+        would have, or an ItemError.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def TriggerRun(self, request, context):
         """Triggers a schedule now, outside its calendar; each call is a new run.
         """
@@ -73,6 +87,11 @@ def add_DispatcherServiceServicer_to_server(servicer, server):
                     servicer.StartRun,
                     request_deserializer=cronwave_dot_v1_dot_dispatcher__service__pb2.StartRunRequest.FromString,
                     response_serializer=cronwave_dot_v1_dot_dispatcher__service__pb2.StartRunResponse.SerializeToString,
+            ),
+            'StartRuns': grpc.unary_unary_rpc_method_handler(
+                    servicer.StartRuns,
+                    request_deserializer=cronwave_dot_v1_dot_dispatcher__service__pb2.StartRunsRequest.FromString,
+                    response_serializer=cronwave_dot_v1_dot_dispatcher__service__pb2.StartRunsResponse.SerializeToString,
             ),
             'TriggerRun': grpc.unary_unary_rpc_method_handler(
                     servicer.TriggerRun,
@@ -109,6 +128,33 @@ class DispatcherService:
             '/cronwave.v1.DispatcherService/StartRun',
             cronwave_dot_v1_dot_dispatcher__service__pb2.StartRunRequest.SerializeToString,
             cronwave_dot_v1_dot_dispatcher__service__pb2.StartRunResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def StartRuns(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/cronwave.v1.DispatcherService/StartRuns',
+            cronwave_dot_v1_dot_dispatcher__service__pb2.StartRunsRequest.SerializeToString,
+            cronwave_dot_v1_dot_dispatcher__service__pb2.StartRunsResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -128,7 +128,7 @@ class ListJobTypesResponse(_message.Message):
     def __init__(self, job_types: _Optional[_Iterable[_Union[_common_pb2.JobType, _Mapping]]] = ...) -> None: ...
 
 class RecordRunRequest(_message.Message):
-    __slots__ = ("schedule_id", "fire_time", "trigger", "fencing_token", "fencing_scope", "idempotency_key", "queue", "trace_id")
+    __slots__ = ("schedule_id", "fire_time", "trigger", "fencing_token", "fencing_scope", "idempotency_key", "queue", "trace_id", "traceparent")
     SCHEDULE_ID_FIELD_NUMBER: _ClassVar[int]
     FIRE_TIME_FIELD_NUMBER: _ClassVar[int]
     TRIGGER_FIELD_NUMBER: _ClassVar[int]
@@ -137,6 +137,7 @@ class RecordRunRequest(_message.Message):
     IDEMPOTENCY_KEY_FIELD_NUMBER: _ClassVar[int]
     QUEUE_FIELD_NUMBER: _ClassVar[int]
     TRACE_ID_FIELD_NUMBER: _ClassVar[int]
+    TRACEPARENT_FIELD_NUMBER: _ClassVar[int]
     schedule_id: str
     fire_time: _timestamp_pb2.Timestamp
     trigger: _common_pb2.TriggerKind
@@ -145,7 +146,8 @@ class RecordRunRequest(_message.Message):
     idempotency_key: str
     queue: str
     trace_id: str
-    def __init__(self, schedule_id: _Optional[str] = ..., fire_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., trigger: _Optional[_Union[_common_pb2.TriggerKind, str]] = ..., fencing_token: _Optional[int] = ..., fencing_scope: _Optional[str] = ..., idempotency_key: _Optional[str] = ..., queue: _Optional[str] = ..., trace_id: _Optional[str] = ...) -> None: ...
+    traceparent: str
+    def __init__(self, schedule_id: _Optional[str] = ..., fire_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., trigger: _Optional[_Union[_common_pb2.TriggerKind, str]] = ..., fencing_token: _Optional[int] = ..., fencing_scope: _Optional[str] = ..., idempotency_key: _Optional[str] = ..., queue: _Optional[str] = ..., trace_id: _Optional[str] = ..., traceparent: _Optional[str] = ...) -> None: ...
 
 class RecordRunResponse(_message.Message):
     __slots__ = ("run", "created")
@@ -220,14 +222,16 @@ class ListRunEventsResponse(_message.Message):
     def __init__(self, events: _Optional[_Iterable[_Union[_common_pb2.RunEvent, _Mapping]]] = ...) -> None: ...
 
 class AppendRunEventRequest(_message.Message):
-    __slots__ = ("run_id", "kind", "detail")
+    __slots__ = ("run_id", "kind", "detail", "traceparent")
     RUN_ID_FIELD_NUMBER: _ClassVar[int]
     KIND_FIELD_NUMBER: _ClassVar[int]
     DETAIL_FIELD_NUMBER: _ClassVar[int]
+    TRACEPARENT_FIELD_NUMBER: _ClassVar[int]
     run_id: str
     kind: str
     detail: str
-    def __init__(self, run_id: _Optional[str] = ..., kind: _Optional[str] = ..., detail: _Optional[str] = ...) -> None: ...
+    traceparent: str
+    def __init__(self, run_id: _Optional[str] = ..., kind: _Optional[str] = ..., detail: _Optional[str] = ..., traceparent: _Optional[str] = ...) -> None: ...
 
 class AppendRunEventResponse(_message.Message):
     __slots__ = ("event",)
@@ -236,12 +240,14 @@ class AppendRunEventResponse(_message.Message):
     def __init__(self, event: _Optional[_Union[_common_pb2.RunEvent, _Mapping]] = ...) -> None: ...
 
 class ClaimRunRequest(_message.Message):
-    __slots__ = ("run_id", "worker_id")
+    __slots__ = ("run_id", "worker_id", "traceparent")
     RUN_ID_FIELD_NUMBER: _ClassVar[int]
     WORKER_ID_FIELD_NUMBER: _ClassVar[int]
+    TRACEPARENT_FIELD_NUMBER: _ClassVar[int]
     run_id: str
     worker_id: str
-    def __init__(self, run_id: _Optional[str] = ..., worker_id: _Optional[str] = ...) -> None: ...
+    traceparent: str
+    def __init__(self, run_id: _Optional[str] = ..., worker_id: _Optional[str] = ..., traceparent: _Optional[str] = ...) -> None: ...
 
 class ClaimRunResponse(_message.Message):
     __slots__ = ("run", "claimed", "attempt_token")
@@ -270,20 +276,24 @@ class HeartbeatResponse(_message.Message):
     def __init__(self, deadline: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class CompleteRunRequest(_message.Message):
-    __slots__ = ("run_id", "attempt_token", "state", "error", "result_json", "retry_after")
+    __slots__ = ("run_id", "attempt_token", "state", "error", "result_json", "retry_after", "body_started_at", "traceparent")
     RUN_ID_FIELD_NUMBER: _ClassVar[int]
     ATTEMPT_TOKEN_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
     ERROR_FIELD_NUMBER: _ClassVar[int]
     RESULT_JSON_FIELD_NUMBER: _ClassVar[int]
     RETRY_AFTER_FIELD_NUMBER: _ClassVar[int]
+    BODY_STARTED_AT_FIELD_NUMBER: _ClassVar[int]
+    TRACEPARENT_FIELD_NUMBER: _ClassVar[int]
     run_id: str
     attempt_token: int
     state: _common_pb2.RunState
     error: str
     result_json: str
     retry_after: _duration_pb2.Duration
-    def __init__(self, run_id: _Optional[str] = ..., attempt_token: _Optional[int] = ..., state: _Optional[_Union[_common_pb2.RunState, str]] = ..., error: _Optional[str] = ..., result_json: _Optional[str] = ..., retry_after: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ...) -> None: ...
+    body_started_at: _timestamp_pb2.Timestamp
+    traceparent: str
+    def __init__(self, run_id: _Optional[str] = ..., attempt_token: _Optional[int] = ..., state: _Optional[_Union[_common_pb2.RunState, str]] = ..., error: _Optional[str] = ..., result_json: _Optional[str] = ..., retry_after: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., body_started_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., traceparent: _Optional[str] = ...) -> None: ...
 
 class CompleteRunResponse(_message.Message):
     __slots__ = ("run", "changed")
@@ -472,3 +482,83 @@ class ListPendingFiresResponse(_message.Message):
     RUNS_FIELD_NUMBER: _ClassVar[int]
     runs: _containers.RepeatedCompositeFieldContainer[_common_pb2.Run]
     def __init__(self, runs: _Optional[_Iterable[_Union[_common_pb2.Run, _Mapping]]] = ...) -> None: ...
+
+class RecordRunsRequest(_message.Message):
+    __slots__ = ("runs",)
+    RUNS_FIELD_NUMBER: _ClassVar[int]
+    runs: _containers.RepeatedCompositeFieldContainer[RecordRunRequest]
+    def __init__(self, runs: _Optional[_Iterable[_Union[RecordRunRequest, _Mapping]]] = ...) -> None: ...
+
+class RecordRunsResponse(_message.Message):
+    __slots__ = ("results",)
+    RESULTS_FIELD_NUMBER: _ClassVar[int]
+    results: _containers.RepeatedCompositeFieldContainer[RecordRunResult]
+    def __init__(self, results: _Optional[_Iterable[_Union[RecordRunResult, _Mapping]]] = ...) -> None: ...
+
+class RecordRunResult(_message.Message):
+    __slots__ = ("recorded", "error")
+    RECORDED_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    recorded: RecordRunResponse
+    error: _common_pb2.ItemError
+    def __init__(self, recorded: _Optional[_Union[RecordRunResponse, _Mapping]] = ..., error: _Optional[_Union[_common_pb2.ItemError, _Mapping]] = ...) -> None: ...
+
+class AppendRunEventsRequest(_message.Message):
+    __slots__ = ("events",)
+    EVENTS_FIELD_NUMBER: _ClassVar[int]
+    events: _containers.RepeatedCompositeFieldContainer[AppendRunEventRequest]
+    def __init__(self, events: _Optional[_Iterable[_Union[AppendRunEventRequest, _Mapping]]] = ...) -> None: ...
+
+class AppendRunEventsResponse(_message.Message):
+    __slots__ = ("results",)
+    RESULTS_FIELD_NUMBER: _ClassVar[int]
+    results: _containers.RepeatedCompositeFieldContainer[AppendRunEventResult]
+    def __init__(self, results: _Optional[_Iterable[_Union[AppendRunEventResult, _Mapping]]] = ...) -> None: ...
+
+class AppendRunEventResult(_message.Message):
+    __slots__ = ("event", "error")
+    EVENT_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    event: _common_pb2.RunEvent
+    error: _common_pb2.ItemError
+    def __init__(self, event: _Optional[_Union[_common_pb2.RunEvent, _Mapping]] = ..., error: _Optional[_Union[_common_pb2.ItemError, _Mapping]] = ...) -> None: ...
+
+class ClaimRunsRequest(_message.Message):
+    __slots__ = ("claims",)
+    CLAIMS_FIELD_NUMBER: _ClassVar[int]
+    claims: _containers.RepeatedCompositeFieldContainer[ClaimRunRequest]
+    def __init__(self, claims: _Optional[_Iterable[_Union[ClaimRunRequest, _Mapping]]] = ...) -> None: ...
+
+class ClaimRunsResponse(_message.Message):
+    __slots__ = ("results",)
+    RESULTS_FIELD_NUMBER: _ClassVar[int]
+    results: _containers.RepeatedCompositeFieldContainer[ClaimRunResult]
+    def __init__(self, results: _Optional[_Iterable[_Union[ClaimRunResult, _Mapping]]] = ...) -> None: ...
+
+class ClaimRunResult(_message.Message):
+    __slots__ = ("claim", "error")
+    CLAIM_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    claim: ClaimRunResponse
+    error: _common_pb2.ItemError
+    def __init__(self, claim: _Optional[_Union[ClaimRunResponse, _Mapping]] = ..., error: _Optional[_Union[_common_pb2.ItemError, _Mapping]] = ...) -> None: ...
+
+class CompleteRunsRequest(_message.Message):
+    __slots__ = ("completions",)
+    COMPLETIONS_FIELD_NUMBER: _ClassVar[int]
+    completions: _containers.RepeatedCompositeFieldContainer[CompleteRunRequest]
+    def __init__(self, completions: _Optional[_Iterable[_Union[CompleteRunRequest, _Mapping]]] = ...) -> None: ...
+
+class CompleteRunsResponse(_message.Message):
+    __slots__ = ("results",)
+    RESULTS_FIELD_NUMBER: _ClassVar[int]
+    results: _containers.RepeatedCompositeFieldContainer[CompleteRunResult]
+    def __init__(self, results: _Optional[_Iterable[_Union[CompleteRunResult, _Mapping]]] = ...) -> None: ...
+
+class CompleteRunResult(_message.Message):
+    __slots__ = ("completion", "error")
+    COMPLETION_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    completion: CompleteRunResponse
+    error: _common_pb2.ItemError
+    def __init__(self, completion: _Optional[_Union[CompleteRunResponse, _Mapping]] = ..., error: _Optional[_Union[_common_pb2.ItemError, _Mapping]] = ...) -> None: ...

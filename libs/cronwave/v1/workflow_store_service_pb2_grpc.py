@@ -110,6 +110,26 @@ class WorkflowStoreServiceStub:
                 request_serializer=cronwave_dot_v1_dot_workflow__store__service__pb2.AppendRunEventRequest.SerializeToString,
                 response_deserializer=cronwave_dot_v1_dot_workflow__store__service__pb2.AppendRunEventResponse.FromString,
                 _registered_method=True)
+        self.RecordRuns = channel.unary_unary(
+                '/cronwave.v1.WorkflowStoreService/RecordRuns',
+                request_serializer=cronwave_dot_v1_dot_workflow__store__service__pb2.RecordRunsRequest.SerializeToString,
+                response_deserializer=cronwave_dot_v1_dot_workflow__store__service__pb2.RecordRunsResponse.FromString,
+                _registered_method=True)
+        self.AppendRunEvents = channel.unary_unary(
+                '/cronwave.v1.WorkflowStoreService/AppendRunEvents',
+                request_serializer=cronwave_dot_v1_dot_workflow__store__service__pb2.AppendRunEventsRequest.SerializeToString,
+                response_deserializer=cronwave_dot_v1_dot_workflow__store__service__pb2.AppendRunEventsResponse.FromString,
+                _registered_method=True)
+        self.ClaimRuns = channel.unary_unary(
+                '/cronwave.v1.WorkflowStoreService/ClaimRuns',
+                request_serializer=cronwave_dot_v1_dot_workflow__store__service__pb2.ClaimRunsRequest.SerializeToString,
+                response_deserializer=cronwave_dot_v1_dot_workflow__store__service__pb2.ClaimRunsResponse.FromString,
+                _registered_method=True)
+        self.CompleteRuns = channel.unary_unary(
+                '/cronwave.v1.WorkflowStoreService/CompleteRuns',
+                request_serializer=cronwave_dot_v1_dot_workflow__store__service__pb2.CompleteRunsRequest.SerializeToString,
+                response_deserializer=cronwave_dot_v1_dot_workflow__store__service__pb2.CompleteRunsResponse.FromString,
+                _registered_method=True)
         self.ClaimRun = channel.unary_unary(
                 '/cronwave.v1.WorkflowStoreService/ClaimRun',
                 request_serializer=cronwave_dot_v1_dot_workflow__store__service__pb2.ClaimRunRequest.SerializeToString,
@@ -258,6 +278,34 @@ class WorkflowStoreServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def AppendRunEvent(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RecordRuns(self, request, context):
+        """Batches of the calls above, one transaction per call: each item gets the answer
+        its single call would have, or an ItemError. Fire times are known in advance, so
+        a planner records the runs of a whole second at once, and workers claim and
+        complete what they hold together.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def AppendRunEvents(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ClaimRuns(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def CompleteRuns(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -427,6 +475,26 @@ def add_WorkflowStoreServiceServicer_to_server(servicer, server):
                     servicer.AppendRunEvent,
                     request_deserializer=cronwave_dot_v1_dot_workflow__store__service__pb2.AppendRunEventRequest.FromString,
                     response_serializer=cronwave_dot_v1_dot_workflow__store__service__pb2.AppendRunEventResponse.SerializeToString,
+            ),
+            'RecordRuns': grpc.unary_unary_rpc_method_handler(
+                    servicer.RecordRuns,
+                    request_deserializer=cronwave_dot_v1_dot_workflow__store__service__pb2.RecordRunsRequest.FromString,
+                    response_serializer=cronwave_dot_v1_dot_workflow__store__service__pb2.RecordRunsResponse.SerializeToString,
+            ),
+            'AppendRunEvents': grpc.unary_unary_rpc_method_handler(
+                    servicer.AppendRunEvents,
+                    request_deserializer=cronwave_dot_v1_dot_workflow__store__service__pb2.AppendRunEventsRequest.FromString,
+                    response_serializer=cronwave_dot_v1_dot_workflow__store__service__pb2.AppendRunEventsResponse.SerializeToString,
+            ),
+            'ClaimRuns': grpc.unary_unary_rpc_method_handler(
+                    servicer.ClaimRuns,
+                    request_deserializer=cronwave_dot_v1_dot_workflow__store__service__pb2.ClaimRunsRequest.FromString,
+                    response_serializer=cronwave_dot_v1_dot_workflow__store__service__pb2.ClaimRunsResponse.SerializeToString,
+            ),
+            'CompleteRuns': grpc.unary_unary_rpc_method_handler(
+                    servicer.CompleteRuns,
+                    request_deserializer=cronwave_dot_v1_dot_workflow__store__service__pb2.CompleteRunsRequest.FromString,
+                    response_serializer=cronwave_dot_v1_dot_workflow__store__service__pb2.CompleteRunsResponse.SerializeToString,
             ),
             'ClaimRun': grpc.unary_unary_rpc_method_handler(
                     servicer.ClaimRun,
@@ -890,6 +958,114 @@ class WorkflowStoreService:
             '/cronwave.v1.WorkflowStoreService/AppendRunEvent',
             cronwave_dot_v1_dot_workflow__store__service__pb2.AppendRunEventRequest.SerializeToString,
             cronwave_dot_v1_dot_workflow__store__service__pb2.AppendRunEventResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RecordRuns(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/cronwave.v1.WorkflowStoreService/RecordRuns',
+            cronwave_dot_v1_dot_workflow__store__service__pb2.RecordRunsRequest.SerializeToString,
+            cronwave_dot_v1_dot_workflow__store__service__pb2.RecordRunsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AppendRunEvents(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/cronwave.v1.WorkflowStoreService/AppendRunEvents',
+            cronwave_dot_v1_dot_workflow__store__service__pb2.AppendRunEventsRequest.SerializeToString,
+            cronwave_dot_v1_dot_workflow__store__service__pb2.AppendRunEventsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ClaimRuns(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/cronwave.v1.WorkflowStoreService/ClaimRuns',
+            cronwave_dot_v1_dot_workflow__store__service__pb2.ClaimRunsRequest.SerializeToString,
+            cronwave_dot_v1_dot_workflow__store__service__pb2.ClaimRunsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CompleteRuns(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/cronwave.v1.WorkflowStoreService/CompleteRuns',
+            cronwave_dot_v1_dot_workflow__store__service__pb2.CompleteRunsRequest.SerializeToString,
+            cronwave_dot_v1_dot_workflow__store__service__pb2.CompleteRunsResponse.FromString,
             options,
             channel_credentials,
             insecure,
