@@ -22,7 +22,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 from opentelemetry.instrumentation.grpc import server_interceptor
 
-from cronwave_core import telemetry
+from cronwave_core import fanout, telemetry
 from cronwave_core.errors import CronwaveError
 from cronwave_core.settings import Settings
 
@@ -88,8 +88,15 @@ class SerializationInterceptor(grpc.ServerInterceptor):
         hop = telemetry.rpc_hop(method)
         name = method.rsplit("/", 1)[-1]
         decode_name, encode_name = f"server decode {name}", f"server encode {name}"
-        decode, encode = handler.request_deserializer, handler.response_serializer
-        behavior = handler.unary_unary
+        encode, behavior = handler.response_serializer, handler.unary_unary
+        parse = handler.request_deserializer
+
+        def decode(raw: bytes) -> Any:
+            # A batch registers its runs before its decode span ends, so that span
+            # too is copied into every run's trace (see cronwave_core.fanout).
+            request = parse(raw)
+            fanout.register_request(request)
+            return request
 
         def unary_unary(raw: bytes, context: grpc.ServicerContext) -> bytes:
             try:
@@ -142,7 +149,13 @@ class RunningServer:
                 max_workers=service.max_workers, thread_name_prefix=service.name
             ),
             interceptors=interceptors,
-            options=[("grpc.so_reuseport", 0)],
+            options=[
+                ("grpc.so_reuseport", 0),
+                # Clients ping every 10 s (cronwave_core.rpc) to notice a dead peer;
+                # the server's default would answer those pings with GOAWAY.
+                ("grpc.keepalive_permit_without_calls", 1),
+                ("grpc.http2.min_recv_ping_interval_without_data_ms", 5_000),
+            ],
         )
         self.health = health.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)

@@ -19,6 +19,7 @@ import grpc
 from opentelemetry import trace
 from opentelemetry.instrumentation.grpc import client_interceptor, grpcext
 
+from cronwave.v1 import common_pb2
 from cronwave_core import errors, telemetry
 
 
@@ -197,12 +198,31 @@ def error_from_rpc(exc: grpc.RpcError) -> errors.CronwaveError:
     """The cronwave error that a failed call stands for, message unchanged."""
     code = exc.code() if hasattr(exc, "code") else None
     details = exc.details() if hasattr(exc, "details") else str(exc)
-    name = code.name if code is not None else "UNKNOWN"
+    return error_from_status(code.name if code is not None else "UNKNOWN", details or "")
+
+
+def error_from_status(name: str, details: str) -> errors.CronwaveError:
+    """The cronwave error for a gRPC status (by name) and its message."""
     cls = errors.BY_STATUS.get(name, errors.CronwaveError)
     if name == "INVALID_ARGUMENT":
-        field, _, rule = (details or "").partition(": ")
+        field, _, rule = details.partition(": ")
         return errors.InvalidArgument(field, rule)
     err = cls.__new__(cls)
     errors.CronwaveError.__init__(err, details or name)
     err.status = name
     return err
+
+
+_CODES = {code.value[0]: code for code in grpc.StatusCode}
+
+
+def error_from_item(item: common_pb2.ItemError) -> errors.CronwaveError:
+    """The cronwave error one item of a batch call was refused with."""
+    code = _CODES.get(item.code, grpc.StatusCode.UNKNOWN)
+    return error_from_status(code.name, item.message)
+
+
+def item_error(exc: errors.CronwaveError) -> common_pb2.ItemError:
+    """One item's refusal in a batch answer: the status its single call would end with."""
+    code = getattr(grpc.StatusCode, exc.status, grpc.StatusCode.UNKNOWN)
+    return common_pb2.ItemError(code=code.value[0], message=exc.message)

@@ -58,6 +58,9 @@ ATTR_WORKER_ID = "cronwave.worker_id"
 ATTR_TRIGGER = "cronwave.trigger"
 #: Set on the span a latency fault was injected into (see ``cronwave_core.faults``).
 ATTR_FAULT = "cronwave.fault"
+#: Set on the span of a run held until its fire time (dispatched ahead): waiting on
+#: purpose before the instant, which is no hop's latency.
+ATTR_HOLD = "cronwave.hold"
 
 #: The attributes a span inherits from its in-process parent (``RunAttributesProcessor``).
 RUN_KEYS = (
@@ -210,8 +213,13 @@ def init_tracing(service: str, settings: Settings) -> TracerProvider:
         exporter = OTLPSpanExporter(endpoint=settings.otlp_endpoint)
     else:
         exporter = JsonLinesSpanExporter(settings.spans_dir, service)
+    from cronwave_core.fanout import FanOutProcessor  # it imports this module
+
+    # Spans of a batch call are exported once per run the batch carried (fanout).
     provider.add_span_processor(
-        BatchSpanProcessor(exporter, max_queue_size=65536, schedule_delay_millis=500)
+        FanOutProcessor(
+            BatchSpanProcessor(exporter, max_queue_size=65536, schedule_delay_millis=500)
+        )
     )
     trace.set_tracer_provider(provider)
     _tracing = True

@@ -14,7 +14,9 @@ Hop. A span's hop is its ``cronwave.hop``. Without one:
   an RPC's network time belongs to the hop it calls into (reaching the store is
   part of ``persist``);
 - otherwise, and when the above finds nothing, the hop of its parent.
-A span with no hop at all still counts for its run's extent but for no hop.
+A span with no hop at all still counts for its run's extent but for no hop; so does a
+span marked ``cronwave.hold`` (a run held until its fire time: waiting on purpose,
+before the instant, so not latency of any hop).
 
 Kind. A span's kind of time is its ``cronwave.kind``. Without one, a span with
 ``db.system`` (SQL instrumentation) is ``database``, and a ``CLIENT`` span with a
@@ -38,7 +40,7 @@ from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from cronwave_core.telemetry import ATTR_HOP, ATTR_KIND, ATTR_RUN_ID
+from cronwave_core.telemetry import ATTR_HOLD, ATTR_HOP, ATTR_KIND, ATTR_RUN_ID
 from cronwave_waterfall.span import Span
 
 NETWORK = "network"
@@ -139,7 +141,9 @@ def _place_trace(spans: list[Span]) -> list[Placed]:
         run_of[sid] = run
 
         hop = explicit_hop[sid]
-        if hop is None:
+        if hop is None and s.attributes.get(ATTR_HOLD):
+            pass  # a run held until its fire time: intended, before the instant, no hop's
+        elif hop is None:
             if s.span_kind == "SERVER":
                 hop = hop_below(s)
             elif sid in server_child:

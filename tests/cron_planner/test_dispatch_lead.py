@@ -14,9 +14,10 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from cron_planner.clock import ManualClock
-from cron_planner.fire_loop import FireLoop
+from cron_planner.fire_loop import FireLoop, Start
 from cron_planner.schedule_index import ScheduleIndex
 from cron_planner.work import InFlight, Missed, Trigger
+from cronwave_core.errors import CronwaveError
 from cronwave_core.spec import Interval, Overlap, Policy, ScheduleDef, Spec
 from tests.helpers import eventually
 
@@ -90,6 +91,17 @@ class Recorder:
     missed: list[tuple[datetime, str]] = field(default_factory=list)
     running: list[InFlight] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def start_runs(self, starts: Sequence[Start], token: int) -> list[str | CronwaveError]:
+        answers: list[str | CronwaveError] = []
+        for start in starts:
+            try:
+                answers.append(
+                    self.start_run(start.schedule_id, start.fire_time, token, start.trigger)
+                )
+            except CronwaveError as exc:
+                answers.append(exc)
+        return answers
 
     def start_run(
         self,

@@ -16,7 +16,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from cron_planner.clock import ManualClock
-from cron_planner.fire_loop import Backoff, FireLoop
+from cron_planner.fire_loop import Backoff, FireLoop, Start
 from cron_planner.schedule_index import ScheduleIndex
 from cron_planner.work import InFlight, Missed, Trigger
 from cronwave_core.errors import CronwaveError, FailedPrecondition, InvalidArgument, Unavailable
@@ -48,6 +48,17 @@ class Dispatcher:
     calls: list[tuple[str, datetime, int, Trigger]] = field(default_factory=list)
     times: list[datetime] = field(default_factory=list)  # when each call came
     lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def start_runs(self, starts: Sequence[Start], token: int) -> list[str | CronwaveError]:
+        answers: list[str | CronwaveError] = []
+        for start in starts:
+            try:
+                answers.append(
+                    self.start_run(start.schedule_id, start.fire_time, token, start.trigger)
+                )
+            except CronwaveError as exc:
+                answers.append(exc)
+        return answers
 
     def start_run(
         self,

@@ -15,11 +15,11 @@ from __future__ import annotations
 
 import logging
 import time
-from datetime import datetime, timedelta
+from collections.abc import Sequence
+from datetime import timedelta
 
-from cron_planner.fire_loop import Dispatch
-from cron_planner.work import Trigger
-from cronwave_core.errors import ConfigurationError
+from cron_planner.fire_loop import Dispatch, Start
+from cronwave_core.errors import ConfigurationError, CronwaveError
 
 log = logging.getLogger("cronwave.planner.fault")
 
@@ -63,23 +63,18 @@ class HeldDispatch:
         self._inner = inner
         self._hold = hold.total_seconds()
 
-    def start_run(
-        self,
-        schedule_id: str,
-        fire_time: datetime,
-        token: int,
-        trigger: Trigger = Trigger.SCHEDULED,
-    ) -> str:
-        log.warning(
-            "fault %s: holding the start of %s@%s (fencing token %d) for %.2fs",
-            HOLD_START,
-            schedule_id,
-            fire_time.isoformat(),
-            token,
-            self._hold,
-        )
+    def start_runs(self, starts: Sequence[Start], token: int) -> list[str | CronwaveError]:
+        for start in starts:
+            log.warning(
+                "fault %s: holding the start of %s@%s (fencing token %d) for %.2fs",
+                HOLD_START,
+                start.schedule_id,
+                start.fire_time.isoformat(),
+                token,
+                self._hold,
+            )
         time.sleep(self._hold)  # monotonic: a pause of the process counts against it
-        return self._inner.start_run(schedule_id, fire_time, token, trigger)
+        return self._inner.start_runs(starts, token)
 
 
 def with_faults(dispatch: Dispatch, raw: str) -> Dispatch:

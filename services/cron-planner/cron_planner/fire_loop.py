@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -65,22 +66,29 @@ from cron_planner.work import (
     Trigger,
     WorkQueue,
 )
+from cronwave_core import fanout
 from cronwave_core.errors import CronwaveError, FailedPrecondition, Unavailable
 from cronwave_core.overlap import OverlapAction, RunView, decide_overlap, in_flight
 from cronwave_core.spec import Overlap, ScheduleDef
 from cronwave_core.telemetry import (
     ATTR_CACHE_HIT,
     ATTR_CACHE_NAME,
+    ATTR_HOP,
+    ATTR_KIND,
     ATTR_RUN_ID,
     ATTR_TRIGGER,
     hop_span,
     run_attributes,
-    run_baggage,
 )
 
 log = logging.getLogger("cronwave.planner.fire")
 
 ROOT_SPAN = "cron-planner fire"
+BATCH_SPAN = "cron-planner dispatch"
+#: At most this many fires go to the dispatcher in one call ...
+BATCH_LIMIT = 500
+#: ... and the loop collects due fires for at most this long before it sends them.
+BATCH_COLLECT = timedelta(milliseconds=50)
 # A buffered fire waits for the run in flight however long it takes.
 _NO_DEADLINE = datetime(9000, 1, 1, tzinfo=UTC)
 
@@ -93,16 +101,23 @@ class Leadership(Protocol):
     def step_down(self, reason: str) -> None: ...
 
 
+@dataclass(frozen=True)
+class Start:
+    """One fire handed to the dispatcher; ``traceparent`` is its trace's context."""
+
+    schedule_id: str
+    fire_time: datetime
+    trigger: Trigger = Trigger.SCHEDULED
+    traceparent: str = ""
+
+
 class Dispatch(Protocol):
-    def start_run(
-        self,
-        schedule_id: str,
-        fire_time: datetime,
-        token: int,
-        trigger: Trigger = Trigger.SCHEDULED,
-    ) -> str:
-        """Start the run of a slot; its run id. Raises ``Unavailable`` (retry),
-        ``FailedPrecondition`` or another ``CronwaveError`` (refused)."""
+    def start_runs(self, starts: Sequence[Start], token: int) -> list[str | CronwaveError]:
+        """Start the runs of ``starts`` in one call: per start, its run id or the
+        error it was refused with (``Unavailable``: retry; ``FailedPrecondition`` or
+        another ``CronwaveError``: refused). Raises ``Unavailable`` when the call as
+        a whole failed (nothing is known of any start) and another ``CronwaveError``
+        when it was refused as a whole."""
         ...
 
 
@@ -162,6 +177,20 @@ class FireStats:
     cancelled: int = 0
     resumed: int = 0
     last_error: str = ""
+
+
+@dataclass
+class _Prepared:
+    """A fire ready for the dispatcher, with its open root span."""
+
+    fire: Fire
+    root: trace.Span
+    now: datetime
+    allow_all: bool
+
+
+def _stale_token(error: CronwaveError) -> bool:
+    return isinstance(error, FailedPrecondition) and error.message.startswith("fencing_token")
 
 
 def iso(instant: datetime) -> str:
@@ -297,14 +326,8 @@ class FireLoop:
         self._take_inbox()
         fire = self._work.peek()
         slot = self._index.peek()
-        if fire is not None and fire.act_at <= now and (slot is None or fire.act_at <= slot.act_at):
-            self._work.pop()
-            if self._paced_later(fire, now):
-                return
-            self._start(fire, token)
-            return
-        if slot is not None and slot.act_at <= now:
-            self._handle_slot(slot, token, now)
+        if (fire is not None and fire.act_at <= now) or (slot is not None and slot.act_at <= now):
+            self._start_due(token, now)
             return
         if self._buffers and (self._next_poll is None or self._next_poll <= now):
             self._poll_buffers(token, now)
@@ -438,24 +461,82 @@ class FireLoop:
         self._index.advance(slot, plan.through, plan.handled)
 
     # starts -----------------------------------------------------------------------------
+    def _start_due(self, token: int, now: datetime) -> None:
+        """Plan every due slot and start every due fire, in order of their instants,
+        the fires in one call to the dispatcher (at most ``BATCH_LIMIT``, collected for
+        at most ``BATCH_COLLECT``; the rest are the next step's). A second fire of a
+        schedule whose overlap policy looks at its runs in flight waits for the next
+        call, so that the first is recorded when the policy looks."""
+        batch: list[_Prepared] = []
+        checked_ids: set[str] = set()
+        later: list[Fire] = []
+        stop_at = time.monotonic() + BATCH_COLLECT.total_seconds()
+        for _ in range(BATCH_LIMIT * 4):
+            fire, slot = self._work.peek(), self._index.peek()
+            fire_at = fire.act_at if fire is not None and fire.act_at <= now else None
+            slot_at = slot.act_at if slot is not None and slot.act_at <= now else None
+            if fire is not None and fire_at is not None and (slot_at is None or fire_at <= slot_at):
+                self._work.pop()
+                if self._paced_later(fire, now):
+                    continue
+                if fire.schedule_id in checked_ids:
+                    later.append(fire)
+                    continue
+                prepared = self._prepare(fire, token)
+                if prepared is not None:
+                    batch.append(prepared)
+                    if not prepared.allow_all:
+                        checked_ids.add(fire.schedule_id)
+                if len(batch) >= BATCH_LIMIT:
+                    break
+            elif slot is not None and slot_at is not None:
+                self._handle_slot(slot, token, now)
+            else:
+                break
+            if time.monotonic() >= stop_at:
+                break
+        for fire in later:
+            self._work.push(fire)
+        self._dispatch_batch(batch, token)
+
     def _start(self, fire: Fire, token: int, *, checked: bool = False) -> None:
-        """Start ``fire`` (``checked``: its overlap policy already let it start)."""
+        """Start ``fire`` alone (``checked``: its overlap policy already let it start)."""
+        prepared = self._prepare(fire, token, checked=checked)
+        if prepared is not None:
+            self._dispatch_batch([prepared], token)
+
+    def _prepare(self, fire: Fire, token: int, *, checked: bool = False) -> _Prepared | None:
+        """Everything before the dispatcher is asked: the fire's trace (its root span,
+        left open until the dispatcher answered), the lease, the schedule's state and
+        its overlap policy. None when the fire is not to start now (it was recorded,
+        deferred or left to the next term)."""
         now = self._clock.now()
         schedule = self._index.get(fire.schedule_id)
         if schedule is None:
             log.info("%s@%s not started: schedule gone", fire.schedule_id, iso(fire.fire_time))
-            return
+            return None
         if schedule.paused:
             self._queue_records([fire.missed(PAUSED)], token, now)
-            return
+            return None
         attrs = run_attributes("", fire.schedule_id, iso(fire.fire_time))
-        with (
-            self._tracer.start_as_current_span(
-                ROOT_SPAN, context=otel_context.Context(), attributes=attrs
-            ) as root,
-            # The dispatcher's and the store's spans of this start name its slot too.
-            run_baggage({**attrs, ATTR_TRIGGER: fire.trigger.value}),
-        ):
+        root = self._tracer.start_span(ROOT_SPAN, context=otel_context.Context(), attributes=attrs)
+        prepared = self._prepare_in(root, fire, schedule, token, now, checked=checked)
+        if prepared is None:
+            root.end()
+        return prepared
+
+    def _prepare_in(
+        self,
+        root: trace.Span,
+        fire: Fire,
+        schedule: ScheduleDef,
+        token: int,
+        now: datetime,
+        *,
+        checked: bool,
+    ) -> _Prepared | None:
+        attrs = run_attributes("", fire.schedule_id, iso(fire.fire_time))
+        with trace.use_span(root, end_on_exit=False):
             root.set_attribute(ATTR_TRIGGER, fire.trigger.value)
             with hop_span("plan due fire", hop="plan", kind="app", attributes=attrs):
                 now = self._clock.now()
@@ -465,59 +546,80 @@ class FireLoop:
                 token = self._leadership.token()
             if not token:
                 root.set_attribute("cronwave.planner.outcome", "not leader; left to the next term")
-                return
+                return None
             cancel: list[InFlight] = []
+            policy = fire.overlap or schedule.policy.overlap
             if not checked:
                 try:
                     with hop_span("plan overlap", hop="plan", kind="app", attributes=attrs):
                         chosen, cancel = self._overlap(fire, schedule, token, now)
                 except Unavailable as exc:
                     self._retry_or_give_up(fire, token, exc, now)
-                    return
+                    return None
                 except CronwaveError as exc:
                     self._give_up(fire, token, f"overlap check failed: {exc.message}", now)
-                    return
+                    return None
                 if chosen is None:
                     root.set_attribute("cronwave.planner.outcome", "overlap: not started now")
-                    return
+                    return None
                 fire = chosen
                 root.set_attributes(run_attributes("", fire.schedule_id, iso(fire.fire_time)))
             for run in cancel:
                 if not self._cancel(run, fire, token, now):
-                    return
-            self._dispatch_start(fire, token, now, root)
+                    return None
+        return _Prepared(fire, root, now, allow_all=policy == Overlap.ALLOW_ALL)
 
-    def _dispatch_start(self, fire: Fire, token: int, now: datetime, root: trace.Span) -> None:
+    def _dispatch_batch(self, batch: Sequence[_Prepared], token: int) -> None:
+        """One call to the dispatcher for ``batch``; every fire's outcome as its own."""
+        if not batch:
+            return
+        items = []
+        for p in batch:
+            context = p.root.get_span_context()
+            attrs = run_attributes("", p.fire.schedule_id, iso(p.fire.fire_time))
+            items.append(fanout.Item(context.trace_id, context.span_id, attrs))
+        starts = [
+            Start(p.fire.schedule_id, p.fire.fire_time, p.fire.trigger, item.traceparent())
+            for p, item in zip(batch, items, strict=True)
+        ]
         try:
-            run_id = self._dispatch.start_run(fire.schedule_id, fire.fire_time, token, fire.trigger)
-        except FailedPrecondition as exc:
-            if exc.message.startswith("fencing_token"):
-                root.set_attribute("cronwave.planner.outcome", "stale token; stepped down")
-                # Said in the log so an operator can see that fencing held a stale
-                # leader off (the slot is the new leader's to fire).
-                log.warning(
-                    "start of %s@%s refused: fencing token %d is stale (%s)",
-                    fire.schedule_id,
-                    iso(fire.fire_time),
-                    token,
-                    exc.message,
-                )
-                self.stats.step_downs += 1
-                self._leadership.step_down(exc.message)
-                return
-            self._give_up(fire, token, f"dispatcher refused the start: {exc.message}", now)
-            return
-        except Unavailable as exc:
-            self._retry_or_give_up(fire, token, exc, now)
-            return
+            with fanout.batch_span(BATCH_SPAN, items, {ATTR_HOP: "plan", ATTR_KIND: "app"}):
+                results = self._dispatch.start_runs(starts, token)
         except CronwaveError as exc:
-            self._give_up(fire, token, f"dispatcher refused the start: {exc.message}", now)
-            return
-        root.set_attribute(ATTR_RUN_ID, run_id)
+            results = [exc] * len(batch)
+        stepped_down = False
+        for p, result in zip(batch, results, strict=True):
+            if isinstance(result, str):
+                self._started(p, result)
+            elif _stale_token(result):
+                p.root.set_attribute("cronwave.planner.outcome", "stale token; stepped down")
+                if not stepped_down:
+                    stepped_down = True
+                    # Said in the log so an operator can see that fencing held a stale
+                    # leader off (the slot is the new leader's to fire).
+                    log.warning(
+                        "start of %s@%s refused: fencing token %d is stale (%s)",
+                        p.fire.schedule_id,
+                        iso(p.fire.fire_time),
+                        token,
+                        result.message,
+                    )
+                    self.stats.step_downs += 1
+                    self._leadership.step_down(result.message)
+            elif isinstance(result, Unavailable):
+                self._retry_or_give_up(p.fire, token, result, p.now)
+            else:
+                self._give_up(
+                    p.fire, token, f"dispatcher refused the start: {result.message}", p.now
+                )
+            p.root.end()
+
+    def _started(self, p: _Prepared, run_id: str) -> None:
+        p.root.set_attribute(ATTR_RUN_ID, run_id)
         self.stats.fired += 1
-        if fire.trigger is Trigger.CATCHUP:
+        if p.fire.trigger is Trigger.CATCHUP:
             self.stats.catchups += 1
-        elif fire.trigger is Trigger.BACKFILL:
+        elif p.fire.trigger is Trigger.BACKFILL:
             self.stats.backfills += 1
 
     def _overlap(

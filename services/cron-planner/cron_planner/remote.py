@@ -14,6 +14,7 @@ from datetime import datetime, timedelta
 
 import grpc
 
+from cron_planner.fire_loop import Start
 from cron_planner.work import InFlight, Missed, Trigger
 from cronwave.v1 import common_pb2
 from cronwave.v1 import dispatcher_service_pb2 as dispatcher_pb
@@ -24,7 +25,7 @@ from cronwave.v1 import workflow_store_service_pb2 as store_pb
 from cronwave.v1 import workflow_store_service_pb2_grpc as store_grpc
 from cronwave_core.convert import dt_to_ts, ts_to_dt
 from cronwave_core.errors import CronwaveError, Unavailable
-from cronwave_core.rpc import error_from_rpc
+from cronwave_core.rpc import error_from_item, error_from_rpc
 
 FENCING_SCOPE = "planner"
 LATEST_PAGE = 10_000
@@ -51,6 +52,9 @@ _FROM_PB = {v: k for k, v in TRIGGERS.items()}
 _IN_FLIGHT = {common_pb2.RUN_STATE_PENDING: "pending", common_pb2.RUN_STATE_RUNNING: "running"}
 
 
+_TRANSIENT_CODES = {code.value[0] for code in _TRANSIENT}
+
+
 def _error(exc: grpc.RpcError, peer: str) -> CronwaveError:
     code = exc.code() if hasattr(exc, "code") else grpc.StatusCode.UNKNOWN
     if code in _TRANSIENT:
@@ -70,28 +74,42 @@ class DispatcherClient:
         self._stub = dispatcher_grpc.DispatcherServiceStub(channel)
         self._timeout = timeout.total_seconds()
 
-    def start_run(
-        self,
-        schedule_id: str,
-        fire_time: datetime,
-        token: int,
-        trigger: Trigger = Trigger.SCHEDULED,
-    ) -> str:
-        """Start the run of one planned fire; returns its run id (also when the
-        dispatcher already had it: a repeated start is harmless)."""
-        request = dispatcher_pb.StartRunRequest(
-            schedule_id=schedule_id,
-            fire_time=dt_to_ts(fire_time),
-            fencing_token=token,
-            fencing_scope=FENCING_SCOPE,
-            idempotency_key=idempotency_key(schedule_id, fire_time),
-            trigger=TRIGGERS[trigger],
+    def start_runs(self, starts: Sequence[Start], token: int) -> list[str | CronwaveError]:
+        """Start the runs of planned fires in one call; per fire its run id (also when
+        the dispatcher already had it: a repeated start is harmless) or its refusal."""
+        request = dispatcher_pb.StartRunsRequest(
+            starts=[
+                dispatcher_pb.StartRunRequest(
+                    schedule_id=start.schedule_id,
+                    fire_time=dt_to_ts(start.fire_time),
+                    fencing_token=token,
+                    fencing_scope=FENCING_SCOPE,
+                    idempotency_key=idempotency_key(start.schedule_id, start.fire_time),
+                    trigger=TRIGGERS[start.trigger],
+                    traceparent=start.traceparent,
+                )
+                for start in starts
+            ]
         )
         try:
-            reply = self._stub.StartRun(request, timeout=self._timeout)
+            reply = self._stub.StartRuns(request, timeout=self._timeout)
         except grpc.RpcError as exc:
             raise _error(exc, "dispatcher") from exc
-        return str(reply.run.run_id)
+        answers: list[str | CronwaveError] = []
+        for result in reply.results:
+            if result.HasField("error"):
+                code = result.error.code
+                if code in _TRANSIENT_CODES:
+                    answers.append(Unavailable(f"dispatcher: {result.error.message}"))
+                else:
+                    answers.append(error_from_item(result.error))
+            else:
+                answers.append(str(result.started.run.run_id))
+        if len(answers) != len(starts):
+            raise Unavailable(
+                f"dispatcher: answered {len(answers)} of {len(starts)} starts; retrying them"
+            )
+        return answers
 
 
 class StoreClient:

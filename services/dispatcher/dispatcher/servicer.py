@@ -13,27 +13,34 @@ anything; every start is routed to its job type's queue by a cached route.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, NoReturn
 
 import grpc
 from dramatiq.brokers.redis import RedisBroker
+from opentelemetry import context as otel_context
 from opentelemetry import trace
 
 from cronwave.v1 import common_pb2
 from cronwave.v1 import dispatcher_service_pb2 as pb
 from cronwave.v1 import dispatcher_service_pb2_grpc as pb_grpc
 from cronwave.v1 import workflow_store_service_pb2 as store_pb
+from cronwave_core import fanout
 from cronwave_core.caching import CacheControl, RunStatusCache
 from cronwave_core.convert import dt_to_ts, ts_to_dt
 from cronwave_core.errors import InvalidArgument, Unavailable
+from cronwave_core.fanout import ATTR_BATCH_SIZE
 from cronwave_core.faults import Faults, run_key
 from cronwave_core.queueing import DEFAULT_QUEUE, RunMessage
+from cronwave_core.rpc import item_error
 from cronwave_core.telemetry import (
     ATTR_FIRE_TIME,
     ATTR_JOB_TYPE,
     ATTR_QUEUE,
+    ATTR_RUN_ID,
     ATTR_SCHEDULE_ID,
     ATTR_TRIGGER,
     hop_span,
@@ -44,8 +51,6 @@ from dispatcher.caches import DedupCache, RouteCache
 from dispatcher.requests import StartRequest, manual_fire_time
 
 log = logging.getLogger("cronwave.dispatcher")
-
-#: Where a run goes when the store did not name a queue for it.
 
 
 def _now() -> datetime:
@@ -121,6 +126,129 @@ class DispatcherServicer(pb_grpc.DispatcherServiceServicer):
             run, created = self._start(start, span, context, dedupe=False)
             return pb.TriggerRunResponse(run=run, created=created)
 
+    def StartRuns(
+        self, request: pb.StartRunsRequest, context: grpc.ServicerContext
+    ) -> pb.StartRunsResponse:
+        """Many scheduled starts: looked up and routed one by one, recorded in one
+        store call, queued together. Each item is answered as its StartRun would be."""
+        with hop_span("dispatch.start_runs", "dispatch", "app") as span:
+            starts = _batch_starts(request)
+            span.set_attribute(ATTR_BATCH_SIZE, len(starts))
+            control = CacheControl.from_metadata(context.invocation_metadata())
+            pending: list[_Pending] = []
+            results = [pb.StartRunResult() for _ in starts]
+            for index, (start, item) in enumerate(starts):
+                with _item_context(item):
+                    known, queue = self._look_up(start, control)
+                if known is not None:
+                    results[index].started.CopyFrom(
+                        pb.StartRunResponse(run=self._current(known), created=False)
+                    )
+                    continue
+                pending.append(_Pending(index, start, item, queue))
+            if pending:
+                self._record_batch(pending, results, context)
+            return pb.StartRunsResponse(results=results)
+
+    def _look_up(
+        self,
+        start: StartRequest,
+        control: CacheControl,
+        span: trace.Span | None = None,
+        *,
+        dedupe: bool = True,
+    ) -> tuple[common_pb2.Run | None, str]:
+        """The run the de-duplication cache knows for ``start`` (a duplicate), else
+        None and the queue the start is routed to ("" lets the store choose)."""
+        key = run_key(start.schedule_id, start.fire_time)
+        if dedupe and self.dedup is not None:
+            known = self.dedup.lookup(key, control)
+            # A start with an older token than the run's goes on to the store, which
+            # refuses it: a deposed planner must learn that it is deposed.
+            if known is not None and start.fencing_token >= known.fencing_token:
+                return known, ""
+        queue = ""
+        if self.routes is not None:
+            route, _ = self.routes.route(start.schedule_id, control=control, fault_key=key)
+            if route is not None:
+                queue = route.queue
+                if span is not None:
+                    span.set_attributes({ATTR_JOB_TYPE: route.job_type, ATTR_QUEUE: queue})
+        self.faults.inject("dispatch", "app", key, span)
+        return None, queue
+
+    def _record_batch(
+        self,
+        pending: list[_Pending],
+        results: list[pb.StartRunResult],
+        context: grpc.ServicerContext,
+    ) -> None:
+        requests = [
+            store_pb.RecordRunRequest(
+                schedule_id=p.start.schedule_id,
+                fire_time=dt_to_ts(p.start.fire_time),
+                trigger=p.start.trigger,  # type: ignore[arg-type]
+                fencing_token=p.start.fencing_token,
+                fencing_scope=p.start.fencing_scope,
+                idempotency_key=p.start.idempotency_key,
+                queue=p.queue,
+                trace_id=f"{p.item.trace_id:032x}" if p.item else "",
+                traceparent=p.item.under_current().traceparent() if p.item else "",
+            )
+            for p in pending
+        ]
+        try:
+            recorded = self.store.RecordRuns(store_pb.RecordRunsRequest(runs=requests))
+        except grpc.RpcError as exc:
+            _abort_like(context, exc)
+        created: list[tuple[_Pending, common_pb2.Run]] = []
+        for p, result in zip(pending, recorded.results, strict=True):
+            if result.HasField("error"):
+                results[p.index].error.CopyFrom(result.error)
+                continue
+            run = result.recorded.run
+            if p.item is not None:  # the copies of this batch's spans name the run
+                p.item.attributes[ATTR_RUN_ID] = run.run_id
+            if self.dedup is not None:
+                self.dedup.remember(run_key(p.start.schedule_id, p.start.fire_time), run)
+            results[p.index].started.CopyFrom(
+                pb.StartRunResponse(run=run, created=result.recorded.created)
+            )
+            if result.recorded.created:
+                created.append((p, run))
+        if created:
+            self._enqueue_batch(created, results)
+
+    def _enqueue_batch(
+        self, created: list[tuple[_Pending, common_pb2.Run]], results: list[pb.StartRunResult]
+    ) -> None:
+        """Queue the new runs, their ``enqueued`` events first (one store call), so a
+        run's history never shows its claim before its enqueue."""
+        self._events(
+            [
+                store_pb.AppendRunEventRequest(
+                    run_id=run.run_id, kind="enqueued", detail=run.queue or DEFAULT_QUEUE
+                )
+                for _, run in created
+            ]
+        )
+        for p, run in created:
+            fire_time = ts_to_dt(run.fire_time)
+            attrs: dict[str, Any] = {
+                **run_attributes(run.run_id, run.schedule_id, fire_time.isoformat()),
+                ATTR_JOB_TYPE: run.job_type,
+                ATTR_TRIGGER: trigger_name(p.start.trigger),
+            }
+            with (
+                _item_context(p.item),
+                run_baggage({**attrs, ATTR_QUEUE: run.queue or DEFAULT_QUEUE}),
+            ):
+                try:
+                    self._send(run, attrs)
+                except Unavailable as exc:
+                    results[p.index].ClearField("started")
+                    results[p.index].error.CopyFrom(item_error(exc))
+
     def _start(
         self,
         start: StartRequest,
@@ -147,24 +275,13 @@ class DispatcherServicer(pb_grpc.DispatcherServiceServicer):
         *,
         dedupe: bool,
     ) -> tuple[common_pb2.Run, bool]:
-        key = run_key(start.schedule_id, start.fire_time)
         control = CacheControl.from_metadata(context.invocation_metadata())
         trigger = trigger_name(start.trigger)
-        if dedupe and self.dedup is not None:
-            known = self.dedup.lookup(key, control)
-            # A start with an older token than the run's goes on to the store, which
-            # refuses it: a deposed planner must learn that it is deposed.
-            if known is not None and start.fencing_token >= known.fencing_token:
-                # Not the run's own span: a duplicate start is no part of its waterfall.
-                span.set_attribute("cronwave.duplicate_of", known.run_id)
-                return self._current(known), False
-        queue = ""
-        if self.routes is not None:
-            route, _ = self.routes.route(start.schedule_id, control=control, fault_key=key)
-            if route is not None:
-                queue = route.queue
-                span.set_attributes({ATTR_JOB_TYPE: route.job_type, ATTR_QUEUE: queue})
-        self.faults.inject("dispatch", "app", key, span)
+        known, queue = self._look_up(start, control, span, dedupe=dedupe)
+        if known is not None:
+            # Not the run's own span: a duplicate start is no part of its waterfall.
+            span.set_attribute("cronwave.duplicate_of", known.run_id)
+            return self._current(known), False
         try:
             recorded = self.store.RecordRun(
                 store_pb.RecordRunRequest(
@@ -192,7 +309,7 @@ class DispatcherServicer(pb_grpc.DispatcherServiceServicer):
         else:
             span.set_attribute("cronwave.duplicate_of", run.run_id)
         if dedupe and self.dedup is not None:
-            self.dedup.remember(key, run)
+            self.dedup.remember(run_key(start.schedule_id, start.fire_time), run)
         if not recorded.created:
             log.info("run %s: duplicate start; nothing enqueued", run.run_id)
             return run, False
@@ -203,10 +320,15 @@ class DispatcherServicer(pb_grpc.DispatcherServiceServicer):
         return run, True
 
     def _enqueue(self, run: common_pb2.Run, fire_time: datetime, attrs: dict[str, Any]) -> None:
-        queue = run.queue or DEFAULT_QUEUE
         # Appended before the message exists, so the history reads in the order things
         # happen: a worker cannot claim (and record "claimed") before "enqueued".
-        self._event(run.run_id, "enqueued", queue)
+        self._event(run.run_id, "enqueued", run.queue or DEFAULT_QUEUE)
+        self._send(run, attrs)
+
+    def _send(self, run: common_pb2.Run, attrs: dict[str, Any]) -> None:
+        """Put the run's message on its queue; ``Unavailable`` when the broker is away
+        (the run stays recorded: the sweeper sends it once it is overdue)."""
+        queue = run.queue or DEFAULT_QUEUE
         with hop_span("dispatch.enqueue", "dispatch", "queue", {**attrs, ATTR_QUEUE: queue}):
             message = RunMessage.for_run(run)
             try:
@@ -234,6 +356,22 @@ class DispatcherServicer(pb_grpc.DispatcherServiceServicer):
             return known
         return run
 
+    def _events(self, events: list[store_pb.AppendRunEventRequest]) -> None:
+        """``_event`` for many runs in one store call."""
+        try:
+            answer = self.store.AppendRunEvents(store_pb.AppendRunEventsRequest(events=events))
+        except grpc.RpcError as exc:
+            log.warning("%d events not recorded: %s", len(events), exc.details())
+            return
+        for event, result in zip(events, answer.results, strict=False):
+            if result.HasField("error"):
+                log.warning(
+                    "run %s: event %s not recorded: %s",
+                    event.run_id,
+                    event.kind,
+                    result.error.message,
+                )
+
     def _event(self, run_id: str, kind: str, detail: str) -> None:
         """Append to the run's history. The run is already recorded and queued, so a
         history write that fails is logged, not turned into a failed start."""
@@ -243,6 +381,62 @@ class DispatcherServicer(pb_grpc.DispatcherServiceServicer):
             )
         except grpc.RpcError as exc:
             log.warning("run %s: event %s not recorded: %s", run_id, kind, exc.details())
+
+
+#: More starts than this in one StartRuns is refused as a whole.
+MAX_BATCH = 1000
+
+
+@dataclass
+class _Pending:
+    """A start of a batch that goes to the store."""
+
+    index: int
+    start: StartRequest
+    item: fanout.Item | None
+    queue: str
+
+
+def _batch_starts(request: pb.StartRunsRequest) -> list[tuple[StartRequest, fanout.Item | None]]:
+    """The starts of a batch, validated as a whole (a malformed item refuses the
+    batch, naming the item), with the batch items their spans are copied for."""
+    if len(request.starts) > MAX_BATCH:
+        raise InvalidArgument("starts", f"at most {MAX_BATCH} per call, got {len(request.starts)}")
+    starts: list[tuple[StartRequest, fanout.Item | None]] = []
+    for index, item in enumerate(request.starts):
+        where = f"starts[{index}]"
+        if not item.schedule_id.strip():
+            raise InvalidArgument(f"{where}.schedule_id", "required")
+        if not item.HasField("fire_time"):
+            raise InvalidArgument(f"{where}.fire_time", "required")
+        if item.fencing_token < 0:
+            raise InvalidArgument(f"{where}.fencing_token", "must not be negative")
+        start = StartRequest(
+            schedule_id=item.schedule_id,
+            fire_time=ts_to_dt(item.fire_time),
+            trigger=item.trigger or common_pb2.TRIGGER_KIND_SCHEDULED,
+            fencing_token=item.fencing_token,
+            fencing_scope=item.fencing_scope,
+            idempotency_key=item.idempotency_key,
+        )
+        starts.append((start, fanout.item_of(item)))
+    # The batch's spans are copied into the trace of every start that has one.
+    fanout.register([item for _, item in starts if item is not None])
+    return starts
+
+
+@contextmanager
+def _item_context(item: fanout.Item | None) -> Iterator[None]:
+    """Within the block, spans belong to ``item``'s run, under its copy of the
+    current batch span."""
+    if item is None:
+        yield
+        return
+    token = otel_context.attach(item.under_current().context())
+    try:
+        yield
+    finally:
+        otel_context.detach(token)
 
 
 def _abort_like(context: grpc.ServicerContext, exc: grpc.RpcError) -> NoReturn:

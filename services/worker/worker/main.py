@@ -167,6 +167,7 @@ def main() -> None:
 
     def on_stop() -> None:
         held.stop(settings.grace)  # the consumer has stopped: nothing new is held
+        processor.close()  # the last completions go to the store before the channel closes
         if pool is not None:
             pool.close()
         broker.close()

@@ -29,12 +29,14 @@ from opentelemetry.trace import Status, StatusCode
 
 from cronwave.v1 import common_pb2
 from cronwave.v1 import workflow_store_service_pb2 as store_pb
+from cronwave_core.batching import Coalescer, results_of
 from cronwave_core.caching import TERMINAL_STATES, RunStatusCache
 from cronwave_core.convert import td_to_duration, ts_to_dt
 from cronwave_core.faults import Faults, run_key
 from cronwave_core.queueing import RunMessage, UndecodableRunMessage
 from cronwave_core.telemetry import (
     ATTR_FAULT,
+    ATTR_HOLD,
     ATTR_HOP,
     ATTR_KIND,
     ATTR_QUEUE,
@@ -162,6 +164,32 @@ class RunProcessor:
         self.run_status = run_status  # terminal runs, for readers of run status
         self.faults = faults or Faults()
         self.held = held  # runs claimed ahead of their fire time wait there
+        # Claims and completions of the runs this worker handles at once go to the
+        # store together (group commit; see cronwave_core.batching).
+        self.claims: Coalescer[store_pb.ClaimRunRequest, store_pb.ClaimRunResponse] = Coalescer(
+            "claim",
+            lambda requests: results_of(
+                store.ClaimRuns(store_pb.ClaimRunsRequest(claims=requests)).results, "claim"
+            ),
+            _with_traceparent,
+            hop="pickup",
+        )
+        self.completions: Coalescer[store_pb.CompleteRunRequest, store_pb.CompleteRunResponse] = (
+            Coalescer(
+                "complete",
+                lambda requests: results_of(
+                    store.CompleteRuns(store_pb.CompleteRunsRequest(completions=requests)).results,
+                    "completion",
+                ),
+                _with_traceparent,
+                hop="complete",
+            )
+        )
+
+    def close(self) -> None:
+        """Send the claims and completions still queued; refuse new ones."""
+        self.claims.close()
+        self.completions.close()
 
     def process(self, kwargs: Mapping[str, Any], args: Sequence[Any] = (), queue: str = "") -> None:
         """Handle the message's arguments. A poison message is dead-lettered; a run
@@ -278,7 +306,7 @@ class RunProcessor:
         with hop_span("worker.claim", "pickup", "app", attrs) as span:
             try:
                 claim: store_pb.ClaimRunResponse = with_retries(
-                    lambda: self.store.ClaimRun(
+                    lambda: self.claims.call(
                         store_pb.ClaimRunRequest(run_id=message.run_id, worker_id=self.worker_id)
                     ),
                     f"claim run {message.run_id}",
@@ -354,11 +382,16 @@ class RunProcessor:
     def _execute(self, run: common_pb2.Run, attempt_token: int, attrs: Mapping[str, str]) -> None:
         fire_time = ts_to_dt(run.fire_time)
         job_type = self.registry.get(run.job_type)
-        with hop_span(
-            "worker.execute",
-            "execute",
-            "app",
-            {**attrs, ATTR_JOB_TYPE: run.job_type, ATTR_ATTEMPT: run.attempt},
+        execute_attrs: dict[str, Any] = {
+            **attrs,
+            ATTR_HOP: "execute",
+            ATTR_KIND: "app",
+            ATTR_JOB_TYPE: run.job_type,
+            ATTR_ATTEMPT: run.attempt,
+        }
+        tracer = trace.get_tracer("cronwave")
+        with tracer.start_as_current_span(
+            "worker.execute", attributes=execute_attrs, start_time=_held_until(fire_time, attrs)
         ) as span:
             self.faults.inject("execute", "app", run_key(run.schedule_id, fire_time), span)
             result = self._attempt(run, attempt_token, fire_time, job_type)
@@ -370,9 +403,9 @@ class RunProcessor:
             span.set_attribute(ATTR_OUTCOME, result.outcome.value)
             if result.error:
                 span.set_status(Status(StatusCode.ERROR, result.error))
-        if result.body_started_ns:
-            self._record_body_start(run, result.body_started_ns, fire_time)
         if result.outcome is Outcome.SUPERSEDED:
+            if result.body_started_ns:
+                self._record_body_start(run, result.body_started_ns, fire_time)
             log.warning(
                 "run %s attempt %d: superseded by a newer attempt; not completing",
                 run.run_id,
@@ -402,7 +435,9 @@ class RunProcessor:
         """Append the run event ``started``, detail ``body_started_at=<ISO, µs>
         lateness_ms=<ms>``: when the job body began, readable without tracing (the
         run's ``started_at`` is its claim, which the dispatch lead puts before the fire
-        time). Best effort: a history the store cannot take is logged, not fatal."""
+        time). A completion records it in its own transaction (``body_started_at``);
+        this is for an attempt that is not completed (superseded, dead-lettered).
+        Best effort: a history the store cannot take is logged, not fatal."""
         started = _EPOCH + timedelta(microseconds=started_ns // 1000)
         lateness_ms = (started_ns - epoch_ns(fire_time)) / 1e6
         detail = (
@@ -424,6 +459,8 @@ class RunProcessor:
         span: trace.Span,
     ) -> None:
         if decision.action is Action.DEAD_LETTER:
+            if result.body_started_ns:
+                self._record_body_start(run, result.body_started_ns, ts_to_dt(run.fire_time))
             self.dead_letter(
                 run.run_id,
                 attempt_token,
@@ -441,9 +478,11 @@ class RunProcessor:
         )
         if decision.action is Action.RETRY:
             request.retry_after.CopyFrom(td_to_duration(decision.retry_after))
+        if result.body_started_ns:
+            request.body_started_at.FromNanoseconds(result.body_started_ns)
         try:
             response = with_retries(
-                lambda: self.store.CompleteRun(request), f"complete run {run.run_id}"
+                lambda: self.completions.call(request), f"complete run {run.run_id}"
             )
         except grpc.RpcError as exc:
             if exc.code() not in _NOT_OURS:
@@ -550,6 +589,25 @@ class RunProcessor:
         )
         wait_until_fire_time(fire_time)
         return supervisor.run(job_type.fn, ctx)
+
+
+def _held_until(fire_time: datetime, attrs: Mapping[str, Any]) -> int:
+    """When the attempt's ``execute`` time begins: now, or the fire time for a run
+    that waits for it (claimed ahead, the dispatch lead). The wait is a span of its
+    own, ``worker.hold``, which belongs to no hop: it is the schedule, not latency."""
+    now_ns, fire_ns = time.time_ns(), epoch_ns(fire_time)
+    if fire_ns <= now_ns:
+        return now_ns
+    hold = trace.get_tracer("cronwave").start_span(
+        "worker.hold", attributes={**attrs, ATTR_HOLD: "fire_time"}, start_time=now_ns
+    )
+    hold.end(end_time=fire_ns)
+    return fire_ns
+
+
+def _with_traceparent(request: Any, traceparent: str) -> Any:
+    request.traceparent = traceparent
+    return request
 
 
 def _json_object(text: str, field: str) -> dict[str, Any]:

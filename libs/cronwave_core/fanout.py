@@ -1,0 +1,268 @@
+"""Batched calls in per-run traces: the spans of a batch are copied into the trace of
+every run the batch carried.
+
+A batch call (``StartRuns``, ``RecordRuns``, ``ClaimRuns``, ``CompleteRuns``, ...)
+serves many runs at once, but the waterfall reads one trace per run. So the process
+that works on a batch *registers* it: the batch's own trace id, and for every item the
+run's trace context (``traceparent``) and attributes. Every span of the batch's trace
+that ends in this process while the registration lasts is then exported once per item
+instead of once (``FanOutProcessor``): same name, kind, times and attributes, plus the
+item's run attributes, in the item's trace.
+
+Span ids in the copies are derived from the original id and the item's trace id
+(``copy_span_id``), the same way in every process, so a copied server span's parent is
+the copy of the client span in the caller's process and the copied tree is the tree of
+the batch. A span of the batch with no parent in the batch's trace hangs under the
+item's own span (the ``traceparent`` it was sent with). Each run's waterfall thus shows
+the batch as the run lived it: the database time of the batch's transaction is that
+run's ``persist`` database time, because the run waited for all of it.
+
+The server side registers in its request decode (``register_request``): every batch
+request is a message with one repeated field of items that carry ``traceparent``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Iterator, Mapping, MutableMapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import UTC
+from typing import Any
+
+from opentelemetry import context as otel_context
+from opentelemetry import trace
+from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor
+from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags
+
+from cronwave_core.telemetry import ATTR_FIRE_TIME, ATTR_RUN_ID, ATTR_SCHEDULE_ID
+
+#: How long after its registration a batch's late spans (a server's reply encode, a
+#: client's reply decode) are still copied.
+REGISTRATION_TTL_S = 120.0
+#: At most this many batches are remembered at once; the oldest go first.
+MAX_BATCHES = 4096
+#: The attribute a copy carries: how many runs the batch it was copied from served.
+ATTR_BATCH_SIZE = "cronwave.batch.size"
+
+_SAMPLED = TraceFlags(TraceFlags.SAMPLED)
+
+
+@dataclass
+class Item:
+    """One run of a batch: where its copies go and what they say of the run.
+    ``attributes`` may be completed while the batch is worked on (a run id the store
+    just made), up to the end of the spans that are copied afterwards."""
+
+    trace_id: int
+    span_id: int
+    attributes: MutableMapping[str, Any] = field(default_factory=dict)
+
+    def traceparent(self) -> str:
+        return f"00-{self.trace_id:032x}-{self.span_id:016x}-01"
+
+    def context(self) -> otel_context.Context:
+        """A context whose current span is this item's own (for the spans started for
+        this run alone, e.g. its queue message, while the batch is worked on)."""
+        parent = SpanContext(self.trace_id, self.span_id, is_remote=True, trace_flags=_SAMPLED)
+        return trace.set_span_in_context(NonRecordingSpan(parent))
+
+    def under_current(self) -> Item:
+        """This item, as seen from inside the current batch span: its span id is the
+        copy of the current span in this item's trace."""
+        current = trace.get_current_span().get_span_context()
+        if not current.is_valid:
+            return self
+        return Item(self.trace_id, copy_span_id(current.span_id, self.trace_id), self.attributes)
+
+
+def parse_traceparent(value: str) -> tuple[int, int] | None:
+    """(trace id, span id) of a W3C ``traceparent``; None when it is not one."""
+    parts = value.split("-")
+    if len(parts) != 4 or len(parts[1]) != 32 or len(parts[2]) != 16:
+        return None
+    try:
+        trace_id, span_id = int(parts[1], 16), int(parts[2], 16)
+    except ValueError:
+        return None
+    if not trace_id or not span_id:
+        return None
+    return trace_id, span_id
+
+
+def copy_span_id(span_id: int, trace_id: int) -> int:
+    """The id of ``span_id``'s copy in trace ``trace_id``: the same in every process."""
+    digest = hashlib.blake2b(
+        span_id.to_bytes(8, "big") + trace_id.to_bytes(16, "big"), digest_size=8
+    ).digest()
+    return int.from_bytes(digest, "big") or 1
+
+
+class Registry:
+    """Batches being worked on in this process, by their trace id."""
+
+    def __init__(self, ttl_s: float = REGISTRATION_TTL_S, limit: int = MAX_BATCHES) -> None:
+        self._ttl = ttl_s
+        self._limit = limit
+        self._lock = threading.Lock()
+        self._batches: OrderedDict[int, tuple[float, list[Item]]] = OrderedDict()
+
+    def add(self, trace_id: int, items: Sequence[Item]) -> None:
+        now = time.monotonic()
+        with self._lock:
+            known = self._batches.pop(trace_id, None)
+            merged = [*known[1], *items] if known else list(items)
+            self._batches[trace_id] = (now, merged)
+            while self._batches:
+                oldest, (at, _) = next(iter(self._batches.items()))
+                if len(self._batches) <= self._limit and now - at < self._ttl:
+                    break
+                del self._batches[oldest]
+
+    def get(self, trace_id: int) -> list[Item] | None:
+        if not self._batches:  # the common case, without the lock
+            return None
+        with self._lock:
+            entry = self._batches.get(trace_id)
+        return entry[1] if entry else None
+
+
+REGISTRY = Registry()
+
+
+def register(items: Sequence[Item], trace_id: int | None = None) -> None:
+    """Register a batch of ``items`` under ``trace_id`` (default: the current span's
+    trace). Nothing happens outside a trace."""
+    if trace_id is None:
+        current = trace.get_current_span().get_span_context()
+        if not current.is_valid:
+            return
+        trace_id = current.trace_id
+    if items:
+        REGISTRY.add(trace_id, items)
+
+
+@contextmanager
+def batch_span(name: str, items: Sequence[Item], attributes: Mapping[str, Any]) -> Iterator[None]:
+    """A new trace for a batch the caller sends, registered with ``items``; its root
+    span (``name``) is copied under each item's span."""
+    tracer = trace.get_tracer("cronwave.batch")
+    with tracer.start_as_current_span(
+        name, context=otel_context.Context(), attributes={**attributes, ATTR_BATCH_SIZE: len(items)}
+    ) as span:
+        register(items, span.get_span_context().trace_id)
+        yield
+
+
+def items_of(request: Any) -> list[Item]:
+    """The items of a batch request: the elements of its repeated message field whose
+    ``traceparent`` names a trace, with the run attributes they state."""
+    items: list[Item] = []
+    for descriptor in request.DESCRIPTOR.fields:
+        if not descriptor.is_repeated or descriptor.message_type is None:
+            continue
+        if "traceparent" not in descriptor.message_type.fields_by_name:
+            continue
+        for element in getattr(request, descriptor.name):
+            item = item_of(element)
+            if item is not None:
+                items.append(item)
+        break
+    return items
+
+
+def item_of(element: Any) -> Item | None:
+    """The batch item an element of a batch request stands for (its ``traceparent``
+    and run attributes); None when it names no trace."""
+    parsed = parse_traceparent(element.traceparent)
+    if parsed is None:
+        return None
+    return Item(parsed[0], parsed[1], _attributes(element))
+
+
+def register_request(request: Any) -> None:
+    """Register the batch a server just decoded, if it is one (see ``items_of``)."""
+    if not trace.get_current_span().get_span_context().is_valid:
+        return
+    fields = request.DESCRIPTOR.fields
+    if not any(f.is_repeated and f.message_type is not None for f in fields):
+        return
+    register(items_of(request))
+
+
+def _attributes(element: Any) -> dict[str, Any]:
+    attrs: dict[str, Any] = {}
+    fields = element.DESCRIPTOR.fields_by_name
+    if "run_id" in fields and element.run_id:
+        attrs[ATTR_RUN_ID] = element.run_id
+    if "schedule_id" in fields and element.schedule_id:
+        attrs[ATTR_SCHEDULE_ID] = element.schedule_id
+    if "fire_time" in fields and element.HasField("fire_time"):
+        attrs[ATTR_FIRE_TIME] = element.fire_time.ToDatetime(tzinfo=UTC).isoformat()
+    return attrs
+
+
+def item_for_current(attributes: MutableMapping[str, Any] | None = None) -> Item | None:
+    """The current span as a batch item (None outside a trace)."""
+    current = trace.get_current_span().get_span_context()
+    if not current.is_valid:
+        return None
+    return Item(current.trace_id, current.span_id, attributes if attributes is not None else {})
+
+
+class FanOutProcessor(SpanProcessor):
+    """Hands every finished span to ``delegate``; a span of a registered batch goes as
+    one copy per item instead (see the module docstring)."""
+
+    def __init__(self, delegate: SpanProcessor, registry: Registry = REGISTRY) -> None:
+        self._delegate = delegate
+        self._registry = registry
+
+    def on_start(self, span: Any, parent_context: otel_context.Context | None = None) -> None:
+        self._delegate.on_start(span, parent_context=parent_context)
+
+    def on_end(self, span: ReadableSpan) -> None:
+        context = span.context
+        items = self._registry.get(context.trace_id) if context is not None else None
+        if not items or context is None:
+            self._delegate.on_end(span)
+            return
+        for item in items:
+            self._delegate.on_end(_copy(span, context, item, len(items)))
+
+    def shutdown(self) -> None:
+        self._delegate.shutdown()
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        return self._delegate.force_flush(timeout_millis)
+
+
+def _copy(span: ReadableSpan, context: SpanContext, item: Item, size: int) -> ReadableSpan:
+    trace_id = item.trace_id
+    parent = span.parent
+    if parent is not None and parent.trace_id == context.trace_id:
+        parent_id = copy_span_id(parent.span_id, trace_id)
+    else:
+        parent_id = item.span_id
+    attributes = dict(span.attributes or {})
+    attributes.update(item.attributes)
+    attributes[ATTR_BATCH_SIZE] = size
+    return ReadableSpan(
+        name=span.name,
+        context=SpanContext(
+            trace_id, copy_span_id(context.span_id, trace_id), False, context.trace_flags
+        ),
+        parent=SpanContext(trace_id, parent_id, True, context.trace_flags),
+        resource=span.resource,
+        attributes=attributes,
+        events=span.events,
+        links=span.links,
+        kind=span.kind,
+        status=span.status,
+        start_time=span.start_time,
+        end_time=span.end_time,
+        instrumentation_scope=span.instrumentation_scope,
+    )
