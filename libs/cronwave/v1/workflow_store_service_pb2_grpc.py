@@ -130,6 +130,11 @@ class WorkflowStoreServiceStub:
                 request_serializer=cronwave_dot_v1_dot_workflow__store__service__pb2.CompleteRunsRequest.SerializeToString,
                 response_deserializer=cronwave_dot_v1_dot_workflow__store__service__pb2.CompleteRunsResponse.FromString,
                 _registered_method=True)
+        self.GetRuns = channel.unary_unary(
+                '/cronwave.v1.WorkflowStoreService/GetRuns',
+                request_serializer=cronwave_dot_v1_dot_workflow__store__service__pb2.GetRunsRequest.SerializeToString,
+                response_deserializer=cronwave_dot_v1_dot_workflow__store__service__pb2.GetRunsResponse.FromString,
+                _registered_method=True)
         self.ClaimRun = channel.unary_unary(
                 '/cronwave.v1.WorkflowStoreService/ClaimRun',
                 request_serializer=cronwave_dot_v1_dot_workflow__store__service__pb2.ClaimRunRequest.SerializeToString,
@@ -307,6 +312,13 @@ class WorkflowStoreServiceServicer:
 
     def CompleteRuns(self, request, context):
         """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetRuns(self, request, context):
+        """The runs named, as they are now; a run the store does not have is left out.
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
@@ -495,6 +507,11 @@ def add_WorkflowStoreServiceServicer_to_server(servicer, server):
                     servicer.CompleteRuns,
                     request_deserializer=cronwave_dot_v1_dot_workflow__store__service__pb2.CompleteRunsRequest.FromString,
                     response_serializer=cronwave_dot_v1_dot_workflow__store__service__pb2.CompleteRunsResponse.SerializeToString,
+            ),
+            'GetRuns': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetRuns,
+                    request_deserializer=cronwave_dot_v1_dot_workflow__store__service__pb2.GetRunsRequest.FromString,
+                    response_serializer=cronwave_dot_v1_dot_workflow__store__service__pb2.GetRunsResponse.SerializeToString,
             ),
             'ClaimRun': grpc.unary_unary_rpc_method_handler(
                     servicer.ClaimRun,
@@ -1066,6 +1083,33 @@ class WorkflowStoreService:
             '/cronwave.v1.WorkflowStoreService/CompleteRuns',
             cronwave_dot_v1_dot_workflow__store__service__pb2.CompleteRunsRequest.SerializeToString,
             cronwave_dot_v1_dot_workflow__store__service__pb2.CompleteRunsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetRuns(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/cronwave.v1.WorkflowStoreService/GetRuns',
+            cronwave_dot_v1_dot_workflow__store__service__pb2.GetRunsRequest.SerializeToString,
+            cronwave_dot_v1_dot_workflow__store__service__pb2.GetRunsResponse.FromString,
             options,
             channel_credentials,
             insecure,
