@@ -22,8 +22,9 @@ import json
 import os
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
+from types import TracebackType
 from typing import Any
 
 from opentelemetry import baggage, propagate, trace
@@ -92,7 +93,12 @@ _STORE = "/cronwave.v1.WorkflowStoreService/"
 _RPC_HOPS = {
     "/cronwave.v1.DispatcherService/StartRun": "dispatch",
     "/cronwave.v1.DispatcherService/TriggerRun": "dispatch",
+    "/cronwave.v1.DispatcherService/StartRuns": "dispatch",
     _STORE + "RecordRun": "persist",
+    _STORE + "RecordRuns": "persist",
+    _STORE + "ClaimRuns": "pickup",
+    _STORE + "GetRuns": "pickup",
+    _STORE + "CompleteRuns": "complete",
     _STORE + "RecordMissed": "persist",
     _STORE + "ClaimRun": "pickup",
     _STORE + "Heartbeat": "execute",
@@ -102,6 +108,17 @@ _RPC_HOPS = {
 _LEADER_PREFIX = "/cronwave.v1.LeaderElectionService/"
 
 _tracing = False
+_tracers: dict[str, trace.Tracer] = {}
+
+
+def _tracer(name: str) -> trace.Tracer:
+    """The global provider's tracer ``name``, looked up once: the SDK's ``get_tracer``
+    costs more than the span it would start. Before a provider is installed this is
+    OpenTelemetry's proxy tracer, which follows the provider installed later."""
+    tracer = _tracers.get(name)
+    if tracer is None:
+        tracer = _tracers.setdefault(name, trace.get_tracer(name))
+    return tracer
 
 
 def tracing_enabled() -> bool:
@@ -135,23 +152,72 @@ def span_to_dict(span: ReadableSpan) -> dict[str, Any]:
     }
 
 
+# One encoder for every line (``json.dumps`` with ``default`` builds a new one per call).
+_encode = json.JSONEncoder(default=str).encode
+_LINE = (
+    '{"trace_id": "%032x", "span_id": "%016x", "parent_span_id": "%s", "name": %s, '
+    '"service": %s, "kind": "%s", "start_ns": %d, "end_ns": %d, "attributes": %s, '
+    '"status": "%s"}\n'
+)
+
+
+def span_line(span: ReadableSpan, service: str) -> str:
+    """``span_to_dict(span)`` as one line of JSON, ``service`` already encoded; the
+    same text ``json.dumps`` gives, built without the intermediate dict. Spans with a
+    field missing (not ended, no context) go through ``span_to_dict``."""
+    ctx = span.context
+    start = span.start_time
+    end = span.end_time
+    if ctx is None or start is None or end is None:
+        return json.dumps(span_to_dict(span), default=str) + "\n"
+    parent = span.parent
+    status = span.status
+    return _LINE % (
+        ctx.trace_id,
+        ctx.span_id,
+        f"{parent.span_id:016x}" if parent else "",
+        _encode(span.name),
+        service,
+        span.kind.name if span.kind else "INTERNAL",
+        start,
+        end,
+        _encode(_plain(span)),
+        status.status_code.name if status else "UNSET",
+    )
+
+
 class JsonLinesSpanExporter(SpanExporter):
-    """Appends finished spans to ``<dir>/<service>-<pid>.jsonl``, one JSON per line."""
+    """Appends finished spans to ``<dir>/<service>-<pid>.jsonl``, one JSON per line.
+
+    Each batch is one write followed by a flush, so a reader sees whole batches (only
+    a process killed mid-write leaves a partial last line)."""
 
     def __init__(self, directory: Path, service: str) -> None:
         directory.mkdir(parents=True, exist_ok=True)
         self.path = directory / f"{service}-{os.getpid()}.jsonl"
         self._lock = threading.Lock()
         self._file = self.path.open("a", encoding="utf-8")
+        self._resource: Any = None
+        self._service = _encode("")
 
     def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
-        lines = "".join(json.dumps(span_to_dict(s), default=str) + "\n" for s in spans)
+        lines = "".join([span_line(s, self._service_of(s)) for s in spans])
         with self._lock:
             if self._file.closed:
                 return SpanExportResult.FAILURE
             self._file.write(lines)
             self._file.flush()
         return SpanExportResult.SUCCESS
+
+    def _service_of(self, span: ReadableSpan) -> str:
+        """The span's ``service.name``, JSON-encoded once per resource (a process's
+        spans share one)."""
+        resource = span.resource
+        if resource is not self._resource:
+            name = resource.attributes.get("service.name", "") if resource else ""
+            self._service = _encode(str(name))
+            self._resource = resource
+        return self._service
 
     def shutdown(self) -> None:
         with self._lock:
@@ -168,11 +234,13 @@ class RunAttributesProcessor(SpanProcessor):
     after the insert) are not copied."""
 
     def on_start(self, span: Any, parent_context: otel_context.Context | None = None) -> None:
-        own = _plain(span)
+        if parent_context is None:
+            parent_context = otel_context.get_current()
         inherited = _plain(trace.get_current_span(parent_context))
         carried = baggage.get_all(parent_context) if ATTR_RUN_ID not in inherited else _EMPTY
         if not inherited and not carried:
             return
+        own = _plain(span)
         missing = {}
         for key in RUN_KEYS:
             if key not in own:
@@ -180,7 +248,26 @@ class RunAttributesProcessor(SpanProcessor):
                 if value is not None and value != "":
                     missing[key] = value
         if missing:
-            span.set_attributes(missing)
+            _add_clean(span, missing)
+
+
+def _add_clean(span: Any, attributes: dict[str, Any]) -> None:
+    """Add attributes that are already valid (copied from another span, or baggage
+    strings) to a span that has just started and is seen by no other thread yet:
+    straight into the SDK's dict when no limit could apply, which skips the
+    per-value validation and locking of ``set_attributes``; else through it."""
+    bounded = getattr(span, "_attributes", None)
+    inner = getattr(bounded, "_dict", None)
+    if (
+        type(inner) is dict
+        and getattr(bounded, "_immutable", True) is False
+        and getattr(bounded, "max_value_len", 0) is None
+    ):
+        maxlen = getattr(bounded, "maxlen", 0)
+        if maxlen is None or len(inner) + len(attributes) <= maxlen:
+            inner.update(attributes)
+            return
+    span.set_attributes(attributes)
 
 
 def _plain(span: Any) -> Mapping[str, Any]:
@@ -218,7 +305,12 @@ def init_tracing(service: str, settings: Settings) -> TracerProvider:
     # Spans of a batch call are exported once per run the batch carried (fanout).
     provider.add_span_processor(
         FanOutProcessor(
-            BatchSpanProcessor(exporter, max_queue_size=65536, schedule_delay_millis=500)
+            BatchSpanProcessor(
+                exporter,
+                max_queue_size=65536,
+                max_export_batch_size=4096,
+                schedule_delay_millis=500,
+            )
         )
     )
     trace.set_tracer_provider(provider)
@@ -244,7 +336,7 @@ def codec_call(
     attrs: dict[str, Any] = {ATTR_KIND: "serialization", "rpc.side": side}
     if hop is not None:
         attrs[ATTR_HOP] = hop
-    span = trace.get_tracer("cronwave.rpc").start_span(name, attributes=attrs)
+    span = _tracer("cronwave.rpc").start_span(name, otel_context.get_current(), attributes=attrs)
     try:
         result = codec(value)
     except Exception as exc:
@@ -269,20 +361,54 @@ def _run_id_of(message: Any) -> str:
     return nested if isinstance(nested, str) else ""
 
 
-@contextmanager
 def hop_span(
     name: str,
     hop: str,
     kind: str,
     attributes: Mapping[str, Any] | None = None,
     tracer_name: str = "cronwave",
-) -> Iterator[Span]:
-    """A span that belongs to ``hop`` and measures ``kind`` time."""
+) -> AbstractContextManager[Span]:
+    """A span that belongs to ``hop`` and measures ``kind`` time, current inside the
+    block; an exception leaving the block is recorded on it and sets its status to
+    ERROR (as ``start_as_current_span`` does)."""
     attrs: dict[str, Any] = {ATTR_HOP: hop, ATTR_KIND: kind}
     if attributes:
         attrs.update(attributes)
-    with trace.get_tracer(tracer_name).start_as_current_span(name, attributes=attrs) as span:
-        yield span
+    return _CurrentSpan(_tracer(tracer_name), name, attrs)
+
+
+class _CurrentSpan(AbstractContextManager[Span]):
+    """``start_as_current_span`` in one object: the current context is read once and
+    handed to the SDK, instead of being looked up by each of three nested context
+    managers, the sampler and the span processors."""
+
+    __slots__ = ("_tracer", "_name", "_attrs", "_span", "_token")
+
+    def __init__(self, tracer: trace.Tracer, name: str, attrs: dict[str, Any]) -> None:
+        self._tracer = tracer
+        self._name = name
+        self._attrs = attrs
+
+    def __enter__(self) -> Span:
+        ctx = otel_context.get_current()
+        span = self._tracer.start_span(self._name, ctx, attributes=self._attrs)
+        self._token = otel_context.attach(trace.set_span_in_context(span, ctx))
+        self._span = span
+        return span
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        otel_context.detach(self._token)
+        span = self._span
+        # Only errors are recorded: a GeneratorExit or KeyboardInterrupt is not one.
+        if isinstance(exc, Exception) and span.is_recording():
+            span.record_exception(exc)
+            span.set_status(Status(StatusCode.ERROR, f"{type(exc).__name__}: {exc}"))
+        span.end()
 
 
 @contextmanager

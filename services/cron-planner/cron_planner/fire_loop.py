@@ -88,7 +88,7 @@ BATCH_SPAN = "cron-planner dispatch"
 #: At most this many fires go to the dispatcher in one call ...
 BATCH_LIMIT = 500
 #: ... and the loop collects due fires for at most this long before it sends them.
-BATCH_COLLECT = timedelta(milliseconds=50)
+BATCH_COLLECT = timedelta(milliseconds=100)
 # A buffered fire waits for the run in flight however long it takes.
 _NO_DEADLINE = datetime(9000, 1, 1, tzinfo=UTC)
 

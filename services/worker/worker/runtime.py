@@ -29,7 +29,7 @@ from opentelemetry.trace import Status, StatusCode
 
 from cronwave.v1 import common_pb2
 from cronwave.v1 import workflow_store_service_pb2 as store_pb
-from cronwave_core.batching import Coalescer, results_of
+from cronwave_core.batching import Coalescer, ItemRefused, results_of
 from cronwave_core.caching import TERMINAL_STATES, RunStatusCache
 from cronwave_core.convert import td_to_duration, ts_to_dt
 from cronwave_core.faults import Faults, run_key
@@ -186,10 +186,18 @@ class RunProcessor:
             )
         )
 
+        self.runs: Coalescer[str, common_pb2.Run] = Coalescer(
+            "get",
+            lambda run_ids: _runs_by_id(store, run_ids),
+            lambda run_id, _traceparent: run_id,
+            hop="pickup",
+        )
+
     def close(self) -> None:
         """Send the claims and completions still queued; refuse new ones."""
         self.claims.close()
         self.completions.close()
+        self.runs.close()
 
     def process(self, kwargs: Mapping[str, Any], args: Sequence[Any] = (), queue: str = "") -> None:
         """Handle the message's arguments. A poison message is dead-lettered; a run
@@ -288,7 +296,7 @@ class RunProcessor:
         the critical path, before the instant; a store that does not answer counts as
         not ended (a cancellation is then seen at the attempt's first heartbeat)."""
         try:
-            current = self.store.GetRun(store_pb.GetRunRequest(run_id=run_id)).run
+            current = self.runs.call(run_id)
         except grpc.RpcError:
             return False
         if current.state not in TERMINAL_STATES:
@@ -589,6 +597,17 @@ class RunProcessor:
         )
         wait_until_fire_time(fire_time)
         return supervisor.run(job_type.fn, ctx)
+
+
+def _runs_by_id(store: Any, run_ids: list[str]) -> list[common_pb2.Run | BaseException]:
+    """``GetRuns`` answered per run id; a run the store does not have is NOT_FOUND."""
+    found = {
+        run.run_id: run for run in store.GetRuns(store_pb.GetRunsRequest(run_ids=run_ids)).runs
+    }
+    return [
+        found.get(run_id) or ItemRefused(grpc.StatusCode.NOT_FOUND, f"run '{run_id}' not found")
+        for run_id in run_ids
+    ]
 
 
 def _held_until(fire_time: datetime, attrs: Mapping[str, Any]) -> int:
