@@ -111,11 +111,12 @@ class Registry:
         self._batches: OrderedDict[int, tuple[float, list[Item]]] = OrderedDict()
 
     def add(self, trace_id: int, items: Sequence[Item]) -> None:
+        """Register the batch of ``trace_id``; a second registration replaces the
+        first (a server's handler takes over the items its request decode found)."""
         now = time.monotonic()
         with self._lock:
-            known = self._batches.pop(trace_id, None)
-            merged = [*known[1], *items] if known else list(items)
-            self._batches[trace_id] = (now, merged)
+            self._batches.pop(trace_id, None)
+            self._batches[trace_id] = (now, list(items))
             while self._batches:
                 oldest, (at, _) = next(iter(self._batches.items()))
                 if len(self._batches) <= self._limit and now - at < self._ttl:

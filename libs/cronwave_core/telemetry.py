@@ -181,9 +181,14 @@ def span_line(span: ReadableSpan, service: str) -> str:
         span.kind.name if span.kind else "INTERNAL",
         start,
         end,
-        _encode(_plain(span)),
+        _encode(_attributes_dict(span)),
         status.status_code.name if status else "UNSET",
     )
+
+
+def _attributes_dict(span: ReadableSpan) -> dict[str, Any]:
+    attributes = _plain(span)
+    return attributes if type(attributes) is dict else dict(attributes)
 
 
 class JsonLinesSpanExporter(SpanExporter):
@@ -274,6 +279,8 @@ def _plain(span: Any) -> Mapping[str, Any]:
     """A span's attributes as a plain dict when the SDK keeps one (read for speed:
     this runs for every span), else through the public mapping."""
     bounded = getattr(span, "_attributes", None)
+    if type(bounded) is dict:  # a span built from a plain dict (a fan-out copy)
+        return bounded
     inner = getattr(bounded, "_dict", None)
     if isinstance(inner, dict):
         return inner
@@ -382,7 +389,7 @@ class _CurrentSpan(AbstractContextManager[Span]):
     handed to the SDK, instead of being looked up by each of three nested context
     managers, the sampler and the span processors."""
 
-    __slots__ = ("_tracer", "_name", "_attrs", "_span", "_token")
+    __slots__ = ("_attrs", "_name", "_span", "_token", "_tracer")
 
     def __init__(self, tracer: trace.Tracer, name: str, attrs: dict[str, Any]) -> None:
         self._tracer = tracer

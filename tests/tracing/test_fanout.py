@@ -157,3 +157,12 @@ def test_coalescer_failure_reaches_every_caller_of_the_batch() -> None:
     coalescer.close()
     with pytest.raises(ItemRefused):
         coalescer.call(2, timeout=10)
+
+
+def test_a_second_registration_replaces_the_first() -> None:
+    # A server registers a batch when it decodes the request, and its handler again
+    # with the items it completes (run ids): each span must be copied once per item.
+    registry = fanout.Registry()
+    registry.add(9, [fanout.Item(1, 1), fanout.Item(2, 1)])
+    registry.add(9, [fanout.Item(1, 1), fanout.Item(2, 1)])
+    assert len(registry.get(9) or []) == 2

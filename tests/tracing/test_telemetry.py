@@ -1,0 +1,148 @@
+"""cronwave_core.telemetry: the span store's line format, hop spans, run attributes."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from opentelemetry import trace
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import ReadableSpan, SpanLimits, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+
+from cronwave_core import telemetry
+from cronwave_core.telemetry import (
+    ATTR_HOP,
+    ATTR_KIND,
+    ATTR_RUN_ID,
+    JsonLinesSpanExporter,
+    RunAttributesProcessor,
+    run_attributes,
+    run_baggage,
+    span_line,
+    span_to_dict,
+)
+from cronwave_waterfall import load_spans
+
+FIRE = "2025-03-01T02:00:00Z"
+
+
+def _provider(tmp_path: Path, limits: SpanLimits | None = None) -> tuple[TracerProvider, Path]:
+    provider = TracerProvider(
+        resource=Resource.create({"service.name": "suite"}), span_limits=limits
+    )
+    provider.add_span_processor(RunAttributesProcessor())
+    exporter = JsonLinesSpanExporter(tmp_path / "spans", "suite")
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    return provider, exporter.path
+
+
+def _lines(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+
+
+def test_a_line_is_exactly_what_json_dumps_makes_of_span_to_dict(tmp_path: Path):
+    # Given finished spans with escaped text, sequences and every kind of value
+    provider, _ = _provider(tmp_path)
+    tracer = provider.get_tracer("test")
+    attrs = {"text": 'quote " and \\ and ü\n', "seq": ("a", "b"), "n": 3, "x": 1.5, "ok": True}
+    with (
+        tracer.start_as_current_span("root ✓", attributes=attrs, kind=trace.SpanKind.SERVER),
+        tracer.start_as_current_span("child"),
+    ):
+        pass
+    spans = []
+    provider.add_span_processor(_Keep(spans))
+    with tracer.start_as_current_span("kept", attributes=attrs):
+        pass
+    provider.shutdown()
+    # and a span built from a plain dict of attributes, as a fan-out copy is
+    [kept] = spans
+    copy = ReadableSpan(
+        name="copy",
+        context=kept.context,
+        parent=kept.parent,
+        resource=kept.resource,
+        attributes={**attrs, ATTR_RUN_ID: "r"},
+        start_time=1,
+        end_time=2,
+    )
+
+    # Then each line is the text json.dumps gives for span_to_dict
+    for span in (kept, copy):
+        assert span_line(span, json.dumps("suite")) == (
+            json.dumps(span_to_dict(span), default=str) + "\n"
+        )
+
+
+class _Keep(SimpleSpanProcessor):
+    def __init__(self, spans: list) -> None:
+        self.spans = spans
+
+    def on_end(self, span: ReadableSpan) -> None:
+        self.spans.append(span)
+
+    def shutdown(self) -> None:
+        pass
+
+
+def test_hop_spans_nest_inherit_the_run_and_record_errors(tmp_path: Path, monkeypatch):
+    # Given hop spans started through the process's tracer
+    provider, path = _provider(tmp_path)
+    monkeypatch.setattr(telemetry, "_tracer", lambda name: provider.get_tracer(name))
+    run = run_attributes("run-1", "nightly", FIRE)
+
+    # When a run's hop span holds another, which fails
+    with telemetry.hop_span("fire", "plan", "app", run) as outer:
+        assert trace.get_current_span() is outer
+        with pytest.raises(ValueError), telemetry.hop_span("look", "dispatch", "cache"):
+            raise ValueError("no route")
+        assert trace.get_current_span() is outer
+    provider.shutdown()
+
+    # Then the inner one is the outer one's child, names the run, and says why it failed
+    by_name = {s["name"]: s for s in _lines(path)}
+    inner, fire = by_name["look"], by_name["fire"]
+    assert inner["parent_span_id"] == fire["span_id"]
+    assert inner["attributes"][ATTR_HOP] == "dispatch"
+    assert inner["attributes"][ATTR_KIND] == "cache"
+    assert {k: inner["attributes"][k] for k in run} == run
+    assert inner["status"] == "ERROR"
+    assert fire["status"] == "UNSET"
+    assert len(load_spans(tmp_path)) == 2
+
+
+def test_run_attributes_come_from_baggage_when_the_parent_is_remote(tmp_path: Path):
+    # Given a span started under baggage only (its parent is in another process)
+    provider, path = _provider(tmp_path)
+    tracer = provider.get_tracer("test")
+    with (
+        run_baggage({**run_attributes("run-2", "nightly", FIRE), ATTR_HOP: "persist"}),
+        tracer.start_as_current_span("sql"),
+    ):
+        pass
+    provider.shutdown()
+
+    # Then it names the run, but not the hop (not a baggage key)
+    [line] = _lines(path)
+    assert line["attributes"] == run_attributes("run-2", "nightly", FIRE)
+
+
+def test_inherited_attributes_respect_the_span_limits(tmp_path: Path):
+    # Given a provider that truncates attribute values and keeps at most 2 of them
+    provider, path = _provider(tmp_path, SpanLimits(max_span_attributes=2, max_attribute_length=4))
+    tracer = provider.get_tracer("test")
+
+    # When a span inherits the run's attributes from its parent
+    with (
+        tracer.start_as_current_span("fire", attributes=run_attributes("run-3", "s", FIRE)),
+        tracer.start_as_current_span("child", attributes={"own": "value"}),
+    ):
+        pass
+    provider.shutdown()
+
+    # Then the limits apply to them as to the span's own
+    child = next(line for line in _lines(path) if line["name"] == "child")
+    assert len(child["attributes"]) == 2
+    assert all(len(v) <= 4 for v in child["attributes"].values())

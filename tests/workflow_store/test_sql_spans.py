@@ -1,0 +1,86 @@
+"""workflow_store.db: the SQL spans of a traced engine."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+from opentelemetry import trace
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+
+from cronwave_core.telemetry import JsonLinesSpanExporter, RunAttributesProcessor, run_attributes
+from cronwave_waterfall import load_spans
+from workflow_store.db import Database, create_engine
+
+
+def test_each_statement_and_checkout_is_a_span_under_the_current_one(tmp_path: Path):
+    # Given an engine traced by a provider that writes the span store
+    provider = TracerProvider(resource=Resource.create({"service.name": "workflow-store"}))
+    provider.add_span_processor(RunAttributesProcessor())
+    provider.add_span_processor(SimpleSpanProcessor(JsonLinesSpanExporter(tmp_path / "spans", "s")))
+    db_file = tmp_path / "store.db"
+    database = Database(create_engine(f"sqlite:///{db_file}", tracer_provider=provider))
+    with database.write() as session:
+        session.execute(sa.text("CREATE TABLE t (id INTEGER PRIMARY KEY)"))
+    tracer = provider.get_tracer("test")
+    run = run_attributes("run-1", "nightly", "2025-03-01T02:00:00Z")
+
+    # When a run's span writes twice and reads once, and a statement fails
+    with tracer.start_as_current_span("RecordRun", attributes=run):
+        for _ in range(2):
+            with database.write() as session:
+                session.execute(sa.text("INSERT INTO t DEFAULT VALUES"))
+        with database.read() as session:
+            session.execute(sa.text("/* count */ SELECT count(*) FROM t")).scalar_one()
+        with pytest.raises(sa.exc.OperationalError), database.read() as session:
+            session.execute(sa.text("SELECT nothing FROM nowhere"))
+    database.dispose()
+    provider.shutdown()
+
+    # Then every checkout and statement is a CLIENT span of the run, named and
+    # described as OpenTelemetry's SQLAlchemy instrumentation names them
+    spans = [s for s in load_spans(tmp_path) if s.attributes.get("cronwave.run_id") == "run-1"]
+    root = next(s for s in spans if s.name == "RecordRun")
+    sql = [s for s in spans if s is not root]
+    names = sorted(s.name.split(" ")[0] for s in sql)
+    assert names == ["BEGIN"] * 4 + ["INSERT"] * 2 + ["SELECT"] * 2 + ["connect"] * 4
+    assert all(s.span_kind == "CLIENT" and s.parent_span_id == root.span_id for s in sql)
+    assert all(s.attributes["db.system"] == "sqlite" for s in sql)
+    assert all(s.attributes["db.name"] == str(db_file) for s in sql)
+    insert = next(s for s in sql if s.name.startswith("INSERT"))
+    assert insert.name == f"INSERT {db_file}"
+    assert insert.attributes["db.statement"] == "INSERT INTO t DEFAULT VALUES"
+    assert insert.attributes["db.operation"] == insert.name
+    count = next(s for s in sql if "count" in str(s.attributes.get("db.statement")))
+    assert count.name == f"SELECT {db_file}"
+    failed = next(s for s in sql if "nowhere" in str(s.attributes.get("db.statement")))
+    assert failed.status == "ERROR"
+    assert all(s.status == "UNSET" for s in sql if s is not failed)
+
+
+def test_an_untraced_engine_makes_no_spans(tmp_path: Path):
+    # Given a provider installed nowhere but passed to a traced engine, and an untraced one
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(JsonLinesSpanExporter(tmp_path / "spans", "s")))
+    traced = create_engine(f"sqlite:///{tmp_path / 'a.db'}", tracer_provider=provider)
+    plain = create_engine(f"sqlite:///{tmp_path / 'b.db'}", instrument=False)
+
+    # When each runs a statement
+    for engine in (traced, plain):
+        with engine.connect() as conn:
+            conn.execute(sa.text("SELECT 1"))
+        engine.dispose()
+    provider.shutdown()
+
+    # Then only the traced one's checkout and statement are spans, and the plain one
+    # is the stock engine
+    assert sorted(s.name.split(" ")[0] for s in load_spans(tmp_path)) == [
+        "BEGIN",
+        "SELECT",
+        "connect",
+    ]
+    assert type(plain) is sa.Engine
+    assert trace.get_current_span() is trace.INVALID_SPAN
