@@ -6,7 +6,9 @@ naming it, before anything touches the database.
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+import re
+from datetime import UTC, date, datetime, timedelta
+from functools import lru_cache
 from typing import Any
 
 from google.protobuf import json_format
@@ -16,6 +18,7 @@ from cronwave.v1 import workflow_store_service_pb2 as api
 from cronwave_core import calendar
 from cronwave_core.convert import (
     dt_to_ts,
+    opt_ts,
     policy_from_proto,
     policy_to_proto,
     spec_from_proto,
@@ -24,7 +27,15 @@ from cronwave_core.convert import (
     ts_to_dt,
 )
 from cronwave_core.errors import InvalidArgument
-from cronwave_core.spec import Policy, Spec
+from cronwave_core.spec import (
+    Catchup,
+    DstGap,
+    DstRepeat,
+    Interval,
+    Overlap,
+    Policy,
+    Spec,
+)
 from workflow_store import validate
 from workflow_store.records import (
     COMPLETIONS,
@@ -32,6 +43,7 @@ from workflow_store.records import (
     DEFAULT_HEARTBEAT_TIMEOUT,
     DEFAULT_QUEUE,
     FENCED_TRIGGERS,
+    CompletionRequest,
     DeadLetterReason,
     DeadLetterRecord,
     DeadLetterRequest,
@@ -68,22 +80,224 @@ _TRIGGER_PB = {v: k for k, v in TRIGGERS.items()}
 
 
 # -- stored JSON of specs and policies (the proto's canonical JSON) -------------------
+#
+# The stored form is what ``json_format.MessageToDict`` makes of the proto (field
+# names as in the proto). Reading and writing it through ``json_format`` costs a few
+# hundred microseconds a schedule, which is most of a 100,000-schedule
+# ListSchedules, so the usual shapes are converted directly, to the same values
+# (``tests/workflow_store/test_stored_spec_json.py`` compares the two). Anything
+# else -- a form the direct path does not know, or a value it would refuse -- goes
+# through ``json_format`` and the proto conversions, which say what is wrong.
+
+
+def _enum_names(enum: Any, prefix: str, members: Any) -> dict[Any, str]:
+    names = {member: f"{prefix}{member.name}" for member in members}
+    for name in names.values():
+        enum.Value(name)  # every member has its proto value
+    return names
+
+
+_GAP_NAMES = _enum_names(pb.DstGapPolicy, "DST_GAP_POLICY_", DstGap)
+_REPEAT_NAMES = _enum_names(pb.DstRepeatPolicy, "DST_REPEAT_POLICY_", DstRepeat)
+_OVERLAP_NAMES = _enum_names(pb.OverlapPolicy, "OVERLAP_POLICY_", Overlap)
+_CATCHUP_NAMES = _enum_names(pb.CatchupPolicy, "CATCHUP_POLICY_", Catchup)
+_GAPS = {v: k for k, v in _GAP_NAMES.items()}
+_REPEATS = {v: k for k, v in _REPEAT_NAMES.items()}
+_OVERLAPS = {v: k for k, v in _OVERLAP_NAMES.items()}
+_CATCHUPS = {v: k for k, v in _CATCHUP_NAMES.items()}
+_SPEC_KEYS = frozenset(
+    {
+        "cron",
+        "time_zone",
+        "dst_gap",
+        "dst_repeat",
+        "exclude_dates",
+        "start_at",
+        "end_at",
+        "max_runs",
+        "intervals",
+        "one_off",
+        "jitter",
+    }
+)
+_POLICY_KEYS = frozenset({"overlap", "catchup", "catchup_window", "catchup_max_runs"})
+_DURATION = re.compile(r"^(\d+)(?:\.(\d{1,9}))?s$", re.ASCII)
+_TIMESTAMP = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d{1,9}))?Z$", re.ASCII)
+_ZERO = timedelta(0)
+
+
+class _Unusual(Exception):
+    """A stored value the direct conversion leaves to ``json_format``."""
+
+
+def _duration_text(td: timedelta) -> str:
+    return str(td_to_duration(td).ToJsonString())
+
+
+def _timestamp_text(dt: datetime) -> str:
+    return str(dt_to_ts(dt).ToJsonString())
+
+
+def _duration(text: object) -> timedelta:
+    match = _DURATION.match(text) if isinstance(text, str) else None
+    if match is None:
+        raise _Unusual
+    nanos = int(match.group(2).ljust(9, "0")) if match.group(2) else 0
+    return timedelta(seconds=int(match.group(1)), microseconds=nanos // 1000)
+
+
+def _timestamp(text: object) -> datetime:
+    match = _TIMESTAMP.match(text) if isinstance(text, str) else None
+    if match is None:
+        raise _Unusual
+    try:
+        at = datetime.fromisoformat(match.group(1)).replace(tzinfo=UTC)
+    except ValueError:
+        raise _Unusual from None
+    nanos = int(match.group(2).ljust(9, "0")) if match.group(2) else 0
+    return at + timedelta(microseconds=nanos // 1000)
+
+
+def _texts(value: object) -> list[str]:
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise _Unusual
+    return value
+
+
+def _list(value: object) -> list[Any]:
+    if not isinstance(value, list):
+        raise _Unusual
+    return value
 
 
 def spec_to_dict(spec: Spec) -> dict[str, Any]:
-    return json_format.MessageToDict(spec_to_proto(spec), preserving_proto_field_name=True)
+    try:
+        data: dict[str, Any] = {}
+        if spec.cron:
+            data["cron"] = list(_texts(list(spec.cron)))
+        if spec.time_zone:
+            data["time_zone"] = spec.time_zone
+        data["dst_gap"] = _GAP_NAMES[spec.dst_gap]
+        data["dst_repeat"] = _REPEAT_NAMES[spec.dst_repeat]
+        if spec.exclude_dates:
+            data["exclude_dates"] = [d.isoformat() for d in spec.exclude_dates]
+        if spec.start_at:
+            data["start_at"] = _timestamp_text(spec.start_at)
+        if spec.end_at:
+            data["end_at"] = _timestamp_text(spec.end_at)
+        if spec.max_runs:
+            data["max_runs"] = str(int(spec.max_runs))
+        if spec.intervals:
+            data["intervals"] = [
+                {"every": _duration_text(i.every), "phase": _duration_text(i.phase)}
+                for i in spec.intervals
+            ]
+        if spec.one_off:
+            data["one_off"] = [_timestamp_text(t) for t in spec.one_off]
+        data["jitter"] = _duration_text(spec.jitter)
+        return data
+    except (_Unusual, KeyError, TypeError, ValueError, AttributeError):
+        return json_format.MessageToDict(spec_to_proto(spec), preserving_proto_field_name=True)
 
 
 def spec_from_dict(data: dict[str, Any]) -> Spec:
-    return spec_from_proto(json_format.ParseDict(data, pb.ScheduleSpec()))
+    try:
+        return _spec_direct(data)
+    except (_Unusual, KeyError, TypeError, ValueError, AttributeError):
+        return spec_from_proto(json_format.ParseDict(data, pb.ScheduleSpec()))
+
+
+def _spec_direct(data: dict[str, Any]) -> Spec:
+    if not isinstance(data, dict) or not data.keys() <= _SPEC_KEYS:
+        raise _Unusual
+    time_zone = data.get("time_zone", "")
+    max_runs = data.get("max_runs", 0)
+    if not isinstance(time_zone, str) or isinstance(max_runs, bool):
+        raise _Unusual
+    max_runs = int(max_runs)  # int64 is stored as a string
+    jitter = _duration(data["jitter"]) if "jitter" in data else _ZERO
+    if max_runs < 0:
+        raise _Unusual
+    intervals = []
+    for item in _list(data.get("intervals", [])):
+        if not isinstance(item, dict) or not item.keys() <= {"every", "phase"}:
+            raise _Unusual
+        every = _duration(item["every"]) if "every" in item else _ZERO
+        phase = _duration(item["phase"]) if "phase" in item else _ZERO
+        if every <= _ZERO or phase >= every:
+            raise _Unusual
+        intervals.append(Interval(every, phase))
+    start_at = _timestamp(data["start_at"]) if "start_at" in data else None
+    end_at = _timestamp(data["end_at"]) if "end_at" in data else None
+    if start_at and end_at and end_at <= start_at:
+        raise _Unusual
+    return Spec(
+        cron=tuple(c.strip() for c in _texts(data.get("cron", []))),
+        time_zone=time_zone or "UTC",
+        dst_gap=_GAPS[data["dst_gap"]] if "dst_gap" in data else DstGap.SHIFT,
+        dst_repeat=_REPEATS[data["dst_repeat"]] if "dst_repeat" in data else DstRepeat.ONCE,
+        exclude_dates=tuple(date.fromisoformat(d) for d in _texts(data.get("exclude_dates", []))),
+        start_at=start_at,
+        end_at=end_at,
+        max_runs=max_runs,
+        intervals=tuple(intervals),
+        one_off=tuple(_timestamp(t) for t in _list(data.get("one_off", []))),
+        jitter=jitter,
+    )
 
 
 def policy_to_dict(policy: Policy) -> dict[str, Any]:
-    return json_format.MessageToDict(policy_to_proto(policy), preserving_proto_field_name=True)
+    try:
+        data: dict[str, Any] = {
+            "overlap": _OVERLAP_NAMES[policy.overlap],
+            "catchup": _CATCHUP_NAMES[policy.catchup],
+            "catchup_window": _duration_text(policy.catchup_window),
+        }
+        if policy.catchup_max_runs:
+            data["catchup_max_runs"] = int(policy.catchup_max_runs)
+        return data
+    except (KeyError, TypeError, ValueError, AttributeError):
+        return json_format.MessageToDict(policy_to_proto(policy), preserving_proto_field_name=True)
+
+
+_POLICIES: dict[tuple[tuple[str, Any], ...], Policy] = {}
 
 
 def policy_from_dict(data: dict[str, Any]) -> Policy:
-    return policy_from_proto(json_format.ParseDict(data, pb.SchedulePolicy()))
+    """Policies are few and immutable: equal stored forms give one shared value."""
+    try:
+        key = tuple(sorted(data.items()))
+        found = _POLICIES.get(key)
+    except TypeError:  # an unhashable value: not a stored form this reads directly
+        key, found = (), None
+    if found is not None:
+        return found
+    try:
+        policy = _policy_direct(data)
+    except (_Unusual, KeyError, TypeError, ValueError, AttributeError):
+        return policy_from_proto(json_format.ParseDict(data, pb.SchedulePolicy()))
+    if key and len(_POLICIES) < 1024:
+        _POLICIES[key] = policy
+    return policy
+
+
+def _policy_direct(data: dict[str, Any]) -> Policy:
+    if not isinstance(data, dict) or not data.keys() <= _POLICY_KEYS:
+        raise _Unusual
+    max_runs = data.get("catchup_max_runs", 0)
+    if not isinstance(max_runs, int) or isinstance(max_runs, bool) or max_runs < 0:
+        raise _Unusual
+    default = Policy()
+    return Policy(
+        overlap=_OVERLAPS[data["overlap"]] if "overlap" in data else Overlap.SKIP,
+        catchup=_CATCHUPS[data["catchup"]] if "catchup" in data else Catchup.LATEST,
+        catchup_window=(
+            _duration(data["catchup_window"])
+            if "catchup_window" in data
+            else default.catchup_window
+        ),
+        catchup_max_runs=max_runs or default.catchup_max_runs,
+    )
 
 
 # -- schedules -------------------------------------------------------------------------
@@ -99,11 +313,18 @@ def new_schedule_from_proto(msg: pb.Schedule) -> NewSchedule:
     return NewSchedule(schedule_id, spec, policy, msg.job_type, payload, msg.paused, msg.pause_note)
 
 
+@lru_cache(maxsize=256)
+def _policy_proto(policy: Policy) -> pb.SchedulePolicy:
+    """Policies are few: each is converted once. The message is only ever copied into
+    a Schedule (never handed out), so sharing it is safe."""
+    return policy_to_proto(policy)
+
+
 def schedule_to_proto(rec: ScheduleRecord) -> pb.Schedule:
     return pb.Schedule(
         schedule_id=rec.schedule_id,
         spec=spec_to_proto(rec.spec),
-        policy=policy_to_proto(rec.policy),
+        policy=_policy_proto(rec.policy),
         job_type=rec.job_type,
         payload_json=rec.payload_json,
         paused=rec.paused,
@@ -268,6 +489,19 @@ def completion_state_from_proto(value: pb.RunState) -> RunState:
         )
     assert state is not None
     return state
+
+
+def completion_from_proto(msg: api.CompleteRunRequest) -> CompletionRequest:
+    """A CompleteRun(s) item; the store checks the rest of its rules."""
+    return CompletionRequest(
+        run_id=msg.run_id,
+        attempt_token=msg.attempt_token,
+        state=completion_state_from_proto(msg.state),
+        error=msg.error,
+        result_json=msg.result_json,
+        retry_after=msg.retry_after.ToTimedelta(),
+        body_started_at=opt_ts(msg, "body_started_at"),
+    )
 
 
 def _opt(ts: datetime | None) -> Any:

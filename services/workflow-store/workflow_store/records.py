@@ -52,6 +52,8 @@ FENCED_TRIGGERS = frozenset({Trigger.SCHEDULED, Trigger.CATCHUP, Trigger.BACKFIL
 DEFAULT_FENCING_SCOPE = "planner"
 DEFAULT_QUEUE = "default"
 DEFAULT_HEARTBEAT_TIMEOUT = timedelta(seconds=10)
+#: The most items one batch call (RecordRuns, ClaimRuns, ...) may carry.
+MAX_BATCH = 1_000
 
 
 @dataclass(frozen=True)
@@ -174,6 +176,37 @@ class Claim:
 class Completion:
     run: RunRecord
     changed: bool
+
+
+@dataclass(frozen=True)
+class EventRequest:
+    """One AppendRunEvent(s) item: the run event ``kind`` with ``detail``."""
+
+    run_id: str
+    kind: str
+    detail: str = ""
+
+
+@dataclass(frozen=True)
+class ClaimRequest:
+    """One ClaimRun(s) item: a new attempt of the run for ``worker_id``."""
+
+    run_id: str
+    worker_id: str
+
+
+@dataclass(frozen=True)
+class CompletionRequest:
+    """One CompleteRun(s) item. ``body_started_at``: when the job body began; a
+    completion that changes the run then records the run event ``started`` too."""
+
+    run_id: str
+    attempt_token: int
+    state: RunState
+    error: str = ""
+    result_json: str = ""
+    retry_after: timedelta = timedelta(0)
+    body_started_at: datetime | None = None
 
 
 class StallReason(StrEnum):

@@ -6,21 +6,36 @@ bootstrap's error interceptor.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from datetime import timedelta
+from typing import TypeVar
 
 import grpc
 from opentelemetry.trace import Span
 
+from cronwave.v1 import common_pb2 as pb
 from cronwave.v1 import workflow_store_service_pb2 as api
 from cronwave.v1 import workflow_store_service_pb2_grpc as api_grpc
 from cronwave_core import telemetry
-from cronwave_core.convert import dt_to_ts
+from cronwave_core.convert import dt_to_ts, opt_ts
+from cronwave_core.errors import CronwaveError, InvalidArgument
 from cronwave_core.faults import Faults, run_key
 from workflow_store import convert, slots
-from workflow_store.records import DEFAULT_FENCING_SCOPE, RunRecord
+from workflow_store.records import (
+    DEFAULT_FENCING_SCOPE,
+    MAX_BATCH,
+    ClaimRequest,
+    Completion,
+    EventRequest,
+    Recorded,
+    RecordRequest,
+    RunRecord,
+)
 from workflow_store.store import Store
+
+M = TypeVar("M")
+T = TypeVar("T")
 
 
 def _db_span(
@@ -57,6 +72,36 @@ def _mark_recorded(span: Span, run: RunRecord, created: bool) -> None:
         _mark(span, run)
     else:
         span.set_attribute("cronwave.duplicate_of", run.run_id)
+
+
+def _items(field: str, messages: Sequence[M], parse: Callable[[M], T]) -> list[T]:
+    """Every item of a batch request, converted; a malformed item fails the whole call,
+    naming it (``runs[3].fire_time``)."""
+    if len(messages) > MAX_BATCH:
+        raise InvalidArgument(field, f"at most {MAX_BATCH} per call, got {len(messages)}")
+    items = []
+    for i, message in enumerate(messages):
+        try:
+            items.append(parse(message))
+        except InvalidArgument as exc:
+            raise InvalidArgument(f"{field}[{i}].{exc.field}", exc.rule) from None
+    return items
+
+
+def _item_error(error: CronwaveError) -> pb.ItemError:
+    """The status code and message the item's single call would have ended with."""
+    code = getattr(grpc.StatusCode, error.status, grpc.StatusCode.INTERNAL)
+    return pb.ItemError(code=code.value[0], message=error.message)
+
+
+def _recorded_to_proto(recorded: Recorded) -> api.RecordRunResponse:
+    return api.RecordRunResponse(run=convert.run_to_proto(recorded.run), created=recorded.created)
+
+
+def _completion_to_proto(completion: Completion) -> api.CompleteRunResponse:
+    return api.CompleteRunResponse(
+        run=convert.run_to_proto(completion.run), changed=completion.changed
+    )
 
 
 class WorkflowStoreServicer(api_grpc.WorkflowStoreServiceServicer):
@@ -230,6 +275,7 @@ class WorkflowStoreServicer(api_grpc.WorkflowStoreServiceServicer):
                 error=request.error,
                 result_json=request.result_json,
                 retry_after=request.retry_after.ToTimedelta(),
+                body_started_at=opt_ts(request, "body_started_at"),
             )
             _mark(span, completion.run)
             if completion.changed:
@@ -238,6 +284,112 @@ class WorkflowStoreServicer(api_grpc.WorkflowStoreServiceServicer):
         return api.CompleteRunResponse(
             run=convert.run_to_proto(completion.run), changed=completion.changed
         )
+
+    # -- batches: one transaction per call, an answer or an ItemError per item ----------
+
+    def RecordRuns(
+        self, request: api.RecordRunsRequest, context: grpc.ServicerContext
+    ) -> api.RecordRunsResponse:
+        reqs = _items("runs", request.runs, convert.record_run_from_proto)
+        with _db_span("RecordRuns", "persist") as span:
+            results = [
+                self._settled(req, result)
+                for req, result in zip(reqs, self.store.record_runs(reqs), strict=True)
+            ]
+            created = [r.run for r in results if isinstance(r, Recorded) and r.created]
+            self._inject("persist", created, span)
+        return api.RecordRunsResponse(
+            results=[
+                api.RecordRunResult(error=_item_error(r))
+                if isinstance(r, CronwaveError)
+                else api.RecordRunResult(recorded=_recorded_to_proto(r))
+                for r in results
+            ]
+        )
+
+    def _settled(
+        self, req: RecordRequest, result: Recorded | CronwaveError
+    ) -> Recorded | CronwaveError:
+        """What RecordRun answers for the item: a slot that already had a row is
+        settled by the placeholder rules (``slots.settle``)."""
+        if isinstance(result, CronwaveError) or result.created:
+            return result
+        try:
+            return slots.settle(self.store, req, result.run)
+        except CronwaveError as exc:
+            return exc
+
+    def AppendRunEvents(
+        self, request: api.AppendRunEventsRequest, context: grpc.ServicerContext
+    ) -> api.AppendRunEventsResponse:
+        events = _items(
+            "events", request.events, lambda e: EventRequest(e.run_id, e.kind, e.detail)
+        )
+        results = self.store.append_run_events(events)
+        return api.AppendRunEventsResponse(
+            results=[
+                api.AppendRunEventResult(error=_item_error(r))
+                if isinstance(r, CronwaveError)
+                else api.AppendRunEventResult(event=convert.event_to_proto(r))
+                for r in results
+            ]
+        )
+
+    def ClaimRuns(
+        self, request: api.ClaimRunsRequest, context: grpc.ServicerContext
+    ) -> api.ClaimRunsResponse:
+        claims = _items("claims", request.claims, lambda c: ClaimRequest(c.run_id, c.worker_id))
+        with _db_span("ClaimRuns", "pickup"):
+            results = self.store.claim_runs(claims)
+        return api.ClaimRunsResponse(
+            results=[
+                api.ClaimRunResult(error=_item_error(r))
+                if isinstance(r, CronwaveError)
+                else api.ClaimRunResult(
+                    claim=api.ClaimRunResponse(
+                        run=convert.run_to_proto(r.run),
+                        claimed=r.claimed,
+                        attempt_token=r.attempt_token,
+                    )
+                )
+                for r in results
+            ]
+        )
+
+    def CompleteRuns(
+        self, request: api.CompleteRunsRequest, context: grpc.ServicerContext
+    ) -> api.CompleteRunsResponse:
+        completions = _items("completions", request.completions, convert.completion_from_proto)
+        with _db_span("CompleteRuns", "complete") as span:
+            results = self.store.complete_runs(completions)
+            changed = [r.run for r in results if isinstance(r, Completion) and r.changed]
+            self._inject("complete", changed, span)
+        return api.CompleteRunsResponse(
+            results=[
+                api.CompleteRunResult(error=_item_error(r))
+                if isinstance(r, CronwaveError)
+                else api.CompleteRunResult(completion=_completion_to_proto(r))
+                for r in results
+            ]
+        )
+
+    def GetRuns(
+        self, request: api.GetRunsRequest, context: grpc.ServicerContext
+    ) -> api.GetRunsResponse:
+        runs = self.store.get_runs(list(request.run_ids))
+        return api.GetRunsResponse(runs=[convert.run_to_proto(r) for r in runs])
+
+    def _inject(self, hop: str, runs: Iterable[RunRecord], span: Span) -> None:
+        """A batch's latency fault: the database time of one transaction is every run's
+        in the batch, so the delay is slept once when the fault selects any of them."""
+        fault = self.faults.get(hop, "database")
+        if fault is None:
+            return
+        for run in runs:
+            key = run_key(run.schedule_id, run.fire_time)
+            if fault.selected(key):
+                self.faults.inject(hop, "database", key, span)
+                return
 
     def GetFencingToken(
         self, request: api.GetFencingTokenRequest, context: grpc.ServicerContext

@@ -10,16 +10,19 @@ that inserts the run.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterable, Iterator
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence, Sized
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, TypeVar, cast
 
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
+from sqlalchemy.orm.attributes import set_committed_value
 
 from cronwave_core.errors import (
+    CronwaveError,
     FailedPrecondition,
     InvalidArgument,
     RunNotFound,
@@ -42,11 +45,15 @@ from workflow_store.records import (
     COMPLETIONS,
     DEFAULT_HEARTBEAT_TIMEOUT,
     DEFAULT_QUEUE,
+    MAX_BATCH,
     Claim,
+    ClaimRequest,
     Completion,
+    CompletionRequest,
     DeadLettered,
     DeadLetterRecord,
     DeadLetterRequest,
+    EventRequest,
     JobTypeRecord,
     NewSchedule,
     Recorded,
@@ -72,6 +79,70 @@ DEFAULT_DEAD_LETTER_LIMIT = 50
 # A conditional UPDATE that loses a race is re-evaluated against the winner's result;
 # more rounds than this means something keeps changing the row, which we report.
 _MAX_ROUNDS = 5
+#: How long a job type read from the database is used without reading it again: the
+#: longest a change registered through another replica goes unseen here.
+JOB_TYPE_TTL = timedelta(seconds=5)
+_RUNS = cast(sa.Table, m.Run.__table__)
+_EVENTS = cast(sa.Table, m.RunEvent.__table__)
+_CLAIM_COLUMNS = (
+    "state",
+    "attempt",
+    "attempt_token",
+    "started_at",
+    "heartbeat_at",
+    "worker_id",
+    "next_sweep_at",
+    "requeues",
+)
+_COMPLETE_COLUMNS = ("state", "finished_at", "error", "result_json", "due_at")
+T = TypeVar("T")
+
+
+def _ids(name: str = "ids") -> sa.BindParameter[Any]:
+    """A list parameter of an IN clause (a batch holds at most ``MAX_BATCH`` items, far
+    below either backend's limit of bind parameters)."""
+    return sa.bindparam(name, expanding=True)
+
+
+# The statements of the hot paths, built once.
+_LIVE_SCHEDULES = sa.select(m.Schedule.id, m.Schedule.job_type, m.Schedule.payload_json).where(
+    m.Schedule.id.in_(_ids()), m.Schedule.deleted.is_(False)
+)
+_RUN_IDS = sa.select(_RUNS.c.run_id).where(_RUNS.c.run_id.in_(_ids()))
+_RUNS_NAMED = sa.select(_RUNS).where(_RUNS.c.run_id.in_(_ids()))
+_RUN_ATTEMPTS = sa.select(_RUNS.c.run_id, _RUNS.c.attempt).where(_RUNS.c.run_id.in_(_ids()))
+# FOR NO KEY UPDATE: inserting a run event (its foreign key takes FOR KEY SHARE) does
+# not wait for it, so an event batch and a claim batch cannot deadlock.
+_LOCK_RUNS = (
+    sa.select(_RUNS)
+    .where(_RUNS.c.run_id.in_(_ids()))
+    .order_by(_RUNS.c.run_id)
+    .with_for_update(key_share=True)
+)
+_LOCK_FENCES = (
+    sa.select(m.Fencing.scope, m.Fencing.token)
+    .where(m.Fencing.scope.in_(_ids()))
+    .order_by(m.Fencing.scope)
+    .with_for_update()
+)
+
+
+def _update_of(columns: tuple[str, ...]) -> sa.Update:
+    """UPDATE ``columns`` of one run if its state and attempt token are still the ones
+    read (parameters ``w_*`` and ``v_<column>``)."""
+    return (
+        sa.update(_RUNS)
+        .where(
+            _RUNS.c.run_id == sa.bindparam("w_run_id"),
+            _RUNS.c.state == sa.bindparam("w_state"),
+            _RUNS.c.attempt_token == sa.bindparam("w_attempt_token"),
+        )
+        .values({name: sa.bindparam(f"v_{name}") for name in columns})
+    )
+
+
+_CLAIM_UPDATE = _update_of(_CLAIM_COLUMNS)
+_COMPLETE_UPDATE = _update_of(_COMPLETE_COLUMNS)
 
 
 def utc_now() -> datetime:
@@ -91,6 +162,14 @@ class Store:
         self._changes = threading.Condition()
         self._closing = threading.Event()
         self._latest_revision = 0
+        # Job types by name, each with the monotonic instant it must be read again.
+        self._job_types: dict[str, tuple[float, JobTypeRecord]] = {}
+        self._job_lock = threading.Lock()
+        self._job_generation = 0
+        insert: Any = postgresql.insert if db.dialect == "postgresql" else sqlite.insert
+        self._insert_run = insert(_RUNS).on_conflict_do_nothing(
+            index_elements=["schedule_id", "fire_time"]
+        )
 
     # -- schedules ---------------------------------------------------------------------
 
@@ -266,7 +345,11 @@ class Store:
             s.execute(stmt.on_conflict_do_update(index_elements=["name"], set_=changed))
             row = s.get(m.JobType, job.name, populate_existing=True)
             assert row is not None
-            return _job_type(row)
+            record = _job_type(row)
+        with self._job_lock:
+            self._job_generation += 1
+            self._job_types.pop(job.name, None)
+        return record
 
     def list_job_types(self) -> list[JobTypeRecord]:
         with self.db.read() as s:
@@ -281,83 +364,106 @@ class Store:
 
         Raises ``ScheduleNotFound`` and ``StaleFencingToken``; then nothing is written.
         """
+        recorded: Recorded = _only(self._rounds(lambda s: self._record_all(s, [req])))
+        return recorded
+
+    def record_runs(self, reqs: Sequence[RecordRequest]) -> list[Recorded | CronwaveError]:
+        """``record`` for every item of ``reqs`` in one transaction, as if recorded one
+        after the other in that order: each item's answer, or in its place the
+        ``ScheduleNotFound`` or ``StaleFencingToken`` it was refused with (that item
+        wrote nothing; the others are written). Raises ``InvalidArgument`` naming the
+        item (``runs[3].schedule_id``) for a malformed one; then nothing is written."""
+        _check_batch("runs", reqs)
+        for i, req in enumerate(reqs):
+            if not req.schedule_id:
+                raise InvalidArgument(f"runs[{i}].schedule_id", "required")
+        if not reqs:
+            return []
+        results: list[Recorded | CronwaveError] = self._rounds(lambda s: self._record_all(s, reqs))
+        return results
+
+    def _record_all(
+        self, s: Session, reqs: Sequence[RecordRequest]
+    ) -> list[Recorded | CronwaveError]:
         now = self.clock()
-        try:
-            with self.db.write() as s:
-                schedule = _live_schedule(s, req.schedule_id)
-                if req.fencing_token > 0:
-                    self._fence(s, req.fencing_scope, req.fencing_token, now)
-                job = s.get(m.JobType, schedule.job_type)
-                state = RunState.MISSED if req.missed else RunState.PENDING
-                row = m.Run(
-                    run_id=new_run_id(),
-                    schedule_id=schedule.id,
-                    fire_time=req.fire_time,
-                    state=state.value,
-                    trigger=req.trigger.value,
-                    job_type=schedule.job_type,
-                    payload_json=schedule.payload_json,
-                    attempt=0,
-                    attempt_token=0,
-                    fencing_token=req.fencing_token,
-                    idempotency_key=req.idempotency_key or f"{schedule.id}@{iso(req.fire_time)}",
-                    queue=req.queue or (job.queue if job else DEFAULT_QUEUE),
-                    worker_id="",
-                    trace_id=req.trace_id,
-                    created_at=now,
-                    started_at=None,
-                    finished_at=now if req.missed else None,
-                    heartbeat_at=None,
-                    error=req.reason if req.missed else "",
-                    result_json="",
-                    checkpoint_json="",
-                    due_at=None if req.missed else now,
-                )
-                s.add(row)
-                s.flush()  # the unique constraint speaks here
-                detail = (
-                    req.reason
-                    if req.missed
-                    else f"trigger={req.trigger.value} fencing_token={req.fencing_token}"
-                )
-                _event(s, row, "missed" if req.missed else "recorded", now, detail)
-                return Recorded(_run(row), created=True)
-        except IntegrityError:
-            existing = self._run_at(req.schedule_id, req.fire_time)
-            if existing is None:
-                raise
-            return Recorded(existing, created=False)
+        ids = sorted({req.schedule_id for req in reqs})
+        schedules = {row.id: row for row in s.execute(_LIVE_SCHEDULES, {"ids": ids})}
+        fences = _Fences(s, self.db.dialect, now)
+        fences.lock(
+            {r.fencing_scope for r in reqs if r.fencing_token > 0 and r.schedule_id in schedules}
+        )
+        results: list[Recorded | CronwaveError | None] = [None] * len(reqs)
+        new: dict[tuple[str, datetime], dict[str, Any]] = {}  # the run each slot would get
+        first: dict[tuple[str, datetime], int] = {}  # the request that asked for it first
+        for i, req in enumerate(reqs):
+            schedule = schedules.get(req.schedule_id)
+            if schedule is None:
+                results[i] = ScheduleNotFound(req.schedule_id)
+                continue
+            if req.fencing_token > 0:
+                stale = fences.check(req.fencing_scope, req.fencing_token)
+                if stale is not None:
+                    results[i] = stale
+                    continue
+            slot = (req.schedule_id, req.fire_time)
+            if slot not in new:
+                job = self._job(s, schedule.job_type)
+                new[slot] = _new_run(schedule, req, job.queue if job else DEFAULT_QUEUE, now)
+                first[slot] = i
+        fences.save()
+        inserted = self._insert_runs(s, list(new.values()))
+        existing = self._runs_at(
+            s, [slot for slot, v in new.items() if v["run_id"] not in inserted]
+        )
+        events = []
+        for slot, i in first.items():
+            if new[slot]["run_id"] in inserted:
+                kind, detail = _recorded_event(reqs[i])
+                events.append(_event_values(new[slot], kind, detail, now))
+        _insert_events(s, events)
+        for i, req in enumerate(reqs):
+            if results[i] is not None:
+                continue
+            slot = (req.schedule_id, req.fire_time)
+            if new[slot]["run_id"] in inserted:
+                results[i] = Recorded(_run_of(new[slot]), created=first[slot] == i)
+            elif slot in existing:
+                results[i] = Recorded(existing[slot], created=False)
+            else:
+                raise _Lost  # the slot's row is not visible yet: decide again
+        return [r for r in results if r is not None]
+
+    def _insert_runs(self, s: Session, rows: list[dict[str, Any]]) -> set[str]:
+        """INSERT the runs whose slot is free; the run ids that went in."""
+        if not rows:
+            return set()
+        # One order for every batch, so concurrent batches that share slots wait for
+        # each other on the unique index instead of deadlocking.
+        rows.sort(key=lambda v: (v["schedule_id"], v["fire_time"]))
+        if len(rows) == 1:
+            return set(s.execute(self._insert_run.returning(_RUNS.c.run_id), rows[0]).scalars())
+        # An executemany with no RETURNING is the cheapest bulk INSERT for the driver
+        # (one statement, prepared once); the run ids that went in are read back after.
+        s.execute(self._insert_run, rows)
+        return set(s.scalars(_RUN_IDS, {"ids": [v["run_id"] for v in rows]}))
+
+    def _runs_at(self, s: Session, slots: list[tuple[str, datetime]]) -> dict[Any, RunRecord]:
+        """The runs of these (schedule, fire time) slots that exist."""
+        if not slots:
+            return {}
+        query = sa.select(_RUNS).where(sa.tuple_(_RUNS.c.schedule_id, _RUNS.c.fire_time).in_(slots))
+        return {(row.schedule_id, row.fire_time): _run_of(row._mapping) for row in s.execute(query)}
 
     def _fence(self, s: Session, scope: str, token: int, now: datetime) -> None:
         """Refuse ``token`` if older than the newest seen for ``scope``; remember it if
         newer. Runs inside the caller's write transaction, under the scope's row lock
         (PostgreSQL) or the database write lock (SQLite)."""
-        insert: Any = postgresql.insert if self.db.dialect == "postgresql" else sqlite.insert
-        s.execute(
-            insert(m.Fencing)
-            .values(scope=scope, token=0, updated_at=now)
-            .on_conflict_do_nothing(index_elements=["scope"])
-        )
-        row = s.scalars(
-            sa.select(m.Fencing)
-            .where(m.Fencing.scope == scope)
-            .with_for_update()
-            .execution_options(populate_existing=True)
-        ).one()
-        if token < row.token:
-            raise StaleFencingToken(scope, token, row.token)
-        if token > row.token:
-            row.token = token
-            row.updated_at = now
-
-    def _run_at(self, schedule_id: str, fire_time: datetime) -> RunRecord | None:
-        with self.db.read() as s:
-            row = s.scalars(
-                sa.select(m.Run).where(
-                    m.Run.schedule_id == schedule_id, m.Run.fire_time == fire_time
-                )
-            ).one_or_none()
-            return _run(row) if row else None
+        fences = _Fences(s, self.db.dialect, now)
+        fences.lock({scope})
+        stale = fences.check(scope, token)
+        if stale is not None:
+            raise stale
+        fences.save()
 
     def fencing_token(self, scope: str) -> int:
         """The newest fencing token seen for ``scope`` (0 when none)."""
@@ -370,6 +476,16 @@ class Store:
     def get_run(self, run_id: str) -> RunRecord:
         with self.db.read() as s:
             return _run(_get_run(s, run_id))
+
+    def get_runs(self, run_ids: Sequence[str]) -> list[RunRecord]:
+        """The runs named, as they are now, in no particular order; a run the store does
+        not have is left out."""
+        _check_batch("run_ids", run_ids)
+        ids = sorted({run_id for run_id in run_ids if run_id})
+        if not ids:
+            return []
+        with self.db.read() as s:
+            return [_run_of(row._mapping) for row in s.execute(_RUNS_NAMED, {"ids": ids})]
 
     def list_runs(
         self, schedule_id: str = "", states: Iterable[RunState] = (), limit: int = 0
@@ -398,8 +514,61 @@ class Store:
         if not kind:
             raise InvalidArgument("kind", "required, e.g. enqueued")
         with self.db.write() as s:
-            row = _get_run(s, run_id)
-            return _event(s, row, kind, self.clock(), detail)
+            event: RunEventRecord = _only(self._append_all(s, [EventRequest(run_id, kind, detail)]))
+            return event
+
+    def append_run_events(
+        self, events: Sequence[EventRequest]
+    ) -> list[RunEventRecord | CronwaveError]:
+        """Append every event in one transaction, in order: each item's event, or in its
+        place the ``RunNotFound`` it was refused with. Raises ``InvalidArgument``
+        naming the item (``events[2].kind``) for a malformed one; then nothing is
+        written."""
+        _check_batch("events", events)
+        for i, event in enumerate(events):
+            if not event.run_id:
+                raise InvalidArgument(f"events[{i}].run_id", "required")
+            if not event.kind:
+                raise InvalidArgument(f"events[{i}].kind", "required, e.g. enqueued")
+        if not events:
+            return []
+        with self.db.write() as s:
+            return self._append_all(s, events)
+
+    def _append_all(
+        self, s: Session, events: Sequence[EventRequest]
+    ) -> list[RunEventRecord | CronwaveError]:
+        now = self.clock()
+        ids = sorted({event.run_id for event in events if event.run_id})
+        attempts = dict(s.execute(_RUN_ATTEMPTS, {"ids": ids}).tuples().all())
+        rows = [
+            {
+                "run_id": event.run_id,
+                "kind": event.kind,
+                "at": now,
+                "detail": event.detail,
+                "attempt": attempts[event.run_id],
+            }
+            for event in events
+            if event.run_id in attempts
+        ]
+        seqs = iter(_insert_events(s, rows, returning=True))
+        results: list[RunEventRecord | CronwaveError] = []
+        for event in events:
+            if event.run_id not in attempts:
+                results.append(RunNotFound(event.run_id))
+                continue
+            results.append(
+                RunEventRecord(
+                    seq=next(seqs),
+                    run_id=event.run_id,
+                    kind=event.kind,
+                    at=now,
+                    detail=event.detail,
+                    attempt=attempts[event.run_id],
+                )
+            )
+        return results
 
     # -- attempts ----------------------------------------------------------------------
 
@@ -409,36 +578,76 @@ class Store:
         Of concurrent claims exactly one wins."""
         if not worker_id:
             raise InvalidArgument("worker_id", "required: the claiming worker's id")
-        return self._rounds(lambda s: self._claim(s, run_id, worker_id))
-
-    def _claim(self, s: Session, run_id: str, worker_id: str) -> Claim:
-        now = self.clock()
-        row = _get_run(s, run_id)
-        state = RunState(row.state)
-        if state.terminal:
-            return Claim(_run(row), claimed=False, attempt_token=0)
-        if state is RunState.PENDING and row.due_at is not None and row.due_at > now:
-            # A retry whose delay has not passed (an early duplicate message).
-            return Claim(_run(row), claimed=False, attempt_token=0)
-        if state is RunState.RUNNING:
-            alive_since = row.heartbeat_at or row.started_at
-            if alive_since is not None and now - alive_since < self._heartbeat_timeout(s, row):
-                return Claim(_run(row), claimed=False, attempt_token=0)
-        token = row.attempt_token + 1
-        self._conditional_update(
-            s,
-            row,
-            state=RunState.RUNNING.value,
-            attempt=row.attempt + 1,
-            attempt_token=token,
-            started_at=row.started_at or now,
-            heartbeat_at=now,
-            worker_id=worker_id,
-            next_sweep_at=None,
-            requeues=0,
+        claim: Claim = _only(
+            self._rounds(lambda s: self._claim_all(s, [ClaimRequest(run_id, worker_id)]))
         )
-        _event(s, row, "claimed", now, worker_id)
-        return Claim(_run(row), claimed=True, attempt_token=token)
+        return claim
+
+    def claim_runs(self, claims: Sequence[ClaimRequest]) -> list[Claim | CronwaveError]:
+        """``claim_run`` for every item in one transaction, as if claimed one after the
+        other in that order (a run claimed twice is claimed once): each item's claim,
+        or in its place the ``RunNotFound`` it was refused with. Raises
+        ``InvalidArgument`` naming the item (``claims[0].worker_id``) for a malformed
+        one; then nothing is written."""
+        _check_batch("claims", claims)
+        for i, claim in enumerate(claims):
+            if not claim.run_id:
+                raise InvalidArgument(f"claims[{i}].run_id", "required")
+            if not claim.worker_id:
+                raise InvalidArgument(
+                    f"claims[{i}].worker_id", "required: the claiming worker's id"
+                )
+        if not claims:
+            return []
+        results: list[Claim | CronwaveError] = self._rounds(lambda s: self._claim_all(s, claims))
+        return results
+
+    def _claim_all(self, s: Session, claims: Sequence[ClaimRequest]) -> list[Claim | CronwaveError]:
+        now = self.clock()
+        runs = _lock_runs(s, {claim.run_id for claim in claims})
+        before: dict[str, tuple[str, int]] = {}
+        events: list[dict[str, Any]] = []
+        results: list[Claim | CronwaveError] = []
+        for claim in claims:
+            run = runs.get(claim.run_id)
+            if run is None:
+                results.append(RunNotFound(claim.run_id))
+                continue
+            if not self._claimable(s, run, now):
+                results.append(Claim(_run_of(run), claimed=False, attempt_token=0))
+                continue
+            before.setdefault(run["run_id"], (run["state"], run["attempt_token"]))
+            run.update(
+                state=RunState.RUNNING.value,
+                attempt=run["attempt"] + 1,
+                attempt_token=run["attempt_token"] + 1,
+                started_at=run["started_at"] or now,
+                heartbeat_at=now,
+                worker_id=claim.worker_id,
+                next_sweep_at=None,
+                requeues=0,
+            )
+            events.append(_event_values(run, "claimed", claim.worker_id, now))
+            results.append(Claim(_run_of(run), claimed=True, attempt_token=run["attempt_token"]))
+        _update_runs(s, _CLAIM_UPDATE, runs, before, _CLAIM_COLUMNS)
+        _insert_events(s, events)
+        return results
+
+    def _claimable(self, s: Session, run: dict[str, Any], now: datetime) -> bool:
+        """Whether a claim may start a new attempt: not terminal, not a retry whose
+        delay has not passed (an early duplicate message), not held by a live attempt."""
+        state = RunState(run["state"])
+        if state.terminal:
+            return False
+        if state is RunState.PENDING and run["due_at"] is not None and run["due_at"] > now:
+            return False
+        if state is RunState.RUNNING:
+            alive_since = run["heartbeat_at"] or run["started_at"]
+            if alive_since is not None and now - alive_since < self._heartbeat_timeout(
+                s, run["job_type"]
+            ):
+                return False
+        return True
 
     def heartbeat(self, run_id: str, attempt_token: int, checkpoint_json: str) -> datetime:
         """Prove the attempt is alive; returns the deadline of its next heartbeat.
@@ -464,7 +673,7 @@ class Store:
         if checkpoint:
             values["checkpoint_json"] = checkpoint
         self._conditional_update(s, row, **values)
-        return now + self._heartbeat_timeout(s, row)
+        return now + self._heartbeat_timeout(s, row.job_type)
 
     def complete_run(
         self,
@@ -474,65 +683,113 @@ class Store:
         error: str = "",
         result_json: str = "",
         retry_after: timedelta = timedelta(0),
+        body_started_at: datetime | None = None,
     ) -> Completion:
         """Finish the run in ``state``. A run that is already terminal is returned
         unchanged (``changed=False``): a repeated completion changes nothing. A FAILED
-        completion with ``retry_after`` > 0 puts the run back to PENDING instead."""
-        if state not in COMPLETIONS:
-            raise InvalidArgument(
-                "state", "must be one of succeeded, failed, timed_out or cancelled"
-            )
-        if retry_after < timedelta(0):
-            raise InvalidArgument("retry_after", "must not be negative")
-        if retry_after > timedelta(0) and state is not RunState.FAILED:
-            raise InvalidArgument("retry_after", "only a FAILED completion can be retried")
-        return self._rounds(
-            lambda s: self._complete(
-                s, run_id, attempt_token, state, error, result_json, retry_after
-            )
+        completion with ``retry_after`` > 0 puts the run back to PENDING instead. With
+        ``body_started_at``, a completion that changes the run also records the run
+        event ``started`` (when the job body began, and its fire lateness)."""
+        req = CompletionRequest(
+            run_id, attempt_token, state, error, result_json, retry_after, body_started_at
         )
+        _check_completion(req, "")
+        completion: Completion = _only(self._rounds(lambda s: self._complete_all(s, [req])))
+        return completion
 
-    def _complete(
-        self,
-        s: Session,
-        run_id: str,
-        token: int,
-        state: RunState,
-        error: str,
-        result_json: str,
-        retry_after: timedelta,
-    ) -> Completion:
+    def complete_runs(
+        self, completions: Sequence[CompletionRequest]
+    ) -> list[Completion | CronwaveError]:
+        """``complete_run`` for every item in one transaction, as if completed one after
+        the other in that order (a repeated completion changes nothing): each item's
+        completion, or in its place the ``RunNotFound`` or ``StaleAttempt`` it was
+        refused with. Raises ``InvalidArgument`` naming the item
+        (``completions[1].state``) for a malformed one; then nothing is written."""
+        _check_batch("completions", completions)
+        for i, req in enumerate(completions):
+            if not req.run_id:
+                raise InvalidArgument(f"completions[{i}].run_id", "required")
+            _check_completion(req, f"completions[{i}].")
+        if not completions:
+            return []
+        results: list[Completion | CronwaveError] = self._rounds(
+            lambda s: self._complete_all(s, completions)
+        )
+        return results
+
+    def _complete_all(
+        self, s: Session, completions: Sequence[CompletionRequest]
+    ) -> list[Completion | CronwaveError]:
         now = self.clock()
-        row = _get_run(s, run_id)
-        if RunState(row.state).terminal:
-            return Completion(_run(row), changed=False)
-        if token != row.attempt_token:
-            raise StaleAttempt(run_id, token, row.attempt_token)
-        if retry_after > timedelta(0):
-            self._conditional_update(
-                s,
-                row,
-                state=RunState.PENDING.value,
-                error=error,
-                result_json=result_json,
-                due_at=now + retry_after,
-            )
-            detail = f"retry_after={retry_after.total_seconds():g}s"
-            _event(s, row, "retry_scheduled", now, f"{detail} error={error}" if error else detail)
-        else:
-            self._conditional_update(
-                s, row, state=state.value, finished_at=now, error=error, result_json=result_json
-            )
-            _event(s, row, state.value, now, error)
-        return Completion(_run(row), changed=True)
+        runs = _lock_runs(s, {req.run_id for req in completions})
+        before: dict[str, tuple[str, int]] = {}
+        events: list[dict[str, Any]] = []
+        results: list[Completion | CronwaveError] = []
+        for req in completions:
+            run = runs.get(req.run_id)
+            if run is None:
+                results.append(RunNotFound(req.run_id))
+                continue
+            if RunState(run["state"]).terminal:
+                results.append(Completion(_run_of(run), changed=False))
+                continue
+            if req.attempt_token != run["attempt_token"]:
+                results.append(StaleAttempt(req.run_id, req.attempt_token, run["attempt_token"]))
+                continue
+            before.setdefault(run["run_id"], (run["state"], run["attempt_token"]))
+            if req.body_started_at is not None:
+                detail = _body_started(req.body_started_at, run["fire_time"])
+                events.append(_event_values(run, "started", detail, now))
+            if req.retry_after > timedelta(0):
+                run.update(
+                    state=RunState.PENDING.value,
+                    error=req.error,
+                    result_json=req.result_json,
+                    due_at=now + req.retry_after,
+                )
+                detail = f"retry_after={req.retry_after.total_seconds():g}s"
+                if req.error:
+                    detail = f"{detail} error={req.error}"
+                events.append(_event_values(run, "retry_scheduled", detail, now))
+            else:
+                run.update(
+                    state=req.state.value,
+                    finished_at=now,
+                    error=req.error,
+                    result_json=req.result_json,
+                )
+                events.append(_event_values(run, req.state.value, req.error, now))
+            results.append(Completion(_run_of(run), changed=True))
+        _update_runs(s, _COMPLETE_UPDATE, runs, before, _COMPLETE_COLUMNS)
+        _insert_events(s, events)
+        return results
 
-    def _heartbeat_timeout(self, s: Session, row: m.Run) -> timedelta:
-        job = s.get(m.JobType, row.job_type)
+    def _heartbeat_timeout(self, s: Session, job_type: str) -> timedelta:
+        job = self._job(s, job_type)
         return job.heartbeat_timeout if job else DEFAULT_HEARTBEAT_TIMEOUT
+
+    def _job(self, s: Session, name: str) -> JobTypeRecord | None:
+        """The job type ``name`` (None when unknown), from the in-process cache when
+        fresh. A change registered through this process is seen at once; one
+        registered through another replica within ``JOB_TYPE_TTL``."""
+        cached = self._job_types.get(name)
+        if cached is not None and cached[0] > time.monotonic():
+            return cached[1]
+        generation = self._job_generation
+        row = s.get(m.JobType, name)
+        if row is None:
+            return None
+        record = _job_type(row)
+        with self._job_lock:
+            # A registration that committed while we read may be newer than our row.
+            if generation == self._job_generation:
+                self._job_types[name] = (time.monotonic() + JOB_TYPE_TTL.total_seconds(), record)
+        return record
 
     def _conditional_update(self, s: Session, row: m.Run, **values: Any) -> None:
         """UPDATE the run only if its state and attempt token are still what ``row``
-        says; otherwise raise ``_Lost`` (the caller's transaction rolls back)."""
+        says; otherwise raise ``_Lost`` (the caller's transaction rolls back). ``row``
+        then holds the new values, as the database does, with no read."""
         result: Any = s.execute(
             sa.update(m.Run)
             .where(
@@ -545,7 +802,8 @@ class Store:
         )
         if result.rowcount != 1:
             raise _Lost
-        s.refresh(row)
+        for name, value in values.items():
+            set_committed_value(row, name, value)
 
     def _rounds(self, work: Callable[[Session], Any]) -> Any:
         """Run ``work`` in a write transaction, again from the start when it lost a
@@ -801,6 +1059,185 @@ def _dead_letter_record(row: m.DeadLetter) -> DeadLetterRecord:
     )
 
 
+# -- batches -----------------------------------------------------------------------------
+
+
+def _only(results: Sequence[T | CronwaveError]) -> T:
+    """The answer of a batch of one; its refusal raised."""
+    (result,) = results
+    if isinstance(result, CronwaveError):
+        raise result
+    return result
+
+
+def _check_batch(field: str, items: Sized) -> None:
+    if len(items) > MAX_BATCH:
+        raise InvalidArgument(field, f"at most {MAX_BATCH} per call, got {len(items)}")
+
+
+def _check_completion(req: CompletionRequest, prefix: str) -> None:
+    if req.state not in COMPLETIONS:
+        raise InvalidArgument(
+            f"{prefix}state", "must be one of succeeded, failed, timed_out or cancelled"
+        )
+    if req.retry_after < timedelta(0):
+        raise InvalidArgument(f"{prefix}retry_after", "must not be negative")
+    if req.retry_after > timedelta(0) and req.state is not RunState.FAILED:
+        raise InvalidArgument(f"{prefix}retry_after", "only a FAILED completion can be retried")
+
+
+class _Fences:
+    """The newest fencing token of each scope a transaction writes under: read once
+    under the scopes' row locks (PostgreSQL; SQLite holds the database write lock),
+    checked per write in memory, and saved once when a newer token was seen."""
+
+    def __init__(self, s: Session, dialect: str, now: datetime) -> None:
+        self.s = s
+        self.dialect = dialect
+        self.now = now
+        self.newest: dict[str, int] = {}
+        self.stored: dict[str, int] = {}
+
+    def lock(self, scopes: set[str]) -> None:
+        if not scopes:
+            return
+        ordered = sorted(scopes)  # one lock order for every transaction
+        self.stored = self._read(ordered)
+        missing = [scope for scope in ordered if scope not in self.stored]
+        if missing:
+            insert: Any = postgresql.insert if self.dialect == "postgresql" else sqlite.insert
+            self.s.execute(
+                insert(m.Fencing)
+                .values([{"scope": scope, "token": 0, "updated_at": self.now} for scope in missing])
+                .on_conflict_do_nothing(index_elements=["scope"])
+            )
+            self.stored.update(self._read(missing))
+        self.newest = dict(self.stored)
+
+    def _read(self, scopes: list[str]) -> dict[str, int]:
+        rows = self.s.execute(_LOCK_FENCES, {"ids": scopes}).tuples()
+        return {scope: int(token) for scope, token in rows}
+
+    def check(self, scope: str, token: int) -> StaleFencingToken | None:
+        """Refuse ``token`` if older than the newest seen for ``scope`` (stored or
+        accepted earlier in this transaction); otherwise it is the newest."""
+        newest = self.newest[scope]
+        if token < newest:
+            return StaleFencingToken(scope, token, newest)
+        self.newest[scope] = token
+        return None
+
+    def save(self) -> None:
+        for scope, token in self.newest.items():
+            if token > self.stored[scope]:
+                self.s.execute(
+                    sa.update(m.Fencing)
+                    .where(m.Fencing.scope == scope)
+                    .values(token=token, updated_at=self.now)
+                )
+
+
+def _lock_runs(s: Session, run_ids: set[str]) -> dict[str, dict[str, Any]]:
+    """The runs named (those that exist), read under their row locks in run id order
+    (PostgreSQL; SQLite holds the database write lock)."""
+    ids = sorted(run_id for run_id in run_ids if run_id)
+    return {row.run_id: dict(row._mapping) for row in s.execute(_LOCK_RUNS, {"ids": ids})}
+
+
+def _update_runs(
+    s: Session,
+    stmt: sa.Update,
+    runs: dict[str, dict[str, Any]],
+    before: dict[str, tuple[str, int]],
+    columns: tuple[str, ...],
+) -> None:
+    """Write ``columns`` of every run in ``before`` with ``stmt`` (``_update_of``), each
+    only if its state and attempt token are still as read; otherwise raise ``_Lost``."""
+    if not before:
+        return
+    params = [
+        {
+            "w_run_id": run_id,
+            "w_state": state,
+            "w_attempt_token": token,
+            **{f"v_{name}": runs[run_id][name] for name in columns},
+        }
+        for run_id, (state, token) in before.items()
+    ]
+    result: Any = s.execute(stmt, params[0] if len(params) == 1 else params)
+    if result.rowcount != len(params):
+        raise _Lost
+
+
+def _insert_events(s: Session, rows: list[dict[str, Any]], returning: bool = False) -> list[int]:
+    """INSERT the run events in order; their sequence numbers when ``returning``."""
+    if not rows:
+        return []
+    if not returning:
+        s.execute(sa.insert(_EVENTS), rows)
+        return []
+    stmt = sa.insert(_EVENTS).returning(_EVENTS.c.seq, sort_by_parameter_order=True)
+    return [int(seq) for seq in s.execute(stmt, rows).scalars()]
+
+
+def _event_values(run: Mapping[str, Any], kind: str, detail: str, at: datetime) -> dict[str, Any]:
+    return {
+        "run_id": run["run_id"],
+        "kind": kind,
+        "at": at,
+        "detail": detail,
+        "attempt": run["attempt"],
+    }
+
+
+def _new_run(schedule: Any, req: RecordRequest, queue: str, now: datetime) -> dict[str, Any]:
+    """The row a recorded run starts as (``schedule``: its id, job type and payload)."""
+    missed = req.missed
+    return {
+        "run_id": new_run_id(),
+        "schedule_id": schedule.id,
+        "fire_time": req.fire_time,
+        "state": (RunState.MISSED if missed else RunState.PENDING).value,
+        "trigger": req.trigger.value,
+        "job_type": schedule.job_type,
+        "payload_json": schedule.payload_json,
+        "attempt": 0,
+        "attempt_token": 0,
+        "fencing_token": req.fencing_token,
+        "idempotency_key": req.idempotency_key or f"{schedule.id}@{iso(req.fire_time)}",
+        "queue": req.queue or queue,
+        "worker_id": "",
+        "trace_id": req.trace_id,
+        "created_at": now,
+        "started_at": None,
+        "finished_at": now if missed else None,
+        "heartbeat_at": None,
+        "error": req.reason if missed else "",
+        "result_json": "",
+        "checkpoint_json": "",
+        "due_at": None if missed else now,
+        "next_sweep_at": None,
+        "requeues": 0,
+    }
+
+
+def _recorded_event(req: RecordRequest) -> tuple[str, str]:
+    """The kind and detail of a new run's first event."""
+    if req.missed:
+        return "missed", req.reason
+    return "recorded", f"trigger={req.trigger.value} fencing_token={req.fencing_token}"
+
+
+def _body_started(body_started_at: datetime, fire_time: datetime) -> str:
+    """The detail of the run event ``started``: when the job body began, and its fire
+    lateness in milliseconds (both to the microsecond)."""
+    lateness_us = (body_started_at - fire_time) // timedelta(microseconds=1)
+    return (
+        f"body_started_at={body_started_at.astimezone(UTC).isoformat(timespec='microseconds')} "
+        f"lateness_ms={lateness_us / 1000:.3f}"
+    )
+
+
 # -- rows -> records ---------------------------------------------------------------------
 
 
@@ -883,6 +1320,34 @@ def _run(row: m.Run) -> RunRecord:
         result_json=row.result_json,
         checkpoint_json=row.checkpoint_json,
         due_at=row.due_at,
+    )
+
+
+def _run_of(values: Mapping[Any, Any]) -> RunRecord:
+    """A run from its column values (a row read with Core, or one about to be written)."""
+    return RunRecord(
+        run_id=values["run_id"],
+        schedule_id=values["schedule_id"],
+        fire_time=values["fire_time"],
+        state=RunState(values["state"]),
+        trigger=Trigger(values["trigger"]),
+        job_type=values["job_type"],
+        payload_json=values["payload_json"],
+        attempt=values["attempt"],
+        attempt_token=values["attempt_token"],
+        fencing_token=values["fencing_token"],
+        idempotency_key=values["idempotency_key"],
+        queue=values["queue"],
+        worker_id=values["worker_id"],
+        trace_id=values["trace_id"],
+        created_at=values["created_at"],
+        started_at=values["started_at"],
+        finished_at=values["finished_at"],
+        heartbeat_at=values["heartbeat_at"],
+        error=values["error"],
+        result_json=values["result_json"],
+        checkpoint_json=values["checkpoint_json"],
+        due_at=values["due_at"],
     )
 
 
