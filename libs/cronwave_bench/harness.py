@@ -179,7 +179,9 @@ def own_database(backend: Backend, label: str) -> Iterator[Backend]:
     url = sa.make_url(backend.database_url)
     safe = re.sub(r"[^a-z0-9_]", "_", label.lower())[:20]
     name = f"{(url.database or 'cronwave')[:24]}_{safe}_{uuid.uuid4().hex[:8]}"
-    engine = sa.create_engine(url, isolation_level="AUTOCOMMIT")
+    # Databases are made from the server's maintenance database, so the configured
+    # one need not exist.
+    engine = sa.create_engine(url.set(database="postgres"), isolation_level="AUTOCOMMIT")
     try:
         with engine.connect() as conn:
             conn.execute(sa.text(f'CREATE DATABASE "{name}"'))

@@ -16,6 +16,15 @@ The syntax is croniter's; nothing here re-parses a field. What a schedule may sa
   Friday) in day-of-week. The Quartz spelling ``5L`` is not accepted.
 - When both day fields are restricted, a day matching either fires (Vixie cron).
 
+Most expressions use numbers, names, ``*``, ``?``, lists, increasing ranges and
+steps only; those are compiled into sorted value tuples here (``_Fields``, a few
+hundred bytes, stepped by arithmetic in microseconds), to exactly the sets croniter
+expands them to (``tests/calendar/test_calendar_cron_fields.py`` compares the two).
+Everything else (``L``, ``W``, ``#``, wrap-around and equal-bound ranges, day-of-week
+``7`` in a range, macros, anything invalid) is compiled and stepped by croniter. A
+planner holds 100,000 distinct expressions, so the compact form is what keeps its
+memory and its load time small.
+
 Refused, each with the reason: 7 fields (years); ``H`` and ``R`` (hashed and random
 values differ between processes, so two planners would disagree); ``@reboot``;
 ``W`` next to a restricted day-of-week and ``#``/``L<n>`` next to a restricted
@@ -27,6 +36,8 @@ from __future__ import annotations
 
 import copy
 import re
+from bisect import bisect_left
+from calendar import monthrange
 from collections.abc import Iterator, Set
 from datetime import date, datetime, time, timedelta
 from functools import lru_cache
@@ -47,6 +58,10 @@ _HASHED = re.compile(r"^[hr](\(\d+-\d+\))?(/\d+)?$", re.IGNORECASE)
 # search from here matches nothing at all.
 _PROBE = datetime(2000, 1, 1)
 _US = timedelta(microseconds=1)
+_SECOND = timedelta(seconds=1)
+_MINUTE = timedelta(minutes=1)
+# croniter gives up after 50 years without a slot; so does the compact form.
+_SEARCH_MONTHS = 50 * 12 + 12
 
 
 class _Refused(Exception):
@@ -54,14 +69,12 @@ class _Refused(Exception):
 
 
 class CronExpr:
-    """One compiled cron expression. Instances are shared between threads: each walk
-    over the slots steps its own shallow copy of the compiled croniter."""
+    """One compiled cron expression, shared between threads (immutable)."""
 
-    __slots__ = ("_template", "text")
+    __slots__ = ("text",)
 
-    def __init__(self, text: str, template: croniter) -> None:
+    def __init__(self, text: str) -> None:
         self.text = text
-        self._template = template
 
     def slots_after(
         self, local: datetime, skip_dates: Set[date] = frozenset()
@@ -69,6 +82,22 @@ class CronExpr:
         """Naive wall-clock slots strictly after the naive ``local``, increasing, none
         on a date in ``skip_dates``. Ends when no slot exists within 50 years or
         before the end of the datetime range."""
+        raise NotImplementedError
+
+
+class _Croniter(CronExpr):
+    """An expression croniter steps: each walk over the slots steps its own shallow
+    copy of the compiled croniter."""
+
+    __slots__ = ("_template",)
+
+    def __init__(self, text: str, template: croniter) -> None:
+        super().__init__(text)
+        self._template = template
+
+    def slots_after(
+        self, local: datetime, skip_dates: Set[date] = frozenset()
+    ) -> Iterator[datetime]:
         it = copy.copy(self._template)
         it.set_current(local, force=True)
         while True:
@@ -89,6 +118,108 @@ class CronExpr:
             yield slot
 
 
+# Day matching of a compact expression, as croniter reads the two day fields: both
+# restricted -> either matches (Vixie cron); one restricted -> that one; neither -> any.
+_ANY_DAY, _DOM, _DOW, _DOM_OR_DOW = range(4)
+
+
+class _Fields(CronExpr):
+    """An expression of plain values, ranges, lists and steps, as sorted tuples of the
+    values each field allows (tuples are shared between expressions)."""
+
+    __slots__ = ("_days", "_doms", "_dows", "_hours", "_minutes", "_months", "_seconds")
+
+    def __init__(self, text: str, fields: tuple[tuple[int, ...], ...], days: int) -> None:
+        super().__init__(text)
+        self._seconds, self._minutes, self._hours, self._doms, self._months, self._dows = fields
+        self._days = days
+
+    def slots_after(
+        self, local: datetime, skip_dates: Set[date] = frozenset()
+    ) -> Iterator[datetime]:
+        at = local
+        while True:
+            try:
+                slot = self._next(at)
+            except (OverflowError, ValueError):  # the end of datetime's range
+                return
+            if slot is None:
+                return
+            day = slot.date()
+            if day in skip_dates:
+                try:
+                    at = datetime.combine(day + timedelta(days=1), time()) - _US
+                except OverflowError:
+                    return
+                continue
+            yield slot
+            at = slot
+
+    def _next(self, after: datetime) -> datetime | None:
+        """The first slot strictly after ``after``; None when none is within 50 years."""
+        if self._seconds == (0,):
+            start = after.replace(second=0, microsecond=0) + _MINUTE
+        else:
+            start = after.replace(microsecond=0) + _SECOND
+        year, month, day = start.year, start.month, start.day
+        hms: tuple[int, int, int] | None = (start.hour, start.minute, start.second)
+        months = self._months
+        for _ in range(_SEARCH_MONTHS):
+            i = bisect_left(months, month)
+            if i == len(months):
+                year, month, day, hms = year + 1, months[0], 1, None
+            elif months[i] != month:
+                month, day, hms = months[i], 1, None
+            if year > 9999:
+                return None
+            last = monthrange(year, month)[1]
+            while day <= last:
+                if self._day_matches(year, month, day):
+                    at = self._first_time(hms)
+                    if at is not None:
+                        return datetime(year, month, day, *at)
+                day, hms = day + 1, None
+            month, day, hms = month + 1, 1, None
+            if month > 12:
+                year, month = year + 1, 1
+        return None
+
+    def _day_matches(self, year: int, month: int, day: int) -> bool:
+        days = self._days
+        if days == _ANY_DAY:
+            return True
+        if days != _DOW and day in self._doms:
+            return True
+        if days == _DOM:
+            return False
+        return (date(year, month, day).weekday() + 1) % 7 in self._dows
+
+    def _first_time(self, hms: tuple[int, int, int] | None) -> tuple[int, int, int] | None:
+        """The earliest (hour, minute, second) of the expression at or after ``hms``
+        within a day (None: from midnight)."""
+        hours, minutes, seconds = self._hours, self._minutes, self._seconds
+        if hms is None:
+            return hours[0], minutes[0], seconds[0]
+        h, m, s = hms
+        i = bisect_left(hours, h)
+        if i == len(hours):
+            return None
+        if hours[i] > h:
+            return hours[i], minutes[0], seconds[0]
+        j = bisect_left(minutes, m)
+        if j < len(minutes):
+            if minutes[j] > m:
+                return h, minutes[j], seconds[0]
+            k = bisect_left(seconds, s)
+            if k < len(seconds):
+                return h, m, seconds[k]
+            if j + 1 < len(minutes):
+                return h, minutes[j + 1], seconds[0]
+        if i + 1 < len(hours):
+            return hours[i + 1], minutes[0], seconds[0]
+        return None
+
+
 def parse_cron(text: str, field: str) -> CronExpr:
     """Compile ``text``; raise ``InvalidArgument(field, rule)`` when it breaks a rule
     of the module docstring. Compiled expressions are cached by text."""
@@ -98,7 +229,7 @@ def parse_cron(text: str, field: str) -> CronExpr:
         raise InvalidArgument(field, str(exc)) from None
 
 
-@lru_cache(maxsize=16384)
+@lru_cache(maxsize=4096)
 def _compile(text: str) -> CronExpr:
     expr = text.strip()
     if not expr:
@@ -111,6 +242,9 @@ def _compile(text: str) -> CronExpr:
             raise _Refused(f"{text!r}: unknown macro; use one of {', '.join(sorted(MACROS))}")
     else:
         fields = expr.split()
+        compact = _compact(text, fields)
+        if compact is not None:
+            return compact
         if len(fields) not in (5, 6):
             raise _Refused(
                 f"{text!r} has {len(fields)} fields; use 5 (minute hour day month weekday) "
@@ -131,7 +265,112 @@ def _compile(text: str) -> CronExpr:
         copy.copy(template).get_next(datetime)
     except CroniterBadDateError:
         raise _Refused(f"{text!r} never matches a real date (such as 30 February)") from None
-    return CronExpr(text, template)
+    return _Croniter(text, template)
+
+
+# Field kinds in the order of a 6-field expression: second, minute, hour, day of month,
+# month, day of week; their bounds and names.
+_BOUNDS = ((0, 59), (0, 59), (0, 23), (1, 31), (1, 12), (0, 6))
+_MONTH_NAMES = ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec")
+_NAMES: tuple[dict[str, int], ...] = (
+    {},
+    {},
+    {},
+    {},
+    {name: i + 1 for i, name in enumerate(_MONTH_NAMES)},
+    {name: i for i, name in enumerate(("sun", "mon", "tue", "wed", "thu", "fri", "sat"))},
+)
+_PLAIN = re.compile(r"^[0-9a-z*?,/-]+$")
+_ITEM = re.compile(r"^(?:(\*)|([0-9a-z]+)(?:-([0-9a-z]+))?)(?:/([0-9]+))?$")
+_DOM_KIND, _DOW_KIND = 3, 5
+# The most days each month can have (February: in a leap year).
+_LONGEST = (0, 31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)
+
+
+def _compact(text: str, fields: list[str]) -> _Fields | None:
+    """``text`` in the compact form, or None to leave it to croniter (anything but
+    plain values, increasing ranges, lists and steps, and anything invalid)."""
+    if len(fields) == 5:
+        fields = ["0", *fields]
+    elif len(fields) != 6:
+        return None
+    lowered = [f.lower() for f in fields]
+    values: list[tuple[int, ...]] = []
+    for kind, field in enumerate(lowered):
+        parsed = _field(field, kind)
+        if parsed is None:
+            return None
+        values.append(parsed)
+    dom, dow = lowered[_DOM_KIND], lowered[_DOW_KIND]
+    # croniter: "*" (or "?") is unrestricted; so is a list naming every value, unless
+    # the other day field is written without a "*".
+    dom_any = dom in ("*", "?") or (len(values[_DOM_KIND]) == 31 and "*" in dow)
+    dow_any = dow in ("*", "?") or (len(values[_DOW_KIND]) == 7 and "*" in dom)
+    if not dom_any and not dow_any:
+        days = _DOM_OR_DOW
+    elif not dom_any:
+        days = _DOM
+        longest = max(_LONGEST[month] for month in values[4])
+        if values[_DOM_KIND][0] > longest:
+            raise _Refused(f"{text!r} never matches a real date (such as 30 February)")
+    else:
+        days = _ANY_DAY if dow_any else _DOW
+    return _Fields(text, tuple(values), days)
+
+
+@lru_cache(maxsize=4096)
+def _field(field: str, kind: int) -> tuple[int, ...] | None:
+    """The sorted values ``field`` allows, or None when it is not in the compact
+    syntax. Cached by text, so equal fields share one tuple."""
+    if not _PLAIN.match(field):
+        return None
+    if field == "?":
+        return tuple(range(_BOUNDS[kind][0], _BOUNDS[kind][1] + 1)) if kind in (3, 5) else None
+    low, high = _BOUNDS[kind]
+    found: set[int] = set()
+    items = field.split(",")
+    for item in items:
+        match = _ITEM.match(item)
+        if match is None:
+            return None
+        star, first, last, step_text = match.groups()
+        if star and len(items) > 1:
+            return None  # croniter reads a list with "*" its own way
+        step = int(step_text) if step_text else 1
+        if step < 1:
+            return None
+        if star:
+            start, end = low, high
+        else:
+            first_value = _value(first, kind, alone=last is None and step_text is None)
+            if first_value is None:
+                return None
+            start = first_value
+            if last is not None:
+                last_value = _value(last, kind, alone=False)
+                if last_value is None or last_value <= start:
+                    return None  # equal and wrap-around ranges: croniter's own rules
+                end = last_value
+            elif step_text is not None:
+                end = high
+            else:
+                end = start
+        found.update(range(start, end + 1, step))
+    return tuple(sorted(found))
+
+
+def _value(token: str, kind: int, alone: bool) -> int | None:
+    low, high = _BOUNDS[kind]
+    if token.isdigit():
+        value = int(token)
+        if kind == _DOW_KIND and value == 7 and alone:
+            return 0  # Sunday, as 0
+    else:
+        found = _NAMES[kind].get(token)
+        if found is None:
+            return None
+        value = found
+    return value if low <= value <= high else None
 
 
 def _check_day_fields(text: str, expr: str) -> None:

@@ -44,12 +44,16 @@ def ts_to_dt(ts: Timestamp) -> datetime:
     return datetime.fromtimestamp(ts.seconds, UTC) + timedelta(microseconds=ts.nanos // 1000)
 
 
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
 def dt_to_ts(dt: datetime) -> Timestamp:
     if dt.tzinfo is None:
         raise ValueError("naive datetime: cronwave instants are timezone-aware")
-    ts = Timestamp()
-    ts.FromDatetime(dt.astimezone(UTC))
-    return ts
+    # timedelta keeps 0 <= seconds < 86400 and 0 <= microseconds < 10**6, which is
+    # also Timestamp's normal form (non-negative nanos, also before 1970).
+    delta = dt - _EPOCH
+    return Timestamp(seconds=delta.days * 86_400 + delta.seconds, nanos=delta.microseconds * 1000)
 
 
 def opt_ts(msg: object, name: str) -> datetime | None:
@@ -63,7 +67,11 @@ def td_to_duration(td: timedelta) -> Duration:
 
 
 def duration_to_td(d: Duration) -> timedelta:
-    return d.ToTimedelta()
+    """As ``Duration.ToTimedelta`` (nanoseconds rounded toward zero), without its
+    Python-level checks: a schedule load converts a few of these per schedule."""
+    nanos = d.nanos
+    micros = nanos // 1000 if nanos >= 0 else -(-nanos // 1000)
+    return timedelta(seconds=d.seconds, microseconds=micros)
 
 
 def _enum(mapping: dict[int, object], value: int, default: object, field: str) -> object:
@@ -78,6 +86,12 @@ def _inverse(mapping: dict[int, object]) -> dict[object, int]:
     return {v: k for k, v in mapping.items()}
 
 
+_GAP_PB = _inverse(_GAP)  # type: ignore[arg-type]
+_REPEAT_PB = _inverse(_REPEAT)  # type: ignore[arg-type]
+_OVERLAP_PB = _inverse(_OVERLAP)  # type: ignore[arg-type]
+_CATCHUP_PB = _inverse(_CATCHUP)  # type: ignore[arg-type]
+
+
 def spec_from_proto(msg: pb.ScheduleSpec) -> Spec:
     excluded: list[date] = []
     for i, text in enumerate(msg.exclude_dates):
@@ -89,8 +103,8 @@ def spec_from_proto(msg: pb.ScheduleSpec) -> Spec:
             ) from exc
     intervals = []
     for i, iv in enumerate(msg.intervals):
-        every = iv.every.ToTimedelta()
-        phase = iv.phase.ToTimedelta()
+        every = duration_to_td(iv.every)
+        phase = duration_to_td(iv.phase)
         if every <= timedelta(0):
             raise InvalidArgument(f"spec.intervals[{i}].every", "must be a positive duration")
         if phase < timedelta(0) or phase >= every:
@@ -98,7 +112,7 @@ def spec_from_proto(msg: pb.ScheduleSpec) -> Spec:
         intervals.append(Interval(every, phase))
     if msg.max_runs < 0:
         raise InvalidArgument("spec.max_runs", "must not be negative (0 means unlimited)")
-    jitter = msg.jitter.ToTimedelta()
+    jitter = duration_to_td(msg.jitter)
     if jitter < timedelta(0):
         raise InvalidArgument("spec.jitter", "must not be negative")
     spec = Spec(
@@ -123,8 +137,8 @@ def spec_to_proto(spec: Spec) -> pb.ScheduleSpec:
     msg = pb.ScheduleSpec(
         cron=list(spec.cron),
         time_zone=spec.time_zone,
-        dst_gap=_inverse(_GAP)[spec.dst_gap],  # type: ignore[arg-type]
-        dst_repeat=_inverse(_REPEAT)[spec.dst_repeat],  # type: ignore[arg-type]
+        dst_gap=_GAP_PB[spec.dst_gap],  # type: ignore[arg-type]
+        dst_repeat=_REPEAT_PB[spec.dst_repeat],  # type: ignore[arg-type]
         exclude_dates=[d.isoformat() for d in spec.exclude_dates],
         max_runs=spec.max_runs,
         intervals=[
@@ -142,7 +156,7 @@ def spec_to_proto(spec: Spec) -> pb.ScheduleSpec:
 
 
 def policy_from_proto(msg: pb.SchedulePolicy) -> Policy:
-    window = msg.catchup_window.ToTimedelta() if msg.HasField("catchup_window") else None
+    window = duration_to_td(msg.catchup_window) if msg.HasField("catchup_window") else None
     if window is not None and window < timedelta(0):
         raise InvalidArgument("policy.catchup_window", "must not be negative")
     if msg.catchup_max_runs < 0:
@@ -158,8 +172,8 @@ def policy_from_proto(msg: pb.SchedulePolicy) -> Policy:
 
 def policy_to_proto(policy: Policy) -> pb.SchedulePolicy:
     return pb.SchedulePolicy(
-        overlap=_inverse(_OVERLAP)[policy.overlap],  # type: ignore[arg-type]
-        catchup=_inverse(_CATCHUP)[policy.catchup],  # type: ignore[arg-type]
+        overlap=_OVERLAP_PB[policy.overlap],  # type: ignore[arg-type]
+        catchup=_CATCHUP_PB[policy.catchup],  # type: ignore[arg-type]
         catchup_window=td_to_duration(policy.catchup_window),
         catchup_max_runs=policy.catchup_max_runs,
     )

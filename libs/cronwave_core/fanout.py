@@ -1,21 +1,24 @@
-"""Batched calls in per-run traces: the spans of a batch are copied into the trace of
-every run the batch carried.
+"""Batched calls in per-run traces: the spans of a batch belong to the trace of every
+run the batch carried.
 
 A batch call (``StartRuns``, ``RecordRuns``, ``ClaimRuns``, ``CompleteRuns``, ...)
 serves many runs at once, but the waterfall reads one trace per run. So the process
 that works on a batch *registers* it: the batch's own trace id, and for every item the
 run's trace context (``traceparent``) and attributes. Every span of the batch's trace
-that ends in this process while the registration lasts is then exported once per item
-instead of once (``FanOutProcessor``): same name, kind, times and attributes, plus the
-item's run attributes, in the item's trace.
+that this process exports while the registration lasts then stands for one copy per
+item: same name, kind, times and attributes, plus the item's run attributes, in the
+item's trace. The local span store keeps the batch's spans once and its items beside
+them (``batch_record``), and its reader makes the copies; an exporter that cannot do
+that (OTLP) sends the copies themselves (``FanOutExporter``). Either way the copying
+is done off the calls' threads.
 
 Span ids in the copies are derived from the original id and the item's trace id
 (``copy_span_id``), the same way in every process, so a copied server span's parent is
 the copy of the client span in the caller's process and the copied tree is the tree of
-the batch. A span of the batch with no parent in the batch's trace hangs under the
-item's own span (the ``traceparent`` it was sent with). Each run's waterfall thus shows
-the batch as the run lived it: the database time of the batch's transaction is that
-run's ``persist`` database time, because the run waited for all of it.
+the batch. A span of the batch with no parent hangs under the item's own span (the
+``traceparent`` it was sent with). Each run's waterfall thus shows the batch as the
+run lived it: the database time of the batch's transaction is that run's ``persist``
+database time, because the run waited for all of it.
 
 The server side registers in its request decode (``register_request``): every batch
 request is a message with one repeated field of items that carry ``traceparent``.
@@ -35,7 +38,8 @@ from typing import Any
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
-from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor
+from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags
 
 from cronwave_core.telemetry import ATTR_FIRE_TIME, ATTR_RUN_ID, ATTR_SCHEDULE_ID
@@ -214,25 +218,39 @@ def item_for_current(attributes: MutableMapping[str, Any] | None = None) -> Item
     return Item(current.trace_id, current.span_id, attributes if attributes is not None else {})
 
 
-class FanOutProcessor(SpanProcessor):
-    """Hands every finished span to ``delegate``; a span of a registered batch goes as
-    one copy per item instead (see the module docstring)."""
+def expand(spans: Sequence[ReadableSpan], registry: Registry = REGISTRY) -> list[ReadableSpan]:
+    """``spans`` with every span of a registered batch replaced by its copies."""
+    out: list[ReadableSpan] = []
+    for span in spans:
+        context = span.context
+        items = registry.get(context.trace_id) if context is not None else None
+        if not items or context is None:
+            out.append(span)
+            continue
+        out.extend(_copy(span, context, item, len(items)) for item in items)
+    return out
 
-    def __init__(self, delegate: SpanProcessor, registry: Registry = REGISTRY) -> None:
+
+def batch_record(trace_id: int, items: Sequence[Item]) -> dict[str, Any]:
+    """The items of a batch as the local span store keeps them (one JSON line beside
+    the batch's spans, which its reader expands; see ``cronwave_waterfall``)."""
+    return {
+        "batch_trace_id": f"{trace_id:032x}",
+        "items": [[f"{i.trace_id:032x}", f"{i.span_id:016x}", dict(i.attributes)] for i in items],
+    }
+
+
+class FanOutExporter(SpanExporter):
+    """Exports through ``delegate`` with the spans of registered batches copied into
+    their items' traces (for exporters that cannot keep a batch's items beside its
+    spans, e.g. OTLP). The copies are made on the export thread, off the calls."""
+
+    def __init__(self, delegate: SpanExporter, registry: Registry = REGISTRY) -> None:
         self._delegate = delegate
         self._registry = registry
 
-    def on_start(self, span: Any, parent_context: otel_context.Context | None = None) -> None:
-        self._delegate.on_start(span, parent_context=parent_context)
-
-    def on_end(self, span: ReadableSpan) -> None:
-        context = span.context
-        items = self._registry.get(context.trace_id) if context is not None else None
-        if not items or context is None:
-            self._delegate.on_end(span)
-            return
-        for item in items:
-            self._delegate.on_end(_copy(span, context, item, len(items)))
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        return self._delegate.export(expand(spans, self._registry))
 
     def shutdown(self) -> None:
         self._delegate.shutdown()

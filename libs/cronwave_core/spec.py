@@ -1,6 +1,9 @@
 """Schedule specifications as domain values (no protobuf, no SQL).
 
 Instants are aware UTC datetimes; durations are timedeltas; the zone is an IANA name.
+The classes have slots: a planner holds one ``ScheduleDef`` and usually one ``Spec``
+per schedule, 100,000 of them. ``Spec`` and ``Policy`` can be weakly referenced, so
+equal values can be shared without keeping unused ones alive.
 """
 
 from __future__ import annotations
@@ -35,7 +38,7 @@ class Catchup(StrEnum):
     ALL = "all"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Interval:
     """Fires at the Unix epoch + phase + k * every, for every whole k."""
 
@@ -43,7 +46,7 @@ class Interval:
     phase: timedelta = timedelta(0)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True, weakref_slot=True)
 class Spec:
     """When a schedule fires: the union of its cron expressions, intervals and
     one-off instants, minus excluded local dates, within [start_at, end_at]."""
@@ -61,7 +64,7 @@ class Spec:
     jitter: timedelta = timedelta(0)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True, weakref_slot=True)
 class Policy:
     overlap: Overlap = Overlap.SKIP
     catchup: Catchup = Catchup.LATEST
@@ -69,7 +72,7 @@ class Policy:
     catchup_max_runs: int = 100
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ScheduleDef:
     """A schedule as the planner sees it."""
 

@@ -197,22 +197,43 @@ class JsonLinesSpanExporter(SpanExporter):
     Each batch is one write followed by a flush, so a reader sees whole batches (only
     a process killed mid-write leaves a partial last line)."""
 
-    def __init__(self, directory: Path, service: str) -> None:
+    def __init__(self, directory: Path, service: str, batches: Any = None) -> None:
         directory.mkdir(parents=True, exist_ok=True)
         self.path = directory / f"{service}-{os.getpid()}.jsonl"
         self._lock = threading.Lock()
         self._file = self.path.open("a", encoding="utf-8")
         self._resource: Any = None
         self._service = _encode("")
+        self._batches = batches  # a cronwave_core.fanout.Registry, or None
 
     def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
         lines = "".join([span_line(s, self._service_of(s)) for s in spans])
+        if self._batches is not None:
+            lines += self._batch_lines(spans)
         with self._lock:
             if self._file.closed:
                 return SpanExportResult.FAILURE
             self._file.write(lines)
             self._file.flush()
         return SpanExportResult.SUCCESS
+
+    def _batch_lines(self, spans: Sequence[ReadableSpan]) -> str:
+        """A line per batch whose spans are among ``spans``: its items, from which the
+        reader copies the batch's spans into each run's trace (a later line of the
+        same batch, with attributes learnt since, completes an earlier one)."""
+        from cronwave_core.fanout import batch_record
+
+        seen: set[int] = set()
+        lines = []
+        for span in spans:
+            trace_id = span.context.trace_id if span.context is not None else 0
+            if trace_id in seen:
+                continue
+            seen.add(trace_id)
+            items = self._batches.get(trace_id)
+            if items:
+                lines.append(json.dumps(batch_record(trace_id, items)) + "\n")
+        return "".join(lines)
 
     def _service_of(self, span: ReadableSpan) -> str:
         """The span's ``service.name``, JSON-encoded once per resource (a process's
@@ -300,24 +321,23 @@ def init_tracing(service: str, settings: Settings) -> TracerProvider:
     if not settings.tracing:
         return provider
     provider.add_span_processor(RunAttributesProcessor())
+    from cronwave_core import fanout  # it imports this module
+
+    # A batch call's spans stand for one copy per run it carried (cronwave_core.fanout):
+    # the local store keeps the batch's items beside its spans, OTLP gets the copies.
     exporter: SpanExporter
     if settings.otlp_endpoint:
         from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
 
-        exporter = OTLPSpanExporter(endpoint=settings.otlp_endpoint)
+        exporter = fanout.FanOutExporter(OTLPSpanExporter(endpoint=settings.otlp_endpoint))
     else:
-        exporter = JsonLinesSpanExporter(settings.spans_dir, service)
-    from cronwave_core.fanout import FanOutProcessor  # it imports this module
-
-    # Spans of a batch call are exported once per run the batch carried (fanout).
+        exporter = JsonLinesSpanExporter(settings.spans_dir, service, fanout.REGISTRY)
     provider.add_span_processor(
-        FanOutProcessor(
-            BatchSpanProcessor(
-                exporter,
-                max_queue_size=65536,
-                max_export_batch_size=4096,
-                schedule_delay_millis=500,
-            )
+        BatchSpanProcessor(
+            exporter,
+            max_queue_size=65536,
+            max_export_batch_size=4096,
+            schedule_delay_millis=500,
         )
     )
     trace.set_tracer_provider(provider)

@@ -1,6 +1,8 @@
 """Reader of the local span store: ``<data dir>/spans/*.jsonl``.
 
-Each line is one span as ``cronwave_core.telemetry.span_to_dict`` writes it. A
+Each line is one span as ``cronwave_core.telemetry.span_to_dict`` writes it, or the
+runs of a batch call (``cronwave_core.fanout.batch_record``): the batch's spans are
+then read as one copy per run, in each run's trace. A
 process appends to its own file, so the only line that can be incomplete is a
 file's last one (the process was killed mid-write, or is writing right now); that
 line is skipped. A malformed line anywhere else means the file is not a span
@@ -12,10 +14,12 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from cronwave_core.errors import InvalidArgument
+from cronwave_core.fanout import ATTR_BATCH_SIZE, copy_span_id
 from cronwave_waterfall.span import SPAN_KINDS, STATUSES, Span, as_int, checked_span, normalize_id
 
 
@@ -46,10 +50,58 @@ def read_jsonl(file: Path) -> Iterator[Span]:
     records = _parse_all(lines)
     if records is None:
         records = _parse_each(numbered, file)
+    batches: dict[str, dict[tuple[str, str], dict[str, Any]]] = {}
+    spans: list[Span] = []
     for (number, _), record in zip(numbered, records, strict=False):
         if not isinstance(record, dict):
             raise InvalidArgument("source", f"{file}:{number} is not a JSON object")
-        yield span_from_dict(record, f"{file.name}:{number}")
+        if "batch_trace_id" in record:
+            _add_batch(batches, record, f"{file.name}:{number}")
+        else:
+            spans.append(span_from_dict(record, f"{file.name}:{number}"))
+    for span in spans:
+        items = batches.get(span.trace_id)
+        if items is None:
+            yield span
+        else:
+            yield from _copies(span, items)
+
+
+def _add_batch(
+    batches: dict[str, dict[tuple[str, str], dict[str, Any]]], record: dict[str, Any], where: str
+) -> None:
+    """A batch line (``cronwave_core.fanout.batch_record``): the runs a batch call
+    carried. A later line of the same batch adds what was learnt since (run ids)."""
+    trace_id = normalize_id(record.get("batch_trace_id"), 32, f"{where}.batch_trace_id")
+    items = record.get("items")
+    if not isinstance(items, list):
+        raise InvalidArgument(f"{where}.items", "expected a list of [trace_id, span_id, {}]")
+    known = batches.setdefault(trace_id, {})
+    for n, entry in enumerate(items):
+        if not (isinstance(entry, list) and len(entry) == 3 and isinstance(entry[2], dict)):
+            raise InvalidArgument(f"{where}.items[{n}]", "expected [trace_id, span_id, {}]")
+        key = (
+            normalize_id(entry[0], 32, f"{where}.items[{n}][0]"),
+            normalize_id(entry[1], 16, f"{where}.items[{n}][1]"),
+        )
+        known.setdefault(key, {}).update(entry[2])
+
+
+def _copies(span: Span, items: dict[tuple[str, str], dict[str, Any]]) -> Iterator[Span]:
+    """The batch span ``span`` in the trace of each of ``items`` (see
+    ``cronwave_core.fanout``: same ids as the copies an OTLP export carries)."""
+    span_id = int(span.span_id, 16)
+    parent = int(span.parent_span_id, 16) if span.parent_span_id else 0
+    for (trace_hex, item_span), attrs in items.items():
+        trace_id = int(trace_hex, 16)
+        parent_id = f"{copy_span_id(parent, trace_id):016x}" if parent else item_span
+        yield replace(
+            span,
+            trace_id=trace_hex,
+            span_id=f"{copy_span_id(span_id, trace_id):016x}",
+            parent_span_id=parent_id,
+            attributes={**span.attributes, **attrs, ATTR_BATCH_SIZE: len(items)},
+        )
 
 
 def _parse_all(lines: list[str]) -> list[Any] | None:

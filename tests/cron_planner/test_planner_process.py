@@ -256,8 +256,15 @@ def test_each_run_trace_starts_in_the_planner(make_suite: SuiteFactory) -> None:
         # the lease as the elector holds it: a look-up answered in the process
         assert ("cron-planner", "leader", "cache") in hops
         assert any(svc == "dispatcher" for svc, _, _ in hops)
+        # The fire went to the dispatcher in a batch call, whose spans are copied into
+        # this trace under the root: the batch span, and under it the StartRuns call.
         children = [sp for sp in in_trace if sp["parent_span_id"] == root["span_id"]]
-        assert any(sp["name"].endswith("/StartRun") for sp in children)
+        batches = [sp for sp in children if sp["name"] == "cron-planner dispatch"]
+        assert batches, [sp["name"] for sp in children]
+        calls = [sp for sp in in_trace if sp["parent_span_id"] == batches[0]["span_id"]]
+        assert any(sp["name"].endswith("/StartRuns") for sp in calls)
+        # ... and the store's recording of it too, in the same trace
+        assert any(sp["name"].endswith("/RecordRuns") for sp in in_trace)
 
 
 def test_the_watch_reconnects_after_the_store_restarts(make_suite: SuiteFactory) -> None:

@@ -1,10 +1,12 @@
 """Batch calls in per-run traces (``cronwave_core.fanout``) and group commit
-(``cronwave_core.batching``), with OpenTelemetry's own SDK and in-memory exporter."""
+(``cronwave_core.batching``), with OpenTelemetry's own SDK and in-memory exporter, and
+the local span store's writer and reader."""
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Iterator, Sequence
+from pathlib import Path
 
 import grpc
 import pytest
@@ -15,7 +17,8 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from cronwave.v1 import dispatcher_service_pb2 as pb
 from cronwave_core import fanout
 from cronwave_core.batching import Coalescer, ItemRefused
-from cronwave_core.telemetry import ATTR_RUN_ID, ATTR_SCHEDULE_ID
+from cronwave_core.telemetry import ATTR_RUN_ID, ATTR_SCHEDULE_ID, JsonLinesSpanExporter
+from cronwave_waterfall.local_store import read_jsonl
 
 
 @pytest.fixture
@@ -23,7 +26,7 @@ def traced() -> Iterator[tuple[TracerProvider, InMemorySpanExporter, fanout.Regi
     exporter = InMemorySpanExporter()
     registry = fanout.Registry()
     provider = TracerProvider()
-    provider.add_span_processor(fanout.FanOutProcessor(SimpleSpanProcessor(exporter), registry))
+    provider.add_span_processor(SimpleSpanProcessor(fanout.FanOutExporter(exporter, registry)))
     yield provider, exporter, registry
     provider.shutdown()
 
@@ -166,3 +169,41 @@ def test_a_second_registration_replaces_the_first() -> None:
     registry.add(9, [fanout.Item(1, 1), fanout.Item(2, 1)])
     registry.add(9, [fanout.Item(1, 1), fanout.Item(2, 1)])
     assert len(registry.get(9) or []) == 2
+
+
+def test_the_local_store_keeps_a_batch_once_and_reads_the_same_copies(
+    tmp_path: Path,
+    traced: tuple[TracerProvider, InMemorySpanExporter, fanout.Registry],
+) -> None:
+    provider, exporter, registry = traced
+    local = JsonLinesSpanExporter(tmp_path, "svc", registry)
+    provider.add_span_processor(SimpleSpanProcessor(local))
+    tracer = provider.get_tracer("test")
+    roots = [tracer.start_span(f"fire {i}") for i in range(4)]
+    items = [
+        fanout.Item(r.get_span_context().trace_id, r.get_span_context().span_id, {}) for r in roots
+    ]
+    with tracer.start_as_current_span("batch", context=fanout.otel_context.Context()) as batch:
+        registry.add(batch.get_span_context().trace_id, items)
+        with tracer.start_as_current_span("store call"):
+            items[2].attributes[ATTR_RUN_ID] = "run-2"
+    for r in roots:
+        r.end()
+    local.shutdown()
+
+    lines = (tmp_path / local.path.name).read_text().splitlines()
+    assert len(lines) == 4 + 2 + 2  # roots, the batch's two spans once, a batch line each
+    expected = {
+        (
+            f"{s.context.trace_id:032x}",
+            f"{s.context.span_id:016x}",
+            f"{s.parent.span_id:016x}" if s.parent else "",
+            s.name,
+        )
+        for s in exporter.get_finished_spans()
+        if s.context is not None
+    }
+    read = list(read_jsonl(local.path))
+    assert {(s.trace_id, s.span_id, s.parent_span_id, s.name) for s in read} == expected
+    runs = {s.attributes.get(ATTR_RUN_ID) for s in read if s.name == "store call"}
+    assert runs == {None, "run-2"}

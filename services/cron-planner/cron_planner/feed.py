@@ -13,10 +13,10 @@ an older version of it would be wrong.
 from __future__ import annotations
 
 import logging
+import sys
 import threading
 import weakref
-from collections.abc import Callable
-from dataclasses import replace
+from collections.abc import Callable, Iterable, Iterator
 from datetime import datetime, timedelta
 
 import grpc
@@ -39,34 +39,77 @@ PAGE = 2_000
 class _Shared:
     """One instance per distinct spec and policy value: 100,000 schedules that share a
     few hundred calendars hold a few hundred Spec objects, not 100,000 equal ones.
-    Weak values, so a spec no schedule uses any more is freed."""
+    Weak values, so a spec no schedule uses any more is freed. Job type names and
+    payloads are interned (a payload is usually one of a few texts), and consecutive
+    equal change instants (a batch written in one transaction) share one object."""
 
     def __init__(self) -> None:
         self._specs: weakref.WeakValueDictionary[Spec, Spec] = weakref.WeakValueDictionary()
         self._policies: weakref.WeakValueDictionary[Policy, Policy] = weakref.WeakValueDictionary()
+        self._instant: datetime | None = None
 
     def __call__(self, schedule: ScheduleDef) -> ScheduleDef:
+        job_type = sys.intern(schedule.job_type)
+        payload = sys.intern(schedule.payload_json)
         try:
             spec = self._specs.setdefault(schedule.spec, schedule.spec)
             policy = self._policies.setdefault(schedule.policy, schedule.policy)
         except TypeError:  # an unhashable value: kept as it is
-            return schedule
-        if spec is schedule.spec and policy is schedule.policy:
-            return schedule
-        return replace(schedule, spec=spec, policy=policy)
+            spec, policy = schedule.spec, schedule.policy
+        return ScheduleDef(
+            schedule.schedule_id,
+            spec,
+            policy,
+            job_type,
+            payload,
+            schedule.paused,
+            schedule.revision,
+        )
+
+    def instant(self, at: datetime) -> datetime:
+        last = self._instant
+        if last is not None and last == at:
+            return last
+        self._instant = at
+        return at
 
 
-def _readable(
-    msg: common_pb2.Schedule, now: datetime, shared: Callable[[ScheduleDef], ScheduleDef]
+def _decoded(
+    msg: common_pb2.Schedule, now: datetime, shared: _Shared
 ) -> tuple[ScheduleDef, datetime] | None:
     try:
         schedule = schedule_def_from_proto(msg)
-        validate(schedule.spec)
     except CronwaveError as exc:
-        log.error("schedule '%s' cannot be planned and is left out: %s", msg.schedule_id, exc)
+        _left_out(msg.schedule_id, exc)
         return None
     since = ts_to_dt(msg.updated_at) if msg.HasField("updated_at") else now
-    return shared(schedule), since
+    return shared(schedule), shared.instant(since)
+
+
+def _plannable(
+    decoded: Iterable[tuple[ScheduleDef, datetime]],
+) -> Iterator[tuple[ScheduleDef, datetime]]:
+    """The schedules whose spec the calendar accepts. Checked right before the index
+    takes each one, so the calendar compiled by the check is the one the index uses
+    (a planner holds more distinct specs than the calendar cache)."""
+    for schedule, since in decoded:
+        try:
+            validate(schedule.spec)
+        except CronwaveError as exc:
+            _left_out(schedule.schedule_id, exc)
+            continue
+        yield schedule, since
+
+
+def _readable(
+    msg: common_pb2.Schedule, now: datetime, shared: _Shared
+) -> tuple[ScheduleDef, datetime] | None:
+    decoded = _decoded(msg, now, shared)
+    return next(_plannable((decoded,)), None) if decoded is not None else None
+
+
+def _left_out(schedule_id: str, exc: CronwaveError) -> None:
+    log.error("schedule '%s' cannot be planned and is left out: %s", schedule_id, exc)
 
 
 class ScheduleFeed:
@@ -135,26 +178,32 @@ class ScheduleFeed:
 
     def _load(self) -> None:
         now = self._clock.now()
-        readable: list[tuple[ScheduleDef, datetime]] = []
+        decoded: list[tuple[ScheduleDef, datetime]] = []
         revision: int | None = None
-        after = ""
-        while not self._stopping.is_set():
-            request = store_pb.ListSchedulesRequest(limit=PAGE, after_schedule_id=after)
-            reply = self._stub.ListSchedules(request, timeout=self._rpc_timeout)
+        # The next page is asked for before this one is decoded, so the store reads
+        # and encodes it while the planner decodes.
+        pending: grpc.Future | None = self._page("")
+        while pending is not None:
+            reply = pending.result()
+            pending = None
             if revision is None:
                 revision = reply.revision
-            readable.extend(
-                r for r in (_readable(s, now, self._shared) for s in reply.schedules) if r
+            if len(reply.schedules) == PAGE and not self._stopping.is_set():
+                pending = self._page(reply.schedules[-1].schedule_id)
+            decoded.extend(
+                d for d in (_decoded(s, now, self._shared) for s in reply.schedules) if d
             )
-            if len(reply.schedules) < PAGE:
-                break
-            after = reply.schedules[-1].schedule_id
         if self._stopping.is_set():
             return
-        self._index.load(readable, revision or 0)
+        self._index.load(_plannable(decoded), revision or 0)
         self.loaded.set()
-        log.info("loaded %d schedules at revision %d", len(readable), revision or 0)
+        log.info("loaded %d schedules at revision %d", len(self._index), revision or 0)
         self._on_change()
+
+    def _page(self, after: str) -> grpc.Future:
+        request = store_pb.ListSchedulesRequest(limit=PAGE, after_schedule_id=after)
+        future: grpc.Future = self._stub.ListSchedules.future(request, timeout=self._rpc_timeout)
+        return future
 
     def _watch(self) -> bool:
         """Apply changes until the stream ends. True when it ended by its own deadline

@@ -41,7 +41,7 @@ from __future__ import annotations
 import heapq
 import threading
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from cronwave_core.calendar import occurrences_after, runs_left
@@ -71,16 +71,26 @@ class Position:
 
 @dataclass(slots=True)
 class _Entry:
+    """One schedule. Its pending slot is kept as two instants, not as a ``Slot``
+    object (built when asked for): 100,000 schedules, one object fewer each."""
+
     schedule: ScheduleDef
     since: datetime
     handled: datetime | None = None
     fires: int = 0
-    slot: Slot | None = None
+    fire_time: datetime | None = None  # None: no pending slot
+    act_at: datetime | None = None
     generation: int = 0
 
     @property
     def after(self) -> datetime:
         return self.since if self.handled is None else max(self.since, self.handled)
+
+    @property
+    def slot(self) -> Slot | None:
+        if self.fire_time is None or self.act_at is None:
+            return None
+        return Slot(self.schedule.schedule_id, self.fire_time, self.act_at, self.generation)
 
 
 class ScheduleIndex:
@@ -126,7 +136,7 @@ class ScheduleIndex:
             while self._heap:
                 _, schedule_id, generation = self._heap[0]
                 entry = self._entries.get(schedule_id)
-                if entry and entry.slot and entry.generation == generation:
+                if entry and entry.fire_time is not None and entry.generation == generation:
                     return entry.slot
                 heapq.heappop(self._heap)  # superseded by a later change
             return None
@@ -203,7 +213,7 @@ class ScheduleIndex:
             entry = self._entries.pop(schedule_id, None)
             if entry is None:
                 return False
-            if entry.slot is not None:
+            if entry.fire_time is not None:
                 self._live -= 1
             self._compact_if_sparse()
             return True
@@ -235,7 +245,7 @@ class ScheduleIndex:
     # internals -----------------------------------------------------------------
     def _current(self, slot: Slot) -> _Entry | None:
         entry = self._entries.get(slot.schedule_id)
-        if entry is None or entry.slot is None or entry.generation != slot.generation:
+        if entry is None or entry.fire_time is None or entry.generation != slot.generation:
             return None
         return entry
 
@@ -256,17 +266,18 @@ class ScheduleIndex:
         act_at = at if occurrence.skipped else jittered(schedule.schedule_id, at, spec.jitter)
         if self.lead and not occurrence.skipped and not spec.jitter:
             act_at = at - min(self.lead, (at - entry.after) / 2)
-        self._set_slot(entry, Slot(schedule.schedule_id, at, act_at))
+        self._set_slot(entry, (at, act_at))
 
-    def _set_slot(self, entry: _Entry, slot: Slot | None) -> None:
+    def _set_slot(self, entry: _Entry, times: tuple[datetime, datetime] | None) -> None:
+        """Give ``entry`` the slot (fire time, act at) under a new generation, or none."""
         entry.generation += 1
-        self._live += (slot is not None) - (entry.slot is not None)
-        if slot is None:
-            entry.slot = None
+        self._live += (times is not None) - (entry.fire_time is not None)
+        if times is None:
+            entry.fire_time = entry.act_at = None
             self._compact_if_sparse()
             return
-        entry.slot = replace(slot, generation=entry.generation)
-        heapq.heappush(self._heap, (slot.act_at, slot.schedule_id, entry.generation))
+        entry.fire_time, entry.act_at = times
+        heapq.heappush(self._heap, (times[1], entry.schedule.schedule_id, entry.generation))
         self._compact_if_sparse()
 
     def _compact_if_sparse(self) -> None:
@@ -275,8 +286,8 @@ class ScheduleIndex:
         if len(self._heap) <= 2 * self._live + 64:
             return
         self._heap = [
-            (e.slot.act_at, e.slot.schedule_id, e.generation)
+            (e.act_at, e.schedule.schedule_id, e.generation)
             for e in self._entries.values()
-            if e.slot is not None
+            if e.act_at is not None
         ]
         heapq.heapify(self._heap)
