@@ -5,7 +5,8 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Callable
-from typing import TypeVar
+from pathlib import Path
+from typing import Any, TypeVar
 
 T = TypeVar("T")
 
@@ -37,3 +38,26 @@ def eventually(
         if time.monotonic() >= deadline:
             raise AssertionError(f"{what} not reached within {timeout}s: {last}") from last
         time.sleep(interval)
+
+
+def stored_spans(spans_dir: Path, pattern: str = "*.jsonl") -> list[dict[str, Any]]:
+    """The spans of a local span store as the lines it writes (``span_to_dict``'s
+    keys), read through its reader: a batch call's spans come as one copy per run."""
+    from cronwave_waterfall.local_store import read_jsonl
+
+    return [
+        {
+            "trace_id": s.trace_id,
+            "span_id": s.span_id,
+            "parent_span_id": s.parent_span_id,
+            "name": s.name,
+            "service": s.service,
+            "kind": s.span_kind,
+            "start_ns": s.start_ns,
+            "end_ns": s.end_ns,
+            "status": s.status,
+            "attributes": dict(s.attributes),
+        }
+        for path in sorted(spans_dir.glob(pattern))
+        for s in read_jsonl(path)
+    ]

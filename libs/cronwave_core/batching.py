@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
@@ -97,10 +97,16 @@ class Coalescer(Generic[Req, Ans]):
         self._thread = threading.Thread(target=self._loop, name=f"batch-{name}", daemon=True)
         self._thread.start()
 
-    def call(self, request: Req, timeout: float | None = None) -> Ans:
-        """The answer to ``request``; raises what its single call would have."""
+    def call(
+        self,
+        request: Req,
+        timeout: float | None = None,
+        attributes: Mapping[str, Any] | None = None,
+    ) -> Ans:
+        """The answer to ``request``; raises what its single call would have. The
+        batch's spans name the run of the current span, or as ``attributes`` say."""
         future: Future[Ans] = Future()
-        item = fanout.item_for_current()
+        item = fanout.item_for_current(attributes)
         if item is not None:
             request = self._with_context(request, item.traceparent())
         with self._cond:

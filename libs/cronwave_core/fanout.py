@@ -53,6 +53,7 @@ MAX_BATCHES = 4096
 ATTR_BATCH_SIZE = "cronwave.batch.size"
 
 _SAMPLED = TraceFlags(TraceFlags.SAMPLED)
+_RUN_KEYS = (ATTR_RUN_ID, ATTR_SCHEDULE_ID, ATTR_FIRE_TIME)
 
 
 @dataclass
@@ -162,6 +163,21 @@ def batch_span(name: str, items: Sequence[Item], attributes: Mapping[str, Any]) 
         yield
 
 
+def annotate(traceparent: str, attributes: Mapping[str, Any]) -> None:
+    """Add ``attributes`` (what the batch's worker learnt of the run: its id, schedule
+    and fire time) to the item of the current batch that ``traceparent`` names. The
+    copies are made when the batch's spans are exported, so all of them, also those
+    that ended before, say it."""
+    current = trace.get_current_span().get_span_context()
+    parsed = parse_traceparent(traceparent)
+    if not current.is_valid or parsed is None:
+        return
+    for item in REGISTRY.get(current.trace_id) or ():
+        if (item.trace_id, item.span_id) == parsed:
+            item.attributes.update(attributes)
+            return
+
+
 def items_of(request: Any) -> list[Item]:
     """The items of a batch request: the elements of its repeated message field whose
     ``traceparent`` names a trace, with the run attributes they state."""
@@ -210,12 +226,17 @@ def _attributes(element: Any) -> dict[str, Any]:
     return attrs
 
 
-def item_for_current(attributes: MutableMapping[str, Any] | None = None) -> Item | None:
-    """The current span as a batch item (None outside a trace)."""
-    current = trace.get_current_span().get_span_context()
+def item_for_current(attributes: Mapping[str, Any] | None = None) -> Item | None:
+    """The current span as a batch item, naming the run the span names, or as
+    ``attributes`` say (None outside a trace)."""
+    span = trace.get_current_span()
+    current = span.get_span_context()
     if not current.is_valid:
         return None
-    return Item(current.trace_id, current.span_id, attributes if attributes is not None else {})
+    known = attributes if attributes is not None else getattr(span, "attributes", None) or {}
+    return Item(
+        current.trace_id, current.span_id, {key: known[key] for key in _RUN_KEYS if key in known}
+    )
 
 
 def expand(spans: Sequence[ReadableSpan], registry: Registry = REGISTRY) -> list[ReadableSpan]:

@@ -4,7 +4,6 @@ changes arrive without restart; a frozen leader is replaced and fenced out."""
 from __future__ import annotations
 
 import itertools
-import json
 import signal
 import time
 from datetime import UTC, datetime, timedelta
@@ -20,7 +19,7 @@ from cronwave.v1 import workflow_store_service_pb2_grpc as store_grpc
 from cronwave_core.convert import ts_to_dt
 from cronwave_core.suite import Suite
 from tests.conftest import SuiteFactory
-from tests.helpers import eventually, fresh
+from tests.helpers import eventually, fresh, stored_spans
 
 pytestmark = pytest.mark.slow
 
@@ -222,12 +221,7 @@ def test_each_run_trace_starts_in_the_planner(make_suite: SuiteFactory) -> None:
 
     # When the suite stops (the span files are flushed)
     suite.stop()
-    spans = [
-        json.loads(line)
-        for path in (suite.config.data_dir / "spans").glob("*.jsonl")
-        for line in path.read_text().splitlines()
-        if line
-    ]
+    spans = stored_spans(suite.config.data_dir / "spans")
 
     # Then each run's trace has the planner's root span, with the run's attributes,
     # the plan and leader hops under it, and the dispatcher's work in the same trace

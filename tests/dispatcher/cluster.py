@@ -21,7 +21,7 @@ from cronwave.v1 import workflow_store_service_pb2 as store_pb
 from cronwave.v1 import workflow_store_service_pb2_grpc as store_grpc
 from cronwave_core.convert import dt_to_ts
 from cronwave_core.suite import Suite, SuiteConfig
-from tests.helpers import eventually, fresh
+from tests.helpers import eventually, fresh, stored_spans
 
 TERMINAL = {
     common_pb2.RUN_STATE_SUCCEEDED,
@@ -115,10 +115,7 @@ class Cluster:
         return self.worker.GetWorkerStatus(worker_pb.GetWorkerStatusRequest(), timeout=10)
 
     def spans(self, service: str) -> list[dict[str, Any]]:
-        spans: list[dict[str, Any]] = []
-        for path in (self.suite.config.data_dir / "spans").glob(f"{service}-*.jsonl"):
-            spans.extend(json.loads(line) for line in path.read_text().splitlines() if line)
-        return spans
+        return stored_spans(self.suite.config.data_dir / "spans", f"{service}-*.jsonl")
 
 
 @contextmanager

@@ -3,7 +3,6 @@ fencing tokens that only ever increase."""
 
 from __future__ import annotations
 
-import json
 import threading
 from datetime import UTC, datetime
 from pathlib import Path
@@ -18,7 +17,7 @@ from cronwave.v1 import leader_election_service_pb2_grpc as pb_grpc
 from cronwave.v1 import workflow_store_service_pb2 as store_pb
 from cronwave.v1 import workflow_store_service_pb2_grpc as store_grpc
 from cronwave_core.suite import Suite
-from tests.helpers import eventually, fresh
+from tests.helpers import eventually, fresh, stored_spans
 
 
 def stub(suite: Suite) -> pb_grpc.LeaderElectionServiceStub:
@@ -267,10 +266,7 @@ def test_each_rpc_is_a_leader_cache_span_answered_by_redis(
 
 
 def _spans(directory: Path) -> list[dict[str, object]]:
-    lines: list[dict[str, object]] = []
-    for path in directory.glob("leader-election-*.jsonl"):
-        lines.extend(json.loads(line) for line in path.read_text().splitlines() if line)
-    return lines
+    return stored_spans(directory, "leader-election-*.jsonl")
 
 
 def _store_saw_token(suite: Suite, scope: str, token: int) -> None:

@@ -35,13 +35,16 @@ from tests.tracing.support import load, scheduled_tick, spans_of, traced_suite, 
 pytestmark = pytest.mark.slow
 
 CORE_SERVICES = {"dispatcher", "workflow-store", "worker"}
-# RPCs on the path of every run, and the hop their serialization is filed under.
-RUN_RPCS = {
-    "RecordRun": "persist",
-    "ClaimRun": "pickup",
-    "CompleteRun": "complete",
-    "AppendRunEvent": None,  # the run's history: in the hop of whoever appends
+# RPCs on the path of every run, and the hop their serialization is filed under: a
+# scheduled run is started in a batch (StartRuns), a triggered one alone; workers claim
+# and complete in batches (group commit) either way.
+WORKER_RPCS = {"ClaimRuns": "pickup", "CompleteRuns": "complete"}
+SCHEDULED_RPCS = {
+    **WORKER_RPCS,
+    "RecordRuns": "persist",
+    "AppendRunEvents": None,  # the run's history: in the hop of whoever appends
 }
+TRIGGERED_RPCS = {**WORKER_RPCS, "RecordRun": "persist", "AppendRunEvent": None}
 
 
 def _traces(spans: list[Span], run: Run) -> list[Span]:
@@ -65,7 +68,7 @@ def test_a_scheduled_run_has_seven_hops_and_spans_that_pair_up(make_suite) -> No
     # and the manual one all but the planner's two
     assert set(runs[manual_id].hop_ns) == set(HOPS) - {"plan", "leader"}
 
-    for run in (scheduled, runs[manual_id]):
+    for run, rpcs in ((scheduled, SCHEDULED_RPCS), (runs[manual_id], TRIGGERED_RPCS)):
         trace = _traces(spans, run)
         # every span of the run's traces belongs to the run
         placed = place(trace)
@@ -73,7 +76,11 @@ def test_a_scheduled_run_has_seven_hops_and_spans_that_pair_up(make_suite) -> No
         assert len(placed) == len(trace)
         # every span a service opens for a hop names the schedule and fire time, and
         # every one that began once the store had named the run names the run too
-        recorded = min(s.end_ns for s in trace if s.name == "workflow-store RecordRun")
+        recorded = min(
+            s.end_ns
+            for s in trace
+            if s.name in ("workflow-store RecordRun", "workflow-store RecordRuns")
+        )
         for s in trace:
             if s.service not in CORE_SERVICES or ATTR_HOP not in s.attributes:
                 continue
@@ -82,7 +89,7 @@ def test_a_scheduled_run_has_seven_hops_and_spans_that_pair_up(make_suite) -> No
             if s.start_ns > recorded:
                 assert s.attributes.get(ATTR_RUN_ID) == run.run_id, s
         _rpc_spans_pair_up(trace)
-        _serialization_on_both_ends(trace)
+        _serialization_on_both_ends(trace, rpcs)
 
 
 def _rpc_spans_pair_up(trace: list[Span]) -> None:
@@ -108,10 +115,10 @@ def _rpc_spans_pair_up(trace: list[Span]) -> None:
         assert any(c.span_kind == "SERVER" for c in children[client.span_id]), client
 
 
-def _serialization_on_both_ends(trace: list[Span]) -> None:
+def _serialization_on_both_ends(trace: list[Span], rpcs: dict[str, str | None]) -> None:
     by_id = {s.span_id: s for s in trace}
     coded = [s for s in trace if s.attributes.get(ATTR_KIND) == "serialization"]
-    for method, hop in RUN_RPCS.items():
+    for method, hop in rpcs.items():
         names = {
             f"{side} {verb} {method}"
             for side in ("client", "server")

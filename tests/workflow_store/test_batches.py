@@ -425,12 +425,13 @@ def test_get_runs_answers_the_runs_it_has(stub):
     a, b = (record_run(stub, sid, FIRE + timedelta(hours=h)).run for h in (0, 1))
 
     # When both, one twice and an unknown run are asked for
-    runs = stub.GetRuns(api.GetRunsRequest(run_ids=[b.run_id, "run_nope", a.run_id, b.run_id]))
+    named = [b.run_id, "run_nope", a.run_id, b.run_id]
+    runs = stub.GetRuns(api.GetRunsRequest(runs=[api.GetRunRequest(run_id=r) for r in named]))
 
     # Then each known run comes back once, as it is now
     assert sorted(r.run_id for r in runs.runs) == sorted([a.run_id, b.run_id])
     assert {r.run_id: r for r in runs.runs}[a.run_id] == a
     assert list(stub.GetRuns(api.GetRunsRequest()).runs) == []
-    err = rpc_error(stub.GetRuns, api.GetRunsRequest(run_ids=["r"] * 1001))
+    err = rpc_error(stub.GetRuns, api.GetRunsRequest(runs=[api.GetRunRequest(run_id="r")] * 1001))
     assert err.code() == grpc.StatusCode.INVALID_ARGUMENT
-    assert err.details() == "run_ids: at most 1000 per call, got 1001"
+    assert err.details() == "runs: at most 1000 per call, got 1001"

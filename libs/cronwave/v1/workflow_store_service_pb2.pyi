@@ -182,10 +182,12 @@ class RecordMissedResponse(_message.Message):
     def __init__(self, run: _Optional[_Union[_common_pb2.Run, _Mapping]] = ..., created: _Optional[bool] = ...) -> None: ...
 
 class GetRunRequest(_message.Message):
-    __slots__ = ("run_id",)
+    __slots__ = ("run_id", "traceparent")
     RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    TRACEPARENT_FIELD_NUMBER: _ClassVar[int]
     run_id: str
-    def __init__(self, run_id: _Optional[str] = ...) -> None: ...
+    traceparent: str
+    def __init__(self, run_id: _Optional[str] = ..., traceparent: _Optional[str] = ...) -> None: ...
 
 class GetRunResponse(_message.Message):
     __slots__ = ("run",)
@@ -564,10 +566,10 @@ class CompleteRunResult(_message.Message):
     def __init__(self, completion: _Optional[_Union[CompleteRunResponse, _Mapping]] = ..., error: _Optional[_Union[_common_pb2.ItemError, _Mapping]] = ...) -> None: ...
 
 class GetRunsRequest(_message.Message):
-    __slots__ = ("run_ids",)
-    RUN_IDS_FIELD_NUMBER: _ClassVar[int]
-    run_ids: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, run_ids: _Optional[_Iterable[str]] = ...) -> None: ...
+    __slots__ = ("runs",)
+    RUNS_FIELD_NUMBER: _ClassVar[int]
+    runs: _containers.RepeatedCompositeFieldContainer[GetRunRequest]
+    def __init__(self, runs: _Optional[_Iterable[_Union[GetRunRequest, _Mapping]]] = ...) -> None: ...
 
 class GetRunsResponse(_message.Message):
     __slots__ = ("runs",)

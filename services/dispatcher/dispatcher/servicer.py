@@ -428,13 +428,15 @@ def _batch_starts(request: pb.StartRunsRequest) -> list[tuple[StartRequest, fano
 @contextmanager
 def _item_context(item: fanout.Item | None) -> Iterator[None]:
     """Within the block, spans belong to ``item``'s run, under its copy of the
-    current batch span."""
+    current batch span, and name the run (its schedule and fire time, and its id once
+    known)."""
     if item is None:
         yield
         return
     token = otel_context.attach(item.under_current().context())
     try:
-        yield
+        with run_baggage(item.attributes):  # the spans started here name the run
+            yield
     finally:
         otel_context.detach(token)
 

@@ -186,11 +186,8 @@ class RunProcessor:
             )
         )
 
-        self.runs: Coalescer[str, common_pb2.Run] = Coalescer(
-            "get",
-            lambda run_ids: _runs_by_id(store, run_ids),
-            lambda run_id, _traceparent: run_id,
-            hop="pickup",
+        self.runs: Coalescer[store_pb.GetRunRequest, common_pb2.Run] = Coalescer(
+            "get", lambda requests: _runs_by_id(store, requests), _with_traceparent, hop="pickup"
         )
 
     def close(self) -> None:
@@ -277,7 +274,7 @@ class RunProcessor:
         context = contextvars.copy_context()  # the message's trace context
 
         def attempt() -> None:
-            if self._ended_while_held(run.run_id):
+            if self._ended_while_held(run.run_id, attrs):
                 return
             self.stats.started()
             try:
@@ -290,13 +287,13 @@ class RunProcessor:
         )
         return True
 
-    def _ended_while_held(self, run_id: str) -> bool:
+    def _ended_while_held(self, run_id: str, attrs: Mapping[str, str]) -> bool:
         """True when a held run ended before its release (a pause cancels the runs
         dispatched ahead of their fire time): its body must not start. Looked up off
         the critical path, before the instant; a store that does not answer counts as
         not ended (a cancellation is then seen at the attempt's first heartbeat)."""
         try:
-            current = self.runs.call(run_id)
+            current = self.runs.call(store_pb.GetRunRequest(run_id=run_id), attributes=attrs)
         except grpc.RpcError:
             return False
         if current.state not in TERMINAL_STATES:
@@ -599,14 +596,14 @@ class RunProcessor:
         return supervisor.run(job_type.fn, ctx)
 
 
-def _runs_by_id(store: Any, run_ids: list[str]) -> list[common_pb2.Run | BaseException]:
-    """``GetRuns`` answered per run id; a run the store does not have is NOT_FOUND."""
-    found = {
-        run.run_id: run for run in store.GetRuns(store_pb.GetRunsRequest(run_ids=run_ids)).runs
-    }
+def _runs_by_id(
+    store: Any, requests: list[store_pb.GetRunRequest]
+) -> list[common_pb2.Run | BaseException]:
+    """``GetRuns`` answered per run; a run the store does not have is NOT_FOUND."""
+    found = {run.run_id: run for run in store.GetRuns(store_pb.GetRunsRequest(runs=requests)).runs}
     return [
-        found.get(run_id) or ItemRefused(grpc.StatusCode.NOT_FOUND, f"run '{run_id}' not found")
-        for run_id in run_ids
+        found.get(r.run_id) or ItemRefused(grpc.StatusCode.NOT_FOUND, f"run '{r.run_id}' not found")
+        for r in requests
     ]
 
 

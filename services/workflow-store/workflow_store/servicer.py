@@ -14,13 +14,13 @@ from typing import TypeVar
 import grpc
 from opentelemetry.trace import Span
 
-from cronwave.v1 import common_pb2 as pb
 from cronwave.v1 import workflow_store_service_pb2 as api
 from cronwave.v1 import workflow_store_service_pb2_grpc as api_grpc
-from cronwave_core import telemetry
+from cronwave_core import fanout, telemetry
 from cronwave_core.convert import dt_to_ts, opt_ts
 from cronwave_core.errors import CronwaveError, InvalidArgument
 from cronwave_core.faults import Faults, run_key
+from cronwave_core.rpc import item_error
 from workflow_store import convert, slots
 from workflow_store.records import (
     DEFAULT_FENCING_SCOPE,
@@ -88,10 +88,16 @@ def _items(field: str, messages: Sequence[M], parse: Callable[[M], T]) -> list[T
     return items
 
 
-def _item_error(error: CronwaveError) -> pb.ItemError:
-    """The status code and message the item's single call would have ended with."""
-    code = getattr(grpc.StatusCode, error.status, grpc.StatusCode.INTERNAL)
-    return pb.ItemError(code=code.value[0], message=error.message)
+def _annotate(messages: Sequence[object], runs: Sequence[RunRecord | None]) -> None:
+    """Name each item's run in the copies of this batch's spans (``fanout``): a
+    claim or completion names only the run id, the store knows the rest."""
+    for message, run in zip(messages, runs, strict=True):
+        traceparent = getattr(message, "traceparent", "")
+        if run is not None and traceparent:
+            fanout.annotate(
+                traceparent,
+                telemetry.run_attributes(run.run_id, run.schedule_id, run.fire_time.isoformat()),
+            )
 
 
 def _recorded_to_proto(recorded: Recorded) -> api.RecordRunResponse:
@@ -298,9 +304,10 @@ class WorkflowStoreServicer(api_grpc.WorkflowStoreServiceServicer):
             ]
             created = [r.run for r in results if isinstance(r, Recorded) and r.created]
             self._inject("persist", created, span)
+            _annotate(request.runs, [r.run if isinstance(r, Recorded) else None for r in results])
         return api.RecordRunsResponse(
             results=[
-                api.RecordRunResult(error=_item_error(r))
+                api.RecordRunResult(error=item_error(r))
                 if isinstance(r, CronwaveError)
                 else api.RecordRunResult(recorded=_recorded_to_proto(r))
                 for r in results
@@ -328,7 +335,7 @@ class WorkflowStoreServicer(api_grpc.WorkflowStoreServiceServicer):
         results = self.store.append_run_events(events)
         return api.AppendRunEventsResponse(
             results=[
-                api.AppendRunEventResult(error=_item_error(r))
+                api.AppendRunEventResult(error=item_error(r))
                 if isinstance(r, CronwaveError)
                 else api.AppendRunEventResult(event=convert.event_to_proto(r))
                 for r in results
@@ -341,9 +348,12 @@ class WorkflowStoreServicer(api_grpc.WorkflowStoreServiceServicer):
         claims = _items("claims", request.claims, lambda c: ClaimRequest(c.run_id, c.worker_id))
         with _db_span("ClaimRuns", "pickup"):
             results = self.store.claim_runs(claims)
+            _annotate(
+                request.claims, [None if isinstance(r, CronwaveError) else r.run for r in results]
+            )
         return api.ClaimRunsResponse(
             results=[
-                api.ClaimRunResult(error=_item_error(r))
+                api.ClaimRunResult(error=item_error(r))
                 if isinstance(r, CronwaveError)
                 else api.ClaimRunResult(
                     claim=api.ClaimRunResponse(
@@ -364,9 +374,13 @@ class WorkflowStoreServicer(api_grpc.WorkflowStoreServiceServicer):
             results = self.store.complete_runs(completions)
             changed = [r.run for r in results if isinstance(r, Completion) and r.changed]
             self._inject("complete", changed, span)
+            _annotate(
+                request.completions,
+                [r.run if isinstance(r, Completion) else None for r in results],
+            )
         return api.CompleteRunsResponse(
             results=[
-                api.CompleteRunResult(error=_item_error(r))
+                api.CompleteRunResult(error=item_error(r))
                 if isinstance(r, CronwaveError)
                 else api.CompleteRunResult(completion=_completion_to_proto(r))
                 for r in results
@@ -376,7 +390,10 @@ class WorkflowStoreServicer(api_grpc.WorkflowStoreServiceServicer):
     def GetRuns(
         self, request: api.GetRunsRequest, context: grpc.ServicerContext
     ) -> api.GetRunsResponse:
-        runs = self.store.get_runs(list(request.run_ids))
+        ids = _items("runs", request.runs, lambda r: r.run_id)
+        runs = self.store.get_runs(ids)
+        by_id = {r.run_id: r for r in runs}
+        _annotate(request.runs, [by_id.get(run_id) for run_id in ids])
         return api.GetRunsResponse(runs=[convert.run_to_proto(r) for r in runs])
 
     def _inject(self, hop: str, runs: Iterable[RunRecord], span: Span) -> None:
