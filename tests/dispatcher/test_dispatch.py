@@ -12,6 +12,7 @@ import redis
 
 from cronwave.v1 import common_pb2
 from cronwave.v1 import dispatcher_service_pb2 as pb
+from cronwave.v1 import workflow_store_service_pb2 as store_pb
 from cronwave_core.convert import dt_to_ts, ts_to_dt
 from tests.dispatcher.cluster import Cluster
 from tests.helpers import eventually
@@ -149,3 +150,67 @@ def test_stale_fencing_token_stays_failed_precondition(
         assert client.llen(f"{namespace}:default") == 0
     finally:
         client.close()
+
+
+def _start_item(schedule_id: str, fire_time: datetime, token: int = 0) -> pb.StartRunRequest:
+    return pb.StartRunRequest(
+        schedule_id=schedule_id, fire_time=dt_to_ts(fire_time), fencing_token=token
+    )
+
+
+def test_start_runs_answers_each_start_as_start_run_would(cluster: Cluster) -> None:
+    # Given a schedule whose 02:00 run was started by the leader holding token 5
+    schedule_id = cluster.schedule("cronwave.noop")
+    day = datetime(2024, 6, 1, 2, tzinfo=UTC)
+    first = cluster.start(schedule_id, day, fencing_token=5)
+
+    # When one batch holds new starts, the same start again, an unknown schedule and a
+    # start from a deposed planner (token 3)
+    answer = cluster.dispatcher.StartRuns(
+        pb.StartRunsRequest(
+            starts=[
+                _start_item(schedule_id, day + timedelta(hours=1), 5),
+                _start_item(schedule_id, day, 5),
+                _start_item("no-such-schedule", day, 5),
+                _start_item(schedule_id, day + timedelta(hours=2), 3),
+                _start_item(schedule_id, day + timedelta(hours=3), 5),
+            ]
+        ),
+        timeout=20,
+    )
+
+    # Then each start gets its own answer, in order
+    new, again, unknown, stale, other = answer.results
+    assert new.started.created and other.started.created
+    assert not again.started.created and again.started.run.run_id == first.run.run_id
+    assert unknown.error.code == grpc.StatusCode.NOT_FOUND.value[0]
+    assert "no-such-schedule" in unknown.error.message
+    assert stale.error.code == grpc.StatusCode.FAILED_PRECONDITION.value[0]
+    assert stale.error.message.startswith("fencing_token: 3 is older than 5")
+    # and the new runs are queued and run, with the history a single start writes
+    for result in (new, other):
+        run = cluster.finished(result.started.run.run_id)
+        assert run.state == common_pb2.RUN_STATE_SUCCEEDED
+        events = cluster.events_through(run.run_id, "succeeded")
+        assert in_order(events, "recorded", "enqueued", "claimed", "started", "succeeded")
+    # and the deposed planner's slot has no run
+    runs = cluster.store.ListRuns(store_pb.ListRunsRequest(schedule_id=schedule_id), timeout=10)
+    fire_times = {ts_to_dt(r.fire_time) for r in runs.runs}
+    assert fire_times == {day, day + timedelta(hours=1), day + timedelta(hours=3)}
+
+
+def test_a_malformed_start_refuses_the_whole_batch_by_name(cluster: Cluster) -> None:
+    schedule_id = cluster.schedule("cronwave.noop")
+    day = datetime(2024, 6, 1, 2, tzinfo=UTC)
+    with pytest.raises(grpc.RpcError) as caught:
+        cluster.dispatcher.StartRuns(
+            pb.StartRunsRequest(
+                starts=[_start_item(schedule_id, day), pb.StartRunRequest(schedule_id="x")]
+            ),
+            timeout=10,
+        )
+    assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert caught.value.details() == "starts[1].fire_time: required"
+    # nothing was written: not even the well-formed start
+    runs = cluster.store.ListRuns(store_pb.ListRunsRequest(schedule_id=schedule_id), timeout=10)
+    assert list(runs.runs) == []

@@ -97,18 +97,7 @@ class DispatcherServicer(pb_grpc.DispatcherServiceServicer):
         self, request: pb.StartRunRequest, context: grpc.ServicerContext
     ) -> pb.StartRunResponse:
         with hop_span("dispatch.start_run", "dispatch", "app") as span:
-            if not request.schedule_id.strip():
-                raise InvalidArgument("schedule_id", "required")
-            if not request.HasField("fire_time"):
-                raise InvalidArgument("fire_time", "required")
-            start = StartRequest(
-                schedule_id=request.schedule_id,
-                fire_time=ts_to_dt(request.fire_time),
-                trigger=request.trigger or common_pb2.TRIGGER_KIND_SCHEDULED,
-                fencing_token=request.fencing_token,
-                fencing_scope=request.fencing_scope,
-                idempotency_key=request.idempotency_key,
-            )
+            start = _start_request(request)
             run, created = self._start(start, span, context, dedupe=True)
             return pb.StartRunResponse(run=run, created=created)
 
@@ -404,25 +393,29 @@ def _batch_starts(request: pb.StartRunsRequest) -> list[tuple[StartRequest, fano
         raise InvalidArgument("starts", f"at most {MAX_BATCH} per call, got {len(request.starts)}")
     starts: list[tuple[StartRequest, fanout.Item | None]] = []
     for index, item in enumerate(request.starts):
-        where = f"starts[{index}]"
-        if not item.schedule_id.strip():
-            raise InvalidArgument(f"{where}.schedule_id", "required")
-        if not item.HasField("fire_time"):
-            raise InvalidArgument(f"{where}.fire_time", "required")
-        if item.fencing_token < 0:
-            raise InvalidArgument(f"{where}.fencing_token", "must not be negative")
-        start = StartRequest(
-            schedule_id=item.schedule_id,
-            fire_time=ts_to_dt(item.fire_time),
-            trigger=item.trigger or common_pb2.TRIGGER_KIND_SCHEDULED,
-            fencing_token=item.fencing_token,
-            fencing_scope=item.fencing_scope,
-            idempotency_key=item.idempotency_key,
-        )
-        starts.append((start, fanout.item_of(item)))
+        starts.append((_start_request(item, f"starts[{index}]."), fanout.item_of(item)))
     # The batch's spans are copied into the trace of every start that has one.
     fanout.register([item for _, item in starts if item is not None])
     return starts
+
+
+def _start_request(request: pb.StartRunRequest, where: str = "") -> StartRequest:
+    """A start as a domain value; a missing or bad field is refused, named with
+    ``where`` in front (``starts[3].`` in a batch)."""
+    if not request.schedule_id.strip():
+        raise InvalidArgument(f"{where}schedule_id", "required")
+    if not request.HasField("fire_time"):
+        raise InvalidArgument(f"{where}fire_time", "required")
+    if request.fencing_token < 0:
+        raise InvalidArgument(f"{where}fencing_token", "must not be negative")
+    return StartRequest(
+        schedule_id=request.schedule_id,
+        fire_time=ts_to_dt(request.fire_time),
+        trigger=request.trigger or common_pb2.TRIGGER_KIND_SCHEDULED,
+        fencing_token=request.fencing_token,
+        fencing_scope=request.fencing_scope,
+        idempotency_key=request.idempotency_key,
+    )
 
 
 @contextmanager
