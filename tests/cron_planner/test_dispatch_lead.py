@@ -125,6 +125,9 @@ class Recorder:
     def pending_fires(self) -> list[Missed]:
         return []
 
+    def in_flight_many(self, schedule_ids: Sequence[str]) -> dict[str, list[InFlight]]:
+        return {sid: self.in_flight(sid) for sid in schedule_ids}
+
     def in_flight(self, schedule_id: str) -> list[InFlight]:
         with self.lock:
             return list(self.running)

@@ -112,6 +112,9 @@ class Ledger:
     def pending_fires(self) -> list[Missed]:
         return list(self.pending)
 
+    def in_flight_many(self, schedule_ids: Sequence[str]) -> dict[str, list[InFlight]]:
+        return {sid: self.in_flight(sid) for sid in schedule_ids}
+
     def in_flight(self, schedule_id: str) -> list[InFlight]:
         return list(self.running.get(schedule_id, []))
 

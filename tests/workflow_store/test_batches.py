@@ -435,3 +435,18 @@ def test_get_runs_answers_the_runs_it_has(stub):
     err = rpc_error(stub.GetRuns, api.GetRunsRequest(runs=[api.GetRunRequest(run_id="r")] * 1001))
     assert err.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert err.details() == "runs: at most 1000 per call, got 1001"
+
+
+def test_list_runs_of_many_schedules_in_one_call(stub):
+    # Given three schedules with runs
+    a, b, c = (create_schedule(stub).schedule_id for _ in range(3))
+    for sid in (a, b, c):
+        record_run(stub, sid, FIRE)
+    # When the runs of two of them are asked for at once
+    runs = stub.ListRuns(api.ListRunsRequest(schedule_ids=[a, b], limit=10)).runs
+    # Then exactly theirs come back
+    assert sorted(r.schedule_id for r in runs) == sorted([a, b])
+    # and naming schedules both ways is refused by name
+    err = rpc_error(stub.ListRuns, api.ListRunsRequest(schedule_id=a, schedule_ids=[b]))
+    assert err.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert (err.details() or "").startswith("schedule_ids:")

@@ -135,6 +135,10 @@ class Ledger(Protocol):
 
     def in_flight(self, schedule_id: str) -> list[InFlight]: ...
 
+    def in_flight_many(self, schedule_ids: Sequence[str]) -> dict[str, list[InFlight]]:
+        """``in_flight`` of each of ``schedule_ids``, in one look-up."""
+        ...
+
     def cancel_run(self, run: InFlight, reason: str) -> bool: ...
 
 
@@ -186,7 +190,6 @@ class _Prepared:
     fire: Fire
     root: trace.Span
     now: datetime
-    allow_all: bool
 
 
 def _stale_token(error: CronwaveError) -> bool:
@@ -467,8 +470,8 @@ class FireLoop:
         at most ``BATCH_COLLECT``; the rest are the next step's). A second fire of a
         schedule whose overlap policy looks at its runs in flight waits for the next
         call, so that the first is recorded when the policy looks."""
-        batch: list[_Prepared] = []
-        checked_ids: set[str] = set()
+        fires: list[Fire] = []
+        seen: set[str] = set()
         later: list[Fire] = []
         stop_at = time.monotonic() + BATCH_COLLECT.total_seconds()
         for _ in range(BATCH_LIMIT * 4):
@@ -479,15 +482,12 @@ class FireLoop:
                 self._work.pop()
                 if self._paced_later(fire, now):
                     continue
-                if fire.schedule_id in checked_ids:
+                if fire.schedule_id in seen and not self._allows_all(fire):
                     later.append(fire)
                     continue
-                prepared = self._prepare(fire, token)
-                if prepared is not None:
-                    batch.append(prepared)
-                    if not prepared.allow_all:
-                        checked_ids.add(fire.schedule_id)
-                if len(batch) >= BATCH_LIMIT:
+                seen.add(fire.schedule_id)
+                fires.append(fire)
+                if len(fires) >= BATCH_LIMIT:
                     break
             elif slot is not None and slot_at is not None:
                 self._handle_slot(slot, token, now)
@@ -497,7 +497,27 @@ class FireLoop:
                 break
         for fire in later:
             self._work.push(fire)
+        known = self._in_flight_of([f.schedule_id for f in fires if not self._allows_all(f)])
+        batch = [p for p in (self._prepare(f, token, known=known) for f in fires) if p]
         self._dispatch_batch(batch, token)
+
+    def _allows_all(self, fire: Fire) -> bool:
+        """True when the fire starts whatever runs its schedule has in flight."""
+        schedule = self._index.get(fire.schedule_id)
+        policy = fire.overlap or (schedule.policy.overlap if schedule else None)
+        return policy == Overlap.ALLOW_ALL
+
+    def _in_flight_of(self, schedule_ids: list[str]) -> dict[str, list[InFlight]] | None:
+        """The runs in flight of the schedules whose overlap policy looks at them, in
+        one look-up for the whole batch; None when the store did not answer (each
+        fire then asks on its own, and is retried if that fails too)."""
+        if not schedule_ids:
+            return {}
+        try:
+            return self._ledger.in_flight_many(schedule_ids)
+        except CronwaveError as exc:
+            log.warning("runs in flight not known for %d schedules: %s", len(schedule_ids), exc)
+            return None
 
     def _start(self, fire: Fire, token: int, *, checked: bool = False) -> None:
         """Start ``fire`` alone (``checked``: its overlap policy already let it start)."""
@@ -505,7 +525,14 @@ class FireLoop:
         if prepared is not None:
             self._dispatch_batch([prepared], token)
 
-    def _prepare(self, fire: Fire, token: int, *, checked: bool = False) -> _Prepared | None:
+    def _prepare(
+        self,
+        fire: Fire,
+        token: int,
+        *,
+        checked: bool = False,
+        known: dict[str, list[InFlight]] | None = None,
+    ) -> _Prepared | None:
         """Everything before the dispatcher is asked: the fire's trace (its root span,
         left open until the dispatcher answered), the lease, the schedule's state and
         its overlap policy. None when the fire is not to start now (it was recorded,
@@ -520,7 +547,7 @@ class FireLoop:
             return None
         attrs = run_attributes("", fire.schedule_id, iso(fire.fire_time))
         root = self._tracer.start_span(ROOT_SPAN, context=otel_context.Context(), attributes=attrs)
-        prepared = self._prepare_in(root, fire, schedule, token, now, checked=checked)
+        prepared = self._prepare_in(root, fire, schedule, token, now, checked=checked, known=known)
         if prepared is None:
             root.end()
         return prepared
@@ -534,6 +561,7 @@ class FireLoop:
         now: datetime,
         *,
         checked: bool,
+        known: dict[str, list[InFlight]] | None,
     ) -> _Prepared | None:
         attrs = run_attributes("", fire.schedule_id, iso(fire.fire_time))
         with trace.use_span(root, end_on_exit=False):
@@ -548,11 +576,10 @@ class FireLoop:
                 root.set_attribute("cronwave.planner.outcome", "not leader; left to the next term")
                 return None
             cancel: list[InFlight] = []
-            policy = fire.overlap or schedule.policy.overlap
             if not checked:
                 try:
                     with hop_span("plan overlap", hop="plan", kind="app", attributes=attrs):
-                        chosen, cancel = self._overlap(fire, schedule, token, now)
+                        chosen, cancel = self._overlap(fire, schedule, token, now, known)
                 except Unavailable as exc:
                     self._retry_or_give_up(fire, token, exc, now)
                     return None
@@ -567,7 +594,7 @@ class FireLoop:
             for run in cancel:
                 if not self._cancel(run, fire, token, now):
                     return None
-        return _Prepared(fire, root, now, allow_all=policy == Overlap.ALLOW_ALL)
+        return _Prepared(fire, root, now)
 
     def _dispatch_batch(self, batch: Sequence[_Prepared], token: int) -> None:
         """One call to the dispatcher for ``batch``; every fire's outcome as its own."""
@@ -623,17 +650,24 @@ class FireLoop:
             self.stats.backfills += 1
 
     def _overlap(
-        self, fire: Fire, schedule: ScheduleDef, token: int, now: datetime
+        self,
+        fire: Fire,
+        schedule: ScheduleDef,
+        token: int,
+        now: datetime,
+        known: dict[str, list[InFlight]] | None = None,
     ) -> tuple[Fire | None, list[InFlight]]:
         """Apply the overlap policy: the fire to start now (``fire``, or an older
         buffered one that goes first) and the runs to cancel before; ``None`` when
-        nothing starts now (skipped or buffered)."""
+        nothing starts now (skipped or buffered). ``known``: the runs in flight,
+        looked up for the batch the fire is in."""
         policy = fire.overlap or schedule.policy.overlap
         if policy == Overlap.ALLOW_ALL:
             return fire, []
         sid = fire.schedule_id
+        flying = known[sid] if known is not None and sid in known else self._ledger.in_flight(sid)
         # The fire's own run (a repeated start) does not overlap with itself.
-        runs = [r for r in self._ledger.in_flight(sid) if r.fire_time != fire.fire_time]
+        runs = [r for r in flying if r.fire_time != fire.fire_time]
         views = [RunView(r.run_id, r.state) for r in runs]
         if fire.fire_time > now and in_flight(views):
             # Acted on ahead of its fire time (the dispatch lead): the run in flight

@@ -175,17 +175,32 @@ class StoreClient:
 
     def in_flight(self, schedule_id: str) -> list[InFlight]:
         """The schedule's PENDING and RUNNING runs (at most ``IN_FLIGHT_LIMIT``)."""
-        request = store_pb.ListRunsRequest(
-            schedule_id=schedule_id,
-            limit=IN_FLIGHT_LIMIT,
-            states=[common_pb2.RUN_STATE_PENDING, common_pb2.RUN_STATE_RUNNING],
-        )
-        reply = self._call(self._stub.ListRuns, request)
-        assert isinstance(reply, store_pb.ListRunsResponse)
-        return [
-            InFlight(r.run_id, _IN_FLIGHT.get(r.state, "pending"), r.attempt, ts_to_dt(r.fire_time))
-            for r in reply.runs
-        ]
+        return self.in_flight_many([schedule_id])[schedule_id]
+
+    def in_flight_many(self, schedule_ids: Sequence[str]) -> dict[str, list[InFlight]]:
+        """``in_flight`` of many schedules in one call (at most ``MISSED_BATCH`` each
+        call); a schedule with nothing in flight maps to an empty list."""
+        found: dict[str, list[InFlight]] = {sid: [] for sid in schedule_ids}
+        ids = list(found)
+        for start in range(0, len(ids), MISSED_BATCH):
+            page = ids[start : start + MISSED_BATCH]
+            request = store_pb.ListRunsRequest(
+                schedule_ids=page,
+                limit=IN_FLIGHT_LIMIT * len(page),
+                states=[common_pb2.RUN_STATE_PENDING, common_pb2.RUN_STATE_RUNNING],
+            )
+            reply = self._call(self._stub.ListRuns, request)
+            assert isinstance(reply, store_pb.ListRunsResponse)
+            for r in reply.runs:
+                found[r.schedule_id].append(
+                    InFlight(
+                        r.run_id,
+                        _IN_FLIGHT.get(r.state, "pending"),
+                        r.attempt,
+                        ts_to_dt(r.fire_time),
+                    )
+                )
+        return found
 
     def cancel_run(self, run: InFlight, reason: str) -> bool:
         """Complete ``run`` as CANCELLED with ``reason`` (its worker's next heartbeat is

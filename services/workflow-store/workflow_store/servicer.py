@@ -230,7 +230,9 @@ class WorkflowStoreServicer(api_grpc.WorkflowStoreServiceServicer):
         self, request: api.ListRunsRequest, context: grpc.ServicerContext
     ) -> api.ListRunsResponse:
         states = convert.run_states_from_proto(request.states)
-        runs = self.store.list_runs(request.schedule_id, states, request.limit)
+        runs = self.store.list_runs(
+            request.schedule_id, states, request.limit, list(request.schedule_ids)
+        )
         return api.ListRunsResponse(runs=[convert.run_to_proto(r) for r in runs])
 
     def ListRunEvents(

@@ -488,14 +488,24 @@ class Store:
             return [_run_of(row._mapping) for row in s.execute(_RUNS_NAMED, {"ids": ids})]
 
     def list_runs(
-        self, schedule_id: str = "", states: Iterable[RunState] = (), limit: int = 0
+        self,
+        schedule_id: str = "",
+        states: Iterable[RunState] = (),
+        limit: int = 0,
+        schedule_ids: Sequence[str] = (),
     ) -> list[RunRecord]:
-        """Newest first (by fire time, then run id); ``limit`` 0 means 50."""
+        """Newest first (by fire time, then run id); ``limit`` 0 means 50. The runs of
+        ``schedule_id``, or of any of ``schedule_ids`` (at most 1,000), or of all."""
         if limit < 0:
             raise InvalidArgument("limit", f"must not be negative (0 means {DEFAULT_RUN_LIMIT})")
+        if schedule_id and schedule_ids:
+            raise InvalidArgument("schedule_ids", "name schedules here or in schedule_id, not both")
+        _check_batch("schedule_ids", schedule_ids)
         query = sa.select(m.Run).order_by(m.Run.fire_time.desc(), m.Run.run_id.desc())
         if schedule_id:
             query = query.where(m.Run.schedule_id == schedule_id)
+        if schedule_ids:
+            query = query.where(m.Run.schedule_id.in_(sorted(set(schedule_ids))))
         wanted = [state.value for state in states]
         if wanted:
             query = query.where(m.Run.state.in_(wanted))
