@@ -66,14 +66,28 @@ class RouteCache:
         self, schedule_id: str, *, control: CacheControl, fault_key: str
     ) -> tuple[Route | None, str]:
         """The schedule's route and where it was found (``local``, ``redis``, ``miss``)."""
-        raw, hit = self.cache.lookup(schedule_id, control=control, fault_key=fault_key)
-        route = Route.decode(raw) if raw is not None else None
+        route, hit = self.cached(schedule_id, control=control, fault_key=fault_key)
         if route is not None:
             return route, hit
         route = self._from_store(schedule_id)
         if route is not None:
             self.cache.fill(schedule_id, route.encode())
         return route, "miss"
+
+    def cached(
+        self, schedule_id: str, *, control: CacheControl, fault_key: str
+    ) -> tuple[Route | None, str]:
+        """The route as the cache knows it, asking nothing of the store on a miss (a
+        batch of starts lets the store route what the cache does not know, and
+        ``learn``s the route from its answer)."""
+        raw, hit = self.cache.lookup(schedule_id, control=control, fault_key=fault_key)
+        route = Route.decode(raw) if raw is not None else None
+        return route, hit if route is not None else "miss"
+
+    def learn(self, run: common_pb2.Run) -> None:
+        """Remember the route the store gave ``run`` (its job type's queue)."""
+        if run.job_type and run.queue:
+            self.cache.fill(run.schedule_id, Route(run.job_type, run.queue).encode())
 
     def _from_store(self, schedule_id: str) -> Route | None:
         try:

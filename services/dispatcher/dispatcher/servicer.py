@@ -128,11 +128,12 @@ class DispatcherServicer(pb_grpc.DispatcherServiceServicer):
             results = [pb.StartRunResult() for _ in starts]
             for index, (start, item) in enumerate(starts):
                 with _item_context(item):
-                    known, queue = self._look_up(start, control)
+                    known, queue = self._look_up(start, control, cached_routes=True)
+                    if known is not None:
+                        results[index].started.CopyFrom(
+                            pb.StartRunResponse(run=self._current(known), created=False)
+                        )
                 if known is not None:
-                    results[index].started.CopyFrom(
-                        pb.StartRunResponse(run=self._current(known), created=False)
-                    )
                     continue
                 pending.append(_Pending(index, start, item, queue))
             if pending:
@@ -146,9 +147,12 @@ class DispatcherServicer(pb_grpc.DispatcherServiceServicer):
         span: trace.Span | None = None,
         *,
         dedupe: bool = True,
+        cached_routes: bool = False,
     ) -> tuple[common_pb2.Run | None, str]:
         """The run the de-duplication cache knows for ``start`` (a duplicate), else
-        None and the queue the start is routed to ("" lets the store choose)."""
+        None and the queue the start is routed to ("" lets the store choose; with
+        ``cached_routes`` it does so for a route the cache does not know, instead of
+        asking the store for it first)."""
         key = run_key(start.schedule_id, start.fire_time)
         if dedupe and self.dedup is not None:
             known = self.dedup.lookup(key, control)
@@ -158,7 +162,8 @@ class DispatcherServicer(pb_grpc.DispatcherServiceServicer):
                 return known, ""
         queue = ""
         if self.routes is not None:
-            route, _ = self.routes.route(start.schedule_id, control=control, fault_key=key)
+            find = self.routes.cached if cached_routes else self.routes.route
+            route, _ = find(start.schedule_id, control=control, fault_key=key)
             if route is not None:
                 queue = route.queue
                 if span is not None:
@@ -198,8 +203,11 @@ class DispatcherServicer(pb_grpc.DispatcherServiceServicer):
             run = result.recorded.run
             if p.item is not None:  # the copies of this batch's spans name the run
                 p.item.attributes[ATTR_RUN_ID] = run.run_id
-            if self.dedup is not None:
-                self.dedup.remember(run_key(p.start.schedule_id, p.start.fire_time), run)
+            with _item_context(p.item):  # the caches' fill spans are this run's alone
+                if self.dedup is not None:
+                    self.dedup.remember(run_key(p.start.schedule_id, p.start.fire_time), run)
+                if self.routes is not None and not p.queue:
+                    self.routes.learn(run)
             results[p.index].started.CopyFrom(
                 pb.StartRunResponse(run=run, created=result.recorded.created)
             )
