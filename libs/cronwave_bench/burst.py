@@ -26,6 +26,7 @@ from datetime import UTC, datetime, timedelta
 from cronwave._client import Client
 from cronwave_bench.context import BenchContext
 from cronwave_bench.harness import (
+    PIPELINE_ENV,
     SuiteOptions,
     bench_suite,
     dispatch_lead,
@@ -66,7 +67,7 @@ def _creation_seconds(client: Client, n: int, prefix: str) -> float:
 
 
 def burst_env() -> dict[str, str]:
-    return {"CRONWAVE_JOB_ISOLATION": "thread"}
+    return dict(PIPELINE_ENV)
 
 
 def run_burst(ctx: BenchContext) -> Result:

@@ -96,6 +96,13 @@ class Backend:
         return f"{database}; {redis}"
 
 
+#: The worker of the scenarios that measure the run pipeline (burst, throughput): job
+#: bodies in threads (a job process per ``cronwave.noop`` body would measure process
+#: hand-overs, not the pipeline), and enough consumer threads that the claims of many
+#: runs due together go to the store together.
+PIPELINE_ENV = {"CRONWAVE_JOB_ISOLATION": "thread", "CRONWAVE_WORKER_THREADS": "64"}
+
+
 @dataclass(frozen=True)
 class SuiteOptions:
     """How one scenario's suite differs from the defaults."""

@@ -19,6 +19,7 @@ from typing import Any
 
 from cronwave_bench.context import BenchContext
 from cronwave_bench.harness import (
+    PIPELINE_ENV,
     SuiteOptions,
     bench_suite,
     dispatch_lead,
@@ -62,7 +63,7 @@ def _measure(ctx: BenchContext, tracing: bool) -> Variant:
     n = sizes.throughput_rate
     name = "throughput-" + ("traced" if tracing else "untraced")
     data_dir = ctx.suite_dir(name)
-    options = SuiteOptions(tracing=tracing, own_database=True)
+    options = SuiteOptions(tracing=tracing, own_database=True, env=PIPELINE_ENV)
     with bench_suite(ctx.backend, data_dir, options) as (suite, client):
         if tracing:
             ctx.span_dirs["throughput"] = data_dir

@@ -154,6 +154,7 @@ class RunningServer:
                 # Clients ping every 10 s (cronwave_core.rpc) to notice a dead peer;
                 # the server's default would answer those pings with GOAWAY.
                 ("grpc.keepalive_permit_without_calls", 1),
+                ("grpc.http2.min_ping_interval_without_data_ms", 5_000),
                 ("grpc.http2.min_recv_ping_interval_without_data_ms", 5_000),
             ],
         )

@@ -95,7 +95,7 @@ class Settings:
     gateway_database_url: str
     namespace: str
     #: How long before a fire time the planner dispatches its run (0: at the instant).
-    dispatch_lead: timedelta = timedelta(seconds=2)
+    dispatch_lead: timedelta = timedelta(seconds=5)
     extra: Mapping[str, str] = field(default_factory=dict)
 
     @classmethod
@@ -154,7 +154,7 @@ class Settings:
             gateway_database_url=env.get(PREFIX + "GATEWAY_DATABASE_URL")
             or f"sqlite:///{data_dir / 'gateway.db'}",
             namespace=env.get(PREFIX + "NAMESPACE") or "cronwave",
-            dispatch_lead=_seconds(env, "DISPATCH_LEAD", 2.0),
+            dispatch_lead=_seconds(env, "DISPATCH_LEAD", 5.0),
             extra={k: v for k, v in env.items() if k.startswith(PREFIX)},
         )
 
