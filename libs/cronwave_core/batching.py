@@ -27,6 +27,7 @@ from typing import Any, Generic, TypeVar
 import grpc
 
 from cronwave_core import fanout
+from cronwave_core.rpc import status_code
 from cronwave_core.telemetry import ATTR_HOP, ATTR_KIND
 
 log = logging.getLogger("cronwave.batching")
@@ -54,12 +55,9 @@ class ItemRefused(grpc.RpcError):
         return self._details
 
 
-_CODES = {code.value[0]: code for code in grpc.StatusCode}
-
-
 def refusal(code: int, message: str) -> ItemRefused:
     """The ``ItemRefused`` for a batch answer's ``ItemError``."""
-    return ItemRefused(_CODES.get(code, grpc.StatusCode.UNKNOWN), message)
+    return ItemRefused(status_code(code), message)
 
 
 @dataclass

@@ -216,10 +216,14 @@ def error_from_status(name: str, details: str) -> errors.CronwaveError:
 _CODES = {code.value[0]: code for code in grpc.StatusCode}
 
 
+def status_code(number: int) -> grpc.StatusCode:
+    """The gRPC status code an ``ItemError.code`` number stands for."""
+    return _CODES.get(number, grpc.StatusCode.UNKNOWN)
+
+
 def error_from_item(item: common_pb2.ItemError) -> errors.CronwaveError:
     """The cronwave error one item of a batch call was refused with."""
-    code = _CODES.get(item.code, grpc.StatusCode.UNKNOWN)
-    return error_from_status(code.name, item.message)
+    return error_from_status(status_code(item.code).name, item.message)
 
 
 def item_error(exc: errors.CronwaveError) -> common_pb2.ItemError:

@@ -19,6 +19,7 @@ from cron_planner.schedule_index import ScheduleIndex
 from cron_planner.work import InFlight, Missed, Trigger
 from cronwave_core.errors import CronwaveError
 from cronwave_core.spec import Interval, Overlap, Policy, ScheduleDef, Spec
+from tests.cron_planner.fakes import start_each
 from tests.helpers import eventually
 
 NOON = datetime(2030, 1, 7, 12, 0, tzinfo=UTC)
@@ -93,15 +94,7 @@ class Recorder:
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def start_runs(self, starts: Sequence[Start], token: int) -> list[str | CronwaveError]:
-        answers: list[str | CronwaveError] = []
-        for start in starts:
-            try:
-                answers.append(
-                    self.start_run(start.schedule_id, start.fire_time, token, start.trigger)
-                )
-            except CronwaveError as exc:
-                answers.append(exc)
-        return answers
+        return start_each(self.start_run, starts, token)
 
     def start_run(
         self,

@@ -21,6 +21,7 @@ from cron_planner.schedule_index import ScheduleIndex
 from cron_planner.work import InFlight, Missed, Trigger
 from cronwave_core.errors import CronwaveError, FailedPrecondition, InvalidArgument, Unavailable
 from cronwave_core.spec import Catchup, Overlap, Policy, ScheduleDef, Spec
+from tests.cron_planner.fakes import start_each
 from tests.helpers import eventually
 
 T0 = datetime(2030, 1, 7, 12, 0, 30, tzinfo=UTC)
@@ -53,15 +54,7 @@ class Dispatcher:
     def start_runs(self, starts: Sequence[Start], token: int) -> list[str | CronwaveError]:
         with self.lock:
             self.batches.append([s.schedule_id for s in starts])
-        answers: list[str | CronwaveError] = []
-        for start in starts:
-            try:
-                answers.append(
-                    self.start_run(start.schedule_id, start.fire_time, token, start.trigger)
-                )
-            except CronwaveError as exc:
-                answers.append(exc)
-        return answers
+        return start_each(self.start_run, starts, token)
 
     def start_run(
         self,

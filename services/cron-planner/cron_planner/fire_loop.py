@@ -471,6 +471,7 @@ class FireLoop:
         schedule whose overlap policy looks at its runs in flight waits for the next
         call, so that the first is recorded when the policy looks."""
         fires: list[Fire] = []
+        checked: list[str] = []  # schedules whose overlap policy looks at runs in flight
         seen: set[str] = set()
         later: list[Fire] = []
         stop_at = time.monotonic() + BATCH_COLLECT.total_seconds()
@@ -482,11 +483,14 @@ class FireLoop:
                 self._work.pop()
                 if self._paced_later(fire, now):
                     continue
-                if fire.schedule_id in seen and not self._allows_all(fire):
+                allows_all = self._allows_all(fire)
+                if fire.schedule_id in seen and not allows_all:
                     later.append(fire)
                     continue
                 seen.add(fire.schedule_id)
                 fires.append(fire)
+                if not allows_all:
+                    checked.append(fire.schedule_id)
                 if len(fires) >= BATCH_LIMIT:
                     break
             elif slot is not None and slot_at is not None:
@@ -497,7 +501,7 @@ class FireLoop:
                 break
         for fire in later:
             self._work.push(fire)
-        known = self._in_flight_of([f.schedule_id for f in fires if not self._allows_all(f)])
+        known = self._in_flight_of(checked)
         batch = [p for p in (self._prepare(f, token, known=known) for f in fires) if p]
         self._dispatch_batch(batch, token)
 

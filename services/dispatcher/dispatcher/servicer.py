@@ -178,14 +178,9 @@ class DispatcherServicer(pb_grpc.DispatcherServiceServicer):
         context: grpc.ServicerContext,
     ) -> None:
         requests = [
-            store_pb.RecordRunRequest(
-                schedule_id=p.start.schedule_id,
-                fire_time=dt_to_ts(p.start.fire_time),
-                trigger=p.start.trigger,  # type: ignore[arg-type]
-                fencing_token=p.start.fencing_token,
-                fencing_scope=p.start.fencing_scope,
-                idempotency_key=p.start.idempotency_key,
-                queue=p.queue,
+            _record_request(
+                p.start,
+                p.queue,
                 trace_id=f"{p.item.trace_id:032x}" if p.item else "",
                 traceparent=p.item.under_current().traceparent() if p.item else "",
             )
@@ -281,16 +276,7 @@ class DispatcherServicer(pb_grpc.DispatcherServiceServicer):
             return self._current(known), False
         try:
             recorded = self.store.RecordRun(
-                store_pb.RecordRunRequest(
-                    schedule_id=start.schedule_id,
-                    fire_time=dt_to_ts(start.fire_time),
-                    trigger=start.trigger,  # type: ignore[arg-type]
-                    fencing_token=start.fencing_token,
-                    fencing_scope=start.fencing_scope,
-                    idempotency_key=start.idempotency_key,
-                    queue=queue,
-                    trace_id=current_trace_id(),
-                )
+                _record_request(start, queue, trace_id=current_trace_id())
             )
         except grpc.RpcError as exc:
             _abort_like(context, exc)
@@ -423,6 +409,23 @@ def _start_request(request: pb.StartRunRequest, where: str = "") -> StartRequest
         fencing_token=request.fencing_token,
         fencing_scope=request.fencing_scope,
         idempotency_key=request.idempotency_key,
+    )
+
+
+def _record_request(
+    start: StartRequest, queue: str, *, trace_id: str, traceparent: str = ""
+) -> store_pb.RecordRunRequest:
+    """What the store is asked to record for ``start``, routed to ``queue``."""
+    return store_pb.RecordRunRequest(
+        schedule_id=start.schedule_id,
+        fire_time=dt_to_ts(start.fire_time),
+        trigger=start.trigger,  # type: ignore[arg-type]
+        fencing_token=start.fencing_token,
+        fencing_scope=start.fencing_scope,
+        idempotency_key=start.idempotency_key,
+        queue=queue,
+        trace_id=trace_id,
+        traceparent=traceparent,
     )
 
 
