@@ -56,7 +56,7 @@ def test_watch_streams_history_then_new_changes(stub):
             (a.schedule_id, a.revision, False, False),
             (b.schedule_id, gone.revision, False, True),
         ]
-        eventually(lambda: watcher.seen() == history, timeout=10, what="history")
+        eventually(lambda: watcher.seen() == history, timeout=30, what="history")
 
         # And changes made after it started arrive as they happen
         c = _create(stub, job).schedule
@@ -67,7 +67,7 @@ def test_watch_streams_history_then_new_changes(stub):
             (c.schedule_id, c.revision, False, False),
             (a.schedule_id, paused.revision, True, False),
         ]
-        eventually(lambda: watcher.seen() == history + live, timeout=10, what="live changes")
+        eventually(lambda: watcher.seen() == history + live, timeout=30, what="live changes")
         assert watcher.received[-1].pause_note == "hold"
         assert watcher.received[-2].spec == c.spec
     finally:
