@@ -16,7 +16,7 @@ pytestmark = pytest.mark.slow
 
 KILL_GRACE = timedelta(seconds=0.5)
 #: Scheduling, the supervisor's wake-up and the completion RPC on a busy machine.
-SLACK = timedelta(seconds=0.75)
+SLACK = timedelta(seconds=2)
 
 
 @pytest.mark.parametrize(
