@@ -33,7 +33,7 @@ log = logging.getLogger("cronwave.worker")
 DEFAULT_THREADS = 1024
 #: How long before its release instant a run leaves the heap for a pool thread, so the
 #: thread is running (and the attempt set up) when the instant comes.
-DEFAULT_RELEASE_AHEAD = timedelta(milliseconds=500)
+DEFAULT_RELEASE_AHEAD = timedelta(seconds=2)
 
 
 class HeldRuns:

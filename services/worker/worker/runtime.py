@@ -52,7 +52,7 @@ from worker.job_process import JobProcessPool
 from worker.jobs import JobContext, JobType, Registry
 from worker.outcome import Action, Decision, decide
 from worker.supervisor import AttemptResult, BeatResult, Outcome, Supervisor, describe
-from worker.timing import epoch_ns, wait_until_fire_time
+from worker.timing import epoch_ns
 
 log = logging.getLogger("cronwave.worker")
 
@@ -81,6 +81,9 @@ _STATE = {
 #: A message that arrives more than this before its run's fire time is put back with
 #: a delay instead of holding a worker slot until then.
 EARLY_LIMIT = timedelta(seconds=30)
+#: A run claimed at least this long before its fire time waits among the held runs,
+#: not in the consumer's thread (which goes back to the broker meanwhile).
+HOLD_AT_LEAST = timedelta(milliseconds=50)
 
 
 class WorkerStats:
@@ -263,12 +266,13 @@ class RunProcessor:
     ) -> bool:
         """Hand a run claimed well ahead of its fire time to the held runs (see
         ``worker.held_runs``), released by a heartbeat interval at the latest; False
-        when it is due soon enough to run in this thread."""
+        when it is due too soon for that to pay (``HOLD_AT_LEAST``): it runs in this
+        thread."""
         if self.held is None:
             return False
         now = datetime.now(UTC)
         fire_time = ts_to_dt(run.fire_time)
-        if fire_time - now <= self.held.release_ahead:
+        if fire_time - now <= HOLD_AT_LEAST:
             return False
         beat_by = now + self.registry.get(run.job_type).heartbeat_interval
         context = contextvars.copy_context()  # the message's trace context
@@ -592,8 +596,7 @@ class RunProcessor:
             job_type=run.job_type,
             on_heartbeat=supervisor.on_heartbeat,
         )
-        wait_until_fire_time(fire_time)
-        return supervisor.run(job_type.fn, ctx)
+        return supervisor.run(job_type.fn, ctx, fire_time)
 
 
 def _runs_by_id(

@@ -17,13 +17,14 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from dramatiq.threading import raise_thread_exception
 
 from worker.jobs.context import AttemptSuperseded, Checkpoint, JobContext
 from worker.jobs.registry import JobFn
+from worker.timing import GATE, epoch_ns
 
 log = logging.getLogger("cronwave.worker")
 
@@ -118,17 +119,21 @@ class Supervisor:
             raise DurationLimitExceeded(f"exceeded the duration limit of {self._limit}")
 
     # the supervising thread -----------------------------------------------------
-    def run(self, fn: JobFn, ctx: JobContext) -> AttemptResult:
-        """Run ``fn(ctx)`` to its end, its duration limit or its supersession."""
+    def run(self, fn: JobFn, ctx: JobContext, fire_time: datetime | None = None) -> AttemptResult:
+        """Run ``fn(ctx)`` to its end, its duration limit or its supersession; not
+        before ``fire_time`` (the body's thread waits for it at the process's
+        ``FireGate``, and the duration limit counts from then)."""
         box: dict[str, Any] = {}
 
         def body() -> None:
             try:
-                box["started_ns"] = time.time_ns()
+                box["started_ns"] = GATE.wait(fire_time) if fire_time else time.time_ns()
                 box["result"] = fn(ctx)
             except BaseException as exc:  # everything the job raised is its outcome
                 box["error"] = exc
             finally:
+                if fire_time is not None:  # the bodies of a burst before its completions
+                    GATE.after_start(fire_time)
                 self._wake.set()
 
         def guarded() -> None:
@@ -143,7 +148,8 @@ class Supervisor:
             target=job_context.run, args=(guarded,), name=f"job-{self._run_id}", daemon=True
         )
         start = self._monotonic()
-        deadline = start + self._limit.total_seconds()
+        early = (epoch_ns(fire_time) - time.time_ns()) / 1e9 if fire_time else 0.0
+        deadline = start + max(early, 0.0) + self._limit.total_seconds()
         next_beat = start + self._interval
         thread.start()
         while not self._wake.wait(max(0.0, min(deadline, next_beat) - self._monotonic())):

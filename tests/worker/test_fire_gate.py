@@ -1,0 +1,83 @@
+"""The fire gate: bodies held for one instant wake together at it, never before, and
+the work after a body waits until every body of its instant has started."""
+
+from __future__ import annotations
+
+import threading
+from datetime import UTC, datetime, timedelta
+
+from tests.worker.test_supervisor import ctx_for
+from worker.supervisor import BeatResult, Outcome, Supervisor
+from worker.timing import FireGate, epoch_ns
+
+BODIES = 200
+
+
+def _wait_all(threads: list[threading.Thread]) -> None:
+    for thread in threads:
+        thread.join(timeout=30)
+    assert not any(t.is_alive() for t in threads)
+
+
+def test_bodies_held_for_an_instant_start_at_it_not_before() -> None:
+    gate = FireGate()
+    fire = datetime.now(UTC) + timedelta(milliseconds=400)
+    later = fire + timedelta(milliseconds=200)
+    started: dict[str, list[int]] = {"fire": [], "later": []}
+    lock = threading.Lock()
+
+    def body(name: str, instant: datetime) -> None:
+        at = gate.wait(instant)
+        with lock:
+            started[name].append(at)
+
+    instants = [("later", later) if i % 4 == 0 else ("fire", fire) for i in range(BODIES)]
+    threads = [threading.Thread(target=body, args=instant) for instant in instants]
+    for thread in threads:
+        thread.start()
+    _wait_all(threads)
+    assert len(started["fire"]) + len(started["later"]) == BODIES
+    assert min(started["fire"]) >= epoch_ns(fire)
+    assert min(started["later"]) >= epoch_ns(later)
+
+
+def test_an_instant_that_has_passed_does_not_wait() -> None:
+    gate = FireGate()
+    past = datetime.now(UTC) - timedelta(seconds=1)
+    assert gate.wait(past) >= epoch_ns(past)
+    gate.after_start(past)  # nothing waited for it: returns at once
+
+
+def test_the_work_after_a_body_waits_for_every_body_of_its_instant() -> None:
+    gate = FireGate()
+    fire = datetime.now(UTC) + timedelta(milliseconds=300)
+    started: list[int] = []
+    after: list[int] = []
+    lock = threading.Lock()
+
+    def body() -> None:
+        at = gate.wait(fire)
+        with lock:
+            started.append(at)
+        gate.after_start(fire, timeout=30)
+        with lock:
+            after.append(len(started))
+
+    threads = [threading.Thread(target=body) for _ in range(BODIES)]
+    for thread in threads:
+        thread.start()
+    _wait_all(threads)
+    # Every body's follow-up saw all the bodies of the instant started.
+    assert after == [BODIES] * BODIES
+
+
+def test_a_supervised_body_starts_at_its_fire_time_and_its_limit_counts_from_it() -> None:
+    fire = datetime.now(UTC) + timedelta(milliseconds=300)
+    # A duration limit shorter than the wait for the fire time: it counts from the
+    # fire time, so the body is not stopped while it waits.
+    supervisor = Supervisor(
+        lambda _: BeatResult.OK, timedelta(seconds=10), timedelta(milliseconds=200)
+    )
+    result = supervisor.run(lambda ctx: {"ok": True}, ctx_for(supervisor), fire)
+    assert result.outcome is Outcome.SUCCEEDED, result
+    assert result.body_started_ns >= epoch_ns(fire)
