@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Mapping
+import uuid
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -33,6 +34,7 @@ __all__ = [
     "RunMessage",
     "UndecodableRunMessage",
     "actor_name_for",
+    "enqueue_many",
     "make_broker",
     "validate_queue_name",
 ]
@@ -65,6 +67,40 @@ def make_broker(settings: Settings) -> RedisBroker:
     """A Redis broker for ``settings.redis_url`` whose keys live under
     ``settings.namespace``. It is not installed as dramatiq's global broker."""
     return RedisBroker(url=settings.redis_url, namespace=settings.namespace)
+
+
+def enqueue_many(broker: RedisBroker, messages: Sequence[dramatiq.Message[Any]]) -> None:
+    """Put ``messages`` on their queues in one round trip to Redis: the broker's own
+    enqueue script, once per message, in a pipeline. Each message is enqueued as
+    ``broker.enqueue`` does it (a fresh Redis message id, the middleware told before
+    and after), without a delay. Raises what the pipeline raised: then none of them
+    may be queued, or some; a run whose message was lost is sent again by the
+    sweeper, and a second message for a run is refused by its claim."""
+    if not messages:
+        return
+    dispatch = broker.scripts["dispatch"]
+    pipe = broker.client.pipeline(transaction=False)
+    sent: list[dramatiq.Message[Any]] = []
+    for original in messages:
+        message = original.copy(options={"redis_message_id": str(uuid.uuid4())})
+        broker.emit_before("enqueue", message, None)
+        args = [
+            "enqueue",
+            int(time.time() * 1000),
+            message.queue_name,
+            broker.broker_id,
+            broker.heartbeat_timeout,
+            broker.dead_message_ttl,
+            0,  # no maintenance: the broker's own calls do it now and then
+            broker._max_unpack_size(),
+            message.options["redis_message_id"],
+            message.encode(),
+        ]
+        dispatch(keys=[broker.namespace], args=args, client=pipe)
+        sent.append(message)
+    pipe.execute()
+    for message in sent:
+        broker.emit_after("enqueue", message, None)
 
 
 def validate_queue_name(queue: str, field: str = "queue") -> str:

@@ -5,6 +5,7 @@ reach the caller unchanged."""
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import grpc
 import pytest
@@ -14,7 +15,8 @@ from cronwave.v1 import common_pb2
 from cronwave.v1 import dispatcher_service_pb2 as pb
 from cronwave.v1 import workflow_store_service_pb2 as store_pb
 from cronwave_core.convert import dt_to_ts, ts_to_dt
-from tests.dispatcher.cluster import Cluster
+from tests.dispatcher.cluster import Cluster, running_cluster
+from tests.failover.support import TcpProxy
 from tests.helpers import eventually
 
 pytestmark = pytest.mark.slow
@@ -214,3 +216,44 @@ def test_a_malformed_start_refuses_the_whole_batch_by_name(cluster: Cluster) -> 
     # nothing was written: not even the well-formed start
     runs = cluster.store.ListRuns(store_pb.ListRunsRequest(schedule_id=schedule_id), timeout=10)
     assert list(runs.runs) == []
+
+
+def test_a_batch_whose_broker_is_away_is_recorded_and_answered_unavailable(
+    tmp_path: Path, database_url: str, redis_url: str, namespace: str
+) -> None:
+    # Given a cluster that reaches Redis through a proxy
+    target = redis_url.removeprefix("redis://").split("/", 1)[0]
+    proxy = TcpProxy(target)
+    try:
+        proxied = f"redis://{proxy.address}/{redis_url.rsplit('/', 1)[-1]}"
+        with running_cluster(tmp_path / "cluster", database_url, proxied, namespace) as cluster:
+            schedule_id = cluster.schedule("cronwave.noop")
+            day = datetime(2024, 6, 1, 2, tzinfo=UTC)
+            # When Redis is cut off and a batch of two starts comes in
+            proxy.close()
+            answer = cluster.dispatcher.StartRuns(
+                pb.StartRunsRequest(
+                    starts=[
+                        _start_item(schedule_id, day, 1),
+                        _start_item(schedule_id, day + timedelta(hours=1), 1),
+                    ]
+                ),
+                timeout=30,
+            )
+            # Then each start is answered UNAVAILABLE, naming its run and the broker
+            for result in answer.results:
+                assert result.error.code == grpc.StatusCode.UNAVAILABLE.value[0]
+                assert "could not be queued" in result.error.message
+                assert "CRONWAVE_REDIS_URL" in result.error.message
+            # and each run is recorded, with the failed enqueue in its history, for the
+            # sweeper to send once it is overdue
+            runs = cluster.store.ListRuns(
+                store_pb.ListRunsRequest(schedule_id=schedule_id), timeout=10
+            ).runs
+            assert {ts_to_dt(r.fire_time) for r in runs} == {day, day + timedelta(hours=1)}
+            for run in runs:
+                assert run.state == common_pb2.RUN_STATE_PENDING
+                events = cluster.events(run.run_id)
+                assert in_order(events, "recorded", "enqueued", "enqueue_failed"), events
+    finally:
+        proxy.close()

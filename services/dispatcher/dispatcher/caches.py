@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -84,6 +85,23 @@ class RouteCache:
         route = Route.decode(raw) if raw is not None else None
         return route, hit if route is not None else "miss"
 
+    def cached_many(
+        self, schedule_ids: Sequence[str], *, control: CacheControl, fault_keys: Sequence[str]
+    ) -> list[Route | None]:
+        """``cached`` for a batch of starts: one look-up span, one round trip."""
+        raw = self.cache.lookup_many(schedule_ids, control=control, fault_keys=fault_keys)
+        return [Route.decode(value) if value is not None else None for value in raw]
+
+    def learn_many(self, runs: Sequence[common_pb2.Run]) -> None:
+        """``learn`` for a batch of runs: one round trip."""
+        self.cache.fill_many(
+            [
+                (run.schedule_id, Route(run.job_type, run.queue).encode())
+                for run in runs
+                if run.job_type and run.queue
+            ]
+        )
+
     def learn(self, run: common_pb2.Run) -> None:
         """Remember the route the store gave ``run`` (its job type's queue)."""
         if run.job_type and run.queue:
@@ -114,12 +132,26 @@ class DedupCache:
 
     def lookup(self, key: str, control: CacheControl) -> common_pb2.Run | None:
         raw, _ = self.cache.lookup(key, control=control)
-        if raw is None:
-            return None
-        try:
-            return common_pb2.Run.FromString(raw)
-        except Exception:  # an entry written by another version: treat as a miss
-            return None
+        return _run(raw)
+
+    def lookup_many(
+        self, keys: Sequence[str], control: CacheControl
+    ) -> list[common_pb2.Run | None]:
+        """``lookup`` for a batch of starts: one look-up span, one round trip."""
+        return [_run(raw) for raw in self.cache.lookup_many(keys, control=control)]
+
+    def remember_many(self, entries: Sequence[tuple[str, common_pb2.Run]]) -> None:
+        """``remember`` for a batch of runs: one round trip."""
+        self.cache.fill_many([(key, run.SerializeToString()) for key, run in entries])
 
     def remember(self, key: str, run: common_pb2.Run) -> None:
         self.cache.fill(key, run.SerializeToString())
+
+
+def _run(raw: bytes | None) -> common_pb2.Run | None:
+    if raw is None:
+        return None
+    try:
+        return common_pb2.Run.FromString(raw)
+    except Exception:  # an entry written by another version: treat as a miss
+        return None

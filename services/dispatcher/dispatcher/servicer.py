@@ -34,7 +34,7 @@ from cronwave_core.convert import dt_to_ts, ts_to_dt
 from cronwave_core.errors import InvalidArgument, Unavailable
 from cronwave_core.fanout import ATTR_BATCH_SIZE
 from cronwave_core.faults import Faults, run_key
-from cronwave_core.queueing import DEFAULT_QUEUE, RunMessage
+from cronwave_core.queueing import DEFAULT_QUEUE, RunMessage, enqueue_many
 from cronwave_core.rpc import item_error
 from cronwave_core.telemetry import (
     ATTR_FIRE_TIME,
@@ -118,27 +118,47 @@ class DispatcherServicer(pb_grpc.DispatcherServiceServicer):
     def StartRuns(
         self, request: pb.StartRunsRequest, context: grpc.ServicerContext
     ) -> pb.StartRunsResponse:
-        """Many scheduled starts: looked up and routed one by one, recorded in one
-        store call, queued together. Each item is answered as its StartRun would be."""
+        """Many scheduled starts: looked up together (one round trip to Redis per
+        cache), recorded in one store call, queued in one round trip. Each item is
+        answered as its StartRun would be."""
         with hop_span("dispatch.start_runs", "dispatch", "app") as span:
             starts = _batch_starts(request)
             span.set_attribute(ATTR_BATCH_SIZE, len(starts))
             control = CacheControl.from_metadata(context.invocation_metadata())
+            keys = [run_key(start.schedule_id, start.fire_time) for start, _ in starts]
+            known = self._known_many(keys, control)
+            routes = self._routes_many([start.schedule_id for start, _ in starts], keys, control)
             pending: list[_Pending] = []
             results = [pb.StartRunResult() for _ in starts]
             for index, (start, item) in enumerate(starts):
+                run = known[index]
                 with _item_context(item):
-                    known, queue = self._look_up(start, control, cached_routes=True)
-                    if known is not None:
+                    # As in _look_up, a start with an older token goes on to the store.
+                    if run is not None and start.fencing_token >= run.fencing_token:
                         results[index].started.CopyFrom(
-                            pb.StartRunResponse(run=self._current(known), created=False)
+                            pb.StartRunResponse(run=self._current(run), created=False)
                         )
-                if known is not None:
-                    continue
-                pending.append(_Pending(index, start, item, queue))
+                        continue
+                    self.faults.inject("dispatch", "app", keys[index])
+                pending.append(_Pending(index, start, item, routes[index]))
             if pending:
                 self._record_batch(pending, results, context)
             return pb.StartRunsResponse(results=results)
+
+    def _known_many(self, keys: list[str], control: CacheControl) -> list[common_pb2.Run | None]:
+        if self.dedup is None:
+            return [None] * len(keys)
+        return self.dedup.lookup_many(keys, control)
+
+    def _routes_many(
+        self, schedule_ids: list[str], keys: list[str], control: CacheControl
+    ) -> list[str]:
+        """The queue of each start as the route cache knows it; "" lets the store
+        choose (and ``learn`` the route from its answer)."""
+        if self.routes is None:
+            return [""] * len(schedule_ids)
+        found = self.routes.cached_many(schedule_ids, control=control, fault_keys=keys)
+        return [route.queue if route is not None else "" for route in found]
 
     def _look_up(
         self,
@@ -147,12 +167,9 @@ class DispatcherServicer(pb_grpc.DispatcherServiceServicer):
         span: trace.Span | None = None,
         *,
         dedupe: bool = True,
-        cached_routes: bool = False,
     ) -> tuple[common_pb2.Run | None, str]:
         """The run the de-duplication cache knows for ``start`` (a duplicate), else
-        None and the queue the start is routed to ("" lets the store choose; with
-        ``cached_routes`` it does so for a route the cache does not know, instead of
-        asking the store for it first)."""
+        None and the queue the start is routed to ("" lets the store choose)."""
         key = run_key(start.schedule_id, start.fire_time)
         if dedupe and self.dedup is not None:
             known = self.dedup.lookup(key, control)
@@ -162,8 +179,7 @@ class DispatcherServicer(pb_grpc.DispatcherServiceServicer):
                 return known, ""
         queue = ""
         if self.routes is not None:
-            find = self.routes.cached if cached_routes else self.routes.route
-            route, _ = find(start.schedule_id, control=control, fault_key=key)
+            route, _ = self.routes.route(start.schedule_id, control=control, fault_key=key)
             if route is not None:
                 queue = route.queue
                 if span is not None:
@@ -191,31 +207,40 @@ class DispatcherServicer(pb_grpc.DispatcherServiceServicer):
         except grpc.RpcError as exc:
             _abort_like(context, exc)
         created: list[tuple[_Pending, common_pb2.Run]] = []
+        recorded_runs: list[tuple[_Pending, common_pb2.Run]] = []
         for p, result in zip(pending, recorded.results, strict=True):
             if result.HasField("error"):
                 results[p.index].error.CopyFrom(result.error)
                 continue
             run = result.recorded.run
             if p.item is not None:  # the copies of this batch's spans name the run
-                p.item.attributes[ATTR_RUN_ID] = run.run_id
-            with _item_context(p.item):  # the caches' fill spans are this run's alone
-                if self.dedup is not None:
-                    self.dedup.remember(run_key(p.start.schedule_id, p.start.fire_time), run)
-                if self.routes is not None and not p.queue:
-                    self.routes.learn(run)
+                p.item.attributes.update(
+                    {
+                        ATTR_RUN_ID: run.run_id,
+                        ATTR_JOB_TYPE: run.job_type,
+                        ATTR_QUEUE: run.queue or DEFAULT_QUEUE,
+                    }
+                )
+            recorded_runs.append((p, run))
             results[p.index].started.CopyFrom(
                 pb.StartRunResponse(run=run, created=result.recorded.created)
             )
             if result.recorded.created:
                 created.append((p, run))
+        if self.dedup is not None:
+            self.dedup.remember_many(
+                [(run_key(p.start.schedule_id, p.start.fire_time), run) for p, run in recorded_runs]
+            )
+        if self.routes is not None:
+            self.routes.learn_many([run for p, run in recorded_runs if not p.queue])
         if created:
             self._enqueue_batch(created, results)
 
     def _enqueue_batch(
         self, created: list[tuple[_Pending, common_pb2.Run]], results: list[pb.StartRunResult]
     ) -> None:
-        """Queue the new runs, their ``enqueued`` events first (one store call), so a
-        run's history never shows its claim before its enqueue."""
+        """Queue the new runs in one round trip, their ``enqueued`` events first (one
+        store call), so a run's history never shows its claim before its enqueue."""
         self._events(
             [
                 store_pb.AppendRunEventRequest(
@@ -224,22 +249,31 @@ class DispatcherServicer(pb_grpc.DispatcherServiceServicer):
                 for _, run in created
             ]
         )
-        for p, run in created:
-            fire_time = ts_to_dt(run.fire_time)
-            attrs: dict[str, Any] = {
-                **run_attributes(run.run_id, run.schedule_id, fire_time.isoformat()),
-                ATTR_JOB_TYPE: run.job_type,
-                ATTR_TRIGGER: trigger_name(p.start.trigger),
-            }
-            with (
-                _item_context(p.item),
-                run_baggage({**attrs, ATTR_QUEUE: run.queue or DEFAULT_QUEUE}),
-            ):
-                try:
-                    self._send(run, attrs)
-                except Unavailable as exc:
+        attrs = {ATTR_BATCH_SIZE: len(created)}
+        with hop_span("dispatch.enqueue", "dispatch", "queue", attrs):
+            messages = []
+            for p, run in created:
+                # Each message carries its run's copy of this span as its parent.
+                with _item_context(p.item), run_baggage(_message_baggage(p.start, run)):
+                    messages.append(RunMessage.for_run(run).to_message())
+            try:
+                enqueue_many(self.broker, messages)
+            except Exception as exc:  # redis down, or refused the write
+                queues = sorted({run.queue or DEFAULT_QUEUE for _, run in created})
+                log.error("%d runs: enqueue on %s failed: %s", len(created), queues, exc)
+                self._events(
+                    [
+                        store_pb.AppendRunEventRequest(
+                            run_id=run.run_id,
+                            kind="enqueue_failed",
+                            detail=f"{run.queue or DEFAULT_QUEUE}: {type(exc).__name__}: {exc}",
+                        )
+                        for _, run in created
+                    ]
+                )
+                for p, run in created:
                     results[p.index].ClearField("started")
-                    results[p.index].error.CopyFrom(item_error(exc))
+                    results[p.index].error.CopyFrom(item_error(_unqueued(run, exc)))
 
     def _start(
         self,
@@ -319,10 +353,7 @@ class DispatcherServicer(pb_grpc.DispatcherServiceServicer):
             except Exception as exc:  # redis down, or refused the write
                 log.error("run %s: enqueue on %s failed: %s", run.run_id, queue, exc)
                 self._event(run.run_id, "enqueue_failed", f"{queue}: {type(exc).__name__}: {exc}")
-                raise Unavailable(
-                    f"run '{run.run_id}' is recorded but could not be queued on '{queue}': "
-                    f"{exc}; the broker (CRONWAVE_REDIS_URL) is unreachable"
-                ) from exc
+                raise _unqueued(run, exc) from exc
 
     def _current(self, known: common_pb2.Run) -> common_pb2.Run:
         """The run a duplicate start stands for, as it is now: from the run-status
@@ -427,6 +458,23 @@ def _record_request(
         trace_id=trace_id,
         traceparent=traceparent,
     )
+
+
+def _unqueued(run: common_pb2.Run, exc: Exception) -> Unavailable:
+    return Unavailable(
+        f"run '{run.run_id}' is recorded but could not be queued on "
+        f"'{run.queue or DEFAULT_QUEUE}': {exc}; the broker (CRONWAVE_REDIS_URL) is unreachable"
+    )
+
+
+def _message_baggage(start: StartRequest, run: common_pb2.Run) -> dict[str, Any]:
+    """What a run's message carries for the worker's spans to name the run."""
+    return {
+        **run_attributes(run.run_id, run.schedule_id, ts_to_dt(run.fire_time).isoformat()),
+        ATTR_JOB_TYPE: run.job_type,
+        ATTR_TRIGGER: trigger_name(start.trigger),
+        ATTR_QUEUE: run.queue or DEFAULT_QUEUE,
+    }
 
 
 @contextmanager
