@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 import pytest
@@ -16,7 +17,7 @@ from cronwave_waterfall import load_spans
 from workflow_store.db import Database, create_engine
 
 
-def test_each_statement_and_checkout_is_a_span_under_the_current_one(tmp_path: Path):
+def test_each_statement_is_a_span_under_the_current_one(tmp_path: Path):
     # Given an engine traced by a provider that writes the span store
     provider = TracerProvider(resource=Resource.create({"service.name": "workflow-store"}))
     provider.add_span_processor(RunAttributesProcessor())
@@ -40,13 +41,14 @@ def test_each_statement_and_checkout_is_a_span_under_the_current_one(tmp_path: P
     database.dispose()
     provider.shutdown()
 
-    # Then every checkout and statement is a CLIENT span of the run, named and
-    # described as OpenTelemetry's SQLAlchemy instrumentation names them
+    # Then every statement is a CLIENT span of the run, named and described as
+    # OpenTelemetry's SQLAlchemy instrumentation names them (a checkout from a pool
+    # with free connections is none)
     spans = [s for s in load_spans(tmp_path) if s.attributes.get("cronwave.run_id") == "run-1"]
     root = next(s for s in spans if s.name == "RecordRun")
     sql = [s for s in spans if s is not root]
     names = sorted(s.name.split(" ")[0] for s in sql)
-    assert names == ["BEGIN"] * 4 + ["INSERT"] * 2 + ["SELECT"] * 2 + ["connect"] * 4
+    assert names == ["BEGIN"] * 4 + ["INSERT"] * 2 + ["SELECT"] * 2
     assert all(s.span_kind == "CLIENT" and s.parent_span_id == root.span_id for s in sql)
     assert all(s.attributes["db.system"] == "sqlite" for s in sql)
     assert all(s.attributes["db.name"] == str(db_file) for s in sql)
@@ -75,12 +77,35 @@ def test_an_untraced_engine_makes_no_spans(tmp_path: Path):
         engine.dispose()
     provider.shutdown()
 
-    # Then only the traced one's checkout and statement are spans, and the plain one
-    # is the stock engine
-    assert sorted(s.name.split(" ")[0] for s in load_spans(tmp_path)) == [
-        "BEGIN",
-        "SELECT",
-        "connect",
-    ]
+    # Then only the traced one's statement is a span (and its checkout, if opening the
+    # connection took a millisecond or more), and the plain one is the stock engine
+    names = sorted(s.name.split(" ")[0] for s in load_spans(tmp_path))
+    assert [name for name in names if name != "connect"] == ["BEGIN", "SELECT"]
     assert type(plain) is sa.Engine
     assert trace.get_current_span() is trace.INVALID_SPAN
+
+
+def test_a_checkout_that_waited_for_the_pool_is_a_connect_span(tmp_path: Path):
+    # Given a traced engine whose every pooled connection is held
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(JsonLinesSpanExporter(tmp_path / "spans", "s")))
+    engine = create_engine(f"sqlite:///{tmp_path / 'a.db'}", tracer_provider=provider)
+    held = [engine.connect() for _ in range(engine.pool.size() + engine.pool._max_overflow)]  # type: ignore[attr-defined]
+    release = threading.Timer(0.2, held[0].close)
+
+    # When one more checkout has to wait until one of them is given back
+    release.start()
+    try:
+        with engine.connect() as conn:
+            conn.execute(sa.text("SELECT 1"))
+    finally:
+        release.join(timeout=10)
+        for conn in held:
+            conn.close()
+        engine.dispose()
+        provider.shutdown()
+
+    # Then that checkout is a connect span as long as the wait (the others are spans
+    # only if opening their connection took a millisecond or more)
+    waits = [s.duration_ns / 1e6 for s in load_spans(tmp_path) if s.name == "connect"]
+    assert len([ms for ms in waits if ms >= 150]) == 1, waits

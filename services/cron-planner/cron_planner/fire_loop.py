@@ -570,8 +570,6 @@ class FireLoop:
         attrs = run_attributes("", fire.schedule_id, iso(fire.fire_time))
         with trace.use_span(root, end_on_exit=False):
             root.set_attribute(ATTR_TRIGGER, fire.trigger.value)
-            with hop_span("plan due fire", hop="plan", kind="app", attributes=attrs):
-                now = self._clock.now()
             # The lease as the elector holds it in the process: a local look-up.
             lease = {**attrs, ATTR_CACHE_NAME: "lease", ATTR_CACHE_HIT: "local"}
             with hop_span("leader token", hop="leader", kind="cache", attributes=lease):
@@ -580,19 +578,25 @@ class FireLoop:
                 root.set_attribute("cronwave.planner.outcome", "not leader; left to the next term")
                 return None
             cancel: list[InFlight] = []
-            if not checked:
-                try:
-                    with hop_span("plan overlap", hop="plan", kind="app", attributes=attrs):
+            chosen: Fire | None = fire
+            # One span for the planning of this fire: the clock, and the overlap check
+            # when the batch did not decide it for every fire at once.
+            try:
+                with hop_span("plan due fire", hop="plan", kind="app", attributes=attrs) as plan:
+                    now = self._clock.now()
+                    if not checked:
+                        plan.set_attribute("cronwave.planner.overlap_checked", True)
                         chosen, cancel = self._overlap(fire, schedule, token, now, known)
-                except Unavailable as exc:
-                    self._retry_or_give_up(fire, token, exc, now)
-                    return None
-                except CronwaveError as exc:
-                    self._give_up(fire, token, f"overlap check failed: {exc.message}", now)
-                    return None
-                if chosen is None:
-                    root.set_attribute("cronwave.planner.outcome", "overlap: not started now")
-                    return None
+            except Unavailable as exc:
+                self._retry_or_give_up(fire, token, exc, now)
+                return None
+            except CronwaveError as exc:
+                self._give_up(fire, token, f"overlap check failed: {exc.message}", now)
+                return None
+            if chosen is None:
+                root.set_attribute("cronwave.planner.outcome", "overlap: not started now")
+                return None
+            if chosen is not fire:
                 fire = chosen
                 root.set_attributes(run_attributes("", fire.schedule_id, iso(fire.fire_time)))
             for run in cancel:

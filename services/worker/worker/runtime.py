@@ -178,20 +178,25 @@ class RunProcessor:
             hop="pickup",
         )
         self.completions: Coalescer[store_pb.CompleteRunRequest, store_pb.CompleteRunResponse] = (
-            Coalescer(
-                "complete",
-                lambda requests: results_of(
-                    store.CompleteRuns(store_pb.CompleteRunsRequest(completions=requests)).results,
-                    "completion",
-                ),
-                _with_traceparent,
-                hop="complete",
-            )
+            Coalescer("complete", self._complete_many, _with_traceparent, hop="complete")
         )
 
         self.runs: Coalescer[store_pb.GetRunRequest, common_pb2.Run] = Coalescer(
             "get", lambda requests: _runs_by_id(store, requests), _with_traceparent, hop="pickup"
         )
+
+    def _complete_many(
+        self, requests: list[store_pb.CompleteRunRequest]
+    ) -> list[store_pb.CompleteRunResponse | BaseException]:
+        """A batch of completions in one store call; the runs it ended go to the
+        run-status cache together, once they are durable."""
+        answers: list[store_pb.CompleteRunResponse | BaseException] = results_of(
+            self.store.CompleteRuns(store_pb.CompleteRunsRequest(completions=requests)).results,
+            "completion",
+        )
+        if self.run_status is not None:
+            self.run_status.put_many([a.run for a in answers if not isinstance(a, BaseException)])
+        return answers
 
     def close(self) -> None:
         """Send the claims and completions still queued; refuse new ones."""
@@ -500,8 +505,6 @@ class RunProcessor:
             span.set_attribute("cronwave.completed", False)
             return
         span.set_attribute("cronwave.completed", response.changed)
-        if self.run_status is not None:
-            self.run_status.put(response.run)  # kept only if terminal
         if decision.action is Action.RETRY and response.changed:
             self._enqueue_retry(response.run, decision.retry_after)
 

@@ -9,6 +9,7 @@ what a row lock (``SELECT ... FOR UPDATE``) gives on PostgreSQL.
 from __future__ import annotations
 
 import re
+import time
 import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -18,7 +19,6 @@ from typing import Any
 import sqlalchemy as sa
 from alembic import command
 from alembic.config import Config
-from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.instrumentation import _semconv as semconv
 from opentelemetry.instrumentation.sqlalchemy import __version__ as _instrumentation_version
@@ -78,13 +78,17 @@ def create_engine(
 
 
 # SQL spans. They are the ones OpenTelemetry's SQLAlchemy instrumentation makes (same
-# names, kinds, attributes and nesting: a CLIENT span per statement with its text, and
-# a ``connect`` span around each connection checkout), made for this engine only and
-# at a fraction of the cost: the attributes of a statement are worked out once per
+# names, kinds and attributes: a CLIENT span per statement with its text, and a
+# ``connect`` span for a connection checkout), made for this engine only and at a
+# fraction of the cost: the attributes of a statement are worked out once per
 # distinct statement text (the compiled cache hands back the same few dozen strings)
-# instead of once per execution, and given to the span when it starts.
+# instead of once per execution, and given to the span when it starts; and a checkout
+# is a span only when it waited.
 
 _MAX_STATEMENTS = 4096  # distinct statement texts remembered per engine
+#: A checkout that took this long or longer is a ``connect`` span (database time of
+#: the caller's hop): it waited for the pool, or for a new connection.
+SLOW_CHECKOUT_NS = 1_000_000
 _tracers: weakref.WeakKeyDictionary[sa.Engine, _SqlSpans] = weakref.WeakKeyDictionary()
 
 
@@ -125,19 +129,28 @@ class _SqlSpans:
         self._comment = re.compile(r"^/\*.*?\*/")
 
     def connect(self, engine: sa.Engine) -> sa.Connection:
-        span = self._tracer.start_span(
-            "connect", kind=SpanKind.CLIENT, attributes=self._connect_attrs
-        )
-        token = otel_context.attach(trace.set_span_in_context(span))
+        """A checkout; a ``connect`` span when it waited (``SLOW_CHECKOUT_NS`` or
+        more: a pool with no free connection, a connection being opened), drawn once
+        it is over, as the worker draws its queue time. A checkout that takes
+        microseconds is not worth a span each time."""
+        started = time.time_ns()
         try:
-            return sa.Engine.connect(engine)
+            connection = sa.Engine.connect(engine)
         except Exception as exc:
+            self._draw_connect(started, exc)
+            raise
+        if time.time_ns() - started >= SLOW_CHECKOUT_NS:
+            self._draw_connect(started)
+        return connection
+
+    def _draw_connect(self, started: int, exc: Exception | None = None) -> None:
+        span = self._tracer.start_span(
+            "connect", kind=SpanKind.CLIENT, attributes=self._connect_attrs, start_time=started
+        )
+        if exc is not None:
             span.record_exception(exc)
             span.set_status(Status(StatusCode.ERROR, f"{type(exc).__name__}: {exc}"))
-            raise
-        finally:
-            otel_context.detach(token)
-            span.end()
+        span.end()
 
     def before_execute(
         self, conn: sa.Connection, cursor: Any, statement: str, _p: Any, context: Any, _m: bool
