@@ -5,16 +5,20 @@ Each test starts a suite with ``CRONWAVE_FAULT`` set, drives a few hundred runs 
 end, one at a time, stops the suite (so every span is flushed) and analyses its span
 files.
 
-The delays are sized for a busy shared test machine. A run takes ~30 ms there, but
-about one run in 200 stalls for 100 to 500 ms on the host (CPU throttling, a SQLite
-commit waiting on the disk). The p99 tail of 400 runs is 4 runs: for the injected delay
-to be what they are made of, it must stand above those stalls, and enough runs must
-carry it (3%: about 12) that the 4 slowest are theirs. A smaller delay would hide among
-the stalls, and the tool would rightly blame them.
+The delay must stand above the machine's own stalls. A run takes ~30 ms here; about
+one run in 100 to 200 stalls on the host for 30 to 90 ms (a PostgreSQL commit waiting
+on a shared disk, CPU steal), and on a busy machine for up to 500 ms. The p99 tail of
+400 runs is 4 runs: for the injected delay to be what they are made of, it must stand
+above those stalls, and enough runs must carry it (3%: about 12) that the 4 slowest
+are theirs. So the suite injects ``CRONWAVE_TRUTH_DELAY_MS`` (300 ms by default);
+``CRONWAVE_TRUTH_DELAY_MS=50`` runs the same tests at 50 ms, which pass on a quiet
+machine when its stalls stay below the injected runs (see docs/benchmarks.md). A delay
+that hides among the stalls is rightly not blamed alone: the tail is then the stalls'.
 """
 
 from __future__ import annotations
 
+import os
 from datetime import timedelta
 
 import pytest
@@ -28,6 +32,7 @@ pytestmark = pytest.mark.slow
 
 RUNS = 400
 FRACTION = 0.03
+DELAY_MS = int(os.environ.get("CRONWAVE_TRUTH_DELAY_MS", "300"))
 
 
 def _case(hop: str, kind: str, ms: int) -> object:
@@ -36,9 +41,9 @@ def _case(hop: str, kind: str, ms: int) -> object:
 
 
 CASES = [
-    _case("persist", "database", 600),
-    _case("pickup", "queue", 700),
-    _case("dispatch", "cache", 500),
+    _case("persist", "database", DELAY_MS),
+    _case("pickup", "queue", DELAY_MS),
+    _case("dispatch", "cache", DELAY_MS),
 ]
 
 
@@ -73,6 +78,7 @@ def test_the_tail_is_blamed_on_the_injected_delay(make_suite, namespace, fault) 
     assert f"{fault.kind} in {fault.hop}" in tail.headline, why
     # with the delay it adds, within 20%
     assert top.excess_ms == pytest.approx(delay_ms, rel=0.2), why
+    print(f"injected {delay_ms:g} ms into {fault.kind} in {fault.hop}; {why}")
 
 
 def _explain(tail: TailAttribution, runs: list[Run], slowed: set[str]) -> str:
