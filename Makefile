@@ -34,7 +34,7 @@ typecheck: setup
 # Most tests wait on real processes, so four run at once; the timing-truth tests
 # then run alone. (pytest exits 5 when a selection is empty.)
 pytest: setup
-	$(BIN)/python -m pytest -n 4 -m "not serial" $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -n 4 --dist worksteal -m "not serial" $(PYTEST_ARGS)
 	$(BIN)/python -m pytest -m serial $(PYTEST_ARGS) || [ $$? -eq 5 ]
 
 bench: setup

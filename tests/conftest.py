@@ -46,10 +46,16 @@ def pytest_configure(config: pytest.Config) -> None:
 SERIAL_FILES = {"test_truth.py"}
 
 
+# Files whose tests take minutes each: they go first, so that the parallel part does
+# not end with one of them still running alone.
+LONG_FILES = ("test_many_failovers.py", "test_kill_recovery.py", "test_runner_smoke.py")
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         if Path(str(item.path)).name in SERIAL_FILES:
             item.add_marker(pytest.mark.serial)
+    items.sort(key=lambda item: Path(str(item.path)).name not in LONG_FILES)
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
