@@ -46,15 +46,14 @@ import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from tempfile import TemporaryDirectory
 from typing import Any, overload
 
 from cronwave_bench.context import BenchContext
-from cronwave_bench.harness import Backend, SuiteOptions, bench_suite
+from cronwave_bench.harness import Backend, SuiteOptions, bench_suite, own_database
 from cronwave_bench.report import Result, fmt_ms
 
 TARGET_MIB = 200.0
@@ -163,8 +162,11 @@ def _measure(
         "distinct_specs": distinct or n,
         "database": backend.database,
     }
-    with _own_database(backend) as database_url:
-        suite_backend = Backend(database_url=database_url, redis_url=backend.redis_url)
+    # A database of its own (PostgreSQL) or the suite's own SQLite file: 100,000
+    # schedules never reach another scenario.
+    with own_database(backend, "planner_memory") as own:
+        database_url = own.database_url if own.database == "postgresql" else None
+        suite_backend = replace(own, database_url=database_url)
         # No dispatch lead: the probe measures fire time -> run recorded, not how far
         # ahead of its fire time a run may be prepared.
         env = {"CRONWAVE_LEASE_TTL": "5", "CRONWAVE_DISPATCH_LEAD": "0"}
@@ -291,30 +293,6 @@ def _wait(check: Callable[[], Any], what: str, timeout: float = 120) -> Any:
             return value
         time.sleep(0.1)
     raise TimeoutError(f"planner-memory: waited {timeout:.0f}s for {what}")
-
-
-@contextmanager
-def _own_database(backend: Backend) -> Iterator[str | None]:
-    """A database of its own on the backend's PostgreSQL server (dropped afterwards),
-    so 100,000 schedules never reach another scenario; None: the suite's SQLite file."""
-    if backend.database != "postgresql" or not backend.database_url:
-        yield None
-        return
-    import sqlalchemy as sa
-
-    admin = sa.make_url(backend.database_url)
-    if admin.drivername in ("postgresql", "postgres"):
-        admin = admin.set(drivername="postgresql+psycopg")
-    name = f"cw_planner_memory_{uuid.uuid4().hex[:10]}"
-    engine = sa.create_engine(admin, isolation_level="AUTOCOMMIT")
-    with engine.connect() as conn:
-        conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
-    try:
-        yield admin.set(database=name).render_as_string(hide_password=False)
-    finally:
-        with engine.connect() as conn:
-            conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-        engine.dispose()
 
 
 def _result(figures: dict[str, Any]) -> Result:
