@@ -6,8 +6,8 @@ other messages, so a burst of N runs due at one instant would need N consumer th
 each polling the broker while idle. Instead the claimed run goes into a timer heap; a
 moment before its fire time (``release_ahead``) it is handed to a thread of a pool
 sized for bursts, which runs the attempt, and the body still starts at the fire time,
-not before (``worker.timing.wait_until_fire_time``). Idle pool threads block without
-polling.
+not before: it waits at the process's fire gate (``worker.timing.FireGate``), which
+releases every body of an instant together. Idle pool threads block without polling.
 
 Exactly once is unchanged: the run was claimed (its attempt token is this worker's)
 before it entered the heap. Its message is acknowledged when the consumer's thread
