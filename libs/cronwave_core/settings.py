@@ -96,6 +96,8 @@ class Settings:
     namespace: str
     #: How long before a fire time the planner dispatches its run (0: at the instant).
     dispatch_lead: timedelta = timedelta(seconds=5)
+    #: The interpreter's thread switch interval (None: Python's own, 5 ms).
+    switch_interval: timedelta | None = None
     extra: Mapping[str, str] = field(default_factory=dict)
 
     @classmethod
@@ -155,6 +157,7 @@ class Settings:
             or f"sqlite:///{data_dir / 'gateway.db'}",
             namespace=env.get(PREFIX + "NAMESPACE") or "cronwave",
             dispatch_lead=_seconds(env, "DISPATCH_LEAD", 5.0),
+            switch_interval=_seconds(env, "SWITCH_INTERVAL", 0.0) or None,
             extra={k: v for k, v in env.items() if k.startswith(PREFIX)},
         )
 

@@ -312,16 +312,18 @@ def _plain(span: Any) -> Mapping[str, Any]:
 _EMPTY: Mapping[str, Any] = {}
 
 
-#: The interpreter's thread switch interval in a traced process (see init_tracing).
-SWITCH_INTERVAL_S = 0.0005
-
-
 def init_tracing(service: str, settings: Settings) -> TracerProvider:
     """Build this process's tracer provider; with tracing on, make it the global one.
 
     With ``CRONWAVE_TRACING=off`` the provider returned records nothing and is not
     installed (spans stay OpenTelemetry's no-op ones); shutting it down is harmless."""
     global _tracing
+    if settings.switch_interval:
+        # The span exporter's thread shares the interpreter with the calls: while it
+        # encodes a batch, a call that gave up the GIL at a blocking read waits up to a
+        # whole switch interval to get it back, at every read. A shorter interval
+        # bounds that tail, at a cost in throughput (docs/operations.md).
+        sys.setswitchinterval(settings.switch_interval.total_seconds())
     provider = TracerProvider(resource=Resource.create({"service.name": service}))
     if not settings.tracing:
         return provider
@@ -345,11 +347,6 @@ def init_tracing(service: str, settings: Settings) -> TracerProvider:
             schedule_delay_millis=500,
         )
     )
-    # The exporter's thread shares the interpreter with the calls: while it encodes a
-    # batch, a call that gives up the GIL at a blocking read waits up to a whole switch
-    # interval to get it back, at every read (5 ms by default: a call with ten reads
-    # then loses 50 ms, a tail of tracing's own making). A shorter interval bounds that.
-    sys.setswitchinterval(min(sys.getswitchinterval(), SWITCH_INTERVAL_S))
     trace.set_tracer_provider(provider)
     _tracing = True
     return provider

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import sys
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -12,6 +14,8 @@ from opentelemetry.sdk.trace import ReadableSpan, SpanLimits, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
 from cronwave_core import telemetry
+from cronwave_core.errors import ConfigurationError
+from cronwave_core.settings import Settings
 from cronwave_core.telemetry import (
     ATTR_HOP,
     ATTR_KIND,
@@ -146,3 +150,20 @@ def test_inherited_attributes_respect_the_span_limits(tmp_path: Path):
     child = next(line for line in _lines(path) if line["name"] == "child")
     assert len(child["attributes"]) == 2
     assert all(len(v) <= 4 for v in child["attributes"].values())
+
+
+def test_the_switch_interval_is_python_s_own_unless_set() -> None:
+    assert Settings.from_env({}).switch_interval is None
+    assert Settings.from_env({"CRONWAVE_SWITCH_INTERVAL": "0.0005"}).switch_interval == (
+        timedelta(microseconds=500)
+    )
+    with pytest.raises(ConfigurationError, match="CRONWAVE_SWITCH_INTERVAL"):
+        Settings.from_env({"CRONWAVE_SWITCH_INTERVAL": "fast"})
+    # and a process that sets it runs with it
+    before = sys.getswitchinterval()
+    try:
+        env = {"CRONWAVE_SWITCH_INTERVAL": "0.0005", "CRONWAVE_TRACING": "off"}
+        telemetry.init_tracing("test", Settings.from_env(env))
+        assert sys.getswitchinterval() == pytest.approx(0.0005)
+    finally:
+        sys.setswitchinterval(before)
