@@ -56,7 +56,10 @@ def test_backfill_bounds_dry_run_leader_rule_and_real_runs(make_suite: SuiteFact
     suite = make_suite(planners=2, env=LEASE_ENV)
     leader, follower = planner_clients(suite)
     schedule_id = hourly(leader)
-    eventually(lambda: follower.planner_status().schedules >= 1, what="follower loaded")
+    eventually(
+        lambda: all(c.planner_status().schedules >= 1 for c in (leader, follower)),
+        what="both replicas loaded the schedule",
+    )
     base = datetime.now(UTC).replace(minute=0, second=0, microsecond=0) - timedelta(hours=6)
     hours = [base + timedelta(hours=h) for h in range(6)]
 
