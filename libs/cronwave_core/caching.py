@@ -27,6 +27,7 @@ from datetime import timedelta
 from enum import Enum
 
 import redis
+from opentelemetry.trace import Span
 
 from cronwave.v1 import common_pb2 as pb
 from cronwave_core.faults import Faults
@@ -156,32 +157,9 @@ class TwoTierCache:
         with hop_span(self._span_name, self.hop, "cache", attrs) as span:
             if fault_key is not None and self._faults:
                 self._faults.inject(self.hop, "cache", fault_key, span)
-            value, hit = self._find(key, control, span)
+            values, hit = self._find_many([key], control, span)
             span.set_attribute(ATTR_CACHE_HIT, hit)
-            return value, hit
-
-    def _find(self, key: str, control: CacheControl, span: object) -> tuple[bytes | None, str]:
-        if control is CacheControl.NO_CACHE:
-            return None, MISS
-        if control is not CacheControl.NO_LOCAL:
-            value = self.local.get(key)
-            if value is not None:
-                return value, LOCAL
-        if self._client is None:
-            return None, MISS
-        try:
-            raw = self._client.get(self._prefix + key)
-        except redis.RedisError as exc:
-            self._warnings.redis_down(self.name, exc)
-            set_attribute = getattr(span, "set_attribute", None)
-            if set_attribute is not None:
-                set_attribute("cronwave.cache.error", f"{type(exc).__name__}: {exc}")
-            return None, MISS
-        if raw is None:
-            return None, MISS
-        value = raw if isinstance(raw, bytes) else str(raw).encode()
-        self.local.put(key, value)
-        return value, REDIS
+            return values[0], hit
 
     def lookup_many(
         self,
@@ -202,31 +180,37 @@ class TwoTierCache:
                 for fault_key in fault_keys:
                     if self._faults.inject(self.hop, "cache", fault_key, span):
                         break
-            values: list[bytes | None] = [None] * len(keys)
-            if control is CacheControl.NO_CACHE:
-                span.set_attribute(ATTR_CACHE_HIT, MISS)
-                return values
-            if control is not CacheControl.NO_LOCAL:
-                values = [self.local.get(key) for key in keys]
-            absent = [i for i, value in enumerate(values) if value is None]
-            hit = LOCAL
-            if absent and self._client is not None:
-                hit = REDIS
-                try:
-                    found = self._client.mget([self._prefix + keys[i] for i in absent])
-                except redis.RedisError as exc:
-                    self._warnings.redis_down(self.name, exc)
-                    span.set_attribute("cronwave.cache.error", f"{type(exc).__name__}: {exc}")
-                    found = [None] * len(absent)
-                for i, raw in zip(absent, found, strict=True):
-                    if raw is not None:
-                        value = raw if isinstance(raw, bytes) else str(raw).encode()
-                        self.local.put(keys[i], value)
-                        values[i] = value
-            if any(value is None for value in values):
-                hit = MISS
+            values, hit = self._find_many(keys, control, span)
             span.set_attribute(ATTR_CACHE_HIT, hit)
             return values
+
+    def _find_many(
+        self, keys: Sequence[str], control: CacheControl, span: Span
+    ) -> tuple[list[bytes | None], str]:
+        """The values of ``keys`` and the farthest tier any of them needed."""
+        values: list[bytes | None] = [None] * len(keys)
+        if control is CacheControl.NO_CACHE:
+            return values, MISS
+        if control is not CacheControl.NO_LOCAL:
+            values = [self.local.get(key) for key in keys]
+        absent = [i for i, value in enumerate(values) if value is None]
+        hit = LOCAL
+        if absent and self._client is not None:
+            hit = REDIS
+            try:
+                found = self._client.mget([self._prefix + keys[i] for i in absent])
+            except redis.RedisError as exc:
+                self._warnings.redis_down(self.name, exc)
+                span.set_attribute("cronwave.cache.error", f"{type(exc).__name__}: {exc}")
+                found = [None] * len(absent)
+            for i, raw in zip(absent, found, strict=True):
+                if raw is not None:
+                    value = raw if isinstance(raw, bytes) else str(raw).encode()
+                    self.local.put(keys[i], value)
+                    values[i] = value
+        if any(value is None for value in values):
+            hit = MISS
+        return values, hit
 
     def fill_many(self, entries: Sequence[tuple[str, bytes]]) -> None:
         """``fill`` for many keys: in the process, and in Redis in one round trip."""
@@ -246,14 +230,10 @@ class TwoTierCache:
     def fill(self, key: str, value: bytes, *, redis_too: bool = True) -> None:
         """Keep ``value`` in the process and (``redis_too``) in Redis. A Redis that is
         away is skipped: the store stays the authority, the cache only goes colder."""
-        self.local.put(key, value)
-        if self._client is None or not redis_too:
-            return
-        with hop_span(self._fill_name, self.hop, "cache", {ATTR_CACHE_NAME: self.name}):
-            try:
-                self._client.set(self._prefix + key, value, px=self._redis_ttl_ms)
-            except redis.RedisError as exc:
-                self._warnings.redis_down(self.name, exc)
+        if redis_too:
+            self.fill_many([(key, value)])
+        else:
+            self.local.put(key, value)
 
 
 TERMINAL_STATES = frozenset(

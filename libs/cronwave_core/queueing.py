@@ -21,6 +21,7 @@ from typing import Any
 
 import dramatiq
 from dramatiq.brokers.redis import RedisBroker
+from dramatiq.common import current_millis
 
 from cronwave.v1 import common_pb2
 from cronwave_core.convert import ts_to_dt
@@ -86,7 +87,7 @@ def enqueue_many(broker: RedisBroker, messages: Sequence[dramatiq.Message[Any]])
         broker.emit_before("enqueue", message, None)
         args = [
             "enqueue",
-            int(time.time() * 1000),
+            current_millis(),
             message.queue_name,
             broker.broker_id,
             broker.heartbeat_timeout,
@@ -96,6 +97,8 @@ def enqueue_many(broker: RedisBroker, messages: Sequence[dramatiq.Message[Any]])
             message.options["redis_message_id"],
             message.encode(),
         ]
+        # The arguments of RedisBroker.do_enqueue (its ``_dispatch``), so the message
+        # lands exactly where broker.enqueue would put it.
         dispatch(keys=[broker.namespace], args=args, client=pipe)
         sent.append(message)
     pipe.execute()

@@ -80,7 +80,7 @@ class RouteCache:
     ) -> tuple[Route | None, str]:
         """The route as the cache knows it, asking nothing of the store on a miss (a
         batch of starts lets the store route what the cache does not know, and
-        ``learn``s the route from its answer)."""
+        ``learn_many``s the route from its answer)."""
         raw, hit = self.cache.lookup(schedule_id, control=control, fault_key=fault_key)
         route = Route.decode(raw) if raw is not None else None
         return route, hit if route is not None else "miss"
@@ -93,7 +93,8 @@ class RouteCache:
         return [Route.decode(value) if value is not None else None for value in raw]
 
     def learn_many(self, runs: Sequence[common_pb2.Run]) -> None:
-        """``learn`` for a batch of runs: one round trip."""
+        """Remember the routes the store gave ``runs`` (their job types' queues), in
+        one round trip."""
         self.cache.fill_many(
             [
                 (run.schedule_id, Route(run.job_type, run.queue).encode())
@@ -101,11 +102,6 @@ class RouteCache:
                 if run.job_type and run.queue
             ]
         )
-
-    def learn(self, run: common_pb2.Run) -> None:
-        """Remember the route the store gave ``run`` (its job type's queue)."""
-        if run.job_type and run.queue:
-            self.cache.fill(run.schedule_id, Route(run.job_type, run.queue).encode())
 
     def _from_store(self, schedule_id: str) -> Route | None:
         try:
@@ -145,7 +141,7 @@ class DedupCache:
         self.cache.fill_many([(key, run.SerializeToString()) for key, run in entries])
 
     def remember(self, key: str, run: common_pb2.Run) -> None:
-        self.cache.fill(key, run.SerializeToString())
+        self.remember_many([(key, run)])
 
 
 def _run(raw: bytes | None) -> common_pb2.Run | None:

@@ -154,7 +154,7 @@ class DispatcherServicer(pb_grpc.DispatcherServiceServicer):
         self, schedule_ids: list[str], keys: list[str], control: CacheControl
     ) -> list[str]:
         """The queue of each start as the route cache knows it; "" lets the store
-        choose (and ``learn`` the route from its answer)."""
+        choose (and ``learn_many`` the route from its answer)."""
         if self.routes is None:
             return [""] * len(schedule_ids)
         found = self.routes.cached_many(schedule_ids, control=control, fault_keys=keys)
@@ -261,16 +261,7 @@ class DispatcherServicer(pb_grpc.DispatcherServiceServicer):
             except Exception as exc:  # redis down, or refused the write
                 queues = sorted({run.queue or DEFAULT_QUEUE for _, run in created})
                 log.error("%d runs: enqueue on %s failed: %s", len(created), queues, exc)
-                self._events(
-                    [
-                        store_pb.AppendRunEventRequest(
-                            run_id=run.run_id,
-                            kind="enqueue_failed",
-                            detail=f"{run.queue or DEFAULT_QUEUE}: {type(exc).__name__}: {exc}",
-                        )
-                        for _, run in created
-                    ]
-                )
+                self._events([_enqueue_failed(run, exc) for _, run in created])
                 for p, run in created:
                     results[p.index].ClearField("started")
                     results[p.index].error.CopyFrom(item_error(_unqueued(run, exc)))
@@ -352,7 +343,8 @@ class DispatcherServicer(pb_grpc.DispatcherServiceServicer):
                 self.broker.enqueue(message.to_message())
             except Exception as exc:  # redis down, or refused the write
                 log.error("run %s: enqueue on %s failed: %s", run.run_id, queue, exc)
-                self._event(run.run_id, "enqueue_failed", f"{queue}: {type(exc).__name__}: {exc}")
+                failed = _enqueue_failed(run, exc)
+                self._event(failed.run_id, failed.kind, failed.detail)
                 raise _unqueued(run, exc) from exc
 
     def _current(self, known: common_pb2.Run) -> common_pb2.Run:
@@ -457,6 +449,15 @@ def _record_request(
         queue=queue,
         trace_id=trace_id,
         traceparent=traceparent,
+    )
+
+
+def _enqueue_failed(run: common_pb2.Run, exc: Exception) -> store_pb.AppendRunEventRequest:
+    """The history event of a message the broker did not take."""
+    return store_pb.AppendRunEventRequest(
+        run_id=run.run_id,
+        kind="enqueue_failed",
+        detail=f"{run.queue or DEFAULT_QUEUE}: {type(exc).__name__}: {exc}",
     )
 
 
