@@ -10,11 +10,13 @@ time and held until the instant.
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any, TypeVar
 
 from cronwave._client import Client
@@ -151,3 +153,68 @@ def rounded(data: Any, digits: int = 3) -> Any:
     if isinstance(data, list | tuple):
         return [rounded(v, digits) for v in data]
     return data
+
+
+#: The database and broker servers whose CPU a scenario's runs also cost (their
+#: processes' ``comm`` on Linux).
+SERVER_COMMANDS = ("postgres", "redis-server")
+
+
+def cpu_seconds(pid: int) -> float | None:
+    """User plus system CPU time of a process so far (Linux ``/proc/<pid>/stat``);
+    None when it is gone or there is no ``/proc``."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = stat[stat.rindex(")") + 2 :].split()  # after "pid (comm) "
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def server_pids(commands: Sequence[str] = SERVER_COMMANDS) -> dict[int, str]:
+    """The running processes named one of ``commands`` (their ``comm``), by pid."""
+    found: dict[int, str] = {}
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return found
+    for entry in entries:
+        if not entry.isdigit():
+            continue
+        try:
+            comm = Path(f"/proc/{entry}/comm").read_text().strip()
+        except OSError:
+            continue
+        if comm in commands:
+            found[int(entry)] = comm
+    return found
+
+
+class CpuMeter:
+    """CPU seconds spent by named processes between ``start()`` and ``stop()``: the
+    suite's services by pid, and the database and broker servers (every process of
+    theirs, summed under its command name, so connections opened meanwhile count
+    from their start)."""
+
+    def __init__(self, pids: dict[str, int]) -> None:
+        self.pids = pids
+        self._before: dict[str, float] = {}
+        self._servers_before: dict[int, float] = {}
+        self.seconds: dict[str, float] = {}
+
+    def start(self) -> None:
+        self._before = {n: cpu_seconds(p) or 0.0 for n, p in self.pids.items()}
+        self._servers_before = {p: cpu_seconds(p) or 0.0 for p in server_pids()}
+
+    def stop(self) -> dict[str, float]:
+        out = {}
+        for name, pid in self.pids.items():
+            now = cpu_seconds(pid)
+            if now is not None:
+                out[name] = now - self._before.get(name, 0.0)
+        for pid, comm in server_pids().items():
+            now = cpu_seconds(pid)
+            if now is not None:
+                out[comm] = out.get(comm, 0.0) + now - self._servers_before.get(pid, 0.0)
+        self.seconds = out
+        return out

@@ -1,14 +1,17 @@
-"""Reading body starts from run histories, exact percentiles, and size overrides."""
+"""Reading body starts from run histories, exact percentiles, size overrides, and the
+CPU meter (on real processes)."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from datetime import UTC, datetime, timedelta
 
 import pytest
 
 from cronwave._models import RunEvent
 from cronwave_bench.context import Sizes
-from cronwave_bench.measure import body_starts, ms_figures
+from cronwave_bench.measure import CpuMeter, body_starts, cpu_seconds, ms_figures
 from cronwave_core.errors import InvalidArgument
 
 AT = datetime(2030, 1, 1, 2, 0, tzinfo=UTC)
@@ -49,3 +52,47 @@ def test_sizes_take_overrides_by_name() -> None:
         Sizes().overridden(["bursts=1"])
     with pytest.raises(InvalidArgument, match="burst: expected a number"):
         Sizes().overridden(["burst=many"])
+
+
+# Waits for a line, spends CPU, says so, then waits to be killed.
+_BURN = (
+    "import sys\n"
+    "sys.stdin.readline()\n"
+    "n = 0\n"
+    "for i in range(5_000_000): n += i\n"
+    "print(n, flush=True)\n"
+    "sys.stdin.readline()\n"
+)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_the_cpu_meter_counts_what_a_process_spent_between_start_and_stop() -> None:
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", _BURN], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+        )
+        for _ in range(2)
+    ]
+    busy, idle = procs
+    assert busy.stdin and busy.stdout
+    try:
+        meter = CpuMeter({"busy": busy.pid, "idle": idle.pid})
+        meter.start()
+        busy.stdin.write("go\n")
+        busy.stdin.flush()
+        assert busy.stdout.readline().strip() == str(sum(range(5_000_000)))
+        spent = meter.stop()
+        idle.kill()
+        idle.wait(timeout=10)
+        after_exit = meter.stop()
+    finally:
+        for proc in procs:
+            proc.kill()
+            proc.wait(timeout=10)
+
+    # Five million additions cost the busy process far more CPU than the idle one.
+    assert spent["busy"] > 0.05
+    assert spent["idle"] < spent["busy"] / 5
+    # A process that is gone is left out, not counted as zero.
+    assert "idle" not in after_exit and "busy" in after_exit
+    assert cpu_seconds(idle.pid) is None
