@@ -47,10 +47,11 @@ class TcpProxy:
     network partition.
     """
 
-    def __init__(self, target: str) -> None:
-        host, _, port = target.rpartition(":")
-        self._target = (host, int(port))
-        self._listener = socket.create_server(("127.0.0.1", 0))
+    def __init__(self, target: str, port: int = 0) -> None:
+        host, _, target_port = target.rpartition(":")
+        self._target = (host, int(target_port))
+        # A given ``port`` lets a closed proxy come back at the same address.
+        self._listener = socket.create_server(("127.0.0.1", port))
         self._listener.settimeout(0.1)
         self.address = f"127.0.0.1:{self._listener.getsockname()[1]}"
         self._blackholed = threading.Event()

@@ -6,12 +6,14 @@ import json
 import sys
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 from opentelemetry import trace
 from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import ReadableSpan, SpanLimits, TracerProvider
+from opentelemetry.sdk.trace import ReadableSpan, SpanLimits, TracerProvider, sampling
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.trace import StatusCode
 
 from cronwave_core import telemetry
 from cronwave_core.errors import ConfigurationError
@@ -21,6 +23,8 @@ from cronwave_core.telemetry import (
     ATTR_KIND,
     ATTR_RUN_ID,
     JsonLinesSpanExporter,
+    LeanSpan,
+    LeanTracerProvider,
     RunAttributesProcessor,
     run_attributes,
     run_baggage,
@@ -32,9 +36,18 @@ from cronwave_waterfall import load_spans
 FIRE = "2025-03-01T02:00:00Z"
 
 
-def _provider(tmp_path: Path, limits: SpanLimits | None = None) -> tuple[TracerProvider, Path]:
-    provider = TracerProvider(
-        resource=Resource.create({"service.name": "suite"}), span_limits=limits
+#: Every test of the span store's lines runs with the SDK's spans and with cronwave's.
+PROVIDERS = pytest.mark.parametrize("provider_cls", [TracerProvider, LeanTracerProvider])
+
+
+def _provider(
+    tmp_path: Path,
+    limits: SpanLimits | None = None,
+    provider_cls: type[TracerProvider] = TracerProvider,
+    **kwargs: Any,
+) -> tuple[TracerProvider, Path]:
+    provider = provider_cls(
+        resource=Resource.create({"service.name": "suite"}), span_limits=limits, **kwargs
     )
     provider.add_span_processor(RunAttributesProcessor())
     exporter = JsonLinesSpanExporter(tmp_path / "spans", "suite")
@@ -46,9 +59,10 @@ def _lines(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
 
 
-def test_a_line_is_exactly_what_json_dumps_makes_of_span_to_dict(tmp_path: Path):
+@PROVIDERS
+def test_a_line_is_exactly_what_json_dumps_makes_of_span_to_dict(tmp_path: Path, provider_cls):
     # Given finished spans with escaped text, sequences and every kind of value
-    provider, _ = _provider(tmp_path)
+    provider, _ = _provider(tmp_path, provider_cls=provider_cls)
     tracer = provider.get_tracer("test")
     attrs = {"text": 'quote " and \\ and ü\n', "seq": ("a", "b"), "n": 3, "x": 1.5, "ok": True}
     with (
@@ -91,9 +105,12 @@ class _Keep(SimpleSpanProcessor):
         pass
 
 
-def test_hop_spans_nest_inherit_the_run_and_record_errors(tmp_path: Path, monkeypatch):
+@PROVIDERS
+def test_hop_spans_nest_inherit_the_run_and_record_errors(
+    tmp_path: Path, monkeypatch, provider_cls
+):
     # Given hop spans started through the process's tracer
-    provider, path = _provider(tmp_path)
+    provider, path = _provider(tmp_path, provider_cls=provider_cls)
     monkeypatch.setattr(telemetry, "_tracer", lambda name: provider.get_tracer(name))
     run = run_attributes("run-1", "nightly", FIRE)
 
@@ -117,9 +134,10 @@ def test_hop_spans_nest_inherit_the_run_and_record_errors(tmp_path: Path, monkey
     assert len(load_spans(tmp_path)) == 2
 
 
-def test_run_attributes_come_from_baggage_when_the_parent_is_remote(tmp_path: Path):
+@PROVIDERS
+def test_run_attributes_come_from_baggage_when_the_parent_is_remote(tmp_path: Path, provider_cls):
     # Given a span started under baggage only (its parent is in another process)
-    provider, path = _provider(tmp_path)
+    provider, path = _provider(tmp_path, provider_cls=provider_cls)
     tracer = provider.get_tracer("test")
     with (
         run_baggage({**run_attributes("run-2", "nightly", FIRE), ATTR_HOP: "persist"}),
@@ -133,9 +151,12 @@ def test_run_attributes_come_from_baggage_when_the_parent_is_remote(tmp_path: Pa
     assert line["attributes"] == run_attributes("run-2", "nightly", FIRE)
 
 
-def test_inherited_attributes_respect_the_span_limits(tmp_path: Path):
+@PROVIDERS
+def test_inherited_attributes_respect_the_span_limits(tmp_path: Path, provider_cls):
     # Given a provider that truncates attribute values and keeps at most 2 of them
-    provider, path = _provider(tmp_path, SpanLimits(max_span_attributes=2, max_attribute_length=4))
+    provider, path = _provider(
+        tmp_path, SpanLimits(max_span_attributes=2, max_attribute_length=4), provider_cls
+    )
     tracer = provider.get_tracer("test")
 
     # When a span inherits the run's attributes from its parent
@@ -150,6 +171,73 @@ def test_inherited_attributes_respect_the_span_limits(tmp_path: Path):
     child = next(line for line in _lines(path) if line["name"] == "child")
     assert len(child["attributes"]) == 2
     assert all(len(v) <= 4 for v in child["attributes"].values())
+
+
+def test_lean_spans_are_used_only_with_the_default_sampler_and_limits(tmp_path: Path):
+    lean, _ = _provider(tmp_path, provider_cls=LeanTracerProvider)
+    sampled, _ = _provider(
+        tmp_path, provider_cls=LeanTracerProvider, sampler=sampling.TraceIdRatioBased(0.5)
+    )
+    limited, _ = _provider(tmp_path, SpanLimits(max_span_attributes=8), LeanTracerProvider)
+
+    assert isinstance(lean.get_tracer("t").start_span("s"), LeanSpan)
+    for provider in (sampled, limited):
+        span = provider.get_tracer("t").start_span("s")
+        assert not isinstance(span, LeanSpan)
+        span.end()
+    assert lean.get_tracer("t") is lean.get_tracer("t")  # one per SDK tracer
+
+
+def test_a_lean_span_keeps_valid_attributes_and_drops_the_rest(tmp_path: Path):
+    provider, path = _provider(tmp_path, provider_cls=LeanTracerProvider)
+    span = provider.get_tracer("t").start_span("s", attributes={"n": 1, "bad": object()})
+
+    span.set_attributes({"seq": ["a", "b"], "mixed": ["a", 1], "none": None, "x": 0.5})
+    span.set_attribute("ok", True)
+    span.end()
+    span.set_attribute("late", "ignored")  # an ended span does not change
+    provider.shutdown()
+
+    [line] = _lines(path)
+    assert line["attributes"] == {"n": 1, "seq": ["a", "b"], "x": 0.5, "ok": True}
+
+
+def test_a_lean_span_records_an_escaping_error_and_keeps_an_ok_status(tmp_path: Path):
+    provider, path = _provider(tmp_path, provider_cls=LeanTracerProvider)
+    spans: list[ReadableSpan] = []
+    provider.add_span_processor(_Keep(spans))
+    tracer = provider.get_tracer("t")
+
+    with pytest.raises(KeyError), tracer.start_as_current_span("fails"):
+        raise KeyError("route")
+    with tracer.start_as_current_span("ok") as ok:
+        ok.set_status(StatusCode.OK)
+        ok.set_status(StatusCode.ERROR, "too late")  # OK is final, as in the SDK
+    provider.shutdown()
+
+    by_name = {s["name"]: s for s in _lines(path)}
+    assert by_name["fails"]["status"] == "ERROR"
+    assert by_name["ok"]["status"] == "OK"
+    failed = next(s for s in spans if s.name == "fails")
+    [event] = failed.events
+    assert event.name == "exception"
+    assert event.attributes is not None and event.attributes["exception.type"] == "KeyError"
+
+
+def test_a_lean_span_under_an_unsampled_parent_records_nothing(tmp_path: Path):
+    provider, path = _provider(tmp_path, provider_cls=LeanTracerProvider)
+    parent = trace.NonRecordingSpan(
+        trace.SpanContext(1, 2, is_remote=True, trace_flags=trace.TraceFlags(0))
+    )
+
+    with trace.use_span(parent):
+        child = provider.get_tracer("t").start_span("child")
+    child.end()
+    provider.shutdown()
+
+    assert not child.is_recording()
+    assert child.get_span_context().trace_id == 1
+    assert not path.exists() or _lines(path) == []
 
 
 def test_the_switch_interval_is_python_s_own_unless_set() -> None:

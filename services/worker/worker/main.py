@@ -30,10 +30,10 @@ from cronwave_core.caching import RunStatusCache, redis_client
 from cronwave_core.convert import td_to_duration
 from cronwave_core.errors import ConfigurationError, CronwaveError
 from cronwave_core.faults import Faults
-from cronwave_core.queueing import make_broker
 from cronwave_core.rpc import error_from_rpc, open_channel
 from cronwave_core.settings import Settings
 from cronwave_core.telemetry import init_tracing
+from worker.acks import BatchAckBroker
 from worker.actors import declare_actors
 from worker.dead_letters import DeadLetterRejected
 from worker.held_runs import HeldRuns
@@ -130,7 +130,8 @@ def main() -> None:
     if options.isolation == "process":
         pool = JobProcessPool(warm=options.warm_processes, max_processes=options.max_processes)
         pool.start(wait=False)
-    broker = make_broker(settings)
+    # Handled messages are acknowledged in batches (worker.acks).
+    broker = BatchAckBroker(url=settings.redis_url, namespace=settings.namespace)
     dramatiq.set_broker(broker)
     channel = open_channel(settings.store_addr, settings.rpc_timeout)
     store = store_grpc.WorkflowStoreServiceStub(channel)
