@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import enum
+import functools
 import json
 import logging
 import threading
@@ -20,8 +21,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from dramatiq.threading import raise_thread_exception
-
+from worker.body_threads import BODIES, BodyTask, BodyThreads
 from worker.jobs.context import AttemptSuperseded, Checkpoint, JobContext
 from worker.jobs.registry import JobFn
 from worker.timing import GATE, epoch_ns
@@ -83,7 +83,7 @@ class Supervisor:
     body gets ``AttemptStopped`` and the attempt is SUPERSEDED. Either exception is
     delivered between Python instructions, so it cannot cut a system call short; the
     attempt's outcome is decided at once all the same, and the body's thread (a daemon)
-    is left to unwind on its own.
+    is left to unwind on its own, never to be reused (``worker.body_threads``).
     """
 
     def __init__(
@@ -93,8 +93,10 @@ class Supervisor:
         duration_limit: timedelta,
         run_id: str = "",
         monotonic: Callable[[], float] = time.monotonic,
+        threads: BodyThreads = BODIES,
     ) -> None:
         self._beat = beat
+        self._threads = threads
         self._interval = max(heartbeat_interval.total_seconds(), 0.01)
         self._limit = duration_limit
         self._run_id = run_id
@@ -144,14 +146,13 @@ class Supervisor:
         # The job sees the supervising thread's trace context (its spans nest under
         # the execute span).
         job_context = contextvars.copy_context()
-        thread = threading.Thread(
-            target=job_context.run, args=(guarded,), name=f"job-{self._run_id}", daemon=True
-        )
         start = self._monotonic()
         early = (epoch_ns(fire_time) - time.time_ns()) / 1e9 if fire_time else 0.0
         deadline = start + max(early, 0.0) + self._limit.total_seconds()
         next_beat = start + self._interval
-        thread.start()
+        thread = self._threads.start(
+            functools.partial(job_context.run, guarded), f"job-{self._run_id}"
+        )
         while not self._wake.wait(max(0.0, min(deadline, next_beat) - self._monotonic())):
             now = self._monotonic()
             if now >= deadline:
@@ -222,8 +223,7 @@ class Supervisor:
             log.warning("run %s: heartbeat not delivered; retrying next beat", self._run_id)
         return outcome
 
-    def _stop(self, thread: threading.Thread, reason: type[Exception]) -> None:
+    def _stop(self, body: BodyTask, reason: type[Exception]) -> None:
         with self._lock:
             self._stopped = reason
-        if thread.ident is not None and thread.is_alive():
-            raise_thread_exception(thread.ident, reason)
+        body.stop(reason)

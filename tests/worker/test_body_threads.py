@@ -1,0 +1,143 @@
+"""Body threads: reused after a body ends, never after a stop, and a stop reaches only
+the body it was meant for."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+
+from worker.body_threads import BodyTask, BodyThreads
+
+
+class Stop(Exception):
+    pass
+
+
+def _wait_for(condition: Callable[[], bool], seconds: float = 10.0) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.005)
+    return condition()
+
+
+def _run(threads: BodyThreads, fn: Callable[[], None]) -> tuple[int, threading.Event]:
+    """Start ``fn`` and wait for it to end; the thread it ran on, and its end."""
+    ended = threading.Event()
+    seen: list[int] = []
+
+    def body() -> None:
+        seen.append(threading.get_ident())
+        try:
+            fn()
+        finally:
+            ended.set()
+
+    threads.start(body, "job-test")
+    assert ended.wait(10)
+    return seen[0], ended
+
+
+def test_a_thread_that_finished_a_body_runs_the_next_one() -> None:
+    threads = BodyThreads()
+
+    first, _ = _run(threads, lambda: None)
+    assert _wait_for(lambda: threads.idle() == 1)
+    second, _ = _run(threads, lambda: None)
+
+    assert first == second
+    assert threads.started_threads == 1
+
+
+def test_a_stopped_body_gets_the_stop_and_its_thread_is_not_reused() -> None:
+    threads = BodyThreads()
+    caught: list[BaseException] = []
+    running = threading.Event()
+    ended = threading.Event()
+    bodies_threads: list[threading.Thread] = []
+
+    def body() -> None:
+        bodies_threads.append(threading.current_thread())
+        running.set()
+        try:
+            for _ in range(10_000):  # bounded: stopped long before the end
+                time.sleep(0.001)
+        except Stop as exc:
+            caught.append(exc)
+        finally:
+            ended.set()
+
+    task = threads.start(body, "job-stopped")
+    assert running.wait(10)
+    task.stop(Stop)
+    assert ended.wait(10)
+    assert [type(e) for e in caught] == [Stop]
+
+    # The next body runs on a new thread, and is not hit by anything meant for the last
+    _run(threads, lambda: bodies_threads.append(threading.current_thread()))
+    stopped_thread, next_thread = bodies_threads
+    assert next_thread is not stopped_thread  # (an OS thread id may be reused)
+    assert threads.started_threads == 2
+    assert _wait_for(lambda: not stopped_thread.is_alive())
+
+
+def test_a_stop_after_the_body_ended_changes_nothing() -> None:
+    threads = BodyThreads()
+    ended = threading.Event()
+    task = threads.start(ended.set, "job-done")
+    assert ended.wait(10)
+    assert _wait_for(lambda: threads.idle() == 1)
+
+    task.stop(Stop)  # too late: the body is done and its thread is idle
+
+    hits: list[BaseException] = []
+
+    def next_body() -> None:
+        try:
+            time.sleep(0.05)
+        except Stop as exc:
+            hits.append(exc)
+
+    _run(threads, next_body)
+    assert hits == []
+    assert threads.started_threads == 1
+
+
+def test_a_body_stopped_before_it_began_does_not_run() -> None:
+    threads = BodyThreads()
+    ran: list[str] = []
+    task = BodyTask(lambda: ran.append("ran"), "job-early")
+
+    task.stop(Stop)  # no thread runs it yet: nothing is raised anywhere
+    threads._serve(task)  # the thread that would have run it
+
+    assert ran == []
+    assert task.done and task.stopped
+    assert threads.idle() == 0  # that thread retired
+
+
+def test_idle_threads_end_after_the_idle_timeout() -> None:
+    threads = BodyThreads(idle_timeout=0.05)
+
+    _run(threads, lambda: None)
+
+    assert _wait_for(lambda: threads.idle() == 0)
+    _run(threads, lambda: None)
+    assert threads.started_threads == 2
+
+
+def test_at_most_keep_idle_threads_wait() -> None:
+    threads = BodyThreads(keep_idle=2)
+    release = threading.Event()
+    started = [threading.Event() for _ in range(4)]
+
+    for event in started:
+        threads.start(lambda e=event: (e.set(), release.wait(10)), "job-many")  # type: ignore[misc]
+    assert all(event.wait(10) for event in started)
+    release.set()
+
+    assert _wait_for(lambda: threads.idle() == 2)
+    time.sleep(0.05)
+    assert threads.idle() == 2
