@@ -37,6 +37,7 @@ __all__ = [
     "actor_name_for",
     "enqueue_many",
     "make_broker",
+    "trigger_name",
     "validate_queue_name",
 ]
 
@@ -106,6 +107,15 @@ def enqueue_many(broker: RedisBroker, messages: Sequence[dramatiq.Message[Any]])
         broker.emit_after("enqueue", message, None)
 
 
+def trigger_name(trigger: int) -> str:
+    """``scheduled``, ``manual``, ... for a ``cronwave.v1.TriggerKind`` value."""
+    try:
+        name = common_pb2.TriggerKind.Name(trigger)
+    except ValueError:
+        return str(trigger)
+    return name.removeprefix("TRIGGER_KIND_").lower()
+
+
 def validate_queue_name(queue: str, field: str = "queue") -> str:
     """``queue`` if the broker accepts it as a queue name, else ``InvalidArgument``."""
     if not _QUEUE_NAME.fullmatch(queue):
@@ -130,6 +140,8 @@ class RunMessage:
     real one. ``trace`` is the W3C trace-context carrier of the enqueueing span.
     ``enqueued_at_ns`` is wall-clock nanoseconds since the epoch just before the
     enqueue, so a worker can draw the time the message spent in the queue.
+    ``trigger`` is why the run exists (``scheduled``, ``manual``, ...; empty when the
+    sender did not say), for the worker's spans.
     """
 
     run_id: str
@@ -140,11 +152,19 @@ class RunMessage:
     attempt_hint: int = 0
     trace: Mapping[str, str] = field(default_factory=dict)
     enqueued_at_ns: int = 0
+    trigger: str = ""
 
     @classmethod
-    def for_run(cls, run: common_pb2.Run, delay: timedelta = timedelta(0)) -> RunMessage:
-        """The message for a recorded run, carrying the current trace context; with a
-        ``delay`` it counts as enqueued when the broker will release it."""
+    def for_run(
+        cls,
+        run: common_pb2.Run,
+        delay: timedelta = timedelta(0),
+        *,
+        trace: Mapping[str, str] | None = None,
+    ) -> RunMessage:
+        """The message for a recorded run, carrying ``trace`` (a W3C trace-context
+        carrier), else the current trace context; with a ``delay`` it counts as
+        enqueued when the broker will release it."""
         return cls(
             run_id=run.run_id,
             schedule_id=run.schedule_id,
@@ -152,8 +172,9 @@ class RunMessage:
             job_type=run.job_type,
             queue=run.queue or DEFAULT_QUEUE,
             attempt_hint=run.attempt,
-            trace=inject_context(),
+            trace=inject_context() if trace is None else trace,
             enqueued_at_ns=time.time_ns() + int(delay.total_seconds() * 1e9),
+            trigger=trigger_name(run.trigger) if run.trigger else "",
         )
 
     def __post_init__(self) -> None:
@@ -175,6 +196,7 @@ class RunMessage:
             "attempt_hint": self.attempt_hint,
             "trace": dict(self.trace),
             "enqueued_at_ns": self.enqueued_at_ns,
+            "trigger": self.trigger,
         }
 
     def to_message(self) -> dramatiq.Message[Any]:
@@ -223,6 +245,7 @@ class RunMessage:
                 attempt_hint=_int(kwargs, "attempt_hint"),
                 trace=dict(trace),
                 enqueued_at_ns=_int(kwargs, "enqueued_at_ns"),
+                trigger=_text(kwargs, "trigger"),
             )
         except InvalidArgument as exc:
             raise UndecodableRunMessage(exc.field, exc.rule) from exc

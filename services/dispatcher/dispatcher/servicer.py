@@ -34,7 +34,7 @@ from cronwave_core.convert import dt_to_ts, ts_to_dt
 from cronwave_core.errors import InvalidArgument, Unavailable
 from cronwave_core.fanout import ATTR_BATCH_SIZE
 from cronwave_core.faults import Faults, run_key
-from cronwave_core.queueing import DEFAULT_QUEUE, RunMessage, enqueue_many
+from cronwave_core.queueing import DEFAULT_QUEUE, RunMessage, enqueue_many, trigger_name
 from cronwave_core.rpc import item_error
 from cronwave_core.telemetry import (
     ATTR_FIRE_TIME,
@@ -55,15 +55,6 @@ log = logging.getLogger("cronwave.dispatcher")
 
 def _now() -> datetime:
     return datetime.now(UTC)
-
-
-def trigger_name(trigger: int) -> str:
-    """``scheduled``, ``manual``, ... for a ``cronwave.v1.TriggerKind`` value."""
-    try:
-        name = common_pb2.TriggerKind.Name(trigger)
-    except ValueError:
-        return str(trigger)
-    return name.removeprefix("TRIGGER_KIND_").lower()
 
 
 def current_trace_id() -> str:
@@ -253,9 +244,10 @@ class DispatcherServicer(pb_grpc.DispatcherServiceServicer):
         with hop_span("dispatch.enqueue", "dispatch", "queue", attrs):
             messages = []
             for p, run in created:
-                # Each message carries its run's copy of this span as its parent.
-                with _item_context(p.item), run_baggage(_message_baggage(p.start, run)):
-                    messages.append(RunMessage.for_run(run).to_message())
+                # Each message carries its run's copy of this span as its parent; the
+                # worker names the run on its spans from the message itself.
+                carrier = {"traceparent": p.item.under_current().traceparent()} if p.item else None
+                messages.append(RunMessage.for_run(run, trace=carrier).to_message())
             try:
                 enqueue_many(self.broker, messages)
             except Exception as exc:  # redis down, or refused the write
@@ -466,16 +458,6 @@ def _unqueued(run: common_pb2.Run, exc: Exception) -> Unavailable:
         f"run '{run.run_id}' is recorded but could not be queued on "
         f"'{run.queue or DEFAULT_QUEUE}': {exc}; the broker (CRONWAVE_REDIS_URL) is unreachable"
     )
-
-
-def _message_baggage(start: StartRequest, run: common_pb2.Run) -> dict[str, Any]:
-    """What a run's message carries for the worker's spans to name the run."""
-    return {
-        **run_attributes(run.run_id, run.schedule_id, ts_to_dt(run.fire_time).isoformat()),
-        ATTR_JOB_TYPE: run.job_type,
-        ATTR_TRIGGER: trigger_name(start.trigger),
-        ATTR_QUEUE: run.queue or DEFAULT_QUEUE,
-    }
 
 
 @contextmanager

@@ -40,6 +40,7 @@ from cronwave_core.telemetry import (
     ATTR_HOP,
     ATTR_KIND,
     ATTR_QUEUE,
+    ATTR_TRIGGER,
     ATTR_WORKER_ID,
     extracted_context,
     hop_span,
@@ -233,6 +234,8 @@ class RunProcessor:
                 ATTR_QUEUE: message.queue,
                 ATTR_WORKER_ID: self.worker_id,
             }
+            if message.trigger:
+                attrs[ATTR_TRIGGER] = message.trigger
             # A latency fault of the queue: the message is taken this much later.
             key = run_key(message.schedule_id, message.fire_time)
             held = self.faults.inject("pickup", "queue", key)
@@ -435,7 +438,10 @@ class RunProcessor:
             "worker.complete", "complete", "app", {**attrs, ATTR_ATTEMPT: run.attempt}
         ) as span:
             self._finish(run, attempt_token, result, decision, span)
-        log.info(
+        # A success is the common case, and its record is the run itself: logged at
+        # debug level, so the log keeps what needs a look.
+        log.log(
+            logging.DEBUG if result.outcome is Outcome.SUCCEEDED else logging.INFO,
             "run %s (%s) attempt %d: %s -> %s%s",
             run.run_id,
             run.job_type,
