@@ -42,6 +42,7 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags
 
+from cronwave_core import telemetry
 from cronwave_core.telemetry import ATTR_FIRE_TIME, ATTR_RUN_ID, ATTR_SCHEDULE_ID
 
 #: How long after its registration a batch's late spans (a server's reply encode, a
@@ -155,8 +156,7 @@ def register(items: Sequence[Item], trace_id: int | None = None) -> None:
 def batch_span(name: str, items: Sequence[Item], attributes: Mapping[str, Any]) -> Iterator[None]:
     """A new trace for a batch the caller sends, registered with ``items``; its root
     span (``name``) is copied under each item's span."""
-    tracer = trace.get_tracer("cronwave.batch")
-    with tracer.start_as_current_span(
+    with telemetry.tracer("cronwave.batch").start_as_current_span(
         name, context=otel_context.Context(), attributes={**attributes, ATTR_BATCH_SIZE: len(items)}
     ) as span:
         register(items, span.get_span_context().trace_id)
@@ -168,14 +168,21 @@ def annotate(traceparent: str, attributes: Mapping[str, Any]) -> None:
     and fire time) to the item of the current batch that ``traceparent`` names. The
     copies are made when the batch's spans are exported, so all of them, also those
     that ended before, say it."""
+    annotate_many([(traceparent, attributes)])
+
+
+def annotate_many(annotations: Sequence[tuple[str, Mapping[str, Any]]]) -> None:
+    """``annotate`` for many items of the current batch, each found by its ids."""
     current = trace.get_current_span().get_span_context()
-    parsed = parse_traceparent(traceparent)
-    if not current.is_valid or parsed is None:
+    items = REGISTRY.get(current.trace_id) if current.is_valid else None
+    if not items:
         return
-    for item in REGISTRY.get(current.trace_id) or ():
-        if (item.trace_id, item.span_id) == parsed:
+    by_ids = {(item.trace_id, item.span_id): item for item in items}
+    for traceparent, attributes in annotations:
+        parsed = parse_traceparent(traceparent)
+        item = by_ids.get(parsed) if parsed is not None else None
+        if item is not None:
             item.attributes.update(attributes)
-            return
 
 
 def items_of(request: Any) -> list[Item]:

@@ -117,14 +117,14 @@ _tracing = False
 _tracers: dict[str, trace.Tracer] = {}
 
 
-def _tracer(name: str) -> trace.Tracer:
+def tracer(name: str) -> trace.Tracer:
     """The global provider's tracer ``name``, looked up once: the SDK's ``get_tracer``
     costs more than the span it would start. Before a provider is installed this is
     OpenTelemetry's proxy tracer, which follows the provider installed later."""
-    tracer = _tracers.get(name)
-    if tracer is None:
-        tracer = _tracers.setdefault(name, trace.get_tracer(name))
-    return tracer
+    found = _tracers.get(name)
+    if found is None:
+        found = _tracers.setdefault(name, trace.get_tracer(name))
+    return found
 
 
 def tracing_enabled() -> bool:
@@ -654,7 +654,7 @@ def codec_call(
     attrs: dict[str, Any] = {ATTR_KIND: "serialization", "rpc.side": side}
     if hop is not None:
         attrs[ATTR_HOP] = hop
-    span = _tracer("cronwave.rpc").start_span(name, otel_context.get_current(), attributes=attrs)
+    span = tracer("cronwave.rpc").start_span(name, otel_context.get_current(), attributes=attrs)
     try:
         result = codec(value)
     except Exception as exc:
@@ -692,7 +692,7 @@ def hop_span(
     attrs: dict[str, Any] = {ATTR_HOP: hop, ATTR_KIND: kind}
     if attributes:
         attrs.update(attributes)
-    return _CurrentSpan(_tracer(tracer_name), name, attrs)
+    return _CurrentSpan(tracer(tracer_name), name, attrs)
 
 
 class _CurrentSpan(AbstractContextManager[Span]):

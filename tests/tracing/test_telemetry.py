@@ -111,7 +111,7 @@ def test_hop_spans_nest_inherit_the_run_and_record_errors(
 ):
     # Given hop spans started through the process's tracer
     provider, path = _provider(tmp_path, provider_cls=provider_cls)
-    monkeypatch.setattr(telemetry, "_tracer", lambda name: provider.get_tracer(name))
+    monkeypatch.setattr(telemetry, "tracer", lambda name: provider.get_tracer(name))
     run = run_attributes("run-1", "nightly", FIRE)
 
     # When a run's hop span holds another, which fails

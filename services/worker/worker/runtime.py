@@ -46,6 +46,7 @@ from cronwave_core.telemetry import (
     hop_span,
     inject_context,
     run_attributes,
+    tracer,
 )
 from worker.held_runs import HeldRuns
 from worker.isolation import ProcessSupervisor
@@ -386,7 +387,7 @@ class RunProcessor:
         now (a span cannot be open across processes, so it is drawn afterwards)."""
         now_ns = time.time_ns()
         start = message.enqueued_at_ns if 0 < message.enqueued_at_ns <= now_ns else now_ns
-        span = trace.get_tracer("cronwave").start_span(
+        span = tracer("cronwave").start_span(
             "worker.pickup",
             start_time=start,
             attributes={ATTR_HOP: "pickup", ATTR_KIND: "queue", **attrs},
@@ -406,8 +407,7 @@ class RunProcessor:
             ATTR_JOB_TYPE: run.job_type,
             ATTR_ATTEMPT: run.attempt,
         }
-        tracer = trace.get_tracer("cronwave")
-        with tracer.start_as_current_span(
+        with tracer("cronwave").start_as_current_span(
             "worker.execute", attributes=execute_attrs, start_time=_held_until(fire_time, attrs)
         ) as span:
             self.faults.inject("execute", "app", run_key(run.schedule_id, fire_time), span)
@@ -626,7 +626,7 @@ def _held_until(fire_time: datetime, attrs: Mapping[str, Any]) -> int:
     now_ns, fire_ns = time.time_ns(), epoch_ns(fire_time)
     if fire_ns <= now_ns:
         return now_ns
-    hold = trace.get_tracer("cronwave").start_span(
+    hold = tracer("cronwave").start_span(
         "worker.hold", attributes={**attrs, ATTR_HOLD: "fire_time"}, start_time=now_ns
     )
     hold.end(end_time=fire_ns)

@@ -91,13 +91,17 @@ def _items(field: str, messages: Sequence[M], parse: Callable[[M], T]) -> list[T
 def _annotate(messages: Sequence[object], runs: Sequence[RunRecord | None]) -> None:
     """Name each item's run in the copies of this batch's spans (``fanout``): a
     claim or completion names only the run id, the store knows the rest."""
+    if not telemetry.tracing_enabled():
+        return
+    annotations = []
     for message, run in zip(messages, runs, strict=True):
         traceparent = getattr(message, "traceparent", "")
         if run is not None and traceparent:
-            fanout.annotate(
-                traceparent,
-                telemetry.run_attributes(run.run_id, run.schedule_id, run.fire_time.isoformat()),
+            attributes = telemetry.run_attributes(
+                run.run_id, run.schedule_id, run.fire_time.isoformat()
             )
+            annotations.append((traceparent, attributes))
+    fanout.annotate_many(annotations)
 
 
 def _recorded_to_proto(recorded: Recorded) -> api.RecordRunResponse:
