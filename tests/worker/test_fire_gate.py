@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 
 from tests.worker.test_supervisor import ctx_for
 from worker.supervisor import BeatResult, Outcome, Supervisor
-from worker.timing import FireGate, epoch_ns
+from worker.timing import FireGate, SpinBudget, epoch_ns, wait_until_fire_time
 
 BODIES = 200
 
@@ -81,3 +81,45 @@ def test_a_supervised_body_starts_at_its_fire_time_and_its_limit_counts_from_it(
     result = supervisor.run(lambda ctx: {"ok": True}, ctx_for(supervisor), fire)
     assert result.outcome is Outcome.SUCCEEDED, result
     assert result.body_started_ns >= epoch_ns(fire)
+
+
+class _FakeClock:
+    """A wall clock that moves only when slept on; a real sleep overshoots a little."""
+
+    def __init__(self, now_ns: int) -> None:
+        self.now_ns = now_ns
+        self.sleeps: list[float] = []
+
+    def clock(self) -> int:
+        return self.now_ns
+
+    def sleep(self, seconds: float) -> None:
+        self.sleeps.append(seconds)
+        self.now_ns += int(seconds * 1e9) + 100_000
+
+
+def test_the_last_moment_is_spun_only_within_the_spin_budget() -> None:
+    # Given a budget of 3 ms of turns a second and instants 2.5 ms apart
+    budget = SpinBudget(per_second_ns=3_000_000)
+    second = datetime(2030, 1, 1, 2, 0, tzinfo=UTC)
+    clock = _FakeClock(epoch_ns(second))
+    first = second + timedelta(milliseconds=10)
+    nxt = first + timedelta(milliseconds=2, microseconds=500)
+
+    # When the first is waited for, its last 2 ms are turns (sleeps of 0)
+    assert wait_until_fire_time(first, clock_ns=clock.clock, sleep=clock.sleep, budget=budget) >= (
+        epoch_ns(first)
+    )
+    assert 0 in clock.sleeps
+    # And the next one, past the budget, sleeps its last moment in one go
+    clock.sleeps.clear()
+    started = wait_until_fire_time(nxt, clock_ns=clock.clock, sleep=clock.sleep, budget=budget)
+    assert started >= epoch_ns(nxt)
+    assert 0 not in clock.sleeps and len(clock.sleeps) <= 2
+
+    # And in the next second the budget is whole again
+    later = second + timedelta(seconds=1, milliseconds=10)
+    clock.now_ns = epoch_ns(later) - 1_000_000_000 // 2
+    clock.sleeps.clear()
+    wait_until_fire_time(later, clock_ns=clock.clock, sleep=clock.sleep, budget=budget)
+    assert 0 in clock.sleeps

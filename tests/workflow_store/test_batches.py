@@ -120,6 +120,29 @@ def test_record_runs_answers_each_item_and_writes_only_the_accepted(stub):
     assert stub.GetFencingToken(api.GetFencingTokenRequest()).fencing_token == 6
 
 
+def test_a_run_recorded_for_enqueue_gets_its_enqueued_event_with_its_record(stub):
+    # Given a schedule whose 02:00 run exists
+    sid = create_schedule(stub).schedule_id
+    existing = record_run(stub, sid, FIRE, token=5).run
+
+    # When a batch records a new slot and the existing one, both to be enqueued
+    requests = [_run_req(sid, 1, token=5), _run_req(sid, 0, token=5)]
+    for request in requests:
+        request.enqueue = True
+    new, again = stub.RecordRuns(api.RecordRunsRequest(runs=requests)).results
+
+    # Then the new run's history says recorded, then enqueued on its queue, in one
+    # go; the existing run (not created, so not enqueued again) gets nothing
+    run = new.recorded.run
+    events = stub.ListRunEvents(api.ListRunEventsRequest(run_id=run.run_id)).events
+    assert [(e.kind, e.detail) for e in events] == [
+        ("recorded", "trigger=scheduled fencing_token=5"),
+        ("enqueued", run.queue),
+    ]
+    assert not again.recorded.created
+    assert _kinds(stub, existing.run_id) == ["recorded"]
+
+
 def test_a_malformed_item_fails_the_whole_batch_and_writes_nothing(stub):
     # Given a schedule and a run of it, claimed
     sid = create_schedule(stub).schedule_id

@@ -128,7 +128,7 @@ class ListJobTypesResponse(_message.Message):
     def __init__(self, job_types: _Optional[_Iterable[_Union[_common_pb2.JobType, _Mapping]]] = ...) -> None: ...
 
 class RecordRunRequest(_message.Message):
-    __slots__ = ("schedule_id", "fire_time", "trigger", "fencing_token", "fencing_scope", "idempotency_key", "queue", "trace_id", "traceparent")
+    __slots__ = ("schedule_id", "fire_time", "trigger", "fencing_token", "fencing_scope", "idempotency_key", "queue", "trace_id", "traceparent", "enqueue")
     SCHEDULE_ID_FIELD_NUMBER: _ClassVar[int]
     FIRE_TIME_FIELD_NUMBER: _ClassVar[int]
     TRIGGER_FIELD_NUMBER: _ClassVar[int]
@@ -138,6 +138,7 @@ class RecordRunRequest(_message.Message):
     QUEUE_FIELD_NUMBER: _ClassVar[int]
     TRACE_ID_FIELD_NUMBER: _ClassVar[int]
     TRACEPARENT_FIELD_NUMBER: _ClassVar[int]
+    ENQUEUE_FIELD_NUMBER: _ClassVar[int]
     schedule_id: str
     fire_time: _timestamp_pb2.Timestamp
     trigger: _common_pb2.TriggerKind
@@ -147,7 +148,8 @@ class RecordRunRequest(_message.Message):
     queue: str
     trace_id: str
     traceparent: str
-    def __init__(self, schedule_id: _Optional[str] = ..., fire_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., trigger: _Optional[_Union[_common_pb2.TriggerKind, str]] = ..., fencing_token: _Optional[int] = ..., fencing_scope: _Optional[str] = ..., idempotency_key: _Optional[str] = ..., queue: _Optional[str] = ..., trace_id: _Optional[str] = ..., traceparent: _Optional[str] = ...) -> None: ...
+    enqueue: bool
+    def __init__(self, schedule_id: _Optional[str] = ..., fire_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., trigger: _Optional[_Union[_common_pb2.TriggerKind, str]] = ..., fencing_token: _Optional[int] = ..., fencing_scope: _Optional[str] = ..., idempotency_key: _Optional[str] = ..., queue: _Optional[str] = ..., trace_id: _Optional[str] = ..., traceparent: _Optional[str] = ..., enqueue: _Optional[bool] = ...) -> None: ...
 
 class RecordRunResponse(_message.Message):
     __slots__ = ("run", "created")

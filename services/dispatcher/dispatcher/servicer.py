@@ -190,6 +190,7 @@ class DispatcherServicer(pb_grpc.DispatcherServiceServicer):
                 p.queue,
                 trace_id=f"{p.item.trace_id:032x}" if p.item else "",
                 traceparent=p.item.under_current().traceparent() if p.item else "",
+                enqueue=True,  # the history says "enqueued" before a worker can claim
             )
             for p in pending
         ]
@@ -230,16 +231,9 @@ class DispatcherServicer(pb_grpc.DispatcherServiceServicer):
     def _enqueue_batch(
         self, created: list[tuple[_Pending, common_pb2.Run]], results: list[pb.StartRunResult]
     ) -> None:
-        """Queue the new runs in one round trip, their ``enqueued`` events first (one
-        store call), so a run's history never shows its claim before its enqueue."""
-        self._events(
-            [
-                store_pb.AppendRunEventRequest(
-                    run_id=run.run_id, kind="enqueued", detail=run.queue or DEFAULT_QUEUE
-                )
-                for _, run in created
-            ]
-        )
+        """Queue the new runs in one round trip (their ``enqueued`` events were
+        written with their records, so a run's history never shows its claim before
+        its enqueue)."""
         attrs = {ATTR_BATCH_SIZE: len(created)}
         with hop_span("dispatch.enqueue", "dispatch", "queue", attrs):
             messages = []
@@ -428,9 +422,15 @@ def _start_request(request: pb.StartRunRequest, where: str = "") -> StartRequest
 
 
 def _record_request(
-    start: StartRequest, queue: str, *, trace_id: str, traceparent: str = ""
+    start: StartRequest,
+    queue: str,
+    *,
+    trace_id: str,
+    traceparent: str = "",
+    enqueue: bool = False,
 ) -> store_pb.RecordRunRequest:
-    """What the store is asked to record for ``start``, routed to ``queue``."""
+    """What the store is asked to record for ``start``, routed to ``queue``; with
+    ``enqueue`` the run's ``enqueued`` event is written with it."""
     return store_pb.RecordRunRequest(
         schedule_id=start.schedule_id,
         fire_time=dt_to_ts(start.fire_time),
@@ -441,6 +441,7 @@ def _record_request(
         queue=queue,
         trace_id=trace_id,
         traceparent=traceparent,
+        enqueue=enqueue,
     )
 
 

@@ -426,6 +426,7 @@ def record_run_from_proto(msg: api.RecordRunRequest) -> RecordRequest:
         idempotency_key=msg.idempotency_key,
         queue=msg.queue,
         trace_id=msg.trace_id,
+        enqueue=msg.enqueue,
     )
 
 

@@ -121,6 +121,7 @@ class RecordRequest:
     trace_id: str = ""
     missed: bool = False
     reason: str = ""
+    enqueue: bool = False  # also record the created run's "enqueued" event
 
 
 @dataclass(frozen=True)

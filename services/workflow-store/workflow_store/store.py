@@ -420,6 +420,8 @@ class Store:
             if new[slot]["run_id"] in inserted:
                 kind, detail = _recorded_event(reqs[i])
                 events.append(_event_values(new[slot], kind, detail, now))
+                if reqs[i].enqueue and not reqs[i].missed:
+                    events.append(_event_values(new[slot], "enqueued", new[slot]["queue"], now))
         _insert_events(s, events)
         for i, req in enumerate(reqs):
             if results[i] is not None:
