@@ -32,6 +32,7 @@ from cronwave_core.errors import (
     StaleFencingToken,
 )
 from workflow_store import models as m
+from workflow_store.bulk import Unnest
 from workflow_store.convert import (
     iso,
     policy_from_dict,
@@ -442,6 +443,15 @@ class Store:
         # One order for every batch, so concurrent batches that share slots wait for
         # each other on the unique index instead of deadlocking.
         rows.sort(key=lambda v: (v["schedule_id"], v["fire_time"]))
+        unnest = _unnest(s, _RUNS)
+        if unnest is not None:
+            inserted = unnest.insert(
+                s,
+                rows,
+                list(rows[0]),
+                suffix="ON CONFLICT (schedule_id, fire_time) DO NOTHING RETURNING run_id",
+            )
+            return set(inserted.scalars())
         if len(rows) == 1:
             return set(s.execute(self._insert_run.returning(_RUNS.c.run_id), rows[0]).scalars())
         # An executemany with no RETURNING is the cheapest bulk INSERT for the driver
@@ -1176,8 +1186,13 @@ def _update_runs(
         }
         for run_id, (state, token) in before.items()
     ]
-    result: Any = s.execute(stmt, params[0] if len(params) == 1 else params)
-    if result.rowcount != len(params):
+    unnest = _unnest(s, _RUNS) if len(params) > 1 else None
+    if unnest is not None:
+        updated = unnest.update(s, params, ("run_id", "state", "attempt_token"), columns)
+    else:
+        result: Any = s.execute(stmt, params[0] if len(params) == 1 else params)
+        updated = result.rowcount
+    if updated != len(params):
         raise _Lost
 
 
@@ -1186,10 +1201,29 @@ def _insert_events(s: Session, rows: list[dict[str, Any]], returning: bool = Fal
     if not rows:
         return []
     if not returning:
-        s.execute(sa.insert(_EVENTS), rows)
+        unnest = _unnest(s, _EVENTS) if len(rows) > 1 else None
+        if unnest is not None:
+            unnest.insert(s, rows, _EVENT_COLUMNS)
+        else:
+            s.execute(sa.insert(_EVENTS), rows)
         return []
     stmt = sa.insert(_EVENTS).returning(_EVENTS.c.seq, sort_by_parameter_order=True)
     return [int(seq) for seq in s.execute(stmt, rows).scalars()]
+
+
+_EVENT_COLUMNS = ("run_id", "kind", "at", "detail", "attempt")  # what _event_values gives
+_UNNEST: dict[str, Unnest] = {}
+
+
+def _unnest(s: Session, table: sa.Table) -> Unnest | None:
+    """The one-statement batches of ``table`` on PostgreSQL; None on SQLite."""
+    dialect = s.get_bind().dialect
+    if dialect.name != "postgresql":
+        return None
+    unnest = _UNNEST.get(table.name)
+    if unnest is None:
+        unnest = _UNNEST.setdefault(table.name, Unnest(table, dialect))
+    return unnest
 
 
 def _event_values(run: Mapping[str, Any], kind: str, detail: str, at: datetime) -> dict[str, Any]:
