@@ -20,6 +20,7 @@ from typing import Any
 
 import dramatiq
 import grpc
+from dramatiq.middleware import Retries, TimeLimit
 
 from cronwave.v1 import common_pb2, worker_service_pb2
 from cronwave.v1 import worker_service_pb2_grpc as worker_grpc
@@ -130,8 +131,17 @@ def main() -> None:
     if options.isolation == "process":
         pool = JobProcessPool(warm=options.warm_processes, max_processes=options.max_processes)
         pool.start(wait=False)
-    # Handled messages are acknowledged in batches (worker.acks).
-    broker = BatchAckBroker(url=settings.redis_url, namespace=settings.namespace)
+    # Handled messages are acknowledged in batches (worker.acks). Of dramatiq's
+    # middleware only the two that act on run messages: the time limit (a backstop
+    # behind the supervisor's) and retries, which with max_retries=0 turns a failed
+    # message into a rejected one (dead-lettered by DeadLetterRejected). Age limits,
+    # callbacks, pipelines and shutdown notices are not used, and each would be
+    # called for every message.
+    broker = BatchAckBroker(
+        url=settings.redis_url,
+        namespace=settings.namespace,
+        middleware=[TimeLimit(), Retries()],
+    )
     dramatiq.set_broker(broker)
     channel = open_channel(settings.store_addr, settings.rpc_timeout)
     store = store_grpc.WorkflowStoreServiceStub(channel)
