@@ -39,11 +39,9 @@ CORE_SERVICES = {"dispatcher", "workflow-store", "worker"}
 # scheduled run is started in a batch (StartRuns), a triggered one alone; workers claim
 # and complete in batches (group commit) either way.
 WORKER_RPCS = {"ClaimRuns": "pickup", "CompleteRuns": "complete"}
-SCHEDULED_RPCS = {
-    **WORKER_RPCS,
-    "RecordRuns": "persist",
-    "AppendRunEvents": None,  # the run's history: in the hop of whoever appends
-}
+# A batch records its runs with their "enqueued" events (RecordRuns with enqueue); a
+# triggered run appends its event itself (in the hop of whoever appends).
+SCHEDULED_RPCS = {**WORKER_RPCS, "RecordRuns": "persist"}
 TRIGGERED_RPCS = {**WORKER_RPCS, "RecordRun": "persist", "AppendRunEvent": None}
 
 
