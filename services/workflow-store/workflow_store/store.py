@@ -454,8 +454,8 @@ class Store:
             return set(inserted.scalars())
         if len(rows) == 1:
             return set(s.execute(self._insert_run.returning(_RUNS.c.run_id), rows[0]).scalars())
-        # An executemany with no RETURNING is the cheapest bulk INSERT for the driver
-        # (one statement, prepared once); the run ids that went in are read back after.
+        # SQLite: an executemany with no RETURNING is the cheapest bulk INSERT for the
+        # driver (one statement, prepared once); the run ids that went in are read back.
         s.execute(self._insert_run, rows)
         return set(s.scalars(_RUN_IDS, {"ids": [v["run_id"] for v in rows]}))
 
