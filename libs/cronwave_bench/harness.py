@@ -100,7 +100,7 @@ class Backend:
 #: bodies in threads (a job process per ``cronwave.noop`` body would measure process
 #: hand-overs, not the pipeline), and enough consumer threads that the claims of many
 #: runs due together go to the store together.
-PIPELINE_ENV = {"CRONWAVE_JOB_ISOLATION": "thread", "CRONWAVE_WORKER_THREADS": "256"}
+PIPELINE_ENV = {"CRONWAVE_JOB_ISOLATION": "thread", "CRONWAVE_WORKER_THREADS": "128"}
 
 
 @dataclass(frozen=True)
