@@ -31,6 +31,7 @@ def a_message(**overrides: object) -> RunMessage:
         "attempt_hint": 2,
         "trace": {"traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"},
         "enqueued_at_ns": 1_710_037_800_123_456_789,
+        "trigger": "scheduled",
     }
     values.update(overrides)
     return RunMessage(**values)  # type: ignore[arg-type]
@@ -50,6 +51,13 @@ def test_round_trip_through_encoded_message() -> None:
     assert message.actor_name == actor_name_for("default") == "cronwave_run__default"
     assert message.args == ()
     json.dumps(message.kwargs)  # JSON data, nothing pickled
+
+
+def test_a_message_from_before_the_trigger_field_still_decodes() -> None:
+    kwargs = a_message().to_kwargs()
+    del kwargs["trigger"]
+
+    assert RunMessage.from_kwargs(kwargs) == a_message(trigger="")
 
 
 def test_fire_time_is_kept_in_utc_at_microseconds() -> None:
