@@ -30,6 +30,7 @@ SERVICES = ("workflow-store", "leader-election", "dispatcher", "worker", "cron-p
 #: suite configured with ``payment_gateway=True``.
 GATEWAY = "payment-gateway"
 _MODULE = {name: name.replace("-", "_") for name in (*SERVICES, GATEWAY)}
+_MODULE_SERVICE = {module: name for name, module in _MODULE.items()}
 _ADDR_VAR = {
     "workflow-store": "STORE_ADDR",
     "leader-election": "LEADER_ADDR",
@@ -38,6 +39,22 @@ _ADDR_VAR = {
     "worker": "WORKER_ADDR",
     GATEWAY: "GATEWAY_ADDR",
 }
+#: The gRPC service each process serves: its health is asked by that name, so a
+#: server of another suite that took the port meanwhile is not taken for ours.
+_GRPC_SERVICE = {
+    "workflow-store": "cronwave.v1.WorkflowStoreService",
+    "leader-election": "cronwave.v1.LeaderElectionService",
+    "dispatcher": "cronwave.v1.DispatcherService",
+    "cron-planner": "cronwave.v1.CronPlannerService",
+    "worker": "cronwave.v1.WorkerService",
+    GATEWAY: "cronwave.v1.PaymentGatewayService",
+}
+#: A service whose port another process took before it could listen is started again
+#: on a new port, at most this many times in all.
+_PORT_ATTEMPTS = 3
+#: What a service logs when it cannot listen (gRPC's bind error, or
+#: cronwave_core.bootstrap's own).
+_PORT_TAKEN = ("Address already in use", "cannot listen on")
 _PORT_KEY = {
     "workflow-store": "store",
     "leader-election": "leader",
@@ -284,27 +301,39 @@ class Suite:
         extra_env: Mapping[str, str] | None = None,
     ) -> Proc:
         name = name or self.proc_name(service, index)
-        env = {**self.base_env(), **(extra_env or {})}
-        if index:
-            # Extra replicas listen on their own port; the first keeps the known one.
-            env["CRONWAVE_" + _ADDR_VAR[service]] = f"127.0.0.1:{free_port()}"
-        if service == "cron-planner":
-            env.setdefault("CRONWAVE_CANDIDATE", f"{name}@{socket.gethostname()}")
-        # -P: the caller's working directory must not shadow a module of ours.
-        argv = [sys.executable, "-P", "-m", _MODULE[service]]
-        addr = env["CRONWAVE_" + _ADDR_VAR[service]]
-        proc = Proc(name, argv, env, self.log_dir / f"{name}.log", addr)
-        self._spawn(proc)
-        self.procs[name] = proc
-        if wait:
+        for attempt in range(1, _PORT_ATTEMPTS + 1):
+            env = {**self.base_env(), **(extra_env or {})}
+            if index:
+                # Extra replicas listen on their own port; the first keeps the known one.
+                env["CRONWAVE_" + _ADDR_VAR[service]] = f"127.0.0.1:{free_port()}"
+            if service == "cron-planner":
+                env.setdefault("CRONWAVE_CANDIDATE", f"{name}@{socket.gethostname()}")
+            # -P: the caller's working directory must not shadow a module of ours.
+            argv = [sys.executable, "-P", "-m", _MODULE[service]]
+            addr = env["CRONWAVE_" + _ADDR_VAR[service]]
+            proc = Proc(name, argv, env, self.log_dir / f"{name}.log", addr)
+            self._spawn(proc)
+            self.procs[name] = proc
+            if not wait:
+                return proc
             try:
-                wait_healthy(addr, self.config.start_timeout, alive=proc.alive)
+                wait_healthy(
+                    addr, self.config.start_timeout, _GRPC_SERVICE[service], alive=proc.alive
+                )
+                return proc
             except Unavailable as exc:
                 tail = proc.log_path.read_text(errors="replace")[-2000:]
+                taken = any(marker in tail for marker in _PORT_TAKEN)
+                if taken and not proc.alive() and attempt < _PORT_ATTEMPTS:
+                    # The port was free when picked, and taken before the service
+                    # listened (another process's pick, or an outgoing connection's).
+                    if not index:
+                        self.ports[_PORT_KEY[service]] = free_port()
+                    continue
                 raise Unavailable(
                     f"{name} did not start: {exc}\n--- {proc.log_path}:\n{tail}"
                 ) from exc
-        return proc
+        raise AssertionError("unreachable")  # the loop returns or raises
 
     def _spawn(self, proc: Proc) -> None:
         log = proc.log_path.open("ab")
@@ -320,7 +349,8 @@ class Suite:
             self.stop_proc(old)
         self._spawn(old)
         if old.address:
-            wait_healthy(old.address, self.config.start_timeout, alive=old.alive)
+            service = _GRPC_SERVICE[_MODULE_SERVICE[old.argv[-1]]]
+            wait_healthy(old.address, self.config.start_timeout, service, alive=old.alive)
         elif old is self.redis:
             wait_redis(self.ports["redis"], self.config.start_timeout)
         return old

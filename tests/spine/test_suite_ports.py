@@ -1,0 +1,70 @@
+"""A suite's service whose port another process took between the pick and the listen
+starts again on a new port, and a server of another suite on its port is never taken
+for its own."""
+
+from __future__ import annotations
+
+import socket
+from concurrent import futures
+from datetime import timedelta
+from pathlib import Path
+
+import grpc
+import pytest
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+
+from cronwave_core.errors import Unavailable
+from cronwave_core.suite import Suite, SuiteConfig, wait_healthy
+
+
+def _config(tmp_path: Path, database_url: str, redis_url: str, namespace: str) -> SuiteConfig:
+    return SuiteConfig(
+        data_dir=tmp_path / "suite",
+        database_url=database_url,
+        redis_url=redis_url,
+        ports={},
+        env={"CRONWAVE_NAMESPACE": namespace},
+        grace=timedelta(seconds=2),
+    )
+
+
+def test_a_service_whose_port_was_taken_starts_on_another(
+    tmp_path: Path, database_url: str, redis_url: str, namespace: str
+) -> None:
+    # Given a suite whose dispatcher port another process listens on before it starts
+    suite = Suite(_config(tmp_path, database_url, redis_url, namespace))
+    taken = suite.ports["dispatcher"]
+    squatter = socket.create_server(("127.0.0.1", taken))
+    try:
+        # When the suite starts
+        suite.start()
+        # Then its dispatcher listens on a new port, which the later services were given
+        assert suite.ports["dispatcher"] != taken
+        assert suite.procs["dispatcher"].alive()
+        assert suite.procs["cron-planner"].env["CRONWAVE_DISPATCHER_ADDR"] == (
+            f"127.0.0.1:{suite.ports['dispatcher']}"
+        )
+        wait_healthy(suite.dispatcher_addr, timedelta(seconds=10), "cronwave.v1.DispatcherService")
+    finally:
+        squatter.close()
+        suite.stop()
+    assert suite.pids() == []
+
+
+def test_a_server_of_another_service_on_the_port_is_not_taken_for_healthy() -> None:
+    # Given a gRPC server that serves only the store's health on a port
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
+    servicer = health.HealthServicer()
+    servicer.set("cronwave.v1.WorkflowStoreService", health_pb2.HealthCheckResponse.SERVING)
+    servicer.set("", health_pb2.HealthCheckResponse.SERVING)
+    health_pb2_grpc.add_HealthServicer_to_server(servicer, server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    try:
+        address = f"127.0.0.1:{port}"
+        # Then it is healthy as the store, and not as the dispatcher
+        wait_healthy(address, timedelta(seconds=5), "cronwave.v1.WorkflowStoreService")
+        with pytest.raises(Unavailable, match="not healthy"):
+            wait_healthy(address, timedelta(seconds=1), "cronwave.v1.DispatcherService")
+    finally:
+        server.stop(0)
