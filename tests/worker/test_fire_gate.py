@@ -50,12 +50,18 @@ def test_an_instant_that_has_passed_does_not_wait() -> None:
 
 def test_the_work_after_a_body_waits_for_every_body_of_its_instant() -> None:
     gate = FireGate()
-    fire = datetime.now(UTC) + timedelta(milliseconds=300)
     started: list[int] = []
     after: list[int] = []
     lock = threading.Lock()
+    # Every body thread is running before the instant is set, and the instant leaves
+    # them time to reach the gate on a loaded machine: a body that came after it would
+    # not be one of its bodies.
+    ready = threading.Barrier(BODIES + 1, timeout=60)
+    instant: list[datetime] = []
 
     def body() -> None:
+        ready.wait()
+        fire = instant[0]
         at = gate.wait(fire)
         with lock:
             started.append(at)
@@ -66,6 +72,8 @@ def test_the_work_after_a_body_waits_for_every_body_of_its_instant() -> None:
     threads = [threading.Thread(target=body) for _ in range(BODIES)]
     for thread in threads:
         thread.start()
+    instant.append(datetime.now(UTC) + timedelta(seconds=2))
+    ready.wait()
     _wait_all(threads)
     # Every body's follow-up saw all the bodies of the instant started.
     assert after == [BODIES] * BODIES
