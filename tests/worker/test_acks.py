@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -14,18 +14,10 @@ import redis
 
 from cronwave_core.queueing import actor_name_for
 from tests.failover.support import TcpProxy
+from tests.helpers import eventually
 from worker.acks import BatchAckBroker
 
 QUEUE = "default"
-
-
-def _wait_for(condition: Callable[[], bool], seconds: float = 20.0) -> bool:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(0.02)
-    return condition()
 
 
 @contextmanager
@@ -85,7 +77,7 @@ def test_messages_acked_from_many_threads_all_leave_redis(redis_url: str, namesp
             thread.join(timeout=20)
         # Then the consumer counts none outstanding at once, and every ack reaches Redis
         assert consumer.outstanding_message_count == 0
-        assert _wait_for(lambda: broker.acks.sent == 200)
+        eventually(lambda: broker.acks.sent == 200)
         assert _unacked(client, namespace, broker) == 0
         assert client.hlen(f"{namespace}:{QUEUE}.msgs") == 0
     client.close()
@@ -114,7 +106,7 @@ def test_acks_made_while_redis_is_away_are_sent_when_it_is_back(
             assert _unacked(client, namespace, broker) == 20
             # And once Redis is reachable again, they are all sent
             proxy = TcpProxy(target, port=port)
-            assert _wait_for(lambda: broker.acks.sent == 20)
+            eventually(lambda: broker.acks.sent == 20)
             assert _unacked(client, namespace, broker) == 0
     finally:
         proxy.close()

@@ -7,20 +7,12 @@ import threading
 import time
 from collections.abc import Callable
 
+from tests.helpers import eventually
 from worker.body_threads import BodyTask, BodyThreads
 
 
 class Stop(Exception):
     pass
-
-
-def _wait_for(condition: Callable[[], bool], seconds: float = 10.0) -> bool:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(0.005)
-    return condition()
 
 
 def _run(threads: BodyThreads, fn: Callable[[], None]) -> tuple[int, threading.Event]:
@@ -44,7 +36,7 @@ def test_a_thread_that_finished_a_body_runs_the_next_one() -> None:
     threads = BodyThreads()
 
     first, _ = _run(threads, lambda: None)
-    assert _wait_for(lambda: threads.idle() == 1)
+    eventually(lambda: threads.idle() == 1)
     second, _ = _run(threads, lambda: None)
 
     assert first == second
@@ -80,7 +72,7 @@ def test_a_stopped_body_gets_the_stop_and_its_thread_is_not_reused() -> None:
     stopped_thread, next_thread = bodies_threads
     assert next_thread is not stopped_thread  # (an OS thread id may be reused)
     assert threads.started_threads == 2
-    assert _wait_for(lambda: not stopped_thread.is_alive())
+    eventually(lambda: not stopped_thread.is_alive())
 
 
 def test_a_stop_after_the_body_ended_changes_nothing() -> None:
@@ -88,7 +80,7 @@ def test_a_stop_after_the_body_ended_changes_nothing() -> None:
     ended = threading.Event()
     task = threads.start(ended.set, "job-done")
     assert ended.wait(10)
-    assert _wait_for(lambda: threads.idle() == 1)
+    eventually(lambda: threads.idle() == 1)
 
     task.stop(Stop)  # too late: the body is done and its thread is idle
 
@@ -123,7 +115,7 @@ def test_idle_threads_end_after_the_idle_timeout() -> None:
 
     _run(threads, lambda: None)
 
-    assert _wait_for(lambda: threads.idle() == 0)
+    eventually(lambda: threads.idle() == 0)
     _run(threads, lambda: None)
     assert threads.started_threads == 2
 
@@ -138,6 +130,6 @@ def test_at_most_keep_idle_threads_wait() -> None:
     assert all(event.wait(10) for event in started)
     release.set()
 
-    assert _wait_for(lambda: threads.idle() == 2)
+    eventually(lambda: threads.idle() == 2)
     time.sleep(0.05)
     assert threads.idle() == 2

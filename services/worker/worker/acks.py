@@ -51,10 +51,6 @@ class AckBatcher:
             self._queue.append((queue_name, redis_message_id))
             self._cond.notify()
 
-    def pending(self) -> int:
-        with self._cond:
-            return len(self._queue)
-
     def close(self, timeout: float = 5.0) -> None:
         """Send what is queued (one try each batch), then stop."""
         with self._cond:
