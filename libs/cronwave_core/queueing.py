@@ -17,17 +17,18 @@ import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any
-
-import dramatiq
-from dramatiq.brokers.redis import RedisBroker
-from dramatiq.common import current_millis
+from typing import TYPE_CHECKING, Any
 
 from cronwave.v1 import common_pb2
 from cronwave_core.convert import ts_to_dt
 from cronwave_core.errors import CronwaveError, InvalidArgument
 from cronwave_core.settings import Settings
 from cronwave_core.telemetry import inject_context
+
+if TYPE_CHECKING:  # dramatiq (and redis) load where a broker is made or used, so a job
+    # process that only validates its job types' queues does without them
+    import dramatiq
+    from dramatiq.brokers.redis import RedisBroker
 
 __all__ = [
     "DEFAULT_QUEUE",
@@ -68,6 +69,8 @@ class UndecodableRunMessage(CronwaveError):
 def make_broker(settings: Settings) -> RedisBroker:
     """A Redis broker for ``settings.redis_url`` whose keys live under
     ``settings.namespace``. It is not installed as dramatiq's global broker."""
+    from dramatiq.brokers.redis import RedisBroker
+
     return RedisBroker(url=settings.redis_url, namespace=settings.namespace)
 
 
@@ -82,6 +85,8 @@ def enqueue_many(broker: RedisBroker, messages: Sequence[dramatiq.Message[Any]])
         return
     dispatch = broker.scripts["dispatch"]
     pipe = broker.client.pipeline(transaction=False)
+    from dramatiq.common import current_millis
+
     sent: list[dramatiq.Message[Any]] = []
     for original in messages:
         message = original.copy(options={"redis_message_id": str(uuid.uuid4())})
@@ -201,6 +206,8 @@ class RunMessage:
 
     def to_message(self) -> dramatiq.Message[Any]:
         """A broker-independent message for the actor of this run's queue."""
+        import dramatiq
+
         return dramatiq.Message(
             queue_name=self.queue,
             actor_name=actor_name_for(self.queue),

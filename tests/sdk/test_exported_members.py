@@ -6,6 +6,8 @@ import subprocess
 import sys
 import types
 
+import pytest
+
 import cronwave
 
 EXPORTED = [
@@ -38,14 +40,28 @@ def test_all_is_pinned():
 
 
 def test_every_public_member_is_in_all_and_exists():
+    # (the members load on first use: asking for each first, then listing)
+    for name in cronwave.__all__:
+        assert getattr(cronwave, name) is not None
     public = {
         name
         for name, value in vars(cronwave).items()
         if not name.startswith("_") and not isinstance(value, types.ModuleType)
     }
     assert public == set(cronwave.__all__)
-    for name in cronwave.__all__:
-        assert getattr(cronwave, name) is not None
+    assert {n for n in dir(cronwave) if not n.startswith("_")} >= public
+
+
+def test_a_name_outside_all_is_an_attribute_error():
+    with pytest.raises(AttributeError, match="Clientele"):
+        cronwave.Clientele  # type: ignore[attr-defined]  # noqa: B018
+
+
+def test_importing_a_generated_module_does_not_load_the_client():
+    # The services import cronwave.v1 for its messages; the SDK loads on first use.
+    code = "import sys, cronwave.v1.common_pb2; print('cronwave._client' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
 
 
 def test_errors_are_the_cores_so_except_clauses_match_server_side_classes():
