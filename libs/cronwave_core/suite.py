@@ -152,6 +152,9 @@ class Proc:
     log_path: Path
     address: str = ""  # gRPC address; empty for redis
     popen: subprocess.Popen[bytes] | None = None
+    service: str | None = None  # which service it runs; None for redis
+    index: int = 0  # its replica number
+    extra_env: dict[str, str] = field(default_factory=dict)
 
     @property
     def pid(self) -> int:
@@ -239,19 +242,30 @@ class Suite:
 
     # lifecycle ---------------------------------------------------------------
     def start(self) -> Suite:
+        """Start Redis (when embedded) and the store, then every other service at
+        once (each tolerates the others starting: it retries what it needs from
+        them), and return once every one answers its health check."""
         try:
             if self.config.redis_url is None:
                 self.start_redis()
-            for name in SERVICES:
-                if name == "cron-planner":
-                    for i in range(self.config.planners):
-                        self.start_service(name, index=i)
-                elif name == "worker":
-                    self.start_workers()
-                else:
-                    self.start_service(name)
-                if name == "workflow-store" and self.config.payment_gateway:
-                    self.start_service(GATEWAY)
+            self.start_service("workflow-store")
+            if self.config.payment_gateway:
+                self.start_service(GATEWAY)
+            for attempt in range(1, _PORT_ATTEMPTS + 1):
+                ports = dict(self.ports)
+                spawned = [self.spawn_service("leader-election"), self.spawn_service("dispatcher")]
+                spawned += self.start_workers(wait=False)
+                spawned += [
+                    self.spawn_service("cron-planner", index=i) for i in range(self.config.planners)
+                ]
+                started = [self.wait_started(proc) for proc in spawned]
+                if self.ports == ports:
+                    break
+                # One of them moved to a new port: the others were told the old one.
+                for proc in started:
+                    self.stop_proc(proc)
+                if attempt == _PORT_ATTEMPTS:
+                    raise Unavailable(f"the suite's ports kept being taken: {self.ports}")
         except BaseException:
             self.stop()
             raise
@@ -274,23 +288,28 @@ class Suite:
     def proc_name(self, service: str, index: int = 0) -> str:
         return service if index == 0 else f"{service}-{index}"
 
-    def start_workers(self) -> None:
+    def start_workers(self, wait: bool = True) -> list[Proc]:
         """The worker processes: per pool when pools are configured, named
         ``worker-<pool>[-i]``, else ``workers`` of them."""
         pools = self.config.worker_pools
         if pools is None:
             pools = parse_worker_pools(self.config.env.get("CRONWAVE_WORKER_POOLS", ""))
         if not pools:
-            for i in range(self.config.workers):
-                self.start_service("worker", index=i)
-            return
-        index = 0
-        for pool, count in pools.items():
-            for i in range(count):
-                name = f"worker-{pool}" + (f"-{i}" if i else "")
-                queues = {"CRONWAVE_WORKER_QUEUES": pool, "CRONWAVE_WORKER_ID": name}
-                self.start_service("worker", index=index, name=name, extra_env=queues)
-                index += 1
+            procs = [self.spawn_service("worker", index=i) for i in range(self.config.workers)]
+        else:
+            procs, index = [], 0
+            for pool, count in pools.items():
+                for i in range(count):
+                    name = f"worker-{pool}" + (f"-{i}" if i else "")
+                    queues = {"CRONWAVE_WORKER_QUEUES": pool, "CRONWAVE_WORKER_ID": name}
+                    procs.append(
+                        self.spawn_service("worker", index=index, name=name, extra_env=queues)
+                    )
+                    index += 1
+        if wait:
+            for proc in procs:
+                self.wait_started(proc)
+        return procs
 
     def start_service(
         self,
@@ -300,39 +319,59 @@ class Suite:
         name: str | None = None,
         extra_env: Mapping[str, str] | None = None,
     ) -> Proc:
+        proc = self.spawn_service(service, index, name, extra_env)
+        return self.wait_started(proc) if wait else proc
+
+    def spawn_service(
+        self,
+        service: str,
+        index: int = 0,
+        name: str | None = None,
+        extra_env: Mapping[str, str] | None = None,
+    ) -> Proc:
+        """Start one service's process, without waiting for it to answer."""
         name = name or self.proc_name(service, index)
+        env = {**self.base_env(), **(extra_env or {})}
+        if index:
+            # Extra replicas listen on their own port; the first keeps the known one.
+            env["CRONWAVE_" + _ADDR_VAR[service]] = f"127.0.0.1:{free_port()}"
+        if service == "cron-planner":
+            env.setdefault("CRONWAVE_CANDIDATE", f"{name}@{socket.gethostname()}")
+        # -P: the caller's working directory must not shadow a module of ours.
+        argv = [sys.executable, "-P", "-m", _MODULE[service]]
+        addr = env["CRONWAVE_" + _ADDR_VAR[service]]
+        proc = Proc(name, argv, env, self.log_dir / f"{name}.log", addr)
+        proc.service, proc.index, proc.extra_env = service, index, dict(extra_env or {})
+        self._spawn(proc)
+        self.procs[name] = proc
+        return proc
+
+    def wait_started(self, proc: Proc) -> Proc:
+        """Wait until ``proc`` answers its health check. A service that could not
+        listen because its port was taken (free when picked, taken before it listened:
+        another process's pick, or an outgoing connection's) is started again on a new
+        port, at most ``_PORT_ATTEMPTS`` times in all."""
+        service = proc.service
+        assert service is not None and proc.address is not None, "not a spawned service"
         for attempt in range(1, _PORT_ATTEMPTS + 1):
-            env = {**self.base_env(), **(extra_env or {})}
-            if index:
-                # Extra replicas listen on their own port; the first keeps the known one.
-                env["CRONWAVE_" + _ADDR_VAR[service]] = f"127.0.0.1:{free_port()}"
-            if service == "cron-planner":
-                env.setdefault("CRONWAVE_CANDIDATE", f"{name}@{socket.gethostname()}")
-            # -P: the caller's working directory must not shadow a module of ours.
-            argv = [sys.executable, "-P", "-m", _MODULE[service]]
-            addr = env["CRONWAVE_" + _ADDR_VAR[service]]
-            proc = Proc(name, argv, env, self.log_dir / f"{name}.log", addr)
-            self._spawn(proc)
-            self.procs[name] = proc
-            if not wait:
-                return proc
             try:
                 wait_healthy(
-                    addr, self.config.start_timeout, _GRPC_SERVICE[service], alive=proc.alive
+                    proc.address,
+                    self.config.start_timeout,
+                    _GRPC_SERVICE[service],
+                    alive=proc.alive,
                 )
                 return proc
             except Unavailable as exc:
                 tail = proc.log_path.read_text(errors="replace")[-2000:]
                 taken = any(marker in tail for marker in _PORT_TAKEN)
-                if taken and not proc.alive() and attempt < _PORT_ATTEMPTS:
-                    # The port was free when picked, and taken before the service
-                    # listened (another process's pick, or an outgoing connection's).
-                    if not index:
-                        self.ports[_PORT_KEY[service]] = free_port()
-                    continue
-                raise Unavailable(
-                    f"{name} did not start: {exc}\n--- {proc.log_path}:\n{tail}"
-                ) from exc
+                if not (taken and not proc.alive() and attempt < _PORT_ATTEMPTS):
+                    raise Unavailable(
+                        f"{proc.name} did not start: {exc}\n--- {proc.log_path}:\n{tail}"
+                    ) from exc
+                if not proc.index:
+                    self.ports[_PORT_KEY[service]] = free_port()
+                proc = self.spawn_service(service, proc.index, proc.name, proc.extra_env)
         raise AssertionError("unreachable")  # the loop returns or raises
 
     def _spawn(self, proc: Proc) -> None:
