@@ -19,4 +19,3 @@ def test_a_job_process_loads_no_database_broker_or_sdk_until_a_job_needs_one():
         [sys.executable, "-P", "-c", code], capture_output=True, text=True, timeout=60, check=True
     )
     assert json.loads(out.stdout) == []
-
