@@ -60,7 +60,10 @@ NOOP = "cronwave.noop"
 SCOPE = "planner"
 #: The fire loop's log line for a start the store refused for a stale fencing token.
 STALE_MARKER = "refused: fencing token"
-_POLL = 0.02  # seconds between looks while timing a failover
+_POLL = 0.02  # seconds between looks at the lease while timing a failover
+#: Between looks at the runs: the failover figure is the accepted run's ``created_at``
+#: (the store's stamp), so looking more often would only cost the store more work.
+_RUNS_POLL = 0.1
 _RPC = 5.0  # seconds: deadline of every call the drill makes
 _TERMINAL = {
     common_pb2.RUN_STATE_SUCCEEDED,
@@ -316,10 +319,10 @@ class Drill:
             held = self.holder()
             if held is None or not self.suite.procs[held[0]].alive():
                 return None
-            fired = any(r.fencing_token == held[1] for r in self.runs(limit=20))
+            fired = any(r.fencing_token == held[1] for r in self.runs(limit=10))
             return held if fired else None
 
-        return wait_for(check, timeout, "a leader with an accepted fire", poll=_POLL)
+        return wait_for(check, timeout, "a leader with an accepted fire", poll=_RUNS_POLL)
 
     def end(self, name: str, graceful: bool) -> float:
         """Send the planner its death (SIGTERM or SIGKILL); the wall time it was sent."""
@@ -366,16 +369,20 @@ class Drill:
             name, token = self.wait_leading(timeout)
         died_at = self.end(name, graceful)
         takeover: float | None = None
+        listed = 0.0
 
         def next_fire() -> common_pb2.Run | None:
-            nonlocal takeover
+            nonlocal takeover, listed
             if takeover is None:
                 lease = self.lease()
                 if lease.holder and lease.fencing_token > token:
                     takeover = time.time() - died_at
+            if time.monotonic() - listed < _RUNS_POLL:
+                return None
+            listed = time.monotonic()
             newer = [
                 r
-                for r in self.runs(limit=50)
+                for r in self.runs(limit=10)
                 if r.fencing_token > token and r.state != common_pb2.RUN_STATE_MISSED
             ]
             return min(newer, key=lambda r: ts_to_dt(r.created_at)) if newer else None
