@@ -10,15 +10,18 @@ from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from datetime import timedelta
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
 import redis
 import sqlalchemy as sa
 
 from cronwave_core.suite import Suite, SuiteConfig, find_redis_server, free_port, wait_redis
+
+T = TypeVar("T")
 
 PG_URL = os.environ.get("CRONWAVE_TEST_DATABASE_URL", "")
 REDIS_URL = os.environ.get("CRONWAVE_TEST_REDIS_URL", "")
@@ -46,16 +49,42 @@ def pytest_configure(config: pytest.Config) -> None:
 SERIAL_FILES = {"test_truth.py"}
 
 
-# Files whose tests take minutes each: they go first, so that the parallel part does
-# not end with one of them still running alone.
+# Files whose tests take minutes each: each starts first on a worker of its own, so
+# that the parallel part neither ends with one of them still running alone nor runs
+# them one after another on one worker.
 LONG_FILES = ("test_many_failovers.py", "test_kill_recovery.py", "test_runner_smoke.py")
 
 
+def pytest_itemcollected(item: pytest.Item) -> None:
+    if Path(str(item.path)).name in SERIAL_FILES:
+        item.add_marker(pytest.mark.serial)
+
+
+@pytest.hookimpl(trylast=True)  # once -m and -k have deselected what they do
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    for item in items:
-        if Path(str(item.path)).name in SERIAL_FILES:
-            item.add_marker(pytest.mark.serial)
-    items.sort(key=lambda item: Path(str(item.path)).name not in LONG_FILES)
+    workers = int(getattr(config, "workerinput", {}).get("workercount", 1))
+    items[:] = long_tests_first(
+        items, lambda item: Path(str(item.path)).name in LONG_FILES, workers
+    )
+
+
+def long_tests_first(items: Sequence[T], is_long: Callable[[T], bool], workers: int) -> list[T]:
+    """``items`` reordered so that, of the contiguous shares pytest-xdist's worksteal
+    scheduler first hands its ``workers`` (of the tests still unsent, an even share to
+    each worker in turn), each begins with a long test, the long ones spread evenly.
+    The other tests keep their order."""
+    long = [item for item in items if is_long(item)]
+    rest = [item for item in items if not is_long(item)]
+    if workers <= 1:
+        return long + rest
+    out: list[T] = []
+    for worker in range(workers):
+        share = (len(items) - len(out)) // (workers - worker)
+        chunk = long[worker::workers]
+        chunk += rest[: max(share - len(chunk), 0)]
+        del rest[: len(chunk) - len(long[worker::workers])]
+        out += chunk
+    return out + rest
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
