@@ -17,6 +17,10 @@ $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade "pip>=24"
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	@# Our modules' bytecode, written once: every service and job process loads it
+	@# instead of compiling the sources again (PYTHONDONTWRITEBYTECODE, where set,
+	@# would keep Python from caching it itself).
+	$(BIN)/python -m compileall -q libs services tools > /dev/null
 	@touch $(STAMP)
 
 demo: setup
