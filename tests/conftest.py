@@ -80,10 +80,10 @@ def long_tests_first(items: Sequence[T], is_long: Callable[[T], bool], workers: 
     out: list[T] = []
     for worker in range(workers):
         share = (len(items) - len(out)) // (workers - worker)
-        chunk = long[worker::workers]
-        chunk += rest[: max(share - len(chunk), 0)]
-        del rest[: len(chunk) - len(long[worker::workers])]
-        out += chunk
+        starts = long[worker::workers]
+        take = max(share - len(starts), 0)
+        out += starts + rest[:take]
+        del rest[:take]
     return out + rest
 
 

@@ -83,10 +83,10 @@ def enqueue_many(broker: RedisBroker, messages: Sequence[dramatiq.Message[Any]])
     sweeper, and a second message for a run is refused by its claim."""
     if not messages:
         return
-    dispatch = broker.scripts["dispatch"]
-    pipe = broker.client.pipeline(transaction=False)
     from dramatiq.common import current_millis
 
+    dispatch = broker.scripts["dispatch"]
+    pipe = broker.client.pipeline(transaction=False)
     sent: list[dramatiq.Message[Any]] = []
     for original in messages:
         message = original.copy(options={"redis_message_id": str(uuid.uuid4())})

@@ -352,7 +352,7 @@ class Suite:
         another process's pick, or an outgoing connection's) is started again on a new
         port, at most ``_PORT_ATTEMPTS`` times in all."""
         service = proc.service
-        assert service is not None and proc.address is not None, "not a spawned service"
+        assert service is not None and proc.address, "not a spawned service"
         for attempt in range(1, _PORT_ATTEMPTS + 1):
             try:
                 wait_healthy(
