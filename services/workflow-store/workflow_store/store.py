@@ -32,7 +32,7 @@ from cronwave_core.errors import (
     StaleFencingToken,
 )
 from workflow_store import models as m
-from workflow_store.bulk import Unnest
+from workflow_store.bulk import RecordSet
 from workflow_store.convert import (
     iso,
     policy_from_dict,
@@ -443,9 +443,9 @@ class Store:
         # One order for every batch, so concurrent batches that share slots wait for
         # each other on the unique index instead of deadlocking.
         rows.sort(key=lambda v: (v["schedule_id"], v["fire_time"]))
-        unnest = _unnest(s, _RUNS)
-        if unnest is not None:
-            inserted = unnest.insert(
+        bulk = _recordset(s, _RUNS)
+        if bulk is not None:
+            inserted = bulk.insert(
                 s,
                 rows,
                 list(rows[0]),
@@ -1186,9 +1186,9 @@ def _update_runs(
         }
         for run_id, (state, token) in before.items()
     ]
-    unnest = _unnest(s, _RUNS) if len(params) > 1 else None
-    if unnest is not None:
-        updated = unnest.update(s, params, ("run_id", "state", "attempt_token"), columns)
+    bulk = _recordset(s, _RUNS) if len(params) > 1 else None
+    if bulk is not None:
+        updated = bulk.update(s, params, ("run_id", "state", "attempt_token"), columns)
     else:
         result: Any = s.execute(stmt, params[0] if len(params) == 1 else params)
         updated = result.rowcount
@@ -1201,9 +1201,9 @@ def _insert_events(s: Session, rows: list[dict[str, Any]], returning: bool = Fal
     if not rows:
         return []
     if not returning:
-        unnest = _unnest(s, _EVENTS) if len(rows) > 1 else None
-        if unnest is not None:
-            unnest.insert(s, rows, _EVENT_COLUMNS)
+        bulk = _recordset(s, _EVENTS) if len(rows) > 1 else None
+        if bulk is not None:
+            bulk.insert(s, rows, _EVENT_COLUMNS)
         else:
             s.execute(sa.insert(_EVENTS), rows)
         return []
@@ -1212,18 +1212,18 @@ def _insert_events(s: Session, rows: list[dict[str, Any]], returning: bool = Fal
 
 
 _EVENT_COLUMNS = ("run_id", "kind", "at", "detail", "attempt")  # what _event_values gives
-_UNNEST: dict[str, Unnest] = {}
+_RECORDSETS: dict[str, RecordSet] = {}
 
 
-def _unnest(s: Session, table: sa.Table) -> Unnest | None:
+def _recordset(s: Session, table: sa.Table) -> RecordSet | None:
     """The one-statement batches of ``table`` on PostgreSQL; None on SQLite."""
     dialect = s.get_bind().dialect
     if dialect.name != "postgresql":
         return None
-    unnest = _UNNEST.get(table.name)
-    if unnest is None:
-        unnest = _UNNEST.setdefault(table.name, Unnest(table, dialect))
-    return unnest
+    bulk = _RECORDSETS.get(table.name)
+    if bulk is None:
+        bulk = _RECORDSETS.setdefault(table.name, RecordSet(table, dialect))
+    return bulk
 
 
 def _event_values(run: Mapping[str, Any], kind: str, detail: str, at: datetime) -> dict[str, Any]:
