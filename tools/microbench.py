@@ -7,8 +7,9 @@
 directory of its own, and counts the process's CPU (the export thread's included).
 ``inserts`` writes batches of 200 run-event-like rows into a scratch table of the
 PostgreSQL database at URL (created and dropped here), as an executemany, as
-SQLAlchemy's multi-VALUES insert and as one ``unnest`` statement, and counts this
-process's CPU and the database backend's (``/proc``, Linux).
+SQLAlchemy's multi-VALUES insert, as one ``unnest`` statement (an array per column)
+and as the store's one statement over a JSON document (``workflow_store.bulk``), and
+counts this process's CPU and the database backend's (``/proc``, Linux).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
 from cronwave_bench.measure import cpu_seconds
 from cronwave_core import telemetry
+from workflow_store.bulk import RecordSet
 
 SPANS = 20_000
 BATCHES = 200
@@ -86,6 +88,8 @@ def inserts(url: str) -> None:
             engine.dialect.use_insertmanyvalues_wo_returning = many
             _time(engine, name, lambda c: c.execute(sa.insert(table), rows))
         _time(engine, "unnest", lambda c: c.execute(unnest, columns))
+        recordset = RecordSet(table, engine.dialect)
+        _time(engine, "json_to_recordset", lambda c: recordset.insert(c, rows, list(rows[0])))
     finally:
         meta.drop_all(engine)
         engine.dispose()
