@@ -2,6 +2,7 @@
 
     python tools/microbench.py spans          # CPU per span, SDK spans and LeanSpans
     python tools/microbench.py inserts URL    # 200-row batches into PostgreSQL
+    python tools/microbench.py redis URL      # pipelined SETs, as the caches send them
 
 ``spans`` starts and ends ``hop_span``s through the local span exporter, in a data
 directory of its own, and counts the process's CPU (the export thread's included).
@@ -9,7 +10,10 @@ directory of its own, and counts the process's CPU (the export thread's included
 PostgreSQL database at URL (created and dropped here), as an executemany, as
 SQLAlchemy's multi-VALUES insert, as one ``unnest`` statement (an array per column)
 and as the store's one statement over a JSON document (``workflow_store.bulk``), and
-counts this process's CPU and the database backend's (``/proc``, Linux).
+counts this process's CPU and the database backend's (``/proc``, Linux). ``redis``
+sends pipelines of 100 SETs of 100-byte values to the Redis at URL and counts this
+process's CPU per command; it says whether redis-py found hiredis (its C packer and
+parser).
 """
 
 from __future__ import annotations
@@ -95,6 +99,29 @@ def inserts(url: str) -> None:
         engine.dispose()
 
 
+def redis_sets(url: str) -> None:
+    import redis
+    from redis.utils import HIREDIS_AVAILABLE
+
+    client = redis.Redis.from_url(url)
+    keys = [f"cronwave-microbench:{i}" for i in range(ROWS // 2)]
+    value = b"v" * 100
+    try:
+        for rounds in (20, BATCHES * 5):  # the first is the warm-up
+            started = time.process_time()
+            for _ in range(rounds):
+                pipe = client.pipeline(transaction=False)
+                for key in keys:
+                    pipe.set(key, value, px=60_000)
+                pipe.execute()
+            spent = time.process_time() - started
+        per = 1e6 * spent / (rounds * len(keys))
+        print(f"hiredis {'in use' if HIREDIS_AVAILABLE else 'absent'}: {per:.1f} us of CPU per SET")
+    finally:
+        client.delete(*keys)
+        client.close()
+
+
 def _time(engine: sa.Engine, name: str, insert: Callable[[sa.Connection], Any]) -> None:
     with engine.connect() as conn:
         pid = conn.exec_driver_sql("SELECT pg_backend_pid()").scalar()
@@ -118,5 +145,7 @@ if __name__ == "__main__":
         spans()
     elif sys.argv[1:2] == ["inserts"] and len(sys.argv) == 3:
         inserts(sys.argv[2])
+    elif sys.argv[1:2] == ["redis"] and len(sys.argv) == 3:
+        redis_sets(sys.argv[2])
     else:
         sys.exit(__doc__)

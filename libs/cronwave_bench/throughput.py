@@ -2,7 +2,11 @@
 tracing on and with tracing off (``CRONWAVE_TRACING=off``: no span is exported).
 
 The offered load is ``rate`` schedules that each fire every second, their phases
-spread evenly over the second, so ``rate`` runs come due per second. After a warm-up,
+spread evenly over the second, so ``rate`` runs come due per second: by default 510, a
+little over the 500/s target. A pipeline that keeps up completes what is offered, give
+or take the runs whose completion lands a few milliseconds either side of the window's
+edges (about one run per second of window); offered exactly at the target, such a
+pipeline would read 499.5 as often as 500.5. After a warm-up,
 a window of at least 30 s counts the runs the store completed (SUCCEEDED, by the
 store's own ``finished_at``) inside it: that count over the window's length is the
 sustained rate. The rate of every 5-second slice of the window is kept too, so a rate
