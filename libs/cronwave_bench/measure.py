@@ -171,6 +171,38 @@ def cpu_seconds(pid: int) -> float | None:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+@dataclass(frozen=True)
+class MachineTimes:
+    """The whole machine's CPU time so far, all CPUs together (Linux ``/proc/stat``),
+    in clock ticks: busy (user, nice, system, irq, softirq), idle (idle, iowait), and
+    stolen (time a virtual CPU was ready but its host ran another guest)."""
+
+    busy: int
+    idle: int
+    steal: int
+
+    @classmethod
+    def now(cls) -> MachineTimes | None:
+        try:
+            with open("/proc/stat") as stat:
+                fields = [int(v) for v in stat.readline().split()[1:9]]
+        except (OSError, ValueError):
+            return None
+        if len(fields) < 8:
+            return None
+        user, nice, system, idle, iowait, irq, softirq, steal = fields
+        return cls(user + nice + system + irq + softirq, idle + iowait, steal)
+
+    def shares_since(self, before: MachineTimes) -> dict[str, float] | None:
+        """The shares of the time since ``before`` that were busy and stolen."""
+        busy = self.busy - before.busy
+        steal = self.steal - before.steal
+        total = busy + steal + self.idle - before.idle
+        if total <= 0:
+            return None
+        return {"busy": busy / total, "stolen": steal / total}
+
+
 def server_pids(commands: Sequence[str] = SERVER_COMMANDS) -> dict[int, str]:
     """The running processes named one of ``commands`` (their ``comm``), by pid."""
     found: dict[int, str] = {}
@@ -200,11 +232,15 @@ class CpuMeter:
         self.pids = pids
         self._before: dict[str, float] = {}
         self._servers_before: dict[int, float] = {}
+        self._machine_before: MachineTimes | None = None
         self.seconds: dict[str, float] = {}
+        #: The machine's busy and stolen shares of its CPU time in between, if known.
+        self.machine: dict[str, float] | None = None
 
     def start(self) -> None:
         self._before = {n: cpu_seconds(p) or 0.0 for n, p in self.pids.items()}
         self._servers_before = {p: cpu_seconds(p) or 0.0 for p in server_pids()}
+        self._machine_before = MachineTimes.now()
 
     def stop(self) -> dict[str, float]:
         out = {}
@@ -217,4 +253,7 @@ class CpuMeter:
             if now is not None:
                 out[comm] = out.get(comm, 0.0) + now - self._servers_before.get(pid, 0.0)
         self.seconds = out
+        machine = MachineTimes.now()
+        if machine is not None and self._machine_before is not None:
+            self.machine = machine.shares_since(self._machine_before)
         return out

@@ -15,7 +15,9 @@ that sags is seen. Each variant runs on a suite of its own.
 The CPU time the suite's services, PostgreSQL and Redis spent inside the window
 (``/proc``), over the runs completed in it, is the CPU cost of a run. Tracing's cost
 is how much more a run costs with tracing on: unlike the ratio of the two rates, it
-does not depend on whether the offered load saturated the machine.
+does not depend on whether the offered load saturated the machine. The machine's busy
+and stolen shares of its CPU time in the window (``/proc/stat``) say how near to
+saturation it ran, and how much of it the host gave to other guests.
 """
 
 from __future__ import annotations
@@ -62,6 +64,7 @@ class Variant:
     missed: int
     end_to_end_ms: dict[str, float] | None
     cpu_s: dict[str, float]
+    machine: dict[str, float] | None = None
 
     @property
     def cpu_ms_per_run(self) -> float | None:
@@ -79,6 +82,7 @@ class Variant:
             "fire_to_completion_ms": self.end_to_end_ms,
             "cpu_s_in_window": self.cpu_s,
             "cpu_ms_per_run": self.cpu_ms_per_run,
+            "machine_cpu_shares": self.machine,
         }
 
 
@@ -160,6 +164,7 @@ def _measure(ctx: BenchContext, tracing: bool) -> Variant:
         missed=missed,
         end_to_end_ms=ms_figures(e2e, ("p50", "p99", "max")),
         cpu_s=cpu,
+        machine=meter.machine,
     )
 
 
@@ -210,6 +215,12 @@ def run_throughput(ctx: BenchContext) -> Result:
                 f"p99 {fmt_ms(variant.end_to_end_ms['p99'])}",
             )
         result.row(f"CPU per run, {label}", _cpu_row(variant))
+        if variant.machine:
+            result.row(
+                f"machine CPU in the window, {label}",
+                f"{variant.machine['busy'] * 100:.0f}% busy, "
+                f"{variant.machine['stolen'] * 100:.1f}% stolen by other guests",
+            )
         if variant.missed:
             result.row(f"slots recorded MISSED, {label}", str(variant.missed))
     if rate_cost is not None:

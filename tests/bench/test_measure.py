@@ -11,7 +11,7 @@ import pytest
 
 from cronwave._models import RunEvent
 from cronwave_bench.context import Sizes
-from cronwave_bench.measure import CpuMeter, body_starts, cpu_seconds, ms_figures
+from cronwave_bench.measure import CpuMeter, MachineTimes, body_starts, cpu_seconds, ms_figures
 from cronwave_core.errors import InvalidArgument
 
 AT = datetime(2030, 1, 1, 2, 0, tzinfo=UTC)
@@ -96,3 +96,15 @@ def test_the_cpu_meter_counts_what_a_process_spent_between_start_and_stop() -> N
     # A process that is gone is left out, not counted as zero.
     assert "idle" not in after_exit and "busy" in after_exit
     assert cpu_seconds(idle.pid) is None
+    # And the machine was busy for at least the busy process's share of it
+    assert meter.machine is not None
+    assert 0 < meter.machine["busy"] <= 1 and 0 <= meter.machine["stolen"] <= 1
+
+
+def test_machine_shares_are_of_all_the_time_in_between() -> None:
+    before = MachineTimes(busy=1000, idle=3000, steal=10)
+    after = MachineTimes(busy=1150, idle=3040, steal=20)
+    # 150 busy, 40 idle and 10 stolen ticks: 200 in all
+    assert after.shares_since(before) == {"busy": 0.75, "stolen": 0.05}
+    # No tick in between: no shares, rather than a division by zero
+    assert before.shares_since(before) is None
