@@ -164,7 +164,8 @@ _LINE_OPTIONS = orjson.OPT_APPEND_NEWLINE
 def span_line(span: ReadableSpan, service: str) -> bytes:
     """``span_to_dict(span)`` as one line of JSON (UTF-8, newline-terminated), with
     ``service`` as its service; written by orjson, without ``span_to_dict``'s look-ups
-    (a span is encoded in about 1.8 µs, against 5.5 µs with the standard library)."""
+    (a ``LeanSpan`` costs 14-15 µs of CPU from start to line so, 18-20 µs with the
+    standard library's encoder: ``python tools/microbench.py spans``)."""
     ctx = span.context
     start = span.start_time
     end = span.end_time

@@ -4,9 +4,10 @@ and turned back into typed rows by ``json_to_recordset``.
 An executemany runs its statement once per row: per row, SQLAlchemy binds the
 parameters, psycopg sends a Bind and an Execute, and PostgreSQL plans and runs it.
 With the rows as one parameter the batch is one statement, whatever its size. The
-document is written by orjson (C, datetimes included): psycopg's array dumpers, which
-an ``unnest`` of one array per column needs, cost the store 66 µs of CPU per run row
-of 26 columns, the JSON document 3.4 µs (``docs/benchmarks.md``).
+document is written by orjson (C, datetimes included). An ``unnest`` of one array per
+column, the statement this replaced, needs psycopg's array dumpers, which are Python:
+a batch of 200 event rows cost the store 1.7-2.4 ms of CPU that way, and 0.3-0.5 ms as
+a JSON document (``python tools/microbench.py inserts URL``; ``docs/benchmarks.md``).
 
 Values go through the columns' own bind processing (``UTCDateTime`` and the like), so
 what is stored is what an executemany would store. SQLite has no ``json_to_recordset``:
