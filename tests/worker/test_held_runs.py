@@ -69,37 +69,3 @@ def test_stop_releases_everything_still_held_and_a_failure_stops_nothing() -> No
     assert log.names() == ["later"]
     assert time.monotonic() - started < 5  # not held until its hour came
     assert len(held) == 0
-
-
-class FakeClock:
-    def __init__(self, at: datetime) -> None:
-        self.at = at
-
-    def __call__(self) -> datetime:
-        return self.at
-
-
-def test_runs_due_within_the_gather_leave_with_the_first_and_no_others() -> None:
-    # Given runs due at 10 s and 10.03 s (within the 50-ms gather of each other) and one
-    # at 10.2 s, on a clock that moves only when told
-    start = datetime(2030, 1, 1, tzinfo=UTC)
-    clock = FakeClock(start)
-    held = HeldRuns(
-        threads=4, release_ahead=timedelta(0), now=clock, gather=timedelta(seconds=0.05)
-    )
-    log = Log()
-    for name, seconds in (("first", 10.0), ("close", 10.03), ("apart", 10.2)):
-        held.hold(start + timedelta(seconds=seconds), lambda name=name: log.run(name))
-
-    # When the clock reaches the first one's instant (a hold wakes the heap's timer)
-    clock.at = start + timedelta(seconds=10)
-    held.hold(start + timedelta(hours=1), lambda: log.run("wake"))
-
-    # Then the close one leaves with it, 30 ms ahead of its own instant
-    eventually(lambda: sorted(log.names()) == ["close", "first"], timeout=10, what="gathered")
-    assert len(held) == 2  # "apart" and "wake" are still held
-    # And the one 200 ms later leaves at its own instant
-    clock.at = start + timedelta(seconds=10.2)
-    held.hold(start + timedelta(hours=1), lambda: log.run("wake"))
-    eventually(lambda: "apart" in log.names(), timeout=10, what="released at its instant")
-    held.stop(timedelta(seconds=5))

@@ -9,12 +9,6 @@ sized for bursts, which runs the attempt, and the body still starts at the fire 
 not before: it waits at the process's fire gate (``worker.timing.FireGate``), which
 releases every body of an instant together. Idle pool threads block without polling.
 
-Runs due within ``gather`` of the first due one leave the heap with it, up to that
-much before their own release instant. Released together, their attempts' first calls
-(the look-up that a pause has not cancelled the run) go to the store as one batch:
-with 500 fire instants a second, one at a time they were batches of one to three, and
-that look-up alone was 12% of the store's CPU samples.
-
 Exactly once is unchanged: the run was claimed (its attempt token is this worker's)
 before it entered the heap. Its message is acknowledged when the consumer's thread
 returns, so a worker that dies while holding runs leaves them RUNNING with a heartbeat
@@ -40,8 +34,6 @@ DEFAULT_THREADS = 1024
 #: How long before its release instant a run leaves the heap for a pool thread, so the
 #: thread is running (and the attempt set up) when the instant comes.
 DEFAULT_RELEASE_AHEAD = timedelta(seconds=2)
-#: Runs due within this of the first due one leave the heap with it.
-DEFAULT_GATHER = timedelta(milliseconds=50)
 
 
 class HeldRuns:
@@ -52,12 +44,10 @@ class HeldRuns:
         threads: int = DEFAULT_THREADS,
         release_ahead: timedelta = DEFAULT_RELEASE_AHEAD,
         now: Callable[[], datetime] = lambda: datetime.now(UTC),
-        gather: timedelta = DEFAULT_GATHER,
     ) -> None:
         if threads < 1:
             raise ValueError("HeldRuns needs at least one thread")
         self.release_ahead = release_ahead
-        self.gather = gather
         self._now = now
         self._heap: list[tuple[datetime, int, Callable[[], None]]] = []
         self._seq = itertools.count()
@@ -68,8 +58,7 @@ class HeldRuns:
         self._timer.start()
 
     def hold(self, release_at: datetime, run: Callable[[], None]) -> None:
-        """Run ``run()`` on a pool thread ``release_ahead`` before ``release_at`` (up to
-        ``gather`` earlier, with a run due before it)."""
+        """Run ``run()`` on a pool thread ``release_ahead`` before ``release_at``."""
         with self._cond:
             if self._stopping:
                 self._submit(run)
@@ -102,17 +91,12 @@ class HeldRuns:
                 if not self._heap:
                     self._cond.wait()
                     continue
-                now = self._now()
-                wait = (self._heap[0][0] - now).total_seconds()
+                wait = (self._heap[0][0] - self._now()).total_seconds()
                 if wait > 0:
                     self._cond.wait(wait)
                     continue
-                horizon = now + self.gather
-                due = []
-                while self._heap and self._heap[0][0] <= horizon:
-                    due.append(heapq.heappop(self._heap)[2])
-            for run in due:
-                self._submit(run)
+                _, _, run = heapq.heappop(self._heap)
+            self._submit(run)
 
     def _submit(self, run: Callable[[], None]) -> None:
         try:
