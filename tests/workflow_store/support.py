@@ -173,6 +173,19 @@ def record_run(
     )
 
 
+def issue_tokens(
+    stub: api_grpc.WorkflowStoreServiceStub, up_to: int, scope: str = "planner"
+) -> None:
+    """Have the store issue fencing tokens of ``scope`` until the newest is ``up_to``,
+    as leader-election does when it grants the lease, so that writes fenced by any
+    token in 1..up_to are the store's to accept or refuse as stale."""
+    for _ in range(100):
+        reply = stub.IssueFencingToken(api.IssueFencingTokenRequest(fencing_scope=scope))
+        if reply.fencing_token >= up_to:
+            return
+    raise AssertionError(f"the store did not issue {scope!r} tokens up to {up_to}")
+
+
 def rpc_error(call, *args, **kwargs) -> grpc.RpcError:
     """The RpcError ``call`` raised (fails the test when it did not raise)."""
     with pytest.raises(grpc.RpcError) as info:

@@ -217,7 +217,7 @@ class RunProcessor:
             run_id = kwargs.get("run_id") if isinstance(kwargs, Mapping) else None
             self.dead_letter(
                 run_id if isinstance(run_id, str) else "",
-                0,
+                "",
                 "undecodable",
                 exc.message,
                 queue=queue,
@@ -271,7 +271,7 @@ class RunProcessor:
                 self.stats.finished()
 
     def _hold_if_early(
-        self, run: common_pb2.Run, attempt_token: int, attrs: Mapping[str, str]
+        self, run: common_pb2.Run, attempt_token: str, attrs: Mapping[str, str]
     ) -> bool:
         """Hand a run claimed well ahead of its fire time to the held runs (see
         ``worker.held_runs``), released by a heartbeat interval at the latest; False
@@ -335,7 +335,7 @@ class RunProcessor:
                 span.set_attribute("cronwave.claimed", False)
                 self.dead_letter(
                     message.run_id,
-                    0,
+                    "",
                     "unknown_run",
                     exc.details() or "the store has no such run",
                     queue=message.queue,
@@ -357,7 +357,7 @@ class RunProcessor:
     def dead_letter(
         self,
         run_id: str,
-        attempt_token: int,
+        attempt_token: str,
         reason: str,
         error: str,
         *,
@@ -397,7 +397,7 @@ class RunProcessor:
             span.set_attribute(ATTR_FAULT, latency.label if latency else "pickup:queue")
         span.end(end_time=now_ns)
 
-    def _execute(self, run: common_pb2.Run, attempt_token: int, attrs: Mapping[str, str]) -> None:
+    def _execute(self, run: common_pb2.Run, attempt_token: str, attrs: Mapping[str, str]) -> None:
         fire_time = ts_to_dt(run.fire_time)
         job_type = self.registry.get(run.job_type)
         execute_attrs: dict[str, Any] = {
@@ -473,7 +473,7 @@ class RunProcessor:
     def _finish(
         self,
         run: common_pb2.Run,
-        attempt_token: int,
+        attempt_token: str,
         result: AttemptResult,
         decision: Decision,
         span: trace.Span,
@@ -545,7 +545,7 @@ class RunProcessor:
         return count
 
     def _attempt(
-        self, run: common_pb2.Run, attempt_token: int, fire_time: datetime, job_type: JobType
+        self, run: common_pb2.Run, attempt_token: str, fire_time: datetime, job_type: JobType
     ) -> AttemptResult:
         try:
             payload = _json_object(run.payload_json, "payload_json")

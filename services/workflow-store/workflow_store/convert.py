@@ -389,6 +389,20 @@ def _fire_time(msg: Any) -> datetime:
     return ts_to_dt(msg.fire_time)
 
 
+_MAX_SCOPE = 200
+
+
+def fencing_scope(scope: str, field: str = "fencing_scope") -> str:
+    """A lease scope's name (default "planner"): at most 200 printable characters
+    with no whitespace, as leader-election grants them."""
+    scope = scope or DEFAULT_FENCING_SCOPE
+    if len(scope) > _MAX_SCOPE:
+        raise InvalidArgument(field, f"must be at most {_MAX_SCOPE} characters")
+    if any(c.isspace() or not c.isprintable() for c in scope):
+        raise InvalidArgument(field, "must not contain whitespace or control characters")
+    return scope
+
+
 def _fencing(token: int, scope: str, required: bool, why: str) -> tuple[int, str]:
     if token < 0:
         raise InvalidArgument("fencing_token", "must not be negative")
@@ -398,7 +412,7 @@ def _fencing(token: int, scope: str, required: bool, why: str) -> tuple[int, str
             f"required for {why}: pass the planner's lease token so a deposed leader's "
             "fires are refused",
         )
-    return token, scope or DEFAULT_FENCING_SCOPE
+    return token, fencing_scope(scope)
 
 
 def record_run_from_proto(msg: api.RecordRunRequest) -> RecordRequest:
@@ -492,11 +506,25 @@ def completion_state_from_proto(value: pb.RunState) -> RunState:
     return state
 
 
+_HEX = frozenset("0123456789abcdef")
+
+
+def attempt_token(value: str, field: str = "attempt_token", required: bool = True) -> str:
+    """An attempt token as ClaimRun returned it: 32 lowercase hex digits."""
+    if not value and not required:
+        return value
+    if len(value) != 32 or not _HEX.issuperset(value):
+        raise InvalidArgument(
+            field, "must be the 32 hex digits the run's claim returned (ClaimRun.attempt_token)"
+        )
+    return value
+
+
 def completion_from_proto(msg: api.CompleteRunRequest) -> CompletionRequest:
     """A CompleteRun(s) item; the store checks the rest of its rules."""
     return CompletionRequest(
         run_id=msg.run_id,
-        attempt_token=msg.attempt_token,
+        attempt_token=attempt_token(msg.attempt_token),
         state=completion_state_from_proto(msg.state),
         error=msg.error,
         result_json=msg.result_json,
@@ -560,8 +588,7 @@ def stalled_to_proto(rec: StalledRun) -> api.StalledRun:
 def dead_letter_from_proto(msg: api.DeadLetterRunRequest) -> DeadLetterRequest:
     if not msg.run_id and not msg.message_json:
         raise InvalidArgument("run_id", "required unless message_json carries a poison message")
-    if msg.attempt_token < 0:
-        raise InvalidArgument("attempt_token", "must not be negative")
+    attempt_token(msg.attempt_token, required=False)
     try:
         reason = DeadLetterReason(msg.reason)
     except ValueError:

@@ -134,7 +134,7 @@ class RunRecord:
     job_type: str
     payload_json: str
     attempt: int
-    attempt_token: int
+    attempt_token: str
     fencing_token: int
     idempotency_key: str
     queue: str
@@ -170,7 +170,7 @@ class Recorded:
 class Claim:
     run: RunRecord
     claimed: bool
-    attempt_token: int
+    attempt_token: str
 
 
 @dataclass(frozen=True)
@@ -202,7 +202,7 @@ class CompletionRequest:
     completion that changes the run then records the run event ``started`` too."""
 
     run_id: str
-    attempt_token: int
+    attempt_token: str
     state: RunState
     error: str = ""
     result_json: str = ""
@@ -237,7 +237,7 @@ class DeadLetterRequest:
     """A validated DeadLetterRun request."""
 
     run_id: str
-    attempt_token: int
+    attempt_token: str
     reason: DeadLetterReason
     error: str = ""
     queue: str = ""

@@ -23,7 +23,6 @@ from cronwave_core.faults import Faults, run_key
 from cronwave_core.rpc import item_error
 from workflow_store import convert, slots
 from workflow_store.records import (
-    DEFAULT_FENCING_SCOPE,
     MAX_BATCH,
     ClaimRequest,
     Completion,
@@ -271,7 +270,9 @@ class WorkflowStoreServicer(api_grpc.WorkflowStoreServiceServicer):
     ) -> api.HeartbeatResponse:
         with _db_span("Heartbeat", "execute", request.run_id):
             deadline = self.store.heartbeat(
-                request.run_id, request.attempt_token, request.checkpoint_json
+                request.run_id,
+                convert.attempt_token(request.attempt_token),
+                request.checkpoint_json,
             )
         return api.HeartbeatResponse(deadline=dt_to_ts(deadline))
 
@@ -279,10 +280,11 @@ class WorkflowStoreServicer(api_grpc.WorkflowStoreServiceServicer):
         self, request: api.CompleteRunRequest, context: grpc.ServicerContext
     ) -> api.CompleteRunResponse:
         state = convert.completion_state_from_proto(request.state)
+        token = convert.attempt_token(request.attempt_token)
         with _db_span("CompleteRun", "complete", request.run_id) as span:
             completion = self.store.complete_run(
                 request.run_id,
-                request.attempt_token,
+                token,
                 state,
                 error=request.error,
                 result_json=request.result_json,
@@ -296,6 +298,27 @@ class WorkflowStoreServicer(api_grpc.WorkflowStoreServiceServicer):
         return api.CompleteRunResponse(
             run=convert.run_to_proto(completion.run), changed=completion.changed
         )
+
+    def ReleaseRun(
+        self, request: api.ReleaseRunRequest, context: grpc.ServicerContext
+    ) -> api.ReleaseRunResponse:
+        token = convert.attempt_token(request.attempt_token)
+        with _db_span("ReleaseRun", "execute", request.run_id) as span:
+            run, released = self.store.release_run(
+                request.run_id, token, request.checkpoint_json, request.reason
+            )
+            _mark(span, run)
+        return api.ReleaseRunResponse(run=convert.run_to_proto(run), released=released)
+
+    def CancelRun(
+        self, request: api.CancelRunRequest, context: grpc.ServicerContext
+    ) -> api.CancelRunResponse:
+        if not request.run_id:
+            raise InvalidArgument("run_id", "required")
+        if len(request.reason) > 1000:
+            raise InvalidArgument("reason", "must be at most 1000 characters")
+        run, changed = self.store.cancel_run(request.run_id, request.reason or "cancelled")
+        return api.CancelRunResponse(run=convert.run_to_proto(run), changed=changed)
 
     # -- batches: one transaction per call, an answer or an ItemError per item ----------
 
@@ -417,8 +440,14 @@ class WorkflowStoreServicer(api_grpc.WorkflowStoreServiceServicer):
     def GetFencingToken(
         self, request: api.GetFencingTokenRequest, context: grpc.ServicerContext
     ) -> api.GetFencingTokenResponse:
-        token = self.store.fencing_token(request.fencing_scope or DEFAULT_FENCING_SCOPE)
+        token = self.store.fencing_token(convert.fencing_scope(request.fencing_scope))
         return api.GetFencingTokenResponse(fencing_token=token)
+
+    def IssueFencingToken(
+        self, request: api.IssueFencingTokenRequest, context: grpc.ServicerContext
+    ) -> api.IssueFencingTokenResponse:
+        token = self.store.issue_fencing_token(convert.fencing_scope(request.fencing_scope))
+        return api.IssueFencingTokenResponse(fencing_token=token)
 
     # -- what planners ask of their slots (see slots.py) ----------------------------------
 
