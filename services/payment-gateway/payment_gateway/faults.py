@@ -25,6 +25,8 @@ NO_DEADLINE_HOLD = timedelta(seconds=5)
 
 
 class DrillsOff(Unimplemented):
+    """``SetFaults`` called on a gateway not started for tests."""
+
     def __init__(self) -> None:
         super().__init__(
             "SetFaults: failure drills exist only in a payment-gateway started for tests "
@@ -36,7 +38,8 @@ class FaultHooks:
     """What a gateway not started for tests has: no drill, nothing to arm."""
 
     def set(self, timeout_after_commit: int, hold: timedelta | None = None) -> None:
-        """Arm the next ``timeout_after_commit`` charge calls (0 disarms)."""
+        """Arm the next ``timeout_after_commit`` charge calls (0 disarms); refused
+        (``DrillsOff``, UNIMPLEMENTED) unless the gateway was started for tests."""
         raise DrillsOff()
 
     def take_timeout(self, time_remaining: float | None) -> float | None:
