@@ -32,7 +32,7 @@ from cronwave.v1 import workflow_store_service_pb2 as store_pb
 from cronwave_core.batching import Coalescer, ItemRefused, results_of
 from cronwave_core.caching import TERMINAL_STATES, RunStatusCache
 from cronwave_core.convert import td_to_duration, ts_to_dt
-from cronwave_core.faults import Faults, run_key
+from cronwave_core.faults import NO_FAULTS, FaultHooks, run_key
 from cronwave_core.queueing import RunMessage, UndecodableRunMessage
 from cronwave_core.telemetry import (
     ATTR_FAULT,
@@ -157,7 +157,7 @@ class RunProcessor:
         broker: RedisBroker | None = None,
         isolation: Isolation | None = None,
         run_status: RunStatusCache | None = None,
-        faults: Faults | None = None,
+        faults: FaultHooks = NO_FAULTS,
         held: HeldRuns | None = None,
     ) -> None:
         self.store = store
@@ -167,7 +167,7 @@ class RunProcessor:
         self.broker = broker
         self.isolation = isolation or Isolation(pool=None)
         self.run_status = run_status  # terminal runs, for readers of run status
-        self.faults = faults or Faults()
+        self.faults = faults  # no-op hooks unless the process was started for tests
         self.held = held  # runs claimed ahead of their fire time wait there
         # Claims and completions of the runs this worker handles at once go to the
         # store together (group commit; see cronwave_core.batching).
