@@ -37,6 +37,7 @@ from cronwave_core.telemetry import init_tracing
 from worker.acks import BatchAckBroker
 from worker.actors import declare_actors
 from worker.dead_letters import DeadLetterRejected
+from worker.drills import drill_hooks
 from worker.held_runs import HeldRuns
 from worker.job_process import JobProcessPool
 from worker.jobs import JobType, Registry, default_registry
@@ -163,6 +164,7 @@ def main() -> None:
         run_status=RunStatusCache(cache_redis, settings.namespace),
         faults=fault_hooks(settings),
         held=held,
+        drills=drill_hooks(settings),
     )
     broker.add_middleware(DeadLetterRejected(processor))
     declare_actors(broker, settings.worker_queues, processor, registry)

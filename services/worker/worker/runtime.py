@@ -48,6 +48,7 @@ from cronwave_core.telemetry import (
     run_attributes,
     tracer,
 )
+from worker.drills import NO_DRILLS, DrillHooks
 from worker.held_runs import HeldRuns
 from worker.isolation import ProcessSupervisor
 from worker.job_process import JobProcessPool
@@ -159,6 +160,7 @@ class RunProcessor:
         run_status: RunStatusCache | None = None,
         faults: FaultHooks = NO_FAULTS,
         held: HeldRuns | None = None,
+        drills: DrillHooks = NO_DRILLS,
     ) -> None:
         self.store = store
         self.registry = registry
@@ -169,6 +171,7 @@ class RunProcessor:
         self.run_status = run_status  # terminal runs, for readers of run status
         self.faults = faults  # no-op hooks unless the process was started for tests
         self.held = held  # runs claimed ahead of their fire time wait there
+        self.drills = drills  # no-op hooks unless the process was started for drills
         # Claims and completions of the runs this worker handles at once go to the
         # store together (group commit; see cronwave_core.batching).
         self.claims: Coalescer[store_pb.ClaimRunRequest, store_pb.ClaimRunResponse] = Coalescer(
@@ -489,6 +492,7 @@ class RunProcessor:
                 queue=run.queue,
             )
             return
+        self.drills.before_complete(run.run_id, run.attempt)
         request = store_pb.CompleteRunRequest(
             run_id=run.run_id,
             attempt_token=attempt_token,
