@@ -5,7 +5,7 @@ invoice is charged exactly once.
 Real processes: workflow-store, payment-gateway, dispatcher (its sweeper re-dispatches
 a run whose heartbeat lapsed), two workers, Redis, and SQLite or PostgreSQL. The
 billing heartbeat timeout is 1 s here, so a dead worker's run resumes within about a
-second. ``CRONWAVE_TEST_SEED`` replays a drill.
+second. ``CRONWAVE_TEST_SEED`` replays a drill (the ``drill_seed`` fixture).
 """
 
 from __future__ import annotations
@@ -88,8 +88,10 @@ def drill_worker(suite: BillingSuite, workers: list[Proc], answer: int, schedule
 
 
 @pytest.mark.timeout(BUDGET_S + 60)
-def test_kill_9_at_random_points_charges_every_invoice_exactly_once(billing_suite) -> None:
-    seed = int(os.environ.get("CRONWAVE_TEST_SEED") or time.time())
+def test_kill_9_at_random_points_charges_every_invoice_exactly_once(
+    billing_suite, drill_seed: int
+) -> None:
+    seed = drill_seed
     rng = random.Random(seed)
     suite: BillingSuite = billing_suite(test_hooks=True)  # the crash drill
     began = time.monotonic()
@@ -141,12 +143,14 @@ def test_kill_9_at_random_points_charges_every_invoice_exactly_once(billing_suit
             )
             recovery = time.monotonic() - killed
         final = suite.finished(run.run_id, timeout=90)
-        assert final.state == "SUCCEEDED", (number, how, final.state, final.error)
+        assert final.state == "SUCCEEDED", (seed, number, how, final.state, final.error)
         books = suite.reconcile(period)
         assert (books.customers, books.invoices, books.gateway_charges) == (
             CUSTOMERS, CUSTOMERS, CUSTOMERS,
-        ), (number, how, books)  # fmt: skip
-        assert (books.duplicates, books.missing, books.unrecorded) == (0, 0, 0), (number, how)
+        ), (seed, number, how, books)  # fmt: skip
+        assert (books.duplicates, books.missing, books.unrecorded) == (0, 0, 0), (
+            seed, number, how,
+        )  # fmt: skip
         result = final.result or {}
         killed_in = phase(at_kill) if not at_kill.terminal else "after the end"
         trial = Trial(number, how, killed_in, final.attempt, recovery, result["gateway_replays"])
@@ -154,10 +158,10 @@ def test_kill_9_at_random_points_charges_every_invoice_exactly_once(billing_suit
         if by_itself:
             # The resumed attempt asked again for the batch its predecessor was charged
             # for but never recorded, and got those charges back.
-            assert trial.interrupted and trial.replays >= 1, trial
+            assert trial.interrupted and trial.replays >= 1, (seed, trial)
 
     elapsed = time.monotonic() - began
-    assert charged_twice(suite.gateway_url) == []
+    assert charged_twice(suite.gateway_url) == [], f"seed {seed}"
     kills = [t for t in trials if t.interrupted]
     recoveries = sorted(t.recovery_s for t in kills)
     print(
@@ -173,4 +177,35 @@ def test_kill_9_at_random_points_charges_every_invoice_exactly_once(billing_suit
         f"  kill -9 to new attempt: median {recoveries[len(recoveries) // 2]:.1f}s, max "
         f"{recoveries[-1]:.1f}s; 0 duplicate, 0 missing, 0 unrecorded charges in every trial"
     )
-    assert len(kills) >= KILLS, f"only {len(kills)} of {len(trials)} kills interrupted a run"
+    assert len(kills) >= KILLS, (
+        f"seed {seed}: only {len(kills)} of {len(trials)} kills interrupted a run"
+    )
+
+
+def test_a_worker_dead_between_charge_and_record_is_resumed_by_another_without_a_second_charge(
+    billing_suite,
+) -> None:
+    # Given two worker processes; the one that takes the run kills itself (SIGKILL)
+    # right after the gateway's 3rd answer, before the job's database records it
+    suite: BillingSuite = billing_suite(test_hooks=True)  # the crash drill
+    workers = [suite.start_worker(), suite.start_worker()]
+    period = "two-processes"
+    schedule = suite.schedule(**PAYLOAD, period=period)
+    run = drill_worker(suite, workers, 3, schedule)
+
+    # When it has died and the other worker process resumed the run
+    eventually(lambda: not workers[0].alive(), timeout=60, what="the crash")
+    final = suite.finished(run.run_id, timeout=90)
+
+    # Then the gateway's ledger has every invoice charged exactly once
+    assert final.state == "SUCCEEDED", (final.state, final.error)
+    assert final.attempt == 2 and final.worker_id == f"worker-{workers[1].pid}"
+    books = suite.reconcile(period)
+    assert (books.customers, books.invoices, books.gateway_charges) == (
+        CUSTOMERS, CUSTOMERS, CUSTOMERS,
+    ), books  # fmt: skip
+    assert (books.duplicates, books.missing, books.unrecorded) == (0, 0, 0), books
+    assert charged_twice(suite.gateway_url) == []
+    # And the resumed attempt got the charges it had not recorded back from the gateway
+    # under the same keys, instead of making them again
+    assert (final.result or {})["gateway_replays"] >= 1
