@@ -190,7 +190,9 @@ def run(mutation: Mutation) -> tuple[bool, float, str]:
     finally:
         _restore(originals)
     lines = [line for line in proc.stdout.splitlines() if line.strip()]
-    return proc.returncode != 0, time.monotonic() - began, lines[-1] if lines else ""
+    failed = [line.split()[1] for line in lines if line.startswith(("FAILED ", "ERROR "))]
+    said = f"{lines[-1] if lines else ''}; caught by {', '.join(failed)}" if failed else ""
+    return proc.returncode != 0, time.monotonic() - began, said or (lines[-1] if lines else "")
 
 
 def main(argv: list[str] | None = None) -> int:
