@@ -86,6 +86,8 @@ class InFlight:
     state: str  # "pending" or "running"
     attempt: int  # the attempt token the store expects from whoever completes it
     fire_time: datetime
+    recorded_at: datetime | None = None  # when the store recorded it (None: unknown)
+    started_at: datetime | None = None  # when a worker first claimed it (None: never)
 
 
 @dataclass
