@@ -455,6 +455,18 @@ def test_a_skip_only_for_a_run_lost_in_the_queue_waits_for_it_then_starts(rig: R
     assert rig.dispatcher.started() == [("s", "12:00")]
     assert rig.ledger.final() == []
 
+    # When the next slot comes while that late run is still in flight
+    late = InFlight("run-1200", "pending", 0, datetime(2030, 1, 7, 12, 0, tzinfo=UTC), T0)
+    rig.ledger.running["s"] = [late]
+    rig.run_until(datetime(2030, 1, 7, 12, 1, 1, tzinfo=UTC))
+
+    # Then it waits for it too (the recovery goes on), and starts once it has ended
+    assert rig.ledger.final() == [] and len(rig.dispatcher.calls) == 1
+    rig.ledger.running["s"] = []
+    rig.run_until(datetime(2030, 1, 7, 12, 1, 2, tzinfo=UTC))
+    assert rig.dispatcher.started() == [("s", "12:00"), ("s", "12:01")]
+    assert rig.ledger.final() == []
+
 
 @pytest.mark.parametrize(
     ("lost_at", "run"),

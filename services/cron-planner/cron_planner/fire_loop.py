@@ -23,14 +23,16 @@ Contract of one start (one schedule's nominal fire time):
   by a worker before then, the fire is decided again ``LOST_RECHECK`` later, until its
   deadline, instead of being recorded MISSED: such a run had no message, and the
   dispatcher sends it again (``dispatcher.sweeper``); its late run is the recovery, so
-  the fire waits for it to end as it would have ended before the loss. A run a worker
-  held through the loss (claimed before it) is truly in flight and skips the slot as
-  ever. The schedule's later fires wait behind the held one, so its slots start in
-  their order. Safe for exactly-once: the fire still starts only when nothing of its
-  schedule is in flight. Treating the lost run as not in flight and starting beside it would not
-  be: its new message would start it next to the fire's run. Bounded: once the loss is
-  older than the queue's horizon, or the fire is past its deadline, the policy decides
-  as usual.
+  the fire waits for it to end, as it would have ended before the loss. A run a
+  worker held through the loss (claimed before it) is truly in flight and skips the
+  slot as ever. The schedule's later fires wait behind the held one, so its slots
+  start in their order, and a fire that finds in flight only runs started late this
+  way waits for them too: the recovery ends when a fire finds nothing in flight.
+  Safe for exactly-once: a fire still starts only when nothing of its schedule is in
+  flight. Treating the lost run as not in flight and starting beside it would not be:
+  its new message would start it next to the fire's run. Bounded: once the loss is
+  older than the queue's horizon, or the fire is past its deadline, the policy
+  decides as usual.
 - A start refused for its fencing token (FAILED_PRECONDITION on ``fencing_token``):
   another planner leads; this one steps down.
 - A transient failure (the dispatcher away or slow): retried with a backoff that
@@ -105,6 +107,10 @@ BATCH_LIMIT = 500
 BATCH_COLLECT = timedelta(milliseconds=100)
 #: A fire held back for a run lost in the queue is decided again this much later.
 LOST_RECHECK = timedelta(milliseconds=100)
+#: Runs started late for a run lost in the queue are remembered this long, and at most
+#: this many (the queue's loss horizon ends the recovery well before).
+LATE_RUNS_KEPT = timedelta(minutes=1)
+LATE_RUNS_MAX = 100_000
 # A buffered fire waits for the run in flight however long it takes.
 _NO_DEADLINE = datetime(9000, 1, 1, tzinfo=UTC)
 
@@ -267,6 +273,9 @@ class FireLoop:
         # Per schedule, the (fire time, deadline) of its earliest fire held back for a
         # run lost in the queue: its later fires wait behind it.
         self._held: dict[str, tuple[datetime, datetime]] = {}
+        # Slots whose runs this loop started late, held back for a run lost in the
+        # queue, with when they started: the recovery goes on behind them.
+        self._late: dict[tuple[str, datetime], datetime] = {}
         self._next_poll: datetime | None = None
         self._paced: dict[tuple[str, Trigger], datetime] = {}
         self._inbox: list[Fire] = []
@@ -733,9 +742,11 @@ class FireLoop:
             del self._held[sid]  # decided now (or held again just below)
         decision = decide_overlap(policy, views, buffered=self._buffers.count(sid))
         if decision.action == OverlapAction.START:
+            if fire.waited_for_loss:
+                self._late_run(sid, fire.fire_time, now)
             return fire, []
         if decision.action == OverlapAction.SKIP:
-            if now < fire.deadline and self._lost_in_queue(runs, now):
+            if now < fire.deadline and self._lost_in_queue(sid, runs, now):
                 self._held[sid] = (fire.fire_time, fire.deadline)
                 return self._wait_for_loss(fire, now)
             self._queue_records([fire.missed(decision.reason)], token, now)
@@ -752,22 +763,34 @@ class FireLoop:
     def _wait_for_loss(self, fire: Fire, now: datetime) -> tuple[Fire | None, list[InFlight]]:
         """Decide ``fire`` again a moment later (see the module docstring)."""
         fire.act_at = min(now + LOST_RECHECK, fire.deadline)
+        fire.waited_for_loss = True
         self._work.push(fire)
         self.stats.lost_waits += 1
         return None, []
 
-    def _lost_in_queue(self, runs: Sequence[InFlight], now: datetime) -> bool:
-        """True when every run in flight was recorded before the queue last lost its
-        messages and was not claimed before then: each is waiting for, or running on,
-        a message the dispatcher sent again (see the module docstring)."""
-        if self._queue_loss is None or not runs or any(r.recorded_at is None for r in runs):
+    def _late_run(self, schedule_id: str, fire_time: datetime, now: datetime) -> None:
+        """Remember that the run of this slot starts late, for a run lost in the queue
+        (kept ``LATE_RUNS_KEPT``, at most ``LATE_RUNS_MAX`` of them)."""
+        self._late[(schedule_id, fire_time)] = now
+        for key, at in list(self._late.items()):
+            if now - at < LATE_RUNS_KEPT and len(self._late) <= LATE_RUNS_MAX:
+                break
+            del self._late[key]
+
+    def _lost_in_queue(self, schedule_id: str, runs: Sequence[InFlight], now: datetime) -> bool:
+        """True when every run in flight is part of the recovery from the queue's last
+        loss: recorded before it and not claimed before it (waiting for, or running on,
+        a message the dispatcher sent again), or started late by this loop for such a
+        run (see the module docstring)."""
+        if self._queue_loss is None or not runs:
             return False
         lost_at = self._queue_loss.lost_at(now)
         if lost_at is None:
             return False
         for run in runs:
-            assert run.recorded_at is not None
-            if run.recorded_at > lost_at:
+            if (schedule_id, run.fire_time) in self._late:
+                continue
+            if run.recorded_at is None or run.recorded_at > lost_at:
                 return False  # its message went to the queue as it is now
             if run.state != "pending" and (run.started_at is None or run.started_at <= lost_at):
                 return False  # its worker held it through the loss: truly in flight

@@ -73,6 +73,9 @@ class Fire:
     # Paced fires (catch-up runs, backfills) of one schedule and trigger start at least
     # this far apart, however late the loop gets to them.
     pace: timedelta = timedelta(0)
+    # Held back for a run lost in the queue (see fire_loop): its own run, started late,
+    # is part of the recovery.
+    waited_for_loss: bool = False
 
     def missed(self, reason: str) -> Missed:
         return Missed(self.schedule_id, self.fire_time, reason, self.trigger)
