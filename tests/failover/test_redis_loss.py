@@ -198,14 +198,18 @@ def test_an_empty_redis_restart_skips_no_slot_for_a_run_lost_in_the_queue(
     for r in sorted(after, key=lambda r: ts_to_dt(r.fire_time)):
         if r.state == common_pb2.RUN_STATE_SUCCEEDED:
             first_ok.setdefault(r.schedule_id, r)
-    resumed = max(ts_to_dt(r.fire_time) for r in first_ok.values()) - restarted_at
-    lateness = max(ts_to_dt(r.started_at) - ts_to_dt(r.fire_time) for r in first_ok.values())
+    firsts = first_ok.values()
+    resumed = max((ts_to_dt(r.fire_time) for r in firsts), default=through) - restarted_at
+    lateness = max(
+        ((ts_to_dt(r.started_at) - ts_to_dt(r.fire_time)).total_seconds() for r in firsts),
+        default=0.0,
+    )
     lost_done = max(ts_to_dt(r.finished_at) for r in lost) - restarted_at
     print(
         f"\nredis restart: {len(lost)} runs around the outage all ended "
         f"{lost_done.total_seconds():.3f}s after it; the first slot after it succeeded on "
-        f"every schedule by +{resumed.total_seconds():.3f}s (fire time; started at most "
-        f"{lateness.total_seconds():.3f}s late); MISSED after it: {dict(missed_after)}, "
+        f"{len(first_ok)} of {len(ids)} schedules by +{resumed.total_seconds():.3f}s (fire "
+        f"time; started at most {lateness:.3f}s late); MISSED after it: {dict(missed_after)}, "
         f"{len(for_lost)} of them for a run lost in the queue"
     )
     assert not for_lost, for_lost
