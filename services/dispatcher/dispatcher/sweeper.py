@@ -139,8 +139,13 @@ class Sweeper:
     def sweep_once(self) -> int:
         """One tick: look for a lost queue and re-send a page of the runs it held, then
         re-send the message of every run the store hands back; returns how many were
-        sent."""
-        sent = self._recover_lost()
+        sent. A lost queue that cannot be looked at or recovered now (Redis or the
+        store away) does not hold up the ordinary sweep; it is tried again next tick."""
+        try:
+            sent = self._recover_lost()
+        except Exception as exc:  # the recovery, if one began, resumes at its page
+            log.warning("lost-queue check failed: %s", exc)
+            sent = 0
         response = self.store.RequeueStalledRuns(
             store_pb.RequeueStalledRunsRequest(
                 pending_for=td_to_duration(self.settings.pending_after),
