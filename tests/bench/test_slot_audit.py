@@ -69,7 +69,10 @@ WINDOW = Window("kill -9 x", at(0), at(10), injected_at=at(2.5), ended_at=at(2.5
 SLOTS = {SID: [at(s) for s in range(1, 11)]}
 
 
-def judge(runs, starts=None, audited_at=at(60), window=WINDOW, slots=SLOTS):
+LONG_AFTER = at(60)  # an audit long after every window's end
+
+
+def judge(runs, starts=None, audited_at=LONG_AFTER, window=WINDOW, slots=SLOTS):
     return audit_window(window, slots, {SID: runs}, starts or {}, audited_at)
 
 
