@@ -14,8 +14,9 @@ process hand-overs on a busy machine). Lease timing is ``failover.FAST`` unless 
 The faults, in this order, each in a window of its own (``FAULTS``):
 
 - ``baseline``: none -- the steady load alone, the control row;
-- ``kill-<service>``: ``kill -9`` of workflow-store, leader-election, the leading
-  cron-planner, dispatcher, worker; each restarted at once (its window's fault ends
+- ``kill-<service>``: ``kill -9`` of the worker (first, so that the worker started
+  then runs through every later fault: see below), workflow-store, leader-election,
+  the leading cron-planner, dispatcher; each restarted at once (its window's fault ends
   when the new process answers its health check) -- the planner once the other one
   has taken its lease over, so the fault is a hand-over;
 - ``stop-planner``: SIGSTOP of the leading planner for ``hold`` (at least its lease
@@ -36,7 +37,10 @@ for a fault held for a while (SIGSTOP, a blackhole, Redis down) also from its en
 
 The worker's own count cross-checks the store once everything has finished: the
 worker that runs at the end (started by ``kill-worker``, or the first one if that
-fault is left out) must have begun exactly one attempt per run it holds. A worker's
+fault is left out) must have begun exactly one attempt per run it holds. Attempts it
+began beyond that are bodies it ran twice; the store shows each as a re-run (a new
+attempt while the worker of the previous one lived on), and when the two counts agree
+those re-runs are confirmed duplicates of their windows (``slot_audit``). A worker's
 count dies with it, and counts attempts released up to two seconds ahead of their
 fire time, so the count of a killed worker is reported, not compared.
 """
@@ -49,6 +53,7 @@ import signal
 import tempfile
 import time
 import uuid
+from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import asdict, dataclass, field, replace
@@ -83,10 +88,11 @@ from cronwave_bench.harness import (
     dispatch_lead,
     suite_config,
 )
-from cronwave_bench.measure import body_starts, parallel
+from cronwave_bench.measure import parallel
 from cronwave_bench.slot_audit import (
     STUCK_AFTER,
     TOLERANCE,
+    History,
     Window,
     WindowAudit,
     audit_window,
@@ -100,11 +106,11 @@ from cronwave_core.suite import Suite
 #: Every fault, in the order the matrix applies them.
 FAULTS = (
     "baseline",
+    "kill-worker",
     "kill-workflow-store",
     "kill-leader-election",
     "kill-planner",
     "kill-dispatcher",
-    "kill-worker",
     "stop-planner",
     "restart-redis",
     "blackhole-database",
@@ -128,7 +134,7 @@ class MatrixConfig:
 
     schedules: int = 50
     hold: timedelta = timedelta(seconds=3)
-    quiet: timedelta = timedelta(seconds=3)
+    quiet: timedelta = timedelta(seconds=2)
     settle: timedelta = timedelta(seconds=2)
     recovery_limit: timedelta = timedelta(seconds=60)
     stuck_after: timedelta = STUCK_AFTER
@@ -224,6 +230,7 @@ class FaultMatrix:
         self.applied: list[Applied] = []
         self.windows: list[Window] = []
         self.killed_workers: list[dict[str, Any]] = []
+        self.deaths: dict[str, datetime] = {}  # killed worker id -> when
         self._lead = dispatch_lead()
 
     def close(self) -> None:
@@ -405,6 +412,7 @@ class FaultMatrix:
                 {"worker_id": status.worker_id, "runs_started_before_kill": status.runs_started}
             )
             injected, ended = self._kill_and_restart(name)
+            self.deaths[status.worker_id] = injected
             return Applied(fault, "kill -9 worker", injected, ended, status.worker_id)
         if fault.startswith("kill-"):
             service = fault.removeprefix("kill-")
@@ -492,6 +500,25 @@ class FaultMatrix:
         by_schedule: dict[str, list[common_pb2.Run]] = {}
         for run in runs:
             by_schedule.setdefault(run.schedule_id, []).append(run)
+        reruns = Counter(w for h in histories.values() for w in h.rerun_by(self.deaths))
+        worker_check = []
+        confirmed = []
+        for status in workers:
+            held = sum(1 for r in runs if r.worker_id == status.worker_id)
+            excess = status.runs_started - held
+            # Each re-run of this worker in the store is a body it ran twice, or an
+            # attempt it never began: its own count says how many were bodies.
+            if excess == reruns[status.worker_id]:
+                confirmed.append(status.worker_id)
+            worker_check.append(
+                {
+                    "worker_id": status.worker_id,
+                    "attempts_begun": status.runs_started,
+                    "runs_it_holds": held,
+                    "excess": excess,
+                    "reruns_in_store": reruns[status.worker_id],
+                }
+            )
         audits = [
             audit_window(
                 window,
@@ -499,22 +526,13 @@ class FaultMatrix:
                 by_schedule,
                 histories,
                 audited_at,
+                deaths=self.deaths,
+                confirmed=confirmed,
                 tolerance=cfg.tolerance,
                 stuck_after=cfg.stuck_after,
             )
             for window in self.windows
         ]
-        worker_check = []
-        for status in workers:
-            held = sum(1 for r in runs if r.worker_id == status.worker_id)
-            worker_check.append(
-                {
-                    "worker_id": status.worker_id,
-                    "attempts_begun": status.runs_started,
-                    "runs_it_holds": held,
-                    "excess": status.runs_started - held,
-                }
-            )
         return {
             "audits": audits,
             "worker_check": worker_check,
@@ -533,13 +551,13 @@ class FaultMatrix:
 
         return [run for runs in parallel(of, self.load.ids) for run in runs]
 
-    def histories(self, runs: Sequence[common_pb2.Run]) -> dict[str, list[datetime]]:
-        """The body starts each run's history records, by run id."""
+    def histories(self, runs: Sequence[common_pb2.Run]) -> dict[str, History]:
+        """What each run's history says of its attempts, by run id."""
 
-        def of(run: common_pb2.Run) -> tuple[str, list[datetime]]:
+        def of(run: common_pb2.Run) -> tuple[str, History]:
             request = store_pb.ListRunEventsRequest(run_id=run.run_id)
             events = self.store.ListRunEvents(request, timeout=_RPC).events
-            return run.run_id, body_starts(RunEvent.from_proto(e) for e in events)
+            return run.run_id, History.of(RunEvent.from_proto(e) for e in events)
 
         return dict(parallel(of, list(runs)))
 
@@ -579,8 +597,15 @@ def table(audits: Sequence[WindowAudit], applied: Sequence[Applied]) -> str:
         if audit.contradicted:
             missing += f" ({audit.contradicted} MISSED with a reason their record contradicts)"
         duplicate = str(audit.duplicate)
+        notes = []
         if audit.body_started_twice:
-            duplicate += f" ({audit.body_started_twice} bodies started twice)"
+            notes.append(f"{audit.body_started_twice} bodies recorded starting twice")
+        if audit.reruns:
+            notes.append(f"{audit.reruns} bodies re-run after a lost completion")
+        if audit.reruns_unconfirmed:
+            notes.append(f"+{audit.reruns_unconfirmed} re-runs the worker's count cannot confirm")
+        if notes:
+            duplicate += f" ({'; '.join(notes)})"
         stuck = str(audit.stuck) + (f" (+{audit.unsettled} unsettled)" if audit.unsettled else "")
         lines.append(
             f"| {label} | {audit.slots} | {missing} | {duplicate} | {stuck} | {audit.late} "

@@ -10,8 +10,15 @@ all on one host's clock.
 
 - **missing**: a slot with neither a run nor a MISSED record (``failover.audit``), or
   with a MISSED record whose reason its own facts contradict (``contradicted``).
-- **duplicate**: a run beyond the first of a slot (``failover.audit``), or a run whose
-  history records its job body starting more than once.
+- **duplicate**: a run beyond the first of a slot (``failover.audit``), a run whose
+  history records its job body starting more than once, or a confirmed **re-run**.
+  A re-run is a run given a new attempt while the worker of its previous attempt
+  lived on: that worker began the attempt and ran the body, but its completion never
+  reached the store (a body's start is recorded with its completion), so the run
+  stayed RUNNING until its heartbeat lapsed and then ran again. The store cannot tell
+  it from an attempt the worker never began (its claim's reply lost): only the
+  worker's own count can, so re-runs of a worker whose count confirms them
+  (``confirmed``) are duplicates, and the others are reported as unconfirmed.
 - **stuck**: a run of the window still PENDING or RUNNING -- or a placeholder still
   pending -- ``stuck_after`` after the window ended, whether it finished later (its
   ``finished_at``) or not at all. The job is a noop, done in milliseconds once its
@@ -47,12 +54,14 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
+from cronwave._models import RunEvent
 from cronwave.v1 import common_pb2
 from cronwave_bench.failover import PLANNED, TERMINAL, audit, is_placeholder
+from cronwave_bench.measure import body_starts
 from cronwave_core.catchup import (
     CATCHUP_CAP,
     CATCHUP_SKIP,
@@ -74,6 +83,8 @@ STUCK_AFTER = timedelta(seconds=10)
 LOOKUP_SLACK = timedelta(seconds=0.5)
 _OVERLAP_REASONS = frozenset({OVERLAP_SKIP, OVERLAP_BUFFER_FULL})
 _LATE_REASONS = frozenset({SUPERSEDED_BY_LATEST, CATCHUP_SKIP, CATCHUP_CAP, OUTSIDE_CATCHUP_WINDOW})
+#: The run event of a claim; its detail is the claiming worker's id.
+CLAIMED = "claimed"
 _WORD = re.compile(r"[a-z][a-z0-9_]*")
 #: Labels of the reasons the planner writes as sentences.
 _SENTENCES = (
@@ -103,6 +114,31 @@ class Window:
 
     def holds(self, at: datetime) -> bool:
         return self.start < at <= self.end
+
+
+@dataclass(frozen=True)
+class History:
+    """What a run's history says of its attempts: the body starts recorded, and who
+    claimed each attempt when (oldest first)."""
+
+    starts: tuple[datetime, ...] = ()
+    claims: tuple[tuple[str, datetime], ...] = ()
+
+    @classmethod
+    def of(cls, events: Iterable[RunEvent]) -> History:
+        events = list(events)
+        claims = tuple((e.detail, e.at) for e in events if e.kind == CLAIMED)
+        return cls(tuple(body_starts(events)), claims)
+
+    def rerun_by(self, deaths: Mapping[str, datetime]) -> list[str]:
+        """The workers whose attempt was followed by another claim while they lived
+        (``deaths``: when each killed worker was killed), one entry per such attempt."""
+        out = []
+        for (worker, _), (_, next_at) in zip(self.claims, self.claims[1:], strict=False):
+            died = deaths.get(worker)
+            if died is None or died > next_at:
+                out.append(worker)
+        return out
 
 
 def reason_label(error: str) -> str:
@@ -163,18 +199,18 @@ def needs_history(run: common_pb2.Run, tolerance: timedelta = TOLERANCE) -> bool
 
 def body_started(
     run: common_pb2.Run,
-    starts: Mapping[str, Sequence[datetime]],
+    histories: Mapping[str, History],
     tolerance: timedelta = TOLERANCE,
 ) -> bool:
     """Whether the run's job body started on time: read from its history when given
-    (``starts``: recorded body starts by run id), else from its bounds; a run that is
-    neither known on time nor known late counts as late."""
+    (``histories``, by run id), else from its bounds; a run that is neither known on
+    time nor known late counts as late."""
     if run.state == common_pb2.RUN_STATE_MISSED:
         return False
     fire = ts_to_dt(run.fire_time)
-    recorded = starts.get(run.run_id)
-    if recorded:
-        return recorded[0] - fire <= tolerance
+    history = histories.get(run.run_id)
+    if history is not None and history.starts:
+        return history.starts[0] - fire <= tolerance
     low, high = body_start_bounds(run)
     return high is not None and high - fire <= tolerance and low - fire <= tolerance
 
@@ -188,8 +224,10 @@ class WindowAudit:
     fired: int  # slots with a started run
     missing: int  # no run and no MISSED record, or a MISSED record contradicted
     contradicted: int  # of ``missing``: MISSED records whose facts contradict the reason
-    duplicate: int  # runs beyond the first of a slot + runs whose body started twice
+    duplicate: int  # runs beyond the first of a slot, bodies started twice, re-runs
     body_started_twice: int  # of ``duplicate``: runs with more than one body start
+    reruns: int  # of ``duplicate``: re-runs a worker's own count confirms
+    reruns_unconfirmed: int  # re-runs by workers whose count cannot confirm them
     stuck: int
     unsettled: int  # runs not finished yet, audited before they could count as stuck
     late: int  # slots from the injection on (all, without one) not on time, MISSED included
@@ -208,19 +246,24 @@ def audit_window(
     window: Window,
     slots: Mapping[str, Sequence[datetime]],
     runs: Mapping[str, Sequence[common_pb2.Run]],
-    starts: Mapping[str, Sequence[datetime]],
+    histories: Mapping[str, History],
     audited_at: datetime,
     *,
+    deaths: Mapping[str, datetime] | None = None,
+    confirmed: Iterable[str] = (),
     tolerance: timedelta = TOLERANCE,
     stuck_after: timedelta = STUCK_AFTER,
     grace: timedelta = DEFAULT_GRACE,
 ) -> WindowAudit:
     """Account for the window's slots. ``slots``: each schedule's nominal fire times
     in the window; ``runs``: each schedule's runs (all of them: an overlap is judged
-    against runs of earlier windows too); ``starts``: the body starts recorded in the
-    histories read (``needs_history``), by run id; ``audited_at``: when ``runs`` were
-    read."""
-    slot_count = fired = missing = false = duplicate = twice = 0
+    against runs of earlier windows too); ``histories``: those read
+    (``needs_history``), by run id; ``audited_at``: when ``runs`` were read;
+    ``deaths``: when each killed worker was killed; ``confirmed``: the workers whose
+    own count confirms their re-runs."""
+    deaths = deaths or {}
+    sure = set(confirmed)
+    slot_count = fired = missing = false = duplicate = twice = reruns = unsure = 0
     stuck = unsettled = resumed = 0
     in_order = True
     reasons: Counter[str] = Counter()
@@ -249,8 +292,15 @@ def audit_window(
                     false += 1
             for run in found:
                 resumed += run.attempt > 1
-                if len(starts.get(run.run_id, ())) > 1:
+                history = histories.get(run.run_id, History())
+                if len(history.starts) > 1:
                     twice += 1
+                else:
+                    for worker in history.rerun_by(deaths):
+                        if worker in sure:
+                            reruns += 1
+                        else:
+                            unsure += 1
                 open_ = run.state not in TERMINAL or is_placeholder(run)
                 if open_:
                     if audited_at >= settle_by:
@@ -259,7 +309,7 @@ def audit_window(
                         unsettled += 1
                 elif run.HasField("finished_at") and run.state != common_pb2.RUN_STATE_MISSED:
                     stuck += ts_to_dt(run.finished_at) > settle_by
-            judged.append((at, first is not None and body_started(first, starts, tolerance)))
+            judged.append((at, first is not None and body_started(first, histories, tolerance)))
     judged.sort()
     since = window.injected_at or window.start
     late = sum(1 for at, ok in judged if not ok and at >= since)
@@ -270,8 +320,10 @@ def audit_window(
         fired=fired,
         missing=missing + false,
         contradicted=false,
-        duplicate=duplicate + twice,
+        duplicate=duplicate + twice + reruns,
         body_started_twice=twice,
+        reruns=reruns,
+        reruns_unconfirmed=unsure,
         stuck=stuck,
         unsettled=unsettled,
         late=late,

@@ -8,9 +8,11 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from cronwave._models import RunEvent
 from cronwave.v1 import common_pb2
 from cronwave_bench.slot_audit import (
     STUCK_AFTER,
+    History,
     Window,
     audit_window,
     body_started,
@@ -72,8 +74,8 @@ SLOTS = {SID: [at(s) for s in range(1, 11)]}
 LONG_AFTER = at(60)  # an audit long after every window's end
 
 
-def judge(runs, starts=None, audited_at=LONG_AFTER, window=WINDOW, slots=SLOTS):
-    return audit_window(window, slots, {SID: runs}, starts or {}, audited_at)
+def judge(runs, histories=None, audited_at=LONG_AFTER, window=WINDOW, slots=SLOTS, **kw):
+    return audit_window(window, slots, {SID: runs}, histories or {}, audited_at, **kw)
 
 
 def test_every_slot_fired_once_on_time_is_clean_and_recovers_at_the_first_slot() -> None:
@@ -146,12 +148,52 @@ def test_a_second_run_of_a_slot_and_a_body_started_twice_are_duplicates() -> Non
     runs = [run(s) for s in range(1, 11)]
     runs.append(run(5, run_id="run-5-again"))
     runs[6] = run(7, attempt=2)
-    starts = {"run-7": [at(7), at(7.2)]}
+    histories = {"run-7": History(starts=(at(7), at(7.2)))}
 
-    result = judge(runs, starts)
+    result = judge(runs, histories)
 
     assert result.duplicate == 2
     assert (result.body_started_twice, result.resumed) == (1, 1)
+
+
+def test_a_new_attempt_while_the_last_worker_lived_is_a_re_run_its_count_can_confirm() -> None:
+    # Given slot 7 claimed twice by worker w1, which lived on, and slot 8 claimed by
+    # w0 and, after w0 was killed, by w1
+    runs = [run(s, attempt=2 if s in (7, 8) else 1) for s in range(1, 11)]
+    histories = {
+        "run-7": History(starts=(at(37),), claims=(("w1", at(6.5)), ("w1", at(37)))),
+        "run-8": History(starts=(at(38),), claims=(("w0", at(7.5)), ("w1", at(38)))),
+    }
+    deaths = {"w0": at(7.6)}
+
+    # When audited with w1's own count confirming its re-runs, and without
+    sure = judge(runs, histories, deaths=deaths, confirmed=["w1"])
+    unsure = judge(runs, histories, deaths=deaths)
+
+    # Then slot 7 is a duplicate only where confirmed; slot 8 (a resume) is none
+    assert (sure.duplicate, sure.reruns, sure.reruns_unconfirmed) == (1, 1, 0)
+    assert (unsure.duplicate, unsure.reruns, unsure.reruns_unconfirmed) == (0, 0, 1)
+    assert sure.resumed == unsure.resumed == 2
+
+
+def test_a_history_is_read_from_claims_and_body_starts() -> None:
+    def event(seq: int, kind: str, detail: str, second: float) -> RunEvent:
+        return RunEvent(seq=seq, run_id="r", kind=kind, at=at(second), detail=detail, attempt=1)
+
+    history = History.of(
+        [
+            event(1, "recorded", "trigger=scheduled", 0),
+            event(2, "claimed", "worker-1", 0.5),
+            event(3, "requeued", "heartbeat_lapsed: ...", 30),
+            event(4, "claimed", "worker-2", 30.1),
+            event(5, "started", "body_started_at=2030-01-01T00:00:30.2+00:00 lateness_ms=1", 30.2),
+        ]
+    )
+
+    assert history.claims == (("worker-1", at(0.5)), ("worker-2", at(30.1)))
+    assert history.starts == (at(30.2),)
+    assert history.rerun_by({}) == ["worker-1"]
+    assert history.rerun_by({"worker-1": at(10)}) == []
 
 
 def test_a_run_open_or_finished_long_after_the_window_is_stuck() -> None:
@@ -209,7 +251,7 @@ def test_the_body_start_is_read_from_the_history_only_where_the_run_leaves_it_op
     assert not needs_history(on_time) and body_started(on_time, {})
     assert not needs_history(late) and not body_started(late, {})
     assert needs_history(open_) and not body_started(open_, {})
-    assert body_started(open_, {"run-3": [at(3.2)]})
+    assert body_started(open_, {"run-3": History(starts=(at(3.2),))})
     assert needs_history(run(4, attempt=2))
     assert not needs_history(skipped(5))
 
