@@ -26,8 +26,9 @@ The faults, in this order, each in a window of its own (``FAULTS``):
   (every call hangs), then reset (every connection closed with a TCP reset) and new
   ones forwarded again.
 
-Each fault is injected at a random point of a second (``seed``), then the matrix
-waits until firing is back on time (``settle`` of slots each completed within
+Each fault is injected at a random point of a second (``seed``); its window begins
+two seconds before (runs of slots just before it may still be in flight), and the
+matrix waits until firing is back on time (``settle`` of slots each completed within
 ``tolerance`` of its fire time, bounded by ``recovery_limit``), then lets the load
 run quiet for ``quiet``; the window ends there and the next one begins. After the
 last window the planners are stopped, every run is awaited (bounded), and each
@@ -121,6 +122,9 @@ SEED_VAR = "CRONWAVE_FAULT_MATRIX_SEED"
 PLANNER = "cron-planner"
 _RPC = 5.0  # seconds: deadline of every call the matrix makes
 _POLL = 0.5  # seconds between looks at the runs while waiting for recovery
+#: A fault's window begins the tolerance and this long before the fault: a run normally
+#: ends within the tolerance of its fire time, so the runs of earlier slots are over.
+_IN_FLIGHT = timedelta(seconds=1)
 #: A slot is judged by the live recovery check only this long after its fire time
 #: plus the tolerance (its completion may be on its way).
 _MARGIN = timedelta(seconds=0.5)
@@ -457,12 +461,18 @@ class FaultMatrix:
                 f"the load never fired on time after its schedules were created; "
                 f"logs in {self.suite.log_dir}"
             )
-        start = datetime.now(UTC)
+        opened: tuple[datetime, Applied] | None = None
         for fault in cfg.faults:
             # A random point of a second, so faults fall at every phase of the load.
             time.sleep(self.rng.random())
+            # The slots just before the fault go with it: their runs may still be in
+            # flight when it strikes.
+            boundary = datetime.now(UTC) - cfg.tolerance - _IN_FLIGHT
+            if opened is not None:
+                self._close(*opened, boundary)
             applied = self.apply(fault)
             self.applied.append(applied)
+            opened = (boundary, applied)
             self.say(f"{applied.label}: applied {applied.detail}".rstrip())
             back = self.wait_on_time(applied.ended_at, cfg.recovery_limit)
             if back is None:
@@ -471,10 +481,12 @@ class FaultMatrix:
                     "after it; moving on"
                 )
             time.sleep(cfg.quiet.total_seconds())  # the quiet period, by design
-            end = datetime.now(UTC)
-            held_end = applied.ended_at if applied.held else None
-            self.windows.append(Window(fault, start, end, applied.injected_at, held_end))
-            start = end
+        if opened is not None:
+            self._close(*opened, datetime.now(UTC))
+
+    def _close(self, start: datetime, applied: Applied, end: datetime) -> None:
+        held_end = applied.ended_at if applied.held else None
+        self.windows.append(Window(applied.fault, start, end, applied.injected_at, held_end))
 
     def finish(self) -> dict[str, Any]:
         """Stop the planners, let every run end (bounded), and audit every window."""

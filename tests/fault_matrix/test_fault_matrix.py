@@ -14,6 +14,7 @@ fault phases of an earlier run (the seed is printed first).
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -39,7 +40,10 @@ def test_every_slot_under_every_fault_runs_once_or_is_truly_missed(
 
     # Given a suite under 50 one-second schedules, when every fault is applied in turn
     figures = run_fault_matrix(
-        MatrixConfig(seed=seed), database_url=database_url, data_dir=tmp_path / "matrix"
+        MatrixConfig(seed=seed),
+        database_url=database_url,
+        data_dir=tmp_path / "matrix",
+        say=lambda line: print(f"{datetime.now(UTC):%H:%M:%S} {line}", flush=True),
     )
     print(figures["table"])
     summary = {k: v for k, v in figures.items() if k != "table"}
