@@ -593,8 +593,12 @@ def _recovery_cell(audit: WindowAudit, applied: Applied | None) -> str:
     return text
 
 
-def table(audits: Sequence[WindowAudit], applied: Sequence[Applied]) -> str:
-    """The matrix as a Markdown table, one row per fault."""
+def table(
+    audits: Sequence[WindowAudit],
+    applied: Sequence[Applied],
+    left_out: Mapping[str, str] | None = None,
+) -> str:
+    """The matrix as a Markdown table, one row per fault (a fault left out says why)."""
     labels = {a.fault: a for a in applied}
     lines = [
         "| fault | slots audited | missing | duplicate | stuck | late (> tolerance) "
@@ -623,6 +627,8 @@ def table(audits: Sequence[WindowAudit], applied: Sequence[Applied]) -> str:
             f"| {label} | {audit.slots} | {missing} | {duplicate} | {stuck} | {audit.late} "
             f"| {reasons} | {_recovery_cell(audit, fault)} |"
         )
+    for name, why in (left_out or {}).items():
+        lines.append(f"| {name} | left out: {why} | | | | | | |")
     return "\n".join(lines)
 
 
@@ -703,7 +709,7 @@ def run_fault_matrix(
         "faults": [asdict(a) | _iso(a) for a in matrix.applied],
         "windows": [asdict(a) for a in audits],
         **accounts,
-        "table": table(audits, matrix.applied),
+        "table": table(audits, matrix.applied, left_out),
         "setup_s": round(setup_s, 1),
         "wall_s": round(time.monotonic() - began, 1),
     }
