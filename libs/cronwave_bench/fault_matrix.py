@@ -40,8 +40,8 @@ The worker's own count cross-checks the store once everything has finished: the
 worker that runs at the end (started by ``kill-worker``, or the first one if that
 fault is left out) must have begun exactly one attempt per run it holds. Attempts it
 began beyond that are bodies it ran twice; the store shows each as a re-run (a new
-attempt while the worker of the previous one lived on), and when the two counts agree
-those re-runs are confirmed duplicates of their windows (``slot_audit``). A worker's
+attempt while the worker of the previous one lived on), and the count says how many of
+those re-runs were bodies, so which windows' duplicates they are (``slot_audit.Tally``). A worker's
 count dies with it, and counts attempts released up to two seconds ahead of their
 fire time, so the count of a killed worker is reported, not compared.
 """
@@ -94,6 +94,7 @@ from cronwave_bench.slot_audit import (
     STUCK_AFTER,
     TOLERANCE,
     History,
+    Tally,
     Window,
     WindowAudit,
     audit_window,
@@ -514,14 +515,13 @@ class FaultMatrix:
             by_schedule.setdefault(run.schedule_id, []).append(run)
         reruns = Counter(w for h in histories.values() for w in h.rerun_by(self.deaths))
         worker_check = []
-        confirmed = []
+        tallies: dict[str, Tally] = {}
         for status in workers:
             held = sum(1 for r in runs if r.worker_id == status.worker_id)
             excess = status.runs_started - held
             # Each re-run of this worker in the store is a body it ran twice, or an
             # attempt it never began: its own count says how many were bodies.
-            if excess == reruns[status.worker_id]:
-                confirmed.append(status.worker_id)
+            tallies[status.worker_id] = Tally(reruns[status.worker_id], max(0, excess))
             worker_check.append(
                 {
                     "worker_id": status.worker_id,
@@ -539,7 +539,7 @@ class FaultMatrix:
                 histories,
                 audited_at,
                 deaths=self.deaths,
-                confirmed=confirmed,
+                tallies=tallies,
                 tolerance=cfg.tolerance,
                 stuck_after=cfg.stuck_after,
             )
@@ -618,8 +618,10 @@ def table(
             notes.append(f"{audit.body_started_twice} bodies recorded starting twice")
         if audit.reruns:
             notes.append(f"{audit.reruns} bodies re-run after a lost completion")
-        if audit.reruns_unconfirmed:
-            notes.append(f"+{audit.reruns_unconfirmed} re-runs the worker's count cannot confirm")
+        if audit.reruns_possible:
+            notes.append(f"+{audit.reruns_possible} more possible")
+        if audit.reruns_not_begun:
+            notes.append(f"{audit.reruns_not_begun} re-attempts of a claim never begun")
         if notes:
             duplicate += f" ({'; '.join(notes)})"
         stuck = str(audit.stuck) + (f" (+{audit.unsettled} unsettled)" if audit.unsettled else "")

@@ -17,8 +17,11 @@ all on one host's clock.
   reached the store (a body's start is recorded with its completion), so the run
   stayed RUNNING until its heartbeat lapsed and then ran again. The store cannot tell
   it from an attempt the worker never began (its claim's reply lost): only the
-  worker's own count can, so re-runs of a worker whose count confirms them
-  (``confirmed``) are duplicates, and the others are reported as unconfirmed.
+  worker's own count can (``Tally``: how many of a worker's re-runs, in all windows,
+  were bodies). A window's re-runs are duplicates as far as that count proves them
+  (the count less the worker's re-runs in other windows); the rest are reported as
+  possible (the count allows them) or not begun (the count rules them out). A
+  killed worker's count is gone: its re-runs are possible.
 - **stuck**: a run of the window still PENDING or RUNNING -- or a placeholder still
   pending -- ``stuck_after`` after the window ended, whether it finished later (its
   ``finished_at``) or not at all. The job is a noop, done in milliseconds once its
@@ -114,6 +117,26 @@ class Window:
 
     def holds(self, at: datetime) -> bool:
         return self.start < at <= self.end
+
+
+@dataclass(frozen=True)
+class Tally:
+    """A worker's own count set against the store: of its ``reruns`` (in all
+    windows), ``bodies`` were attempts it began, so bodies that ran twice."""
+
+    reruns: int
+    bodies: int
+
+    def __post_init__(self) -> None:
+        if self.reruns < 0 or self.bodies < 0:
+            raise ValueError("Tally counts must not be negative")
+
+    def split(self, here: int) -> tuple[int, int, int]:
+        """Of ``here`` re-runs in one window: (proven bodies, possible, not begun)."""
+        bodies = min(self.bodies, self.reruns)
+        proven = max(0, bodies - (self.reruns - here))
+        possible = min(here, bodies) - proven
+        return proven, possible, here - proven - possible
 
 
 @dataclass(frozen=True)
@@ -226,8 +249,9 @@ class WindowAudit:
     contradicted: int  # of ``missing``: MISSED records whose facts contradict the reason
     duplicate: int  # runs beyond the first of a slot, bodies started twice, re-runs
     body_started_twice: int  # of ``duplicate``: runs with more than one body start
-    reruns: int  # of ``duplicate``: re-runs a worker's own count confirms
-    reruns_unconfirmed: int  # re-runs by workers whose count cannot confirm them
+    reruns: int  # of ``duplicate``: re-runs a worker's own count proves were bodies
+    reruns_possible: int  # re-runs the count allows but does not prove (or no count)
+    reruns_not_begun: int  # re-runs the count rules out: attempts never begun
     stuck: int
     unsettled: int  # runs not finished yet, audited before they could count as stuck
     late: int  # slots from the injection on (all, without one) not on time, MISSED included
@@ -250,7 +274,7 @@ def audit_window(
     audited_at: datetime,
     *,
     deaths: Mapping[str, datetime] | None = None,
-    confirmed: Iterable[str] = (),
+    tallies: Mapping[str, Tally] | None = None,
     tolerance: timedelta = TOLERANCE,
     stuck_after: timedelta = STUCK_AFTER,
     grace: timedelta = DEFAULT_GRACE,
@@ -259,11 +283,12 @@ def audit_window(
     in the window; ``runs``: each schedule's runs (all of them: an overlap is judged
     against runs of earlier windows too); ``histories``: those read
     (``needs_history``), by run id; ``audited_at``: when ``runs`` were read;
-    ``deaths``: when each killed worker was killed; ``confirmed``: the workers whose
-    own count confirms their re-runs."""
+    ``deaths``: when each killed worker was killed; ``tallies``: the workers whose
+    own count is known, set against the store."""
     deaths = deaths or {}
-    sure = set(confirmed)
-    slot_count = fired = missing = false = duplicate = twice = reruns = unsure = 0
+    tallies = tallies or {}
+    here: Counter[str] = Counter()
+    slot_count = fired = missing = false = duplicate = twice = 0
     stuck = unsettled = resumed = 0
     in_order = True
     reasons: Counter[str] = Counter()
@@ -296,11 +321,7 @@ def audit_window(
                 if len(history.starts) > 1:
                     twice += 1
                 else:
-                    for worker in history.rerun_by(deaths):
-                        if worker in sure:
-                            reruns += 1
-                        else:
-                            unsure += 1
+                    here.update(history.rerun_by(deaths))
                 open_ = run.state not in TERMINAL or is_placeholder(run)
                 if open_:
                     if audited_at >= settle_by:
@@ -311,6 +332,14 @@ def audit_window(
                     stuck += ts_to_dt(run.finished_at) > settle_by
             judged.append((at, first is not None and body_started(first, histories, tolerance)))
     judged.sort()
+    reruns = possible = not_begun = 0
+    for worker, count in here.items():
+        tally = tallies.get(worker)
+        if tally is None:
+            possible += count
+            continue
+        proven, maybe, never = tally.split(count)
+        reruns, possible, not_begun = reruns + proven, possible + maybe, not_begun + never
     since = window.injected_at or window.start
     late = sum(1 for at, ok in judged if not ok and at >= since)
     recovered = _recovery(judged, window.injected_at)
@@ -323,7 +352,8 @@ def audit_window(
         duplicate=duplicate + twice + reruns,
         body_started_twice=twice,
         reruns=reruns,
-        reruns_unconfirmed=unsure,
+        reruns_possible=possible,
+        reruns_not_begun=not_begun,
         stuck=stuck,
         unsettled=unsettled,
         late=late,

@@ -13,6 +13,7 @@ from cronwave.v1 import common_pb2
 from cronwave_bench.slot_audit import (
     STUCK_AFTER,
     History,
+    Tally,
     Window,
     audit_window,
     body_started,
@@ -156,7 +157,7 @@ def test_a_second_run_of_a_slot_and_a_body_started_twice_are_duplicates() -> Non
     assert (result.body_started_twice, result.resumed) == (1, 1)
 
 
-def test_a_new_attempt_while_the_last_worker_lived_is_a_re_run_its_count_can_confirm() -> None:
+def test_a_new_attempt_while_the_last_worker_lived_is_a_re_run_its_count_can_prove() -> None:
     # Given slot 7 claimed twice by worker w1, which lived on, and slot 8 claimed by
     # w0 and, after w0 was killed, by w1
     runs = [run(s, attempt=2 if s in (7, 8) else 1) for s in range(1, 11)]
@@ -166,14 +167,29 @@ def test_a_new_attempt_while_the_last_worker_lived_is_a_re_run_its_count_can_con
     }
     deaths = {"w0": at(7.6)}
 
-    # When audited with w1's own count confirming its re-runs, and without
-    sure = judge(runs, histories, deaths=deaths, confirmed=["w1"])
-    unsure = judge(runs, histories, deaths=deaths)
+    # When audited with w1's count saying its one re-run was a body; that it was not;
+    # and with no count at all
+    body = judge(runs, histories, deaths=deaths, tallies={"w1": Tally(reruns=1, bodies=1)})
+    never = judge(runs, histories, deaths=deaths, tallies={"w1": Tally(reruns=1, bodies=0)})
+    unknown = judge(runs, histories, deaths=deaths)
 
-    # Then slot 7 is a duplicate only where confirmed; slot 8 (a resume) is none
-    assert (sure.duplicate, sure.reruns, sure.reruns_unconfirmed) == (1, 1, 0)
-    assert (unsure.duplicate, unsure.reruns, unsure.reruns_unconfirmed) == (0, 0, 1)
-    assert sure.resumed == unsure.resumed == 2
+    # Then slot 7 is a duplicate only where the count proves it; slot 8 (a resume after
+    # its worker's death) is none
+    assert (body.duplicate, body.reruns, body.reruns_possible) == (1, 1, 0)
+    assert (never.duplicate, never.reruns_not_begun) == (0, 1)
+    assert (unknown.duplicate, unknown.reruns_possible) == (0, 1)
+    assert body.resumed == 2
+
+
+def test_a_count_of_bodies_is_shared_out_over_the_windows_as_far_as_it_proves() -> None:
+    # 5 re-runs in all, 3 of them bodies: 3 re-runs in one window, 2 in another
+    tally = Tally(reruns=5, bodies=3)
+
+    assert tally.split(3) == (1, 2, 0)  # at least 3 - 2 of these three are bodies
+    assert tally.split(2) == (0, 2, 0)
+    assert Tally(reruns=7, bodies=2).split(7) == (2, 0, 5)
+    with pytest.raises(ValueError):
+        Tally(reruns=-1, bodies=0)
 
 
 def test_a_history_is_read_from_claims_and_body_starts() -> None:
