@@ -100,6 +100,7 @@ from cronwave_bench.slot_audit import (
     audit_window,
     body_started,
     needs_history,
+    suspects,
 )
 from cronwave_core.calendar import fire_times
 from cronwave_core.convert import spec_from_proto, ts_to_dt
@@ -509,10 +510,11 @@ class FaultMatrix:
         if _open(runs):
             self.say(f"runs still open {(audited_at - last).total_seconds():.0f} s after the end")
         workers = [self.worker_status(n) for n in self._worker_names()]
-        histories = self.histories([r for r in runs if needs_history(r, cfg.tolerance)])
         by_schedule: dict[str, list[common_pb2.Run]] = {}
         for run in runs:
             by_schedule.setdefault(run.schedule_id, []).append(run)
+        wanted = [r for r in runs if needs_history(r, cfg.tolerance)] + suspects(by_schedule)
+        histories = self.histories(wanted)
         reruns = Counter(w for h in histories.values() for w in h.rerun_by(self.deaths))
         worker_check = []
         tallies: dict[str, Tally] = {}

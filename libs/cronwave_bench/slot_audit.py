@@ -88,6 +88,8 @@ _OVERLAP_REASONS = frozenset({OVERLAP_SKIP, OVERLAP_BUFFER_FULL})
 _LATE_REASONS = frozenset({SUPERSEDED_BY_LATEST, CATCHUP_SKIP, CATCHUP_CAP, OUTSIDE_CATCHUP_WINDOW})
 #: The run event of a claim; its detail is the claiming worker's id.
 CLAIMED = "claimed"
+#: The run event of a MISSED reason recorded (a new row's, or a placeholder's final one).
+MISSED_EVENT = "missed"
 _WORD = re.compile(r"[a-z][a-z0-9_]*")
 #: Labels of the reasons the planner writes as sentences.
 _SENTENCES = (
@@ -146,12 +148,14 @@ class History:
 
     starts: tuple[datetime, ...] = ()
     claims: tuple[tuple[str, datetime], ...] = ()
+    missed_at: datetime | None = None  # when its latest MISSED reason was recorded
 
     @classmethod
     def of(cls, events: Iterable[RunEvent]) -> History:
         events = list(events)
         claims = tuple((e.detail, e.at) for e in events if e.kind == CLAIMED)
-        return cls(tuple(body_starts(events)), claims)
+        missed = [e.at for e in events if e.kind == MISSED_EVENT]
+        return cls(tuple(body_starts(events)), claims, missed[-1] if missed else None)
 
     def rerun_by(self, deaths: Mapping[str, datetime]) -> list[str]:
         """The workers whose attempt was followed by another claim while they lived
@@ -176,13 +180,18 @@ def reason_label(error: str) -> str:
 
 
 def contradicted(
-    missed: common_pb2.Run, others: Sequence[common_pb2.Run], grace: timedelta = DEFAULT_GRACE
+    missed: common_pb2.Run,
+    others: Sequence[common_pb2.Run],
+    grace: timedelta = DEFAULT_GRACE,
+    recorded_at: datetime | None = None,
 ) -> bool:
     """True when ``missed``'s own facts contradict its reason (see the module
-    docstring); ``others``: the schedule's other runs."""
+    docstring); ``others``: the schedule's other runs. ``recorded_at``: when its
+    history says the reason was recorded -- a placeholder that took its final reason
+    keeps the ``created_at`` of the placeholder -- else its ``created_at``."""
     label = reason_label(missed.error)
     fire = ts_to_dt(missed.fire_time)
-    recorded = ts_to_dt(missed.created_at)
+    recorded = recorded_at or ts_to_dt(missed.created_at)
     if label in _OVERLAP_REASONS:
         since = fire - LOOKUP_SLACK
         return not any(
@@ -196,6 +205,19 @@ def contradicted(
     if label in _LATE_REASONS:
         return recorded - fire <= grace
     return False
+
+
+def suspects(runs: Mapping[str, Sequence[common_pb2.Run]]) -> list[common_pb2.Run]:
+    """The MISSED records that their ``created_at`` alone contradicts: their histories
+    say when their reason was recorded (``contradicted``'s ``recorded_at``)."""
+    return [
+        run
+        for mine in runs.values()
+        for run in mine
+        if run.state == common_pb2.RUN_STATE_MISSED
+        and not is_placeholder(run)
+        and contradicted(run, mine)
+    ]
 
 
 def body_start_bounds(run: common_pb2.Run) -> tuple[datetime, datetime | None]:
@@ -258,6 +280,7 @@ class WindowAudit:
     resumed: int  # runs with more than one attempt (a crash's resume, or a retry)
     tokens_in_order: bool
     missed_by_reason: dict[str, int] = field(default_factory=dict)
+    contradicted_records: tuple[str, ...] = ()  # "<schedule>@<fire time>: <reason>"
     recovery_from_injection_s: float | None = None
     recovery_from_end_s: float | None = None
 
@@ -288,6 +311,7 @@ def audit_window(
     deaths = deaths or {}
     tallies = tallies or {}
     here: Counter[str] = Counter()
+    evidence: list[str] = []
     slot_count = fired = missing = false = duplicate = twice = 0
     stuck = unsettled = resumed = 0
     in_order = True
@@ -313,8 +337,10 @@ def audit_window(
             missed = first is not None and first.state == common_pb2.RUN_STATE_MISSED
             if first is not None and missed and not is_placeholder(first):
                 reasons[reason_label(first.error)] += 1
-                if contradicted(first, mine, grace):
+                known = histories.get(first.run_id)
+                if contradicted(first, mine, grace, known.missed_at if known else None):
                     false += 1
+                    evidence.append(f"{schedule_id}@{at.isoformat()}: {first.error}")
             for run in found:
                 resumed += run.attempt > 1
                 history = histories.get(run.run_id, History())
@@ -360,6 +386,7 @@ def audit_window(
         resumed=resumed,
         tokens_in_order=in_order,
         missed_by_reason=dict(sorted(reasons.items())),
+        contradicted_records=tuple(evidence),
         recovery_from_injection_s=_seconds(recovered, window.injected_at),
         recovery_from_end_s=_seconds(recovered, window.ended_at),
     )

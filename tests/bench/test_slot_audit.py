@@ -20,6 +20,7 @@ from cronwave_bench.slot_audit import (
     contradicted,
     needs_history,
     reason_label,
+    suspects,
 )
 from cronwave_core.convert import dt_to_ts
 
@@ -133,6 +134,20 @@ def test_a_run_in_flight_recorded_only_after_the_skip_does_not_justify_it() -> N
     assert not contradicted(skip, [run(3, done=None), skip])  # still running: in flight
 
 
+def test_a_placeholder_that_took_the_reason_is_judged_when_its_history_recorded_it() -> None:
+    # Given slot 4's catch-up placeholder, recorded at 2 s, skipped at 4.2 s while
+    # slot 3's run (recorded at 2.5 s) was still running
+    skip = skipped(4, recorded=-2)
+    runs = [run(s, created=-0.5, done=1.5 if s == 3 else 0.01) for s in (1, 2, 3)] + [skip]
+
+    # Then its created_at alone contradicts the skip; its history's record of it does not
+    assert suspects({SID: runs}) == [skip]
+    result = judge(runs, {skip.run_id: History(missed_at=at(4.2))}, slots={SID: [at(4)]})
+    assert (result.missing, result.contradicted) == (0, 0)
+    alone = judge(runs, slots={SID: [at(4)]})
+    assert alone.contradicted_records == (f"{SID}@{at(4).isoformat()}: overlap_skip",)
+
+
 def test_catchup_reasons_need_a_slot_planned_later_than_the_grace() -> None:
     grace = timedelta(minutes=1)
     soon = skipped(4, "superseded_by_latest", recorded=5)
@@ -202,12 +217,14 @@ def test_a_history_is_read_from_claims_and_body_starts() -> None:
             event(2, "claimed", "worker-1", 0.5),
             event(3, "requeued", "heartbeat_lapsed: ...", 30),
             event(4, "claimed", "worker-2", 30.1),
-            event(5, "started", "body_started_at=2030-01-01T00:00:30.2+00:00 lateness_ms=1", 30.2),
+            event(5, "missed", "overlap_skip", 31),
+            event(6, "started", "body_started_at=2030-01-01T00:00:30.2+00:00 lateness_ms=1", 30.2),
         ]
     )
 
     assert history.claims == (("worker-1", at(0.5)), ("worker-2", at(30.1)))
     assert history.starts == (at(30.2),)
+    assert history.missed_at == at(31)
     assert history.rerun_by({}) == ["worker-1"]
     assert history.rerun_by({"worker-1": at(10)}) == []
 

@@ -58,7 +58,7 @@ def test_every_slot_under_every_fault_runs_once_or_is_truly_missed(
     # And in every window each slot has one run or a true MISSED record, nothing is
     # stuck, and no job body started twice
     for window in figures["windows"]:
-        where = f"{window['name']}: {context}"
+        where = f"{window['name']} {window['contradicted_records']}: {context}"
         assert window["missing"] == 0, where
         assert window["duplicate"] == 0, where
         assert window["stuck"] == 0, where
