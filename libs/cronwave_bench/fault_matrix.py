@@ -40,10 +40,11 @@ The worker's own count cross-checks the store once everything has finished: the
 worker that runs at the end (started by ``kill-worker``, or the first one if that
 fault is left out) must have begun exactly one attempt per run it holds. Attempts it
 began beyond that are bodies it ran twice; the store shows each as a re-run (a new
-attempt while the worker of the previous one lived on), and the count says how many of
-those re-runs were bodies, so which windows' duplicates they are (``slot_audit.Tally``). A worker's
-count dies with it, and counts attempts released up to two seconds ahead of their
-fire time, so the count of a killed worker is reported, not compared.
+attempt while the worker of the previous one lived on), and the count says how many
+of those re-runs were bodies, hence whose windows' duplicates they are
+(``slot_audit.Tally``). A worker's count dies with it, and counts attempts released up
+to two seconds ahead of their fire time, so a killed worker's count is reported, not
+compared.
 """
 
 from __future__ import annotations
