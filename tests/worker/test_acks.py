@@ -12,8 +12,8 @@ from typing import Any
 import dramatiq
 import redis
 
+from cronwave_bench.faults import TcpProxy
 from cronwave_core.queueing import actor_name_for
-from tests.failover.support import TcpProxy
 from tests.helpers import eventually
 from worker.acks import BatchAckBroker
 
