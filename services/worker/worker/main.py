@@ -86,7 +86,7 @@ def register_job_types(store: Any, registry: Registry) -> None:
             with_retries(
                 functools.partial(store.RegisterJobType, request),
                 f"register job type {job_type.name}",
-                attempts=20,
+                within=timedelta(seconds=30),
             )
         except grpc.RpcError as exc:
             err = error_from_rpc(exc)

@@ -13,6 +13,7 @@ dead-letter list with the reason, and is acknowledged.
 from __future__ import annotations
 
 import contextvars
+import itertools
 import json
 import logging
 import threading
@@ -116,23 +117,26 @@ class WorkerStats:
 def with_retries(
     call: Callable[[], T],
     what: str,
-    attempts: int = 6,
+    within: timedelta = timedelta(seconds=3),
     first_delay: float = 0.1,
     max_delay: float = 2.0,
 ) -> T:
-    """``call()``, retried with backoff while the store is unreachable; any other
-    error, or the last unreachable one, propagates."""
+    """``call()``, retried with backoff while the store is unreachable, for at most
+    ``within``; any other error, or an unreachable one past ``within``, propagates."""
     delay = first_delay
-    for attempt in range(1, attempts + 1):
+    deadline = time.monotonic() + within.total_seconds()
+    for attempt in itertools.count(1):
         try:
             return call()
         except grpc.RpcError as exc:
-            if exc.code() not in _TRANSIENT or attempt == attempts:
+            left = deadline - time.monotonic()
+            if exc.code() not in _TRANSIENT or left <= 0:
                 raise
             log.warning(
-                "%s: %s (%s); retry %d/%d", what, exc.code().name, exc.details(), attempt, attempts
-            )
-            time.sleep(delay)
+                "%s: %s (%s); retry %d, %.1fs left", what, exc.code().name, exc.details(),
+                attempt, left,
+            )  # fmt: skip
+            time.sleep(min(delay, left))
             delay = min(delay * 2, max_delay)
     raise AssertionError("unreachable")  # the loop returns or raises
 
@@ -505,8 +509,12 @@ class RunProcessor:
         if result.body_started_ns:
             request.body_started_at.FromNanoseconds(result.body_started_ns)
         try:
+            # The attempt holds the run until its heartbeat lapses: a store restart
+            # shorter than that must not lose the completion (the body would run again).
             response = with_retries(
-                lambda: self.completions.call(request), f"complete run {run.run_id}"
+                lambda: self.completions.call(request),
+                f"complete run {run.run_id}",
+                within=self.registry.get(run.job_type).heartbeat_timeout,
             )
         except grpc.RpcError as exc:
             if exc.code() not in _NOT_OURS:
