@@ -61,3 +61,19 @@ def stored_spans(spans_dir: Path, pattern: str = "*.jsonl") -> list[dict[str, An
         for path in sorted(spans_dir.glob(pattern))
         for s in read_jsonl(path)
     ]
+
+
+def issue_tokens(store: Any, up_to: int, scope: str = "planner") -> None:
+    """Have the workflow-store (a ``WorkflowStoreServiceStub``) issue fencing tokens of
+    ``scope`` until the newest is at least ``up_to``, as leader-election does when it
+    grants the lease: a test that plays the leader itself may then fence its writes
+    with any token in 1..up_to, and the store accepts or refuses them as stale."""
+    from cronwave.v1 import workflow_store_service_pb2 as store_pb
+
+    for _ in range(up_to + 1):
+        reply = store.IssueFencingToken(
+            store_pb.IssueFencingTokenRequest(fencing_scope=scope), timeout=10
+        )
+        if reply.fencing_token >= up_to:
+            return
+    raise AssertionError(f"the store did not issue {scope!r} tokens up to {up_to}")

@@ -114,6 +114,12 @@ class Unavailable(CronwaveError):
     status = "UNAVAILABLE"
 
 
+class Unimplemented(CronwaveError):
+    """The RPC exists in the API but not in this process."""
+
+    status = "UNIMPLEMENTED"
+
+
 class ConfigurationError(CronwaveError):
     """A setting is missing or malformed; the process does not start."""
 

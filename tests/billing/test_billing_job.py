@@ -260,7 +260,9 @@ def test_the_job_type_is_financial_with_a_short_heartbeat_timeout(tmp_path: Any)
         )
     )
     assert tuned.heartbeat_timeout == timedelta(seconds=1.5)
-    with pytest.raises(ConfigurationError):
+    with pytest.raises(ConfigurationError, match="CRONWAVE_BILLING_CRASH_AFTER_CHARGES: expected"):
         BillingSettings.from_settings(
-            Settings.from_env({"CRONWAVE_BILLING_CRASH_AFTER_CHARGES": "soon"})
+            Settings.from_env(
+                {"CRONWAVE_TEST_HOOKS": "1", "CRONWAVE_BILLING_CRASH_AFTER_CHARGES": "soon"}
+            )
         )

@@ -91,7 +91,7 @@ def drill_worker(suite: BillingSuite, workers: list[Proc], answer: int, schedule
 def test_kill_9_at_random_points_charges_every_invoice_exactly_once(billing_suite) -> None:
     seed = int(os.environ.get("CRONWAVE_TEST_SEED") or time.time())
     rng = random.Random(seed)
-    suite: BillingSuite = billing_suite()
+    suite: BillingSuite = billing_suite(test_hooks=True)  # the crash drill
     began = time.monotonic()
     # Two workers, as in a pool: one runs the job and is killed, the other takes over.
     workers = [suite.start_worker(), suite.start_worker()]

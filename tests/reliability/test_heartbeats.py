@@ -57,7 +57,7 @@ def test_a_paused_worker_is_superseded_and_its_writes_are_refused(make_rig: Make
 
     # Then the store refuses its writes (its attempt token was superseded) ...
     eventually(
-        lambda: "was superseded by attempt token" in rig.log(first),
+        lambda: "not the current attempt of run" in rig.log(first),
         timeout=20,
         what="the paused worker's heartbeat refused",
     )

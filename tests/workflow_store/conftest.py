@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from cronwave.v1 import workflow_store_service_pb2_grpc as api_grpc
-from tests.workflow_store.support import SERVICE_DIR, StoreProcess, issue_tokens
+from tests.workflow_store.support import SERVICE_DIR, StoreProcess
 
 StartStore = Callable[..., StoreProcess]
 
@@ -37,16 +37,9 @@ def store(start_store: StartStore) -> StoreProcess:
     return start_store()
 
 
-# The fencing tokens the tests write with: leader-election has granted the planner
-# lease ten times, as in a store that has been in service for a while.
-TOKENS_ISSUED = 10
-
-
 @pytest.fixture
 def stub(store: StoreProcess) -> api_grpc.WorkflowStoreServiceStub:
-    stub = store.stub()
-    issue_tokens(stub, TOKENS_ISSUED)
-    return stub
+    return store.stub()
 
 
 # In-process tests (migrations) import the package even when the editable install

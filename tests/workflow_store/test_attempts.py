@@ -227,3 +227,59 @@ def test_heartbeat_stores_checkpoint_and_returns_deadline(stub):
         stub.Heartbeat, api.HeartbeatRequest(run_id=pending.run_id, attempt_token="0" * 32)
     )
     assert err.code() == grpc.StatusCode.FAILED_PRECONDITION
+
+
+def test_attempt_tokens_cannot_be_guessed_or_read(stub):
+    # Given a run claimed by its worker, and everything a reader can learn about it
+    run = record_run(stub, create_schedule(stub).schedule_id).run
+    claim = _claim(stub, run.run_id, "w1")
+    reads = [
+        stub.GetRun(api.GetRunRequest(run_id=run.run_id)),
+        stub.GetRuns(api.GetRunsRequest(runs=[api.GetRunRequest(run_id=run.run_id)])),
+        stub.ListRuns(api.ListRunsRequest(schedule_id=run.schedule_id)),
+        stub.ListRunEvents(api.ListRunEventsRequest(run_id=run.run_id)),
+    ]
+    current = reads[0].run
+
+    # Then no read carries the attempt's token
+    for reply in reads:
+        assert claim.attempt_token not in str(reply)
+        assert claim.attempt_token.encode() not in reply.SerializeToString()
+    # And a completion forged from what a read returns is refused, leaving the run alone
+    guesses = [str(current.attempt), f"{current.attempt:032x}", "0" * 32, current.run_id]
+    for guess in guesses:
+        err = rpc_error(_complete, stub, run.run_id, guess)
+        assert err.code() in (grpc.StatusCode.FAILED_PRECONDITION, grpc.StatusCode.INVALID_ARGUMENT)
+        assert claim.attempt_token not in err.details()
+    assert stub.GetRun(api.GetRunRequest(run_id=run.run_id)).run.state == pb.RUN_STATE_RUNNING
+    # And the real attempt still completes it
+    done = _complete(stub, run.run_id, claim.attempt_token)
+    assert done.changed and done.run.state == pb.RUN_STATE_SUCCEEDED
+
+
+def test_release_hands_the_run_back_for_an_immediate_claim(stub):
+    # Given a run claimed by w1, which saved a checkpoint
+    run = record_run(stub, create_schedule(stub).schedule_id).run
+    first = _claim(stub, run.run_id, "w1")
+
+    # When w1 stops gracefully and releases it
+    released = stub.ReleaseRun(
+        api.ReleaseRunRequest(
+            run_id=run.run_id,
+            attempt_token=first.attempt_token,
+            checkpoint_json='{"done": 40}',
+            reason="worker_shutdown",
+        )
+    )
+
+    # Then the run is pending with its checkpoint, and w2 claims it at once
+    assert released.released and released.run.state == pb.RUN_STATE_PENDING
+    second = _claim(stub, run.run_id, "w2")
+    assert second.claimed and second.run.attempt == 2
+    assert second.run.checkpoint_json == '{"done": 40}'
+    # And w1's token is void: its late completion is refused
+    assert rpc_error(_complete, stub, run.run_id, first.attempt_token).code() == (
+        grpc.StatusCode.FAILED_PRECONDITION
+    )
+    kinds = [e.kind for e in stub.ListRunEvents(api.ListRunEventsRequest(run_id=run.run_id)).events]
+    assert kinds == ["recorded", "claimed", "released", "claimed"]

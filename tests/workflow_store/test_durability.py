@@ -7,13 +7,12 @@ from datetime import UTC, datetime
 from cronwave.v1 import common_pb2 as pb
 from cronwave.v1 import workflow_store_service_pb2 as api
 from cronwave_core.convert import dt_to_ts
-from tests.workflow_store.support import create_schedule, issue_tokens, record_run
+from tests.workflow_store.support import create_schedule, record_run
 
 
 def test_schedules_and_runs_survive_kill_9(store):
     # Given a schedule, a claimed run with a microsecond fire time, and a fencing token
     stub = store.stub()
-    issue_tokens(stub, 7)
     schedule = create_schedule(stub)
     fire = datetime(2030, 3, 30, 23, 59, 59, 123456, tzinfo=UTC)
     run = record_run(stub, schedule.schedule_id, fire, token=7).run

@@ -63,7 +63,7 @@ class Planner:
             self.index,
             self.clock,
             self.elector,
-            with_faults(DispatcherClient(self._dispatcher_channel, timeout), settings.fault),
+            with_faults(DispatcherClient(self._dispatcher_channel, timeout), settings),
             store,
             idle=idle or timedelta(seconds=1),
         )

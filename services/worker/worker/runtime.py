@@ -37,7 +37,7 @@ from cronwave.v1 import workflow_store_service_pb2 as store_pb
 from cronwave_core.batching import Coalescer, ItemRefused, results_of
 from cronwave_core.caching import TERMINAL_STATES, RunStatusCache
 from cronwave_core.convert import td_to_duration, ts_to_dt
-from cronwave_core.faults import Faults, run_key
+from cronwave_core.faults import NO_FAULTS, FaultHooks, run_key
 from cronwave_core.queueing import RunMessage, UndecodableRunMessage
 from cronwave_core.telemetry import (
     ATTR_FAULT,
@@ -54,6 +54,7 @@ from cronwave_core.telemetry import (
     tracer,
 )
 from worker.draining import AttemptStop, Draining
+from worker.drills import NO_DRILLS, DrillHooks
 from worker.held_runs import HeldRuns
 from worker.isolation import ProcessSupervisor
 from worker.job_process import JobProcessPool
@@ -170,8 +171,9 @@ class RunProcessor:
         broker: RedisBroker | None = None,
         isolation: Isolation | None = None,
         run_status: RunStatusCache | None = None,
-        faults: Faults | None = None,
+        faults: FaultHooks = NO_FAULTS,
         held: HeldRuns | None = None,
+        drills: DrillHooks = NO_DRILLS,
         draining: Draining | None = None,
     ) -> None:
         self.store = store
@@ -181,8 +183,9 @@ class RunProcessor:
         self.broker = broker
         self.isolation = isolation or Isolation(pool=None)
         self.run_status = run_status  # terminal runs, for readers of run status
-        self.faults = faults or Faults()
+        self.faults = faults  # no-op hooks unless the process was started for tests
         self.held = held  # runs claimed ahead of their fire time wait there
+        self.drills = drills  # no-op hooks unless the process was started for drills
         self.draining = draining or Draining()  # the runs handled now, and the stop
         # Claims and completions of the runs this worker handles at once go to the
         # store together (group commit; see cronwave_core.batching).
@@ -586,6 +589,7 @@ class RunProcessor:
                 queue=run.queue,
             )
             return
+        self.drills.before_complete(run.run_id, run.attempt)
         request = store_pb.CompleteRunRequest(
             run_id=run.run_id,
             attempt_token=attempt_token,

@@ -19,7 +19,7 @@ from cronwave.v1 import workflow_store_service_pb2_grpc as api_grpc
 from cronwave_core import fanout, telemetry
 from cronwave_core.convert import dt_to_ts, opt_ts
 from cronwave_core.errors import CronwaveError, InvalidArgument
-from cronwave_core.faults import Faults, run_key
+from cronwave_core.faults import NO_FAULTS, FaultHooks, run_key
 from cronwave_core.rpc import item_error
 from workflow_store import convert, slots
 from workflow_store.records import (
@@ -118,13 +118,13 @@ class WorkflowStoreServicer(api_grpc.WorkflowStoreServiceServicer):
         self,
         store: Store,
         watch_poll: timedelta = timedelta(seconds=0.5),
-        faults: Faults | None = None,
+        faults: FaultHooks = NO_FAULTS,
     ) -> None:
         self.store = store
         self.watch_poll = watch_poll
-        # Latency faults for the truth tests (off unless CRONWAVE_FAULT names one);
-        # slept after the transaction, inside its span, so they hold no lock.
-        self.faults = faults or Faults()
+        # Latency faults for the truth tests (no-op hooks unless the process was started
+        # for tests); slept after the transaction, inside its span, so they hold no lock.
+        self.faults = faults
 
     # -- schedules ---------------------------------------------------------------------
 
