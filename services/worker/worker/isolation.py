@@ -107,7 +107,7 @@ class ProcessSupervisor:
                 return AttemptResult(Outcome.RELEASED)
             # The run is ours while it waits for a process: keep its heartbeat going.
             try:
-                proc = self._pool.acquire(wait=min(self._interval, _STOP_POLL_S * 5))
+                proc = self._pool.acquire(wait=self._interval, abandon=lambda: self._releasing)
             except Exception as exc:
                 if self._releasing:
                     return AttemptResult(Outcome.RELEASED)
@@ -116,7 +116,8 @@ class ProcessSupervisor:
                     error=f"JobProcessUnavailable: {exc}",
                     error_types=("JobProcessUnavailable",),
                 )
-            if proc is None and self._send(force=True) is BeatResult.SUPERSEDED:
+            waited = proc is None and not self._releasing  # a whole interval: beat
+            if waited and self._send(force=True) is BeatResult.SUPERSEDED:
                 return AttemptResult(Outcome.SUPERSEDED)
         with self._lock:
             if self._releasing:
