@@ -77,3 +77,31 @@ def issue_tokens(store: Any, up_to: int, scope: str = "planner") -> None:
         if reply.fencing_token >= up_to:
             return
     raise AssertionError(f"the store did not issue {scope!r} tokens up to {up_to}")
+
+
+def plant_schedule_row(
+    database_url: str, schedule_id: str, *, as_change: bool = False, **columns: Any
+) -> None:
+    """Write ``columns`` of a schedule's row straight into the store's database, as a row
+    written before a rule existed (or by hand) would be: no validation. ``as_change``:
+    under a new store revision, so watches send it on; else none notices until read."""
+    import sqlalchemy as sa
+
+    engine = sa.create_engine(database_url)
+    try:
+        with engine.begin() as conn:
+            meta = sa.MetaData()
+            schedules = sa.Table("schedules", meta, autoload_with=conn)
+            if as_change:
+                counter = sa.Table("store_revision", meta, autoload_with=conn)
+                bumped = (
+                    counter.update()
+                    .where(counter.c.id == 1)
+                    .values(revision=counter.c.revision + 1)
+                    .returning(counter.c.revision)
+                )
+                columns["revision"] = conn.execute(bumped).scalar_one()
+            row = schedules.update().where(schedules.c.id == schedule_id).values(**columns)
+            assert conn.execute(row).rowcount == 1, f"no schedule row {schedule_id!r}"
+    finally:
+        engine.dispose()

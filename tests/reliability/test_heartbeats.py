@@ -16,7 +16,8 @@ from tests.reliability.conftest import MakeRig
 from tests.reliability.jobs import HEARTBEAT_TIMEOUT
 from tests.reliability.support import Rig, at, events_of
 
-pytestmark = pytest.mark.slow
+# A guarantee (exactly once, fencing, zombie attempts, catch-up, DST): both backends.
+pytestmark = [pytest.mark.slow, pytest.mark.both_backends]
 
 
 def checkpoint_step(rig: Rig, run_id: str) -> int:

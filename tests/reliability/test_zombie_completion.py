@@ -13,7 +13,8 @@ from tests.helpers import eventually
 from tests.reliability.conftest import MakeRig
 from tests.reliability.support import events_of
 
-pytestmark = pytest.mark.slow
+# A guarantee (exactly once, fencing, zombie attempts, catch-up, DST): both backends.
+pytestmark = [pytest.mark.slow, pytest.mark.both_backends]
 
 
 def test_a_paused_attempts_completion_is_refused_while_its_successor_runs(

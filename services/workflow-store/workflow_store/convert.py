@@ -7,6 +7,7 @@ naming it, before anything touches the database.
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from datetime import UTC, date, datetime, timedelta
 from functools import lru_cache
 from typing import Any
@@ -37,6 +38,7 @@ from cronwave_core.spec import (
     Spec,
 )
 from workflow_store import validate
+from workflow_store.limits import Limits
 from workflow_store.records import (
     COMPLETIONS,
     DEFAULT_FENCING_SCOPE,
@@ -303,13 +305,13 @@ def _policy_direct(data: dict[str, Any]) -> Policy:
 # -- schedules -------------------------------------------------------------------------
 
 
-def new_schedule_from_proto(msg: pb.Schedule) -> NewSchedule:
+def new_schedule_from_proto(msg: pb.Schedule, limits: Limits) -> NewSchedule:
     """A CreateSchedule request's schedule, validated; server-owned fields ignored."""
     schedule_id = validate.schedule_id(msg.schedule_id)
     spec = spec_from_proto(msg.spec)
     calendar.validate(spec)
     policy = policy_from_proto(msg.policy)
-    payload = validate.payload_json(msg.payload_json)
+    payload = validate.payload_json(msg.payload_json, limits.payload_bytes)
     return NewSchedule(schedule_id, spec, policy, msg.job_type, payload, msg.paused, msg.pause_note)
 
 
@@ -321,6 +323,17 @@ def _policy_proto(policy: Policy) -> pb.SchedulePolicy:
 
 
 def schedule_to_proto(rec: ScheduleRecord) -> pb.Schedule:
+    if rec.identity_only:
+        return pb.Schedule(
+            schedule_id=rec.schedule_id,
+            job_type=rec.job_type,
+            paused=rec.paused,
+            created_at=dt_to_ts(rec.created_at),
+            updated_at=dt_to_ts(rec.updated_at),
+            revision=rec.revision,
+            deleted=rec.deleted,
+            withheld=rec.withheld,
+        )
     return pb.Schedule(
         schedule_id=rec.schedule_id,
         spec=spec_to_proto(rec.spec),
@@ -333,7 +346,20 @@ def schedule_to_proto(rec: ScheduleRecord) -> pb.Schedule:
         updated_at=dt_to_ts(rec.updated_at),
         revision=rec.revision,
         deleted=rec.deleted,
+        withheld=rec.withheld,
     )
+
+
+def schedule_reply(rec: ScheduleRecord, most: int) -> pb.Schedule:
+    """``rec`` as any reply sends it: whole when its encoding is at most ``most``
+    bytes, else by its identity alone, saying why in ``withheld`` -- a message gRPC
+    refuses to deliver would fail the call (a listing: at this schedule, every time)."""
+    msg = schedule_to_proto(rec)
+    size = msg.ByteSize()
+    if size <= most:
+        return msg
+    why = f"schedule: {size} bytes encoded, over the limit of {most} for one reply"
+    return schedule_to_proto(replace(rec, withheld=why, identity_only=True))
 
 
 # -- job types -------------------------------------------------------------------------
@@ -537,7 +563,9 @@ def _opt(ts: datetime | None) -> Any:
     return dt_to_ts(ts) if ts is not None else None
 
 
-def run_to_proto(rec: RunRecord) -> pb.Run:
+def run_to_proto(rec: RunRecord, *, payload: bool = True) -> pb.Run:
+    """``payload``: False for callers that never read it (the dispatcher, the planner),
+    so a batch of runs with large payloads stays one small message."""
     return pb.Run(
         run_id=rec.run_id,
         schedule_id=rec.schedule_id,
@@ -545,7 +573,7 @@ def run_to_proto(rec: RunRecord) -> pb.Run:
         state=_RUN_STATE_PB[rec.state],
         trigger=_TRIGGER_PB[rec.trigger],
         job_type=rec.job_type,
-        payload_json=rec.payload_json,
+        payload_json=rec.payload_json if payload else "",
         attempt=rec.attempt,
         fencing_token=rec.fencing_token,
         idempotency_key=rec.idempotency_key,
@@ -582,7 +610,8 @@ def iso(dt: datetime) -> str:
 
 
 def stalled_to_proto(rec: StalledRun) -> api.StalledRun:
-    return api.StalledRun(run=run_to_proto(rec.run), reason=rec.reason.value)
+    """Without the payload: the dispatcher's sweeper only queues a message naming it."""
+    return api.StalledRun(run=run_to_proto(rec.run, payload=False), reason=rec.reason.value)
 
 
 def dead_letter_from_proto(msg: api.DeadLetterRunRequest) -> DeadLetterRequest:

@@ -82,6 +82,10 @@ class ScheduleRecord:
     created_at: datetime
     updated_at: datetime
     revision: int
+    # Only in listings: why part of the row was left out (see ``Store.list_schedules``);
+    # ``identity_only``: all but its identity was (spec and policy are placeholders).
+    withheld: str = ""
+    identity_only: bool = False
 
 
 @dataclass(frozen=True)

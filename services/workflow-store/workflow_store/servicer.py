@@ -14,6 +14,7 @@ from typing import TypeVar
 import grpc
 from opentelemetry.trace import Span
 
+from cronwave.v1 import common_pb2
 from cronwave.v1 import workflow_store_service_pb2 as api
 from cronwave.v1 import workflow_store_service_pb2_grpc as api_grpc
 from cronwave_core import fanout, telemetry
@@ -21,7 +22,7 @@ from cronwave_core.convert import dt_to_ts, opt_ts
 from cronwave_core.errors import CronwaveError, InvalidArgument
 from cronwave_core.faults import NO_FAULTS, FaultHooks, run_key
 from cronwave_core.rpc import item_error
-from workflow_store import convert, slots
+from workflow_store import convert, paging, slots
 from workflow_store.records import (
     MAX_BATCH,
     ClaimRequest,
@@ -30,6 +31,7 @@ from workflow_store.records import (
     Recorded,
     RecordRequest,
     RunRecord,
+    ScheduleRecord,
 )
 from workflow_store.store import Store
 
@@ -103,8 +105,10 @@ def _annotate(messages: Sequence[object], runs: Sequence[RunRecord | None]) -> N
     fanout.annotate_many(annotations)
 
 
-def _recorded_to_proto(recorded: Recorded) -> api.RecordRunResponse:
-    return api.RecordRunResponse(run=convert.run_to_proto(recorded.run), created=recorded.created)
+def _recorded_to_proto(recorded: Recorded, *, payload: bool = True) -> api.RecordRunResponse:
+    return api.RecordRunResponse(
+        run=convert.run_to_proto(recorded.run, payload=payload), created=recorded.created
+    )
 
 
 def _completion_to_proto(completion: Completion) -> api.CompleteRunResponse:
@@ -131,43 +135,50 @@ class WorkflowStoreServicer(api_grpc.WorkflowStoreServiceServicer):
     def CreateSchedule(
         self, request: api.CreateScheduleRequest, context: grpc.ServicerContext
     ) -> api.CreateScheduleResponse:
-        new = convert.new_schedule_from_proto(request.schedule)
+        new = convert.new_schedule_from_proto(request.schedule, self.store.limits)
         record = self.store.create_schedule(new)
-        return api.CreateScheduleResponse(schedule=convert.schedule_to_proto(record))
+        return api.CreateScheduleResponse(schedule=self._sent(record))
 
     def GetSchedule(
         self, request: api.GetScheduleRequest, context: grpc.ServicerContext
     ) -> api.GetScheduleResponse:
         record = self.store.get_schedule(request.schedule_id)
-        return api.GetScheduleResponse(schedule=convert.schedule_to_proto(record))
+        return api.GetScheduleResponse(schedule=self._sent(record))
 
     def ListSchedules(
         self, request: api.ListSchedulesRequest, context: grpc.ServicerContext
     ) -> api.ListSchedulesResponse:
-        records, revision = self.store.list_schedules(
-            request.limit, request.include_deleted, request.after_schedule_id
+        schedules, revision = paging.page(
+            lambda after, n: self.store.list_schedules(n, request.include_deleted, after),
+            lambda record: record.schedule_id,
+            self._sent,
+            lambda msg: msg.ByteSize(),
+            after=request.after_schedule_id,
+            limit=request.limit,
+            budget=self.store.limits.page_bytes,
         )
-        return api.ListSchedulesResponse(
-            schedules=[convert.schedule_to_proto(r) for r in records], revision=revision
-        )
+        return api.ListSchedulesResponse(schedules=schedules, revision=revision)
+
+    def _sent(self, record: ScheduleRecord) -> common_pb2.Schedule:
+        return convert.schedule_reply(record, self.store.limits.schedule_reply_bytes)
 
     def PauseSchedule(
         self, request: api.PauseScheduleRequest, context: grpc.ServicerContext
     ) -> api.PauseScheduleResponse:
         record = self.store.pause_schedule(request.schedule_id, request.note)
-        return api.PauseScheduleResponse(schedule=convert.schedule_to_proto(record))
+        return api.PauseScheduleResponse(schedule=self._sent(record))
 
     def ResumeSchedule(
         self, request: api.ResumeScheduleRequest, context: grpc.ServicerContext
     ) -> api.ResumeScheduleResponse:
         record = self.store.resume_schedule(request.schedule_id, request.note)
-        return api.ResumeScheduleResponse(schedule=convert.schedule_to_proto(record))
+        return api.ResumeScheduleResponse(schedule=self._sent(record))
 
     def DeleteSchedule(
         self, request: api.DeleteScheduleRequest, context: grpc.ServicerContext
     ) -> api.DeleteScheduleResponse:
         record = self.store.delete_schedule(request.schedule_id)
-        return api.DeleteScheduleResponse(schedule=convert.schedule_to_proto(record))
+        return api.DeleteScheduleResponse(schedule=self._sent(record))
 
     def WatchSchedules(
         self, request: api.WatchSchedulesRequest, context: grpc.ServicerContext
@@ -177,7 +188,7 @@ class WorkflowStoreServicer(api_grpc.WorkflowStoreServiceServicer):
         for record in self.store.watch(
             request.since_revision, context.is_active, poll=self.watch_poll
         ):
-            yield api.WatchSchedulesResponse(schedule=convert.schedule_to_proto(record))
+            yield api.WatchSchedulesResponse(schedule=self._sent(record))
 
     # -- job types ---------------------------------------------------------------------
 
@@ -338,7 +349,9 @@ class WorkflowStoreServicer(api_grpc.WorkflowStoreServiceServicer):
             results=[
                 api.RecordRunResult(error=item_error(r))
                 if isinstance(r, CronwaveError)
-                else api.RecordRunResult(recorded=_recorded_to_proto(r))
+                # No payloads: the dispatcher never reads them, and 1,000 runs of
+                # 256 KiB each would be far over one message
+                else api.RecordRunResult(recorded=_recorded_to_proto(r, payload=False))
                 for r in results
             ]
         )
@@ -487,7 +500,10 @@ class WorkflowStoreServicer(api_grpc.WorkflowStoreServiceServicer):
         self, request: api.ListPendingFiresRequest, context: grpc.ServicerContext
     ) -> api.ListPendingFiresResponse:
         runs = slots.pending_fires(self.store, request.after_run_id, request.limit)
-        return api.ListPendingFiresResponse(runs=[convert.run_to_proto(r) for r in runs])
+        # No payloads: the planner never reads them (a page is up to 10,000 runs)
+        return api.ListPendingFiresResponse(
+            runs=[convert.run_to_proto(r, payload=False) for r in runs]
+        )
 
     # -- stalled runs and dead letters ---------------------------------------------------
 

@@ -9,6 +9,7 @@ that inserts the run.
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence, Sized
@@ -32,6 +33,7 @@ from cronwave_core.errors import (
     StaleFencingToken,
     UnissuedFencingToken,
 )
+from cronwave_core.spec import Policy, Spec
 from workflow_store import models as m
 from workflow_store.bulk import RecordSet
 from workflow_store.convert import (
@@ -43,6 +45,7 @@ from workflow_store.convert import (
 )
 from workflow_store.db import Database
 from workflow_store.ids import new_attempt_token, new_run_id, same_token
+from workflow_store.limits import LIMITS, Limits
 from workflow_store.records import (
     COMPLETIONS,
     DEFAULT_HEARTBEAT_TIMEOUT,
@@ -69,6 +72,9 @@ from workflow_store.records import (
     StallReason,
     Trigger,
 )
+from workflow_store.validate import utf8_size
+
+log = logging.getLogger("cronwave.store")
 
 Clock = Callable[[], datetime]
 DEFAULT_RUN_LIMIT = 50
@@ -158,9 +164,10 @@ class _Lost(Exception):
 class Store:
     """Schedules, job types, runs and fencing tokens over a ``Database``."""
 
-    def __init__(self, db: Database, clock: Clock = utc_now) -> None:
+    def __init__(self, db: Database, clock: Clock = utc_now, limits: Limits = LIMITS) -> None:
         self.db = db
         self.clock = clock
+        self.limits = limits
         self._changes = threading.Condition()
         self._closing = threading.Event()
         self._latest_revision = 0
@@ -222,7 +229,11 @@ class Store:
         self, limit: int = 0, include_deleted: bool = False, after: str = ""
     ) -> tuple[list[ScheduleRecord], int]:
         """Schedules by id (all when ``limit`` is 0; only ids greater than ``after``, for
-        paging) and the store revision they reflect."""
+        paging) and the store revision they reflect.
+
+        Every row is listed, as ``_listed`` shows it: a row this store cannot list whole
+        (a payload over the limit, a stored spec it cannot read) comes without the part
+        left out and says why in ``withheld``, so one bad row never fails a listing."""
         if limit < 0:
             raise InvalidArgument("limit", "must not be negative (0 means all)")
         with self.db.read() as s:
@@ -236,7 +247,8 @@ class Store:
                 query = query.where(m.Schedule.id > after)
             if limit:
                 query = query.limit(limit)
-            return [_schedule(r) for r in s.scalars(query)], int(revision or 0)
+            listed = [_listed(r, self.limits) for r in s.scalars(query)]
+            return listed, int(revision or 0)
 
     def pause_schedule(self, schedule_id: str, note: str) -> ScheduleRecord:
         return self._change_schedule(schedule_id, paused=True, pause_note=note)
@@ -262,7 +274,8 @@ class Store:
         return record
 
     def schedules_since(self, revision: int, limit: int = 500) -> list[ScheduleRecord]:
-        """Schedules (deleted ones too) changed after ``revision``, oldest change first."""
+        """Schedules (deleted ones too) changed after ``revision``, oldest change first,
+        as listings show them (``_listed``)."""
         with self.db.read() as s:
             query = (
                 sa.select(m.Schedule)
@@ -270,7 +283,7 @@ class Store:
                 .order_by(m.Schedule.revision)
                 .limit(limit)
             )
-            return [_schedule(r) for r in s.scalars(query)]
+            return [_listed(r, self.limits) for r in s.scalars(query)]
 
     def watch(
         self, since: int, active: Callable[[], bool], poll: timedelta = timedelta(seconds=0.5)
@@ -1400,6 +1413,61 @@ def _schedule(row: m.Schedule) -> ScheduleRecord:
         created_at=row.created_at,
         updated_at=row.updated_at,
         revision=row.revision,
+    )
+
+
+def _listed(row: m.Schedule, limits: Limits) -> ScheduleRecord:
+    """``row`` as a listing shows it. A payload over ``limits.payload_bytes`` (a row
+    written before the limit, or by hand) is left out; a row whose stored spec or
+    policy this version cannot read is listed by its identity alone. Either way
+    ``withheld`` says why, and the planner leaves the schedule out."""
+    size = utf8_size(row.payload_json)
+    try:
+        spec, policy = spec_from_dict(row.spec), policy_from_dict(row.policy)
+    except Exception as exc:  # a row that cannot be read must not fail the whole listing
+        log.error(
+            "schedule '%s' (revision %d) is listed without its content: its stored spec "
+            "or policy cannot be read (%s)",
+            row.id,
+            row.revision,
+            type(exc).__name__,
+        )
+        return _identity(row, "spec: the stored spec or policy cannot be read")
+    withheld, payload = "", row.payload_json
+    if size > limits.payload_bytes:
+        withheld = f"payload_json: {size} bytes, over the limit of {limits.payload_bytes}"
+        payload = ""
+    return ScheduleRecord(
+        schedule_id=row.id,
+        spec=spec,
+        policy=policy,
+        job_type=row.job_type,
+        payload_json=payload,
+        paused=row.paused,
+        pause_note=row.pause_note,
+        deleted=row.deleted,
+        created_at=row.created_at,
+        updated_at=row.updated_at,
+        revision=row.revision,
+        withheld=withheld,
+    )
+
+
+def _identity(row: m.Schedule, withheld: str) -> ScheduleRecord:
+    return ScheduleRecord(
+        schedule_id=row.id,
+        spec=Spec(),
+        policy=Policy(),
+        job_type=row.job_type,
+        payload_json="",
+        paused=row.paused,
+        pause_note="",
+        deleted=row.deleted,
+        created_at=row.created_at,
+        updated_at=row.updated_at,
+        revision=row.revision,
+        withheld=withheld,
+        identity_only=True,
     )
 
 

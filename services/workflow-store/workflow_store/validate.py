@@ -25,8 +25,13 @@ def schedule_id(value: str, field: str = "schedule_id") -> str:
     return value
 
 
-def payload_json(value: str, field: str = "payload_json") -> str:
-    """The payload text, ``"{}"`` when empty; it must be a JSON object."""
+def payload_json(value: str, limit: int, field: str = "payload_json") -> str:
+    """The payload text, ``"{}"`` when empty; it must be a JSON object of at most
+    ``limit`` bytes of UTF-8. The size is checked first, so an oversized text is never
+    parsed; its refusal names the request's field in full (``schedule.payload_json``)."""
+    size = utf8_size(value)
+    if size > limit:
+        raise InvalidArgument(f"schedule.{field}", f"at most {limit} bytes, got {size}")
     if not value.strip():
         return "{}"
     try:
@@ -36,6 +41,11 @@ def payload_json(value: str, field: str = "payload_json") -> str:
     if not isinstance(parsed, dict):
         raise InvalidArgument(field, f"must be a JSON object, got {type(parsed).__name__}")
     return value
+
+
+def utf8_size(text: str) -> int:
+    """The UTF-8 length of ``text``, without encoding an ASCII-only one."""
+    return len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
 
 
 def job_type(record: JobTypeRecord) -> JobTypeRecord:
