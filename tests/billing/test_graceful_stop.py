@@ -98,11 +98,10 @@ def resumed_claim(events: list[RunEvent], number: int) -> tuple[RunEvent, RunEve
 #: customers (seeding, invoices and charges twice over, on a busy machine).
 @pytest.mark.timeout(120 + TRIALS * (60 + CUSTOMERS // 1000))
 def test_sigterm_mid_billing_hands_the_run_back_and_charges_every_invoice_once(
-    billing_suite,
+    billing_suite, drill_seed: int
 ) -> None:
-    seed = int(os.environ.get("CRONWAVE_TEST_SEED") or time.time())
-    print(f"\nbilling SIGTERM drill: seed {seed}, {TRIALS} trials, {CUSTOMERS} customers")
-    rng = random.Random(seed)
+    print(f"billing SIGTERM drill: seed {drill_seed}, {TRIALS} trials, {CUSTOMERS} customers")
+    rng = random.Random(drill_seed)
     suite: BillingSuite = billing_suite(CRONWAVE_BILLING_HEARTBEAT_TIMEOUT="30")
     standby = suite.start_worker()
     trials: list[Trial] = []
