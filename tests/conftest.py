@@ -56,6 +56,7 @@ LONG_FILES = (
     "test_many_failovers.py",
     "test_fault_matrix.py",
     "test_kill_recovery.py",
+    "test_graceful_stop.py",
     "test_runner_smoke.py",
 )
 
