@@ -5,7 +5,6 @@ stops."""
 from __future__ import annotations
 
 import threading
-import time
 from datetime import UTC, datetime, timedelta
 
 from tests.helpers import eventually
@@ -63,9 +62,7 @@ def test_stop_releases_everything_still_held_and_a_failure_stops_nothing() -> No
     held.hold(datetime.now(UTC) + timedelta(hours=2), lambda: log.run("later"))
     assert len(held) == 2
 
-    started = time.monotonic()
     held.stop(timedelta(seconds=5))
 
-    assert log.names() == ["later"]
-    assert time.monotonic() - started < 5  # not held until its hour came
+    assert log.names() == ["later"]  # released by the stop: its hour is far off
     assert len(held) == 0
