@@ -3,7 +3,9 @@ CRONWAVE_TEST_DATABASE_URL is set), Redis (CRONWAVE_TEST_REDIS_URL, or an embedd
 redis-server for the session), and whole suites of real processes on loopback.
 
 When CRONWAVE_TEST_DATABASE_URL / CRONWAVE_TEST_REDIS_URL are set (CI sets both), a
-server that is down fails the tests; it never skips them.
+server that is down fails the tests; it never skips them. With CRONWAVE_CI set (CI),
+a skipped or xfailed test fails the run unless tests/skips_allowed.txt lists it
+(``tests.skip_guard``).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import redis
 import sqlalchemy as sa
 
 from cronwave_core.suite import Suite, SuiteConfig, find_redis_server, free_port, wait_redis
+from tests import skip_guard
 
 T = TypeVar("T")
 
@@ -35,13 +38,16 @@ BOTH_BACKEND_FOLDERS = {"workflow_store", "spine", "failover"}
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
-        "markers", "serial: runs alone after the parallel part of the suite (timing truth)"
+        "markers",
+        "serial: runs alone after the parallel part of the suite (timing truth, or the "
+        "fixed ports of `cronwave up`)",
     )
     config.addinivalue_line(
         "markers",
         "both_backends: run on SQLite and PostgreSQL (when configured); other tests that "
         "need a database run once, on PostgreSQL when configured, else SQLite",
     )
+    skip_guard.install(config)
 
 
 # Tests whose figures a busy machine would distort: they run after the parallel

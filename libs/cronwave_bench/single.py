@@ -4,7 +4,9 @@ Figures: fire lateness (body start minus nominal fire time) p50 / p90 / p99 / ma
 skipped fires (a slot of the schedule without a started body) and duplicates (bodies
 started more than once for a slot). The schedule's first fire is placed past the
 planner's dispatch lead, so every fire measured is planned the way a long-lived
-schedule's are.
+schedule's are. The worker runs each body in a job process (the default isolation):
+what that process added to a run, handing the run over and the result back, is read
+off the runs' ``worker.execute`` spans (p50 / p95 / max).
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 import time
 import uuid
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 from cronwave_bench.context import BenchContext
 from cronwave_bench.floor import floor_figures, start_floor
@@ -32,14 +35,30 @@ from cronwave_bench.measure import (
 from cronwave_bench.planner_memory import rss_mib
 from cronwave_bench.report import Result, fmt_ms
 from cronwave_core.spec import Interval
+from cronwave_waterfall import load_spans
 
 NOOP = "cronwave.noop"
 TARGET_P50_MS = 0.5
 TARGET_P99_MS = 1.5
+#: Set by the worker on a run's ``worker.execute`` span when its body ran in a job
+#: process (``worker.runtime.ATTR_OVERHEAD_MS``: a library never imports a service).
+OVERHEAD_ATTR = "cronwave.job_process.overhead_ms"
 
 
 def next_whole_second(instant: datetime) -> datetime:
     return instant.replace(microsecond=0) + timedelta(seconds=1)
+
+
+def job_process_overhead_ms(spans_dir: Path) -> list[float]:
+    """What the job process added to each run whose spans are in ``spans_dir``: the
+    hand-over of the run and the hand-back of its result, in milliseconds."""
+    if not spans_dir.exists():
+        return []
+    return [
+        float(span.attributes[OVERHEAD_ATTR])
+        for span in load_spans(spans_dir)
+        if span.name == "worker.execute" and OVERHEAD_ATTR in span.attributes
+    ]
 
 
 def run_single(ctx: BenchContext) -> Result:
@@ -114,6 +133,14 @@ def run_single(ctx: BenchContext) -> Result:
             figures["p99"] <= TARGET_P99_MS,
         )
         result.row("fire lateness max", fmt_ms(figures["max"]))
+    overhead = ms_figures(job_process_overhead_ms(data_dir / "spans"), ("p50", "p95", "max"))
+    result.figures["job_process_overhead_ms"] = overhead
+    if overhead is not None:
+        result.row(
+            "job process hand-over + hand-back",
+            f"p50 {fmt_ms(overhead['p50'])}, p95 {fmt_ms(overhead['p95'])}, "
+            f"max {fmt_ms(overhead['max'])}",
+        )
     result.figures["machine_floor_ms"] = floor
     if floor is not None:
         result.row(

@@ -33,6 +33,7 @@ def test_single_burst_and_waterfall_produce_their_figures(
     fires = ctx.sizes.single_fires
     assert single.figures["lateness_ms"]["count"] == fires  # every fire's body start read
     assert (single.figures["skipped"], single.figures["duplicates"]) == (0, 0)
+    assert single.figures["job_process_overhead_ms"]["count"] == fires  # from the spans
     assert burst.figures["started"] == ctx.sizes.burst
     assert (burst.figures["not_started"], burst.figures["duplicates"]) == (0, 0)
     assert burst.figures["instant_to_last_start_ms"] is not None

@@ -202,12 +202,22 @@ def test_the_gateway_timing_out_after_committing_causes_no_second_charge(
     assert (counts.charges, counts.invoices, counts.invoices_charged_twice) == (30, 30, 0)
 
 
-def test_checkpoints_come_well_within_a_second(job: BillingJob) -> None:
+def test_a_checkpoint_follows_every_batch_of_work(job: BillingJob) -> None:
+    # Given 3,000 customers, invoiced in ranges of 1,000 and charged in batches of 200
     beats = Beats()
-    job(context({"customers": 3000, "charge_batch": 200}, beats))
+    # When the job runs
+    job(context({"customers": 3000, "invoice_batch": 1000, "charge_batch": 200}, beats))
+    # Then a checkpoint went out after each range and after each batch, so a resumed
+    # attempt repeats at most one batch, however long a batch takes
+    phases = [c["phase"] for c in beats.checkpoints]
+    assert phases == ["invoices"] * 3 + ["charges"] * 16 + ["done"]
+    ranges = [c["last_customer_id"] for c in beats.checkpoints[:3]]
+    assert ranges == [1000, 2000, 3000]
+    charged = [c["charged"] for c in beats.checkpoints if c["phase"] == "charges"]
+    assert charged == list(range(0, 3001, 200))
+    # (how far apart in time they came depends on the machine: printed, not asserted)
     gaps = [b - a for a, b in zip(beats.times, beats.times[1:], strict=False)]
-    assert len(beats.checkpoints) > 15
-    assert max(gaps) < 1.0
+    print(f"\n{len(beats.times)} beats, at most {max(gaps) * 1000:.0f} ms apart")
 
 
 def test_an_unreachable_gateway_fails_the_attempt_with_what_to_do(billing_url: str) -> None:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import signal
 import threading
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -104,12 +103,10 @@ def test_timeout_after_commit_charges_once_and_the_retry_gets_the_same_charge(
     armed = gateway.stub.SetFaults(pb.SetFaultsRequest(timeout_after_commit=1), timeout=10)
     assert armed.timeout_after_commit == 1
     # When a caller charges with a short deadline
-    started = time.monotonic()
     with pytest.raises(grpc.RpcError) as caught:
         charge(gateway, item("inv-42", invoice="42"), timeout=0.5)
     # Then the caller sees a timeout although the charge was committed
     assert caught.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
-    assert time.monotonic() - started < 5
     assert gateway.count().charges == 1
     # and asking again with the same key returns that charge instead of a second one
     (retry,) = charge(gateway, item("inv-42", invoice="42"))

@@ -105,6 +105,7 @@ def test_a_malformed_address_variable_is_named():
     assert_reported(result, "CRONWAVE_STORE_ADDR: expected HOST:PORT")
 
 
+@pytest.mark.serial  # holds a fixed port, which `cronwave up`'s own test needs free
 def test_up_refuses_a_busy_port_and_says_which(tmp_path):
     port = DEFAULT_PORTS["store"]
     holder = socket.socket()

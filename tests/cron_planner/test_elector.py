@@ -73,11 +73,13 @@ def test_renewals_keep_the_lease_past_its_ttl(make_elector, leader_addr: str) ->
     eventually(elector.is_leader, timeout=10, what="leading")
     token = elector.token()
 
-    started = time.monotonic()
-    eventually(lambda: time.monotonic() - started > 2.5 * TTL.total_seconds(), timeout=10)
+    # When it has renewed often enough to span twice the ttl (renewals are at least a
+    # renew interval apart)
+    renewals = 1 + int(2 * TTL / RENEW) + 1
+    eventually(lambda: elector.renewals >= renewals, timeout=30, what=f"{renewals} renewals")
 
+    # Then it still leads with the token it was granted
     assert elector.is_leader() and elector.token() == token
-    assert elector.renewals >= 5
     assert observe(leader_addr).holder == elector.candidate
 
 
@@ -93,19 +95,21 @@ def test_stops_leading_before_the_lease_can_expire_when_renewals_hang(
     # When leader-election freezes, so every renewal hangs until its deadline
     services.signal("leader-election", signal.SIGSTOP)
     try:
-        frozen_at = time.monotonic()
-        eventually(lambda: not elector.is_leader(), timeout=5, interval=0.005, what="not leading")
-        stepped_down_after = time.monotonic() - frozen_at
-        remaining_ms = client.pttl(lease_key)
+        # Then the validity it counts ends before the lease can end in Redis: the two
+        # read at one moment (the time between the reads is given to the lease's side,
+        # so a slow read cannot fail the comparison)
+        read_from = time.monotonic()
+        validity = elector.leadership().remaining.total_seconds()
+        lease_ms = client.pttl(lease_key)
         holder = client.hget(lease_key, "holder")
+        between = time.monotonic() - read_from
+        # and it steps down once that validity is over, renewals still hanging
+        eventually(lambda: not elector.is_leader(), timeout=20, what="not leading")
     finally:
         services.signal("leader-election", signal.SIGCONT)
 
-    # Then it stopped leading while its lease was still alive in Redis: no successor
-    # could have been granted yet
     assert holder == elector.candidate.encode()
-    assert remaining_ms > 0, "the lease expired before the planner stepped down"
-    assert stepped_down_after < TTL.total_seconds()
+    assert validity <= max(lease_ms, 0) / 1000 + between, (validity, lease_ms, between)
     assert elector.token() == 0
 
     # And once leader-election answers again, it leads again
@@ -114,7 +118,7 @@ def test_stops_leading_before_the_lease_can_expire_when_renewals_hang(
 
 
 def test_a_refused_renewal_steps_down_at_once(
-    make_elector, redis_url: str, namespace: str, leader_addr: str
+    make_elector, redis_url: str, namespace: str, leader_addr: str, caplog
 ) -> None:
     # Given a leading elector with a long ttl
     elector = make_elector(fresh("planner"), ttl=timedelta(seconds=30))
@@ -129,11 +133,12 @@ def test_a_refused_renewal_steps_down_at_once(
             pb.CampaignRequest(scope="planner", candidate="rival"), timeout=5
         )
     assert rival.granted and rival.lease.fencing_token > old
-    lost_from = time.monotonic()
 
-    # Then the next renewal is refused and it stops leading long before its validity ends
-    eventually(lambda: not elector.is_leader(), timeout=5, what="stepped down")
-    assert time.monotonic() - lost_from < 5
+    # Then the next renewal is refused and it stops leading for that reason, not because
+    # its 30 s of validity ran out
+    eventually(lambda: not elector.is_leader(), timeout=20, what="stepped down")
+    assert "renewal refused; the lease is held by 'rival'" in caplog.text
+    assert "validity ran out" not in caplog.text
     client.close()
 
 
@@ -149,12 +154,12 @@ def test_resigning_hands_over_without_waiting_for_the_ttl(make_elector, leader_a
     old = first.token()
 
     # When the leader stops (it resigns)
-    stopped = time.monotonic()
     first.stop()
 
-    # Then the other leads long before the 30 s ttl, with a newer token
-    eventually(second.is_leader, timeout=10, what="the other leads")
-    assert time.monotonic() - stopped < 10
+    # Then the lease is released at once, not left to run out its 30 s ttl
+    assert observe(leader_addr).holder != first.candidate
+    # and the other leads, with a newer token
+    eventually(second.is_leader, timeout=20, what="the other leads")
     assert second.token() > old
     assert observe(leader_addr).holder == second.candidate
 

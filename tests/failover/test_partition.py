@@ -1,10 +1,10 @@
 """The leading planner cut off from leader-election (its link blackholed by a TCP
-proxy): it stops firing before its lease can expire, another planner takes over once
-it has, and no slot runs twice or goes missing."""
+proxy): it stops leading on its own clock before its lease can expire, another planner
+takes over once it has, its fires all come before the new leader's, and no slot runs
+twice or goes missing."""
 
 from __future__ import annotations
 
-import time
 from datetime import UTC, datetime
 
 import pytest
@@ -17,7 +17,7 @@ from tests.helpers import eventually
 pytestmark = pytest.mark.slow
 
 
-def test_a_cut_off_leader_stops_firing_before_its_lease_expires(
+def test_a_cut_off_leader_stops_firing_before_another_takes_over(
     make_suite: SuiteFactory, drill_of, proxy_to
 ) -> None:
     # Given a leader that reaches leader-election only through a proxy, a second
@@ -39,44 +39,32 @@ def test_a_cut_off_leader_stops_firing_before_its_lease_expires(
     # When its link to leader-election is blackholed
     proxy.blackhole()
 
-    # Then it stops leading before its lease expires (both watched every 20 ms)
-    # The lease's end as leader-election reports it while the first planner holds it:
-    # now + Redis's PTTL, so each report is late by however long leader-election took
-    # between the two; the earliest report of the final end is the truest.
-    ends: list[float] = []
-    stopped_at: float | None = None
-    taken: tuple[str, int] | None = None
-    deadline = time.monotonic() + 15
-    while taken is None and time.monotonic() < deadline:
-        status = drill.status(first)
-        if stopped_at is None and status is not None and not status.leader:
-            stopped_at = time.time()
-        lease = drill.lease()
-        if lease.holder.startswith(f"{first}@"):
-            ends.append(ts_to_dt(lease.expires_at).timestamp())
-        elif lease.fencing_token > old_token:
-            taken = drill.holder()
-        time.sleep(0.02)
-    assert taken is not None, "nobody took over"
-    assert stopped_at is not None, "the cut-off planner never stopped leading"
-    # A renewal in flight when the link was cut may still have moved the end, by at
-    # least a renew interval (0.4 s): reports of an earlier end are left out.
-    assert ends, "the first planner's lease was never seen after the cut"
-    expires_at = min(end for end in ends if end > max(ends) - 0.2)
-    assert stopped_at < expires_at, f"led {stopped_at - expires_at:.3f}s past its lease"
-    assert "lost the lease" in log_text(drill, first)
+    # Then another planner takes over, with a newer token, once the lease has expired
+    taken = eventually(
+        lambda: (held := drill.holder()) is not None and held[1] > old_token and held,
+        timeout=30,
+        interval=0.02,
+        what="a takeover",
+    )
+    assert taken[0] == second
+    # and by then the cut-off planner had stopped leading, on its own clock: the
+    # validity it counts from each renewal's sending ends a safety margin before the
+    # lease can (no renewal was refused: none reached leader-election)
+    status = eventually(lambda: drill.status(first), timeout=10, what="the cut-off planner")
+    assert not status.leader
+    log = log_text(drill, first)
+    assert "lost the lease" in log and "validity ran out before a renewal succeeded" in log
 
-    # And the other planner took over once the lease had expired, with a newer token
-    assert taken[0] == second and taken[1] > old_token
-    old = [ts_to_dt(r.created_at).timestamp() for r in drill.runs() if r.fencing_token == old_token]
-    assert max(old) < expires_at
+    # And it stopped firing before the new leader's first fire (the store's own clock)
     eventually(
         lambda: any(r.fencing_token > old_token for r in drill.runs(limit=20)),
-        timeout=10,
+        timeout=30,
         what="a fire by the new leader",
     )
-    new = [ts_to_dt(r.created_at).timestamp() for r in drill.runs() if r.fencing_token > old_token]
-    assert min(new) >= expires_at - 0.02  # the end's rounding and report latency
+    runs = drill.runs()
+    old = [ts_to_dt(r.created_at) for r in runs if r.fencing_token == old_token]
+    new = [ts_to_dt(r.created_at) for r in runs if r.fencing_token > old_token]
+    assert max(old) < min(new)
 
     # And every slot has exactly one run, whose job ran once; nothing was refused
     accounts = drill.finish(datetime.now(UTC))

@@ -9,6 +9,7 @@ import signal
 import time
 from collections.abc import Mapping
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 from cronwave_core.settings import Settings
@@ -58,6 +59,22 @@ def zombie(ctx: JobContext) -> Mapping[str, Any]:
         time.sleep(pause)
         ctx.heartbeat({"step": step})
     return {"resumed_from": resumed_from, "last_step": last, "attempt": ctx.attempt}
+
+
+def gated(ctx: JobContext) -> Mapping[str, Any]:
+    """Checkpoints step 1, waits for the file ``payload["gate"]`` to exist (a minute at
+    most), then checkpoints step 2: a test opens the gate once it has seen what must
+    happen while the body is still running."""
+    gate = Path(str(ctx.payload["gate"]))
+    ctx.heartbeat({"step": 1})
+    for _ in range(6000):
+        if gate.exists():
+            break
+        time.sleep(0.01)
+    else:
+        raise TimeoutError(f"the gate {gate} was not opened within a minute")
+    ctx.heartbeat({"step": 2})
+    return {"last_step": 2}
 
 
 def flaky(ctx: JobContext) -> Mapping[str, Any]:
@@ -115,6 +132,7 @@ def job_types(settings: Settings) -> list[JobType]:
             duration_limit=timedelta(minutes=2),
             heartbeat_timeout=HEARTBEAT_TIMEOUT,
         ),
+        JobType("drill.gated", gated, duration_limit=timedelta(minutes=2)),
         JobType("drill.flaky", flaky, duration_limit=timedelta(minutes=1), retry=SCALED_RETRY),
         JobType("drill.spin", spin, duration_limit=RUNAWAY_LIMIT),
         JobType("drill.block", block, duration_limit=RUNAWAY_LIMIT),

@@ -22,8 +22,7 @@ from tests.helpers import eventually
 from tests.reliability.support import REPO, job_processes
 from worker.isolation import ProcessSupervisor
 from worker.job_process import JobProcessPool
-from worker.jobs import JobContext, builtin_job_types
-from worker.supervisor import AttemptResult, BeatResult, Outcome, Supervisor
+from worker.supervisor import AttemptResult, BeatResult, Outcome
 from worker.timing import epoch_ns
 
 pytestmark = pytest.mark.slow
@@ -87,41 +86,25 @@ def run(pool: JobProcessPool, job_type: str, **payload: Any) -> AttemptResult:
     return supervised(pool).run(spec(job_type, fire, **payload), fire)
 
 
-def test_what_a_job_process_adds_to_a_run(
-    pool: JobProcessPool, record_property: pytest.RecordProperty
+def test_runs_go_to_the_warm_job_processes_and_report_what_the_process_added(
+    pool: JobProcessPool, namespace: str
 ) -> None:
-    # Given warm job processes, and the same job run in a thread for comparison
-    noop = next(t for t in builtin_job_types() if t.name == "cronwave.noop")
-    for _ in range(20):  # warm-up
+    # Given warm job processes that have run a job each
+    for _ in range(4):
         assert run(pool, "cronwave.noop").outcome is Outcome.SUCCEEDED
-    # When 300 runs of a job that does nothing go through each
-    in_process, overhead, in_thread = [], [], []
-    for _ in range(300):
-        started = time.perf_counter()
-        result = run(pool, "cronwave.noop")
-        in_process.append(time.perf_counter() - started)
-        assert result.outcome is Outcome.SUCCEEDED
-        overhead.append(result.overhead_ns / 1e6)
-    for _ in range(300):
-        supervisor = Supervisor(Beats(), timedelta(seconds=10), timedelta(seconds=30))
-        ctx = JobContext(run_id="r", schedule_id="s", fire_time=datetime.now(UTC), attempt=1)
-        started = time.perf_counter()
-        assert supervisor.run(noop.fn, ctx).outcome is Outcome.SUCCEEDED
-        in_thread.append(time.perf_counter() - started)
-
-    def ms(values: list[float], scale: float = 1000) -> str:
-        q = statistics.quantiles(values, n=100)
-        return f"median {statistics.median(values) * scale:.2f} ms, p95 {q[94] * scale:.2f} ms"
-
-    # Then the hand-over and hand-back cost a fraction of a millisecond to a few ms
-    print(
-        f"\njob process: hand-over + hand-back {ms(overhead, 1)}; "
-        f"whole run {ms(in_process)}; in a thread instead: {ms(in_thread)}"
-    )
-    record_property("job_process_overhead_median_ms", round(statistics.median(overhead), 3))
-    record_property("thread_run_median_ms", round(statistics.median(in_thread) * 1000, 3))
-    assert statistics.median(overhead) < 5
-    assert statistics.quantiles(overhead, n=100)[94] < 50
+    warm = set(job_processes(namespace))
+    assert len(warm) == 2
+    # When 100 runs of a job that does nothing go through them
+    results = [run(pool, "cronwave.noop") for _ in range(100)]
+    # Then every one ran in one of those processes (no process was started for a run)
+    # and reported the time the hand-over and hand-back cost it
+    assert {r.outcome for r in results} == {Outcome.SUCCEEDED}
+    assert set(job_processes(namespace)) == warm
+    overhead = [r.overhead_ns / 1e6 for r in results]
+    assert all(ms > 0 for ms in overhead)
+    # (how much that is, is a figure of `make bench`'s single scenario, not a bound here)
+    q = statistics.quantiles(overhead, n=100)
+    print(f"\njob process hand-over + hand-back: median {q[49]:.2f} ms, p95 {q[94]:.2f} ms")
 
 
 def test_a_job_process_that_dies_fails_the_attempt_and_is_replaced(
@@ -143,34 +126,48 @@ def test_a_jobs_error_carries_its_type_names_for_the_retry_policy(pool: JobProce
     assert result.error_types == ("Declined",)
 
 
-def test_checkpoints_reach_the_store_within_a_second_however_long_the_beat(
-    pool: JobProcessPool,
+def test_a_checkpoint_reaches_the_store_while_the_body_runs_however_long_the_beat(
+    pool: JobProcessPool, tmp_path: Path
 ) -> None:
-    # Given a heartbeat interval of 10 s and a job that checkpoints every 0.1 s for 2.5 s
+    # Given a heartbeat interval of an hour and a job that checkpoints step 1, then
+    # waits for its gate
     beats = Beats()
+    gate = tmp_path / "gate"
+    attempt: list[AttemptResult] = []
     fire = datetime.now(UTC)
-    began = time.monotonic()
-    result = supervised(pool, beats, interval=10).run(
-        spec("drill.steps", fire, steps=25, step_seconds=0.1), fire
+    body = spec("drill.gated", fire, gate=str(gate))
+    runner = threading.Thread(
+        target=lambda: attempt.append(supervised(pool, beats, interval=3600).run(body, fire))
     )
+    runner.start()
+    try:
+        # Then step 1 reaches the store while the body is still waiting: checkpoints
+        # follow the job, not the heartbeat interval
+        eventually(
+            lambda: [json.loads(b)["step"] for _, b in beats.sent if b] == [1],
+            timeout=30,
+            what="step 1's checkpoint sent while the body runs",
+        )
+        assert not attempt
+    finally:
+        gate.touch()
+        runner.join(60)
+    # And the last one goes out before the outcome
+    [result] = attempt
     assert result.outcome is Outcome.SUCCEEDED
-    # Then a checkpoint went out at least every ~second, and the last one at the end
-    sent = [(at - began, json.loads(body)["step"]) for at, body in beats.sent if body]
-    assert sent[-1][1] == 25
-    assert len(sent) >= 3
-    gaps = [b[0] - a[0] for a, b in zip([(0.0, 0), *sent], sent, strict=False)]
-    # Checkpoints follow the steps, not the 10-second heartbeat interval.
-    assert max(gaps) < 5, sent
+    assert [json.loads(b)["step"] for _, b in beats.sent if b] == [1, 2]
 
 
 def test_the_body_starts_at_its_fire_time_not_before(pool: JobProcessPool) -> None:
+    beats = Beats()
     fire = datetime.now(UTC) + timedelta(seconds=0.3)
-    result = supervised(pool).run(spec("cronwave.noop", fire), fire)
+    result = supervised(pool, beats, interval=3600).run(spec("cronwave.noop", fire), fire)
     assert result.outcome is Outcome.SUCCEEDED
-    lateness_ms = (result.body_started_ns - epoch_ns(fire)) / 1e6
-    # Never before the instant. How close after it is a figure for `make bench`, not
-    # an assertion here; the bound only rules out waiting for a poll or a heartbeat.
-    assert 0 <= lateness_ms < 1000, lateness_ms
+    # Never before the instant
+    assert result.body_started_ns >= epoch_ns(fire)
+    # and not at a heartbeat either: the run was over before its first beat was due.
+    # (How close after the instant it starts is a figure of `make bench`, not a bound.)
+    assert beats.sent == []
 
 
 def test_a_release_stops_the_body_at_its_next_checkpoint(pool: JobProcessPool) -> None:
@@ -221,30 +218,45 @@ def test_a_body_waiting_for_its_fire_time_is_released_without_starting(
 
 
 def test_runs_beyond_the_process_cap_wait_heartbeating_for_a_process(
-    pool: JobProcessPool,
+    pool: JobProcessPool, tmp_path: Path
 ) -> None:
-    # Given a pool of two processes, both busy with 1-second jobs
+    # Given a pool of two processes, both busy with jobs that wait for their gate
+    gate = tmp_path / "gate"
     results: list[AttemptResult] = []
 
     def busy() -> None:
-        results.append(run(pool, "drill.steps", steps=10, step_seconds=0.1))
+        fire = datetime.now(UTC)
+        results.append(supervised(pool).run(spec("drill.gated", fire, gate=str(gate)), fire))
 
     threads = [threading.Thread(target=busy) for _ in range(2)]
-    for thread in threads:
-        thread.start()
-    eventually(lambda: pool.idle_count() == 0, timeout=5, what="both processes busy")
-    # When a third run comes
+    third: list[AttemptResult] = []
     beats = Beats()
-    fire = datetime.now(UTC)
-    began = time.monotonic()
-    third = supervised(pool, beats, interval=0.2).run(spec("cronwave.noop", fire), fire)
-    waited = time.monotonic() - began
-    for thread in threads:
-        thread.join(10)
-    # Then it waited for a process, beating meanwhile, and ran
-    assert third.outcome is Outcome.SUCCEEDED
+    try:
+        for thread in threads:
+            thread.start()
+        eventually(lambda: pool.idle_count() == 0, timeout=30, what="both processes busy")
+        # When a third run comes
+        fire = datetime.now(UTC)
+        waiting = threading.Thread(
+            target=lambda: third.append(
+                supervised(pool, beats, interval=0.2).run(spec("cronwave.noop", fire), fire)
+            )
+        )
+        waiting.start()
+        threads.append(waiting)
+        # Then it waits for a process, heartbeating meanwhile
+        eventually(lambda: len(beats.sent) >= 2, timeout=30, what="beats while waiting")
+        assert not third and not results
+    finally:
+        opened_ns = time.time_ns()
+        gate.touch()
+        for thread in threads:
+            thread.join(60)
+    # and runs once one is free: after the gate let a busy one end
     assert [r.outcome for r in results] == [Outcome.SUCCEEDED, Outcome.SUCCEEDED]
-    assert waited >= 0.5 and len(beats.sent) >= 2
+    [late] = third
+    assert late.outcome is Outcome.SUCCEEDED
+    assert late.body_started_ns > opened_ns
 
 
 def test_a_job_process_dies_with_its_worker_even_while_starting(tmp_path: Path) -> None:
@@ -257,8 +269,16 @@ def test_a_job_process_dies_with_its_worker_even_while_starting(tmp_path: Path) 
         "print(p.pid, flush=True)\n"
         "time.sleep(60)\n"
     )
+    # whose job modules take a minute to import: the job process is still starting
+    # whenever it dies in the next minute
+    (tmp_path / "slow_job_module.py").write_text("import time\ntime.sleep(60)\n")
     env = {k: v for k, v in os.environ.items() if not k.startswith("CRONWAVE_")}
-    env.update(CRONWAVE_DATA_DIR=str(tmp_path), CRONWAVE_TRACING="off")
+    env.update(
+        CRONWAVE_DATA_DIR=str(tmp_path),
+        CRONWAVE_TRACING="off",
+        CRONWAVE_JOB_MODULES="slow_job_module",
+        PYTHONPATH=os.pathsep.join(filter(None, [str(tmp_path), env.get("PYTHONPATH")])),
+    )
     parent = subprocess.Popen(
         [sys.executable, "-c", script], env=env, stdout=subprocess.PIPE, text=True
     )
@@ -267,7 +287,7 @@ def test_a_job_process_dies_with_its_worker_even_while_starting(tmp_path: Path) 
     parent.kill()
     parent.wait(10)
 
-    # Then the job process is gone within a moment, though it was still importing
+    # Then the job process is gone, though it was still importing its job modules
     def gone() -> bool:
         try:
             status = Path(f"/proc/{child}/status").read_text()
@@ -275,5 +295,4 @@ def test_a_job_process_dies_with_its_worker_even_while_starting(tmp_path: Path) 
             return True
         return "State:\tZ" in status
 
-    # (before its job modules are imported: that takes most of a start-up)
-    eventually(gone, timeout=0.5, interval=0.01, what="the orphaned job process gone")
+    eventually(gone, timeout=30, what="the orphaned job process gone")

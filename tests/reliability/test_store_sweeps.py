@@ -3,7 +3,6 @@ need a new message, how often they are handed out, and dead-lettering and replay
 
 from __future__ import annotations
 
-import time
 from datetime import UTC, datetime, timedelta
 
 import grpc
@@ -38,44 +37,70 @@ def test_an_unclaimed_run_is_handed_out_once_overdue_then_with_growing_waits(
     stub = store.stub()
     run = record_run(stub, create_schedule(stub).schedule_id, fire=PAST).run
     # Not yet: it was recorded (its message sent) just now
-    assert run.run_id not in sweep(stub, pending_for=0.5)
-    # Overdue: handed out once, with a "requeued" event
+    assert run.run_id not in sweep(stub, pending_for=30)
+    # Overdue: handed out, with a "requeued" event
     assert eventually(lambda: sweep(stub, 0.5).get(run.run_id), what="overdue") == "not_picked_up"
-    assert run.run_id not in sweep(stub, 0.5)
     # then again only after the bound, and the next time after twice that
-    eventually(lambda: run.run_id in sweep(stub, 0.5), timeout=5, interval=0.02)
-    eventually(lambda: run.run_id in sweep(stub, 0.5), timeout=5, interval=0.02)
+    eventually(lambda: run.run_id in sweep(stub, 0.5), timeout=20, interval=0.02)
+    eventually(lambda: run.run_id in sweep(stub, 0.5), timeout=20, interval=0.02)
     events = stub.ListRunEvents(api.ListRunEventsRequest(run_id=run.run_id)).events
     assert [e.kind for e in events] == ["recorded", "requeued", "requeued", "requeued"]
     # (the bound is at least 1 s between re-sends, as the store's own clock recorded them)
     first, second, third = (e.at.ToDatetime() for e in events[1:])
     assert (second - first).total_seconds() >= 1.0
     assert (third - second).total_seconds() >= 2.0
-    # and a claim ends it: a claimed run is not handed out while it beats
-    assert stub.ClaimRun(api.ClaimRunRequest(run_id=run.run_id, worker_id="w1")).claimed
-    time.sleep(1.1)
-    assert run.run_id not in sweep(stub, 0.5)
+
+
+def test_a_claimed_run_is_not_handed_out_though_a_later_unclaimed_one_is(
+    store: StoreProcess,
+) -> None:
+    stub = store.stub()
+    job = register_job_type(stub, heartbeat_timeout=timedelta(minutes=10))
+    schedule_id = create_schedule(stub, job).schedule_id
+    # Given a run that was claimed at once (of a job type whose heartbeats may be ten
+    # minutes apart), and then another one, left unclaimed
+    claimed = record_run(stub, schedule_id, fire=PAST).run
+    assert stub.ClaimRun(api.ClaimRunRequest(run_id=claimed.run_id, worker_id="w1")).claimed
+    later = record_run(stub, schedule_id, fire=PAST + timedelta(minutes=1)).run
+    # When the sweeps hand out the later one, overdue
+    handed_out: set[str] = set()
+
+    def later_handed_out() -> bool:
+        handed_out.update(sweep(stub, 0.5))
+        return later.run_id in handed_out
+
+    eventually(later_handed_out, timeout=20, interval=0.02, what="the unclaimed run handed out")
+    # Then the claimed one, pending longer, was never handed out (its heartbeat is young)
+    assert claimed.run_id not in handed_out
 
 
 def test_a_run_whose_heartbeat_lapsed_is_handed_out_once_per_lapse(store: StoreProcess) -> None:
     stub = store.stub()
-    job = register_job_type(stub, heartbeat_timeout=timedelta(seconds=1))
+    job = register_job_type(stub, heartbeat_timeout=timedelta(seconds=3))
     run = record_run(stub, create_schedule(stub, job).schedule_id, fire=PAST).run
     claim = stub.ClaimRun(api.ClaimRunRequest(run_id=run.run_id, worker_id="w1"))
-    # While it beats it is alive
-    for _ in range(3):
+    # and one claimed after it that never beats
+    silent = record_run(stub, create_schedule(stub, job).schedule_id, fire=PAST).run
+    assert stub.ClaimRun(api.ClaimRunRequest(run_id=silent.run_id, worker_id="w9")).claimed
+    # While it beats it is alive: the silent one, claimed later, lapses first
+    handed_out: dict[str, str] = {}
+
+    def silent_lapsed() -> bool:
         stub.Heartbeat(api.HeartbeatRequest(run_id=run.run_id, attempt_token=claim.attempt_token))
-        assert run.run_id not in sweep(stub, 30)
-        time.sleep(0.4)
+        handed_out.update(sweep(stub, 30))
+        return silent.run_id in handed_out
+
+    eventually(silent_lapsed, timeout=20, interval=0.1, what="the silent run lapsed")
+    assert handed_out == {silent.run_id: "heartbeat_lapsed"}
     # Once its heartbeat is older than the job type's timeout, it is handed out, once
-    reason = eventually(lambda: sweep(stub, 30).get(run.run_id), timeout=5, what="lapsed")
+    reason = eventually(lambda: sweep(stub, 30).get(run.run_id), timeout=20, what="lapsed")
     assert reason == "heartbeat_lapsed"
     assert run.run_id not in sweep(stub, 30)
     # the new attempt takes it over; when that one dies too, it is handed out again
     again = stub.ClaimRun(api.ClaimRunRequest(run_id=run.run_id, worker_id="w2"))
     assert again.claimed and again.attempt_token != claim.attempt_token
     assert again.run.attempt == claim.run.attempt + 1
-    reason = eventually(lambda: sweep(stub, 30).get(run.run_id), timeout=5, what="lapsed again")
+    reason = eventually(lambda: sweep(stub, 30).get(run.run_id), timeout=20, what="lapsed again")
     assert reason == "heartbeat_lapsed"
 
 

@@ -10,6 +10,7 @@ from contextlib import contextmanager
 from typing import Any
 
 import dramatiq
+import pytest
 import redis
 
 from cronwave_bench.faults import TcpProxy
@@ -84,7 +85,7 @@ def test_messages_acked_from_many_threads_all_leave_redis(redis_url: str, namesp
 
 
 def test_acks_made_while_redis_is_away_are_sent_when_it_is_back(
-    redis_url: str, namespace: str
+    redis_url: str, namespace: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     client = redis.Redis.from_url(redis_url)
     target = redis_url.removeprefix("redis://").split("/", 1)[0]
@@ -100,8 +101,11 @@ def test_acks_made_while_redis_is_away_are_sent_when_it_is_back(
             proxy.close()
             for message in messages:
                 consumer.ack(message)
-            # Then the acks wait, the messages still unacknowledged in Redis
-            time.sleep(0.3)
+            # Then the acks wait: a send of all of them failed, and they are still
+            # unacknowledged in Redis
+            eventually(
+                lambda: "20 acks not sent" in caplog.text, what="a failed send of all 20 acks"
+            )
             assert broker.acks.sent == 0
             assert _unacked(client, namespace, broker) == 20
             # And once Redis is reachable again, they are all sent

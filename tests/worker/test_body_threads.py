@@ -85,15 +85,19 @@ def test_a_stop_after_the_body_ended_changes_nothing() -> None:
     task.stop(Stop)  # too late: the body is done and its thread is idle
 
     hits: list[BaseException] = []
+    turns: list[int] = []
 
     def next_body() -> None:
+        # An exception raised into a thread lands at its next Python instructions: a
+        # stop on its way would hit one of these turns
         try:
-            time.sleep(0.05)
+            for turn in range(1000):
+                turns.append(turn)
         except Stop as exc:
             hits.append(exc)
 
     _run(threads, next_body)
-    assert hits == []
+    assert hits == [] and len(turns) == 1000
     assert threads.started_threads == 1
 
 
@@ -124,12 +128,19 @@ def test_at_most_keep_idle_threads_wait() -> None:
     threads = BodyThreads(keep_idle=2)
     release = threading.Event()
     started = [threading.Event() for _ in range(4)]
+    ran_on: list[threading.Thread] = []
+
+    def body(event: threading.Event) -> None:
+        ran_on.append(threading.current_thread())
+        event.set()
+        release.wait(10)
 
     for event in started:
-        threads.start(lambda e=event: (e.set(), release.wait(10)), "job-many")  # type: ignore[misc]
+        threads.start(lambda e=event: body(e), "job-many")
     assert all(event.wait(10) for event in started)
     release.set()
 
-    eventually(lambda: threads.idle() == 2)
-    time.sleep(0.05)
+    # Then two of the four threads wait, idle, and the other two have ended (so none
+    # of them can become idle later)
+    eventually(lambda: sum(t.is_alive() for t in ran_on) == 2, timeout=10, what="two threads ended")
     assert threads.idle() == 2

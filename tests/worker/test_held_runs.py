@@ -5,7 +5,6 @@ when the worker stops."""
 from __future__ import annotations
 
 import threading
-import time
 from datetime import UTC, datetime, timedelta
 
 from tests.helpers import eventually
@@ -71,13 +70,12 @@ def test_stop_hands_back_everything_still_held_and_a_failure_stops_nothing() -> 
     assert len(held) == 2
 
     # When the worker stops
-    started = time.monotonic()
     assert held.stop() == 2
     assert held.join(timedelta(seconds=5))
 
     # Then each is handed back at once, and none of them runs
     assert log.names() == ["later handed back"]
-    assert time.monotonic() - started < 5  # not held until its hour came
+    # (a join that returns means none waited for its hour)
     assert len(held) == 0
 
 
