@@ -17,17 +17,15 @@ from opentelemetry.trace import Span
 from cronwave.v1 import workflow_store_service_pb2 as api
 from cronwave.v1 import workflow_store_service_pb2_grpc as api_grpc
 from cronwave_core import fanout, telemetry
-from cronwave_core.convert import dt_to_ts, opt_ts
+from cronwave_core.convert import dt_to_ts, duration_to_td
 from cronwave_core.errors import CronwaveError, InvalidArgument
 from cronwave_core.faults import Faults, run_key
 from cronwave_core.rpc import item_error
-from workflow_store import convert, slots
+from workflow_store import convert, slots, validate
 from workflow_store.records import (
     DEFAULT_FENCING_SCOPE,
     MAX_BATCH,
-    ClaimRequest,
     Completion,
-    EventRequest,
     Recorded,
     RecordRequest,
     RunRecord,
@@ -104,6 +102,17 @@ def _annotate(messages: Sequence[object], runs: Sequence[RunRecord | None]) -> N
     fanout.annotate_many(annotations)
 
 
+def _missed_slot(msg: api.MissedSlot) -> slots.MissedSlot:
+    """A RecordMissedBatch slot; an id that names no live schedule is answered among
+    the unknown ones, so it only has to be a well-formed key."""
+    return slots.MissedSlot(
+        schedule_id=validate.key(msg.schedule_id, "schedule_id"),
+        fire_time=convert.required_time(msg, "fire_time", "fire_time"),
+        reason=validate.text(msg.reason, "reason"),
+        trigger=convert.trigger_from_proto(msg.trigger),
+    )
+
+
 def _recorded_to_proto(recorded: Recorded) -> api.RecordRunResponse:
     return api.RecordRunResponse(run=convert.run_to_proto(recorded.run), created=recorded.created)
 
@@ -139,15 +148,14 @@ class WorkflowStoreServicer(api_grpc.WorkflowStoreServiceServicer):
     def GetSchedule(
         self, request: api.GetScheduleRequest, context: grpc.ServicerContext
     ) -> api.GetScheduleResponse:
-        record = self.store.get_schedule(request.schedule_id)
+        record = self.store.get_schedule(validate.schedule_id(request.schedule_id))
         return api.GetScheduleResponse(schedule=convert.schedule_to_proto(record))
 
     def ListSchedules(
         self, request: api.ListSchedulesRequest, context: grpc.ServicerContext
     ) -> api.ListSchedulesResponse:
-        records, revision = self.store.list_schedules(
-            request.limit, request.include_deleted, request.after_schedule_id
-        )
+        after = validate.key(request.after_schedule_id, "after_schedule_id")
+        records, revision = self.store.list_schedules(request.limit, request.include_deleted, after)
         return api.ListSchedulesResponse(
             schedules=[convert.schedule_to_proto(r) for r in records], revision=revision
         )
@@ -155,19 +163,23 @@ class WorkflowStoreServicer(api_grpc.WorkflowStoreServiceServicer):
     def PauseSchedule(
         self, request: api.PauseScheduleRequest, context: grpc.ServicerContext
     ) -> api.PauseScheduleResponse:
-        record = self.store.pause_schedule(request.schedule_id, request.note)
+        record = self.store.pause_schedule(
+            validate.schedule_id(request.schedule_id), validate.text(request.note, "note")
+        )
         return api.PauseScheduleResponse(schedule=convert.schedule_to_proto(record))
 
     def ResumeSchedule(
         self, request: api.ResumeScheduleRequest, context: grpc.ServicerContext
     ) -> api.ResumeScheduleResponse:
-        record = self.store.resume_schedule(request.schedule_id, request.note)
+        record = self.store.resume_schedule(
+            validate.schedule_id(request.schedule_id), validate.text(request.note, "note")
+        )
         return api.ResumeScheduleResponse(schedule=convert.schedule_to_proto(record))
 
     def DeleteSchedule(
         self, request: api.DeleteScheduleRequest, context: grpc.ServicerContext
     ) -> api.DeleteScheduleResponse:
-        record = self.store.delete_schedule(request.schedule_id)
+        record = self.store.delete_schedule(validate.schedule_id(request.schedule_id))
         return api.DeleteScheduleResponse(schedule=convert.schedule_to_proto(record))
 
     def WatchSchedules(
@@ -228,27 +240,29 @@ class WorkflowStoreServicer(api_grpc.WorkflowStoreServiceServicer):
     def GetRun(
         self, request: api.GetRunRequest, context: grpc.ServicerContext
     ) -> api.GetRunResponse:
-        return api.GetRunResponse(run=convert.run_to_proto(self.store.get_run(request.run_id)))
+        run = self.store.get_run(convert.run_id_from_proto(request))
+        return api.GetRunResponse(run=convert.run_to_proto(run))
 
     def ListRuns(
         self, request: api.ListRunsRequest, context: grpc.ServicerContext
     ) -> api.ListRunsResponse:
         states = convert.run_states_from_proto(request.states)
-        runs = self.store.list_runs(
-            request.schedule_id, states, request.limit, list(request.schedule_ids)
-        )
+        schedule_id = validate.key(request.schedule_id, "schedule_id")
+        schedule_ids = convert.keys(request.schedule_ids, "schedule_ids")
+        runs = self.store.list_runs(schedule_id, states, request.limit, schedule_ids)
         return api.ListRunsResponse(runs=[convert.run_to_proto(r) for r in runs])
 
     def ListRunEvents(
         self, request: api.ListRunEventsRequest, context: grpc.ServicerContext
     ) -> api.ListRunEventsResponse:
-        events = self.store.list_run_events(request.run_id)
+        events = self.store.list_run_events(validate.key(request.run_id, "run_id"))
         return api.ListRunEventsResponse(events=[convert.event_to_proto(e) for e in events])
 
     def AppendRunEvent(
         self, request: api.AppendRunEventRequest, context: grpc.ServicerContext
     ) -> api.AppendRunEventResponse:
-        event = self.store.append_run_event(request.run_id, request.kind, request.detail)
+        req = convert.event_from_proto(request)
+        event = self.store.append_run_event(req.run_id, req.kind, req.detail)
         return api.AppendRunEventResponse(event=convert.event_to_proto(event))
 
     # -- attempts ----------------------------------------------------------------------
@@ -256,9 +270,10 @@ class WorkflowStoreServicer(api_grpc.WorkflowStoreServiceServicer):
     def ClaimRun(
         self, request: api.ClaimRunRequest, context: grpc.ServicerContext
     ) -> api.ClaimRunResponse:
+        req = convert.claim_from_proto(request)
         # Taking the run is the end of its wait: part of pickup.
-        with _db_span("ClaimRun", "pickup", request.run_id) as span:
-            claim = self.store.claim_run(request.run_id, request.worker_id)
+        with _db_span("ClaimRun", "pickup", req.run_id) as span:
+            claim = self.store.claim_run(req.run_id, req.worker_id)
             _mark(span, claim.run)
         return api.ClaimRunResponse(
             run=convert.run_to_proto(claim.run),
@@ -269,25 +284,27 @@ class WorkflowStoreServicer(api_grpc.WorkflowStoreServiceServicer):
     def Heartbeat(
         self, request: api.HeartbeatRequest, context: grpc.ServicerContext
     ) -> api.HeartbeatResponse:
-        with _db_span("Heartbeat", "execute", request.run_id):
-            deadline = self.store.heartbeat(
-                request.run_id, request.attempt_token, request.checkpoint_json
-            )
+        run_id = validate.key(request.run_id, "run_id")
+        checkpoint = validate.json_text(
+            request.checkpoint_json, "checkpoint_json", object_only=True
+        )
+        with _db_span("Heartbeat", "execute", run_id):
+            deadline = self.store.heartbeat(run_id, request.attempt_token, checkpoint)
         return api.HeartbeatResponse(deadline=dt_to_ts(deadline))
 
     def CompleteRun(
         self, request: api.CompleteRunRequest, context: grpc.ServicerContext
     ) -> api.CompleteRunResponse:
-        state = convert.completion_state_from_proto(request.state)
-        with _db_span("CompleteRun", "complete", request.run_id) as span:
+        req = convert.completion_from_proto(request)
+        with _db_span("CompleteRun", "complete", req.run_id) as span:
             completion = self.store.complete_run(
-                request.run_id,
-                request.attempt_token,
-                state,
-                error=request.error,
-                result_json=request.result_json,
-                retry_after=request.retry_after.ToTimedelta(),
-                body_started_at=opt_ts(request, "body_started_at"),
+                req.run_id,
+                req.attempt_token,
+                req.state,
+                error=req.error,
+                result_json=req.result_json,
+                retry_after=req.retry_after,
+                body_started_at=req.body_started_at,
             )
             _mark(span, completion.run)
             if completion.changed:
@@ -335,9 +352,7 @@ class WorkflowStoreServicer(api_grpc.WorkflowStoreServiceServicer):
     def AppendRunEvents(
         self, request: api.AppendRunEventsRequest, context: grpc.ServicerContext
     ) -> api.AppendRunEventsResponse:
-        events = _items(
-            "events", request.events, lambda e: EventRequest(e.run_id, e.kind, e.detail)
-        )
+        events = _items("events", request.events, convert.event_from_proto)
         results = self.store.append_run_events(events)
         return api.AppendRunEventsResponse(
             results=[
@@ -351,7 +366,7 @@ class WorkflowStoreServicer(api_grpc.WorkflowStoreServiceServicer):
     def ClaimRuns(
         self, request: api.ClaimRunsRequest, context: grpc.ServicerContext
     ) -> api.ClaimRunsResponse:
-        claims = _items("claims", request.claims, lambda c: ClaimRequest(c.run_id, c.worker_id))
+        claims = _items("claims", request.claims, convert.claim_from_proto)
         with _db_span("ClaimRuns", "pickup"):
             results = self.store.claim_runs(claims)
             _annotate(
@@ -396,7 +411,7 @@ class WorkflowStoreServicer(api_grpc.WorkflowStoreServiceServicer):
     def GetRuns(
         self, request: api.GetRunsRequest, context: grpc.ServicerContext
     ) -> api.GetRunsResponse:
-        ids = _items("runs", request.runs, lambda r: r.run_id)
+        ids = _items("runs", request.runs, convert.run_id_from_proto)
         runs = self.store.get_runs(ids)
         by_id = {r.run_id: r for r in runs}
         _annotate(request.runs, [by_id.get(run_id) for run_id in ids])
@@ -417,7 +432,8 @@ class WorkflowStoreServicer(api_grpc.WorkflowStoreServiceServicer):
     def GetFencingToken(
         self, request: api.GetFencingTokenRequest, context: grpc.ServicerContext
     ) -> api.GetFencingTokenResponse:
-        token = self.store.fencing_token(request.fencing_scope or DEFAULT_FENCING_SCOPE)
+        scope = validate.key(request.fencing_scope, "fencing_scope")
+        token = self.store.fencing_token(scope or DEFAULT_FENCING_SCOPE)
         return api.GetFencingTokenResponse(fencing_token=token)
 
     # -- what planners ask of their slots (see slots.py) ----------------------------------
@@ -426,7 +442,10 @@ class WorkflowStoreServicer(api_grpc.WorkflowStoreServiceServicer):
         self, request: api.LatestFireTimesRequest, context: grpc.ServicerContext
     ) -> api.LatestFireTimesResponse:
         entries = slots.latest_fire_times(
-            self.store, list(request.schedule_ids), request.after_schedule_id, request.limit
+            self.store,
+            convert.keys(request.schedule_ids, "schedule_ids"),
+            validate.key(request.after_schedule_id, "after_schedule_id"),
+            request.limit,
         )
         return api.LatestFireTimesResponse(
             entries=[
@@ -440,15 +459,7 @@ class WorkflowStoreServicer(api_grpc.WorkflowStoreServiceServicer):
     def RecordMissedBatch(
         self, request: api.RecordMissedBatchRequest, context: grpc.ServicerContext
     ) -> api.RecordMissedBatchResponse:
-        missed = [
-            slots.MissedSlot(
-                schedule_id=slot.schedule_id,
-                fire_time=convert.required_time(slot, "fire_time", f"slots[{i}].fire_time"),
-                reason=slot.reason,
-                trigger=convert.trigger_from_proto(slot.trigger, f"slots[{i}].trigger"),
-            )
-            for i, slot in enumerate(request.slots)
-        ]
+        missed = _items("slots", request.slots, _missed_slot)
         token, scope = convert.fencing(request.fencing_token, request.fencing_scope)
         with _db_span("RecordMissedBatch", "plan"):
             recorded, unknown = slots.record_missed_batch(self.store, missed, token, scope)
@@ -457,7 +468,8 @@ class WorkflowStoreServicer(api_grpc.WorkflowStoreServiceServicer):
     def ListPendingFires(
         self, request: api.ListPendingFiresRequest, context: grpc.ServicerContext
     ) -> api.ListPendingFiresResponse:
-        runs = slots.pending_fires(self.store, request.after_run_id, request.limit)
+        after = validate.key(request.after_run_id, "after_run_id")
+        runs = slots.pending_fires(self.store, after, request.limit)
         return api.ListPendingFiresResponse(runs=[convert.run_to_proto(r) for r in runs])
 
     # -- stalled runs and dead letters ---------------------------------------------------
@@ -465,7 +477,8 @@ class WorkflowStoreServicer(api_grpc.WorkflowStoreServiceServicer):
     def RequeueStalledRuns(
         self, request: api.RequeueStalledRunsRequest, context: grpc.ServicerContext
     ) -> api.RequeueStalledRunsResponse:
-        stalled = self.store.requeue_stalled_runs(request.pending_for.ToTimedelta(), request.limit)
+        pending_for = duration_to_td(request.pending_for, "pending_for")
+        stalled = self.store.requeue_stalled_runs(pending_for, request.limit)
         return api.RequeueStalledRunsResponse(runs=[convert.stalled_to_proto(r) for r in stalled])
 
     def DeadLetterRun(
@@ -493,5 +506,5 @@ class WorkflowStoreServicer(api_grpc.WorkflowStoreServiceServicer):
     def ReplayDeadLetter(
         self, request: api.ReplayDeadLetterRequest, context: grpc.ServicerContext
     ) -> api.ReplayDeadLetterResponse:
-        run = self.store.replay_dead_letter(request.run_id)
+        run = self.store.replay_dead_letter(validate.key(request.run_id, "run_id"))
         return api.ReplayDeadLetterResponse(run=convert.run_to_proto(run))
