@@ -161,7 +161,7 @@ def _same(value: Any) -> Any:
 def _ended(context: grpc.ServicerContext) -> bool:
     """Whether the servicer already gave the call its status (``context.abort``)."""
     try:
-        code = context.code()
+        code = context.code()  # type: ignore[attr-defined]  # grpc-stubs lags grpcio
     except (AttributeError, RuntimeError):  # a grpcio without ServicerContext.code
         return False
     return code is not None and code != grpc.StatusCode.OK

@@ -1,5 +1,5 @@
-"""Rules every service applies to request fields: ids and names, free text, JSON
-documents and floating-point numbers.
+"""Rules every service applies to request fields: ids and names, free text and JSON
+documents.
 
 Each check returns the value (or, for JSON, the parsed document) or raises
 ``InvalidArgument`` naming the field and the rule, before anything is written. A
@@ -99,13 +99,6 @@ def json_document(value: str, field: str, *, max_depth: int = MAX_JSON_DEPTH) ->
         ) from None
     except ValueError:  # an integer of more digits than Python converts
         raise InvalidArgument(field, "not valid JSON (a number has too many digits)") from None
-
-
-def finite(value: float, field: str, low: float, high: float) -> float:
-    """A finite number in ``[low, high]`` (NaN and the infinities are refused)."""
-    if not math.isfinite(value) or not low <= value <= high:
-        raise InvalidArgument(field, f"must be a finite number in [{low:g}, {high:g}], got {value}")
-    return value
 
 
 class _NotStandard(ValueError):
