@@ -8,7 +8,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup demo test lint typecheck pytest bench gen clean
+.PHONY: setup demo test lint typecheck pytest bench mutate gen clean
 
 setup: $(STAMP)
 
@@ -43,6 +43,11 @@ pytest: setup
 
 bench: setup
 	$(BIN)/cronwave bench
+
+# Break each guarantee in turn and check that its own test catches it (minutes; by
+# hand, not part of `make test`).
+mutate: setup
+	$(BIN)/python tools/mutate.py
 
 gen: setup
 	$(BIN)/python tools/gen_protos.py

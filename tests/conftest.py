@@ -158,6 +158,31 @@ def namespace() -> str:
     return f"cwt{uuid.uuid4().hex[:10]}"
 
 
+SEED_VARIABLE = "CRONWAVE_TEST_SEED"
+
+
+@pytest.fixture
+def drill_seed(request: pytest.FixtureRequest) -> int:
+    """The seed of a randomised drill: ``CRONWAVE_TEST_SEED`` when set, else a fresh
+    one. It is printed first, and a failing test's report says how to replay it."""
+    raw = os.environ.get(SEED_VARIABLE, "")
+    seed = int(raw) if raw else int.from_bytes(os.urandom(4), "big")
+    request.node.drill_seed = seed  # type: ignore[attr-defined]
+    print(f"\n{request.node.nodeid}: seed {seed} ({SEED_VARIABLE}={seed} replays it)")
+    return seed
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):  # type: ignore[no-untyped-def]
+    outcome = yield
+    report = outcome.get_result()
+    seed = getattr(item, "drill_seed", None)
+    if seed is not None and report.failed:
+        report.sections.append(
+            ("replay", f"{SEED_VARIABLE}={seed} .venv/bin/python -m pytest '{item.nodeid}'")
+        )
+
+
 SuiteFactory = Callable[..., Suite]
 
 

@@ -61,3 +61,47 @@ def stored_spans(spans_dir: Path, pattern: str = "*.jsonl") -> list[dict[str, An
         for path in sorted(spans_dir.glob(pattern))
         for s in read_jsonl(path)
     ]
+
+
+def issue_tokens(store: Any, up_to: int, scope: str = "planner") -> None:
+    """Have the workflow-store (a ``WorkflowStoreServiceStub``) issue fencing tokens of
+    ``scope`` until the newest is at least ``up_to``, as leader-election does when it
+    grants the lease: a test that plays the leader itself may then fence its writes
+    with any token in 1..up_to, and the store accepts or refuses them as stale."""
+    from cronwave.v1 import workflow_store_service_pb2 as store_pb
+
+    for _ in range(up_to + 1):
+        reply = store.IssueFencingToken(
+            store_pb.IssueFencingTokenRequest(fencing_scope=scope), timeout=10
+        )
+        if reply.fencing_token >= up_to:
+            return
+    raise AssertionError(f"the store did not issue {scope!r} tokens up to {up_to}")
+
+
+def plant_schedule_row(
+    database_url: str, schedule_id: str, *, as_change: bool = False, **columns: Any
+) -> None:
+    """Write ``columns`` of a schedule's row straight into the store's database, as a row
+    written before a rule existed (or by hand) would be: no validation. ``as_change``:
+    under a new store revision, so watches send it on; else none notices until read."""
+    import sqlalchemy as sa
+
+    engine = sa.create_engine(database_url)
+    try:
+        with engine.begin() as conn:
+            meta = sa.MetaData()
+            schedules = sa.Table("schedules", meta, autoload_with=conn)
+            if as_change:
+                counter = sa.Table("store_revision", meta, autoload_with=conn)
+                bumped = (
+                    counter.update()
+                    .where(counter.c.id == 1)
+                    .values(revision=counter.c.revision + 1)
+                    .returning(counter.c.revision)
+                )
+                columns["revision"] = conn.execute(bumped).scalar_one()
+            row = schedules.update().where(schedules.c.id == schedule_id).values(**columns)
+            assert conn.execute(row).rowcount == 1, f"no schedule row {schedule_id!r}"
+    finally:
+        engine.dispose()

@@ -33,6 +33,8 @@ from cronwave_core.spec import Interval
 Resp = TypeVar("Resp")
 
 _LOOPBACK = "127.0.0.1"
+# A bound on one listing's pages (each holds at least one schedule).
+_MAX_PAGES = 100_000
 
 
 def _ts(value: datetime, field: str) -> Timestamp:
@@ -267,13 +269,26 @@ class Client:
         return Schedule.from_proto(resp.schedule)
 
     def list_schedules(self, *, limit: int = 0, include_deleted: bool = False) -> list[Schedule]:
-        """Schedules in the store's order; ``limit`` 0 means all."""
-        resp = self._call(
-            "workflow-store",
-            self._store.ListSchedules,
-            store_pb.ListSchedulesRequest(limit=limit, include_deleted=include_deleted),
-        )
-        return [Schedule.from_proto(s) for s in resp.schedules]
+        """Schedules in the store's order; ``limit`` 0 means all. Read a page at a time
+        (the store ends a page by bytes too, so a short page is not the last one)."""
+        if limit < 0:
+            raise InvalidArgument("limit", f"must not be negative (0 means all), got {limit}")
+        schedules: list[Schedule] = []
+        after = ""
+        for _ in range(_MAX_PAGES):
+            request = store_pb.ListSchedulesRequest(
+                limit=limit - len(schedules) if limit else 0,
+                include_deleted=include_deleted,
+                after_schedule_id=after,
+            )
+            resp = self._call("workflow-store", self._store.ListSchedules, request)
+            if not resp.schedules:
+                return schedules
+            schedules.extend(Schedule.from_proto(s) for s in resp.schedules)
+            if limit and len(schedules) >= limit:
+                return schedules
+            after = resp.schedules[-1].schedule_id
+        raise Unavailable(f"the schedule list did not end within {_MAX_PAGES} pages")
 
     def pause_schedule(self, schedule_id: str, note: str = "") -> Schedule:
         """Stop firing ``schedule_id`` until resumed; its slots meanwhile are not run."""

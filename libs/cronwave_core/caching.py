@@ -30,7 +30,7 @@ import redis
 from opentelemetry.trace import Span
 
 from cronwave.v1 import common_pb2 as pb
-from cronwave_core.faults import Faults
+from cronwave_core.faults import NO_FAULTS, FaultHooks
 from cronwave_core.telemetry import ATTR_CACHE_HIT, ATTR_CACHE_NAME, hop_span
 
 log = logging.getLogger("cronwave.cache")
@@ -127,7 +127,7 @@ class TwoTierCache:
         local_ttl: timedelta,
         redis_ttl: timedelta,
         max_entries: int = 100_000,
-        faults: Faults | None = None,
+        faults: FaultHooks = NO_FAULTS,
     ) -> None:
         self.name = name
         self.hop = hop
@@ -135,7 +135,7 @@ class TwoTierCache:
         self._client = client
         self._prefix = f"{namespace}:cache:{name}:"
         self._redis_ttl_ms = int(redis_ttl.total_seconds() * 1000)
-        self._faults = faults or Faults()
+        self._faults = faults
         self._warnings = _Warnings()
         self._span_name = f"{name} cache lookup"
         self._fill_name = f"{name} cache fill"

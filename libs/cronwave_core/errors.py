@@ -78,22 +78,46 @@ class StaleFencingToken(FailedPrecondition):
         self.newest = newest
 
 
-class StaleAttempt(FailedPrecondition):
-    """A write came from an attempt that a newer attempt of the same run superseded
-    (a zombie worker); it is refused so the run keeps one writer."""
+class UnissuedFencingToken(FailedPrecondition):
+    """A write carried a fencing token the store never issued for its scope (newer
+    than the newest issued, or a scope no lease was ever granted for): only a token
+    leader-election obtained from the store, when it granted a lease, fences a write."""
 
-    def __init__(self, run_id: str, token: int, current: int) -> None:
+    def __init__(self, scope: str, token: int, *, scope_known: bool) -> None:
+        if scope_known:
+            why = f"{token} was never issued for scope '{scope}'"
+        else:
+            why = f"no fencing token was ever issued for scope '{scope}'"
         super().__init__(
-            f"attempt_token: {token} of run '{run_id}' was superseded by attempt token "
-            f"{current}; this worker must stop working on the run"
+            f"fencing_token: {why}; only the token leader-election granted with the "
+            "lease fences a write (campaign for the lease and use its token)"
+        )
+        self.scope = scope
+        self.token = token
+
+
+class StaleAttempt(FailedPrecondition):
+    """A write came from an attempt that is not the run's current one (a zombie
+    worker superseded by a newer attempt, or a token that was never issued); it is
+    refused so the run keeps one writer. The message never names the current token:
+    only the attempt that claimed the run knows it."""
+
+    def __init__(self, run_id: str) -> None:
+        super().__init__(
+            f"attempt_token: not the current attempt of run '{run_id}' (superseded by a "
+            "newer attempt); this worker must stop working on the run"
         )
         self.run_id = run_id
-        self.token = token
-        self.current = current
 
 
 class Unavailable(CronwaveError):
     status = "UNAVAILABLE"
+
+
+class Unimplemented(CronwaveError):
+    """The RPC exists in the API but not in this process."""
+
+    status = "UNIMPLEMENTED"
 
 
 class ConfigurationError(CronwaveError):

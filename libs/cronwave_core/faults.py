@@ -1,10 +1,16 @@
 """Latency faults: a known delay added to one hop and kind of time, for a known share of runs.
 
-Off by default. ``CRONWAVE_FAULT`` is a comma-separated list of ``name=value`` items
-(other items, such as the planner's ``planner.hold_start=...``, are left to the code
-that reads them); each ``delay=<hop>:<kind>:<delay>:<fraction>`` item adds ``delay``
-(``50ms``, ``0.05s`` or seconds) of ``kind`` time to ``hop`` in a ``fraction`` (0 to 1)
-of the runs, e.g. ``CRONWAVE_FAULT=delay=persist:database:50ms:0.05``.
+For tests and drills only: a process gets an injector (``Faults``) only when it was
+started with ``CRONWAVE_TEST_HOOKS=1`` and ``CRONWAVE_FAULT`` names a fault
+(``fault_hooks``); every other process has ``NO_FAULTS``, whose hooks do nothing, so
+the hot path pays one empty call. ``CRONWAVE_FAULT`` without the switch stops start-up
+(``cronwave_core.settings``).
+
+``CRONWAVE_FAULT`` is a comma-separated list of ``name=value`` items (other items, such
+as the planner's ``planner.hold_start=...``, are left to the code that reads them);
+each ``delay=<hop>:<kind>:<delay>:<fraction>`` item adds ``delay`` (``50ms``, ``0.05s``
+or seconds) of ``kind`` time to ``hop`` in a ``fraction`` (0 to 1) of the runs, e.g.
+``CRONWAVE_FAULT=delay=persist:database:50ms:0.05``.
 
 Which runs: those whose run key ``<schedule_id>@<fire time in epoch microseconds>``
 (``run_key``) hashes below the fraction (``selected``). The choice is deterministic and
@@ -37,11 +43,13 @@ from datetime import UTC, datetime, timedelta
 from opentelemetry.trace import Span
 
 from cronwave_core.errors import ConfigurationError
+from cronwave_core.settings import Settings
 from cronwave_core.telemetry import ATTR_FAULT
 
 log = logging.getLogger("cronwave.faults")
 
 VARIABLE = "CRONWAVE_FAULT"
+_NONE = timedelta(0)
 ITEM = "delay"
 POINTS = frozenset(
     {
@@ -150,8 +158,29 @@ def parse(raw: str) -> list[LatencyFault]:
     return faults
 
 
-class Faults:
-    """The latency faults of one process. Empty (and free) unless configured."""
+class FaultHooks:
+    """The latency fault points of one process, called on every run's hot path. Every
+    hook does nothing: what a process not started for tests has (``NO_FAULTS``)."""
+
+    def __bool__(self) -> bool:
+        return False
+
+    def get(self, hop: str, kind: str) -> LatencyFault | None:
+        """The fault of ``hop``/``kind``, if one is configured."""
+        return None
+
+    def inject(self, hop: str, kind: str, key: str, span: Span | None = None) -> timedelta:
+        """Sleep the delay of the fault of ``hop``/``kind`` if it selects the run ``key``
+        (a ``run_key``) and mark ``span``; return the delay slept (0 if none)."""
+        return _NONE
+
+
+NO_FAULTS = FaultHooks()
+
+
+class Faults(FaultHooks):
+    """The latency fault injector of a process started for tests; installed only by
+    ``fault_hooks`` (or a test)."""
 
     def __init__(self, faults: Iterable[LatencyFault] = ()) -> None:
         self._by_point = {(f.hop, f.kind): f for f in faults}
@@ -172,12 +201,20 @@ class Faults:
         return self._by_point.get((hop, kind))
 
     def inject(self, hop: str, kind: str, key: str, span: Span | None = None) -> timedelta:
-        """Sleep the fault's delay if ``hop``/``kind`` has one and it selects the run
-        ``key`` (a ``run_key``); mark ``span``. Returns the delay slept (0 if none)."""
-        fault = self._by_point.get((hop, kind)) if self._by_point else None
+        fault = self._by_point.get((hop, kind))
         if fault is None or not fault.selected(key):
-            return timedelta(0)
+            return _NONE
         if span is not None:
             span.set_attribute(ATTR_FAULT, fault.label)
         time.sleep(fault.delay.total_seconds())
         return fault.delay
+
+
+def fault_hooks(settings: Settings) -> FaultHooks:
+    """The injector of the latency faults ``CRONWAVE_FAULT`` names, in a process started
+    for tests (``settings.test_hooks``); ``NO_FAULTS`` in every other process and when
+    none is named. A malformed item stops start-up (``ConfigurationError``)."""
+    if not settings.test_hooks:
+        return NO_FAULTS
+    faults = Faults.from_env_value(settings.fault)
+    return faults if faults else NO_FAULTS

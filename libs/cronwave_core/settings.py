@@ -3,12 +3,17 @@
 Every default works on one laptop: a SQLite file and span files under the data
 directory, services on fixed loopback ports. A malformed value stops start-up with a
 message naming the variable.
+
+Fault injection and failure drills (``TEST_ONLY``) exist only in a process started
+for tests or drills, which says so with ``CRONWAVE_TEST_HOOKS=1``. A process given one
+of them without the switch does not start: a drill variable that leaked into a
+production environment stops it rather than slowing, stalling or killing real runs.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
@@ -28,6 +33,19 @@ DEFAULT_PORTS = {
 #: The billing demo's sandbox payment gateway; apart from DEFAULT_PORTS because only a
 #: suite asked for it runs one.
 GATEWAY_PORT = 7406
+
+#: The switch that says "this process was started for tests or drills"; never set in
+#: production. Without it no fault hook is installed and ``TEST_ONLY`` is refused.
+TEST_HOOKS = PREFIX + "TEST_HOOKS"
+FAULT = PREFIX + "FAULT"
+#: The variables that arm a fault or a failure drill: each needs ``TEST_HOOKS``.
+TEST_ONLY = (
+    FAULT,
+    PREFIX + "GATEWAY_TIMEOUT_AFTER_COMMIT",
+    PREFIX + "BILLING_CRASH_AFTER_CHARGES",
+)
+_ON = ("on", "1", "true")
+_OFF = ("off", "0", "false")
 
 
 def _seconds(env: Mapping[str, str], name: str, default: float) -> timedelta:
@@ -56,6 +74,25 @@ def _int(env: Mapping[str, str], name: str, default: int, minimum: int = 0) -> i
     if value < minimum:
         raise ConfigurationError(f"{PREFIX}{name}: must be at least {minimum}, got {value}")
     return value
+
+
+def _switch(env: Mapping[str, str], name: str, default: str) -> bool:
+    raw = (env.get(PREFIX + name) or default).strip().lower()
+    if raw not in _ON + _OFF:
+        raise ConfigurationError(f"{PREFIX}{name}: expected on or off, got {raw!r}")
+    return raw in _ON
+
+
+def refuse_test_only(names: Iterable[str]) -> None:
+    """Stop start-up when any of ``names`` (set ``TEST_ONLY`` variables) is given to a
+    process without ``TEST_HOOKS``."""
+    given = ", ".join(names)
+    if given:
+        raise ConfigurationError(
+            f"{given} set, but {TEST_HOOKS} is not: fault injection and failure drills "
+            f"exist only in processes started for tests or drills. In production unset "
+            f"{given}; a test or drill sets {TEST_HOOKS}=1 as well (never in production)"
+        )
 
 
 def _addr(env: Mapping[str, str], name: str, port: int) -> str:
@@ -89,6 +126,7 @@ class Settings:
     candidate: str
     tracing: bool
     otlp_endpoint: str | None
+    #: ``CRONWAVE_FAULT``; empty unless ``test_hooks``.
     fault: str
     billing_database_url: str
     gateway_addr: str
@@ -99,6 +137,12 @@ class Settings:
     #: The interpreter's thread switch interval (None: Python's own, 5 ms).
     switch_interval: timedelta | None = None
     extra: Mapping[str, str] = field(default_factory=dict)
+    #: Started for tests or drills (``CRONWAVE_TEST_HOOKS``): fault hooks may be installed.
+    test_hooks: bool = False
+
+    def __post_init__(self) -> None:
+        if self.fault and not self.test_hooks:
+            refuse_test_only([FAULT])
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -126,9 +170,9 @@ class Settings:
                 f"({renew.total_seconds()}s >= {lease_ttl.total_seconds()}s)"
             )
         pid = os.getpid()
-        tracing_raw = (env.get(PREFIX + "TRACING") or "on").lower()
-        if tracing_raw not in ("on", "off", "1", "0", "true", "false"):
-            raise ConfigurationError(f"{PREFIX}TRACING: expected on or off, got {tracing_raw!r}")
+        test_hooks = _switch(env, "TEST_HOOKS", "off")
+        if not test_hooks:
+            refuse_test_only(name for name in TEST_ONLY if env.get(name))
         return cls(
             data_dir=data_dir,
             database_url=database_url,
@@ -147,7 +191,7 @@ class Settings:
             worker_threads=_int(env, "WORKER_THREADS", 8, minimum=1),
             worker_id=env.get(PREFIX + "WORKER_ID") or f"worker-{pid}",
             candidate=env.get(PREFIX + "CANDIDATE") or f"planner-{pid}",
-            tracing=tracing_raw in ("on", "1", "true"),
+            tracing=_switch(env, "TRACING", "on"),
             otlp_endpoint=env.get("OTEL_EXPORTER_OTLP_ENDPOINT") or None,
             fault=env.get(PREFIX + "FAULT") or "",
             billing_database_url=env.get(PREFIX + "BILLING_DATABASE_URL")
@@ -159,6 +203,7 @@ class Settings:
             dispatch_lead=_seconds(env, "DISPATCH_LEAD", 5.0),
             switch_interval=_seconds(env, "SWITCH_INTERVAL", 0.0) or None,
             extra={k: v for k, v in env.items() if k.startswith(PREFIX)},
+            test_hooks=test_hooks,
         )
 
     @property

@@ -2,6 +2,9 @@
 
 Used by ``cronwave up`` / ``cronwave demo`` and by the tests. Every process it starts
 is tracked by pid and stopped by it: SIGTERM, then SIGKILL after the grace period.
+A suite sets ``CRONWAVE_TEST_HOOKS=1``, the switch fault injection needs, only when
+configured with ``test_hooks=True`` (a test's or a drill's); ``cronwave up`` never
+does (it passes on the one its caller set, as any other ``CRONWAVE_*`` variable).
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from cronwave_core.errors import ConfigurationError, Unavailable
-from cronwave_core.settings import DEFAULT_PORTS, GATEWAY_PORT
+from cronwave_core.settings import DEFAULT_PORTS, GATEWAY_PORT, TEST_HOOKS
 
 # Start order: the store first (it migrates the database), the planner last.
 SERVICES = ("workflow-store", "leader-election", "dispatcher", "worker", "cron-planner")
@@ -180,6 +183,9 @@ class SuiteConfig:
     # CRONWAVE_WORKER_POOLS in env ("critical=1,default=1,bulk=1"), else `workers`
     # processes on CRONWAVE_WORKER_QUEUES.
     worker_pools: Mapping[str, int] | None = None
+    # Started for tests or drills: CRONWAVE_TEST_HOOKS=1, so CRONWAVE_FAULT and the
+    # gateway's SetFaults work. Never for `cronwave up` / `cronwave demo`.
+    test_hooks: bool = False
 
 
 class Suite:
@@ -238,6 +244,8 @@ class Suite:
         env["CRONWAVE_GRACE"] = str(self.config.grace.total_seconds())
         env["PYTHONUNBUFFERED"] = "1"
         env.update(self.config.env)
+        if self.config.test_hooks:
+            env[TEST_HOOKS] = "1"
         return env
 
     # lifecycle ---------------------------------------------------------------

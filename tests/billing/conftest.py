@@ -43,8 +43,9 @@ def new_database(database_url: str, tmp_path: Path) -> Iterator[NewDatabase]:
 
 @pytest.fixture
 def gateway(tmp_path: Path, new_database: NewDatabase) -> Iterator[GatewayProcess]:
-    """A payment-gateway process on a free port with its own fresh database."""
-    proc = GatewayProcess(tmp_path / "gateway", new_database("gateway"))
+    """A payment-gateway process on a free port with its own fresh database, started
+    for tests: its drills can be armed (``SetFaults``)."""
+    proc = GatewayProcess(tmp_path / "gateway", new_database("gateway"), test_hooks=True)
     try:
         yield proc.start()
     finally:
@@ -59,11 +60,12 @@ def billing_suite(
     namespace: str,
     new_database: NewDatabase,
 ) -> Iterator[Callable[..., BillingSuite]]:
-    """``billing_suite(**env)``: workflow-store, payment-gateway and dispatcher (with its
-    sweeper), no worker yet; every process is stopped when the test ends."""
+    """``billing_suite(test_hooks=False, **env)``: workflow-store, payment-gateway and
+    dispatcher (with its sweeper), no worker yet; every process is stopped when the test
+    ends. ``test_hooks``: started for drills (``SetFaults``, the crash drill)."""
     started: list[BillingSuite] = []
 
-    def make(**env: str) -> BillingSuite:
+    def make(test_hooks: bool = False, **env: str) -> BillingSuite:
         suite = BillingSuite(
             tmp_path / f"suite{len(started)}",
             database_url=database_url,
@@ -72,6 +74,7 @@ def billing_suite(
             billing_url=new_database("billing"),
             gateway_url=new_database("gateway"),
             env=env,
+            test_hooks=test_hooks,
         )
         started.append(suite)
         return suite.start()

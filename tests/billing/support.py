@@ -49,9 +49,16 @@ def charged_twice(gateway_url: str) -> list[tuple[str, int]]:
 
 
 class GatewayProcess:
-    """``python -m payment_gateway`` on a free port, with its own database."""
+    """``python -m payment_gateway`` on a free port, with its own database; its drills
+    (``SetFaults``) work only when it is started with ``test_hooks``."""
 
-    def __init__(self, data_dir: Path, database_url: str, env: dict[str, str] | None = None):
+    def __init__(
+        self,
+        data_dir: Path,
+        database_url: str,
+        env: dict[str, str] | None = None,
+        test_hooks: bool = False,
+    ):
         self.database_url = database_url
         self.suite = Suite(
             SuiteConfig(
@@ -65,6 +72,7 @@ class GatewayProcess:
                     **(env or {}),
                 },
                 grace=GRACE,
+                test_hooks=test_hooks,
             )
         )
         self.channel: grpc.Channel | None = None
@@ -108,6 +116,7 @@ class BillingSuite:
         billing_url: str,
         gateway_url: str,
         env: dict[str, str],
+        test_hooks: bool = False,
     ) -> None:
         self.billing_url = billing_url
         self.gateway_url = gateway_url
@@ -129,6 +138,7 @@ class BillingSuite:
                     **env,
                 },
                 grace=GRACE,
+                test_hooks=test_hooks,
             )
         )
         self.client: Client | None = None

@@ -42,7 +42,7 @@ def test_a_run_bills_each_customer_once_and_a_rerun_of_the_period_changes_nothin
 def test_a_gateway_timeout_after_commit_is_retried_without_a_second_charge(
     billing_suite,
 ) -> None:
-    suite: BillingSuite = billing_suite()
+    suite: BillingSuite = billing_suite(test_hooks=True)
     suite.start_worker()
     # Given a gateway that will hold its next two answers past the caller's deadline,
     # after committing

@@ -5,7 +5,7 @@ invoice is charged exactly once.
 Real processes: workflow-store, payment-gateway, dispatcher (its sweeper re-dispatches
 a run whose heartbeat lapsed), two workers, Redis, and SQLite or PostgreSQL. The
 billing heartbeat timeout is 1 s here, so a dead worker's run resumes within about a
-second. ``CRONWAVE_TEST_SEED`` replays a drill.
+second. ``CRONWAVE_TEST_SEED`` replays a drill (the ``drill_seed`` fixture).
 """
 
 from __future__ import annotations
@@ -22,12 +22,15 @@ import pytest
 from cronwave._models import Run
 from cronwave_core.suite import Proc
 from tests.billing.support import BillingSuite, charged_twice
+from tests.conftest import BACKENDS
 from tests.helpers import eventually
 
-pytestmark = pytest.mark.slow
+# A guarantee: both backends. The full drill runs on the production backend when it
+# is configured (CI: PostgreSQL); on the other, fewer kills keep the suite in budget.
+pytestmark = [pytest.mark.slow, pytest.mark.both_backends]
 
-KILLS = 20  # trials whose kill interrupted the run
-MAX_TRIALS = 30  # a random kill can land after the run ended: it does not count
+KILLS = 20  # trials whose kill interrupted the run, on the production backend
+KILLS_SECOND_BACKEND = 6  # on SQLite when PostgreSQL is configured too
 CUSTOMERS = 2_000
 CHARGE_BATCH = 25  # 80 gateway calls a run: room for kills at many points
 PAYLOAD = {"customers": CUSTOMERS, "charge_batch": CHARGE_BATCH, "invoice_batch": 250}
@@ -88,10 +91,14 @@ def drill_worker(suite: BillingSuite, workers: list[Proc], answer: int, schedule
 
 
 @pytest.mark.timeout(BUDGET_S + 60)
-def test_kill_9_at_random_points_charges_every_invoice_exactly_once(billing_suite) -> None:
-    seed = int(os.environ.get("CRONWAVE_TEST_SEED") or time.time())
+def test_kill_9_at_random_points_charges_every_invoice_exactly_once(
+    billing_suite, drill_seed: int, backend: str
+) -> None:
+    seed = drill_seed
+    kills_wanted = KILLS if backend == BACKENDS[-1] else KILLS_SECOND_BACKEND
+    max_trials = kills_wanted * 3 // 2  # a kill can land after the run ended: not counted
     rng = random.Random(seed)
-    suite: BillingSuite = billing_suite()
+    suite: BillingSuite = billing_suite(test_hooks=True)  # the crash drill
     began = time.monotonic()
     # Two workers, as in a pool: one runs the job and is killed, the other takes over.
     workers = [suite.start_worker(), suite.start_worker()]
@@ -105,8 +112,8 @@ def test_kill_9_at_random_points_charges_every_invoice_exactly_once(billing_suit
     assert window.state == "RUNNING"
 
     trials: list[Trial] = []
-    for number in range(MAX_TRIALS):
-        if sum(t.interrupted for t in trials) >= KILLS:
+    for number in range(max_trials):
+        if sum(t.interrupted for t in trials) >= kills_wanted:
             break
         assert time.monotonic() - began < BUDGET_S, f"over budget after {number} trials"
         period = f"trial-{number}"
@@ -141,12 +148,14 @@ def test_kill_9_at_random_points_charges_every_invoice_exactly_once(billing_suit
             )
             recovery = time.monotonic() - killed
         final = suite.finished(run.run_id, timeout=90)
-        assert final.state == "SUCCEEDED", (number, how, final.state, final.error)
+        assert final.state == "SUCCEEDED", (seed, number, how, final.state, final.error)
         books = suite.reconcile(period)
         assert (books.customers, books.invoices, books.gateway_charges) == (
             CUSTOMERS, CUSTOMERS, CUSTOMERS,
-        ), (number, how, books)  # fmt: skip
-        assert (books.duplicates, books.missing, books.unrecorded) == (0, 0, 0), (number, how)
+        ), (seed, number, how, books)  # fmt: skip
+        assert (books.duplicates, books.missing, books.unrecorded) == (0, 0, 0), (
+            seed, number, how,
+        )  # fmt: skip
         result = final.result or {}
         killed_in = phase(at_kill) if not at_kill.terminal else "after the end"
         trial = Trial(number, how, killed_in, final.attempt, recovery, result["gateway_replays"])
@@ -154,10 +163,10 @@ def test_kill_9_at_random_points_charges_every_invoice_exactly_once(billing_suit
         if by_itself:
             # The resumed attempt asked again for the batch its predecessor was charged
             # for but never recorded, and got those charges back.
-            assert trial.interrupted and trial.replays >= 1, trial
+            assert trial.interrupted and trial.replays >= 1, (seed, trial)
 
     elapsed = time.monotonic() - began
-    assert charged_twice(suite.gateway_url) == []
+    assert charged_twice(suite.gateway_url) == [], f"seed {seed}"
     kills = [t for t in trials if t.interrupted]
     recoveries = sorted(t.recovery_s for t in kills)
     print(
@@ -173,4 +182,35 @@ def test_kill_9_at_random_points_charges_every_invoice_exactly_once(billing_suit
         f"  kill -9 to new attempt: median {recoveries[len(recoveries) // 2]:.1f}s, max "
         f"{recoveries[-1]:.1f}s; 0 duplicate, 0 missing, 0 unrecorded charges in every trial"
     )
-    assert len(kills) >= KILLS, f"only {len(kills)} of {len(trials)} kills interrupted a run"
+    assert len(kills) >= kills_wanted, (
+        f"seed {seed}: only {len(kills)} of {len(trials)} kills interrupted a run"
+    )
+
+
+def test_a_worker_dead_between_charge_and_record_is_resumed_by_another_without_a_second_charge(
+    billing_suite,
+) -> None:
+    # Given two worker processes; the one that takes the run kills itself (SIGKILL)
+    # right after the gateway's 3rd answer, before the job's database records it
+    suite: BillingSuite = billing_suite(test_hooks=True)  # the crash drill
+    workers = [suite.start_worker(), suite.start_worker()]
+    period = "two-processes"
+    schedule = suite.schedule(**PAYLOAD, period=period)
+    run = drill_worker(suite, workers, 3, schedule)
+
+    # When it has died and the other worker process resumed the run
+    eventually(lambda: not workers[0].alive(), timeout=60, what="the crash")
+    final = suite.finished(run.run_id, timeout=90)
+
+    # Then the gateway's ledger has every invoice charged exactly once
+    assert final.state == "SUCCEEDED", (final.state, final.error)
+    assert final.attempt == 2 and final.worker_id == f"worker-{workers[1].pid}"
+    books = suite.reconcile(period)
+    assert (books.customers, books.invoices, books.gateway_charges) == (
+        CUSTOMERS, CUSTOMERS, CUSTOMERS,
+    ), books  # fmt: skip
+    assert (books.duplicates, books.missing, books.unrecorded) == (0, 0, 0), books
+    assert charged_twice(suite.gateway_url) == []
+    # And the resumed attempt got the charges it had not recorded back from the gateway
+    # under the same keys, instead of making them again
+    assert (final.result or {})["gateway_replays"] >= 1

@@ -133,3 +133,17 @@ def test_demo_refuses_an_unknown_zone_before_starting_anything(tmp_path):
 
     assert_reported(result, "--zone: unknown time zone 'Mars/Olympus'")
     assert not data_dir.exists()
+
+
+def test_demo_refuses_a_fault_without_the_test_switch_before_starting_anything(tmp_path):
+    # `cronwave demo` never sets CRONWAVE_TEST_HOOKS, so a fault in its environment
+    # stops it, named, instead of slowing the demo's runs.
+    data_dir = tmp_path / "demo"
+
+    result = invoke(
+        ["demo", "--data-dir", str(data_dir)],
+        env={"CRONWAVE_FAULT": "delay=execute:app:50ms:1", "CRONWAVE_TEST_HOOKS": None},
+    )
+
+    assert_reported(result, "CRONWAVE_FAULT set, but CRONWAVE_TEST_HOOKS is not")
+    assert not data_dir.exists()

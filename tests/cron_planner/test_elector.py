@@ -23,11 +23,8 @@ RENEW = timedelta(seconds=0.3)
 
 
 @pytest.fixture
-def leader_addr(services: Suite, redis_url: str, namespace: str) -> str:
-    # No store runs here: seed the fencing counter so campaigns can be granted.
-    client = redis.Redis.from_url(redis_url)
-    client.set(f"{namespace}:fence:planner", 0)
-    client.close()
+def leader_addr(services: Suite) -> str:
+    services.start_service("workflow-store")  # it issues the fencing tokens
     services.start_service("leader-election")
     return services.leader_addr
 

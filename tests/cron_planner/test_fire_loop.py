@@ -335,19 +335,21 @@ def test_a_paused_schedule_is_not_fired(rig: Rig) -> None:
 
 
 @pytest.mark.parametrize(
-    ("policy", "started", "missed"),
+    ("policy", "cap", "started", "missed"),
     [
-        (Catchup.SKIP, [], [(t, "catchup_skip") for t in ("11:48", "11:51", "11:54")]),
-        (Catchup.LATEST, ["11:54"], [(t, "superseded_by_latest") for t in ("11:48", "11:51")]),
-        (Catchup.ALL, ["11:48", "11:51", "11:54"], []),
+        (Catchup.SKIP, 100, [], [(t, "catchup_skip") for t in ("11:48", "11:51", "11:54")]),
+        (Catchup.LATEST, 100, ["11:54"], [(t, "superseded_by_latest") for t in ("11:48", "11:51")]),
+        (Catchup.ALL, 100, ["11:48", "11:51", "11:54"], []),
+        (Catchup.ALL, 2, ["11:51", "11:54"], [("11:48", "catchup_cap")]),
     ],
 )
 def test_a_late_slot_follows_the_catchup_policy(
-    rig: Rig, policy: Catchup, started: list[str], missed: list[tuple[str, str]]
+    rig: Rig, policy: Catchup, cap: int, started: list[str], missed: list[tuple[str, str]]
 ) -> None:
     # Given a schedule every 3 minutes, handled through 11:39, with a 10-minute window
+    # (and, for ALL, at most ``cap`` catch-up runs, the newest; older ones are MISSED)
     rig.lead.current = 0
-    window = Policy(catchup=policy, catchup_window=timedelta(minutes=10))
+    window = Policy(catchup=policy, catchup_window=timedelta(minutes=10), catchup_max_runs=cap)
     rig.add("s", "*/3 * * * *", since=T0 - timedelta(hours=1), policy=window)
     rig.clock.set(datetime(2030, 1, 7, 11, 56, 0, tzinfo=UTC))
     rig.ledger.newest["s"] = (datetime(2030, 1, 7, 11, 39, tzinfo=UTC), 20)
@@ -361,7 +363,8 @@ def test_a_late_slot_follows_the_catchup_policy(
     # catch-up runs 15 s apart (the minute to the next fire, shared out)
     assert [t for _, t in rig.dispatcher.started()] == started
     assert {trig for *_, trig in rig.dispatcher.calls} <= {Trigger.CATCHUP}
-    assert [f"{t:%S}" for t in rig.dispatcher.times] == ["00", "15", "30"][: len(started)]
+    spacing = {1: ["00"], 2: ["00", "20"], 3: ["00", "15", "30"]}
+    assert [f"{t:%S}" for t in rig.dispatcher.times] == spacing.get(len(started), [])
     outside = [("s", t, "outside_catchup_window") for t in ("11:42", "11:45")]
     assert rig.ledger.final() == outside + [("s", t, r) for t, r in missed]
 

@@ -21,7 +21,10 @@ from cronwave.v1 import workflow_store_service_pb2 as store_pb
 from cronwave.v1 import workflow_store_service_pb2_grpc as store_grpc
 from cronwave_core.convert import dt_to_ts
 from cronwave_core.suite import Suite, SuiteConfig
-from tests.helpers import eventually, fresh, stored_spans
+from tests.helpers import eventually, fresh, issue_tokens, stored_spans
+
+# The planner scope's fencing tokens the store issues when no leader-election runs.
+TOKENS_ISSUED = 10
 
 TERMINAL = {
     common_pb2.RUN_STATE_SUCCEEDED,
@@ -47,6 +50,9 @@ class Cluster:
         self.store = store_grpc.WorkflowStoreServiceStub(self._channels[0])
         self.dispatcher = dispatcher_grpc.DispatcherServiceStub(self._channels[1])
         self.worker = worker_grpc.WorkerServiceStub(self._channels[2])
+        if "leader-election" not in suite.procs:
+            # The test plays leader-election: the store issues the tokens it fences with.
+            issue_tokens(self.store, TOKENS_ISSUED)
 
     def close(self) -> None:
         for channel in self._channels:

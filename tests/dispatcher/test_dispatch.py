@@ -50,6 +50,7 @@ def test_start_run_reaches_succeeded_with_its_history(cluster: Cluster) -> None:
     assert in_order(events, "recorded", "claimed", "succeeded")
 
 
+@pytest.mark.both_backends  # a guarantee: exactly once, fencing
 def test_duplicate_start_returns_the_run_and_runs_the_job_once(
     cluster: Cluster, redis_url: str, namespace: str
 ) -> None:
@@ -134,6 +135,7 @@ def test_unknown_schedule_is_not_found_as_the_store_said(cluster: Cluster) -> No
     assert "no-such-schedule" in (caught.value.details() or "")
 
 
+@pytest.mark.both_backends  # a guarantee: exactly once, fencing
 def test_stale_fencing_token_stays_failed_precondition(
     cluster: Cluster, redis_url: str, namespace: str
 ) -> None:

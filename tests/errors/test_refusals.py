@@ -34,6 +34,7 @@ YEAR_10000 = Timestamp(seconds=253_402_300_800)  # 10000-01-01T00:00:00Z
 DEEP_JSON = '{"a":' + "[" * 100_000 + "]" * 100_000 + "}"
 TEN_YEARS = Duration(seconds=10 * 365 * 86_400)
 HUGE = Duration(seconds=10**15)  # past timedelta's range
+TOKEN = "0" * 32  # well formed: the value under test is refused before any look-up
 
 
 def schedule(**spec: object) -> store.CreateScheduleRequest:
@@ -90,7 +91,7 @@ CASES = [
     Case("NUL in a fencing scope", S, STORE + "GetFencingToken",
          store.GetFencingTokenRequest(fencing_scope="planner\x00"), "fencing_scope"),
     Case("NUL in a heartbeat's run id", S, STORE + "Heartbeat",
-         store.HeartbeatRequest(run_id=NUL_ID, attempt_token=1), "run_id"),
+         store.HeartbeatRequest(run_id=NUL_ID, attempt_token=TOKEN), "run_id"),
     Case("NUL in a dead letter's run id", S, STORE + "DeadLetterRun",
          store.DeadLetterRunRequest(run_id=NUL_ID, reason="rejected"), "run_id"),
     Case("NUL in an event's detail", S, STORE + "AppendRunEvent",
@@ -108,7 +109,7 @@ CASES = [
     Case("a start in year 10000", S, STORE + "CreateSchedule",
          schedule(start_at=YEAR_10000), "spec.start_at"),
     Case("a body start in year 10000", S, STORE + "CompleteRun",
-         store.CompleteRunRequest(run_id="run_1", attempt_token=1,
+         store.CompleteRunRequest(run_id="run_1", attempt_token=TOKEN,
                                   state=pb.RUN_STATE_SUCCEEDED, body_started_at=YEAR_10000),
          "body_started_at"),
     # Timestamp nanos outside [0, 1e9) were accepted.
@@ -141,7 +142,7 @@ CASES = [
              name="billing.fuzzed", duration_limit=Duration(seconds=5, nanos=-5))),
          "job_type.duration_limit"),
     Case("a huge retry delay", S, STORE + "CompleteRun",
-         store.CompleteRunRequest(run_id="run_1", attempt_token=1, state=pb.RUN_STATE_FAILED,
+         store.CompleteRunRequest(run_id="run_1", attempt_token=TOKEN, state=pb.RUN_STATE_FAILED,
                                   retry_after=HUGE), "retry_after"),
     Case("a huge stall bound", S, STORE + "RequeueStalledRuns",
          store.RequeueStalledRunsRequest(pending_for=HUGE), "pending_for"),
@@ -153,10 +154,10 @@ CASES = [
     Case("Infinity in a payload", S, STORE + "CreateSchedule",
          schedule(payload_json='{"rate": 1e999}'), "payload_json"),
     Case("100,000-deep JSON checkpoint", S, STORE + "Heartbeat",
-         store.HeartbeatRequest(run_id="run_1", attempt_token=1, checkpoint_json=DEEP_JSON),
+         store.HeartbeatRequest(run_id="run_1", attempt_token=TOKEN, checkpoint_json=DEEP_JSON),
          "checkpoint_json"),
     Case("NaN in a result", S, STORE + "CompleteRun",
-         store.CompleteRunRequest(run_id="run_1", attempt_token=1,
+         store.CompleteRunRequest(run_id="run_1", attempt_token=TOKEN,
                                   state=pb.RUN_STATE_SUCCEEDED, result_json='{"x": NaN}'),
          "result_json"),
     # Doubles: NaN and Infinity were registered as a backoff coefficient.

@@ -13,6 +13,7 @@ import pytest
 from cronwave.v1 import common_pb2
 from cronwave_bench.failover import STALE_MARKER
 from cronwave_core.convert import ts_to_dt
+from cronwave_core.settings import TEST_HOOKS
 from tests.conftest import SuiteFactory
 from tests.failover.support import LEASE_ENV, log_text, start_planner
 from tests.helpers import eventually
@@ -30,7 +31,8 @@ def test_a_paused_leader_late_start_is_refused_and_runs_nothing(
     # stand-in), a second planner, and a 1-second schedule
     suite = make_suite(planners=0, env=LEASE_ENV)
     drill = drill_of(suite)
-    first = start_planner(suite, 0, {"CRONWAVE_FAULT": f"planner.hold_start={HOLD}"}).name
+    hold = {TEST_HOOKS: "1", "CRONWAVE_FAULT": f"planner.hold_start={HOLD}"}
+    first = start_planner(suite, 0, hold).name
     drill.create_schedule()
     leader, old_token = drill.wait_leading(30)
     assert leader == first

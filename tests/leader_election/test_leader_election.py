@@ -35,23 +35,16 @@ def campaign(
 
 @pytest.fixture
 def leader(services: Suite) -> pb_grpc.LeaderElectionServiceStub:
-    """A running leader-election. No store runs, so each test seeds its scope's
-    fencing counter (a missing one would refuse every campaign)."""
+    """A running leader-election, with the workflow-store that issues its tokens."""
+    services.start_service("workflow-store")
     services.start_service("leader-election")
     return stub(services)
-
-
-def seed_counter(redis_url: str, namespace: str, scope: str, value: int = 0) -> None:
-    client = redis.Redis.from_url(redis_url)
-    client.set(f"{namespace}:fence:{scope}", value)
-    client.close()
 
 
 def test_two_candidates_one_is_granted(
     leader: pb_grpc.LeaderElectionServiceStub, redis_url: str, namespace: str
 ) -> None:
     scope = fresh("scope")
-    seed_counter(redis_url, namespace, scope)
 
     first = campaign(leader, scope, "a")
     second = campaign(leader, scope, "b")
@@ -67,7 +60,6 @@ def test_concurrent_campaigns_grant_exactly_one(
     leader: pb_grpc.LeaderElectionServiceStub, redis_url: str, namespace: str
 ) -> None:
     scope = fresh("scope")
-    seed_counter(redis_url, namespace, scope)
     replies: list[pb.CampaignResponse] = []
     lock = threading.Lock()
 
@@ -92,7 +84,6 @@ def test_the_holder_campaigning_again_keeps_its_token(
     leader: pb_grpc.LeaderElectionServiceStub, redis_url: str, namespace: str
 ) -> None:
     scope = fresh("scope")
-    seed_counter(redis_url, namespace, scope)
     first = campaign(leader, scope, "a")
 
     again = campaign(leader, scope, "a")
@@ -104,7 +95,6 @@ def test_renew_by_the_holder_only(
     leader: pb_grpc.LeaderElectionServiceStub, redis_url: str, namespace: str
 ) -> None:
     scope = fresh("scope")
-    seed_counter(redis_url, namespace, scope)
     token = campaign(leader, scope, "a").lease.fencing_token
 
     by_holder = leader.Renew(pb.RenewRequest(scope=scope, candidate="a", fencing_token=token))
@@ -120,7 +110,6 @@ def test_after_expiry_another_is_granted_with_a_larger_token(
     leader: pb_grpc.LeaderElectionServiceStub, redis_url: str, namespace: str
 ) -> None:
     scope = fresh("scope")
-    seed_counter(redis_url, namespace, scope)
     first = campaign(leader, scope, "a", ttl=1.0)
     assert first.granted
 
@@ -150,7 +139,6 @@ def test_resign_frees_the_lease_for_the_holder_only(
     leader: pb_grpc.LeaderElectionServiceStub, redis_url: str, namespace: str
 ) -> None:
     scope = fresh("scope")
-    seed_counter(redis_url, namespace, scope)
     token = campaign(leader, scope, "a").lease.fencing_token
 
     assert not leader.Resign(
@@ -168,7 +156,6 @@ def test_observe_shows_the_current_lease(
     leader: pb_grpc.LeaderElectionServiceStub, redis_url: str, namespace: str
 ) -> None:
     scope = fresh("scope")
-    seed_counter(redis_url, namespace, scope)
     assert leader.Observe(pb.ObserveRequest(scope=scope)).lease.holder == ""
     granted = campaign(leader, scope, "a", ttl=30)
 
@@ -210,7 +197,6 @@ def test_tokens_increase_across_a_restart(
     namespace: str,
 ) -> None:
     scope = fresh("scope")
-    seed_counter(redis_url, namespace, scope)
     before = campaign(leader, scope, "a", ttl=1.0).lease.fencing_token
 
     services.restart("leader-election")
@@ -219,35 +205,25 @@ def test_tokens_increase_across_a_restart(
     assert after.lease.fencing_token > before
 
 
-def test_a_missing_counter_with_no_store_refuses_rather_than_restart_at_one(
-    services: Suite, redis_url: str, namespace: str
-) -> None:
-    # Given tokens were issued, then Redis lost the counter; no store answers
-    scope = fresh("scope")
-    seed_counter(redis_url, namespace, scope, value=41)
+def test_with_no_store_no_lease_is_granted(services: Suite) -> None:
+    # Given leader-election runs, but no workflow-store answers it
     services.start_service("leader-election")
     le = stub(services)
-    assert campaign(le, scope, "a", ttl=1.0).lease.fencing_token == 42
-    client = redis.Redis.from_url(redis_url)
-    client.delete(f"{namespace}:fence:{scope}", f"{namespace}:lease:{scope}")
 
-    # When a candidate campaigns
+    # When a candidate campaigns for a free lease
     with pytest.raises(grpc.RpcError) as info:
-        campaign(le, scope, "b")
+        campaign(le, fresh("scope"), "a")
 
-    # Then no token is issued (it could be older than 42)
+    # Then no token is issued, since only the store issues the tokens it accepts
     assert info.value.code() == grpc.StatusCode.UNAVAILABLE
-    assert "fencing counter is missing" in info.value.details()
-    assert client.get(f"{namespace}:fence:{scope}") is None
-    assert client.exists(f"{namespace}:lease:{scope}") == 0
-    client.close()
+    assert "did not issue a fencing token" in info.value.details()
 
 
 def test_each_rpc_is_a_leader_cache_span_answered_by_redis(
     services: Suite, redis_url: str, namespace: str
 ) -> None:
     scope = fresh("scope")
-    seed_counter(redis_url, namespace, scope)
+    services.start_service("workflow-store")
     services.start_service("leader-election")
     le = stub(services)
     token = campaign(le, scope, "a").lease.fencing_token
@@ -269,9 +245,13 @@ def _spans(directory: Path) -> list[dict[str, object]]:
     return stored_spans(directory, "leader-election-*.jsonl")
 
 
-def _store_saw_token(suite: Suite, scope: str, token: int) -> None:
-    """Make the workflow-store see ``token`` for ``scope``: record a run with it."""
-    store = store_grpc.WorkflowStoreServiceStub(grpc.insecure_channel(suite.store_addr))
+def _store(suite: Suite) -> store_grpc.WorkflowStoreServiceStub:
+    return store_grpc.WorkflowStoreServiceStub(grpc.insecure_channel(suite.store_addr))
+
+
+def _record_with_token(suite: Suite, scope: str, token: int) -> None:
+    """A scheduled run recorded in the store with ``token`` (raises when refused)."""
+    store = _store(suite)
     job = fresh("job")
     job_type = common_pb2.JobType(name=job)
     job_type.duration_limit.FromSeconds(60)
@@ -289,23 +269,19 @@ def _store_saw_token(suite: Suite, scope: str, token: int) -> None:
     )
     request.fire_time.FromDatetime(datetime(2031, 1, 1, tzinfo=UTC))
     store.RecordRun(request, timeout=10)
-    seen = store.GetFencingToken(store_pb.GetFencingTokenRequest(fencing_scope=scope), timeout=10)
-    assert seen.fencing_token == token
 
 
-def test_tokens_increase_across_losing_redis_data_floored_by_the_store(
+def test_tokens_increase_across_losing_redis_data(
     services: Suite, redis_url: str, namespace: str
 ) -> None:
-    # Given a real store and leader-election; a first token issued from scratch
+    # Given a real store and leader-election; a leader whose token fenced a write
     services.start_service("workflow-store")
     services.start_service("leader-election")
     le = stub(services)
     scope = fresh("scope")
     first = campaign(le, scope, "a", ttl=1.0)
     assert first.granted
-    # ...and the store has since seen a much newer token (another leader's run)
-    newest = first.lease.fencing_token + 100
-    _store_saw_token(services, scope, newest)
+    _record_with_token(services, scope, first.lease.fencing_token)
 
     # When Redis loses every key of the namespace
     client = redis.Redis.from_url(redis_url)
@@ -314,10 +290,11 @@ def test_tokens_increase_across_losing_redis_data_floored_by_the_store(
     client.delete(*keys)
     client.close()
 
-    # Then the next token is newer than anything the store has seen
+    # Then the next holder's token is newer than every token issued before
     after = campaign(le, scope, "b")
     assert after.granted
-    assert after.lease.fencing_token == newest + 1
+    assert after.lease.fencing_token == first.lease.fencing_token + 1
+    _record_with_token(services, scope, after.lease.fencing_token)
 
     # And across a restart of leader-election, tokens keep increasing
     services.restart("leader-election")
@@ -325,3 +302,38 @@ def test_tokens_increase_across_losing_redis_data_floored_by_the_store(
     le.Resign(pb.ResignRequest(scope=scope, candidate="b", fencing_token=after.lease.fencing_token))
     again = campaign(le, scope, "c")
     assert again.granted and again.lease.fencing_token > after.lease.fencing_token
+
+
+@pytest.mark.parametrize("forged", ["max", "next", "scope"])
+def test_a_forged_token_is_refused_and_elections_go_on(services: Suite, forged: str) -> None:
+    # Given a leader whose token the store has seen
+    services.start_service("workflow-store")
+    services.start_service("leader-election")
+    le = stub(services)
+    scope = fresh("scope")
+    first = campaign(le, scope, "a", ttl=1.0)
+    _record_with_token(services, scope, first.lease.fencing_token)
+
+    # When a caller records a scheduled run with a token leader-election never granted:
+    # the largest int64, the next token, or a scope no lease was ever granted for
+    token, target = {
+        "max": (2**63 - 1, scope),
+        "next": (first.lease.fencing_token + 1, scope),
+        "scope": (1, fresh("made-up")),
+    }[forged]
+    with pytest.raises(grpc.RpcError) as info:
+        _record_with_token(services, target, token)
+
+    # Then the store refuses it, naming the rule, and remembers nothing of it
+    assert info.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+    assert info.value.details().startswith("fencing_token: ")
+    assert "issued" in info.value.details()
+    seen = _store(services).GetFencingToken(
+        store_pb.GetFencingTokenRequest(fencing_scope=scope), timeout=10
+    )
+    assert seen.fencing_token == first.lease.fencing_token
+    # And the next leader is granted a newer token, across a restart as well
+    services.restart("leader-election")
+    after = _wait_granted(stub(services), scope, "b")
+    assert after.lease.fencing_token > first.lease.fencing_token
+    _record_with_token(services, scope, after.lease.fencing_token)

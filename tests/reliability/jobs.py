@@ -46,6 +46,20 @@ def steps(ctx: JobContext) -> Mapping[str, Any]:
     return {"resumed_from": resumed_from, "last_step": total, "attempt": ctx.attempt}
 
 
+def zombie(ctx: JobContext) -> Mapping[str, Any]:
+    """Attempt 1 runs ``payload["first_steps"]`` steps and returns at once (its worker
+    is then stopped before completing, by the drill ``worker.stop_before_complete``);
+    a later attempt resumes from the checkpoint and runs to ``payload["steps"]``."""
+    total = int(ctx.payload.get("steps", 40))
+    pause = float(ctx.payload.get("step_seconds", 0.1))
+    resumed_from = int(ctx.checkpoint.get("step", 0))
+    last = int(ctx.payload.get("first_steps", 3)) if ctx.attempt == 1 else total
+    for step in range(resumed_from + 1, last + 1):
+        time.sleep(pause)
+        ctx.heartbeat({"step": step})
+    return {"resumed_from": resumed_from, "last_step": last, "attempt": ctx.attempt}
+
+
 def flaky(ctx: JobContext) -> Mapping[str, Any]:
     """Fails (retryably) until attempt ``payload["succeed_at_attempt"]``; with
     ``payload["declined"]`` fails non-retryably."""
@@ -92,6 +106,12 @@ def job_types(settings: Settings) -> list[JobType]:
         JobType(
             "drill.steps",
             steps,
+            duration_limit=timedelta(minutes=2),
+            heartbeat_timeout=HEARTBEAT_TIMEOUT,
+        ),
+        JobType(
+            "drill.zombie",
+            zombie,
             duration_limit=timedelta(minutes=2),
             heartbeat_timeout=HEARTBEAT_TIMEOUT,
         ),

@@ -12,7 +12,8 @@ from cronwave import Client, Run
 from tests.helpers import fresh
 from tests.schedules.conftest import StartPlanner, runs_of
 
-pytestmark = pytest.mark.slow
+# A guarantee (exactly once, fencing, zombie attempts, catch-up, DST): both backends.
+pytestmark = [pytest.mark.slow, pytest.mark.both_backends]
 
 T0 = datetime(2030, 1, 7, 0, 0, tzinfo=UTC)
 

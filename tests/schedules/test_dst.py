@@ -13,7 +13,8 @@ from cronwave import Client
 from tests.helpers import fresh
 from tests.schedules.conftest import StartPlanner, runs_of
 
-pytestmark = pytest.mark.slow
+# A guarantee (exactly once, fencing, zombie attempts, catch-up, DST): both backends.
+pytestmark = [pytest.mark.slow, pytest.mark.both_backends]
 
 NEW_YORK = ZoneInfo("America/New_York")
 

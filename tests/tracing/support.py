@@ -19,8 +19,11 @@ WAIT = timedelta(seconds=60)
 QUIET = {"CRONWAVE_WORKER_POLL_MS": "5"}
 
 
-def traced_suite(make_suite: Callable[..., Suite], env: Mapping[str, str] | None = None) -> Suite:
-    return make_suite(env={**QUIET, **(env or {})})
+def traced_suite(
+    make_suite: Callable[..., Suite], env: Mapping[str, str] | None = None, test_hooks: bool = False
+) -> Suite:
+    """A traced suite; ``test_hooks`` for one that injects faults (``CRONWAVE_FAULT``)."""
+    return make_suite(env={**QUIET, **(env or {})}, test_hooks=test_hooks)
 
 
 def target(suite: Suite, namespace: str) -> Target:

@@ -58,7 +58,7 @@ def test_the_tail_is_blamed_on_the_injected_delay(make_suite, namespace, fault) 
         # The span exporter must not put a tail of its own into the runs (operations.md)
         "CRONWAVE_SWITCH_INTERVAL": "0.0005",
     }
-    suite = traced_suite(make_suite, env)
+    suite = traced_suite(make_suite, env, test_hooks=True)
     # When a few hundred runs go through it (after a warm-up)
     report = load(suite, namespace, RUNS, concurrency=1, warmup=40, timeout=timedelta(seconds=150))
     runs = runs_since(spans_of(suite), report.since)

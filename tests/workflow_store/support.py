@@ -20,7 +20,10 @@ from cronwave_core.convert import dt_to_ts, td_to_duration
 from cronwave_core.errors import Unavailable
 from cronwave_core.rpc import open_channel
 from cronwave_core.suite import free_port, wait_healthy
-from tests.helpers import fresh
+from tests.helpers import fresh, issue_tokens
+
+# The planner scope's fencing tokens a store started here has issued.
+TOKENS_ISSUED = 10
 
 SERVICE_DIR = Path(__file__).resolve().parents[2] / "services" / "workflow-store"
 
@@ -66,6 +69,7 @@ class StoreProcess:
         while True:
             try:
                 wait_healthy(self.address, timedelta(seconds=1))
+                self._play_leader_election()
                 return self
             except Unavailable as exc:
                 if not self.alive() or time.monotonic() > deadline:
@@ -73,6 +77,16 @@ class StoreProcess:
                     raise AssertionError(
                         f"workflow-store did not start: {exc}\n{self.log()}"
                     ) from exc
+
+    def _play_leader_election(self) -> None:
+        """No leader-election runs beside this store: have it issue the planner
+        scope's tokens 1..TOKENS_ISSUED, as ten lease grants would have, so tests can
+        fence writes with any of them."""
+        channel = open_channel(self.address, timedelta(seconds=15), traced=False)
+        try:
+            issue_tokens(api_grpc.WorkflowStoreServiceStub(channel), TOKENS_ISSUED)
+        finally:
+            channel.close()
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")[-4000:]

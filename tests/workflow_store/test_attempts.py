@@ -23,7 +23,7 @@ def _claim(stub, run_id: str, worker: str) -> api.ClaimRunResponse:
     return stub.ClaimRun(api.ClaimRunRequest(run_id=run_id, worker_id=worker))
 
 
-def _complete(stub, run_id: str, token: int, state=pb.RUN_STATE_SUCCEEDED, **kw):
+def _complete(stub, run_id: str, token: str, state=pb.RUN_STATE_SUCCEEDED, **kw):
     return stub.CompleteRun(
         api.CompleteRunRequest(run_id=run_id, attempt_token=token, state=state, **kw)
     )
@@ -54,14 +54,16 @@ def test_concurrent_claims_have_one_winner(stub):
     winners = [c for c in claims if c.claimed]
     assert len(claims) == 8 and len(winners) == 1
     winner = winners[0]
-    assert winner.attempt_token > 0
+    assert len(winner.attempt_token) == 32  # 128 random bits
     got = stub.GetRun(api.GetRunRequest(run_id=run.run_id)).run
     assert got.state == pb.RUN_STATE_RUNNING and got.attempt == 1
     assert got.worker_id == winner.run.worker_id
     assert got.started_at == got.heartbeat_at
     events = stub.ListRunEvents(api.ListRunEventsRequest(run_id=run.run_id)).events
     assert [e.kind for e in events] == ["recorded", "claimed"]
-    assert all(c.attempt_token == 0 for c in claims if not c.claimed)
+    assert all(c.attempt_token == "" for c in claims if not c.claimed)
+    # and no read returns the token
+    assert winner.attempt_token not in str(got)
 
 
 def test_zombie_attempt_is_refused_after_takeover(stub):
@@ -94,7 +96,8 @@ def test_zombie_attempt_is_refused_after_takeover(stub):
     stale_done = rpc_error(_complete, stub, run.run_id, first.attempt_token)
     for err in (stale_hb, stale_done):
         assert err.code() == grpc.StatusCode.FAILED_PRECONDITION
-        assert err.details().startswith(f"attempt_token: {first.attempt_token} of run")
+        assert err.details().startswith("attempt_token: not the current attempt of run")
+        assert first.attempt_token not in err.details()
     after = stub.GetRun(api.GetRunRequest(run_id=run.run_id)).run
     assert after.state == pb.RUN_STATE_RUNNING and after.worker_id == "w2"
     kinds = [e.kind for e in stub.ListRunEvents(api.ListRunEventsRequest(run_id=run.run_id)).events]
@@ -112,7 +115,7 @@ def test_repeated_completion_changes_nothing(stub):
 
     # When it is completed again, differently, and claimed again
     again = _complete(stub, run.run_id, claim.attempt_token, pb.RUN_STATE_FAILED, error="boom")
-    stale = _complete(stub, run.run_id, 999, pb.RUN_STATE_CANCELLED)
+    stale = _complete(stub, run.run_id, "9" * 32, pb.RUN_STATE_CANCELLED)
     reclaim = _claim(stub, run.run_id, "w2")
 
     # Then nothing changed
@@ -149,12 +152,19 @@ def test_completion_states(stub):
 
     run = record_run(stub, sid, base + timedelta(hours=1)).run
     for bad in (pb.RUN_STATE_UNSPECIFIED, pb.RUN_STATE_PENDING, pb.RUN_STATE_MISSED):
-        err = rpc_error(_complete, stub, run.run_id, 0, bad)
+        err = rpc_error(_complete, stub, run.run_id, "0" * 32, bad)
         assert err.code() == grpc.StatusCode.INVALID_ARGUMENT
         assert err.details().startswith("state: ")
-    # A run nobody picked up can be cancelled (attempt token 0)
-    cancelled = _complete(stub, run.run_id, 0, pb.RUN_STATE_CANCELLED)
+    # A completion needs the token of the run's claim
+    err = rpc_error(_complete, stub, run.run_id, "", pb.RUN_STATE_CANCELLED)
+    assert err.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert err.details().startswith("attempt_token: must be the 32 hex digits")
+    # A run nobody picked up is cancelled with CancelRun
+    cancelled = stub.CancelRun(api.CancelRunRequest(run_id=run.run_id, reason="not needed"))
     assert cancelled.changed and cancelled.run.state == pb.RUN_STATE_CANCELLED
+    assert cancelled.run.error == "not needed"
+    again = stub.CancelRun(api.CancelRunRequest(run_id=run.run_id, reason="twice"))
+    assert not again.changed and again.run.error == "not needed"
 
 
 def test_failed_with_retry_goes_back_to_pending(stub):
@@ -187,7 +197,7 @@ def test_failed_with_retry_goes_back_to_pending(stub):
         lambda: (claim := _claim(stub, run.run_id, "w2")).claimed and claim,
         what="a claim after the delay",
     )
-    assert second.claimed and second.attempt_token > first.attempt_token
+    assert second.claimed and second.attempt_token != first.attempt_token
     assert second.run.attempt == 2
     assert rpc_error(_complete, stub, run.run_id, first.attempt_token).code() == (
         grpc.StatusCode.FAILED_PRECONDITION
@@ -213,5 +223,63 @@ def test_heartbeat_stores_checkpoint_and_returns_deadline(stub):
     assert got.heartbeat_at.ToDatetime() > got.started_at.ToDatetime()
     # A pending run has no attempt to heartbeat
     pending = record_run(stub, run.schedule_id, datetime(2032, 1, 1, tzinfo=UTC)).run
-    err = rpc_error(stub.Heartbeat, api.HeartbeatRequest(run_id=pending.run_id, attempt_token=0))
+    err = rpc_error(
+        stub.Heartbeat, api.HeartbeatRequest(run_id=pending.run_id, attempt_token="0" * 32)
+    )
     assert err.code() == grpc.StatusCode.FAILED_PRECONDITION
+
+
+def test_attempt_tokens_cannot_be_guessed_or_read(stub):
+    # Given a run claimed by its worker, and everything a reader can learn about it
+    run = record_run(stub, create_schedule(stub).schedule_id).run
+    claim = _claim(stub, run.run_id, "w1")
+    reads = [
+        stub.GetRun(api.GetRunRequest(run_id=run.run_id)),
+        stub.GetRuns(api.GetRunsRequest(runs=[api.GetRunRequest(run_id=run.run_id)])),
+        stub.ListRuns(api.ListRunsRequest(schedule_id=run.schedule_id)),
+        stub.ListRunEvents(api.ListRunEventsRequest(run_id=run.run_id)),
+    ]
+    current = reads[0].run
+
+    # Then no read carries the attempt's token
+    for reply in reads:
+        assert claim.attempt_token not in str(reply)
+        assert claim.attempt_token.encode() not in reply.SerializeToString()
+    # And a completion forged from what a read returns is refused, leaving the run alone
+    guesses = [str(current.attempt), f"{current.attempt:032x}", "0" * 32, current.run_id]
+    for guess in guesses:
+        err = rpc_error(_complete, stub, run.run_id, guess)
+        assert err.code() in (grpc.StatusCode.FAILED_PRECONDITION, grpc.StatusCode.INVALID_ARGUMENT)
+        assert claim.attempt_token not in err.details()
+    assert stub.GetRun(api.GetRunRequest(run_id=run.run_id)).run.state == pb.RUN_STATE_RUNNING
+    # And the real attempt still completes it
+    done = _complete(stub, run.run_id, claim.attempt_token)
+    assert done.changed and done.run.state == pb.RUN_STATE_SUCCEEDED
+
+
+def test_release_hands_the_run_back_for_an_immediate_claim(stub):
+    # Given a run claimed by w1, which saved a checkpoint
+    run = record_run(stub, create_schedule(stub).schedule_id).run
+    first = _claim(stub, run.run_id, "w1")
+
+    # When w1 stops gracefully and releases it
+    released = stub.ReleaseRun(
+        api.ReleaseRunRequest(
+            run_id=run.run_id,
+            attempt_token=first.attempt_token,
+            checkpoint_json='{"done": 40}',
+            reason="worker_shutdown",
+        )
+    )
+
+    # Then the run is pending with its checkpoint, and w2 claims it at once
+    assert released.released and released.run.state == pb.RUN_STATE_PENDING
+    second = _claim(stub, run.run_id, "w2")
+    assert second.claimed and second.run.attempt == 2
+    assert second.run.checkpoint_json == '{"done": 40}'
+    # And w1's token is void: its late completion is refused
+    assert rpc_error(_complete, stub, run.run_id, first.attempt_token).code() == (
+        grpc.StatusCode.FAILED_PRECONDITION
+    )
+    kinds = [e.kind for e in stub.ListRunEvents(api.ListRunEventsRequest(run_id=run.run_id)).events]
+    assert kinds == ["recorded", "claimed", "released", "claimed"]

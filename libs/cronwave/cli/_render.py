@@ -73,6 +73,8 @@ def _fields(title: str, rows: Sequence[tuple[str, str | Text]]) -> Table:
 
 
 def schedule_status(schedule: Schedule) -> Text:
+    if schedule.withheld and not schedule.deleted:
+        return Text("not planned: over a limit", style="red")
     if schedule.deleted:
         return Text("deleted", style="dim")
     if schedule.paused:

@@ -262,8 +262,8 @@ class ClaimRunResponse(_message.Message):
     ATTEMPT_TOKEN_FIELD_NUMBER: _ClassVar[int]
     run: _common_pb2.Run
     claimed: bool
-    attempt_token: int
-    def __init__(self, run: _Optional[_Union[_common_pb2.Run, _Mapping]] = ..., claimed: _Optional[bool] = ..., attempt_token: _Optional[int] = ...) -> None: ...
+    attempt_token: str
+    def __init__(self, run: _Optional[_Union[_common_pb2.Run, _Mapping]] = ..., claimed: _Optional[bool] = ..., attempt_token: _Optional[str] = ...) -> None: ...
 
 class HeartbeatRequest(_message.Message):
     __slots__ = ("run_id", "attempt_token", "checkpoint_json")
@@ -271,9 +271,9 @@ class HeartbeatRequest(_message.Message):
     ATTEMPT_TOKEN_FIELD_NUMBER: _ClassVar[int]
     CHECKPOINT_JSON_FIELD_NUMBER: _ClassVar[int]
     run_id: str
-    attempt_token: int
+    attempt_token: str
     checkpoint_json: str
-    def __init__(self, run_id: _Optional[str] = ..., attempt_token: _Optional[int] = ..., checkpoint_json: _Optional[str] = ...) -> None: ...
+    def __init__(self, run_id: _Optional[str] = ..., attempt_token: _Optional[str] = ..., checkpoint_json: _Optional[str] = ...) -> None: ...
 
 class HeartbeatResponse(_message.Message):
     __slots__ = ("deadline",)
@@ -292,16 +292,54 @@ class CompleteRunRequest(_message.Message):
     BODY_STARTED_AT_FIELD_NUMBER: _ClassVar[int]
     TRACEPARENT_FIELD_NUMBER: _ClassVar[int]
     run_id: str
-    attempt_token: int
+    attempt_token: str
     state: _common_pb2.RunState
     error: str
     result_json: str
     retry_after: _duration_pb2.Duration
     body_started_at: _timestamp_pb2.Timestamp
     traceparent: str
-    def __init__(self, run_id: _Optional[str] = ..., attempt_token: _Optional[int] = ..., state: _Optional[_Union[_common_pb2.RunState, str]] = ..., error: _Optional[str] = ..., result_json: _Optional[str] = ..., retry_after: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., body_started_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., traceparent: _Optional[str] = ...) -> None: ...
+    def __init__(self, run_id: _Optional[str] = ..., attempt_token: _Optional[str] = ..., state: _Optional[_Union[_common_pb2.RunState, str]] = ..., error: _Optional[str] = ..., result_json: _Optional[str] = ..., retry_after: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., body_started_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., traceparent: _Optional[str] = ...) -> None: ...
 
 class CompleteRunResponse(_message.Message):
+    __slots__ = ("run", "changed")
+    RUN_FIELD_NUMBER: _ClassVar[int]
+    CHANGED_FIELD_NUMBER: _ClassVar[int]
+    run: _common_pb2.Run
+    changed: bool
+    def __init__(self, run: _Optional[_Union[_common_pb2.Run, _Mapping]] = ..., changed: _Optional[bool] = ...) -> None: ...
+
+class ReleaseRunRequest(_message.Message):
+    __slots__ = ("run_id", "attempt_token", "checkpoint_json", "reason", "traceparent")
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPT_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    CHECKPOINT_JSON_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    TRACEPARENT_FIELD_NUMBER: _ClassVar[int]
+    run_id: str
+    attempt_token: str
+    checkpoint_json: str
+    reason: str
+    traceparent: str
+    def __init__(self, run_id: _Optional[str] = ..., attempt_token: _Optional[str] = ..., checkpoint_json: _Optional[str] = ..., reason: _Optional[str] = ..., traceparent: _Optional[str] = ...) -> None: ...
+
+class ReleaseRunResponse(_message.Message):
+    __slots__ = ("run", "released")
+    RUN_FIELD_NUMBER: _ClassVar[int]
+    RELEASED_FIELD_NUMBER: _ClassVar[int]
+    run: _common_pb2.Run
+    released: bool
+    def __init__(self, run: _Optional[_Union[_common_pb2.Run, _Mapping]] = ..., released: _Optional[bool] = ...) -> None: ...
+
+class CancelRunRequest(_message.Message):
+    __slots__ = ("run_id", "reason")
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    run_id: str
+    reason: str
+    def __init__(self, run_id: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
+
+class CancelRunResponse(_message.Message):
     __slots__ = ("run", "changed")
     RUN_FIELD_NUMBER: _ClassVar[int]
     CHANGED_FIELD_NUMBER: _ClassVar[int]
@@ -316,6 +354,18 @@ class GetFencingTokenRequest(_message.Message):
     def __init__(self, fencing_scope: _Optional[str] = ...) -> None: ...
 
 class GetFencingTokenResponse(_message.Message):
+    __slots__ = ("fencing_token",)
+    FENCING_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    fencing_token: int
+    def __init__(self, fencing_token: _Optional[int] = ...) -> None: ...
+
+class IssueFencingTokenRequest(_message.Message):
+    __slots__ = ("fencing_scope",)
+    FENCING_SCOPE_FIELD_NUMBER: _ClassVar[int]
+    fencing_scope: str
+    def __init__(self, fencing_scope: _Optional[str] = ...) -> None: ...
+
+class IssueFencingTokenResponse(_message.Message):
     __slots__ = ("fencing_token",)
     FENCING_TOKEN_FIELD_NUMBER: _ClassVar[int]
     fencing_token: int
@@ -376,12 +426,12 @@ class DeadLetterRunRequest(_message.Message):
     QUEUE_FIELD_NUMBER: _ClassVar[int]
     MESSAGE_JSON_FIELD_NUMBER: _ClassVar[int]
     run_id: str
-    attempt_token: int
+    attempt_token: str
     reason: str
     error: str
     queue: str
     message_json: str
-    def __init__(self, run_id: _Optional[str] = ..., attempt_token: _Optional[int] = ..., reason: _Optional[str] = ..., error: _Optional[str] = ..., queue: _Optional[str] = ..., message_json: _Optional[str] = ...) -> None: ...
+    def __init__(self, run_id: _Optional[str] = ..., attempt_token: _Optional[str] = ..., reason: _Optional[str] = ..., error: _Optional[str] = ..., queue: _Optional[str] = ..., message_json: _Optional[str] = ...) -> None: ...
 
 class DeadLetterRunResponse(_message.Message):
     __slots__ = ("dead_letter", "run", "changed")

@@ -150,10 +150,25 @@ class WorkflowStoreServiceStub:
                 request_serializer=cronwave_dot_v1_dot_workflow__store__service__pb2.CompleteRunRequest.SerializeToString,
                 response_deserializer=cronwave_dot_v1_dot_workflow__store__service__pb2.CompleteRunResponse.FromString,
                 _registered_method=True)
+        self.ReleaseRun = channel.unary_unary(
+                '/cronwave.v1.WorkflowStoreService/ReleaseRun',
+                request_serializer=cronwave_dot_v1_dot_workflow__store__service__pb2.ReleaseRunRequest.SerializeToString,
+                response_deserializer=cronwave_dot_v1_dot_workflow__store__service__pb2.ReleaseRunResponse.FromString,
+                _registered_method=True)
+        self.CancelRun = channel.unary_unary(
+                '/cronwave.v1.WorkflowStoreService/CancelRun',
+                request_serializer=cronwave_dot_v1_dot_workflow__store__service__pb2.CancelRunRequest.SerializeToString,
+                response_deserializer=cronwave_dot_v1_dot_workflow__store__service__pb2.CancelRunResponse.FromString,
+                _registered_method=True)
         self.GetFencingToken = channel.unary_unary(
                 '/cronwave.v1.WorkflowStoreService/GetFencingToken',
                 request_serializer=cronwave_dot_v1_dot_workflow__store__service__pb2.GetFencingTokenRequest.SerializeToString,
                 response_deserializer=cronwave_dot_v1_dot_workflow__store__service__pb2.GetFencingTokenResponse.FromString,
+                _registered_method=True)
+        self.IssueFencingToken = channel.unary_unary(
+                '/cronwave.v1.WorkflowStoreService/IssueFencingToken',
+                request_serializer=cronwave_dot_v1_dot_workflow__store__service__pb2.IssueFencingTokenRequest.SerializeToString,
+                response_deserializer=cronwave_dot_v1_dot_workflow__store__service__pb2.IssueFencingTokenResponse.FromString,
                 _registered_method=True)
         self.LatestFireTimes = channel.unary_unary(
                 '/cronwave.v1.WorkflowStoreService/LatestFireTimes',
@@ -324,7 +339,8 @@ class WorkflowStoreServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def ClaimRun(self, request, context):
-        """A worker takes a run: PENDING -> RUNNING, a new attempt with its own token.
+        """A worker takes a run: PENDING -> RUNNING, a new attempt with its own token (128
+        random bits, returned only here: no read returns it).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -343,8 +359,35 @@ class WorkflowStoreServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ReleaseRun(self, request, context):
+        """A worker that stops gracefully hands its attempt back: RUNNING -> PENDING (event
+        "released"), its checkpoint kept, so another worker resumes the run at once
+        instead of after a heartbeat lapse. Needs the current attempt's token.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def CancelRun(self, request, context):
+        """Cancels a run that has not finished (an overlap policy, an operator), whatever
+        attempt holds it; that attempt's next heartbeat or completion is refused.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def GetFencingToken(self, request, context):
         """The newest fencing token the store has seen for a scope.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def IssueFencingToken(self, request, context):
+        """A new fencing token for a scope: one more than every token issued for it before.
+        Only leader-election calls it, when it grants a lease; the store accepts a
+        fencing token only if it issued it (1 .. newest issued) and it is not older than
+        the newest it has seen, and refuses a scope it never issued a token for.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -528,10 +571,25 @@ def add_WorkflowStoreServiceServicer_to_server(servicer, server):
                     request_deserializer=cronwave_dot_v1_dot_workflow__store__service__pb2.CompleteRunRequest.FromString,
                     response_serializer=cronwave_dot_v1_dot_workflow__store__service__pb2.CompleteRunResponse.SerializeToString,
             ),
+            'ReleaseRun': grpc.unary_unary_rpc_method_handler(
+                    servicer.ReleaseRun,
+                    request_deserializer=cronwave_dot_v1_dot_workflow__store__service__pb2.ReleaseRunRequest.FromString,
+                    response_serializer=cronwave_dot_v1_dot_workflow__store__service__pb2.ReleaseRunResponse.SerializeToString,
+            ),
+            'CancelRun': grpc.unary_unary_rpc_method_handler(
+                    servicer.CancelRun,
+                    request_deserializer=cronwave_dot_v1_dot_workflow__store__service__pb2.CancelRunRequest.FromString,
+                    response_serializer=cronwave_dot_v1_dot_workflow__store__service__pb2.CancelRunResponse.SerializeToString,
+            ),
             'GetFencingToken': grpc.unary_unary_rpc_method_handler(
                     servicer.GetFencingToken,
                     request_deserializer=cronwave_dot_v1_dot_workflow__store__service__pb2.GetFencingTokenRequest.FromString,
                     response_serializer=cronwave_dot_v1_dot_workflow__store__service__pb2.GetFencingTokenResponse.SerializeToString,
+            ),
+            'IssueFencingToken': grpc.unary_unary_rpc_method_handler(
+                    servicer.IssueFencingToken,
+                    request_deserializer=cronwave_dot_v1_dot_workflow__store__service__pb2.IssueFencingTokenRequest.FromString,
+                    response_serializer=cronwave_dot_v1_dot_workflow__store__service__pb2.IssueFencingTokenResponse.SerializeToString,
             ),
             'LatestFireTimes': grpc.unary_unary_rpc_method_handler(
                     servicer.LatestFireTimes,
@@ -1202,6 +1260,60 @@ class WorkflowStoreService:
             _registered_method=True)
 
     @staticmethod
+    def ReleaseRun(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/cronwave.v1.WorkflowStoreService/ReleaseRun',
+            cronwave_dot_v1_dot_workflow__store__service__pb2.ReleaseRunRequest.SerializeToString,
+            cronwave_dot_v1_dot_workflow__store__service__pb2.ReleaseRunResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CancelRun(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/cronwave.v1.WorkflowStoreService/CancelRun',
+            cronwave_dot_v1_dot_workflow__store__service__pb2.CancelRunRequest.SerializeToString,
+            cronwave_dot_v1_dot_workflow__store__service__pb2.CancelRunResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
     def GetFencingToken(request,
             target,
             options=(),
@@ -1218,6 +1330,33 @@ class WorkflowStoreService:
             '/cronwave.v1.WorkflowStoreService/GetFencingToken',
             cronwave_dot_v1_dot_workflow__store__service__pb2.GetFencingTokenRequest.SerializeToString,
             cronwave_dot_v1_dot_workflow__store__service__pb2.GetFencingTokenResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def IssueFencingToken(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/cronwave.v1.WorkflowStoreService/IssueFencingToken',
+            cronwave_dot_v1_dot_workflow__store__service__pb2.IssueFencingTokenRequest.SerializeToString,
+            cronwave_dot_v1_dot_workflow__store__service__pb2.IssueFencingTokenResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -29,6 +29,7 @@ class PlannerStatus:
     revision: int
     queued: int = 0  # fires waiting for their turn (paced catch-up, backfill, retries)
     buffered: int = 0  # fires waiting behind a run in flight
+    left_out: int = 0  # schedules the feed left out so far (see cron_planner.feed)
 
 
 class Planner:
@@ -63,7 +64,7 @@ class Planner:
             self.index,
             self.clock,
             self.elector,
-            with_faults(DispatcherClient(self._dispatcher_channel, timeout), settings.fault),
+            with_faults(DispatcherClient(self._dispatcher_channel, timeout), settings),
             store,
             idle=idle or timedelta(seconds=1),
         )
@@ -120,6 +121,7 @@ class Planner:
             revision=self.index.revision,
             queued=self.loop.queued,
             buffered=self.loop.buffered,
+            left_out=self.feed.left_out,
         )
 
     def backfill(self, request: BackfillRequest) -> BackfillResult:

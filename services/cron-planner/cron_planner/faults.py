@@ -1,4 +1,5 @@
-"""Fault injection for failover drills, off unless ``CRONWAVE_FAULT`` names one.
+"""Fault injection for failover drills, in a planner started for them only
+(``CRONWAVE_TEST_HOOKS=1``) and off unless ``CRONWAVE_FAULT`` names one.
 
 ``CRONWAVE_FAULT`` is a comma-separated list of ``name=value`` items; the planner acts
 on the ones below and leaves the others to the services they name.
@@ -20,6 +21,7 @@ from datetime import timedelta
 
 from cron_planner.fire_loop import Dispatch, Start
 from cronwave_core.errors import ConfigurationError, CronwaveError
+from cronwave_core.settings import Settings
 
 log = logging.getLogger("cronwave.planner.fault")
 
@@ -77,9 +79,12 @@ class HeldDispatch:
         return self._inner.start_runs(starts, token)
 
 
-def with_faults(dispatch: Dispatch, raw: str) -> Dispatch:
-    """``dispatch`` as ``CRONWAVE_FAULT`` (``raw``) says; unchanged when it is empty."""
-    hold = hold_start(parse(raw))
+def with_faults(dispatch: Dispatch, settings: Settings) -> Dispatch:
+    """``dispatch`` as ``CRONWAVE_FAULT`` says, in a planner started for tests
+    (``settings.test_hooks``); unchanged in any other and when it names no fault."""
+    if not settings.test_hooks:
+        return dispatch
+    hold = hold_start(parse(settings.fault))
     if hold is None:
         return dispatch
     log.warning("fault injection on: %s=%s", HOLD_START, hold.total_seconds())

@@ -3,11 +3,18 @@
 ListSchedules once (page by page, so 100,000 schedules never make one oversized
 message; the watch from the first page's revision re-sends anything that changed while
 the later pages were read), then one WatchSchedules stream from there, applying
-each change as it arrives. A broken stream is re-opened from the newest revision
-applied, after a backoff that doubles up to a bound; a stream also ends on its own
-deadline and is re-opened at once, so no wait is unbounded. A schedule the planner
-cannot read (a spec the calendar rejects) is dropped from the index and logged: firing
-an older version of it would be wrong.
+each change as it arrives. The store ends a page by bytes as well as by count, so
+pages go on until one comes back empty: a short page is not the last. A broken stream
+is re-opened from the newest revision applied, after a backoff that doubles up to a
+bound; a stream also ends on its own deadline and is re-opened at once, so no wait is
+unbounded.
+
+A schedule the planner cannot plan is left out -- dropped from the index, logged with
+its id and why (never its payload), and counted in ``left_out`` -- and everything else
+loads and fires: a spec the calendar rejects, a record that does not decode, or one
+the store lists without part of it (``withheld``: a payload over the store's limit,
+written before the limit existed). Firing an older or partial version of it would be
+wrong; firing nothing because of it would be worse.
 """
 
 from __future__ import annotations
@@ -74,42 +81,12 @@ class _Shared:
         return at
 
 
-def _decoded(
-    msg: common_pb2.Schedule, now: datetime, shared: _Shared
-) -> tuple[ScheduleDef, datetime] | None:
-    try:
-        schedule = schedule_def_from_proto(msg)
-    except CronwaveError as exc:
-        _left_out(msg.schedule_id, exc)
-        return None
-    since = ts_to_dt(msg.updated_at) if msg.HasField("updated_at") else now
-    return shared(schedule), shared.instant(since)
-
-
-def _plannable(
-    decoded: Iterable[tuple[ScheduleDef, datetime]],
-) -> Iterator[tuple[ScheduleDef, datetime]]:
-    """The schedules whose spec the calendar accepts. Checked right before the index
-    takes each one, so the calendar compiled by the check is the one the index uses
-    (a planner holds more distinct specs than the calendar cache)."""
-    for schedule, since in decoded:
-        try:
-            validate(schedule.spec)
-        except CronwaveError as exc:
-            _left_out(schedule.schedule_id, exc)
-            continue
-        yield schedule, since
-
-
-def _readable(
-    msg: common_pb2.Schedule, now: datetime, shared: _Shared
-) -> tuple[ScheduleDef, datetime] | None:
-    decoded = _decoded(msg, now, shared)
-    return next(_plannable((decoded,)), None) if decoded is not None else None
-
-
-def _left_out(schedule_id: str, exc: CronwaveError) -> None:
-    log.error("schedule '%s' cannot be planned and is left out: %s", schedule_id, exc)
+def _why(exc: Exception) -> str:
+    """What a log line says of a decoding failure: a CronwaveError's message names the
+    field and the rule; of anything else, only its kind (its text might quote data)."""
+    if isinstance(exc, CronwaveError):
+        return str(exc)
+    return f"cannot be decoded ({type(exc).__name__})"
 
 
 class ScheduleFeed:
@@ -143,6 +120,8 @@ class ScheduleFeed:
         self._shared = _Shared()
         self.changes = 0
         self.reconnects = 0
+        #: Schedules left out so far (each time one is: at a load, at a change).
+        self.left_out = 0
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._run, name="schedule-feed", daemon=True)
@@ -180,24 +159,29 @@ class ScheduleFeed:
         now = self._clock.now()
         decoded: list[tuple[ScheduleDef, datetime]] = []
         revision: int | None = None
+        left_out = self.left_out
         # The next page is asked for before this one is decoded, so the store reads
-        # and encodes it while the planner decodes.
+        # and encodes it while the planner decodes. A page may end early by bytes:
+        # only an empty page ends the list.
         pending: grpc.Future | None = self._page("")
         while pending is not None:
             reply = pending.result()
             pending = None
             if revision is None:
                 revision = reply.revision
-            if len(reply.schedules) == PAGE and not self._stopping.is_set():
+            if reply.schedules and not self._stopping.is_set():
                 pending = self._page(reply.schedules[-1].schedule_id)
-            decoded.extend(
-                d for d in (_decoded(s, now, self._shared) for s in reply.schedules) if d
-            )
+            decoded.extend(d for d in (self._decoded(s, now) for s in reply.schedules) if d)
         if self._stopping.is_set():
             return
-        self._index.load(_plannable(decoded), revision or 0)
+        self._index.load(self._plannable(decoded), revision or 0)
         self.loaded.set()
-        log.info("loaded %d schedules at revision %d", len(self._index), revision or 0)
+        log.info(
+            "loaded %d schedules at revision %d (%d left out)",
+            len(self._index),
+            revision or 0,
+            self.left_out - left_out,
+        )
         self._on_change()
 
     def _page(self, after: str) -> grpc.Future:
@@ -227,10 +211,48 @@ class ScheduleFeed:
                 self._call = None
         return False
 
+    def _decoded(
+        self, msg: common_pb2.Schedule, now: datetime
+    ) -> tuple[ScheduleDef, datetime] | None:
+        if msg.withheld:
+            self._left_out(msg.schedule_id, f"the store withheld part of it ({msg.withheld})")
+            return None
+        try:
+            schedule = schedule_def_from_proto(msg)
+            since = ts_to_dt(msg.updated_at) if msg.HasField("updated_at") else now
+        except Exception as exc:  # one record that cannot be read must not stop the rest
+            self._left_out(msg.schedule_id, _why(exc))
+            return None
+        return self._shared(schedule), self._shared.instant(since)
+
+    def _plannable(
+        self, decoded: Iterable[tuple[ScheduleDef, datetime]]
+    ) -> Iterator[tuple[ScheduleDef, datetime]]:
+        """The schedules whose spec the calendar accepts. Checked right before the index
+        takes each one, so the calendar compiled by the check is the one the index uses
+        (a planner holds more distinct specs than the calendar cache)."""
+        for schedule, since in decoded:
+            try:
+                validate(schedule.spec)
+            except Exception as exc:  # as in _decoded
+                self._left_out(schedule.schedule_id, _why(exc))
+                continue
+            yield schedule, since
+
+    def _readable(
+        self, msg: common_pb2.Schedule, now: datetime
+    ) -> tuple[ScheduleDef, datetime] | None:
+        decoded = self._decoded(msg, now)
+        return next(self._plannable((decoded,)), None) if decoded is not None else None
+
+    def _left_out(self, schedule_id: str, why: str) -> None:
+        self.left_out += 1
+        log.error("schedule '%s' cannot be planned and is left out: %s", schedule_id, why)
+
     def _apply(self, msg: common_pb2.Schedule) -> None:
         self.changes += 1
         now = self._clock.now()
-        readable = None if msg.deleted else _readable(msg, now, self._shared)
+        readable = None if msg.deleted else self._readable(msg, now)
         if readable is None:
             self._index.remove(msg.schedule_id, msg.revision)
         else:

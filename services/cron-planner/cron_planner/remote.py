@@ -203,32 +203,12 @@ class StoreClient:
         return found
 
     def cancel_run(self, run: InFlight, reason: str) -> bool:
-        """Complete ``run`` as CANCELLED with ``reason`` (its worker's next heartbeat is
-        refused, so the job stops). False when it had finished already. A claim that
-        races the cancel is met by reading the run again, a few times."""
-        attempt = run.attempt
-        for _ in range(3):
-            request = store_pb.CompleteRunRequest(
-                run_id=run.run_id,
-                attempt_token=attempt,
-                state=common_pb2.RUN_STATE_CANCELLED,
-                error=reason,
-            )
-            try:
-                reply = self._call(self._stub.CompleteRun, request)
-            except CronwaveError as exc:
-                if exc.status == "FAILED_PRECONDITION" and exc.message.startswith("attempt_token"):
-                    attempt = self._attempt(run.run_id)
-                    continue
-                raise
-            assert isinstance(reply, store_pb.CompleteRunResponse)
-            return bool(reply.changed)
-        return False
-
-    def _attempt(self, run_id: str) -> int:
-        reply = self._call(self._stub.GetRun, store_pb.GetRunRequest(run_id=run_id))
-        assert isinstance(reply, store_pb.GetRunResponse)
-        return int(reply.run.attempt)
+        """Cancel ``run`` with ``reason`` (its worker's next heartbeat is refused, so
+        the job stops). False when it had finished already."""
+        request = store_pb.CancelRunRequest(run_id=run.run_id, reason=reason)
+        reply = self._call(self._stub.CancelRun, request)
+        assert isinstance(reply, store_pb.CancelRunResponse)
+        return bool(reply.changed)
 
 
 class LeaderClient:

@@ -7,7 +7,7 @@ from cronwave.v1 import dispatcher_service_pb2_grpc as pb_grpc
 from cronwave.v1 import workflow_store_service_pb2_grpc as store_grpc
 from cronwave_core.bootstrap import Service, full_names, serve
 from cronwave_core.caching import RunStatusCache, TwoTierCache, redis_client
-from cronwave_core.faults import Faults
+from cronwave_core.faults import fault_hooks
 from cronwave_core.queueing import make_broker
 from cronwave_core.rpc import open_channel
 from cronwave_core.settings import Settings
@@ -23,7 +23,7 @@ def main() -> None:
     broker = make_broker(settings)
     channel = open_channel(settings.store_addr, settings.rpc_timeout)
     store = store_grpc.WorkflowStoreServiceStub(channel)
-    faults = Faults.from_env_value(settings.fault)
+    faults = fault_hooks(settings)
     cache_redis = redis_client(settings.redis_url)
     routes = TwoTierCache(
         "route",

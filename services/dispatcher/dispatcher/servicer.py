@@ -33,7 +33,7 @@ from cronwave_core.caching import CacheControl, RunStatusCache
 from cronwave_core.convert import dt_to_ts, ts_to_dt
 from cronwave_core.errors import InvalidArgument, Unavailable
 from cronwave_core.fanout import ATTR_BATCH_SIZE
-from cronwave_core.faults import Faults, run_key
+from cronwave_core.faults import NO_FAULTS, FaultHooks, run_key
 from cronwave_core.fields import identifier
 from cronwave_core.queueing import DEFAULT_QUEUE, RunMessage, enqueue_many, trigger_name
 from cronwave_core.rpc import item_error
@@ -75,7 +75,7 @@ class DispatcherServicer(pb_grpc.DispatcherServiceServicer):
         routes: RouteCache | None = None,
         dedup: DedupCache | None = None,
         run_status: RunStatusCache | None = None,
-        faults: Faults | None = None,
+        faults: FaultHooks = NO_FAULTS,
     ) -> None:
         self.store = store
         self.broker = broker
@@ -83,7 +83,7 @@ class DispatcherServicer(pb_grpc.DispatcherServiceServicer):
         self.routes = routes
         self.dedup = dedup
         self.run_status = run_status
-        self.faults = faults or Faults()
+        self.faults = faults  # no-op hooks unless the process was started for tests
 
     def StartRun(
         self, request: pb.StartRunRequest, context: grpc.ServicerContext

@@ -2,15 +2,17 @@
 
 Every operation is one Lua script, so it is atomic against every other candidate.
 Keys: ``<namespace>:lease:<scope>`` (a hash: holder, token, ttl in ms; it expires with
-the lease) and ``<namespace>:fence:<scope>`` (the counter that tokens are INCRed from;
+the lease) and ``<namespace>:fence:<scope>`` (the newest token granted in this Redis;
 it never expires).
 
-A new token is only ever issued after the counter has been floored at the newest token
-the workflow-store has seen (``floor``), so tokens keep increasing even when Redis loses
-its data or is restored from an old snapshot. When the store cannot be asked, a new
-token is still issued from an existing counter, but never from a missing one: that
-campaign fails with ``Unavailable`` instead of risking a token the store would take
-for a newer leader's than it is.
+Tokens are not counted in Redis: a new holder's token is issued by the
+workflow-store (``Issue``), which keeps the newest token it issued durably and
+accepts no other, so tokens keep increasing when Redis loses its data or is restored
+from an old snapshot, and no caller can make one up. When the store cannot be asked,
+the campaign fails with ``Unavailable``: no lease is granted that could not write.
+A token is issued only once the lease was seen free; if a rival took it meanwhile,
+the token is left unused (the store accepts tokens up to the newest issued, and a
+write is still refused when older than the newest it has seen).
 """
 
 from __future__ import annotations
@@ -26,8 +28,13 @@ from cronwave_core.errors import Unavailable
 
 MIN_TTL = timedelta(seconds=1)
 MAX_TTL = timedelta(minutes=5)
+# A token issued while a rival was granted a newer one is not used; the campaign asks
+# for another, this many times at most (rivals racing for one free lease).
+_ISSUE_ATTEMPTS = 3
 
 # Replies of every script: {status, holder, token, remaining ms, ttl ms}.
+# ARGV[3]: 'ask' (is the lease free? status -1 when it is), or the token to grant it
+# with (status -3 when a newer token was granted in this Redis meanwhile).
 _CAMPAIGN = """
 local holder = redis.call('HGET', KEYS[1], 'holder')
 if holder and holder ~= ARGV[1] then
@@ -40,19 +47,16 @@ if holder then
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
   return {1, holder, token, tonumber(ARGV[2]), tonumber(ARGV[2])}
 end
-local counter = redis.call('GET', KEYS[2])
 if ARGV[3] == 'ask' then
-  return {-1, '', tonumber(counter or '0'), 0, 0}
+  return {-1, '', 0, 0, 0}
 end
-if ARGV[3] == 'none' then
-  if not counter then
-    return {-2, '', 0, 0, 0}
-  end
-elseif not counter or tonumber(counter) < tonumber(ARGV[3]) then
-  redis.call('SET', KEYS[2], ARGV[3])
+local granted = tonumber(redis.call('GET', KEYS[2]) or '0')
+local token = tonumber(ARGV[3])
+if token <= granted then
+  return {-3, '', granted, 0, 0}
 end
-local token = redis.call('INCR', KEYS[2])
-redis.call('HSET', KEYS[1], 'holder', ARGV[1], 'token', token, 'ttl', ARGV[2])
+redis.call('SET', KEYS[2], ARGV[3])
+redis.call('HSET', KEYS[1], 'holder', ARGV[1], 'token', ARGV[3], 'ttl', ARGV[2])
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
 return {1, ARGV[1], token, tonumber(ARGV[2]), tonumber(ARGV[2])}
 """
@@ -106,9 +110,9 @@ class Outcome:
     lease: Lease
 
 
-# The newest fencing token the workflow-store has seen for a scope; raises
-# ``Unavailable`` when the store cannot say.
-Floor = Callable[[str], int]
+# A new fencing token for a scope, issued by the workflow-store; raises
+# ``Unavailable`` when the store cannot be asked.
+Issue = Callable[[str], int]
 
 
 def _ms(td: timedelta) -> int:
@@ -118,9 +122,9 @@ def _ms(td: timedelta) -> int:
 class LeaseStore:
     """Campaign, renew, resign and observe leases kept in Redis."""
 
-    def __init__(self, client: redis.Redis, namespace: str, floor: Floor) -> None:
+    def __init__(self, client: redis.Redis, namespace: str, issue: Issue) -> None:
         self._namespace = namespace
-        self._floor = floor
+        self._issue = issue
         self._campaign = client.register_script(_CAMPAIGN)
         self._renew = client.register_script(_RENEW)
         self._resign = client.register_script(_RESIGN)
@@ -140,22 +144,15 @@ class LeaseStore:
         """
         keys = [self.lease_key(scope), self.fence_key(scope)]
         reply = self._run(self._campaign, keys, [candidate, _ms(ttl), "ask"])
-        if reply[0] != -1:
-            return self._outcome(scope, reply)
-        # The lease is free: a new token will be issued. Floor it at the store's newest
-        # first; the second script re-checks everything, so a rival that won meanwhile
-        # still wins.
-        try:
-            floor = str(self._floor(scope))
-        except Unavailable:
-            floor = "none"  # issue from the counter only if it exists
-        reply = self._run(self._campaign, keys, [candidate, _ms(ttl), floor])
-        if reply[0] == -2:
-            raise Unavailable(
-                f"scope '{scope}': the fencing counter is missing from Redis and the "
-                "workflow-store cannot be asked for the newest token it has seen; no "
-                "token is issued until the store answers (check CRONWAVE_STORE_ADDR)"
-            )
+        for _ in range(_ISSUE_ATTEMPTS):
+            if reply[0] != -1 and reply[0] != -3:
+                return self._outcome(scope, reply)
+            # The lease is free: the store issues the new holder's token. The second
+            # script re-checks everything, so a rival that won meanwhile still wins.
+            token = self._issue(scope)
+            reply = self._run(self._campaign, keys, [candidate, _ms(ttl), str(token)])
+        if reply[0] == -3:
+            raise Unavailable(f"scope '{scope}': rivals kept taking newer tokens; campaign again")
         return self._outcome(scope, reply)
 
     def renew(self, scope: str, candidate: str, token: int) -> Outcome:

@@ -13,7 +13,7 @@ from cronwave_core.settings import Settings
 from cronwave_core.telemetry import init_tracing
 from leader_election.leases import LeaseStore
 from leader_election.servicer import LeaderElectionServicer
-from leader_election.store_floor import StoreFloor
+from leader_election.store_tokens import StoreTokens
 
 
 def main() -> None:
@@ -31,7 +31,7 @@ def main() -> None:
     leases = LeaseStore(
         client,
         settings.namespace,
-        StoreFloor(store_channel, settings.store_addr, settings.rpc_timeout / 2),
+        StoreTokens(store_channel, settings.store_addr, settings.rpc_timeout / 2),
     )
     servicer = LeaderElectionServicer(leases, settings.lease_ttl)
 

@@ -1,5 +1,7 @@
 """Failure drills the gateway plays on purpose, armed by ``SetFaults`` (or
-``CRONWAVE_GATEWAY_TIMEOUT_AFTER_COMMIT`` at start-up).
+``CRONWAVE_GATEWAY_TIMEOUT_AFTER_COMMIT`` at start-up) in a gateway started for tests
+(``CRONWAVE_TEST_HOOKS=1``) only: any other has ``NO_FAULTS``, which never holds an
+answer and refuses ``SetFaults`` (UNIMPLEMENTED).
 
 "Timeout after commit" is the failure that makes idempotency keys necessary: the
 charge is committed, but the answer arrives after the caller gave up, so the caller
@@ -12,7 +14,8 @@ from __future__ import annotations
 import threading
 from datetime import timedelta
 
-from cronwave_core.errors import InvalidArgument
+from cronwave_core.errors import InvalidArgument, Unimplemented
+from cronwave_core.settings import TEST_HOOKS
 
 MAX_HOLD = timedelta(seconds=120)
 #: How far past the caller's deadline an answer is held, so the caller surely gave up.
@@ -21,8 +24,40 @@ PAST_DEADLINE = timedelta(milliseconds=200)
 NO_DEADLINE_HOLD = timedelta(seconds=5)
 
 
-class Faults:
-    """The armed drills; safe to use from every server thread."""
+class DrillsOff(Unimplemented):
+    """``SetFaults`` called on a gateway not started for tests."""
+
+    def __init__(self) -> None:
+        super().__init__(
+            "SetFaults: failure drills exist only in a payment-gateway started for tests "
+            f"or drills ({TEST_HOOKS}=1); this one was not, so none can be armed"
+        )
+
+
+class FaultHooks:
+    """What a gateway not started for tests has: no drill, nothing to arm."""
+
+    def set(self, timeout_after_commit: int, hold: timedelta | None = None) -> None:
+        """Arm the next ``timeout_after_commit`` charge calls (0 disarms); refused
+        (``DrillsOff``, UNIMPLEMENTED) unless the gateway was started for tests."""
+        raise DrillsOff()
+
+    def take_timeout(self, time_remaining: float | None) -> float | None:
+        """Seconds to hold the answer of the call that just committed, or None when
+        no drill is armed. ``time_remaining`` is the caller's remaining deadline."""
+        return None
+
+    def state(self) -> tuple[int, int]:
+        """(calls still armed, answers held so far)."""
+        return 0, 0
+
+
+NO_FAULTS = FaultHooks()
+
+
+class Faults(FaultHooks):
+    """The armed drills of a gateway started for tests; safe to use from every server
+    thread."""
 
     def __init__(self, timeout_after_commit: int = 0, hold: timedelta | None = None) -> None:
         self._lock = threading.Lock()
@@ -32,7 +67,6 @@ class Faults:
         self.set(timeout_after_commit, hold)
 
     def set(self, timeout_after_commit: int, hold: timedelta | None = None) -> None:
-        """Arm the next ``timeout_after_commit`` charge calls (0 disarms)."""
         if timeout_after_commit < 0:
             raise InvalidArgument("timeout_after_commit", "must not be negative")
         if hold is not None and not timedelta(0) <= hold <= MAX_HOLD:
@@ -42,8 +76,6 @@ class Faults:
             self._hold = hold
 
     def take_timeout(self, time_remaining: float | None) -> float | None:
-        """Seconds to hold the answer of the call that just committed, or None when
-        no drill is armed. ``time_remaining`` is the caller's remaining deadline."""
         with self._lock:
             if self._timeouts <= 0:
                 return None
@@ -57,6 +89,5 @@ class Faults:
         return max(0.0, time_remaining) + PAST_DEADLINE.total_seconds()
 
     def state(self) -> tuple[int, int]:
-        """(calls still armed, answers held so far)."""
         with self._lock:
             return self._timeouts, self._served

@@ -16,7 +16,7 @@ from cronwave_core.convert import dt_to_ts, duration_to_td
 from cronwave_core.errors import InvalidArgument
 from cronwave_core.telemetry import hop_span
 from payment_gateway.domain import SUCCEEDED, Charge, ChargeItem, ChargeResult
-from payment_gateway.faults import Faults
+from payment_gateway.faults import NO_FAULTS, FaultHooks
 from payment_gateway.ledger import Ledger
 
 DEFAULT_PAGE = 1_000
@@ -63,7 +63,10 @@ def result_to_proto(
 
 class PaymentGatewayServicer(pb_grpc.PaymentGatewayServiceServicer):
     def __init__(
-        self, ledger: Ledger, faults: Faults, sleep: Callable[[float], None] = time.sleep
+        self,
+        ledger: Ledger,
+        faults: FaultHooks = NO_FAULTS,
+        sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         self.ledger = ledger
         self.faults = faults
@@ -124,6 +127,7 @@ class PaymentGatewayServicer(pb_grpc.PaymentGatewayServiceServicer):
     def SetFaults(
         self, request: pb.SetFaultsRequest, context: grpc.ServicerContext
     ) -> pb.SetFaultsResponse:
+        """Arms the drills; UNIMPLEMENTED in a gateway not started for tests."""
         hold = duration_to_td(request.hold, "hold") if request.HasField("hold") else None
         self.faults.set(request.timeout_after_commit, hold)
         armed, served = self.faults.state()

@@ -42,7 +42,7 @@ class DeadLetterRejected(dramatiq.Middleware):
         )[:10_000]
         self.processor.dead_letter(
             run_id if isinstance(run_id, str) else "",
-            0,
+            "",
             "rejected",
             error,
             queue=q_name(message.queue_name),

@@ -30,13 +30,14 @@ from cronwave_core.bootstrap import RunningServer, Service, full_names
 from cronwave_core.caching import RunStatusCache, redis_client
 from cronwave_core.convert import td_to_duration
 from cronwave_core.errors import ConfigurationError, CronwaveError
-from cronwave_core.faults import Faults
+from cronwave_core.faults import fault_hooks
 from cronwave_core.rpc import error_from_rpc, open_channel
 from cronwave_core.settings import Settings
 from cronwave_core.telemetry import init_tracing
 from worker.acks import BatchAckBroker
 from worker.actors import declare_actors
 from worker.dead_letters import DeadLetterRejected
+from worker.drills import drill_hooks
 from worker.held_runs import HeldRuns
 from worker.job_process import JobProcessPool
 from worker.jobs import JobType, Registry, default_registry
@@ -161,8 +162,9 @@ def main() -> None:
         broker=broker,
         isolation=Isolation(pool=pool, kill_grace=options.kill_grace),
         run_status=RunStatusCache(cache_redis, settings.namespace),
-        faults=Faults.from_env_value(settings.fault),
+        faults=fault_hooks(settings),
         held=held,
+        drills=drill_hooks(settings),
     )
     broker.add_middleware(DeadLetterRejected(processor))
     declare_actors(broker, settings.worker_queues, processor, registry)

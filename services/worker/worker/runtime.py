@@ -32,7 +32,7 @@ from cronwave.v1 import workflow_store_service_pb2 as store_pb
 from cronwave_core.batching import Coalescer, ItemRefused, results_of
 from cronwave_core.caching import TERMINAL_STATES, RunStatusCache
 from cronwave_core.convert import td_to_duration, ts_to_dt
-from cronwave_core.faults import Faults, run_key
+from cronwave_core.faults import NO_FAULTS, FaultHooks, run_key
 from cronwave_core.queueing import RunMessage, UndecodableRunMessage
 from cronwave_core.telemetry import (
     ATTR_FAULT,
@@ -48,6 +48,7 @@ from cronwave_core.telemetry import (
     run_attributes,
     tracer,
 )
+from worker.drills import NO_DRILLS, DrillHooks
 from worker.held_runs import HeldRuns
 from worker.isolation import ProcessSupervisor
 from worker.job_process import JobProcessPool
@@ -157,8 +158,9 @@ class RunProcessor:
         broker: RedisBroker | None = None,
         isolation: Isolation | None = None,
         run_status: RunStatusCache | None = None,
-        faults: Faults | None = None,
+        faults: FaultHooks = NO_FAULTS,
         held: HeldRuns | None = None,
+        drills: DrillHooks = NO_DRILLS,
     ) -> None:
         self.store = store
         self.registry = registry
@@ -167,8 +169,9 @@ class RunProcessor:
         self.broker = broker
         self.isolation = isolation or Isolation(pool=None)
         self.run_status = run_status  # terminal runs, for readers of run status
-        self.faults = faults or Faults()
+        self.faults = faults  # no-op hooks unless the process was started for tests
         self.held = held  # runs claimed ahead of their fire time wait there
+        self.drills = drills  # no-op hooks unless the process was started for drills
         # Claims and completions of the runs this worker handles at once go to the
         # store together (group commit; see cronwave_core.batching).
         self.claims: Coalescer[store_pb.ClaimRunRequest, store_pb.ClaimRunResponse] = Coalescer(
@@ -217,7 +220,7 @@ class RunProcessor:
             run_id = kwargs.get("run_id") if isinstance(kwargs, Mapping) else None
             self.dead_letter(
                 run_id if isinstance(run_id, str) else "",
-                0,
+                "",
                 "undecodable",
                 exc.message,
                 queue=queue,
@@ -271,7 +274,7 @@ class RunProcessor:
                 self.stats.finished()
 
     def _hold_if_early(
-        self, run: common_pb2.Run, attempt_token: int, attrs: Mapping[str, str]
+        self, run: common_pb2.Run, attempt_token: str, attrs: Mapping[str, str]
     ) -> bool:
         """Hand a run claimed well ahead of its fire time to the held runs (see
         ``worker.held_runs``), released by a heartbeat interval at the latest; False
@@ -335,7 +338,7 @@ class RunProcessor:
                 span.set_attribute("cronwave.claimed", False)
                 self.dead_letter(
                     message.run_id,
-                    0,
+                    "",
                     "unknown_run",
                     exc.details() or "the store has no such run",
                     queue=message.queue,
@@ -357,7 +360,7 @@ class RunProcessor:
     def dead_letter(
         self,
         run_id: str,
-        attempt_token: int,
+        attempt_token: str,
         reason: str,
         error: str,
         *,
@@ -397,7 +400,7 @@ class RunProcessor:
             span.set_attribute(ATTR_FAULT, latency.label if latency else "pickup:queue")
         span.end(end_time=now_ns)
 
-    def _execute(self, run: common_pb2.Run, attempt_token: int, attrs: Mapping[str, str]) -> None:
+    def _execute(self, run: common_pb2.Run, attempt_token: str, attrs: Mapping[str, str]) -> None:
         fire_time = ts_to_dt(run.fire_time)
         job_type = self.registry.get(run.job_type)
         execute_attrs: dict[str, Any] = {
@@ -473,7 +476,7 @@ class RunProcessor:
     def _finish(
         self,
         run: common_pb2.Run,
-        attempt_token: int,
+        attempt_token: str,
         result: AttemptResult,
         decision: Decision,
         span: trace.Span,
@@ -489,6 +492,7 @@ class RunProcessor:
                 queue=run.queue,
             )
             return
+        self.drills.before_complete(run.run_id, run.attempt)
         request = store_pb.CompleteRunRequest(
             run_id=run.run_id,
             attempt_token=attempt_token,
@@ -545,7 +549,7 @@ class RunProcessor:
         return count
 
     def _attempt(
-        self, run: common_pb2.Run, attempt_token: int, fire_time: datetime, job_type: JobType
+        self, run: common_pb2.Run, attempt_token: str, fire_time: datetime, job_type: JobType
     ) -> AttemptResult:
         try:
             payload = _json_object(run.payload_json, "payload_json")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from dataclasses import replace
 from datetime import UTC, date, datetime, timedelta
 from functools import lru_cache
 from typing import Any
@@ -40,6 +41,7 @@ from cronwave_core.spec import (
     Spec,
 )
 from workflow_store import validate
+from workflow_store.limits import Limits
 from workflow_store.records import (
     COMPLETIONS,
     DEFAULT_FENCING_SCOPE,
@@ -308,14 +310,14 @@ def _policy_direct(data: dict[str, Any]) -> Policy:
 # -- schedules -------------------------------------------------------------------------
 
 
-def new_schedule_from_proto(msg: pb.Schedule) -> NewSchedule:
+def new_schedule_from_proto(msg: pb.Schedule, limits: Limits) -> NewSchedule:
     """A CreateSchedule request's schedule, validated; server-owned fields ignored."""
     schedule_id = validate.schedule_id(msg.schedule_id)
     spec = spec_from_proto(msg.spec)
     calendar.validate(spec)
     policy = policy_from_proto(msg.policy)
     job_type = validate.name(msg.job_type, "job_type")
-    payload = validate.payload_json(msg.payload_json)
+    payload = validate.payload_json(msg.payload_json, limits.payload_bytes)
     note = validate.text(msg.pause_note, "pause_note")
     return NewSchedule(schedule_id, spec, policy, job_type, payload, msg.paused, note)
 
@@ -328,6 +330,17 @@ def _policy_proto(policy: Policy) -> pb.SchedulePolicy:
 
 
 def schedule_to_proto(rec: ScheduleRecord) -> pb.Schedule:
+    if rec.identity_only:
+        return pb.Schedule(
+            schedule_id=rec.schedule_id,
+            job_type=rec.job_type,
+            paused=rec.paused,
+            created_at=dt_to_ts(rec.created_at),
+            updated_at=dt_to_ts(rec.updated_at),
+            revision=rec.revision,
+            deleted=rec.deleted,
+            withheld=rec.withheld,
+        )
     return pb.Schedule(
         schedule_id=rec.schedule_id,
         spec=spec_to_proto(rec.spec),
@@ -340,7 +353,20 @@ def schedule_to_proto(rec: ScheduleRecord) -> pb.Schedule:
         updated_at=dt_to_ts(rec.updated_at),
         revision=rec.revision,
         deleted=rec.deleted,
+        withheld=rec.withheld,
     )
+
+
+def schedule_reply(rec: ScheduleRecord, most: int) -> pb.Schedule:
+    """``rec`` as any reply sends it: whole when its encoding is at most ``most``
+    bytes, else by its identity alone, saying why in ``withheld`` -- a message gRPC
+    refuses to deliver would fail the call (a listing: at this schedule, every time)."""
+    msg = schedule_to_proto(rec)
+    size = msg.ByteSize()
+    if size <= most:
+        return msg
+    why = f"schedule: {size} bytes encoded, over the limit of {most} for one reply"
+    return schedule_to_proto(replace(rec, withheld=why, identity_only=True))
 
 
 # -- job types -------------------------------------------------------------------------
@@ -400,8 +426,21 @@ def _fire_time(msg: Any) -> datetime:
     return ts_to_dt(msg.fire_time, "fire_time")
 
 
+_MAX_SCOPE = 200
+
+
+def fencing_scope(scope: str, field: str = "fencing_scope") -> str:
+    """A lease scope's name (default "planner"): at most 200 printable characters
+    with no whitespace, as leader-election grants them."""
+    scope = scope or DEFAULT_FENCING_SCOPE
+    if len(scope) > _MAX_SCOPE:
+        raise InvalidArgument(field, f"must be at most {_MAX_SCOPE} characters")
+    if any(c.isspace() or not c.isprintable() for c in scope):
+        raise InvalidArgument(field, "must not contain whitespace or control characters")
+    return scope
+
+
 def _fencing(token: int, scope: str, required: bool, why: str) -> tuple[int, str]:
-    validate.key(scope, "fencing_scope")
     if token < 0:
         raise InvalidArgument("fencing_token", "must not be negative")
     if required and token == 0:
@@ -410,7 +449,7 @@ def _fencing(token: int, scope: str, required: bool, why: str) -> tuple[int, str
             f"required for {why}: pass the planner's lease token so a deposed leader's "
             "fires are refused",
         )
-    return token, scope or DEFAULT_FENCING_SCOPE
+    return token, fencing_scope(scope)
 
 
 def record_run_from_proto(msg: api.RecordRunRequest) -> RecordRequest:
@@ -509,12 +548,26 @@ def completion_state_from_proto(value: pb.RunState) -> RunState:
     return state
 
 
+_HEX = frozenset("0123456789abcdef")
+
+
+def attempt_token(value: str, field: str = "attempt_token", required: bool = True) -> str:
+    """An attempt token as ClaimRun returned it: 32 lowercase hex digits."""
+    if not value and not required:
+        return value
+    if len(value) != 32 or not _HEX.issuperset(value):
+        raise InvalidArgument(
+            field, "must be the 32 hex digits the run's claim returned (ClaimRun.attempt_token)"
+        )
+    return value
+
+
 def completion_from_proto(msg: api.CompleteRunRequest) -> CompletionRequest:
     """A CompleteRun(s) item; the store checks the rest of its rules."""
     validate.key(msg.traceparent, "traceparent")
     return CompletionRequest(
         run_id=validate.key(msg.run_id, "run_id"),
-        attempt_token=msg.attempt_token,
+        attempt_token=attempt_token(msg.attempt_token),
         state=completion_state_from_proto(msg.state),
         error=validate.text(msg.error, "error"),
         result_json=validate.json_text(msg.result_json, "result_json"),
@@ -552,7 +605,9 @@ def _opt(ts: datetime | None) -> Any:
     return dt_to_ts(ts) if ts is not None else None
 
 
-def run_to_proto(rec: RunRecord) -> pb.Run:
+def run_to_proto(rec: RunRecord, *, payload: bool = True) -> pb.Run:
+    """``payload``: False for callers that never read it (the dispatcher, the planner),
+    so a batch of runs with large payloads stays one small message."""
     return pb.Run(
         run_id=rec.run_id,
         schedule_id=rec.schedule_id,
@@ -560,7 +615,7 @@ def run_to_proto(rec: RunRecord) -> pb.Run:
         state=_RUN_STATE_PB[rec.state],
         trigger=_TRIGGER_PB[rec.trigger],
         job_type=rec.job_type,
-        payload_json=rec.payload_json,
+        payload_json=rec.payload_json if payload else "",
         attempt=rec.attempt,
         fencing_token=rec.fencing_token,
         idempotency_key=rec.idempotency_key,
@@ -597,14 +652,14 @@ def iso(dt: datetime) -> str:
 
 
 def stalled_to_proto(rec: StalledRun) -> api.StalledRun:
-    return api.StalledRun(run=run_to_proto(rec.run), reason=rec.reason.value)
+    """Without the payload: the dispatcher's sweeper only queues a message naming it."""
+    return api.StalledRun(run=run_to_proto(rec.run, payload=False), reason=rec.reason.value)
 
 
 def dead_letter_from_proto(msg: api.DeadLetterRunRequest) -> DeadLetterRequest:
     if not msg.run_id and not msg.message_json:
         raise InvalidArgument("run_id", "required unless message_json carries a poison message")
-    if msg.attempt_token < 0:
-        raise InvalidArgument("attempt_token", "must not be negative")
+    attempt_token(msg.attempt_token, required=False)
     try:
         reason = DeadLetterReason(msg.reason)
     except ValueError:

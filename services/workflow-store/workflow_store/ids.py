@@ -27,3 +27,15 @@ def new_run_id() -> str:
         now = max(time.time_ns(), _last_ns + 1)  # strictly increasing in-process
         _last_ns = now
     return "run_" + _b32(now, 13) + _b32(secrets.randbits(65), 13)
+
+
+def new_attempt_token() -> str:
+    """An attempt's token: 128 random bits as 32 hex digits, new at every claim. It is
+    the attempt's proof that it holds the run; only the claim's answer carries it."""
+    return secrets.token_hex(16)
+
+
+def same_token(given: str, current: str) -> bool:
+    """Whether ``given`` is the run's current attempt token, compared in constant time.
+    A run never claimed has no token, and no given token matches it."""
+    return bool(current) and secrets.compare_digest(given.encode(), current.encode())

@@ -146,7 +146,9 @@ class Run(Base):
     job_type: Mapped[str]
     payload_json: Mapped[str] = mapped_column(sa.Text())
     attempt: Mapped[int] = mapped_column(sa.Integer())
-    attempt_token: Mapped[int]
+    # 32 random hex digits, new at every claim; empty until the first claim. Never
+    # returned by a read: only the attempt that claimed the run knows it.
+    attempt_token: Mapped[str]
     fencing_token: Mapped[int]
     idempotency_key: Mapped[str]
     queue: Mapped[str]
@@ -182,12 +184,16 @@ class RunEvent(Base):
 
 
 class Fencing(Base):
-    """The newest fencing token seen per lease scope."""
+    """Per lease scope: the newest fencing token issued (``IssueFencingToken``, called
+    by leader-election when it grants the lease) and the newest seen on a write. A
+    write's token must lie in [token, issued]; a scope without a row was never
+    issued a token, and its writes are refused."""
 
     __tablename__ = "fencing"
 
     scope: Mapped[str] = mapped_column(primary_key=True)
     token: Mapped[int]
+    issued: Mapped[int] = mapped_column(server_default=sa.text("0"), default=0)
     updated_at: Mapped[datetime]
 
 

@@ -82,6 +82,10 @@ class ScheduleRecord:
     created_at: datetime
     updated_at: datetime
     revision: int
+    # Only in listings: why part of the row was left out (see ``Store.list_schedules``);
+    # ``identity_only``: all but its identity was (spec and policy are placeholders).
+    withheld: str = ""
+    identity_only: bool = False
 
 
 @dataclass(frozen=True)
@@ -134,7 +138,7 @@ class RunRecord:
     job_type: str
     payload_json: str
     attempt: int
-    attempt_token: int
+    attempt_token: str
     fencing_token: int
     idempotency_key: str
     queue: str
@@ -170,7 +174,7 @@ class Recorded:
 class Claim:
     run: RunRecord
     claimed: bool
-    attempt_token: int
+    attempt_token: str
 
 
 @dataclass(frozen=True)
@@ -202,7 +206,7 @@ class CompletionRequest:
     completion that changes the run then records the run event ``started`` too."""
 
     run_id: str
-    attempt_token: int
+    attempt_token: str
     state: RunState
     error: str = ""
     result_json: str = ""
@@ -237,7 +241,7 @@ class DeadLetterRequest:
     """A validated DeadLetterRun request."""
 
     run_id: str
-    attempt_token: int
+    attempt_token: str
     reason: DeadLetterReason
     error: str = ""
     queue: str = ""

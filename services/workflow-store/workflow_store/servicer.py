@@ -14,21 +14,22 @@ from typing import TypeVar
 import grpc
 from opentelemetry.trace import Span
 
+from cronwave.v1 import common_pb2
 from cronwave.v1 import workflow_store_service_pb2 as api
 from cronwave.v1 import workflow_store_service_pb2_grpc as api_grpc
 from cronwave_core import fanout, telemetry
 from cronwave_core.convert import dt_to_ts, duration_to_td
 from cronwave_core.errors import CronwaveError, InvalidArgument
-from cronwave_core.faults import Faults, run_key
+from cronwave_core.faults import NO_FAULTS, FaultHooks, run_key
 from cronwave_core.rpc import item_error
-from workflow_store import convert, slots, validate
+from workflow_store import convert, paging, slots, validate
 from workflow_store.records import (
-    DEFAULT_FENCING_SCOPE,
     MAX_BATCH,
     Completion,
     Recorded,
     RecordRequest,
     RunRecord,
+    ScheduleRecord,
 )
 from workflow_store.store import Store
 
@@ -113,8 +114,10 @@ def _missed_slot(msg: api.MissedSlot) -> slots.MissedSlot:
     )
 
 
-def _recorded_to_proto(recorded: Recorded) -> api.RecordRunResponse:
-    return api.RecordRunResponse(run=convert.run_to_proto(recorded.run), created=recorded.created)
+def _recorded_to_proto(recorded: Recorded, *, payload: bool = True) -> api.RecordRunResponse:
+    return api.RecordRunResponse(
+        run=convert.run_to_proto(recorded.run, payload=payload), created=recorded.created
+    )
 
 
 def _completion_to_proto(completion: Completion) -> api.CompleteRunResponse:
@@ -128,37 +131,45 @@ class WorkflowStoreServicer(api_grpc.WorkflowStoreServiceServicer):
         self,
         store: Store,
         watch_poll: timedelta = timedelta(seconds=0.5),
-        faults: Faults | None = None,
+        faults: FaultHooks = NO_FAULTS,
     ) -> None:
         self.store = store
         self.watch_poll = watch_poll
-        # Latency faults for the truth tests (off unless CRONWAVE_FAULT names one);
-        # slept after the transaction, inside its span, so they hold no lock.
-        self.faults = faults or Faults()
+        # Latency faults for the truth tests (no-op hooks unless the process was started
+        # for tests); slept after the transaction, inside its span, so they hold no lock.
+        self.faults = faults
 
     # -- schedules ---------------------------------------------------------------------
 
     def CreateSchedule(
         self, request: api.CreateScheduleRequest, context: grpc.ServicerContext
     ) -> api.CreateScheduleResponse:
-        new = convert.new_schedule_from_proto(request.schedule)
+        new = convert.new_schedule_from_proto(request.schedule, self.store.limits)
         record = self.store.create_schedule(new)
-        return api.CreateScheduleResponse(schedule=convert.schedule_to_proto(record))
+        return api.CreateScheduleResponse(schedule=self._sent(record))
 
     def GetSchedule(
         self, request: api.GetScheduleRequest, context: grpc.ServicerContext
     ) -> api.GetScheduleResponse:
         record = self.store.get_schedule(validate.schedule_id(request.schedule_id))
-        return api.GetScheduleResponse(schedule=convert.schedule_to_proto(record))
+        return api.GetScheduleResponse(schedule=self._sent(record))
 
     def ListSchedules(
         self, request: api.ListSchedulesRequest, context: grpc.ServicerContext
     ) -> api.ListSchedulesResponse:
-        after = validate.key(request.after_schedule_id, "after_schedule_id")
-        records, revision = self.store.list_schedules(request.limit, request.include_deleted, after)
-        return api.ListSchedulesResponse(
-            schedules=[convert.schedule_to_proto(r) for r in records], revision=revision
+        schedules, revision = paging.page(
+            lambda after, n: self.store.list_schedules(n, request.include_deleted, after),
+            lambda record: record.schedule_id,
+            self._sent,
+            lambda msg: msg.ByteSize(),
+            after=validate.key(request.after_schedule_id, "after_schedule_id"),
+            limit=request.limit,
+            budget=self.store.limits.page_bytes,
         )
+        return api.ListSchedulesResponse(schedules=schedules, revision=revision)
+
+    def _sent(self, record: ScheduleRecord) -> common_pb2.Schedule:
+        return convert.schedule_reply(record, self.store.limits.schedule_reply_bytes)
 
     def PauseSchedule(
         self, request: api.PauseScheduleRequest, context: grpc.ServicerContext
@@ -166,7 +177,7 @@ class WorkflowStoreServicer(api_grpc.WorkflowStoreServiceServicer):
         record = self.store.pause_schedule(
             validate.schedule_id(request.schedule_id), validate.text(request.note, "note")
         )
-        return api.PauseScheduleResponse(schedule=convert.schedule_to_proto(record))
+        return api.PauseScheduleResponse(schedule=self._sent(record))
 
     def ResumeSchedule(
         self, request: api.ResumeScheduleRequest, context: grpc.ServicerContext
@@ -174,13 +185,13 @@ class WorkflowStoreServicer(api_grpc.WorkflowStoreServiceServicer):
         record = self.store.resume_schedule(
             validate.schedule_id(request.schedule_id), validate.text(request.note, "note")
         )
-        return api.ResumeScheduleResponse(schedule=convert.schedule_to_proto(record))
+        return api.ResumeScheduleResponse(schedule=self._sent(record))
 
     def DeleteSchedule(
         self, request: api.DeleteScheduleRequest, context: grpc.ServicerContext
     ) -> api.DeleteScheduleResponse:
         record = self.store.delete_schedule(validate.schedule_id(request.schedule_id))
-        return api.DeleteScheduleResponse(schedule=convert.schedule_to_proto(record))
+        return api.DeleteScheduleResponse(schedule=self._sent(record))
 
     def WatchSchedules(
         self, request: api.WatchSchedulesRequest, context: grpc.ServicerContext
@@ -190,7 +201,7 @@ class WorkflowStoreServicer(api_grpc.WorkflowStoreServiceServicer):
         for record in self.store.watch(
             request.since_revision, context.is_active, poll=self.watch_poll
         ):
-            yield api.WatchSchedulesResponse(schedule=convert.schedule_to_proto(record))
+            yield api.WatchSchedulesResponse(schedule=self._sent(record))
 
     # -- job types ---------------------------------------------------------------------
 
@@ -289,7 +300,9 @@ class WorkflowStoreServicer(api_grpc.WorkflowStoreServiceServicer):
             request.checkpoint_json, "checkpoint_json", object_only=True
         )
         with _db_span("Heartbeat", "execute", run_id):
-            deadline = self.store.heartbeat(run_id, request.attempt_token, checkpoint)
+            deadline = self.store.heartbeat(
+                run_id, convert.attempt_token(request.attempt_token), checkpoint
+            )
         return api.HeartbeatResponse(deadline=dt_to_ts(deadline))
 
     def CompleteRun(
@@ -314,6 +327,31 @@ class WorkflowStoreServicer(api_grpc.WorkflowStoreServiceServicer):
             run=convert.run_to_proto(completion.run), changed=completion.changed
         )
 
+    def ReleaseRun(
+        self, request: api.ReleaseRunRequest, context: grpc.ServicerContext
+    ) -> api.ReleaseRunResponse:
+        run_id = validate.key(request.run_id, "run_id")
+        token = convert.attempt_token(request.attempt_token)
+        checkpoint = validate.json_text(
+            request.checkpoint_json, "checkpoint_json", object_only=True
+        )
+        reason = validate.text(request.reason, "reason")
+        validate.key(request.traceparent, "traceparent")
+        with _db_span("ReleaseRun", "execute", run_id) as span:
+            run, released = self.store.release_run(run_id, token, checkpoint, reason)
+            _mark(span, run)
+        return api.ReleaseRunResponse(run=convert.run_to_proto(run), released=released)
+
+    def CancelRun(
+        self, request: api.CancelRunRequest, context: grpc.ServicerContext
+    ) -> api.CancelRunResponse:
+        run_id = validate.key(request.run_id, "run_id", required=True)
+        if len(request.reason) > 1000:
+            raise InvalidArgument("reason", "must be at most 1000 characters")
+        reason = validate.text(request.reason, "reason")
+        run, changed = self.store.cancel_run(run_id, reason or "cancelled")
+        return api.CancelRunResponse(run=convert.run_to_proto(run), changed=changed)
+
     # -- batches: one transaction per call, an answer or an ItemError per item ----------
 
     def RecordRuns(
@@ -332,7 +370,9 @@ class WorkflowStoreServicer(api_grpc.WorkflowStoreServiceServicer):
             results=[
                 api.RecordRunResult(error=item_error(r))
                 if isinstance(r, CronwaveError)
-                else api.RecordRunResult(recorded=_recorded_to_proto(r))
+                # No payloads: the dispatcher never reads them, and 1,000 runs of
+                # 256 KiB each would be far over one message
+                else api.RecordRunResult(recorded=_recorded_to_proto(r, payload=False))
                 for r in results
             ]
         )
@@ -432,9 +472,14 @@ class WorkflowStoreServicer(api_grpc.WorkflowStoreServiceServicer):
     def GetFencingToken(
         self, request: api.GetFencingTokenRequest, context: grpc.ServicerContext
     ) -> api.GetFencingTokenResponse:
-        scope = validate.key(request.fencing_scope, "fencing_scope")
-        token = self.store.fencing_token(scope or DEFAULT_FENCING_SCOPE)
+        token = self.store.fencing_token(convert.fencing_scope(request.fencing_scope))
         return api.GetFencingTokenResponse(fencing_token=token)
+
+    def IssueFencingToken(
+        self, request: api.IssueFencingTokenRequest, context: grpc.ServicerContext
+    ) -> api.IssueFencingTokenResponse:
+        token = self.store.issue_fencing_token(convert.fencing_scope(request.fencing_scope))
+        return api.IssueFencingTokenResponse(fencing_token=token)
 
     # -- what planners ask of their slots (see slots.py) ----------------------------------
 
@@ -470,7 +515,10 @@ class WorkflowStoreServicer(api_grpc.WorkflowStoreServiceServicer):
     ) -> api.ListPendingFiresResponse:
         after = validate.key(request.after_run_id, "after_run_id")
         runs = slots.pending_fires(self.store, after, request.limit)
-        return api.ListPendingFiresResponse(runs=[convert.run_to_proto(r) for r in runs])
+        # No payloads: the planner never reads them (a page is up to 10,000 runs)
+        return api.ListPendingFiresResponse(
+            runs=[convert.run_to_proto(r, payload=False) for r in runs]
+        )
 
     # -- stalled runs and dead letters ---------------------------------------------------
 

@@ -185,7 +185,7 @@ def _missed_row(
         job_type=schedule.job_type,
         payload_json=schedule.payload_json,
         attempt=0,
-        attempt_token=0,
+        attempt_token="",
         fencing_token=token,
         idempotency_key=f"{schedule.id}@{iso(slot.fire_time)}",
         queue=queue,

@@ -9,6 +9,7 @@ that inserts the run.
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence, Sized
@@ -30,7 +31,9 @@ from cronwave_core.errors import (
     ScheduleNotFound,
     StaleAttempt,
     StaleFencingToken,
+    UnissuedFencingToken,
 )
+from cronwave_core.spec import Policy, Spec
 from workflow_store import models as m
 from workflow_store.bulk import RecordSet
 from workflow_store.convert import (
@@ -41,7 +44,8 @@ from workflow_store.convert import (
     spec_to_dict,
 )
 from workflow_store.db import Database
-from workflow_store.ids import new_run_id
+from workflow_store.ids import new_attempt_token, new_run_id, same_token
+from workflow_store.limits import LIMITS, Limits
 from workflow_store.records import (
     COMPLETIONS,
     DEFAULT_HEARTBEAT_TIMEOUT,
@@ -68,6 +72,9 @@ from workflow_store.records import (
     StallReason,
     Trigger,
 )
+from workflow_store.validate import utf8_size
+
+log = logging.getLogger("cronwave.store")
 
 Clock = Callable[[], datetime]
 DEFAULT_RUN_LIMIT = 50
@@ -121,7 +128,7 @@ _LOCK_RUNS = (
     .with_for_update(key_share=True)
 )
 _LOCK_FENCES = (
-    sa.select(m.Fencing.scope, m.Fencing.token)
+    sa.select(m.Fencing.scope, m.Fencing.token, m.Fencing.issued)
     .where(m.Fencing.scope.in_(_ids()))
     .order_by(m.Fencing.scope)
     .with_for_update()
@@ -157,9 +164,10 @@ class _Lost(Exception):
 class Store:
     """Schedules, job types, runs and fencing tokens over a ``Database``."""
 
-    def __init__(self, db: Database, clock: Clock = utc_now) -> None:
+    def __init__(self, db: Database, clock: Clock = utc_now, limits: Limits = LIMITS) -> None:
         self.db = db
         self.clock = clock
+        self.limits = limits
         self._changes = threading.Condition()
         self._closing = threading.Event()
         self._latest_revision = 0
@@ -221,7 +229,11 @@ class Store:
         self, limit: int = 0, include_deleted: bool = False, after: str = ""
     ) -> tuple[list[ScheduleRecord], int]:
         """Schedules by id (all when ``limit`` is 0; only ids greater than ``after``, for
-        paging) and the store revision they reflect."""
+        paging) and the store revision they reflect.
+
+        Every row is listed, as ``_listed`` shows it: a row this store cannot list whole
+        (a payload over the limit, a stored spec it cannot read) comes without the part
+        left out and says why in ``withheld``, so one bad row never fails a listing."""
         if limit < 0:
             raise InvalidArgument("limit", "must not be negative (0 means all)")
         with self.db.read() as s:
@@ -235,7 +247,8 @@ class Store:
                 query = query.where(m.Schedule.id > after)
             if limit:
                 query = query.limit(limit)
-            return [_schedule(r) for r in s.scalars(query)], int(revision or 0)
+            listed = [_listed(r, self.limits) for r in s.scalars(query)]
+            return listed, int(revision or 0)
 
     def pause_schedule(self, schedule_id: str, note: str) -> ScheduleRecord:
         return self._change_schedule(schedule_id, paused=True, pause_note=note)
@@ -261,7 +274,8 @@ class Store:
         return record
 
     def schedules_since(self, revision: int, limit: int = 500) -> list[ScheduleRecord]:
-        """Schedules (deleted ones too) changed after ``revision``, oldest change first."""
+        """Schedules (deleted ones too) changed after ``revision``, oldest change first,
+        as listings show them (``_listed``)."""
         with self.db.read() as s:
             query = (
                 sa.select(m.Schedule)
@@ -269,7 +283,7 @@ class Store:
                 .order_by(m.Schedule.revision)
                 .limit(limit)
             )
-            return [_schedule(r) for r in s.scalars(query)]
+            return [_listed(r, self.limits) for r in s.scalars(query)]
 
     def watch(
         self, since: int, active: Callable[[], bool], poll: timedelta = timedelta(seconds=0.5)
@@ -389,7 +403,7 @@ class Store:
         now = self.clock()
         ids = sorted({req.schedule_id for req in reqs})
         schedules = {row.id: row for row in s.execute(_LIVE_SCHEDULES, {"ids": ids})}
-        fences = _Fences(s, self.db.dialect, now)
+        fences = _Fences(s, now)
         fences.lock(
             {r.fencing_scope for r in reqs if r.fencing_token > 0 and r.schedule_id in schedules}
         )
@@ -467,10 +481,11 @@ class Store:
         return {(row.schedule_id, row.fire_time): _run_of(row._mapping) for row in s.execute(query)}
 
     def _fence(self, s: Session, scope: str, token: int, now: datetime) -> None:
-        """Refuse ``token`` if older than the newest seen for ``scope``; remember it if
-        newer. Runs inside the caller's write transaction, under the scope's row lock
+        """Refuse ``token`` if the store never issued it for ``scope`` or it is older
+        than the newest seen (``_Fences``); remember it if newer.
+        Runs inside the caller's write transaction, under the scope's row lock
         (PostgreSQL) or the database write lock (SQLite)."""
-        fences = _Fences(s, self.db.dialect, now)
+        fences = _Fences(s, now)
         fences.lock({scope})
         stale = fences.check(scope, token)
         if stale is not None:
@@ -482,6 +497,23 @@ class Store:
         with self.db.read() as s:
             token = s.scalar(sa.select(m.Fencing.token).where(m.Fencing.scope == scope))
             return int(token or 0)
+
+    def issue_fencing_token(self, scope: str) -> int:
+        """A new fencing token for ``scope``: one more than every token issued for it
+        before, durable before it is returned. Leader-election calls it when it grants
+        the scope's lease, so tokens strictly increase across Redis restarts and data
+        loss with no floor to ask for; each call moves the counter by exactly one, so
+        no caller can drive it to overflow."""
+        return int(self._rounds(lambda s: self._issue(s, scope)))
+
+    def _issue(self, s: Session, scope: str) -> int:
+        insert: Any = postgresql.insert if self.db.dialect == "postgresql" else sqlite.insert
+        stmt = insert(m.Fencing).values(scope=scope, token=0, issued=1, updated_at=self.clock())
+        stmt = stmt.on_conflict_do_update(
+            index_elements=["scope"],
+            set_={"issued": m.Fencing.issued + 1, "updated_at": stmt.excluded.updated_at},
+        ).returning(m.Fencing.issued)
+        return int(s.execute(stmt).scalar_one())
 
     # -- reading runs ------------------------------------------------------------------
 
@@ -627,7 +659,7 @@ class Store:
     def _claim_all(self, s: Session, claims: Sequence[ClaimRequest]) -> list[Claim | CronwaveError]:
         now = self.clock()
         runs = _lock_runs(s, {claim.run_id for claim in claims})
-        before: dict[str, tuple[str, int]] = {}
+        before: dict[str, tuple[str, str]] = {}
         events: list[dict[str, Any]] = []
         results: list[Claim | CronwaveError] = []
         for claim in claims:
@@ -636,13 +668,13 @@ class Store:
                 results.append(RunNotFound(claim.run_id))
                 continue
             if not self._claimable(s, run, now):
-                results.append(Claim(_run_of(run), claimed=False, attempt_token=0))
+                results.append(Claim(_run_of(run), claimed=False, attempt_token=""))
                 continue
             before.setdefault(run["run_id"], (run["state"], run["attempt_token"]))
             run.update(
                 state=RunState.RUNNING.value,
                 attempt=run["attempt"] + 1,
-                attempt_token=run["attempt_token"] + 1,
+                attempt_token=new_attempt_token(),
                 started_at=run["started_at"] or now,
                 heartbeat_at=now,
                 worker_id=claim.worker_id,
@@ -671,18 +703,18 @@ class Store:
                 return False
         return True
 
-    def heartbeat(self, run_id: str, attempt_token: int, checkpoint_json: str) -> datetime:
+    def heartbeat(self, run_id: str, attempt_token: str, checkpoint_json: str) -> datetime:
         """Prove the attempt is alive; returns the deadline of its next heartbeat.
         Raises ``StaleAttempt`` for a superseded attempt, ``FailedPrecondition`` when
         the run is not running."""
         return self._rounds(lambda s: self._heartbeat(s, run_id, attempt_token, checkpoint_json))
 
-    def _heartbeat(self, s: Session, run_id: str, token: int, checkpoint: str) -> datetime:
+    def _heartbeat(self, s: Session, run_id: str, token: str, checkpoint: str) -> datetime:
         now = self.clock()
         row = _get_run(s, run_id)
         state = RunState(row.state)
-        if token != row.attempt_token:
-            raise StaleAttempt(run_id, token, row.attempt_token)
+        if not same_token(token, row.attempt_token):
+            raise StaleAttempt(run_id)
         if state.terminal:
             raise FailedPrecondition(
                 f"run is already {state.value}: run '{run_id}' has finished; stop working on it"
@@ -700,7 +732,7 @@ class Store:
     def complete_run(
         self,
         run_id: str,
-        attempt_token: int,
+        attempt_token: str,
         state: RunState,
         error: str = "",
         result_json: str = "",
@@ -744,7 +776,7 @@ class Store:
     ) -> list[Completion | CronwaveError]:
         now = self.clock()
         runs = _lock_runs(s, {req.run_id for req in completions})
-        before: dict[str, tuple[str, int]] = {}
+        before: dict[str, tuple[str, str]] = {}
         events: list[dict[str, Any]] = []
         results: list[Completion | CronwaveError] = []
         for req in completions:
@@ -755,8 +787,8 @@ class Store:
             if RunState(run["state"]).terminal:
                 results.append(Completion(_run_of(run), changed=False))
                 continue
-            if req.attempt_token != run["attempt_token"]:
-                results.append(StaleAttempt(req.run_id, req.attempt_token, run["attempt_token"]))
+            if not same_token(req.attempt_token, run["attempt_token"]):
+                results.append(StaleAttempt(req.run_id))
                 continue
             before.setdefault(run["run_id"], (run["state"], run["attempt_token"]))
             if req.body_started_at is not None:
@@ -785,6 +817,65 @@ class Store:
         _update_runs(s, _COMPLETE_UPDATE, runs, before, _COMPLETE_COLUMNS)
         _insert_events(s, events)
         return results
+
+    def release_run(
+        self, run_id: str, attempt_token: str, checkpoint_json: str, reason: str
+    ) -> tuple[RunRecord, bool]:
+        """Hand the current attempt back: RUNNING -> PENDING, due now, with the event
+        "released" (detail ``reason``) and ``checkpoint_json`` kept when given, so the
+        next claim resumes the run at once rather than after a heartbeat lapse. The
+        attempt's token stops being valid: a later write from it is refused. A run
+        already terminal is returned unchanged (``False``). Raises ``StaleAttempt``
+        for any token but the current attempt's, ``FailedPrecondition`` when the run
+        is not running."""
+        return self._rounds(
+            lambda s: self._release(s, run_id, attempt_token, checkpoint_json, reason)
+        )
+
+    def _release(
+        self, s: Session, run_id: str, token: str, checkpoint: str, reason: str
+    ) -> tuple[RunRecord, bool]:
+        now = self.clock()
+        row = _get_run(s, run_id)
+        state = RunState(row.state)
+        if state.terminal:
+            return _run(row), False
+        if not same_token(token, row.attempt_token):
+            raise StaleAttempt(run_id)
+        if state is not RunState.RUNNING:
+            raise FailedPrecondition(
+                f"run is {state.value}: run '{run_id}' has no running attempt to release"
+            )
+        values: dict[str, Any] = {
+            "state": RunState.PENDING.value,
+            "attempt_token": new_attempt_token(),  # nobody holds it: the old one is void
+            "due_at": now,
+            "heartbeat_at": None,
+            "next_sweep_at": None,
+        }
+        if checkpoint:
+            values["checkpoint_json"] = checkpoint
+        self._conditional_update(s, row, **values)
+        _event(s, row, "released", now, reason[:200])
+        return _run(row), True
+
+    def cancel_run(self, run_id: str, reason: str) -> tuple[RunRecord, bool]:
+        """Cancel a run that has not finished, whichever attempt holds it (an overlap
+        policy, an operator): state CANCELLED with ``reason`` as its error. The
+        attempt that held it is refused at its next heartbeat or completion, and so
+        stops. A run already terminal is returned unchanged (``False``)."""
+        return self._rounds(lambda s: self._cancel(s, run_id, reason))
+
+    def _cancel(self, s: Session, run_id: str, reason: str) -> tuple[RunRecord, bool]:
+        now = self.clock()
+        row = _get_run(s, run_id)
+        if RunState(row.state).terminal:
+            return _run(row), False
+        self._conditional_update(
+            s, row, state=RunState.CANCELLED.value, finished_at=now, error=reason
+        )
+        _event(s, row, RunState.CANCELLED.value, now, reason)
+        return _run(row), True
 
     def _heartbeat_timeout(self, s: Session, job_type: str) -> timedelta:
         job = self._job(s, job_type)
@@ -966,12 +1057,12 @@ class Store:
         if state.terminal:
             return DeadLettered(None, _run(row), changed=False)
         if req.attempt_token:
-            if req.attempt_token != row.attempt_token:
-                raise StaleAttempt(row.run_id, req.attempt_token, row.attempt_token)
+            if not same_token(req.attempt_token, row.attempt_token):
+                raise StaleAttempt(row.run_id)
             if state is not RunState.RUNNING:
                 raise FailedPrecondition(
                     f"run is {state.value}: run '{row.run_id}' has no running attempt to "
-                    "give up; pass attempt_token 0 for a message refused before its claim"
+                    "give up; pass no attempt_token for a message refused before its claim"
                 )
         elif state is RunState.RUNNING:
             return DeadLettered(None, _run(row), changed=False)
@@ -1109,40 +1200,41 @@ def _check_completion(req: CompletionRequest, prefix: str) -> None:
 
 
 class _Fences:
-    """The newest fencing token of each scope a transaction writes under: read once
-    under the scopes' row locks (PostgreSQL; SQLite holds the database write lock),
-    checked per write in memory, and saved once when a newer token was seen."""
+    """The fencing tokens of each scope a transaction writes under: read once under
+    the scopes' row locks (PostgreSQL; SQLite holds the database write lock), checked
+    per write in memory, and the newest seen saved once when a newer one was taken.
 
-    def __init__(self, s: Session, dialect: str, now: datetime) -> None:
+    A write's token must have been issued by this store (``issue_fencing_token``,
+    which leader-election calls when it grants a lease) and not be older than the
+    newest seen: ``newest seen <= token <= newest issued``. So no caller can make up
+    a token, push the newest seen past what was issued (which would fence out every
+    future leader), or name a scope no lease was ever granted for to skip the fence.
+    """
+
+    def __init__(self, s: Session, now: datetime) -> None:
         self.s = s
-        self.dialect = dialect
         self.now = now
         self.newest: dict[str, int] = {}
         self.stored: dict[str, int] = {}
+        self.issued: dict[str, int] = {}
 
     def lock(self, scopes: set[str]) -> None:
         if not scopes:
             return
         ordered = sorted(scopes)  # one lock order for every transaction
-        self.stored = self._read(ordered)
-        missing = [scope for scope in ordered if scope not in self.stored]
-        if missing:
-            insert: Any = postgresql.insert if self.dialect == "postgresql" else sqlite.insert
-            self.s.execute(
-                insert(m.Fencing)
-                .values([{"scope": scope, "token": 0, "updated_at": self.now} for scope in missing])
-                .on_conflict_do_nothing(index_elements=["scope"])
-            )
-            self.stored.update(self._read(missing))
+        rows = self.s.execute(_LOCK_FENCES, {"ids": ordered}).tuples()
+        for scope, token, issued in rows:
+            self.stored[scope] = int(token)
+            self.issued[scope] = int(issued)
         self.newest = dict(self.stored)
 
-    def _read(self, scopes: list[str]) -> dict[str, int]:
-        rows = self.s.execute(_LOCK_FENCES, {"ids": scopes}).tuples()
-        return {scope: int(token) for scope, token in rows}
-
-    def check(self, scope: str, token: int) -> StaleFencingToken | None:
-        """Refuse ``token`` if older than the newest seen for ``scope`` (stored or
-        accepted earlier in this transaction); otherwise it is the newest."""
+    def check(self, scope: str, token: int) -> CronwaveError | None:
+        """Refuse ``token`` if the store never issued it for ``scope``, or if it is
+        older than the newest seen (stored or accepted earlier in this transaction);
+        otherwise it is the newest."""
+        issued = self.issued.get(scope, 0)
+        if token > issued:
+            return UnissuedFencingToken(scope, token, scope_known=issued > 0)
         newest = self.newest[scope]
         if token < newest:
             return StaleFencingToken(scope, token, newest)
@@ -1170,7 +1262,7 @@ def _update_runs(
     s: Session,
     stmt: sa.Update,
     runs: dict[str, dict[str, Any]],
-    before: dict[str, tuple[str, int]],
+    before: dict[str, tuple[str, str]],
     columns: tuple[str, ...],
 ) -> None:
     """Write ``columns`` of every run in ``before`` with ``stmt`` (``_update_of``), each
@@ -1248,7 +1340,7 @@ def _new_run(schedule: Any, req: RecordRequest, queue: str, now: datetime) -> di
         "job_type": schedule.job_type,
         "payload_json": schedule.payload_json,
         "attempt": 0,
-        "attempt_token": 0,
+        "attempt_token": "",
         "fencing_token": req.fencing_token,
         "idempotency_key": req.idempotency_key or f"{schedule.id}@{iso(req.fire_time)}",
         "queue": req.queue or queue,
@@ -1321,6 +1413,61 @@ def _schedule(row: m.Schedule) -> ScheduleRecord:
         created_at=row.created_at,
         updated_at=row.updated_at,
         revision=row.revision,
+    )
+
+
+def _listed(row: m.Schedule, limits: Limits) -> ScheduleRecord:
+    """``row`` as a listing shows it. A payload over ``limits.payload_bytes`` (a row
+    written before the limit, or by hand) is left out; a row whose stored spec or
+    policy this version cannot read is listed by its identity alone. Either way
+    ``withheld`` says why, and the planner leaves the schedule out."""
+    size = utf8_size(row.payload_json)
+    try:
+        spec, policy = spec_from_dict(row.spec), policy_from_dict(row.policy)
+    except Exception as exc:  # a row that cannot be read must not fail the whole listing
+        log.error(
+            "schedule '%s' (revision %d) is listed without its content: its stored spec "
+            "or policy cannot be read (%s)",
+            row.id,
+            row.revision,
+            type(exc).__name__,
+        )
+        return _identity(row, "spec: the stored spec or policy cannot be read")
+    withheld, payload = "", row.payload_json
+    if size > limits.payload_bytes:
+        withheld = f"payload_json: {size} bytes, over the limit of {limits.payload_bytes}"
+        payload = ""
+    return ScheduleRecord(
+        schedule_id=row.id,
+        spec=spec,
+        policy=policy,
+        job_type=row.job_type,
+        payload_json=payload,
+        paused=row.paused,
+        pause_note=row.pause_note,
+        deleted=row.deleted,
+        created_at=row.created_at,
+        updated_at=row.updated_at,
+        revision=row.revision,
+        withheld=withheld,
+    )
+
+
+def _identity(row: m.Schedule, withheld: str) -> ScheduleRecord:
+    return ScheduleRecord(
+        schedule_id=row.id,
+        spec=Spec(),
+        policy=Policy(),
+        job_type=row.job_type,
+        payload_json="",
+        paused=row.paused,
+        pause_note="",
+        deleted=row.deleted,
+        created_at=row.created_at,
+        updated_at=row.updated_at,
+        revision=row.revision,
+        withheld=withheld,
+        identity_only=True,
     )
 
 

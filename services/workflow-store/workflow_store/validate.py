@@ -53,8 +53,13 @@ def text(value: str, field: str) -> str:
     return fields.text(value, field)
 
 
-def payload_json(value: str, field: str = "payload_json") -> str:
-    """The payload text, ``"{}"`` when empty; it must be a JSON object."""
+def payload_json(value: str, limit: int, field: str = "payload_json") -> str:
+    """The payload text, ``"{}"`` when empty; it must be a JSON object of at most
+    ``limit`` bytes of UTF-8. The size is checked first, so an oversized text is never
+    parsed; its refusal names the request's field in full (``schedule.payload_json``)."""
+    size = utf8_size(value)
+    if size > limit:
+        raise InvalidArgument(f"schedule.{field}", f"at most {limit} bytes, got {size}")
     if not value.strip():
         return "{}"
     parsed = fields.json_document(value, field)
@@ -77,6 +82,11 @@ def json_text(value: str, field: str, *, object_only: bool = False) -> str:
 def _json_kind(value: Any) -> str:
     kinds = {list: "an array", str: "a string", bool: "a boolean", type(None): "null"}
     return kinds.get(type(value), "a number")
+
+
+def utf8_size(text: str) -> int:
+    """The UTF-8 length of ``text``, without encoding an ASCII-only one."""
+    return len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
 
 
 def job_type(record: JobTypeRecord) -> JobTypeRecord:

@@ -23,7 +23,8 @@ DEFAULT_HEARTBEAT_TIMEOUT = timedelta(seconds=3)
 
 @dataclass(frozen=True)
 class BillingSettings:
-    """``crash_after_charges`` is a failure drill, 0 (off) unless set: the attempt
+    """``crash_after_charges`` is a failure drill, 0 (off) unless set in a worker started
+    for tests (``CRONWAVE_TEST_HOOKS=1``): the attempt
     kills its worker with SIGKILL right after its N-th gateway answer, before
     recording it, i.e. in the one place where the gateway has charged and the job's
     database does not know yet. ``worker_pid`` is the worker that started the job
@@ -41,7 +42,8 @@ class BillingSettings:
             database_url=settings.billing_database_url,
             gateway_addr=settings.gateway_addr,
             heartbeat_timeout=_seconds(settings.extra, HEARTBEAT_VAR, DEFAULT_HEARTBEAT_TIMEOUT),
-            crash_after_charges=_count(settings.extra, CRASH_VAR),
+            # A drill: only in a worker started for tests (Settings refuses it elsewhere).
+            crash_after_charges=_count(settings.extra, CRASH_VAR) if settings.test_hooks else 0,
             worker_pid=_count(settings.extra, WORKER_PID_VAR),
         )
 

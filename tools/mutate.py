@@ -1,0 +1,218 @@
+"""Mutation check: break one guarantee at a time and see that the test written for it
+fails. Run by hand or with `make mutate`, never in `make test` (each mutation runs its
+tests against real processes).
+
+    python tools/mutate.py            # every mutation
+    python tools/mutate.py fencing    # those whose name contains "fencing"
+
+Each mutation replaces exact text in our code (failing loudly when the text is not
+there, so a stale mutation cannot pass for a caught one), runs the tests named for
+it, and restores the file whatever happens. A mutation is *caught* when those tests
+fail. The table printed at the end lists each mutation, its tests and the result;
+the exit status is non-zero when any mutation survived.
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+STORE = "services/workflow-store/workflow_store"
+
+
+@dataclass(frozen=True)
+class Edit:
+    path: str
+    old: str
+    new: str
+
+
+@dataclass(frozen=True)
+class Mutation:
+    name: str
+    what: str
+    edits: tuple[Edit, ...]
+    tests: tuple[str, ...]
+
+
+MUTATIONS = (
+    Mutation(
+        "slot-unique-per-token",
+        "a slot is unique per (schedule, fire time, fencing token): a newer leader can "
+        "create a second run for a slot",
+        (
+            Edit(
+                f"{STORE}/migrations/versions/0001_initial_schema.py",
+                'sa.UniqueConstraint("schedule_id", "fire_time", name=',
+                'sa.UniqueConstraint("schedule_id", "fire_time", "fencing_token", name=',
+            ),
+            Edit(
+                f"{STORE}/store.py",
+                'index_elements=["schedule_id", "fire_time"]',
+                'index_elements=["schedule_id", "fire_time", "fencing_token"]',
+            ),
+            Edit(
+                f"{STORE}/store.py",
+                "ON CONFLICT (schedule_id, fire_time) DO NOTHING",
+                "ON CONFLICT (schedule_id, fire_time, fencing_token) DO NOTHING",
+            ),
+        ),
+        ("tests/workflow_store/test_slot_across_tokens.py",),
+    ),
+    Mutation(
+        "zombie-completion",
+        "a completion from a superseded attempt is applied",
+        (
+            Edit(
+                f"{STORE}/store.py",
+                """            if not same_token(req.attempt_token, run["attempt_token"]):
+                results.append(StaleAttempt(req.run_id))
+                continue
+""",
+                "",
+            ),
+        ),
+        ("tests/reliability/test_zombie_completion.py",),
+    ),
+    Mutation(
+        "billing-key-per-process",
+        "the billing idempotency key differs per job process, so a resumed attempt charges again",
+        (
+            Edit(
+                "services/worker/worker/jobs/billing_gateway.py",
+                'return f"inv-{invoice_id}"',
+                "return f\"inv-{invoice_id}-{__import__('os').getpid()}\"",
+            ),
+        ),
+        (
+            "tests/billing/test_billing_job.py::"
+            "test_a_crash_between_the_charge_and_its_record_heals_on_resume",
+            "tests/billing/test_kill_recovery.py::"
+            "test_a_worker_dead_between_charge_and_record_is_resumed_by_another_without_a_second_charge",
+        ),
+    ),
+    Mutation(
+        "catchup-cap-unrecorded",
+        "late slots over the catch-up cap are dropped without a MISSED record",
+        (
+            Edit(
+                "libs/cronwave_core/catchup.py",
+                "[Missed(at, CATCHUP_CAP, slot) for at, slot in capped]",
+                "[]",
+            ),
+        ),
+        ("tests/cron_planner/test_fire_loop.py::test_a_late_slot_follows_the_catchup_policy",),
+    ),
+    Mutation(
+        "fencing-unissued-accepted",
+        "the store accepts a fencing token it never issued (2^63-1, newest+1, a made-up scope)",
+        (
+            Edit(
+                f"{STORE}/store.py",
+                "        if token > issued:\n",
+                "        if token > issued and False:\n",
+            ),
+        ),
+        (
+            "tests/leader_election/test_leader_election.py::test_a_forged_token_is_refused_and_elections_go_on",
+        ),
+    ),
+    Mutation(
+        "fencing-stale-accepted",
+        "the store accepts a token older than the newest it has seen",
+        (
+            Edit(
+                f"{STORE}/store.py",
+                "        if token < newest:\n",
+                "        if token < newest and False:\n",
+            ),
+        ),
+        (
+            "tests/workflow_store/test_runs.py::"
+            "test_stale_fencing_token_is_refused_and_nothing_written",
+            "tests/workflow_store/test_slot_across_tokens.py",
+        ),
+    ),
+    Mutation(
+        "attempt-token-guessable",
+        "attempt tokens are predictable",
+        (
+            Edit(
+                f"{STORE}/ids.py",
+                "    return secrets.token_hex(16)\n",
+                '    return "0" * 32\n',
+            ),
+        ),
+        ("tests/workflow_store/test_attempts.py::test_attempt_tokens_cannot_be_guessed_or_read",),
+    ),
+)
+
+
+def _apply(edits: tuple[Edit, ...]) -> dict[Path, str]:
+    """Make ``edits``; the original text of every file touched."""
+    originals: dict[Path, str] = {}
+    try:
+        for edit in edits:
+            path = ROOT / edit.path
+            current = path.read_text()
+            originals.setdefault(path, current)
+            if edit.old not in current:
+                raise SystemExit(f"{edit.path}: the text to mutate is not there: {edit.old!r}")
+            path.write_text(current.replace(edit.old, edit.new, 1))
+    except BaseException:
+        _restore(originals)
+        raise
+    return originals
+
+
+def _restore(originals: dict[Path, str]) -> None:
+    for path, text in originals.items():
+        path.write_text(text)
+
+
+def run(mutation: Mutation) -> tuple[bool, float, str]:
+    """Apply ``mutation``, run its tests, restore; (caught, seconds, last line)."""
+    originals = _apply(mutation.edits)
+    began = time.monotonic()
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", *mutation.tests],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=900,
+        )
+    finally:
+        _restore(originals)
+    lines = [line for line in proc.stdout.splitlines() if line.strip()]
+    failed = [line.split()[1] for line in lines if line.startswith(("FAILED ", "ERROR "))]
+    said = f"{lines[-1] if lines else ''}; caught by {', '.join(failed)}" if failed else ""
+    return proc.returncode != 0, time.monotonic() - began, said or (lines[-1] if lines else "")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("only", nargs="*", help="run the mutations whose name contains these")
+    opts = parser.parse_args(argv)
+    chosen = [m for m in MUTATIONS if not opts.only or any(o in m.name for o in opts.only)]
+    survived = 0
+    rows = []
+    for mutation in chosen:
+        print(f"mutation {mutation.name}: {mutation.what}", flush=True)
+        caught, seconds, last = run(mutation)
+        survived += not caught
+        rows.append((mutation.name, "caught" if caught else "SURVIVED", seconds, last))
+        print(f"  {'caught' if caught else 'SURVIVED'} in {seconds:.0f}s: {last}", flush=True)
+    print("\n| mutation | result | seconds | tests said |\n|---|---|---|---|")
+    for name, result, seconds, last in rows:
+        print(f"| {name} | {result} | {seconds:.0f} | {last} |")
+    return 1 if survived else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
