@@ -52,7 +52,13 @@ SERIAL_FILES = {"test_truth.py"}
 # Files whose tests take minutes each: each starts first on a worker of its own, so
 # that the parallel part neither ends with one of them still running alone nor runs
 # them one after another on one worker.
-LONG_FILES = ("test_many_failovers.py", "test_kill_recovery.py", "test_runner_smoke.py")
+LONG_FILES = (
+    "test_many_failovers.py",
+    "test_fault_matrix.py",
+    "test_kill_recovery.py",
+    "test_graceful_stop.py",
+    "test_runner_smoke.py",
+)
 
 
 def pytest_itemcollected(item: pytest.Item) -> None:

@@ -27,6 +27,11 @@ class Sizes:
     failover_trials: int = 20
     billing_customers: int = 100_000
     planner_schedules: int = 100_000
+    # The fault matrix: schedules firing every second, how long each held fault lasts
+    # (SIGSTOP, blackhole, Redis down), and the quiet period after each recovery.
+    fault_matrix_schedules: int = 100
+    fault_matrix_hold: timedelta = timedelta(seconds=10)
+    fault_matrix_quiet: timedelta = timedelta(seconds=10)
 
     @classmethod
     def tiny(cls) -> Sizes:
@@ -39,6 +44,9 @@ class Sizes:
             failover_trials=1,
             billing_customers=50,
             planner_schedules=200,
+            fault_matrix_schedules=10,
+            fault_matrix_hold=timedelta(seconds=3),
+            fault_matrix_quiet=timedelta(seconds=1),
         )
 
     def scaled(self, **changes: object) -> Sizes:

@@ -65,7 +65,7 @@ _POLL = 0.02  # seconds between looks at the lease while timing a failover
 #: (the store's stamp), so looking more often would only cost the store more work.
 _RUNS_POLL = 0.1
 _RPC = 5.0  # seconds: deadline of every call the drill makes
-_TERMINAL = {
+TERMINAL = {
     common_pb2.RUN_STATE_SUCCEEDED,
     common_pb2.RUN_STATE_FAILED,
     common_pb2.RUN_STATE_TIMED_OUT,
@@ -73,10 +73,10 @@ _TERMINAL = {
     common_pb2.RUN_STATE_CANCELLED,
     common_pb2.RUN_STATE_DEAD_LETTERED,
 }
-_PLANNED = {common_pb2.TRIGGER_KIND_SCHEDULED, common_pb2.TRIGGER_KIND_CATCHUP}
+PLANNED = {common_pb2.TRIGGER_KIND_SCHEDULED, common_pb2.TRIGGER_KIND_CATCHUP}
 # A MISSED row whose reason starts so stands for a start a planner decided but has not
 # made yet (a paced catch-up run): work in progress, not a missed slot.
-_PLACEHOLDER = "pending:"
+PLACEHOLDER = "pending:"
 
 
 class DrillFailed(CronwaveError):
@@ -153,7 +153,7 @@ def audit(runs: Iterable[common_pb2.Run], slots: Sequence[datetime]) -> Audit:
     """Account for each of ``slots`` with the planned runs among ``runs``."""
     by_slot: dict[datetime, list[common_pb2.Run]] = {}
     for run in runs:
-        if run.trigger in _PLANNED:
+        if run.trigger in PLANNED:
             by_slot.setdefault(ts_to_dt(run.fire_time), []).append(run)
     fired = recorded = missed = duplicates = twice = unfinished = 0
     lateness = 0.0
@@ -166,10 +166,10 @@ def audit(runs: Iterable[common_pb2.Run], slots: Sequence[datetime]) -> Audit:
         duplicates += len(found) - 1
         run = found[0]
         tokens.append(run.fencing_token)
-        unfinished += sum(1 for r in found if r.state not in _TERMINAL or _placeholder(r))
+        unfinished += sum(1 for r in found if r.state not in TERMINAL or is_placeholder(r))
         twice += sum(1 for r in found if r.attempt > 1)
         if run.state == common_pb2.RUN_STATE_MISSED:
-            recorded += not _placeholder(run)
+            recorded += not is_placeholder(run)
             continue
         fired += 1
         lateness = max(lateness, (ts_to_dt(run.created_at) - slot).total_seconds())
@@ -186,8 +186,9 @@ def audit(runs: Iterable[common_pb2.Run], slots: Sequence[datetime]) -> Audit:
     )
 
 
-def _placeholder(run: common_pb2.Run) -> bool:
-    return run.state == common_pb2.RUN_STATE_MISSED and run.error.startswith(_PLACEHOLDER)
+def is_placeholder(run: common_pb2.Run) -> bool:
+    """A MISSED row standing for a start decided but not made yet (work in progress)."""
+    return run.state == common_pb2.RUN_STATE_MISSED and run.error.startswith(PLACEHOLDER)
 
 
 def wait_for(check: Callable[[], T | None], timeout: float, what: str, poll: float = 0.05) -> T:
@@ -428,7 +429,7 @@ class Drill:
         def fired_past() -> bool:
             runs = self.runs()
             return any(ts_to_dt(r.fire_time) > through for r in runs) and not any(
-                _placeholder(r) and ts_to_dt(r.fire_time) <= through for r in runs
+                is_placeholder(r) and ts_to_dt(r.fire_time) <= through for r in runs
             )
 
         wait_for(fired_past, timeout, f"every slot up to {through.isoformat()} handled", 0.1)
@@ -436,7 +437,7 @@ class Drill:
 
         def finished() -> list[common_pb2.Run] | None:
             runs = self.runs()
-            return runs if all(r.state in _TERMINAL for r in runs) else None
+            return runs if all(r.state in TERMINAL for r in runs) else None
 
         runs = wait_for(finished, timeout, "every run finished", poll=0.1)
         result = audit(runs, self.slots(through))

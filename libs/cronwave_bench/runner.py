@@ -14,13 +14,14 @@ import platform
 import time
 import traceback
 from collections.abc import Callable, Sequence
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 from cronwave_bench.billing import run_billing
 from cronwave_bench.burst import run_burst
 from cronwave_bench.context import BenchContext
+from cronwave_bench.fault_matrix import SEED_VAR, MatrixConfig, run_fault_matrix, seed_from_env
 from cronwave_bench.harness import dispatch_lead, own_database
 from cronwave_bench.planner_memory import run_planner_memory
 from cronwave_bench.report import FAILED, NOT_AVAILABLE, Result, fmt_ms
@@ -80,6 +81,54 @@ def run_failover_scenario(ctx: BenchContext) -> Result:
     return result
 
 
+def run_fault_matrix_scenario(ctx: BenchContext) -> Result:
+    """Every service faulted in turn under steady load, every slot audited, by
+    ``cronwave_bench.fault_matrix.run_fault_matrix``: a row per fault."""
+    sizes = ctx.sizes
+    config = MatrixConfig(
+        schedules=sizes.fault_matrix_schedules,
+        hold=sizes.fault_matrix_hold,
+        quiet=sizes.fault_matrix_quiet,
+        settle=min(sizes.fault_matrix_quiet, timedelta(seconds=5)),
+        seed=seed_from_env(),
+    )
+    ctx.say(f"fault-matrix: {config.schedules} schedules, seed {config.seed} ({SEED_VAR})")
+    with own_database(ctx.backend, "faultmatrix") as backend:
+        figures = run_fault_matrix(
+            config,
+            database_url=backend.database_url,
+            data_dir=ctx.suite_dir("fault-matrix"),
+            say=ctx.say,
+        )
+    ctx.say(figures["table"])
+    result = Result("fault-matrix", figures=figures)
+    for window in figures["windows"]:
+        bad = window["missing"] + window["duplicate"] + window["stuck"]
+        recovery = window["recovery_from_injection_s"]
+        reasons = ", ".join(f"{k} {v}" for k, v in window["missed_by_reason"].items())
+        result.row(
+            window["name"],
+            f"{window['slots']} slots: {window['missing']} missing, "
+            f"{window['duplicate']} duplicate, {window['stuck']} stuck; "
+            f"MISSED {reasons or 'none'}; recovery "
+            + ("n/a" if recovery is None else f"{recovery:.2f} s after injection"),
+            "0 missing, duplicate, stuck",
+            bad == 0,
+        )
+    for check in figures["worker_check"]:
+        result.row(
+            "worker's own count",
+            f"{check['attempts_begun']} attempts begun for {check['runs_it_holds']} runs "
+            f"(excess {check['excess']})",
+            "excess 0",
+            check["excess"] == 0,
+        )
+    for fault, why in figures["left_out"].items():
+        result.notes.append(f"{fault} left out: {why}")
+    result.notes.append(f"seed {config.seed}; the table: see the progress output")
+    return result
+
+
 SCENARIOS: dict[str, Scenario] = {
     "single": run_single,
     "burst": run_burst,
@@ -88,6 +137,7 @@ SCENARIOS: dict[str, Scenario] = {
     "failover": run_failover_scenario,
     "billing": run_billing,
     "planner-memory": run_planner_memory,
+    "fault-matrix": run_fault_matrix_scenario,
 }
 
 

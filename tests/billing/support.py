@@ -211,5 +211,12 @@ class BillingSuite:
 
         return eventually(done, timeout=timeout, interval=0.05, what=f"run {run_id} finished")
 
+    def gateway_count(self) -> gateway_pb.CountChargesResponse:
+        """The gateway's ledger totals, every period together."""
+        response: gateway_pb.CountChargesResponse = self.gateway.CountCharges(
+            gateway_pb.CountChargesRequest(), timeout=10
+        )
+        return response
+
     def reconcile(self, period: str) -> Reconciliation:
         return reconcile(self.billing_url, self.gateway, period)

@@ -117,6 +117,18 @@ class Ledger:
 
 
 @dataclass
+class QueueLoss:
+    """When the queue last lost its messages (None: no loss known)."""
+
+    at: datetime | None = None
+    asked: int = 0
+
+    def lost_at(self, now: datetime) -> datetime | None:
+        self.asked += 1
+        return self.at
+
+
+@dataclass
 class Rig:
     clock: ManualClock
     index: ScheduleIndex
@@ -124,6 +136,7 @@ class Rig:
     dispatcher: Dispatcher
     ledger: Ledger
     loop: FireLoop
+    loss: QueueLoss = field(default_factory=QueueLoss)
 
     def add(
         self,
@@ -157,24 +170,31 @@ class Rig:
         raise AssertionError("loop did not settle")
 
 
-@pytest.fixture
-def rig() -> Iterator[Rig]:
+def make_rig(give_up_after: timedelta = timedelta(seconds=60)) -> Rig:
+    """A started loop on a manual clock at ``T0``; the caller stops ``rig.loop``."""
     clock = ManualClock(T0)
     index = ScheduleIndex()
-    lead, dispatcher, ledger = Lead(), Dispatcher(clock), Ledger()
+    lead, dispatcher, ledger, loss = Lead(), Dispatcher(clock), Ledger(), QueueLoss()
     loop = FireLoop(
         index,
         clock,
         lead,
         dispatcher,
         ledger,
+        give_up_after=give_up_after,
         backoff=Backoff(timedelta(seconds=1), timedelta(seconds=8)),
         idle=timedelta(seconds=30),
+        queue_loss=loss,
     )
-    r = Rig(clock, index, lead, dispatcher, ledger, loop)
     loop.start()
+    return Rig(clock, index, lead, dispatcher, ledger, loop, loss)
+
+
+@pytest.fixture
+def rig() -> Iterator[Rig]:
+    r = make_rig()
     yield r
-    loop.stop()
+    r.loop.stop()
 
 
 def test_fires_each_due_slot_once_in_order_with_the_token(rig: Rig) -> None:
@@ -394,6 +414,105 @@ def test_overlap_with_a_run_in_flight(
     assert [t for _, t in rig.dispatcher.started()] == started
     assert rig.ledger.final() == [("s", t, r) for t, r in missed]
     assert rig.ledger.cancelled == cancelled
+
+
+LOST_AT = datetime(2030, 1, 7, 11, 59, 40, tzinfo=UTC)
+
+
+def _lost_run(
+    state: str = "pending",
+    recorded: datetime = LOST_AT - timedelta(seconds=1),
+    started: datetime | None = None,
+) -> InFlight:
+    """The 11:59 run of ``s``: by default recorded before the loss, never claimed."""
+    at = datetime(2030, 1, 7, 11, 59, tzinfo=UTC)
+    return InFlight("run-lost", state, 0, at, recorded, started)
+
+
+def test_a_skip_only_for_a_run_lost_in_the_queue_waits_for_it_then_starts(rig: Rig) -> None:
+    # Given a skip schedule whose 11:59 run is PENDING, recorded before the queue lost
+    # its messages
+    rig.loss.at = LOST_AT
+    rig.ledger.running["s"] = [_lost_run()]
+    rig.add("s", "* * * * *", since=T0 - timedelta(seconds=40), policy=Policy(Overlap.SKIP))
+
+    # When the 12:00 slot comes while the run waits for its new message
+    rig.run_until(T0 + timedelta(seconds=2))
+
+    # Then the slot is neither skipped nor started: it is decided again and again
+    assert rig.dispatcher.calls == [] and rig.ledger.final() == []
+    assert rig.loop.stats.lost_waits >= 10
+
+    # When a worker claims the re-sent run (its late run is the recovery)
+    rig.ledger.running["s"] = [_lost_run("running", started=T0 + timedelta(seconds=2))]
+    rig.run_until(T0 + timedelta(seconds=3))
+
+    # Then the slot still waits for it, and does not start beside it
+    assert rig.dispatcher.calls == [] and rig.ledger.final() == []
+
+    # When the re-sent run has ended
+    rig.ledger.running["s"] = []
+    rig.run_until(T0 + timedelta(seconds=4))
+
+    # Then the slot starts, late, and nothing was recorded MISSED
+    assert rig.dispatcher.started() == [("s", "12:00")]
+    assert rig.ledger.final() == []
+
+    # When the next slot comes while that late run is still in flight
+    late = InFlight("run-1200", "pending", 0, datetime(2030, 1, 7, 12, 0, tzinfo=UTC), T0)
+    rig.ledger.running["s"] = [late]
+    rig.run_until(datetime(2030, 1, 7, 12, 1, 1, tzinfo=UTC))
+
+    # Then it waits for it too (the recovery goes on), and starts once it has ended
+    assert rig.ledger.final() == [] and len(rig.dispatcher.calls) == 1
+    rig.ledger.running["s"] = []
+    rig.run_until(datetime(2030, 1, 7, 12, 1, 2, tzinfo=UTC))
+    assert rig.dispatcher.started() == [("s", "12:00"), ("s", "12:01")]
+    assert rig.ledger.final() == []
+
+
+@pytest.mark.parametrize(
+    ("lost_at", "run"),
+    [
+        (None, _lost_run()),  # no loss known
+        (LOST_AT, _lost_run("running", started=LOST_AT - timedelta(seconds=1))),  # held
+        (LOST_AT, _lost_run(recorded=LOST_AT + timedelta(seconds=5))),  # sent after the loss
+        (LOST_AT, InFlight("run-lost", "pending", 0, T0, None)),  # recorded when: unknown
+    ],
+    ids=["no-loss", "held-through-the-loss", "recorded-after-the-loss", "unknown-record-time"],
+)
+def test_a_run_in_flight_that_was_not_lost_in_the_queue_skips_the_slot_at_once(
+    rig: Rig, lost_at: datetime | None, run: InFlight
+) -> None:
+    rig.loss.at = lost_at
+    rig.ledger.running["s"] = [run]
+    rig.add("s", "* * * * *", since=T0 - timedelta(seconds=40), policy=Policy(Overlap.SKIP))
+
+    rig.run_until(T0 + timedelta(seconds=1))
+
+    assert rig.ledger.final() == [("s", "12:00", "overlap_skip")]
+    assert rig.loop.stats.lost_waits == 0 and rig.dispatcher.calls == []
+
+
+def test_a_slot_waits_for_a_run_lost_in_the_queue_until_its_deadline_at_most() -> None:
+    # Given a run lost in the queue that is never sent again (no dispatcher runs), and
+    # fires given up 2 s after they were due to start
+    rig = make_rig(give_up_after=timedelta(seconds=2))
+    try:
+        rig.loss.at = LOST_AT
+        rig.ledger.running["s"] = [_lost_run()]
+        rig.add("s", "* * * * *", since=T0 - timedelta(seconds=40), policy=Policy(Overlap.SKIP))
+
+        # When the 12:00 slot has waited past its deadline
+        rig.run_until(T0 + timedelta(seconds=1))
+        assert rig.ledger.final() == []
+        rig.run_until(T0 + timedelta(seconds=3))
+
+        # Then it is skipped for the overlap after all
+        assert rig.ledger.final() == [("s", "12:00", "overlap_skip")]
+        assert rig.dispatcher.calls == []
+    finally:
+        rig.loop.stop()
 
 
 def test_a_buffered_fire_starts_when_the_run_in_flight_ends(rig: Rig) -> None:

@@ -14,9 +14,9 @@ import redis
 from cronwave.v1 import common_pb2
 from cronwave.v1 import dispatcher_service_pb2 as pb
 from cronwave.v1 import workflow_store_service_pb2 as store_pb
+from cronwave_bench.faults import TcpProxy
 from cronwave_core.convert import dt_to_ts, ts_to_dt
 from tests.dispatcher.cluster import Cluster, running_cluster
-from tests.failover.support import TcpProxy
 from tests.helpers import eventually
 
 pytestmark = pytest.mark.slow
@@ -259,3 +259,41 @@ def test_a_batch_whose_broker_is_away_is_recorded_and_answered_unavailable(
                 assert in_order(events, "recorded", "enqueued", "enqueue_failed"), events
     finally:
         proxy.close()
+
+
+@pytest.mark.both_backends  # a guarantee: no run lost with a dispatcher that died
+def test_a_start_recorded_but_never_queued_is_queued_when_it_comes_again(
+    tmp_path, database_url: str, redis_url: str, namespace: str
+) -> None:
+    # Given a run the store recorded for a start whose dispatcher died before sending
+    # its message (the sweeper would only re-send it after ten minutes here)
+    env = {"CRONWAVE_SWEEP_PENDING_AFTER": "600"}
+    with running_cluster(tmp_path / "c", database_url, redis_url, namespace, env) as cluster:
+        schedule_id = cluster.schedule("cronwave.noop")
+        day = datetime(2024, 6, 1, 2, tzinfo=UTC)
+        recorded = cluster.store.RecordRun(
+            store_pb.RecordRunRequest(
+                schedule_id=schedule_id,
+                fire_time=dt_to_ts(day),
+                trigger=common_pb2.TRIGGER_KIND_SCHEDULED,
+                fencing_token=5,
+                enqueue=True,
+            ),
+            timeout=10,
+        ).run
+
+        # When the planner, which never got an answer, starts the slot again
+        again = cluster.dispatcher.StartRuns(
+            pb.StartRunsRequest(starts=[_start_item(schedule_id, day, 5)]), timeout=20
+        ).results[0]
+
+        # Then it is the same run, and this time its message is sent: it runs, once
+        assert not again.started.created and again.started.run.run_id == recorded.run_id
+        run = cluster.finished(recorded.run_id)
+        assert run.state == common_pb2.RUN_STATE_SUCCEEDED and run.attempt == 1
+        # And a start of it once more, answered from the cache, changes nothing
+        third = cluster.dispatcher.StartRuns(
+            pb.StartRunsRequest(starts=[_start_item(schedule_id, day, 5)]), timeout=20
+        ).results[0]
+        assert third.started.run.run_id == recorded.run_id
+        assert cluster.run(recorded.run_id).attempt == 1

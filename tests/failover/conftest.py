@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from cronwave_bench.failover import Drill
+from cronwave_bench.faults import OwnRedis, TcpProxy
 from cronwave_core.suite import Suite
-from tests.failover.support import OwnRedis, TcpProxy
 
 
 @pytest.fixture

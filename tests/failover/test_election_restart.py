@@ -12,8 +12,9 @@ import redis
 
 from cronwave.v1 import workflow_store_service_pb2 as store_pb
 from cronwave_bench.failover import SCOPE
+from cronwave_bench.faults import OwnRedis
 from tests.conftest import SuiteFactory
-from tests.failover.support import LEASE_ENV, OwnRedis, start_planner
+from tests.failover.support import LEASE_ENV, start_planner
 from tests.helpers import eventually
 
 pytestmark = pytest.mark.slow

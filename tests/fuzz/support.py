@@ -13,6 +13,11 @@ import sqlalchemy as sa
 from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.message import Message
 
+from cronwave.v1 import cron_planner_service_pb2 as planner_pb
+from cronwave.v1 import cron_planner_service_pb2_grpc as planner_grpc
+from cronwave_core.suite import Suite
+from tests.helpers import eventually
+
 #: What no request may end with: bad input gets a status that names what is wrong.
 NEVER = {grpc.StatusCode.UNKNOWN, grpc.StatusCode.INTERNAL}
 REPO = str(Path(__file__).resolve().parents[2])
@@ -99,3 +104,25 @@ def leaks(details: str, sent: list[str]) -> list[str]:
     """The internal markers in ``details`` that no string of the request explains (a
     refusal may quote the value it refuses)."""
     return [m for m in INTERNALS if m in details and not any(m in s for s in sent)]
+
+
+def changed(before: dict[str, str], after: dict[str, str]) -> list[str]:
+    """The tables whose content differs between two fingerprints."""
+    return sorted(t for t in before.keys() | after.keys() if before.get(t) != after.get(t))
+
+
+def settled(suite: Suite) -> None:
+    """Wait until the suite's own start-up writes are done: the planner leads (its
+    grant is the last write the store sees from a quiet suite; renewals keep the
+    token), so from here on only requests write."""
+    with grpc.insecure_channel(suite.planner_addr) as channel:
+        stub = planner_grpc.CronPlannerServiceStub(channel)
+
+        def leading() -> bool:
+            try:
+                status = stub.GetPlannerStatus(planner_pb.GetPlannerStatusRequest(), timeout=5)
+            except grpc.RpcError:
+                return False
+            return bool(status.leader)
+
+        eventually(leading, timeout=60, what="the planner leads")

@@ -8,9 +8,9 @@ scheduler's and the gateway's databases reads the same after it as before.
 
 ``CRONWAVE_FUZZ_EXAMPLES`` (default 25) sets the examples per method and
 ``CRONWAVE_FUZZ_SEED`` the seed (fixed by default, so a run repeats the last one; the
-seed is printed). The planner's and the worker's methods run first, while no schedule
-exists; those two processes are then stopped, so no background write can be taken for
-a refused call's.
+seed is printed). It starts once the planner leads (the last write of a quiet suite).
+The planner's and the worker's methods run first, while no schedule exists; those two
+processes are then stopped, so no background write can be taken for a refused call's.
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ from cronwave.v1 import workflow_store_service_pb2 as store_pb
 from cronwave_core.suite import Suite
 from tests.conftest import SuiteFactory
 from tests.fuzz.strategies import messages, weighted
-from tests.fuzz.support import FIELD_RULE, NEVER, Databases, leaks, strings_in
+from tests.fuzz.support import FIELD_RULE, NEVER, Databases, leaks, settled, strings_in
 
 pytestmark = pytest.mark.slow
 
@@ -206,6 +206,7 @@ def test_no_request_gets_unknown_internals_or_a_half_write(
     with capsys.disabled():
         print(f"\nRPC fuzz: seed {SEED}, {EXAMPLES} examples per method "
               "(CRONWAVE_FUZZ_SEED, CRONWAVE_FUZZ_EXAMPLES)")  # fmt: skip
+    settled(suite)
     gateway_url = f"sqlite:///{suite.config.data_dir / 'gateway.db'}"
     databases = Databases([database_url, gateway_url])
     channels = {name: grpc.insecure_channel(suite.address(name)) for _, name, _ in SERVICES}

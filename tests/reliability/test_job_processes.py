@@ -1,6 +1,6 @@
 """Job bodies in job processes, without the other services: what the process adds to
-a run, a process that dies under its job, checkpoints on their way, and the start at
-the fire time."""
+a run, a process that dies under its job, checkpoints on their way, the start at the
+fire time, and the worker's stop reaching the body."""
 
 from __future__ import annotations
 
@@ -171,6 +171,53 @@ def test_the_body_starts_at_its_fire_time_not_before(pool: JobProcessPool) -> No
     # Never before the instant. How close after it is a figure for `make bench`, not
     # an assertion here; the bound only rules out waiting for a poll or a heartbeat.
     assert 0 <= lateness_ms < 1000, lateness_ms
+
+
+def test_a_release_stops_the_body_at_its_next_checkpoint(pool: JobProcessPool) -> None:
+    # Given a job checkpointing every 0.1 s for 10 s
+    beats = Beats()
+    supervisor = supervised(pool, beats)
+    fire = datetime.now(UTC)
+    threading.Timer(0.5, supervisor.release).start()  # the worker's SIGTERM
+    began = time.monotonic()
+    # When the worker asks for the run back
+    result = supervisor.run(spec("drill.steps", fire, steps=100, step_seconds=0.1), fire)
+    # Then the body stops at its next checkpoint, which the release carries (or which
+    # already went out with a beat)
+    assert result.outcome is Outcome.RELEASED
+    assert time.monotonic() - began < 5
+    newest = result.checkpoint_json or [body for _, body in beats.sent if body][-1]
+    assert 1 <= json.loads(newest)["step"] < 100
+    assert result.body_started_ns > 0
+
+
+def test_a_forced_release_kills_a_body_that_never_checkpoints(pool: JobProcessPool) -> None:
+    supervisor = supervised(pool)
+    fire = datetime.now(UTC)
+    threading.Timer(0.3, supervisor.release).start()
+    threading.Timer(0.6, supervisor.force_release).start()  # the grace period is over
+    began = time.monotonic()
+
+    result = supervisor.run(spec("cronwave.sleep", fire, seconds=30), fire)
+
+    assert result.outcome is Outcome.RELEASED
+    assert result.checkpoint_json == ""
+    assert time.monotonic() - began < 10  # SIGTERM, then SIGKILL after the kill grace
+
+
+def test_a_body_waiting_for_its_fire_time_is_released_without_starting(
+    pool: JobProcessPool,
+) -> None:
+    supervisor = supervised(pool)
+    fire = datetime.now(UTC) + timedelta(seconds=30)
+    threading.Timer(0.3, supervisor.release).start()
+    began = time.monotonic()
+
+    result = supervisor.run(spec("drill.steps", fire, steps=5), fire)
+
+    assert result.outcome is Outcome.RELEASED
+    assert result.body_started_ns == 0
+    assert time.monotonic() - began < 10  # not held until the fire time
 
 
 def test_runs_beyond_the_process_cap_wait_heartbeating_for_a_process(

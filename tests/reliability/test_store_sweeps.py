@@ -10,7 +10,7 @@ import grpc
 
 from cronwave.v1 import common_pb2 as pb
 from cronwave.v1 import workflow_store_service_pb2 as api
-from cronwave_core.convert import td_to_duration
+from cronwave_core.convert import dt_to_ts, td_to_duration
 from tests.helpers import eventually
 from tests.workflow_store.support import (
     StoreProcess,
@@ -134,3 +134,86 @@ def test_dead_letter_list_and_replay(store: StoreProcess) -> None:
     refused = rpc_error(stub.ReplayDeadLetter, api.ReplayDeadLetterRequest(run_id=run.run_id))
     assert refused.code() == grpc.StatusCode.FAILED_PRECONDITION
     assert "is not dead-lettered" in refused.details()
+
+
+def lost_pages(stub, lost_at: datetime, limit: int) -> tuple[dict[str, str], int]:
+    """Every page of RequeueLostRuns: the runs handed out (id -> reason), and how many
+    calls it took."""
+    found: dict[str, str] = {}
+    after = ""
+    for calls in range(1, 101):
+        page = stub.RequeueLostRuns(
+            api.RequeueLostRunsRequest(
+                lost_at=dt_to_ts(lost_at),
+                pending_for=td_to_duration(timedelta(seconds=30)),
+                after_run_id=after,
+                limit=limit,
+            )
+        )
+        found.update({s.run.run_id: s.reason for s in page.runs})
+        after = page.next_after_run_id
+        if not after:
+            return found, calls
+    raise AssertionError("RequeueLostRuns kept paging")
+
+
+def test_a_lost_queue_hands_out_every_pending_run_recorded_before_it_at_once(
+    store: StoreProcess,
+) -> None:
+    # Given runs of every kind, recorded before the queue lost its messages: PENDING and
+    # due, one re-sent a moment ago (its next re-send far off), a retry waiting out its
+    # delay, and one RUNNING
+    stub = store.stub()
+    sid = create_schedule(stub).schedule_id
+    resent = record_run(stub, sid, fire=PAST).run.run_id
+    assert sweep(stub, pending_for=0).get(resent) == "not_picked_up"
+    due = [record_run(stub, sid, fire=PAST + timedelta(seconds=i)).run.run_id for i in (1, 2, 3)]
+    retry = record_run(stub, sid, fire=PAST + timedelta(seconds=4)).run.run_id
+    claim = stub.ClaimRun(api.ClaimRunRequest(run_id=retry, worker_id="w1"))
+    stub.CompleteRun(
+        api.CompleteRunRequest(
+            run_id=retry,
+            attempt_token=claim.attempt_token,
+            state=pb.RUN_STATE_FAILED,
+            error="Flaky: once",
+            retry_after=td_to_duration(timedelta(seconds=1)),
+        )
+    )
+    running = record_run(stub, sid, fire=PAST + timedelta(seconds=5)).run.run_id
+    assert stub.ClaimRun(api.ClaimRunRequest(run_id=running, worker_id="w1")).claimed
+    lost_at = datetime.now(UTC)
+    # and one recorded after the loss (its message went to the queue as it is now)
+    after = record_run(stub, sid, fire=PAST + timedelta(seconds=6)).run.run_id
+
+    # When the runs of the lost queue are asked for, two a page
+    found, calls = lost_pages(stub, lost_at, limit=2)
+
+    # Then every due PENDING run recorded before the loss is handed out at once, whatever
+    # its resend schedule; the retry, the running run and the later run are not
+    assert found == {run_id: "queue_lost" for run_id in [resent, *due]}
+    assert calls == 3  # 5 PENDING runs recorded before the loss, 2 a page
+    events = stub.ListRunEvents(api.ListRunEventsRequest(run_id=due[0])).events
+    assert [(e.kind, e.detail) for e in events][-1] == ("requeued", "queue_lost")
+    # and the ordinary sweep does not send them again before its bound
+    assert not set(found) & set(sweep(stub, pending_for=30))
+    # while the retry is handed out by the ordinary sweep as soon as its delay is over
+    assert (
+        eventually(lambda: sweep(stub, pending_for=30).get(retry), timeout=5, what="retry due")
+        == "not_picked_up"
+    )
+    assert after not in found and running not in found
+
+
+def test_requeue_lost_runs_refuses_a_request_without_an_instant_or_with_a_huge_page(
+    store: StoreProcess,
+) -> None:
+    stub = store.stub()
+    missing = rpc_error(stub.RequeueLostRuns, api.RequeueLostRunsRequest())
+    assert missing.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert missing.details() == "lost_at: required"
+    huge = rpc_error(
+        stub.RequeueLostRuns,
+        api.RequeueLostRunsRequest(lost_at=dt_to_ts(datetime.now(UTC)), limit=1_000_000),
+    )
+    assert huge.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert huge.details().startswith("limit: must be between 0 and 10000")

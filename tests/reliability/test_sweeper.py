@@ -11,6 +11,7 @@ import redis
 from cronwave.v1 import common_pb2
 from cronwave.v1 import workflow_store_service_pb2 as store_pb
 from cronwave_core.convert import td_to_duration
+from tests.helpers import eventually
 from tests.reliability.conftest import MakeRig
 from tests.reliability.support import events_of, lifecycle
 
@@ -50,3 +51,54 @@ def test_a_lost_message_is_sent_again_and_the_run_succeeds(make_rig: MakeRig) ->
     assert kinds[:2] == ["recorded", "enqueued"] and kinds[-2:] == ["claimed", "succeeded"]
     requeued = events_of(events, "requeued")
     assert requeued and requeued[0].detail == "not_picked_up"
+
+
+def test_the_runs_of_a_lost_queue_are_sent_again_at_once_not_after_the_bound(
+    make_rig: MakeRig,
+) -> None:
+    # Given a sweeper that re-sends an unclaimed run only after 30 s, and two runs
+    # recorded and queued on the bulk pool while no bulk worker runs
+    rig = make_rig(pools={"default": 1}, env={"CRONWAVE_SWEEP_PENDING_AFTER": "30"})
+    rig.store.RegisterJobType(
+        store_pb.RegisterJobTypeRequest(
+            job_type=common_pb2.JobType(
+                name="drill.bulk",
+                duration_limit=td_to_duration(timedelta(minutes=1)),
+                queue="bulk",
+            )
+        ),
+        timeout=10,
+    )
+    run_ids = [rig.start(rig.schedule("drill.bulk", {"seconds": 0})).run.run_id for _ in "ab"]
+    client = redis.Redis.from_url(rig.suite.redis_url)
+    try:
+        assert client.hlen(f"{rig.namespace}:bulk.msgs") == 2
+        # When Redis loses this namespace's data (as in a restart with persistence off)
+        client.delete(
+            f"{rig.namespace}:bulk", f"{rig.namespace}:bulk.msgs", f"{rig.namespace}:queue:epoch"
+        )
+
+        # Then the dispatcher notices within a tick, sets a new epoch and sends both
+        # runs again, long before the 30-s bound
+        def resent() -> list[str]:
+            details = [
+                [e.detail for e in events_of(rig.run_events(run_id), "requeued")]
+                for run_id in run_ids
+            ]
+            assert all(d == ["queue_lost"] for d in details), details
+            return details[0]
+
+        eventually(resent, timeout=10, what="both runs re-sent for the lost queue")
+        assert client.exists(f"{rig.namespace}:queue:epoch")
+        assert client.hlen(f"{rig.namespace}:bulk.msgs") == 2
+    finally:
+        client.close()
+    assert "queue lost: 2 runs re-sent" in rig.log("dispatcher")
+
+    # And once a bulk worker runs, each succeeds, once
+    rig.suite.start_service(
+        "worker", index=1, name="worker-bulk", extra_env={"CRONWAVE_WORKER_QUEUES": "bulk"}
+    )
+    for run_id in run_ids:
+        run = rig.wait_state(run_id, "SUCCEEDED", timeout=30)
+        assert run.attempt == 1

@@ -12,8 +12,8 @@ from typing import Any
 import dramatiq
 import redis
 
+from cronwave_bench.faults import TcpProxy
 from cronwave_core.queueing import actor_name_for
-from tests.failover.support import TcpProxy
 from tests.helpers import eventually
 from worker.acks import BatchAckBroker
 
@@ -111,3 +111,34 @@ def test_acks_made_while_redis_is_away_are_sent_when_it_is_back(
     finally:
         proxy.close()
         client.close()
+
+
+def test_a_consumer_polls_on_while_redis_is_away_and_takes_messages_once_it_is_back(
+    redis_url: str, namespace: str
+) -> None:
+    target = redis_url.removeprefix("redis://").split("/", 1)[0]
+    db = redis_url.rsplit("/", 1)[-1]
+    proxy = TcpProxy(target)
+    port = int(proxy.address.rsplit(":", 1)[1])
+    try:
+        with (
+            _broker(f"redis://{proxy.address}/{db}", namespace) as broker,
+            _broker(redis_url, namespace) as sender,
+        ):
+            # Given a consumer that has taken and handled a message through a proxy
+            _enqueue(sender, 1)
+            consumer, taken = _take(broker, 1)
+            consumer.ack(taken[0])
+            eventually(lambda: broker.acks.sent == 1, what="the ack sent")
+            # When Redis cannot be reached
+            proxy.close()
+            # Then the consumer polls on, as if idle, rather than failing (which would
+            # make dramatiq's worker restart it only seconds later)
+            assert [next(consumer) for _ in range(3)] == [None, None, None]
+            # And once Redis is reachable again, the same consumer takes the next message
+            proxy = TcpProxy(target, port=port)
+            _enqueue(sender, 1)
+            message = eventually(lambda: next(consumer), timeout=10, what="a message")
+            assert message.kwargs == {"i": 0}
+    finally:
+        proxy.close()

@@ -116,3 +116,71 @@ def test_a_result_that_is_not_json_fails_the_attempt() -> None:
     result = supervisor.run(lambda ctx: {"when": datetime.now(UTC)}, ctx_for(supervisor))
     assert result.outcome is Outcome.FAILED
     assert result.error.startswith("TypeError:")
+
+
+def test_a_release_stops_the_body_at_its_next_checkpoint_and_keeps_it() -> None:
+    # Given a job that checkpoints every step
+    supervisor = Supervisor(Beats(), timedelta(seconds=10), timedelta(seconds=30))
+    steps: list[int] = []
+    seen: list[BaseException] = []
+
+    def body(ctx: JobContext) -> dict[str, Any]:
+        try:
+            for step in range(1, 1000):
+                steps.append(step)
+                if step == 3:
+                    supervisor.release()  # the worker's SIGTERM, mid-run
+                ctx.heartbeat({"step": step})
+                time.sleep(0.01)
+        except BaseException as exc:
+            seen.append(exc)
+            raise
+        return {}
+
+    # When the worker asks for its run back
+    result = supervisor.run(body, ctx_for(supervisor))
+
+    # Then the body stops at that checkpoint, which goes with the released run
+    assert result.outcome is Outcome.RELEASED
+    assert steps == [1, 2, 3]
+    assert [type(e).__name__ for e in seen] == ["WorkerStopping"]
+    assert result.checkpoint_json == '{"step": 3}'
+    assert result.body_started_ns > 0
+
+
+def test_a_body_held_for_its_fire_time_is_released_without_starting() -> None:
+    supervisor = Supervisor(Beats(), timedelta(seconds=10), timedelta(seconds=30))
+    ran = threading.Event()
+    fire_time = datetime.now(UTC) + timedelta(seconds=1)
+    supervisor.release()
+
+    result = supervisor.run(lambda ctx: ran.set() or {}, ctx_for(supervisor), fire_time)
+
+    assert result.outcome is Outcome.RELEASED
+    assert result.body_started_ns == 0
+    assert not ran.wait(1.5), "the body ran after its release"  # past its fire time
+
+
+def test_a_forced_release_stops_a_body_that_never_checkpoints() -> None:
+    # Given a body that never heartbeats
+    supervisor = Supervisor(Beats(), timedelta(seconds=10), timedelta(seconds=30))
+    stopped = threading.Event()
+
+    def body(ctx: JobContext) -> dict[str, Any]:
+        try:
+            for _ in range(3000):
+                time.sleep(0.01)
+        finally:
+            stopped.set()
+        return {}
+
+    timer = threading.Timer(0.2, supervisor.force_release)  # the grace period is over
+    timer.start()
+    started = time.monotonic()
+    result = supervisor.run(body, ctx_for(supervisor))
+
+    # Then the attempt is released at once and the body is stopped
+    assert result.outcome is Outcome.RELEASED
+    assert result.checkpoint_json == ""
+    assert time.monotonic() - started < 5
+    assert stopped.wait(5), "the forced body kept running"

@@ -1,10 +1,11 @@
 """The worker as a real process: it registers its job types before it is healthy,
-runs claimed runs with their trace, and finishes in-flight jobs when told to stop."""
+runs claimed runs with their trace, finishes in-flight jobs that end within the grace
+period when told to stop, and hands back the runs it holds for their fire time."""
 
 from __future__ import annotations
 
 import signal
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -105,3 +106,29 @@ def test_sigterm_lets_the_running_job_finish(cluster: Cluster) -> None:
     run = cluster.run(run_id)
     assert run.state == common_pb2.RUN_STATE_SUCCEEDED
     assert run.result_json == '{"slept": 1}'
+
+
+def test_sigterm_hands_back_a_run_held_for_its_fire_time(cluster: Cluster) -> None:
+    # Given a run claimed ahead of its fire time, waiting among the worker's held runs
+    schedule_id = cluster.schedule("cronwave.noop")
+    fire_time = datetime.now(UTC) + timedelta(seconds=8)
+    token = cluster.store.IssueFencingToken(
+        store_pb.IssueFencingTokenRequest(fencing_scope="planner"), timeout=10
+    ).fencing_token  # as leader-election does for the planner it grants the lease
+    run_id = cluster.start(schedule_id, fire_time=fire_time, fencing_token=token).run.run_id
+    cluster.events_through(run_id, "claimed")
+    worker = cluster.suite.procs["worker"]
+    assert worker.popen is not None
+    # When the worker is asked to stop
+    cluster.suite.signal("worker", signal.SIGTERM)
+    # Then it exits 0 at once, the run is back in the store, due, with a message
+    assert worker.popen.wait(timeout=20) == 0
+    assert cluster.events(run_id)[-1] == "released"
+    assert cluster.run(run_id).state == common_pb2.RUN_STATE_PENDING
+    # and the next worker takes it from that message and runs it at its fire time
+    cluster.suite.restart("worker")
+    run = cluster.finished(run_id)
+    assert run.state == common_pb2.RUN_STATE_SUCCEEDED
+    events = cluster.events(run_id)
+    assert events[events.index("released") + 1] == "claimed", events
+    assert "requeued" not in events, events

@@ -393,6 +393,26 @@ class RequeueStalledRunsResponse(_message.Message):
     runs: _containers.RepeatedCompositeFieldContainer[StalledRun]
     def __init__(self, runs: _Optional[_Iterable[_Union[StalledRun, _Mapping]]] = ...) -> None: ...
 
+class RequeueLostRunsRequest(_message.Message):
+    __slots__ = ("lost_at", "pending_for", "after_run_id", "limit")
+    LOST_AT_FIELD_NUMBER: _ClassVar[int]
+    PENDING_FOR_FIELD_NUMBER: _ClassVar[int]
+    AFTER_RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    lost_at: _timestamp_pb2.Timestamp
+    pending_for: _duration_pb2.Duration
+    after_run_id: str
+    limit: int
+    def __init__(self, lost_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., pending_for: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., after_run_id: _Optional[str] = ..., limit: _Optional[int] = ...) -> None: ...
+
+class RequeueLostRunsResponse(_message.Message):
+    __slots__ = ("runs", "next_after_run_id")
+    RUNS_FIELD_NUMBER: _ClassVar[int]
+    NEXT_AFTER_RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    runs: _containers.RepeatedCompositeFieldContainer[StalledRun]
+    next_after_run_id: str
+    def __init__(self, runs: _Optional[_Iterable[_Union[StalledRun, _Mapping]]] = ..., next_after_run_id: _Optional[str] = ...) -> None: ...
+
 class DeadLetter(_message.Message):
     __slots__ = ("id", "run_id", "reason", "error", "queue", "job_type", "attempt", "message_json", "created_at", "replayed_at")
     ID_FIELD_NUMBER: _ClassVar[int]

@@ -190,6 +190,11 @@ class WorkflowStoreServiceStub:
                 request_serializer=cronwave_dot_v1_dot_workflow__store__service__pb2.RequeueStalledRunsRequest.SerializeToString,
                 response_deserializer=cronwave_dot_v1_dot_workflow__store__service__pb2.RequeueStalledRunsResponse.FromString,
                 _registered_method=True)
+        self.RequeueLostRuns = channel.unary_unary(
+                '/cronwave.v1.WorkflowStoreService/RequeueLostRuns',
+                request_serializer=cronwave_dot_v1_dot_workflow__store__service__pb2.RequeueLostRunsRequest.SerializeToString,
+                response_deserializer=cronwave_dot_v1_dot_workflow__store__service__pb2.RequeueLostRunsResponse.FromString,
+                _registered_method=True)
         self.DeadLetterRun = channel.unary_unary(
                 '/cronwave.v1.WorkflowStoreService/DeadLetterRun',
                 request_serializer=cronwave_dot_v1_dot_workflow__store__service__pb2.DeadLetterRunRequest.SerializeToString,
@@ -431,6 +436,18 @@ class WorkflowStoreServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def RequeueLostRuns(self, request, context):
+        """Runs whose message went down with the queue: the broker lost the messages it held
+        (Redis restarted empty, was flushed, failed over) as of lost_at. Every PENDING run
+        recorded before lost_at qualifies at once, whatever its resend schedule. A due one
+        is returned, marked requeued (reason queue_lost), for the caller to enqueue; a retry
+        whose delay has not passed is left for RequeueStalledRuns to hand out once due.
+        Pages by run id: call again with after_run_id = next_after_run_id until it is empty.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def DeadLetterRun(self, request, context):
         """Moves a run to the dead-letter list (state DEAD_LETTERED), or records a poison
         message that names no run the store knows.
@@ -610,6 +627,11 @@ def add_WorkflowStoreServiceServicer_to_server(servicer, server):
                     servicer.RequeueStalledRuns,
                     request_deserializer=cronwave_dot_v1_dot_workflow__store__service__pb2.RequeueStalledRunsRequest.FromString,
                     response_serializer=cronwave_dot_v1_dot_workflow__store__service__pb2.RequeueStalledRunsResponse.SerializeToString,
+            ),
+            'RequeueLostRuns': grpc.unary_unary_rpc_method_handler(
+                    servicer.RequeueLostRuns,
+                    request_deserializer=cronwave_dot_v1_dot_workflow__store__service__pb2.RequeueLostRunsRequest.FromString,
+                    response_serializer=cronwave_dot_v1_dot_workflow__store__service__pb2.RequeueLostRunsResponse.SerializeToString,
             ),
             'DeadLetterRun': grpc.unary_unary_rpc_method_handler(
                     servicer.DeadLetterRun,
@@ -1465,6 +1487,33 @@ class WorkflowStoreService:
             '/cronwave.v1.WorkflowStoreService/RequeueStalledRuns',
             cronwave_dot_v1_dot_workflow__store__service__pb2.RequeueStalledRunsRequest.SerializeToString,
             cronwave_dot_v1_dot_workflow__store__service__pb2.RequeueStalledRunsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RequeueLostRuns(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/cronwave.v1.WorkflowStoreService/RequeueLostRuns',
+            cronwave_dot_v1_dot_workflow__store__service__pb2.RequeueLostRunsRequest.SerializeToString,
+            cronwave_dot_v1_dot_workflow__store__service__pb2.RequeueLostRunsResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -13,6 +13,8 @@ from cron_planner.feed import ScheduleFeed
 from cron_planner.fire_loop import FireLoop
 from cron_planner.remote import DispatcherClient, LeaderClient, StoreClient
 from cron_planner.schedule_index import ScheduleIndex
+from cronwave_core.caching import redis_client
+from cronwave_core.queue_epoch import LossView
 from cronwave_core.rpc import open_channel
 from cronwave_core.settings import Settings
 
@@ -60,6 +62,9 @@ class Planner:
             ready=lambda: self.feed.loaded.is_set(),
         )
         store = StoreClient(self._store_channel, timeout)
+        # The broker's Redis, read only for its queue epoch (a lost queue's runs are no
+        # reason to skip a slot); short timeouts: Redis away means "no loss known".
+        self._queue_redis = redis_client(settings.redis_url)
         self.loop = FireLoop(
             self.index,
             self.clock,
@@ -67,6 +72,7 @@ class Planner:
             with_faults(DispatcherClient(self._dispatcher_channel, timeout), settings),
             store,
             idle=idle or timedelta(seconds=1),
+            queue_loss=LossView(self._queue_redis, settings.namespace),
         )
         leader = LeaderClient(self._leader_channel, timeout, self.elector.scope)
         self.backfiller = Backfiller(
@@ -106,6 +112,7 @@ class Planner:
             self._dispatcher_channel,
         ):
             channel.close()
+        self._queue_redis.close()
 
     def status(self) -> PlannerStatus:
         leadership = self.elector.leadership()

@@ -17,6 +17,22 @@ Contract of one start (one schedule's nominal fire time):
   run in flight ends (``overlap_buffer_full`` when ``buffer_one``'s one place is
   taken), ``cancel_other`` completes the runs in flight as CANCELLED (their workers'
   next heartbeat is refused, so the jobs stop) and starts.
+- A run whose message went down with the queue is not a reason to skip. When a skip
+  would be only for runs recorded before the queue last lost its messages
+  (``QueueLoss``: Redis restarted empty, flushed, failed over; lately) and not claimed
+  by a worker before then, the fire is decided again ``LOST_RECHECK`` later, until its
+  deadline, instead of being recorded MISSED: such a run had no message, and the
+  dispatcher sends it again (``dispatcher.sweeper``); its late run is the recovery, so
+  the fire waits for it to end, as it would have ended before the loss. A run a
+  worker held through the loss (claimed before it) is truly in flight and skips the
+  slot as ever. The schedule's later fires wait behind the held one, so its slots
+  start in their order, and a fire that finds in flight only runs started late this
+  way waits for them too: the recovery ends when a fire finds nothing in flight.
+  Safe for exactly-once: a fire still starts only when nothing of its schedule is in
+  flight. Treating the lost run as not in flight and starting beside it would not be:
+  its new message would start it next to the fire's run. Bounded: once the loss is
+  older than the queue's horizon, or the fire is past its deadline, the policy
+  decides as usual.
 - A start refused for its fencing token (FAILED_PRECONDITION on ``fencing_token``):
   another planner leads; this one steps down.
 - A transient failure (the dispatcher away or slow): retried with a backoff that
@@ -89,6 +105,12 @@ BATCH_SPAN = "cron-planner dispatch"
 BATCH_LIMIT = 500
 #: ... and the loop collects due fires for at most this long before it sends them.
 BATCH_COLLECT = timedelta(milliseconds=100)
+#: A fire held back for a run lost in the queue is decided again this much later.
+LOST_RECHECK = timedelta(milliseconds=100)
+#: Runs started late for a run lost in the queue are remembered this long, and at most
+#: this many (the queue's loss horizon ends the recovery well before).
+LATE_RUNS_KEPT = timedelta(minutes=1)
+LATE_RUNS_MAX = 100_000
 # A buffered fire waits for the run in flight however long it takes.
 _NO_DEADLINE = datetime(9000, 1, 1, tzinfo=UTC)
 
@@ -118,6 +140,13 @@ class Dispatch(Protocol):
         another ``CronwaveError``: refused). Raises ``Unavailable`` when the call as
         a whole failed (nothing is known of any start) and another ``CronwaveError``
         when it was refused as a whole."""
+        ...
+
+
+class QueueLoss(Protocol):
+    def lost_at(self, now: datetime) -> datetime | None:
+        """When the queue last lost the messages it held, if lately; None when no
+        recent loss is known (or the queue cannot be asked)."""
         ...
 
 
@@ -180,6 +209,7 @@ class FireStats:
     buffered: int = 0
     cancelled: int = 0
     resumed: int = 0
+    lost_waits: int = 0  # overlap decisions put off for a run lost in the queue
     last_error: str = ""
 
 
@@ -216,8 +246,10 @@ class FireLoop:
         buffer_poll_limit: int = 100,
         resume_spacing: timedelta = timedelta(seconds=1),
         resume_backfill_rate: float = 10.0,
+        queue_loss: QueueLoss | None = None,
     ) -> None:
         self._index = index
+        self._queue_loss = queue_loss
         self._clock = clock
         self._leadership = leadership
         self._dispatch = dispatch
@@ -238,6 +270,12 @@ class FireLoop:
         self._records: list[_Record] = []
         self._work = WorkQueue()
         self._buffers = Buffers()
+        # Per schedule, the (fire time, deadline) of its earliest fire held back for a
+        # run lost in the queue: its later fires wait behind it.
+        self._held: dict[str, tuple[datetime, datetime]] = {}
+        # Slots whose runs this loop started late, held back for a run lost in the
+        # queue, with when they started: the recovery goes on behind them.
+        self._late: dict[tuple[str, datetime], datetime] = {}
         self._next_poll: datetime | None = None
         self._paced: dict[tuple[str, Trigger], datetime] = {}
         self._inbox: list[Fire] = []
@@ -358,6 +396,7 @@ class FireLoop:
         self._term_attempts, self._term_retry_at = 0, None
         self._work.clear()
         self._buffers.clear()
+        self._held.clear()
         self._paced.clear()
         with self._inbox_lock:
             self._inbox.clear()  # their placeholders are among `pending`
@@ -375,6 +414,7 @@ class FireLoop:
 
     def _end_term(self) -> None:
         queued, buffered = self._work.clear(), self._buffers.clear()
+        self._held.clear()
         with self._inbox_lock:
             self._inbox.clear()
         if queued or buffered:
@@ -673,6 +713,14 @@ class FireLoop:
         if policy == Overlap.ALLOW_ALL:
             return fire, []
         sid = fire.schedule_id
+        held = self._held.get(sid)
+        if held is not None and now >= held[1]:
+            del self._held[sid]  # past its deadline: it has been decided or given up
+            held = None
+        if held is not None and held[0] < fire.fire_time and now < fire.deadline:
+            # An earlier fire of the schedule waits for a run lost in the queue: this
+            # one is decided after it, so that the slots start in their order.
+            return self._wait_for_loss(fire, now)
         flying = known[sid] if known is not None and sid in known else self._ledger.in_flight(sid)
         # The fire's own run (a repeated start) does not overlap with itself.
         runs = [r for r in flying if r.fire_time != fire.fire_time]
@@ -690,10 +738,17 @@ class FireLoop:
             fire.act_at = now
             self._work.push(fire)  # decided again once the older one has started
             return head, []
+        if held is not None and held[0] == fire.fire_time:
+            del self._held[sid]  # decided now (or held again just below)
         decision = decide_overlap(policy, views, buffered=self._buffers.count(sid))
         if decision.action == OverlapAction.START:
+            if fire.waited_for_loss:
+                self._late_run(sid, fire.fire_time, now)
             return fire, []
         if decision.action == OverlapAction.SKIP:
+            if now < fire.deadline and self._lost_in_queue(sid, runs, now):
+                self._held[sid] = (fire.fire_time, fire.deadline)
+                return self._wait_for_loss(fire, now)
             self._queue_records([fire.missed(decision.reason)], token, now)
             return None, []
         if decision.action == OverlapAction.BUFFER:
@@ -704,6 +759,42 @@ class FireLoop:
             return None, []
         wanted = set(decision.cancel)
         return fire, [r for r in runs if r.run_id in wanted]
+
+    def _wait_for_loss(self, fire: Fire, now: datetime) -> tuple[Fire | None, list[InFlight]]:
+        """Decide ``fire`` again a moment later (see the module docstring)."""
+        fire.act_at = min(now + LOST_RECHECK, fire.deadline)
+        fire.waited_for_loss = True
+        self._work.push(fire)
+        self.stats.lost_waits += 1
+        return None, []
+
+    def _late_run(self, schedule_id: str, fire_time: datetime, now: datetime) -> None:
+        """Remember that the run of this slot starts late, for a run lost in the queue
+        (kept ``LATE_RUNS_KEPT``, at most ``LATE_RUNS_MAX`` of them)."""
+        self._late[(schedule_id, fire_time)] = now
+        for key, at in list(self._late.items()):
+            if now - at < LATE_RUNS_KEPT and len(self._late) <= LATE_RUNS_MAX:
+                break
+            del self._late[key]
+
+    def _lost_in_queue(self, schedule_id: str, runs: Sequence[InFlight], now: datetime) -> bool:
+        """True when every run in flight is part of the recovery from the queue's last
+        loss: recorded before it and not claimed before it (waiting for, or running on,
+        a message the dispatcher sent again), or started late by this loop for such a
+        run (see the module docstring)."""
+        if self._queue_loss is None or not runs:
+            return False
+        lost_at = self._queue_loss.lost_at(now)
+        if lost_at is None:
+            return False
+        for run in runs:
+            if (schedule_id, run.fire_time) in self._late:
+                continue
+            if run.recorded_at is None or run.recorded_at > lost_at:
+                return False  # its message went to the queue as it is now
+            if run.state != "pending" and (run.started_at is None or run.started_at <= lost_at):
+                return False  # its worker held it through the loss: truly in flight
+        return True
 
     def _cancel(self, run: InFlight, fire: Fire, token: int, now: datetime) -> bool:
         """Cancel ``run`` for ``fire`` (overlap ``cancel_other``); False when the fire

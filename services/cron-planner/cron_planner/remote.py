@@ -198,6 +198,8 @@ class StoreClient:
                         _IN_FLIGHT.get(r.state, "pending"),
                         r.attempt,
                         ts_to_dt(r.fire_time),
+                        ts_to_dt(r.created_at) if r.HasField("created_at") else None,
+                        ts_to_dt(r.started_at) if r.HasField("started_at") else None,
                     )
                 )
         return found

@@ -73,6 +73,9 @@ class Fire:
     # Paced fires (catch-up runs, backfills) of one schedule and trigger start at least
     # this far apart, however late the loop gets to them.
     pace: timedelta = timedelta(0)
+    # Held back for a run lost in the queue (see fire_loop): its own run, started late,
+    # is part of the recovery.
+    waited_for_loss: bool = False
 
     def missed(self, reason: str) -> Missed:
         return Missed(self.schedule_id, self.fire_time, reason, self.trigger)
@@ -86,6 +89,8 @@ class InFlight:
     state: str  # "pending" or "running"
     attempt: int  # the attempt token the store expects from whoever completes it
     fire_time: datetime
+    recorded_at: datetime | None = None  # when the store recorded it (None: unknown)
+    started_at: datetime | None = None  # when a worker first claimed it (None: never)
 
 
 @dataclass

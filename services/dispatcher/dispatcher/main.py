@@ -8,6 +8,7 @@ from cronwave.v1 import workflow_store_service_pb2_grpc as store_grpc
 from cronwave_core.bootstrap import Service, full_names, serve
 from cronwave_core.caching import RunStatusCache, TwoTierCache, redis_client
 from cronwave_core.faults import fault_hooks
+from cronwave_core.queue_epoch import EpochWatch
 from cronwave_core.queueing import make_broker
 from cronwave_core.rpc import open_channel
 from cronwave_core.settings import Settings
@@ -50,7 +51,8 @@ def main() -> None:
         run_status=RunStatusCache(cache_redis, settings.namespace),
         faults=faults,
     )
-    sweeper = Sweeper(store, broker, SweepSettings.from_env(settings.extra))
+    watch = EpochWatch(broker.client, settings.namespace)
+    sweeper = Sweeper(store, broker, SweepSettings.from_env(settings.extra), watch=watch)
     sweeper.start()
 
     def on_stop() -> None:

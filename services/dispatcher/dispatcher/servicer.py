@@ -218,23 +218,30 @@ class DispatcherServicer(pb_grpc.DispatcherServiceServicer):
             results[p.index].started.CopyFrom(
                 pb.StartRunResponse(run=run, created=result.recorded.created)
             )
-            if result.recorded.created:
+            if result.recorded.created or _maybe_unqueued(run):
                 created.append((p, run))
+        if created:
+            self._enqueue_batch(created, results)
+        # Remembered only once queued: a start the cache answers has had its message
+        # sent (a dispatcher that died between the two leaves the next one to send it).
         if self.dedup is not None:
             self.dedup.remember_many(
-                [(run_key(p.start.schedule_id, p.start.fire_time), run) for p, run in recorded_runs]
+                [
+                    (run_key(p.start.schedule_id, p.start.fire_time), run)
+                    for p, run in recorded_runs
+                    if results[p.index].HasField("started")
+                ]
             )
         if self.routes is not None:
             self.routes.learn_many([run for p, run in recorded_runs if not p.queue])
-        if created:
-            self._enqueue_batch(created, results)
 
     def _enqueue_batch(
         self, created: list[tuple[_Pending, common_pb2.Run]], results: list[pb.StartRunResult]
     ) -> None:
-        """Queue the new runs in one round trip (their ``enqueued`` events were
-        written with their records, so a run's history never shows its claim before
-        its enqueue)."""
+        """Queue the new runs, and the recorded ones that may never have been queued
+        (``_maybe_unqueued``), in one round trip (a new run's ``enqueued`` event was
+        written with its record, so a run's history never shows its claim before its
+        enqueue)."""
         attrs = {ATTR_BATCH_SIZE: len(created)}
         with hop_span("dispatch.enqueue", "dispatch", "queue", attrs):
             messages = []
@@ -424,6 +431,16 @@ def _start_request(request: pb.StartRunRequest, where: str = "") -> StartRequest
         )
     except InvalidArgument as exc:
         raise InvalidArgument(f"{where}{exc.field}", exc.rule) from None
+
+
+def _maybe_unqueued(run: common_pb2.Run) -> bool:
+    """Whether a start the store already had may have lost its message: the run is
+    PENDING and no attempt ever claimed it. A start reaches the store again only when
+    the caller did not get the first answer (the dispatcher or the store died, or the
+    reply was lost), and that first start may have been recorded without its message
+    being sent. A second message is harmless: a claim lets one attempt hold the run.
+    Sending it now spares the run the sweeper's wait for an overdue run."""
+    return run.state == common_pb2.RUN_STATE_PENDING and run.attempt == 0
 
 
 def _record_request(

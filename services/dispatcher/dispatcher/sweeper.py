@@ -10,6 +10,15 @@ can die mid-run. Once a tick (``interval``) the sweeper asks the store for at mo
 - RUNNING runs whose heartbeat lapsed: the worker died or paused past its job type's
   heartbeat timeout. The new attempt resumes from the run's last checkpoint.
 
+A lost queue is not left to ``pending_for``: each tick first looks at the queue
+epoch (``cronwave_core.queue_epoch``: one round trip to Redis). When Redis has lost its
+messages (restarted empty, flushed, another server) the sweeper that notices it re-sends
+the message of every PENDING run recorded before then, page by page
+(``RequeueLostRuns``, ``limit`` runs a page, the pages one after another without waiting
+for the next tick), so those runs start within a second of Redis answering again rather
+than after ``pending_after``. A page that fails is asked for again next tick; a recovery
+left unfinished by a dying dispatcher is finished by the ordinary sweep, once overdue.
+
 A message sent twice is harmless: a worker acts on a message only through
 ``ClaimRun``, which lets exactly one attempt hold a run and refuses a run that is
 done, held by a live attempt, or not yet due. So a sweeper may err towards sending.
@@ -20,20 +29,28 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from dramatiq.brokers.redis import RedisBroker
 
 from cronwave.v1 import workflow_store_service_pb2 as store_pb
-from cronwave_core.convert import td_to_duration, ts_to_dt
+from cronwave_core.convert import dt_to_ts, td_to_duration, ts_to_dt
 from cronwave_core.errors import ConfigurationError
+from cronwave_core.queue_epoch import EpochWatch
 from cronwave_core.queueing import DEFAULT_QUEUE, RunMessage
 from cronwave_core.telemetry import hop_span, run_attributes
 
 log = logging.getLogger("cronwave.dispatcher")
+
+#: A lost queue's runs are re-sent at most this many pages a tick; the rest next tick.
+LOST_PAGES_PER_TICK = 50
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
 
 
 def _seconds(env: Mapping[str, str], name: str, default: float) -> timedelta:
@@ -73,18 +90,35 @@ class SweepSettings:
         )
 
 
+@dataclass
+class _Recovery:
+    """A lost queue's runs being re-sent: recorded before ``lost_at``, after ``after``."""
+
+    lost_at: datetime
+    why: str
+    started: float  # time.monotonic()
+    after: str = ""
+    sent: int = 0
+
+
 class Sweeper:
-    """A daemon thread that runs ``sweep_once`` every ``settings.interval``."""
+    """A daemon thread that runs ``sweep_once`` every ``settings.interval``. With a
+    ``watch``, each tick first looks for a lost queue and re-sends the runs it held."""
 
     def __init__(
         self,
         store: Any,  # WorkflowStoreServiceStub
         broker: RedisBroker,
         settings: SweepSettings,
+        watch: EpochWatch | None = None,
+        now: Callable[[], datetime] = _now,
     ) -> None:
         self.store = store
         self.broker = broker
         self.settings = settings
+        self.watch = watch
+        self.now = now
+        self._recovery: _Recovery | None = None
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="sweeper", daemon=True)
 
@@ -97,17 +131,70 @@ class Sweeper:
         if self._thread.is_alive():
             self._thread.join(timeout.total_seconds())
 
+    @property
+    def recovering(self) -> bool:
+        """True while the runs of a lost queue are still being re-sent."""
+        return self._recovery is not None
+
     def sweep_once(self) -> int:
-        """One tick: re-send the message of every run the store hands back; returns
-        how many were sent."""
+        """One tick: look for a lost queue and re-send a page of the runs it held, then
+        re-send the message of every run the store hands back; returns how many were
+        sent. A lost queue that cannot be looked at or recovered now (Redis or the
+        store away) does not hold up the ordinary sweep; it is tried again next tick."""
+        try:
+            sent = self._recover_lost()
+        except Exception as exc:  # the recovery, if one began, resumes at its page
+            log.warning("lost-queue check failed: %s", exc)
+            sent = 0
         response = self.store.RequeueStalledRuns(
             store_pb.RequeueStalledRunsRequest(
                 pending_for=td_to_duration(self.settings.pending_after),
                 limit=self.settings.limit,
             )
         )
+        return sent + self._send(response.runs)
+
+    def _recover_lost(self) -> int:
+        """Notice a lost queue (``watch``), then re-send one page of its runs."""
+        if self.watch is not None:
+            loss = self.watch.check(self.now())
+            if loss is not None:
+                # A newer loss supersedes one still being recovered: its runs are a
+                # superset (everything recorded before the later instant).
+                self._recovery = _Recovery(loss.epoch.since, loss.why, time.monotonic())
+                log.warning("queue lost: %s; re-sending the runs it held", loss.why)
+        return self._recover_page()
+
+    def _recover_page(self) -> int:
+        """Re-send the next page of the lost queue's runs, if one is being recovered."""
+        recovery = self._recovery
+        if recovery is None:
+            return 0
+        page = self.store.RequeueLostRuns(
+            store_pb.RequeueLostRunsRequest(
+                lost_at=dt_to_ts(recovery.lost_at),
+                pending_for=td_to_duration(self.settings.pending_after),
+                after_run_id=recovery.after,
+                limit=self.settings.limit,
+            )
+        )
+        sent = self._send(page.runs)
+        recovery.sent += sent
+        recovery.after = page.next_after_run_id
+        if not recovery.after:
+            self._recovery = None
+            log.log(
+                logging.WARNING if recovery.sent else logging.INFO,
+                "queue lost: %d runs re-sent in %.3fs (%s)",
+                recovery.sent,
+                time.monotonic() - recovery.started,
+                recovery.why,
+            )
+        return sent
+
+    def _send(self, stalled_runs: Sequence[store_pb.StalledRun]) -> int:
         sent = 0
-        for stalled in response.runs:
+        for stalled in stalled_runs:
             run = stalled.run
             queue = run.queue or DEFAULT_QUEUE
             fire_time = ts_to_dt(run.fire_time)
@@ -131,8 +218,15 @@ class Sweeper:
         interval = self.settings.interval.total_seconds()
         while not self._stop.is_set():
             started = time.monotonic()
+            pages = 0
             try:
                 sent = self.sweep_once()
+                # A lost queue's pages go one after another, a bounded number a tick.
+                while self._recovery is not None and pages < LOST_PAGES_PER_TICK:
+                    if self._stop.is_set():
+                        return
+                    sent += self._recover_page()
+                    pages += 1
             except Exception as exc:  # the store or Redis is down: try again next tick
                 log.warning("sweep failed: %s", exc)
                 sent = 0

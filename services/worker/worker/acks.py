@@ -23,6 +23,7 @@ from typing import Any
 import redis
 from dramatiq.brokers.redis import RedisBroker, _RedisConsumer
 from dramatiq.common import current_millis
+from dramatiq.errors import ConnectionClosed
 
 log = logging.getLogger("cronwave.worker")
 
@@ -30,6 +31,8 @@ log = logging.getLogger("cronwave.worker")
 MAX_BATCH = 512
 #: After a failed send, wait this long before trying again.
 RETRY_DELAY = 0.5
+#: While Redis is unreachable a consumer looks again at most this many ms apart.
+MAX_DOWN_POLL_MS = 100
 
 
 class AckBatcher:
@@ -106,11 +109,37 @@ class AckBatcher:
 
 
 class _BatchAckConsumer(_RedisConsumer):
-    """dramatiq's Redis consumer with its acks handed to an ``AckBatcher``."""
+    """dramatiq's Redis consumer with its acks handed to an ``AckBatcher``.
+
+    Redis away is an idle poll, not an error: dramatiq's worker would close the
+    consumer and restart it only after ``dramatiq_restart_delay`` (3 s), which a
+    restarted Redis would add to the pickup of every run it had lost. Here a fetch
+    that cannot reach Redis waits one idle poll (``timeout``) and yields nothing, so
+    the consumer takes messages again within a poll of Redis answering."""
 
     def __init__(self, broker: BatchAckBroker, queue_name: str, prefetch: int, timeout: int):
         super().__init__(broker, queue_name, prefetch, timeout)
         self._acks = broker.acks
+        self._down_since: float | None = None
+
+    def __next__(self) -> Any:
+        try:
+            message = super().__next__()
+        except ConnectionClosed as exc:
+            now = time.monotonic()
+            if self._down_since is None:
+                self._down_since = now
+                log.warning("queue %s: Redis unreachable (%s); polling on", self.queue_name, exc)
+            time.sleep(min(self.timeout, MAX_DOWN_POLL_MS) / 1000)
+            return None
+        if self._down_since is not None:
+            log.info(
+                "queue %s: Redis answers again after %.3fs",
+                self.queue_name,
+                time.monotonic() - self._down_since,
+            )
+            self._down_since = None
+        return message
 
     def ack(self, message: Any) -> None:
         try:

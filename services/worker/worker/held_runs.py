@@ -14,7 +14,9 @@ before it entered the heap. Its message is acknowledged when the consumer's thre
 returns, so a worker that dies while holding runs leaves them RUNNING with a heartbeat
 that lapses; the store hands them out again then, as for a worker that dies mid-run.
 The caller releases a run by a third of its heartbeat timeout at the latest, so a run
-is never held without heartbeats for longer than a running attempt beats.
+is never held without heartbeats for longer than a running attempt beats. A worker
+that stops gracefully hands every run still held back instead (``stop``: each one's
+``on_stop``, which gives the run back to the store and queues its message again).
 """
 
 from __future__ import annotations
@@ -49,7 +51,8 @@ class HeldRuns:
             raise ValueError("HeldRuns needs at least one thread")
         self.release_ahead = release_ahead
         self._now = now
-        self._heap: list[tuple[datetime, int, Callable[[], None]]] = []
+        # (release instant, tie-break, run, on_stop)
+        self._heap: list[tuple[datetime, int, Callable[[], None], Callable[[], None]]] = []
         self._seq = itertools.count()
         self._cond = threading.Condition()
         self._stopping = False
@@ -57,31 +60,46 @@ class HeldRuns:
         self._timer = threading.Thread(target=self._release_loop, name="held-runs", daemon=True)
         self._timer.start()
 
-    def hold(self, release_at: datetime, run: Callable[[], None]) -> None:
-        """Run ``run()`` on a pool thread ``release_ahead`` before ``release_at``."""
+    def hold(
+        self,
+        release_at: datetime,
+        run: Callable[[], None],
+        on_stop: Callable[[], None] | None = None,
+    ) -> None:
+        """Run ``run()`` on a pool thread ``release_ahead`` before ``release_at``; if
+        the worker stops first, ``on_stop()`` instead (default: ``run``)."""
+        instead = on_stop or run
         with self._cond:
             if self._stopping:
-                self._submit(run)
+                self._submit(instead)
                 return
-            heapq.heappush(self._heap, (release_at - self.release_ahead, next(self._seq), run))
+            entry = (release_at - self.release_ahead, next(self._seq), run, instead)
+            heapq.heappush(self._heap, entry)
             self._cond.notify()
 
     def __len__(self) -> int:
         with self._cond:
             return len(self._heap)
 
-    def stop(self, timeout: timedelta) -> None:
-        """Release every held run now and wait up to ``timeout`` for the pool to run
-        them (each body still waits for its fire time)."""
+    def stop(self) -> int:
+        """Stop holding: every run still held gets its ``on_stop`` now, on a pool
+        thread, and so does a run held from now on. Returns how many were held; does
+        not wait for them (``join``)."""
         with self._cond:
             self._stopping = True
             due, self._heap = self._heap, []
             self._cond.notify()
-        for _, _, run in sorted(due, key=lambda entry: entry[:2]):
-            self._submit(run)
+        for entry in sorted(due, key=lambda entry: entry[:2]):
+            self._submit(entry[3])
+        return len(due)
+
+    def join(self, timeout: timedelta) -> bool:
+        """After ``stop``: wait up to ``timeout`` for the pool's threads to finish what
+        they were given; True when they did."""
         waiter = threading.Thread(target=self._pool.shutdown, name="held-runs-stop", daemon=True)
         waiter.start()
         waiter.join(timeout.total_seconds())
+        return not waiter.is_alive()
 
     def _release_loop(self) -> None:
         while True:
@@ -95,7 +113,7 @@ class HeldRuns:
                 if wait > 0:
                     self._cond.wait(wait)
                     continue
-                _, _, run = heapq.heappop(self._heap)
+                run = heapq.heappop(self._heap)[2]
             self._submit(run)
 
     def _submit(self, run: Callable[[], None]) -> None:

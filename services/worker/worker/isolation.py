@@ -8,13 +8,22 @@ The process gets SIGTERM (its body sees ``JobStopped`` and its finally blocks ru
 then SIGKILL after ``kill_grace``; the attempt's outcome is reported only once the
 process is gone, so a timed-out body never writes after its run was closed.
 
+The worker's stop (``worker.draining``) asks the body to stop with SIGUSR1
+(``release``): its next heartbeat keeps the checkpoint and raises ``WorkerStopping``,
+and the process answers ``released``. Past the grace period (``force_release``) it is
+stopped like a timed-out body. Either way the attempt is RELEASED once the body has
+ended, with the newest checkpoint it reported.
+
 No gRPC here: the store is reached through the ``beat`` callable.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
+import signal
+import threading
 import time
 from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta
@@ -25,6 +34,10 @@ from worker.supervisor import AttemptResult, BeatResult, Outcome
 from worker.timing import epoch_ns
 
 log = logging.getLogger("cronwave.worker")
+
+#: While the worker stops, the supervising loop looks at least this often whether the
+#: grace period is over.
+_STOP_POLL_S = 0.1
 
 #: A new checkpoint reaches the store within this time even when the heartbeat
 #: interval is longer, so a resumed attempt repeats at most this much work.
@@ -56,6 +69,32 @@ class ProcessSupervisor:
         self._checkpoint: Any = None
         self._version = 0
         self._sent = 0
+        self._lock = threading.Lock()  # the worker's stop comes from another thread
+        self._proc: JobProcess | None = None  # the process the run was handed to
+        self._releasing = False
+        self._forced = False
+        self._signalled = False  # the process was asked to stop: never reused
+
+    # called from the worker's stop (worker.draining) ------------------------------
+    def release(self) -> None:
+        """Ask the body to stop at its next heartbeat (SIGUSR1 to its process)."""
+        with self._lock:
+            self._releasing = True
+            proc = self._proc
+            if proc is not None:
+                self._signalled = True
+        if proc is not None:
+            _signal(proc, signal.SIGUSR1)
+
+    def force_release(self) -> None:
+        """Stop the body now: SIGTERM, then SIGKILL after the kill grace."""
+        with self._lock:
+            self._releasing = self._forced = True
+            proc = self._proc
+            if proc is not None:
+                self._signalled = True
+        if proc is not None:
+            _signal(proc, signal.SIGTERM)
 
     def run(self, spec: Mapping[str, Any], fire_time: datetime) -> AttemptResult:
         """Hand ``spec`` (the run, JSON data) to a job process and see it through.
@@ -64,17 +103,27 @@ class ProcessSupervisor:
         it); the duration limit counts from then."""
         proc = None
         while proc is None:
+            if self._releasing:  # the worker stopped before a process was free
+                return AttemptResult(Outcome.RELEASED)
             # The run is ours while it waits for a process: keep its heartbeat going.
             try:
-                proc = self._pool.acquire(wait=self._interval)
+                proc = self._pool.acquire(wait=self._interval, abandon=lambda: self._releasing)
             except Exception as exc:
+                if self._releasing:
+                    return AttemptResult(Outcome.RELEASED)
                 return AttemptResult(
                     Outcome.FAILED,
                     error=f"JobProcessUnavailable: {exc}",
                     error_types=("JobProcessUnavailable",),
                 )
-            if proc is None and self._send(force=True) is BeatResult.SUPERSEDED:
+            waited = proc is None and not self._releasing  # a whole interval: beat
+            if waited and self._send(force=True) is BeatResult.SUPERSEDED:
                 return AttemptResult(Outcome.SUPERSEDED)
+        with self._lock:
+            if self._releasing:
+                self._pool.release(proc, reusable=True)  # it never saw the run
+                return AttemptResult(Outcome.RELEASED)
+            self._proc = proc
         sent_ns = time.time_ns()
         start = self._monotonic()
         early = max(0.0, (epoch_ns(fire_time) - sent_ns) / 1e9)
@@ -85,6 +134,8 @@ class ProcessSupervisor:
             proc.send({"op": "run", **spec})
             while True:
                 now = self._monotonic()
+                if self._forced:
+                    return self._released(proc, started_ns=0, stop=True)
                 if now >= deadline:
                     return self._timed_out(proc)
                 if now >= next_beat or (flush_at and now >= flush_at):
@@ -94,6 +145,8 @@ class ProcessSupervisor:
                         next_beat = self._monotonic() + self._interval
                     flush_at = 0.0 if self._version == self._sent else now + self._flush
                 wake = min(deadline, next_beat, flush_at or deadline)
+                if self._releasing:
+                    wake = min(wake, now + _STOP_POLL_S)
                 message = proc.receive(max(0.0, wake - self._monotonic()))
                 if message is None:
                     continue
@@ -107,8 +160,13 @@ class ProcessSupervisor:
                     continue
                 if op in ("done", "error"):
                     return self._finished(proc, message, sent_ns, fire_time)
+                if op == "released":
+                    started_ns = int(message.get("started_ns") or 0)
+                    return self._released(proc, started_ns, stop=False)
                 log.warning("run %s: job process sent unknown op %r", self._run_id, op)
         except JobProcessDied as exc:
+            if self._forced:  # the worker's stop killed it
+                return self._released(proc, started_ns=0, stop=True)
             self._pool.release(proc, reusable=False)
             return AttemptResult(
                 Outcome.FAILED,
@@ -120,7 +178,9 @@ class ProcessSupervisor:
         self, proc: JobProcess, message: Mapping[str, Any], sent_ns: int, fire_time: datetime
     ) -> AttemptResult:
         received_ns = time.time_ns()
-        self._pool.release(proc, reusable=True)
+        with self._lock:
+            reusable = not self._signalled  # a stop signal may still be on its way
+        self._pool.release(proc, reusable=reusable)
         started_ns = int(message.get("started_ns") or 0)
         ended_ns = int(message.get("ended_ns") or 0)
         # Hand-over (send to the body's start, not counting the wait for the fire
@@ -147,6 +207,19 @@ class ProcessSupervisor:
             error_types=tuple(str(t) for t in message.get("error_types") or ()),
             body_started_ns=started_ns,
             overhead_ns=overhead,
+        )
+
+    def _released(self, proc: JobProcess, started_ns: int, *, stop: bool) -> AttemptResult:
+        """RELEASED once the body has ended (``stop``: it is made to), with the newest
+        checkpoint it reported that the store does not have yet."""
+        if stop:
+            proc.stop(self._grace)
+        self._pool.release(proc, reusable=False)
+        unsent = self._version != self._sent
+        return AttemptResult(
+            Outcome.RELEASED,
+            body_started_ns=started_ns,
+            checkpoint_json=json.dumps(self._checkpoint) if unsent else "",
         )
 
     def _timed_out(self, proc: JobProcess) -> AttemptResult:
@@ -177,3 +250,8 @@ class ProcessSupervisor:
         elif outcome is BeatResult.FAILED:
             log.warning("run %s: heartbeat not delivered; retrying next beat", self._run_id)
         return outcome
+
+
+def _signal(proc: JobProcess, signum: int) -> None:
+    with contextlib.suppress(ProcessLookupError):  # gone already: nothing to stop
+        proc.popen.send_signal(signum)  # a no-op once it has been reaped

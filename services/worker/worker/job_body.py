@@ -2,7 +2,9 @@
 job bodies one at a time and speaks the JSON-lines protocol with its worker.
 
 SIGTERM raises ``JobStopped`` in the body (finally blocks run); the worker sends
-SIGKILL after a grace period.
+SIGKILL after a grace period. SIGUSR1 says the worker is stopping: the body's next
+heartbeat sends its checkpoint and raises ``WorkerStopping``, a body still waiting for
+its fire time does not start, and the process answers ``released``.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from typing import IO, Any
 from cronwave_core.settings import Settings
 from cronwave_core.telemetry import extracted_context, init_tracing
 from worker.jobs import JobContext, Registry, default_registry
-from worker.jobs.context import Checkpoint
+from worker.jobs.context import Checkpoint, WorkerStopping
 from worker.supervisor import describe, error_types
 from worker.timing import wait_until_fire_time
 
@@ -32,6 +34,32 @@ log = logging.getLogger("cronwave.job_runner")
 class JobStopped(BaseException):
     """The worker stopped this attempt (duration limit, or a newer attempt took over).
     A ``BaseException``, so a job's ``except Exception`` does not swallow it."""
+
+
+class _StopRequest:
+    """Set by SIGUSR1, read by the body's thread (a plain flag: a signal handler must
+    not take a lock the interrupted code may hold). Never cleared: a process asked to
+    stop is not given another run."""
+
+    requested = False
+
+
+STOP = _StopRequest()
+
+#: A body waiting for its fire time looks at the stop request this often.
+_WAIT_SLICE_S = 0.05
+
+
+def _check_stop() -> None:
+    if STOP.requested:
+        raise WorkerStopping()
+
+
+def _wait_sleep(seconds: float) -> None:
+    """``time.sleep`` in slices, for the wait until the fire time: a stop request
+    ends the wait (``WorkerStopping``)."""
+    _check_stop()
+    time.sleep(min(seconds, _WAIT_SLICE_S))
 
 
 class Channel:
@@ -58,6 +86,7 @@ def run_one(spec: Mapping[str, Any], registry: Registry, channel: Channel) -> No
 
         def on_heartbeat(checkpoint: Checkpoint | None) -> None:
             channel.send({"op": "beat", "checkpoint": checkpoint})
+            _check_stop()  # after the beat: the checkpoint goes with the run
 
         ctx = JobContext(
             run_id=str(spec["run_id"]),
@@ -70,7 +99,8 @@ def run_one(spec: Mapping[str, Any], registry: Registry, channel: Channel) -> No
             on_heartbeat=on_heartbeat,
         )
         with extracted_context(dict(spec.get("trace") or {})):
-            started_ns = wait_until_fire_time(fire_time)
+            started_ns = wait_until_fire_time(fire_time, sleep=_wait_sleep)
+            _check_stop()
             result = job_type.fn(ctx)
         ended_ns = time.time_ns()
         if result is None:
@@ -84,6 +114,8 @@ def run_one(spec: Mapping[str, Any], registry: Registry, channel: Channel) -> No
             raise TypeError(f"the job's result is not JSON data: {exc}") from exc
     except JobStopped:
         raise
+    except WorkerStopping:
+        channel.send({"op": "released", "started_ns": started_ns, "ended_ns": time.time_ns()})
     except Exception as exc:  # everything the job raised is its outcome
         channel.send(
             {
@@ -100,6 +132,10 @@ def _on_sigterm(_signum: int, _frame: Any) -> None:
     raise JobStopped("stopped by the worker")
 
 
+def _on_sigusr1(_signum: int, _frame: Any) -> None:
+    STOP.requested = True
+
+
 def serve() -> None:
     """Run bodies until stdin closes. The protocol keeps the original stdout and
     stdin; the job gets stderr and nothing."""
@@ -113,6 +149,7 @@ def serve() -> None:
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # a terminal's Ctrl-C is the worker's
     signal.signal(signal.SIGTERM, _on_sigterm)
+    signal.signal(signal.SIGUSR1, _on_sigusr1)
     logging.basicConfig(
         level=logging.INFO,
         format=f"%(asctime)s job[{os.getpid()}] %(levelname)s %(name)s %(message)s",

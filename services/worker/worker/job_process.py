@@ -18,7 +18,7 @@ import sys
 import threading
 import time
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import timedelta
 from typing import Any
 
@@ -208,10 +208,13 @@ class JobProcessPool:
             if len(self._idle) < count:
                 raise Unavailable(f"job processes did not start: {self._last_error or 'timed out'}")
 
-    def acquire(self, wait: float | None = None) -> JobProcess | None:
+    def acquire(
+        self, wait: float | None = None, abandon: Callable[[], bool] = lambda: False
+    ) -> JobProcess | None:
         """A ready job process: a warm one, else one started now, else (at
         ``max_processes``) the next one released. None when ``wait`` seconds pass
-        first; ``Unavailable`` when processes cannot start or the pool is closed."""
+        first, or within half a second of ``abandon()`` turning true (the worker is
+        stopping); ``Unavailable`` when processes cannot start or the pool is closed."""
         deadline = time.monotonic() + (
             self.start_timeout.total_seconds() if wait is None else max(wait, 0.0)
         )
@@ -221,6 +224,8 @@ class JobProcessPool:
             while True:
                 if self._closed:
                     raise Unavailable("the job process pool is closed (the worker is stopping)")
+                if abandon():
+                    return None
                 while self._idle:
                     proc = self._idle.popleft()
                     if proc.alive():

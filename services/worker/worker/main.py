@@ -3,20 +3,27 @@ service and health checks.
 
 Start-up order: start the warm job processes, register this worker's job types (those
 of the queues it consumes) with the store, start consuming, then report SERVING, so a
-schedule can name these job types as soon as the worker is healthy. On SIGTERM: stop
-taking messages and let in-flight jobs finish (up to the grace period), then stop the
-gRPC server and the job processes.
+schedule can name these job types as soon as the worker is healthy.
+
+On SIGTERM (``stop_gracefully``): report NOT_SERVING, stop taking messages, hand every
+run held for its fire time back to the store, ask every running job to stop at its next
+checkpoint and wait up to the grace period (``CRONWAVE_GRACE``) for it, stop the jobs
+still running, and hand each stopped run back with its checkpoint and a new message
+(``worker.draining``), so another worker resumes it at once; then stop the gRPC server,
+send the last acknowledgements and spans, and exit 0.
 """
 
 from __future__ import annotations
 
 import functools
 import logging
+import os
 import signal
+import sys
 import threading
 from collections.abc import Mapping
 from datetime import timedelta
-from typing import Any
+from typing import Any, NoReturn
 
 import dramatiq
 import grpc
@@ -37,6 +44,7 @@ from cronwave_core.telemetry import init_tracing
 from worker.acks import BatchAckBroker
 from worker.actors import declare_actors
 from worker.dead_letters import DeadLetterRejected
+from worker.draining import Draining
 from worker.drills import drill_hooks
 from worker.held_runs import HeldRuns
 from worker.job_process import JobProcessPool
@@ -51,6 +59,9 @@ log = logging.getLogger("cronwave.worker")
 #: before a sleeping consumer looks again, so it bounds the pickup lateness it adds.
 WORKER_TIMEOUT_MS = 100
 POLL_VAR = "CRONWAVE_WORKER_POLL_MS"
+#: Past the grace period the jobs still running are stopped; their runs are handed
+#: back within this much more (beyond a job process's kill grace).
+HAND_BACK_WAIT = timedelta(seconds=2)
 
 
 def poll_ms(env: Mapping[str, str]) -> int:
@@ -86,7 +97,7 @@ def register_job_types(store: Any, registry: Registry) -> None:
             with_retries(
                 functools.partial(store.RegisterJobType, request),
                 f"register job type {job_type.name}",
-                attempts=20,
+                within=timedelta(seconds=30),
             )
         except grpc.RpcError as exc:
             err = error_from_rpc(exc)
@@ -96,23 +107,56 @@ def register_job_types(store: Any, registry: Registry) -> None:
         log.info("registered job type %s on queue %s", job_type.name, job_type.queue)
 
 
-def run_until_stopped(server: RunningServer, consumer: dramatiq.Worker, grace: timedelta) -> None:
-    """Start ``consumer`` and ``server``; on SIGTERM or SIGINT stop the consumer
-    (in-flight jobs get up to ``grace``), then the server. Blocks until stopped."""
-    stopping = threading.Event()
+def stop_taking_messages(consumer: dramatiq.Worker) -> None:
+    """The consumer's fetching threads end and its worker threads take nothing more
+    from its work queue (each finishes the message it has); what was fetched and not
+    taken goes back to the broker in ``consumer.stop``. (Not ``pause``: a paused
+    fetcher closes its consumer and sleeps before it looks at its flags again.)"""
+    for fetcher in consumer.consumers.values():
+        fetcher.stop()
+    for thread in consumer.workers:
+        thread.stop()
 
-    def shutdown() -> None:
-        try:
-            consumer.stop(timeout=int(grace.total_seconds() * 1000))
-        finally:
-            server.stop()
+
+def stop_gracefully(
+    consumer: dramatiq.Worker,
+    draining: Draining,
+    held: HeldRuns,
+    grace: timedelta,
+    kill_grace: timedelta,
+) -> None:
+    """SIGTERM's work before the gRPC server stops (see ``worker.draining``): no more
+    claims, held runs handed back, running jobs asked to stop and given ``grace``,
+    then stopped (a job process gets ``kill_grace`` between SIGTERM and SIGKILL), their
+    runs handed back; then the consumer stops. Every wait is bounded."""
+    draining.begin()  # a message that arrives from now on goes back unclaimed
+    stop_taking_messages(consumer)
+    held_back = held.stop()
+    left = draining.drain(grace, kill_grace + HAND_BACK_WAIT)
+    if left:
+        log.warning(
+            "worker: %d run(s) not handed back in time (%s); the store re-sends them "
+            "once their heartbeats lapse",
+            len(left),
+            ", ".join(left),
+        )
+    held.join(HAND_BACK_WAIT)
+    consumer.stop(timeout=int(HAND_BACK_WAIT.total_seconds() * 1000))
+    log.info("worker: %d held run(s) handed back; consumer stopped", held_back)
+
+
+def run_until_stopped(server: RunningServer, consumer: dramatiq.Worker) -> None:
+    """Start ``consumer`` and ``server``; on SIGTERM or SIGINT stop the server (its
+    ``on_stopping`` stops the consumer, see ``stop_gracefully``). Blocks until
+    stopped."""
+    stopping = threading.Event()
 
     def on_signal(signum: int, _frame: Any) -> None:
         if stopping.is_set():
             return
         stopping.set()
         log.info("worker: signal %d, stopping gracefully", signum)
-        threading.Thread(target=shutdown, name="graceful-stop", daemon=True).start()
+        threading.Thread(target=server.stop, name="graceful-stop", daemon=True).start()
 
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, on_signal)
@@ -120,6 +164,28 @@ def run_until_stopped(server: RunningServer, consumer: dramatiq.Worker, grace: t
     server.start()
     server.wait()
     log.info("worker stopped")
+
+
+def exit_stopped() -> NoReturn:
+    """End the stopped worker with status 0, without finalizing the interpreter.
+
+    Everything the worker owns has stopped by now, within bounds, and its logs and
+    spans are flushed. What may still run is what no bound can end: a job body in a
+    thread stuck in C code past its forced stop, or threads a job started itself.
+    Finalizing the interpreter under such a thread is what crashes a process inside
+    grpc or psycopg (SIGSEGV), and a non-daemon one would hold the exit open; so the
+    process ends here, the same way whatever is left."""
+    left = [
+        t.name
+        for t in threading.enumerate()
+        if t is not threading.current_thread() and t.is_alive() and not t.daemon
+    ]
+    if left:
+        log.warning("worker: exiting with threads still running: %s", ", ".join(sorted(left)))
+    logging.shutdown()
+    for stream in (sys.stdout, sys.stderr):
+        stream.flush()
+    os._exit(0)
 
 
 def main() -> None:
@@ -153,6 +219,7 @@ def main() -> None:
 
     stats = WorkerStats()
     held = HeldRuns()
+    draining = Draining()
     cache_redis = redis_client(settings.redis_url)
     processor = RunProcessor(
         store,
@@ -165,6 +232,7 @@ def main() -> None:
         faults=fault_hooks(settings),
         held=held,
         drills=drill_hooks(settings),
+        draining=draining,
     )
     broker.add_middleware(DeadLetterRejected(processor))
     declare_actors(broker, settings.worker_queues, processor, registry)
@@ -178,8 +246,10 @@ def main() -> None:
         settings.worker_id, settings.worker_queues, registry.names(), stats
     )
 
+    def on_stopping() -> None:
+        stop_gracefully(consumer, draining, held, settings.grace, options.kill_grace)
+
     def on_stop() -> None:
-        held.stop(settings.grace)  # the consumer has stopped: nothing new is held
         processor.close()  # the last completions go to the store before the channel closes
         if pool is not None:
             pool.close()
@@ -197,6 +267,8 @@ def main() -> None:
         address=settings.worker_addr,
         register=lambda server: worker_grpc.add_WorkerServiceServicer_to_server(status, server),
         service_names=full_names([worker_service_pb2.DESCRIPTOR]),
+        on_stopping=on_stopping,
         on_stop=on_stop,
     )
-    run_until_stopped(RunningServer(service, settings), consumer, settings.grace)
+    run_until_stopped(RunningServer(service, settings), consumer)
+    exit_stopped()

@@ -15,7 +15,7 @@ class Action(enum.Enum):
     COMPLETE = "complete"  # a terminal state: SUCCEEDED, FAILED or TIMED_OUT
     RETRY = "retry"  # FAILED with retry_after: PENDING again, due after the delay
     DEAD_LETTER = "dead_letter"  # the retries are spent
-    NOTHING = "nothing"  # superseded: the run is a newer attempt's to finish
+    NOTHING = "nothing"  # superseded (a newer attempt's to finish) or released (handed back)
 
 
 @dataclass(frozen=True)
@@ -34,7 +34,7 @@ def decide(result: AttemptResult, policy: RetryPolicy, failed_attempt: int) -> D
     remain; with a non-retryable error the run ends FAILED; otherwise it is dead-lettered.
     TIMED_OUT ends the run: a body that overran its limit is not run again unasked.
     """
-    if result.outcome is Outcome.SUPERSEDED:
+    if result.outcome in (Outcome.SUPERSEDED, Outcome.RELEASED):
         return Decision(Action.NOTHING, result.outcome)
     if result.outcome is not Outcome.FAILED:
         return Decision(Action.COMPLETE, result.outcome)

@@ -8,11 +8,17 @@ at-least-once delivery run a job once.
 A message this worker cannot use (undecodable, naming no run the store knows, or a
 job type this worker does not have) is a poison message: it goes to the store's
 dead-letter list with the reason, and is acknowledged.
+
+A worker that is stopping (``worker.draining``) claims nothing more: a message that
+reaches it goes back on its queue. An attempt it stops is RELEASED: the run goes back
+to the store (``ReleaseRun``) with its checkpoint and gets a new message, so another
+worker resumes it at once.
 """
 
 from __future__ import annotations
 
 import contextvars
+import itertools
 import json
 import logging
 import threading
@@ -48,6 +54,7 @@ from cronwave_core.telemetry import (
     run_attributes,
     tracer,
 )
+from worker.draining import AttemptStop, Draining
 from worker.drills import NO_DRILLS, DrillHooks
 from worker.held_runs import HeldRuns
 from worker.isolation import ProcessSupervisor
@@ -84,6 +91,13 @@ _STATE = {
 #: A message that arrives more than this before its run's fire time is put back with
 #: a delay instead of holding a worker slot until then.
 EARLY_LIMIT = timedelta(seconds=30)
+#: The reason a stopping worker gives the store when it hands a run back.
+RELEASE_REASON = "worker_shutdown"
+#: A hand-back is retried this long while the store is unreachable (the stop has
+#: a deadline; a run not handed back is re-sent by the sweeper once its heartbeat
+#: lapses).
+RELEASE_WITHIN = timedelta(seconds=0.5)
+
 #: A run claimed at least this long before its fire time waits among the held runs,
 #: not in the consumer's thread (which goes back to the broker meanwhile).
 HOLD_AT_LEAST = timedelta(milliseconds=50)
@@ -116,23 +130,26 @@ class WorkerStats:
 def with_retries(
     call: Callable[[], T],
     what: str,
-    attempts: int = 6,
+    within: timedelta = timedelta(seconds=3),
     first_delay: float = 0.1,
     max_delay: float = 2.0,
 ) -> T:
-    """``call()``, retried with backoff while the store is unreachable; any other
-    error, or the last unreachable one, propagates."""
+    """``call()``, retried with backoff while the store is unreachable, for at most
+    ``within``; any other error, or an unreachable one past ``within``, propagates."""
     delay = first_delay
-    for attempt in range(1, attempts + 1):
+    deadline = time.monotonic() + within.total_seconds()
+    for attempt in itertools.count(1):
         try:
             return call()
         except grpc.RpcError as exc:
-            if exc.code() not in _TRANSIENT or attempt == attempts:
+            left = deadline - time.monotonic()
+            if exc.code() not in _TRANSIENT or left <= 0:
                 raise
             log.warning(
-                "%s: %s (%s); retry %d/%d", what, exc.code().name, exc.details(), attempt, attempts
-            )
-            time.sleep(delay)
+                "%s: %s (%s); retry %d, %.1fs left", what, exc.code().name, exc.details(),
+                attempt, left,
+            )  # fmt: skip
+            time.sleep(min(delay, left))
             delay = min(delay * 2, max_delay)
     raise AssertionError("unreachable")  # the loop returns or raises
 
@@ -161,6 +178,7 @@ class RunProcessor:
         faults: FaultHooks = NO_FAULTS,
         held: HeldRuns | None = None,
         drills: DrillHooks = NO_DRILLS,
+        draining: Draining | None = None,
     ) -> None:
         self.store = store
         self.registry = registry
@@ -172,6 +190,7 @@ class RunProcessor:
         self.faults = faults  # no-op hooks unless the process was started for tests
         self.held = held  # runs claimed ahead of their fire time wait there
         self.drills = drills  # no-op hooks unless the process was started for drills
+        self.draining = draining or Draining()  # the runs handled now, and the stop
         # Claims and completions of the runs this worker handles at once go to the
         # store together (group commit; see cronwave_core.batching).
         self.claims: Coalescer[store_pb.ClaimRunRequest, store_pb.ClaimRunResponse] = Coalescer(
@@ -229,6 +248,16 @@ class RunProcessor:
             return
         if self._put_back_if_early(message):
             return
+        stop = self.draining.enter(message.run_id)
+        try:
+            self._handle(message, stop)
+        finally:
+            self.draining.leave(stop)
+
+    def _handle(self, message: RunMessage, stop: AttemptStop) -> None:
+        if stop.requested:  # the worker is stopping: the run is another worker's to take
+            self._put_back(message)
+            return
         with extracted_context(message.trace):
             attrs = {
                 **run_attributes(
@@ -269,7 +298,7 @@ class RunProcessor:
                 return
             self.stats.started()
             try:
-                self._execute(claim.run, claim.attempt_token, attrs)
+                self._execute(claim.run, claim.attempt_token, attrs, stop)
             finally:
                 self.stats.finished()
 
@@ -288,18 +317,30 @@ class RunProcessor:
             return False
         beat_by = now + self.registry.get(run.job_type).heartbeat_interval
         context = contextvars.copy_context()  # the message's trace context
+        stop = self.draining.enter(run.run_id)  # handled until run or handed back
 
         def attempt() -> None:
-            if self._ended_while_held(run.run_id, attrs):
-                return
-            self.stats.started()
             try:
-                self._execute(run, attempt_token, attrs)
+                if self._ended_while_held(run.run_id, attrs):
+                    return
+                self.stats.started()
+                try:
+                    self._execute(run, attempt_token, attrs, stop)
+                finally:
+                    self.stats.finished()
             finally:
-                self.stats.finished()
+                self.draining.leave(stop)
+
+        def hand_back() -> None:  # the worker stopped while the run was held
+            try:
+                self._hand_back(run, attempt_token, "", attrs)
+            finally:
+                self.draining.leave(stop)
 
         self.held.hold(
-            min(fire_time, beat_by + self.held.release_ahead), lambda: context.run(attempt)
+            min(fire_time, beat_by + self.held.release_ahead),
+            lambda: context.run(attempt),
+            on_stop=lambda: context.run(hand_back),
         )
         return True
 
@@ -347,6 +388,57 @@ class RunProcessor:
                 return None
             span.set_attribute("cronwave.claimed", claim.claimed)
             return claim
+
+    def _put_back(self, message: RunMessage) -> None:
+        """The message again on its queue, unclaimed, for another worker (if it is
+        lost, the sweeper sends another once the run is overdue)."""
+        if self.broker is None:
+            return
+        try:
+            self.broker.enqueue(message.to_message())
+        except Exception as exc:
+            log.error("run %s: message not put back: %s", message.run_id, exc)
+
+    def _hand_back(
+        self,
+        run: common_pb2.Run,
+        attempt_token: str,
+        checkpoint_json: str,
+        attrs: Mapping[str, str],
+    ) -> None:
+        """Give a run this worker holds back to the store (``ReleaseRun``: PENDING, due
+        now, ``checkpoint_json`` kept when given), then put a message for it on its
+        queue, so another worker resumes it at once. A run that ended meanwhile, or
+        that a newer attempt took, is left as it is; one the store cannot be told about
+        is re-sent by the sweeper once its heartbeat lapses."""
+        request = store_pb.ReleaseRunRequest(
+            run_id=run.run_id,
+            attempt_token=attempt_token,
+            checkpoint_json=checkpoint_json,
+            reason=RELEASE_REASON,
+        )
+        with tracer("cronwave").start_as_current_span("worker.release", attributes=attrs) as span:
+            try:
+                response = with_retries(
+                    lambda: self.store.ReleaseRun(request),
+                    f"release run {run.run_id}",
+                    within=RELEASE_WITHIN,
+                )
+            except grpc.RpcError as exc:
+                span.set_status(Status(StatusCode.ERROR, exc.details() or exc.code().name))
+                log.warning("run %s: not handed back: %s", run.run_id, exc.details())
+                return
+            span.set_attribute("cronwave.released", response.released)
+            if not response.released:
+                return  # it ended meanwhile
+            log.info("run %s attempt %d: handed back (worker stopping)", run.run_id, run.attempt)
+            if self.broker is None:
+                return
+            message = RunMessage.for_run(response.run)
+            try:
+                self.broker.enqueue(message.to_message())
+            except Exception as exc:  # the sweeper re-sends it once overdue
+                log.error("run %s: message not enqueued after its release: %s", run.run_id, exc)
 
     def _put_back_if_early(self, message: RunMessage) -> bool:
         early = message.fire_time - datetime.now(UTC)
@@ -400,7 +492,13 @@ class RunProcessor:
             span.set_attribute(ATTR_FAULT, latency.label if latency else "pickup:queue")
         span.end(end_time=now_ns)
 
-    def _execute(self, run: common_pb2.Run, attempt_token: str, attrs: Mapping[str, str]) -> None:
+    def _execute(
+        self,
+        run: common_pb2.Run,
+        attempt_token: str,
+        attrs: Mapping[str, str],
+        stop: AttemptStop | None = None,
+    ) -> None:
         fire_time = ts_to_dt(run.fire_time)
         job_type = self.registry.get(run.job_type)
         execute_attrs: dict[str, Any] = {
@@ -414,7 +512,7 @@ class RunProcessor:
             "worker.execute", attributes=execute_attrs, start_time=_held_until(fire_time, attrs)
         ) as span:
             self.faults.inject("execute", "app", run_key(run.schedule_id, fire_time), span)
-            result = self._attempt(run, attempt_token, fire_time, job_type)
+            result = self._attempt(run, attempt_token, fire_time, job_type, stop)
             if result.body_started_ns:
                 lateness_ms = (result.body_started_ns - epoch_ns(fire_time)) / 1e6
                 span.set_attribute(ATTR_LATENESS_MS, lateness_ms)
@@ -431,6 +529,9 @@ class RunProcessor:
                 run.run_id,
                 run.attempt,
             )
+            return
+        if result.outcome is Outcome.RELEASED:
+            self._hand_back(run, attempt_token, result.checkpoint_json, attrs)
             return
         policy = job_type.retry_policy
         failed_attempt = 1
@@ -505,8 +606,12 @@ class RunProcessor:
         if result.body_started_ns:
             request.body_started_at.FromNanoseconds(result.body_started_ns)
         try:
+            # The attempt holds the run until its heartbeat lapses: a store restart
+            # shorter than that must not lose the completion (the body would run again).
             response = with_retries(
-                lambda: self.completions.call(request), f"complete run {run.run_id}"
+                lambda: self.completions.call(request),
+                f"complete run {run.run_id}",
+                within=self.registry.get(run.job_type).heartbeat_timeout,
             )
         except grpc.RpcError as exc:
             if exc.code() not in _NOT_OURS:
@@ -549,7 +654,12 @@ class RunProcessor:
         return count
 
     def _attempt(
-        self, run: common_pb2.Run, attempt_token: str, fire_time: datetime, job_type: JobType
+        self,
+        run: common_pb2.Run,
+        attempt_token: str,
+        fire_time: datetime,
+        job_type: JobType,
+        stop: AttemptStop | None = None,
     ) -> AttemptResult:
         try:
             payload = _json_object(run.payload_json, "payload_json")
@@ -585,14 +695,17 @@ class RunProcessor:
                 "checkpoint": checkpoint,
                 "trace": inject_context(),
             }
-            return ProcessSupervisor(
+            in_process = ProcessSupervisor(
                 pool,
                 beat,
                 heartbeat_interval=job_type.heartbeat_interval,
                 duration_limit=job_type.duration_limit,
                 kill_grace=self.isolation.kill_grace,
                 run_id=run.run_id,
-            ).run(spec, fire_time)
+            )
+            if stop is not None:
+                stop.attach(in_process)
+            return in_process.run(spec, fire_time)
         supervisor = Supervisor(
             beat,
             heartbeat_interval=job_type.heartbeat_interval,
@@ -609,6 +722,8 @@ class RunProcessor:
             job_type=run.job_type,
             on_heartbeat=supervisor.on_heartbeat,
         )
+        if stop is not None:
+            stop.attach(supervisor)
         return supervisor.run(job_type.fn, ctx, fire_time)
 
 

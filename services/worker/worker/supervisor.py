@@ -22,7 +22,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from worker.body_threads import BODIES, BodyTask, BodyThreads
-from worker.jobs.context import AttemptSuperseded, Checkpoint, JobContext
+from worker.jobs.context import AttemptSuperseded, Checkpoint, JobContext, WorkerStopping
 from worker.jobs.registry import JobFn
 from worker.timing import GATE, epoch_ns
 
@@ -48,6 +48,7 @@ class Outcome(enum.Enum):
     FAILED = "failed"
     TIMED_OUT = "timed_out"
     SUPERSEDED = "superseded"  # not ours to complete
+    RELEASED = "released"  # stopped for the worker's shutdown: handed back, not completed
 
 
 @dataclass
@@ -60,6 +61,9 @@ class AttemptResult:
     error_types: tuple[str, ...] = ()
     # Time the job process added to the run: handing the run over and the result back.
     overhead_ns: int = 0
+    # RELEASED: the newest checkpoint the job reported and the store has not been
+    # sent yet, as JSON; "" when the store's is the newest.
+    checkpoint_json: str = ""
 
 
 def error_types(exc: BaseException) -> tuple[str, ...]:
@@ -94,6 +98,12 @@ class Supervisor:
     delivered between Python instructions, so it cannot cut a system call short; the
     attempt's outcome is decided at once all the same, and the body's thread (a daemon)
     is left to unwind on its own, never to be reused (``worker.body_threads``).
+
+    The worker's stop (``worker.draining``) reaches the attempt through ``release``:
+    the body's next heartbeat keeps its checkpoint and raises ``WorkerStopping``, and
+    the attempt is RELEASED with that checkpoint; a body that has not begun (held for
+    its fire time) never begins. ``force_release`` (the grace period is over) raises
+    ``WorkerStopping`` into the body and releases the attempt at once.
     """
 
     def __init__(
@@ -116,7 +126,10 @@ class Supervisor:
         self._version = 0
         self._sent = 0
         self._stopped: type[Exception] | None = None
-        self._wake = threading.Event()
+        self._releasing = False  # the worker is stopping: hand the run back
+        self._forced = False  # ... without waiting for the body any longer
+        self._begun = False  # the job function was called
+        self._wake = threading.Event()  # the body ended, or the worker's stop cut it short
 
     # called from the job's thread through JobContext.heartbeat ------------------
     def on_heartbeat(self, checkpoint: Checkpoint | None) -> None:
@@ -125,10 +138,28 @@ class Supervisor:
             if stopped is None and checkpoint is not None:
                 self._checkpoint = checkpoint
                 self._version += 1
+            releasing = self._releasing
         if stopped is AttemptStopped:
             raise AttemptSuperseded(self._run_id)
         if stopped is DurationLimitExceeded:
             raise DurationLimitExceeded(f"exceeded the duration limit of {self._limit}")
+        if releasing:
+            raise WorkerStopping()
+
+    # called from the worker's stop (worker.draining) ------------------------------
+    def release(self) -> None:
+        """Ask the body to stop at its next heartbeat; a body not begun never begins."""
+        with self._lock:
+            self._releasing = True
+            begun = self._begun
+        if not begun:
+            self._wake.set()
+
+    def force_release(self) -> None:
+        """Stop the body now (``WorkerStopping`` raised into it) and release the run."""
+        with self._lock:
+            self._releasing = self._forced = True
+        self._wake.set()
 
     # the supervising thread -----------------------------------------------------
     def run(self, fn: JobFn, ctx: JobContext, fire_time: datetime | None = None) -> AttemptResult:
@@ -139,18 +170,24 @@ class Supervisor:
 
         def body() -> None:
             try:
-                box["started_ns"] = GATE.wait(fire_time) if fire_time else time.time_ns()
+                started_ns = GATE.wait(fire_time) if fire_time else time.time_ns()
+                with self._lock:
+                    if self._releasing:  # the worker stopped while it waited
+                        return
+                    self._begun = True
+                box["started_ns"] = started_ns
                 box["result"] = fn(ctx)
             except BaseException as exc:  # everything the job raised is its outcome
                 box["error"] = exc
             finally:
                 if fire_time is not None:  # the bodies of a burst before its completions
                     GATE.after_start(fire_time)
+                box["ended"] = True
                 self._wake.set()
 
         def guarded() -> None:
             # A stop delivered after the body returned lands here, harmlessly.
-            with contextlib.suppress(DurationLimitExceeded, AttemptStopped):
+            with contextlib.suppress(DurationLimitExceeded, AttemptStopped, WorkerStopping):
                 body()
 
         # The job sees the supervising thread's trace context (its spans nest under
@@ -182,6 +219,16 @@ class Supervisor:
                     )
                 next_beat = self._monotonic() + self._interval
         started_ns = box.get("started_ns", 0)
+        with self._lock:
+            forced, begun = self._forced, self._begun
+            releasing = self._releasing
+        if releasing and not begun:  # stopped before its fire time: nothing ran
+            return self._released(0)
+        if forced and not box.get("ended"):  # past the grace: stopped without its help
+            self._stop(thread, WorkerStopping)
+            return self._released(started_ns)
+        if isinstance(box.get("error"), WorkerStopping):
+            return self._released(started_ns)
         # The last progress goes to the store before the outcome, so a retry of a
         # failed attempt resumes from it.
         if self._send(force=False) is BeatResult.SUPERSEDED:
@@ -218,6 +265,18 @@ class Supervisor:
                 body_started_ns=started_ns,
             )
         return AttemptResult(Outcome.SUCCEEDED, result=dict(result), body_started_ns=started_ns)
+
+    def _released(self, started_ns: int) -> AttemptResult:
+        """RELEASED, with the checkpoint the store does not have yet (its release
+        carries it, instead of one more beat)."""
+        with self._lock:
+            version, checkpoint = self._version, self._checkpoint
+        unsent = version != self._sent and checkpoint is not None
+        return AttemptResult(
+            Outcome.RELEASED,
+            body_started_ns=started_ns,
+            checkpoint_json=json.dumps(checkpoint) if unsent else "",
+        )
 
     def _send(self, *, force: bool) -> BeatResult:
         """Beat now (``force``) or only when there is an unsent checkpoint."""

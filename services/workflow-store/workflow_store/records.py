@@ -220,12 +220,22 @@ class StallReason(StrEnum):
     NOT_PICKED_UP = "not_picked_up"  # PENDING and due, but no worker claimed it in time
     REPLAYED = "replayed"  # PENDING after a replay; it has no message yet
     HEARTBEAT_LAPSED = "heartbeat_lapsed"  # RUNNING, but its attempt stopped beating
+    QUEUE_LOST = "queue_lost"  # PENDING, and the broker lost the messages it held
 
 
 @dataclass(frozen=True)
 class StalledRun:
     run: RunRecord
     reason: StallReason
+
+
+@dataclass(frozen=True)
+class LostRuns:
+    """A page of ``Store.requeue_lost_runs``: the runs to enqueue again, and the run id
+    the next page starts after ("" when this page was the last)."""
+
+    runs: list[StalledRun]
+    next_after_run_id: str
 
 
 class DeadLetterReason(StrEnum):

@@ -60,6 +60,7 @@ from workflow_store.records import (
     DeadLetterRequest,
     EventRequest,
     JobTypeRecord,
+    LostRuns,
     NewSchedule,
     Recorded,
     RecordRequest,
@@ -79,6 +80,8 @@ log = logging.getLogger("cronwave.store")
 Clock = Callable[[], datetime]
 DEFAULT_RUN_LIMIT = 50
 DEFAULT_STALLED_LIMIT = 100
+#: At most this many runs in one page of ``requeue_lost_runs``.
+MAX_LOST_PAGE = 10_000
 # A re-sent message waits at least this long before it is sent again, and at most 64
 # times the sweeper's bound.
 _MIN_RESEND = timedelta(seconds=1)
@@ -982,6 +985,53 @@ class Store:
             if len(stalled) < limit:
                 stalled.extend(self._lapsed(s, now, pending_for, limit - len(stalled)))
         return stalled
+
+    def requeue_lost_runs(
+        self, lost_at: datetime, pending_for: timedelta, after_run_id: str = "", limit: int = 0
+    ) -> LostRuns:
+        """The runs whose message went down with the queue, which lost every message it
+        held at ``lost_at``: the PENDING runs recorded before then, at most ``limit`` of
+        them after ``after_run_id`` in run-id order, each dealt with in this one
+        transaction whatever its resend schedule.
+
+        A due run is returned, marked requeued (reason ``queue_lost``, its next re-send
+        ``pending_for`` away, as ``requeue_stalled_runs`` marks one): the caller must
+        enqueue its message. A retry whose delay has not passed gets no message now (a
+        claim would refuse it): its next re-send is set to the end of the delay, so
+        ``requeue_stalled_runs`` hands it out once it is due. A run recorded after
+        ``lost_at`` is not looked at: its message went to the queue as it is now. RUNNING
+        runs need no message (their worker holds them; a dead worker's heartbeat lapses).
+        A run whose message survived gets a second one, which its claim refuses.
+        """
+        if lost_at.tzinfo is None:
+            raise InvalidArgument("lost_at", "must be timezone-aware (UTC)")
+        if pending_for < timedelta(0):
+            raise InvalidArgument("pending_for", "must not be negative")
+        if not 0 <= limit <= MAX_LOST_PAGE:
+            raise InvalidArgument(
+                "limit", f"must be between 0 and {MAX_LOST_PAGE} (0 means {DEFAULT_STALLED_LIMIT})"
+            )
+        limit = limit or DEFAULT_STALLED_LIMIT
+        now = self.clock()
+        runs: list[StalledRun] = []
+        with self.db.write() as s:
+            query = sa.select(m.Run).where(
+                m.Run.state == RunState.PENDING.value, m.Run.created_at < lost_at
+            )
+            if after_run_id:
+                query = query.where(m.Run.run_id > after_run_id)
+            rows = s.scalars(
+                query.order_by(m.Run.run_id).limit(limit).with_for_update(skip_locked=True)
+            ).all()
+            for row in rows:
+                if row.due_at is not None and row.due_at > now:
+                    row.next_sweep_at = row.due_at
+                    s.flush()
+                    continue
+                reason = StallReason.QUEUE_LOST
+                runs.append(self._requeued(s, row, reason, now, pending_for, reason.value))
+        next_after = rows[-1].run_id if len(rows) == limit else ""
+        return LostRuns(runs, next_after)
 
     def _lapsed(
         self, s: Session, now: datetime, pending_for: timedelta, limit: int

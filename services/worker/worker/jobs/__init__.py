@@ -9,7 +9,7 @@ from cronwave_core.errors import ConfigurationError
 from cronwave_core.settings import Settings
 from worker.jobs.billing import billing_job_type
 from worker.jobs.builtin import RequestedFailure, builtin_job_types
-from worker.jobs.context import AttemptSuperseded, Checkpoint, JobContext
+from worker.jobs.context import AttemptSuperseded, Checkpoint, JobContext, WorkerStopping
 from worker.jobs.registry import JobFn, JobType, Registry
 from worker.jobs.retry import NO_RETRY, RetryPolicy
 
@@ -23,6 +23,7 @@ __all__ = [
     "Registry",
     "RequestedFailure",
     "RetryPolicy",
+    "WorkerStopping",
     "all_job_types",
     "default_registry",
 ]

@@ -17,7 +17,9 @@ A crash between the gateway's charge and its record leaves an invoice without a
 recorded charge: the resumed attempt asks again with the same key and the gateway
 answers with the first charge instead of charging twice. A crash anywhere else loses
 at most uncommitted work, which is redone. The checkpoint goes to cronwave after every
-batch (well under a second apart), so a resumed attempt skips what is finished.
+batch (well under a second apart), so a resumed attempt skips what is finished. A
+worker that stops gracefully stops the attempt at its next checkpoint (the charge
+phase first records the batch in flight) and hands the run back with it.
 """
 
 from __future__ import annotations

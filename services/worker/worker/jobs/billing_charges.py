@@ -9,6 +9,11 @@ and the checkpoint only ever names batches already recorded. A crash after the
 gateway answered and before the record leaves charges without a record; the resumed
 attempt sends those invoices again with the same keys and records the first charges
 the gateway hands back.
+
+A worker that stops gracefully makes a checkpoint raise ``WorkerStopping`` (the
+checkpoint is kept): the phase then sends no further batch, records the one in flight,
+checkpoints past it and stops, so the run is handed back at a batch boundary with no
+charge left unrecorded.
 """
 
 from __future__ import annotations
@@ -31,7 +36,7 @@ from worker.jobs.billing_config import BillingSettings
 from worker.jobs.billing_gateway import GatewayBatches, GatewayRefused, idempotency_key
 from worker.jobs.billing_plan import BillingPlan, Progress
 from worker.jobs.billing_schema import charges, invoices
-from worker.jobs.context import JobContext
+from worker.jobs.context import JobContext, WorkerStopping
 
 _STATUS = {gateway_pb.CHARGE_STATUS_SUCCEEDED: "succeeded"}
 
@@ -76,6 +81,7 @@ class ChargePhase:
         self.recorded = 0  # charges this attempt recorded
         self.replayed = 0  # answers that were a key's earlier charge
         self.answers = 0  # gateway calls answered
+        self.stopping = False  # the worker is stopping: finish the batch in flight, stop
 
     def run(self, progress: Progress) -> Progress:
         # The invoices were just bulk-loaded: without fresh statistics PostgreSQL
@@ -86,7 +92,7 @@ class ChargePhase:
         inflight: tuple[Sequence[Any], list[Any], Future[Results]] | None = None
         with ThreadPoolExecutor(1, thread_name_prefix=f"gateway-{self.ctx.run_id}") as pool:
             while True:
-                batch, due = self.next_batch(selected)
+                batch, due = ([], []) if self.stopping else self.next_batch(selected)
                 if batch:
                     selected = batch[-1].id
                     call = contextvars.copy_context().run  # the job's trace, in the thread
@@ -94,6 +100,8 @@ class ChargePhase:
                 if inflight is not None:
                     progress = self.settle(progress, *inflight)
                 if not batch:
+                    if self.stopping:
+                        raise WorkerStopping()
                     return progress
                 inflight = (batch, due, request)
 
@@ -158,7 +166,12 @@ class ChargePhase:
             new = self.record(due, results)
             self.recorded += new
             progress = replace(progress, charged=progress.charged + new)
-        return self.checkpoint(replace(progress, last_invoice_id=batch[-1].id))
+        progress = replace(progress, last_invoice_id=batch[-1].id)
+        try:
+            return self.checkpoint(progress)
+        except WorkerStopping:  # the checkpoint is kept; the batch in flight goes first
+            self.stopping = True
+            return progress
 
     def record(self, due: Sequence[Any], results: Sequence[gateway_pb.ChargeResult]) -> int:
         """Record the gateway's answers in one transaction; returns how many were new

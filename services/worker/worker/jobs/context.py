@@ -28,6 +28,20 @@ class AttemptSuperseded(CronwaveError):
         self.run_id = run_id
 
 
+class WorkerStopping(CronwaveError):
+    """The worker running this attempt is stopping (SIGTERM): the attempt hands its
+    run back, with the newest checkpoint the job reported, and another worker resumes
+    the run from there at once. Raised by ``JobContext.heartbeat`` (after keeping the
+    checkpoint it was given); the job should let it propagate, after finishing what
+    it has in flight if that is quick. Past the worker's grace period the body is
+    stopped without its help."""
+
+    status = "UNAVAILABLE"
+
+    def __init__(self, message: str = "the worker is stopping; the run is handed back") -> None:
+        super().__init__(message)
+
+
 def _no_heartbeat(_checkpoint: Checkpoint | None) -> None:
     return None
 
@@ -58,8 +72,9 @@ class JobContext:
     def heartbeat(self, checkpoint: Mapping[str, Any] | None = None) -> None:
         """Report that the attempt is alive, and with ``checkpoint`` (JSON-able) how far
         it got; the worker sends it to the store with its next heartbeat. Raises
-        ``AttemptSuperseded`` once the store has handed the run to a newer attempt, so
-        the job stops at its next checkpoint."""
+        ``AttemptSuperseded`` once the store has handed the run to a newer attempt, and
+        ``WorkerStopping`` once the worker is stopping (the checkpoint given is kept and
+        handed back with the run), so the job stops at its next checkpoint."""
         data: Checkpoint | None = None
         if checkpoint is not None:
             data = dict(checkpoint)
