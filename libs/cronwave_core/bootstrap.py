@@ -10,12 +10,13 @@ cleanup, then exit.
 from __future__ import annotations
 
 import logging
+import secrets
 import signal
 import threading
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent import futures
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NoReturn
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
@@ -23,7 +24,7 @@ from grpc_reflection.v1alpha import reflection
 from opentelemetry.instrumentation.grpc import server_interceptor
 
 from cronwave_core import fanout, telemetry
-from cronwave_core.errors import CronwaveError
+from cronwave_core.errors import CronwaveError, InvalidArgument
 from cronwave_core.settings import Settings
 
 log = logging.getLogger("cronwave")
@@ -33,35 +34,137 @@ def _status(error: CronwaveError) -> grpc.StatusCode:
     return getattr(grpc.StatusCode, error.status, grpc.StatusCode.INTERNAL)
 
 
+class UndecodableRequest(InvalidArgument):
+    """A request whose bytes are not a serialized message of the method's type."""
+
+    def __init__(self, type_name: str) -> None:
+        super().__init__(
+            "request",
+            f"the body is not a valid serialized {type_name} message (malformed protobuf "
+            "or a string that is not UTF-8); nothing was done",
+        )
+
+
+def _type_name(parse: Callable[[bytes], Any], method: str) -> str:
+    """The full name of the message ``parse`` (a generated ``FromString``) decodes."""
+    cls = getattr(parse, "__self__", None)
+    descriptor = getattr(cls, "DESCRIPTOR", None)
+    return str(getattr(descriptor, "full_name", "")) or f"request of {method}"
+
+
+def decoder(parse: Callable[[bytes], Any], method: str) -> Callable[[bytes], Any]:
+    """``parse``, raising ``UndecodableRequest`` for bytes it cannot decode."""
+    type_name = _type_name(parse, method)
+
+    def decode(raw: bytes) -> Any:
+        try:
+            return parse(raw)
+        except Exception:  # DecodeError, or a string field that is not UTF-8
+            raise UndecodableRequest(type_name) from None
+
+    return decode
+
+
 class ErrorInterceptor(grpc.ServerInterceptor):
-    """Turns a ``CronwaveError`` raised by a servicer into its gRPC status, with the
-    error's message (which names the field and the rule) as the details."""
+    """Every call a servicer fails ends with a status the caller can act on, and no
+    internals in its message:
+
+    - a request whose bytes do not decode: ``INVALID_ARGUMENT`` (grpc's own answer
+      would be ``INTERNAL``: the handler here takes the bytes and decodes them itself);
+    - a ``CronwaveError``: its status, with its message (which names the field and
+      the rule);
+    - any other exception: ``INTERNAL`` with a correlation id and nothing else; the
+      traceback goes to the service's log under the same id, for an operator to find.
+
+    A call the servicer ended itself (``context.abort``) keeps its status."""
+
+    def __init__(self, service: str = "service") -> None:
+        self.service = service
 
     def intercept_service(self, continuation: Callable[..., Any], details: Any) -> Any:
         handler = continuation(details)
         if handler is None:
             return None
+        method: str = details.method
+        parse = handler.request_deserializer
+        decode = decoder(parse, method) if parse is not None else _same
+        fail = self._fail
         if handler.unary_unary:
             inner_uu = handler.unary_unary
 
             def unary_unary(request: Any, context: grpc.ServicerContext) -> Any:
                 try:
-                    return inner_uu(request, context)
-                except CronwaveError as exc:
-                    context.abort(_status(exc), exc.message)
+                    return inner_uu(decode(request), context)
+                except Exception as exc:
+                    fail(exc, context, method)
 
-            return handler._replace(unary_unary=unary_unary)
+            return handler._replace(unary_unary=unary_unary, request_deserializer=None)
         if handler.unary_stream:
             inner_us = handler.unary_stream
 
             def unary_stream(request: Any, context: grpc.ServicerContext) -> Any:
                 try:
-                    yield from inner_us(request, context)
-                except CronwaveError as exc:
-                    context.abort(_status(exc), exc.message)
+                    yield from inner_us(decode(request), context)
+                except Exception as exc:
+                    fail(exc, context, method)
 
-            return handler._replace(unary_stream=unary_stream)
+            return handler._replace(unary_stream=unary_stream, request_deserializer=None)
+        if handler.stream_unary:
+            inner_su = handler.stream_unary
+
+            def stream_unary(requests: Iterator[Any], context: grpc.ServicerContext) -> Any:
+                try:
+                    return inner_su(map(decode, requests), context)
+                except Exception as exc:
+                    fail(exc, context, method)
+
+            return handler._replace(stream_unary=stream_unary, request_deserializer=None)
+        if handler.stream_stream:
+            inner_ss = handler.stream_stream
+
+            def stream_stream(requests: Iterator[Any], context: grpc.ServicerContext) -> Any:
+                try:
+                    yield from inner_ss(map(decode, requests), context)
+                except Exception as exc:
+                    fail(exc, context, method)
+
+            return handler._replace(stream_stream=stream_stream, request_deserializer=None)
         return handler
+
+    def _fail(self, exc: Exception, context: grpc.ServicerContext, method: str) -> NoReturn:
+        """End the call for ``exc``: its own status for a ``CronwaveError``, else
+        ``INTERNAL`` under a new correlation id (the traceback is logged with it)."""
+        if isinstance(exc, CronwaveError):
+            context.abort(_status(exc), exc.message)
+        if _ended(context):
+            raise exc  # context.abort: the call already has its status
+        correlation = secrets.token_hex(8)
+        log.error(
+            "%s: internal error (correlation id %s) in %s",
+            self.service,
+            correlation,
+            method,
+            exc_info=exc,
+        )
+        context.abort(
+            grpc.StatusCode.INTERNAL,
+            f"internal error (correlation id {correlation}); the detail is in the "
+            f"{self.service}'s log",
+        )
+        raise AssertionError("context.abort returned")  # it raises
+
+
+def _same(value: Any) -> Any:
+    return value
+
+
+def _ended(context: grpc.ServicerContext) -> bool:
+    """Whether the servicer already gave the call its status (``context.abort``)."""
+    try:
+        code = context.code()  # type: ignore[attr-defined]  # grpc-stubs lags grpcio
+    except (AttributeError, RuntimeError):  # a grpcio without ServicerContext.code
+        return False
+    return code is not None and code != grpc.StatusCode.OK
 
 
 class SerializationInterceptor(grpc.ServerInterceptor):
@@ -89,7 +192,7 @@ class SerializationInterceptor(grpc.ServerInterceptor):
         name = method.rsplit("/", 1)[-1]
         decode_name, encode_name = f"server decode {name}", f"server encode {name}"
         encode, behavior = handler.response_serializer, handler.unary_unary
-        parse = handler.request_deserializer
+        parse = decoder(handler.request_deserializer, method)
 
         def decode(raw: bytes) -> Any:
             # A batch registers its runs before its decode span ends, so that span
@@ -99,10 +202,9 @@ class SerializationInterceptor(grpc.ServerInterceptor):
             return request
 
         def unary_unary(raw: bytes, context: grpc.ServicerContext) -> bytes:
-            try:
-                request = telemetry.codec_call(decode, raw, decode_name, hop, "server")
-            except Exception as exc:  # what grpc answers for an undecodable request
-                context.abort(grpc.StatusCode.INTERNAL, f"cannot decode the request: {exc}")
+            # An undecodable request raises UndecodableRequest: the error
+            # interceptor outside answers INVALID_ARGUMENT.
+            request = telemetry.codec_call(decode, raw, decode_name, hop, "server")
             response = behavior(request, context)
             encoded: bytes = telemetry.codec_call(encode, response, encode_name, hop, "server")
             return encoded
@@ -138,7 +240,7 @@ class RunningServer:
         traced = traced and settings.tracing
         if traced:
             interceptors.append(server_interceptor())
-        interceptors.append(ErrorInterceptor())
+        interceptors.append(ErrorInterceptor(service.name))
         if traced:
             # Inside the error interceptor, so a CronwaveError raised by the servicer
             # still becomes its status; outside the service's own, which see messages.

@@ -17,6 +17,9 @@ What a spec means:
   itself. Without ``start_at`` there is no fixed origin to count from: the planner
   counts the fire times it has handled (runs and MISSED records alike) and asks
   ``runs_left``.
+- Limits: ``jitter`` at most ``MAX_JITTER`` (one day); at most ``MAX_CRONS``
+  expressions, ``MAX_INTERVALS`` intervals and ``MAX_DATES`` one-off instants and
+  excluded dates; a zone name of at most ``MAX_ZONE_LENGTH`` characters.
 - A slot the DST policy skipped is not a fire time. ``occurrences_after`` and
   ``skipped_slots`` report it with its reason (``dst_gap_skip``) at its nominal
   instant plus one microsecond (see ``calendar_dst``), so the planner records it
@@ -43,12 +46,18 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from cronwave_core.calendar_cron import CronExpr, parse_cron
 from cronwave_core.calendar_dst import DST_GAP_SKIP, Occurrence, Resolver, occurrences
 from cronwave_core.errors import InvalidArgument
+from cronwave_core.fields import shown
 from cronwave_core.spec import DstGap, DstRepeat, Spec
 
 __all__ = [
     "DST_GAP_SKIP",
     "EARLIEST",
     "LATEST",
+    "MAX_CRONS",
+    "MAX_DATES",
+    "MAX_INTERVALS",
+    "MAX_JITTER",
+    "MAX_ZONE_LENGTH",
     "MIN_INTERVAL",
     "Occurrence",
     "fire_times",
@@ -61,6 +70,16 @@ __all__ = [
 ]
 
 MIN_INTERVAL = timedelta(seconds=1)
+#: The longest jitter: it spreads the fires of one instant over minutes, not days (a
+#: longer one would move a daily run past its next fire).
+MAX_JITTER = timedelta(days=1)
+#: The most entries of a spec's lists: cron expressions and intervals, and dates
+#: (one-off instants and excluded dates).
+MAX_CRONS = 100
+MAX_INTERVALS = 100
+MAX_DATES = 1_000
+#: IANA names are at most a few tens of characters (America/Argentina/ComodRivadavia).
+MAX_ZONE_LENGTH = 64
 EARLIEST = datetime(1970, 1, 1, tzinfo=UTC)
 LATEST = datetime(9000, 1, 1, tzinfo=UTC)
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -73,11 +92,19 @@ def zone(name: str, field: str = "spec.time_zone") -> ZoneInfo:
     """The IANA zone ``name``; ``InvalidArgument(field)`` when it is empty or unknown."""
     if not name:
         raise InvalidArgument(field, "a time zone is required, e.g. Europe/Berlin or UTC")
+    if len(name) > MAX_ZONE_LENGTH or not name.isprintable():
+        raise InvalidArgument(
+            field,
+            f"unknown time zone {shown(name)}; an IANA name such as America/New_York has "
+            f"at most {MAX_ZONE_LENGTH} printable characters",
+        )
     try:
         return ZoneInfo(name)
-    except (ZoneInfoNotFoundError, ValueError, TypeError) as exc:
+    except (ZoneInfoNotFoundError, ValueError, TypeError, OSError) as exc:
+        # OSError: a name the zone database cannot even look up; its message would
+        # show where the database lives.
         raise InvalidArgument(
-            field, f"unknown time zone {name!r}; use an IANA name such as America/New_York"
+            field, f"unknown time zone {shown(name)}; use an IANA name such as America/New_York"
         ) from exc
 
 
@@ -194,6 +221,16 @@ class _Calendar:
         self.tz = zone(spec.time_zone)
         gap = _policy(DstGap, spec.dst_gap, "spec.dst_gap")
         repeat = _policy(DstRepeat, spec.dst_repeat, "spec.dst_repeat")
+        for what, items, most in (
+            ("cron", spec.cron, MAX_CRONS),
+            ("intervals", spec.intervals, MAX_INTERVALS),
+            ("one_off", spec.one_off, MAX_DATES),
+            ("exclude_dates", spec.exclude_dates, MAX_DATES),
+        ):
+            if len(items) > most:
+                raise InvalidArgument(
+                    f"spec.{what}", f"must have at most {most} entries, got {len(items)}"
+                )
         if not spec.cron and not spec.intervals and not spec.one_off:
             raise InvalidArgument(
                 "spec.cron", "a schedule needs a cron expression, an interval or a one-off time"
@@ -229,6 +266,12 @@ class _Calendar:
         self.max_runs = spec.max_runs
         if not isinstance(spec.jitter, timedelta) or spec.jitter < timedelta(0):
             raise InvalidArgument("spec.jitter", "must be a non-negative duration")
+        if spec.jitter > MAX_JITTER:
+            raise InvalidArgument(
+                "spec.jitter",
+                f"must be at most {MAX_JITTER.total_seconds():g}s (one day: it spreads the "
+                f"fires of one instant), got {spec.jitter.total_seconds():g}s",
+            )
         self.resolver = _resolver(self.tz, gap, repeat)
         self.counter = (
             _RunCounter(self, self.start_at)

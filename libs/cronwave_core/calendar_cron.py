@@ -25,8 +25,11 @@ Everything else (``L``, ``W``, ``#``, wrap-around and equal-bound ranges, day-of
 planner holds 100,000 distinct expressions, so the compact form is what keeps its
 memory and its load time small.
 
-Refused, each with the reason: 7 fields (years); ``H`` and ``R`` (hashed and random
-values differ between processes, so two planners would disagree); ``@reboot``;
+Refused, each with the reason: an expression longer than ``MAX_CRON_LENGTH``
+characters; a step (``/n``) of 0 or larger than its field's count of values (60
+seconds or minutes, 24 hours, 31 days, 12 months, 7 weekdays); 7 fields (years);
+``H`` and ``R`` (hashed and random values differ between processes, so two planners
+would disagree); ``@reboot``;
 ``W`` next to a restricted day-of-week and ``#``/``L<n>`` next to a restricted
 day-of-month (croniter gives these no consistent meaning); expressions that never
 name a real date, such as ``0 0 30 2 *``.
@@ -50,6 +53,9 @@ from cronwave_core.errors import InvalidArgument
 MACROS = frozenset(
     {"@yearly", "@annually", "@monthly", "@weekly", "@daily", "@midnight", "@hourly"}
 )
+
+#: The longest cron expression a schedule may have, in characters.
+MAX_CRON_LENGTH = 1_000
 
 # A list item that croniter would expand with a hash or at random: H, H/5, R(0-30)...
 _HASHED = re.compile(r"^[hr](\(\d+-\d+\))?(/\d+)?$", re.IGNORECASE)
@@ -223,6 +229,10 @@ class _Fields(CronExpr):
 def parse_cron(text: str, field: str) -> CronExpr:
     """Compile ``text``; raise ``InvalidArgument(field, rule)`` when it breaks a rule
     of the module docstring. Compiled expressions are cached by text."""
+    if len(text) > MAX_CRON_LENGTH:  # before the cache, which would keep it
+        raise InvalidArgument(
+            field, f"must be at most {MAX_CRON_LENGTH} characters, got {len(text)}"
+        )
     try:
         return _compile(text)
     except _Refused as exc:
@@ -242,6 +252,7 @@ def _compile(text: str) -> CronExpr:
             raise _Refused(f"{text!r}: unknown macro; use one of {', '.join(sorted(MACROS))}")
     else:
         fields = expr.split()
+        _check_steps(text, fields)
         compact = _compact(text, fields)
         if compact is not None:
             return compact
@@ -371,6 +382,34 @@ def _value(token: str, kind: int, alone: bool) -> int | None:
             return None
         value = found
     return value if low <= value <= high else None
+
+
+# Field names and their counts of values, in the order of a 6-field expression.
+_STEP_FIELDS = (
+    ("second", 60),
+    ("minute", 60),
+    ("hour", 24),
+    ("day-of-month", 31),
+    ("month", 12),
+    ("day-of-week", 7),
+)
+_STEP = re.compile(r"/(\d+)")
+
+
+def _check_steps(text: str, fields: list[str]) -> None:
+    """Refuse a step larger than its field's count of values: such a step names
+    nothing a smaller one does not, and a huge one is a typo."""
+    if len(fields) not in (5, 6):
+        return  # the field count is refused with its own reason
+    kinds = _STEP_FIELDS if len(fields) == 6 else _STEP_FIELDS[1:]
+    for (name, count), field in zip(kinds, fields, strict=True):
+        for match in _STEP.finditer(field):
+            digits = match.group(1)
+            if len(digits) > 2 or int(digits) > count:  # 0 is refused as not valid
+                shown = digits if len(digits) <= 10 else f"{digits[:10]}... ({len(digits)} digits)"
+                raise _Refused(
+                    f"the step /{shown} in the {name} field must be between 1 and {count}"
+                )
 
 
 def _check_day_fields(text: str, expr: str) -> None:

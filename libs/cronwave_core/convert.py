@@ -8,7 +8,9 @@ from google.protobuf.duration_pb2 import Duration
 from google.protobuf.timestamp_pb2 import Timestamp
 
 from cronwave.v1 import common_pb2 as pb
+from cronwave_core.calendar_cron import MAX_CRON_LENGTH
 from cronwave_core.errors import InvalidArgument
+from cronwave_core.fields import shown
 from cronwave_core.spec import (
     Catchup,
     DstGap,
@@ -40,11 +42,27 @@ _CATCHUP = {
 }
 
 
-def ts_to_dt(ts: Timestamp) -> datetime:
-    return datetime.fromtimestamp(ts.seconds, UTC) + timedelta(microseconds=ts.nanos // 1000)
-
+#: The instants a Timestamp may name: years 1 to 9999, as datetime holds them.
+MIN_SECONDS = -62_135_596_800  # 0001-01-01T00:00:00Z
+MAX_SECONDS = 253_402_300_799  # 9999-12-31T23:59:59Z
+#: The longest duration a request may carry unless its field says otherwise.
+MAX_DURATION = timedelta(days=36_525)  # 100 years
+_NANOS = 1_000_000_000
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def ts_to_dt(ts: Timestamp, field: str = "timestamp") -> datetime:
+    """The aware UTC instant of ``ts``; ``InvalidArgument(field)`` unless its nanos are
+    in [0, 1e9) and it lies within years 1 to 9999."""
+    seconds, nanos = ts.seconds, ts.nanos
+    if not 0 <= nanos < _NANOS:
+        raise InvalidArgument(field, f"nanos must be in [0, 999999999], got {nanos}")
+    if not MIN_SECONDS <= seconds <= MAX_SECONDS:
+        raise InvalidArgument(
+            field, f"must lie between 0001-01-01 and 9999-12-31 (UTC), got seconds={seconds}"
+        )
+    return _EPOCH + timedelta(seconds=seconds, microseconds=nanos // 1000)
 
 
 def dt_to_ts(dt: datetime) -> Timestamp:
@@ -56,8 +74,12 @@ def dt_to_ts(dt: datetime) -> Timestamp:
     return Timestamp(seconds=delta.days * 86_400 + delta.seconds, nanos=delta.microseconds * 1000)
 
 
-def opt_ts(msg: object, name: str) -> datetime | None:
-    return ts_to_dt(getattr(msg, name)) if msg.HasField(name) else None  # type: ignore[attr-defined]
+def opt_ts(msg: object, name: str, field: str = "") -> datetime | None:
+    """``msg.<name>`` as an instant (``ts_to_dt``, refusals naming ``field``, by
+    default ``name``), or None when unset."""
+    if not msg.HasField(name):  # type: ignore[attr-defined]
+        return None
+    return ts_to_dt(getattr(msg, name), field or name)
 
 
 def td_to_duration(td: timedelta) -> Duration:
@@ -66,12 +88,33 @@ def td_to_duration(td: timedelta) -> Duration:
     return d
 
 
-def duration_to_td(d: Duration) -> timedelta:
+def duration_to_td(
+    d: Duration, field: str = "duration", limit: timedelta = MAX_DURATION
+) -> timedelta:
     """As ``Duration.ToTimedelta`` (nanoseconds rounded toward zero), without its
-    Python-level checks: a schedule load converts a few of these per schedule."""
-    nanos = d.nanos
+    Python-level checks: a schedule load converts a few of these per schedule.
+    ``InvalidArgument(field)`` for a Duration protobuf calls malformed (nanos outside
+    (-1e9, 1e9) or of the other sign than seconds) and for one longer than ``limit``
+    either way (``MAX_DURATION`` lies well inside both protobuf's and timedelta's
+    range); whether it may be negative is the field's own rule."""
+    seconds, nanos = d.seconds, d.nanos
+    if not -_NANOS < nanos < _NANOS or (seconds > 0 > nanos) or (seconds < 0 < nanos):
+        raise InvalidArgument(
+            field,
+            f"not a valid Duration: nanos must be in (-1e9, 1e9) with the sign of seconds, "
+            f"got seconds={seconds}, nanos={nanos}",
+        )
     micros = nanos // 1000 if nanos >= 0 else -(-nanos // 1000)
-    return timedelta(seconds=d.seconds, microseconds=micros)
+    if abs(seconds) > limit.days * 86_400 + limit.seconds:
+        raise InvalidArgument(field, f"must be at most {_span(limit)} either way, got {seconds}s")
+    return timedelta(seconds=seconds, microseconds=micros)
+
+
+def _span(td: timedelta) -> str:
+    seconds = td.total_seconds()
+    if td.days and not td.seconds and not td.microseconds:
+        return f"{td.days} day{'s' if td.days != 1 else ''} ({seconds:g}s)"
+    return f"{seconds:g}s"
 
 
 def _enum(mapping: dict[int, object], value: int, default: object, field: str) -> object:
@@ -93,18 +136,25 @@ _CATCHUP_PB = _inverse(_CATCHUP)  # type: ignore[arg-type]
 
 
 def spec_from_proto(msg: pb.ScheduleSpec) -> Spec:
+    """The spec of a request, each field converted by its rule; the calendar's own
+    rules (``calendar.validate``) are checked by the caller."""
+    for i, text in enumerate(msg.cron):
+        if len(text) > MAX_CRON_LENGTH:  # before the strip below hides the length
+            raise InvalidArgument(
+                f"spec.cron[{i}]", f"must be at most {MAX_CRON_LENGTH} characters, got {len(text)}"
+            )
     excluded: list[date] = []
     for i, text in enumerate(msg.exclude_dates):
         try:
             excluded.append(date.fromisoformat(text))
         except ValueError as exc:
             raise InvalidArgument(
-                f"spec.exclude_dates[{i}]", f"{text!r} is not a date in YYYY-MM-DD form"
+                f"spec.exclude_dates[{i}]", f"{shown(text)} is not a date in YYYY-MM-DD form"
             ) from exc
     intervals = []
     for i, iv in enumerate(msg.intervals):
-        every = duration_to_td(iv.every)
-        phase = duration_to_td(iv.phase)
+        every = duration_to_td(iv.every, f"spec.intervals[{i}].every")
+        phase = duration_to_td(iv.phase, f"spec.intervals[{i}].phase")
         if every <= timedelta(0):
             raise InvalidArgument(f"spec.intervals[{i}].every", "must be a positive duration")
         if phase < timedelta(0) or phase >= every:
@@ -112,7 +162,7 @@ def spec_from_proto(msg: pb.ScheduleSpec) -> Spec:
         intervals.append(Interval(every, phase))
     if msg.max_runs < 0:
         raise InvalidArgument("spec.max_runs", "must not be negative (0 means unlimited)")
-    jitter = duration_to_td(msg.jitter)
+    jitter = duration_to_td(msg.jitter, "spec.jitter")
     if jitter < timedelta(0):
         raise InvalidArgument("spec.jitter", "must not be negative")
     spec = Spec(
@@ -121,11 +171,11 @@ def spec_from_proto(msg: pb.ScheduleSpec) -> Spec:
         dst_gap=_enum(_GAP, msg.dst_gap, DstGap.SHIFT, "spec.dst_gap"),  # type: ignore[arg-type]
         dst_repeat=_enum(_REPEAT, msg.dst_repeat, DstRepeat.ONCE, "spec.dst_repeat"),  # type: ignore[arg-type]
         exclude_dates=tuple(excluded),
-        start_at=opt_ts(msg, "start_at"),
-        end_at=opt_ts(msg, "end_at"),
+        start_at=opt_ts(msg, "start_at", "spec.start_at"),
+        end_at=opt_ts(msg, "end_at", "spec.end_at"),
         max_runs=msg.max_runs,
         intervals=tuple(intervals),
-        one_off=tuple(ts_to_dt(t) for t in msg.one_off),
+        one_off=tuple(ts_to_dt(t, f"spec.one_off[{i}]") for i, t in enumerate(msg.one_off)),
         jitter=jitter,
     )
     if spec.start_at and spec.end_at and spec.end_at <= spec.start_at:
@@ -156,7 +206,11 @@ def spec_to_proto(spec: Spec) -> pb.ScheduleSpec:
 
 
 def policy_from_proto(msg: pb.SchedulePolicy) -> Policy:
-    window = duration_to_td(msg.catchup_window) if msg.HasField("catchup_window") else None
+    window = (
+        duration_to_td(msg.catchup_window, "policy.catchup_window")
+        if msg.HasField("catchup_window")
+        else None
+    )
     if window is not None and window < timedelta(0):
         raise InvalidArgument("policy.catchup_window", "must not be negative")
     if msg.catchup_max_runs < 0:

@@ -84,6 +84,7 @@ def random_field(rng: random.Random, low: int, high: int, names: list[str]) -> s
         v = rng.randint(low, high)
         return names[v - low] if names and rng.random() < 0.3 else str(v)
 
+    most = min(9, high - low + 1)  # a step may not exceed the field's count of values
     items = []
     for _ in range(rng.choice((1, 1, 1, 2, 3))):
         shape = rng.randrange(5)
@@ -94,11 +95,11 @@ def random_field(rng: random.Random, low: int, high: int, names: list[str]) -> s
             items.append(f"{a}-{b}")
         elif shape == 2:
             a, b = sorted(rng.sample(range(low, high + 1), 2))
-            items.append(f"{a}-{b}/{rng.randint(1, 7)}")
+            items.append(f"{a}-{b}/{rng.randint(1, min(7, most))}")
         elif shape == 3:
-            items.append(f"{value()}/{rng.randint(1, 9)}")
+            items.append(f"{value()}/{rng.randint(1, most)}")
         else:
-            return f"*/{rng.randint(1, 9)}" if rng.random() < 0.5 else "*"
+            return f"*/{rng.randint(1, most)}" if rng.random() < 0.5 else "*"
     return ",".join(items)
 
 

@@ -16,6 +16,7 @@ from cronwave.v1 import cron_planner_service_pb2_grpc as pb_grpc
 from cronwave_core.calendar import fire_times, validate
 from cronwave_core.convert import dt_to_ts, opt_ts, policy_from_proto, spec_from_proto, ts_to_dt
 from cronwave_core.errors import InvalidArgument
+from cronwave_core.fields import identifier
 from cronwave_core.spec import Overlap
 
 MAX_PREVIEW = 1000
@@ -58,7 +59,7 @@ class CronPlannerServicer(pb_grpc.CronPlannerServiceServicer):
             )
         spec = spec_from_proto(request.spec)
         validate(spec)
-        after = ts_to_dt(request.after) if request.HasField("after") else self._now()
+        after = ts_to_dt(request.after, "after") if request.HasField("after") else self._now()
         times = itertools.islice(fire_times(spec, after), request.count)
         return pb.PreviewFireTimesResponse(fire_times=[dt_to_ts(t) for t in times])
 
@@ -70,7 +71,7 @@ class CronPlannerServicer(pb_grpc.CronPlannerServiceServicer):
         assert self._backfill is not None
         result = self._backfill(
             BackfillRequest(
-                schedule_id=request.schedule_id,
+                schedule_id=identifier(request.schedule_id, "schedule_id"),
                 start=opt_ts(request, "start"),
                 end=opt_ts(request, "end"),
                 dry_run=request.dry_run,

@@ -6,7 +6,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
+from cronwave.v1 import common_pb2
 from cronwave_core.errors import InvalidArgument
+from cronwave_core.fields import identifier
+
+_TRIGGERS = frozenset(common_pb2.TriggerKind.values()) - {common_pb2.TRIGGER_KIND_UNSPECIFIED}
 
 
 @dataclass(frozen=True)
@@ -28,10 +32,15 @@ class StartRequest:
     def __post_init__(self) -> None:
         if not self.schedule_id.strip():
             raise InvalidArgument("schedule_id", "required")
+        identifier(self.schedule_id, "schedule_id")
         if self.fire_time.tzinfo is None:
             raise InvalidArgument("fire_time", "must be timezone-aware")
+        if self.trigger not in _TRIGGERS:
+            raise InvalidArgument("trigger", f"unknown value {self.trigger}")
         if self.fencing_token < 0:
             raise InvalidArgument("fencing_token", "must not be negative")
+        identifier(self.fencing_scope, "fencing_scope")
+        identifier(self.idempotency_key, "idempotency_key")
 
 
 def manual_fire_time(now: datetime) -> datetime:

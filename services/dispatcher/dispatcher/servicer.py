@@ -34,6 +34,7 @@ from cronwave_core.convert import dt_to_ts, ts_to_dt
 from cronwave_core.errors import InvalidArgument, Unavailable
 from cronwave_core.fanout import ATTR_BATCH_SIZE
 from cronwave_core.faults import NO_FAULTS, FaultHooks, run_key
+from cronwave_core.fields import identifier
 from cronwave_core.queueing import DEFAULT_QUEUE, RunMessage, enqueue_many, trigger_name
 from cronwave_core.rpc import item_error
 from cronwave_core.telemetry import (
@@ -418,14 +419,18 @@ def _start_request(request: pb.StartRunRequest, where: str = "") -> StartRequest
         raise InvalidArgument(f"{where}fire_time", "required")
     if request.fencing_token < 0:
         raise InvalidArgument(f"{where}fencing_token", "must not be negative")
-    return StartRequest(
-        schedule_id=request.schedule_id,
-        fire_time=ts_to_dt(request.fire_time),
-        trigger=request.trigger or common_pb2.TRIGGER_KIND_SCHEDULED,
-        fencing_token=request.fencing_token,
-        fencing_scope=request.fencing_scope,
-        idempotency_key=request.idempotency_key,
-    )
+    try:
+        identifier(request.traceparent, "traceparent")
+        return StartRequest(
+            schedule_id=request.schedule_id,
+            fire_time=ts_to_dt(request.fire_time, "fire_time"),
+            trigger=request.trigger or common_pb2.TRIGGER_KIND_SCHEDULED,
+            fencing_token=request.fencing_token,
+            fencing_scope=request.fencing_scope,
+            idempotency_key=request.idempotency_key,
+        )
+    except InvalidArgument as exc:
+        raise InvalidArgument(f"{where}{exc.field}", exc.rule) from None
 
 
 def _maybe_unqueued(run: common_pb2.Run) -> bool:

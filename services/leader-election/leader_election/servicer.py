@@ -9,7 +9,7 @@ import grpc
 
 from cronwave.v1 import leader_election_service_pb2 as pb
 from cronwave.v1 import leader_election_service_pb2_grpc as pb_grpc
-from cronwave_core.convert import dt_to_ts, td_to_duration
+from cronwave_core.convert import dt_to_ts, duration_to_td, td_to_duration
 from cronwave_core.errors import InvalidArgument
 from cronwave_core.telemetry import ATTR_CACHE_HIT, hop_span
 from leader_election.leases import MAX_TTL, MIN_TTL, Lease, LeaseStore
@@ -39,7 +39,7 @@ def _token(value: int) -> int:
 def _ttl(request: pb.CampaignRequest, default: timedelta) -> timedelta:
     if not request.HasField("ttl"):
         return default
-    ttl = request.ttl.ToTimedelta()
+    ttl = duration_to_td(request.ttl, "ttl")
     if ttl == timedelta(0):
         return default
     if not MIN_TTL <= ttl <= MAX_TTL:

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from cronwave_core.errors import InvalidArgument
+from cronwave_core.fields import identifier, shown
 
 MAX_KEY_LENGTH = 255
 MAX_ID_LENGTH = 64
@@ -29,7 +30,7 @@ class IdempotencyKeyReused(InvalidArgument):
     def __init__(self, field: str, key: str, differs: Sequence[str]) -> None:
         super().__init__(
             field,
-            f"key {key!r} was first used with other parameters ({', '.join(differs)} "
+            f"key {shown(key)} was first used with other parameters ({', '.join(differs)} "
             "differ); a key can only be reused with the parameters of its first use. "
             "Use another key if you meant to make a different charge",
         )
@@ -54,12 +55,14 @@ class ChargeItem:
             raise InvalidArgument(
                 f"{prefix}.idempotency_key", f"required, at most {MAX_KEY_LENGTH} characters"
             )
+        identifier(self.idempotency_key, f"{prefix}.idempotency_key", limit=MAX_KEY_LENGTH)
         for name in ("customer_id", "invoice_id"):
             value = getattr(self, name)
             if not value or len(value) > MAX_ID_LENGTH:
                 raise InvalidArgument(
                     f"{prefix}.{name}", f"required, at most {MAX_ID_LENGTH} characters"
                 )
+            identifier(value, f"{prefix}.{name}", limit=MAX_ID_LENGTH)
         if not 0 < self.amount_cents <= MAX_AMOUNT_CENTS:
             raise InvalidArgument(
                 f"{prefix}.amount_cents",
@@ -68,7 +71,7 @@ class ChargeItem:
         if not _CURRENCY.fullmatch(self.currency):
             raise InvalidArgument(
                 f"{prefix}.currency",
-                f"an ISO 4217 code in lowercase such as 'eur', got {self.currency!r}",
+                f"an ISO 4217 code in lowercase such as 'eur', got {shown(self.currency)}",
             )
         return self
 

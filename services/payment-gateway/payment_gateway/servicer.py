@@ -12,7 +12,7 @@ from google.protobuf.timestamp_pb2 import Timestamp
 
 from cronwave.v1 import payment_gateway_service_pb2 as pb
 from cronwave.v1 import payment_gateway_service_pb2_grpc as pb_grpc
-from cronwave_core.convert import dt_to_ts
+from cronwave_core.convert import dt_to_ts, duration_to_td
 from cronwave_core.errors import InvalidArgument
 from cronwave_core.telemetry import hop_span
 from payment_gateway.domain import SUCCEEDED, Charge, ChargeItem, ChargeResult
@@ -128,7 +128,7 @@ class PaymentGatewayServicer(pb_grpc.PaymentGatewayServiceServicer):
         self, request: pb.SetFaultsRequest, context: grpc.ServicerContext
     ) -> pb.SetFaultsResponse:
         """Arms the drills; UNIMPLEMENTED in a gateway not started for tests."""
-        hold = request.hold.ToTimedelta() if request.HasField("hold") else None
+        hold = duration_to_td(request.hold, "hold") if request.HasField("hold") else None
         self.faults.set(request.timeout_after_commit, hold)
         armed, served = self.faults.state()
         return pb.SetFaultsResponse(timeout_after_commit=armed, timeouts_served=served)

@@ -70,7 +70,8 @@ class Channel:
         self._lock = threading.Lock()
 
     def send(self, message: Mapping[str, Any]) -> None:
-        line = json.dumps(message, separators=(",", ":")) + "\n"
+        # Standard JSON only (no NaN): results and checkpoints go on to the store.
+        line = json.dumps(message, separators=(",", ":"), allow_nan=False) + "\n"
         with self._lock:
             self._stream.write(line)
             self._stream.flush()

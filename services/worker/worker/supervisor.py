@@ -72,10 +72,20 @@ def error_types(exc: BaseException) -> tuple[str, ...]:
     return tuple(cls.__name__ for cls in type(exc).__mro__ if cls.__name__ not in stop)
 
 
+#: A run's recorded error is cut to this many characters: the store refuses longer
+#: free text (``cronwave_core.fields.MAX_TEXT``), which would leave the run unfinished.
+MAX_ERROR = 8_000
+
+
 def describe(exc: BaseException) -> str:
-    """``"ExcType: message"``, the form a run's error is recorded in."""
+    """``"ExcType: message"``, the form a run's error is recorded in: at most
+    ``MAX_ERROR`` characters, a NUL written as ``\\x00`` (no database text holds one)."""
     text = str(exc)
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+    described = f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+    described = described.replace("\x00", "\\x00")
+    if len(described) > MAX_ERROR:
+        described = described[: MAX_ERROR - 14] + " ... (cut off)"
+    return described
 
 
 class Supervisor:
@@ -247,7 +257,7 @@ class Supervisor:
                 body_started_ns=started_ns,
             )
         try:
-            json.dumps(dict(result))
+            json.dumps(dict(result), allow_nan=False)  # the store takes standard JSON only
         except (TypeError, ValueError) as exc:
             return AttemptResult(
                 Outcome.FAILED,

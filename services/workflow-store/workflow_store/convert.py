@@ -7,6 +7,7 @@ naming it, before anything touches the database.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import replace
 from datetime import UTC, date, datetime, timedelta
 from functools import lru_cache
@@ -19,6 +20,7 @@ from cronwave.v1 import workflow_store_service_pb2 as api
 from cronwave_core import calendar
 from cronwave_core.convert import (
     dt_to_ts,
+    duration_to_td,
     opt_ts,
     policy_from_proto,
     policy_to_proto,
@@ -28,6 +30,7 @@ from cronwave_core.convert import (
     ts_to_dt,
 )
 from cronwave_core.errors import InvalidArgument
+from cronwave_core.fields import shown
 from cronwave_core.spec import (
     Catchup,
     DstGap,
@@ -45,10 +48,12 @@ from workflow_store.records import (
     DEFAULT_HEARTBEAT_TIMEOUT,
     DEFAULT_QUEUE,
     FENCED_TRIGGERS,
+    ClaimRequest,
     CompletionRequest,
     DeadLetterReason,
     DeadLetterRecord,
     DeadLetterRequest,
+    EventRequest,
     JobTypeRecord,
     NewSchedule,
     RecordRequest,
@@ -311,8 +316,10 @@ def new_schedule_from_proto(msg: pb.Schedule, limits: Limits) -> NewSchedule:
     spec = spec_from_proto(msg.spec)
     calendar.validate(spec)
     policy = policy_from_proto(msg.policy)
+    job_type = validate.name(msg.job_type, "job_type")
     payload = validate.payload_json(msg.payload_json, limits.payload_bytes)
-    return NewSchedule(schedule_id, spec, policy, msg.job_type, payload, msg.paused, msg.pause_note)
+    note = validate.text(msg.pause_note, "pause_note")
+    return NewSchedule(schedule_id, spec, policy, job_type, payload, msg.paused, note)
 
 
 @lru_cache(maxsize=256)
@@ -368,17 +375,21 @@ def schedule_reply(rec: ScheduleRecord, most: int) -> pb.Schedule:
 def job_type_from_proto(msg: pb.JobType) -> JobTypeRecord:
     """A RegisterJobType request's job type, validated, with defaults filled in."""
     retry = RetrySettings(
-        initial_interval=msg.retry.initial_interval.ToTimedelta(),
+        initial_interval=duration_to_td(
+            msg.retry.initial_interval, "job_type.retry.initial_interval"
+        ),
         backoff_coefficient=msg.retry.backoff_coefficient,
-        maximum_interval=msg.retry.maximum_interval.ToTimedelta(),
+        maximum_interval=duration_to_td(
+            msg.retry.maximum_interval, "job_type.retry.maximum_interval"
+        ),
         maximum_attempts=msg.retry.maximum_attempts,
         non_retryable_errors=tuple(msg.retry.non_retryable_errors),
     )
-    heartbeat = msg.heartbeat_timeout.ToTimedelta()
+    heartbeat = duration_to_td(msg.heartbeat_timeout, "job_type.heartbeat_timeout")
     return validate.job_type(
         JobTypeRecord(
             name=msg.name,
-            duration_limit=msg.duration_limit.ToTimedelta(),
+            duration_limit=duration_to_td(msg.duration_limit, "job_type.duration_limit"),
             heartbeat_timeout=heartbeat if heartbeat != timedelta(0) else DEFAULT_HEARTBEAT_TIMEOUT,
             retry=retry,
             queue=msg.queue or DEFAULT_QUEUE,
@@ -412,7 +423,7 @@ def job_type_to_proto(rec: JobTypeRecord) -> pb.JobType:
 def _fire_time(msg: Any) -> datetime:
     if not msg.HasField("fire_time"):
         raise InvalidArgument("fire_time", "required: the run's nominal fire time")
-    return ts_to_dt(msg.fire_time)
+    return ts_to_dt(msg.fire_time, "fire_time")
 
 
 _MAX_SCOPE = 200
@@ -442,8 +453,7 @@ def _fencing(token: int, scope: str, required: bool, why: str) -> tuple[int, str
 
 
 def record_run_from_proto(msg: api.RecordRunRequest) -> RecordRequest:
-    if not msg.schedule_id:
-        raise InvalidArgument("schedule_id", "required")
+    validate.schedule_id(msg.schedule_id)
     fire_time = _fire_time(msg)
     if msg.trigger == pb.TRIGGER_KIND_UNSPECIFIED:
         trigger = Trigger.SCHEDULED
@@ -457,22 +467,22 @@ def record_run_from_proto(msg: api.RecordRunRequest) -> RecordRequest:
         trigger in FENCED_TRIGGERS,
         f"a {trigger.value} run",
     )
+    validate.key(msg.traceparent, "traceparent")
     return RecordRequest(
         schedule_id=msg.schedule_id,
         fire_time=fire_time,
         trigger=trigger,
         fencing_token=token,
         fencing_scope=scope,
-        idempotency_key=msg.idempotency_key,
-        queue=msg.queue,
-        trace_id=msg.trace_id,
+        idempotency_key=validate.key(msg.idempotency_key, "idempotency_key"),
+        queue=validate.name(msg.queue, "queue"),
+        trace_id=validate.key(msg.trace_id, "trace_id"),
         enqueue=msg.enqueue,
     )
 
 
 def record_missed_from_proto(msg: api.RecordMissedRequest) -> RecordRequest:
-    if not msg.schedule_id:
-        raise InvalidArgument("schedule_id", "required")
+    validate.schedule_id(msg.schedule_id)
     fire_time = _fire_time(msg)
     token, scope = _fencing(msg.fencing_token, msg.fencing_scope, True, "a missed fire")
     return RecordRequest(
@@ -482,7 +492,7 @@ def record_missed_from_proto(msg: api.RecordMissedRequest) -> RecordRequest:
         fencing_token=token,
         fencing_scope=scope,
         missed=True,
-        reason=msg.reason,
+        reason=validate.text(msg.reason, "reason"),
     )
 
 
@@ -490,7 +500,13 @@ def required_time(msg: Any, name: str, field: str) -> datetime:
     """The instant in ``msg.<name>``; ``InvalidArgument(field)`` when unset."""
     if not msg.HasField(name):
         raise InvalidArgument(field, "required")
-    return ts_to_dt(getattr(msg, name))
+    return ts_to_dt(getattr(msg, name), field)
+
+
+def keys(values: Sequence[str], field: str) -> list[str]:
+    """A repeated field of ids, each a well-formed key (``field[3]`` names the one
+    that is not)."""
+    return [validate.key(value, f"{field}[{i}]") for i, value in enumerate(values)]
 
 
 def fencing(token: int, scope: str) -> tuple[int, str]:
@@ -548,15 +564,41 @@ def attempt_token(value: str, field: str = "attempt_token", required: bool = Tru
 
 def completion_from_proto(msg: api.CompleteRunRequest) -> CompletionRequest:
     """A CompleteRun(s) item; the store checks the rest of its rules."""
+    validate.key(msg.traceparent, "traceparent")
     return CompletionRequest(
-        run_id=msg.run_id,
+        run_id=validate.key(msg.run_id, "run_id"),
         attempt_token=attempt_token(msg.attempt_token),
         state=completion_state_from_proto(msg.state),
-        error=msg.error,
-        result_json=msg.result_json,
-        retry_after=msg.retry_after.ToTimedelta(),
+        error=validate.text(msg.error, "error"),
+        result_json=validate.json_text(msg.result_json, "result_json"),
+        retry_after=duration_to_td(msg.retry_after, "retry_after"),
         body_started_at=opt_ts(msg, "body_started_at"),
     )
+
+
+def event_from_proto(msg: api.AppendRunEventRequest) -> EventRequest:
+    """An AppendRunEvent(s) item; the store checks that the kind is given."""
+    validate.key(msg.traceparent, "traceparent")
+    return EventRequest(
+        run_id=validate.key(msg.run_id, "run_id"),
+        kind=validate.name(msg.kind, "kind"),
+        detail=validate.text(msg.detail, "detail"),
+    )
+
+
+def claim_from_proto(msg: api.ClaimRunRequest) -> ClaimRequest:
+    """A ClaimRun(s) item; the store checks that both ids are given."""
+    validate.key(msg.traceparent, "traceparent")
+    return ClaimRequest(
+        run_id=validate.key(msg.run_id, "run_id"),
+        worker_id=validate.name(msg.worker_id, "worker_id"),
+    )
+
+
+def run_id_from_proto(msg: api.GetRunRequest) -> str:
+    """A GetRun(s) item's run id."""
+    validate.key(msg.traceparent, "traceparent")
+    return validate.key(msg.run_id, "run_id")
 
 
 def _opt(ts: datetime | None) -> Any:
@@ -622,14 +664,14 @@ def dead_letter_from_proto(msg: api.DeadLetterRunRequest) -> DeadLetterRequest:
         reason = DeadLetterReason(msg.reason)
     except ValueError:
         known = ", ".join(r.value for r in DeadLetterReason)
-        raise InvalidArgument("reason", f"{msg.reason!r} is not one of {known}") from None
+        raise InvalidArgument("reason", f"{shown(msg.reason)} is not one of {known}") from None
     return DeadLetterRequest(
-        run_id=msg.run_id,
+        run_id=validate.key(msg.run_id, "run_id"),
         attempt_token=msg.attempt_token,
         reason=reason,
-        error=msg.error,
-        queue=msg.queue,
-        message_json=msg.message_json,
+        error=validate.text(msg.error, "error"),
+        queue=validate.name(msg.queue, "queue"),
+        message_json=validate.text(msg.message_json, "message_json"),
     )
 
 

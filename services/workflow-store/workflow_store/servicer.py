@@ -18,16 +18,14 @@ from cronwave.v1 import common_pb2
 from cronwave.v1 import workflow_store_service_pb2 as api
 from cronwave.v1 import workflow_store_service_pb2_grpc as api_grpc
 from cronwave_core import fanout, telemetry
-from cronwave_core.convert import dt_to_ts, opt_ts
+from cronwave_core.convert import dt_to_ts, duration_to_td
 from cronwave_core.errors import CronwaveError, InvalidArgument
 from cronwave_core.faults import NO_FAULTS, FaultHooks, run_key
 from cronwave_core.rpc import item_error
-from workflow_store import convert, paging, slots
+from workflow_store import convert, paging, slots, validate
 from workflow_store.records import (
     MAX_BATCH,
-    ClaimRequest,
     Completion,
-    EventRequest,
     Recorded,
     RecordRequest,
     RunRecord,
@@ -105,6 +103,17 @@ def _annotate(messages: Sequence[object], runs: Sequence[RunRecord | None]) -> N
     fanout.annotate_many(annotations)
 
 
+def _missed_slot(msg: api.MissedSlot) -> slots.MissedSlot:
+    """A RecordMissedBatch slot; an id that names no live schedule is answered among
+    the unknown ones, so it only has to be a well-formed key."""
+    return slots.MissedSlot(
+        schedule_id=validate.key(msg.schedule_id, "schedule_id"),
+        fire_time=convert.required_time(msg, "fire_time", "fire_time"),
+        reason=validate.text(msg.reason, "reason"),
+        trigger=convert.trigger_from_proto(msg.trigger),
+    )
+
+
 def _recorded_to_proto(recorded: Recorded, *, payload: bool = True) -> api.RecordRunResponse:
     return api.RecordRunResponse(
         run=convert.run_to_proto(recorded.run, payload=payload), created=recorded.created
@@ -142,7 +151,7 @@ class WorkflowStoreServicer(api_grpc.WorkflowStoreServiceServicer):
     def GetSchedule(
         self, request: api.GetScheduleRequest, context: grpc.ServicerContext
     ) -> api.GetScheduleResponse:
-        record = self.store.get_schedule(request.schedule_id)
+        record = self.store.get_schedule(validate.schedule_id(request.schedule_id))
         return api.GetScheduleResponse(schedule=self._sent(record))
 
     def ListSchedules(
@@ -153,7 +162,7 @@ class WorkflowStoreServicer(api_grpc.WorkflowStoreServiceServicer):
             lambda record: record.schedule_id,
             self._sent,
             lambda msg: msg.ByteSize(),
-            after=request.after_schedule_id,
+            after=validate.key(request.after_schedule_id, "after_schedule_id"),
             limit=request.limit,
             budget=self.store.limits.page_bytes,
         )
@@ -165,19 +174,23 @@ class WorkflowStoreServicer(api_grpc.WorkflowStoreServiceServicer):
     def PauseSchedule(
         self, request: api.PauseScheduleRequest, context: grpc.ServicerContext
     ) -> api.PauseScheduleResponse:
-        record = self.store.pause_schedule(request.schedule_id, request.note)
+        record = self.store.pause_schedule(
+            validate.schedule_id(request.schedule_id), validate.text(request.note, "note")
+        )
         return api.PauseScheduleResponse(schedule=self._sent(record))
 
     def ResumeSchedule(
         self, request: api.ResumeScheduleRequest, context: grpc.ServicerContext
     ) -> api.ResumeScheduleResponse:
-        record = self.store.resume_schedule(request.schedule_id, request.note)
+        record = self.store.resume_schedule(
+            validate.schedule_id(request.schedule_id), validate.text(request.note, "note")
+        )
         return api.ResumeScheduleResponse(schedule=self._sent(record))
 
     def DeleteSchedule(
         self, request: api.DeleteScheduleRequest, context: grpc.ServicerContext
     ) -> api.DeleteScheduleResponse:
-        record = self.store.delete_schedule(request.schedule_id)
+        record = self.store.delete_schedule(validate.schedule_id(request.schedule_id))
         return api.DeleteScheduleResponse(schedule=self._sent(record))
 
     def WatchSchedules(
@@ -238,27 +251,29 @@ class WorkflowStoreServicer(api_grpc.WorkflowStoreServiceServicer):
     def GetRun(
         self, request: api.GetRunRequest, context: grpc.ServicerContext
     ) -> api.GetRunResponse:
-        return api.GetRunResponse(run=convert.run_to_proto(self.store.get_run(request.run_id)))
+        run = self.store.get_run(convert.run_id_from_proto(request))
+        return api.GetRunResponse(run=convert.run_to_proto(run))
 
     def ListRuns(
         self, request: api.ListRunsRequest, context: grpc.ServicerContext
     ) -> api.ListRunsResponse:
         states = convert.run_states_from_proto(request.states)
-        runs = self.store.list_runs(
-            request.schedule_id, states, request.limit, list(request.schedule_ids)
-        )
+        schedule_id = validate.key(request.schedule_id, "schedule_id")
+        schedule_ids = convert.keys(request.schedule_ids, "schedule_ids")
+        runs = self.store.list_runs(schedule_id, states, request.limit, schedule_ids)
         return api.ListRunsResponse(runs=[convert.run_to_proto(r) for r in runs])
 
     def ListRunEvents(
         self, request: api.ListRunEventsRequest, context: grpc.ServicerContext
     ) -> api.ListRunEventsResponse:
-        events = self.store.list_run_events(request.run_id)
+        events = self.store.list_run_events(validate.key(request.run_id, "run_id"))
         return api.ListRunEventsResponse(events=[convert.event_to_proto(e) for e in events])
 
     def AppendRunEvent(
         self, request: api.AppendRunEventRequest, context: grpc.ServicerContext
     ) -> api.AppendRunEventResponse:
-        event = self.store.append_run_event(request.run_id, request.kind, request.detail)
+        req = convert.event_from_proto(request)
+        event = self.store.append_run_event(req.run_id, req.kind, req.detail)
         return api.AppendRunEventResponse(event=convert.event_to_proto(event))
 
     # -- attempts ----------------------------------------------------------------------
@@ -266,9 +281,10 @@ class WorkflowStoreServicer(api_grpc.WorkflowStoreServiceServicer):
     def ClaimRun(
         self, request: api.ClaimRunRequest, context: grpc.ServicerContext
     ) -> api.ClaimRunResponse:
+        req = convert.claim_from_proto(request)
         # Taking the run is the end of its wait: part of pickup.
-        with _db_span("ClaimRun", "pickup", request.run_id) as span:
-            claim = self.store.claim_run(request.run_id, request.worker_id)
+        with _db_span("ClaimRun", "pickup", req.run_id) as span:
+            claim = self.store.claim_run(req.run_id, req.worker_id)
             _mark(span, claim.run)
         return api.ClaimRunResponse(
             run=convert.run_to_proto(claim.run),
@@ -279,28 +295,29 @@ class WorkflowStoreServicer(api_grpc.WorkflowStoreServiceServicer):
     def Heartbeat(
         self, request: api.HeartbeatRequest, context: grpc.ServicerContext
     ) -> api.HeartbeatResponse:
-        with _db_span("Heartbeat", "execute", request.run_id):
+        run_id = validate.key(request.run_id, "run_id")
+        checkpoint = validate.json_text(
+            request.checkpoint_json, "checkpoint_json", object_only=True
+        )
+        with _db_span("Heartbeat", "execute", run_id):
             deadline = self.store.heartbeat(
-                request.run_id,
-                convert.attempt_token(request.attempt_token),
-                request.checkpoint_json,
+                run_id, convert.attempt_token(request.attempt_token), checkpoint
             )
         return api.HeartbeatResponse(deadline=dt_to_ts(deadline))
 
     def CompleteRun(
         self, request: api.CompleteRunRequest, context: grpc.ServicerContext
     ) -> api.CompleteRunResponse:
-        state = convert.completion_state_from_proto(request.state)
-        token = convert.attempt_token(request.attempt_token)
-        with _db_span("CompleteRun", "complete", request.run_id) as span:
+        req = convert.completion_from_proto(request)
+        with _db_span("CompleteRun", "complete", req.run_id) as span:
             completion = self.store.complete_run(
-                request.run_id,
-                token,
-                state,
-                error=request.error,
-                result_json=request.result_json,
-                retry_after=request.retry_after.ToTimedelta(),
-                body_started_at=opt_ts(request, "body_started_at"),
+                req.run_id,
+                req.attempt_token,
+                req.state,
+                error=req.error,
+                result_json=req.result_json,
+                retry_after=req.retry_after,
+                body_started_at=req.body_started_at,
             )
             _mark(span, completion.run)
             if completion.changed:
@@ -313,22 +330,26 @@ class WorkflowStoreServicer(api_grpc.WorkflowStoreServiceServicer):
     def ReleaseRun(
         self, request: api.ReleaseRunRequest, context: grpc.ServicerContext
     ) -> api.ReleaseRunResponse:
+        run_id = validate.key(request.run_id, "run_id")
         token = convert.attempt_token(request.attempt_token)
-        with _db_span("ReleaseRun", "execute", request.run_id) as span:
-            run, released = self.store.release_run(
-                request.run_id, token, request.checkpoint_json, request.reason
-            )
+        checkpoint = validate.json_text(
+            request.checkpoint_json, "checkpoint_json", object_only=True
+        )
+        reason = validate.text(request.reason, "reason")
+        validate.key(request.traceparent, "traceparent")
+        with _db_span("ReleaseRun", "execute", run_id) as span:
+            run, released = self.store.release_run(run_id, token, checkpoint, reason)
             _mark(span, run)
         return api.ReleaseRunResponse(run=convert.run_to_proto(run), released=released)
 
     def CancelRun(
         self, request: api.CancelRunRequest, context: grpc.ServicerContext
     ) -> api.CancelRunResponse:
-        if not request.run_id:
-            raise InvalidArgument("run_id", "required")
+        run_id = validate.key(request.run_id, "run_id", required=True)
         if len(request.reason) > 1000:
             raise InvalidArgument("reason", "must be at most 1000 characters")
-        run, changed = self.store.cancel_run(request.run_id, request.reason or "cancelled")
+        reason = validate.text(request.reason, "reason")
+        run, changed = self.store.cancel_run(run_id, reason or "cancelled")
         return api.CancelRunResponse(run=convert.run_to_proto(run), changed=changed)
 
     # -- batches: one transaction per call, an answer or an ItemError per item ----------
@@ -371,9 +392,7 @@ class WorkflowStoreServicer(api_grpc.WorkflowStoreServiceServicer):
     def AppendRunEvents(
         self, request: api.AppendRunEventsRequest, context: grpc.ServicerContext
     ) -> api.AppendRunEventsResponse:
-        events = _items(
-            "events", request.events, lambda e: EventRequest(e.run_id, e.kind, e.detail)
-        )
+        events = _items("events", request.events, convert.event_from_proto)
         results = self.store.append_run_events(events)
         return api.AppendRunEventsResponse(
             results=[
@@ -387,7 +406,7 @@ class WorkflowStoreServicer(api_grpc.WorkflowStoreServiceServicer):
     def ClaimRuns(
         self, request: api.ClaimRunsRequest, context: grpc.ServicerContext
     ) -> api.ClaimRunsResponse:
-        claims = _items("claims", request.claims, lambda c: ClaimRequest(c.run_id, c.worker_id))
+        claims = _items("claims", request.claims, convert.claim_from_proto)
         with _db_span("ClaimRuns", "pickup"):
             results = self.store.claim_runs(claims)
             _annotate(
@@ -432,7 +451,7 @@ class WorkflowStoreServicer(api_grpc.WorkflowStoreServiceServicer):
     def GetRuns(
         self, request: api.GetRunsRequest, context: grpc.ServicerContext
     ) -> api.GetRunsResponse:
-        ids = _items("runs", request.runs, lambda r: r.run_id)
+        ids = _items("runs", request.runs, convert.run_id_from_proto)
         runs = self.store.get_runs(ids)
         by_id = {r.run_id: r for r in runs}
         _annotate(request.runs, [by_id.get(run_id) for run_id in ids])
@@ -468,7 +487,10 @@ class WorkflowStoreServicer(api_grpc.WorkflowStoreServiceServicer):
         self, request: api.LatestFireTimesRequest, context: grpc.ServicerContext
     ) -> api.LatestFireTimesResponse:
         entries = slots.latest_fire_times(
-            self.store, list(request.schedule_ids), request.after_schedule_id, request.limit
+            self.store,
+            convert.keys(request.schedule_ids, "schedule_ids"),
+            validate.key(request.after_schedule_id, "after_schedule_id"),
+            request.limit,
         )
         return api.LatestFireTimesResponse(
             entries=[
@@ -482,15 +504,7 @@ class WorkflowStoreServicer(api_grpc.WorkflowStoreServiceServicer):
     def RecordMissedBatch(
         self, request: api.RecordMissedBatchRequest, context: grpc.ServicerContext
     ) -> api.RecordMissedBatchResponse:
-        missed = [
-            slots.MissedSlot(
-                schedule_id=slot.schedule_id,
-                fire_time=convert.required_time(slot, "fire_time", f"slots[{i}].fire_time"),
-                reason=slot.reason,
-                trigger=convert.trigger_from_proto(slot.trigger, f"slots[{i}].trigger"),
-            )
-            for i, slot in enumerate(request.slots)
-        ]
+        missed = _items("slots", request.slots, _missed_slot)
         token, scope = convert.fencing(request.fencing_token, request.fencing_scope)
         with _db_span("RecordMissedBatch", "plan"):
             recorded, unknown = slots.record_missed_batch(self.store, missed, token, scope)
@@ -499,7 +513,8 @@ class WorkflowStoreServicer(api_grpc.WorkflowStoreServiceServicer):
     def ListPendingFires(
         self, request: api.ListPendingFiresRequest, context: grpc.ServicerContext
     ) -> api.ListPendingFiresResponse:
-        runs = slots.pending_fires(self.store, request.after_run_id, request.limit)
+        after = validate.key(request.after_run_id, "after_run_id")
+        runs = slots.pending_fires(self.store, after, request.limit)
         # No payloads: the planner never reads them (a page is up to 10,000 runs)
         return api.ListPendingFiresResponse(
             runs=[convert.run_to_proto(r, payload=False) for r in runs]
@@ -510,7 +525,8 @@ class WorkflowStoreServicer(api_grpc.WorkflowStoreServiceServicer):
     def RequeueStalledRuns(
         self, request: api.RequeueStalledRunsRequest, context: grpc.ServicerContext
     ) -> api.RequeueStalledRunsResponse:
-        stalled = self.store.requeue_stalled_runs(request.pending_for.ToTimedelta(), request.limit)
+        pending_for = duration_to_td(request.pending_for, "pending_for")
+        stalled = self.store.requeue_stalled_runs(pending_for, request.limit)
         return api.RequeueStalledRunsResponse(runs=[convert.stalled_to_proto(r) for r in stalled])
 
     def RequeueLostRuns(
@@ -518,7 +534,10 @@ class WorkflowStoreServicer(api_grpc.WorkflowStoreServiceServicer):
     ) -> api.RequeueLostRunsResponse:
         lost_at = convert.required_time(request, "lost_at", "lost_at")
         page = self.store.requeue_lost_runs(
-            lost_at, request.pending_for.ToTimedelta(), request.after_run_id, request.limit
+            lost_at,
+            duration_to_td(request.pending_for, "pending_for"),
+            validate.key(request.after_run_id, "after_run_id"),
+            request.limit,
         )
         return api.RequeueLostRunsResponse(
             runs=[convert.stalled_to_proto(r) for r in page.runs],
@@ -550,5 +569,5 @@ class WorkflowStoreServicer(api_grpc.WorkflowStoreServiceServicer):
     def ReplayDeadLetter(
         self, request: api.ReplayDeadLetterRequest, context: grpc.ServicerContext
     ) -> api.ReplayDeadLetterResponse:
-        run = self.store.replay_dead_letter(request.run_id)
+        run = self.store.replay_dead_letter(validate.key(request.run_id, "run_id"))
         return api.ReplayDeadLetterResponse(run=convert.run_to_proto(run))

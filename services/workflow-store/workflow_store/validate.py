@@ -1,13 +1,26 @@
-"""Request rules that need no database. Each failure names the field and the rule."""
+"""Request rules that need no database. Each failure names the field and the rule.
+
+Text rules (``cronwave_core.fields``): ids, keys and cursors at most ``MAX_ID``
+characters, names at most ``MAX_NAME``, none with a control or non-printing
+character; free text at most ``MAX_TEXT`` characters without NUL; JSON documents
+standard (no NaN or Infinity) and at most ``MAX_JSON_DEPTH`` deep.
+"""
 
 from __future__ import annotations
 
-import json
 import re
 from datetime import timedelta
+from typing import Any
 
+from cronwave_core import fields
 from cronwave_core.errors import InvalidArgument
+from cronwave_core.fields import MAX_ID, MAX_NAME
 from workflow_store.records import JobTypeRecord
+
+#: A job type's backoff coefficient: 0 (the worker's default) or within this range.
+MAX_BACKOFF = 1_000.0
+#: The most error type names a job type may list as non-retryable.
+MAX_ERROR_NAMES = 100
 
 SCHEDULE_ID = re.compile(r"[a-z0-9][a-z0-9._-]{0,62}")
 JOB_TYPE_NAME = re.compile(r"[a-z0-9][a-z0-9._-]*")
@@ -19,10 +32,25 @@ def schedule_id(value: str, field: str = "schedule_id") -> str:
     if not SCHEDULE_ID.fullmatch(value):
         raise InvalidArgument(
             field,
-            f"{value!r} must be 1-63 characters of a-z, 0-9, '.', '_' or '-', "
+            f"{fields.shown(value)} must be 1-63 characters of a-z, 0-9, '.', '_' or '-', "
             "starting with a letter or digit",
         )
     return value
+
+
+def key(value: str, field: str, *, required: bool = False) -> str:
+    """A run id, idempotency key, fencing scope, trace id or page cursor."""
+    return fields.identifier(value, field, required=required, limit=MAX_ID)
+
+
+def name(value: str, field: str, *, required: bool = False) -> str:
+    """A job type, queue, worker, event kind or error type name."""
+    return fields.identifier(value, field, required=required, limit=MAX_NAME)
+
+
+def text(value: str, field: str) -> str:
+    """Free text: a note, reason, event detail, error or poison message."""
+    return fields.text(value, field)
 
 
 def payload_json(value: str, limit: int, field: str = "payload_json") -> str:
@@ -34,13 +62,26 @@ def payload_json(value: str, limit: int, field: str = "payload_json") -> str:
         raise InvalidArgument(f"schedule.{field}", f"at most {limit} bytes, got {size}")
     if not value.strip():
         return "{}"
-    try:
-        parsed = json.loads(value)
-    except ValueError as exc:
-        raise InvalidArgument(field, f"not valid JSON ({exc})") from exc
+    parsed = fields.json_document(value, field)
     if not isinstance(parsed, dict):
-        raise InvalidArgument(field, f"must be a JSON object, got {type(parsed).__name__}")
+        raise InvalidArgument(field, f"must be a JSON object, got {_json_kind(parsed)}")
     return value
+
+
+def json_text(value: str, field: str, *, object_only: bool = False) -> str:
+    """A result or checkpoint: empty, or a JSON document (an object with
+    ``object_only``)."""
+    if not value:
+        return value
+    parsed = fields.json_document(value, field)
+    if object_only and not isinstance(parsed, dict):
+        raise InvalidArgument(field, f"must be a JSON object, got {_json_kind(parsed)}")
+    return value
+
+
+def _json_kind(value: Any) -> str:
+    kinds = {list: "an array", str: "a string", bool: "a boolean", type(None): "null"}
+    return kinds.get(type(value), "a number")
 
 
 def utf8_size(text: str) -> int:
@@ -51,10 +92,12 @@ def utf8_size(text: str) -> int:
 def job_type(record: JobTypeRecord) -> JobTypeRecord:
     if not record.name:
         raise InvalidArgument("job_type.name", "required, e.g. billing.nightly")
+    name(record.name, "job_type.name")
     if not JOB_TYPE_NAME.fullmatch(record.name):
         raise InvalidArgument(
             "job_type.name",
-            f"{record.name!r} must use a-z, 0-9, '.', '_' or '-', starting with a letter or digit",
+            f"{fields.shown(record.name)} must use a-z, 0-9, '.', '_' or '-', starting with "
+            "a letter or digit",
         )
     if record.duration_limit <= timedelta(0):
         raise InvalidArgument(
@@ -64,16 +107,30 @@ def job_type(record: JobTypeRecord) -> JobTypeRecord:
     if record.heartbeat_timeout <= timedelta(0):
         raise InvalidArgument("job_type.heartbeat_timeout", "must be positive")
     retry = record.retry
-    for name, value in (
+    for what, value in (
         ("initial_interval", retry.initial_interval),
         ("maximum_interval", retry.maximum_interval),
     ):
         if value < timedelta(0):
-            raise InvalidArgument(f"job_type.retry.{name}", "must not be negative")
-    if retry.backoff_coefficient < 0:
-        raise InvalidArgument("job_type.retry.backoff_coefficient", "must not be negative")
+            raise InvalidArgument(f"job_type.retry.{what}", "must not be negative")
+    coefficient = retry.backoff_coefficient
+    if coefficient != 0 and not 1.0 <= coefficient <= MAX_BACKOFF:  # also refuses NaN
+        raise InvalidArgument(
+            "job_type.retry.backoff_coefficient",
+            f"must be 0 (the default) or a finite number in [1, {MAX_BACKOFF:g}], "
+            f"got {coefficient}",
+        )
     if retry.maximum_attempts < 0:
         raise InvalidArgument(
             "job_type.retry.maximum_attempts", "must not be negative (0 means unlimited)"
         )
+    errors = retry.non_retryable_errors
+    if len(errors) > MAX_ERROR_NAMES:
+        raise InvalidArgument(
+            "job_type.retry.non_retryable_errors",
+            f"must have at most {MAX_ERROR_NAMES} entries, got {len(errors)}",
+        )
+    for i, error in enumerate(errors):
+        name(error, f"job_type.retry.non_retryable_errors[{i}]", required=True)
+    name(record.queue, "job_type.queue")
     return record

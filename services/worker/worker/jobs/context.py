@@ -79,7 +79,7 @@ class JobContext:
         if checkpoint is not None:
             data = dict(checkpoint)
             try:
-                json.dumps(data)
+                json.dumps(data, allow_nan=False)  # the store takes standard JSON only
             except (TypeError, ValueError) as exc:
                 raise InvalidArgument("checkpoint", f"must be JSON data: {exc}") from exc
             self.checkpoint = data

@@ -1,0 +1,116 @@
+"""Rules every service applies to request fields: ids and names, free text and JSON
+documents.
+
+Each check returns the value (or, for JSON, the parsed document) or raises
+``InvalidArgument`` naming the field and the rule, before anything is written. A
+refusal quotes at most the first few characters of the value, so a huge value does not
+come back in the message.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from typing import Any
+
+from cronwave_core.errors import InvalidArgument
+
+#: Ids, keys and page cursors (run ids, idempotency keys, fencing scopes...).
+MAX_ID = 255
+#: Names a program chooses: job types, queues, workers, event kinds, error types.
+MAX_NAME = 200
+#: Free text: notes, reasons, event details, errors, a poison message.
+MAX_TEXT = 65_536
+#: Nesting of a JSON document: objects and arrays inside each other.
+MAX_JSON_DEPTH = 64
+#: What a refusal quotes of a value.
+SHOWN = 40
+
+# Outside strings, only these change the nesting; a string (with its escapes) is
+# matched whole, so the brackets inside it do not count.
+_JSON_TOKEN = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{}]', re.DOTALL)
+
+
+def shown(value: str) -> str:
+    """``value`` quoted for a message, cut to its first ``SHOWN`` characters."""
+    if len(value) <= SHOWN:
+        return repr(value)
+    return f"{value[:SHOWN]!r}... ({len(value)} characters)"
+
+
+def identifier(value: str, field: str, *, required: bool = False, limit: int = MAX_ID) -> str:
+    """An id, key or name: at most ``limit`` characters, none of them a control,
+    format or separator character other than the space (``str.isprintable``); empty
+    only when not ``required``."""
+    if not value:
+        if required:
+            raise InvalidArgument(field, "required")
+        return value
+    if len(value) > limit:
+        raise InvalidArgument(field, f"must be at most {limit} characters, got {len(value)}")
+    if not value.isprintable():
+        bad = next(c for c in value if not c.isprintable())
+        raise InvalidArgument(
+            field,
+            f"must not contain control or non-printing characters "
+            f"(found U+{ord(bad):04X} at index {value.index(bad)})",
+        )
+    return value
+
+
+def text(value: str, field: str, *, limit: int = MAX_TEXT) -> str:
+    """Free text: at most ``limit`` characters and no NUL (line breaks and tabs are
+    fine; no database text column can hold a NUL)."""
+    if len(value) > limit:
+        raise InvalidArgument(field, f"must be at most {limit} characters, got {len(value)}")
+    if "\x00" in value:
+        raise InvalidArgument(
+            field, f"must not contain NUL characters (found one at index {value.index(chr(0))})"
+        )
+    return value
+
+
+def json_document(value: str, field: str, *, max_depth: int = MAX_JSON_DEPTH) -> Any:
+    """The JSON document ``value`` parsed: standard JSON (no ``NaN`` or ``Infinity``,
+    no number too large for a double) nested at most ``max_depth`` deep. The depth is
+    counted before parsing, so a deep document is refused without recursing into it."""
+    if value.count("[") + value.count("{") > max_depth:
+        depth = 0
+        for match in _JSON_TOKEN.finditer(value):
+            token = match.group()
+            if token in ("[", "{"):
+                depth += 1
+                if depth > max_depth:
+                    raise InvalidArgument(
+                        field,
+                        f"JSON nested more than {max_depth} levels deep "
+                        f"(at character {match.start()})",
+                    )
+            elif token in ("]", "}"):
+                depth -= 1
+    try:
+        return json.loads(value, parse_constant=_no_constant, parse_float=_finite)
+    except _NotStandard as exc:
+        raise InvalidArgument(field, f"not standard JSON: {exc}") from None
+    except json.JSONDecodeError as exc:
+        raise InvalidArgument(
+            field, f"not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})"
+        ) from None
+    except ValueError:  # an integer of more digits than Python converts
+        raise InvalidArgument(field, "not valid JSON (a number has too many digits)") from None
+
+
+class _NotStandard(ValueError):
+    pass
+
+
+def _no_constant(name: str) -> Any:
+    raise _NotStandard(f"{name} is not a JSON number")
+
+
+def _finite(text: str) -> float:
+    number = float(text)
+    if not math.isfinite(number):
+        raise _NotStandard(f"{shown(text)} is too large for a JSON number")
+    return number
