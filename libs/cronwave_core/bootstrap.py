@@ -135,6 +135,9 @@ class ErrorInterceptor(grpc.ServerInterceptor):
         """End the call for ``exc``: its own status for a ``CronwaveError``, else
         ``INTERNAL`` under a new correlation id (the traceback is logged with it)."""
         if isinstance(exc, CronwaveError):
+            if exc.__cause__ is not None and exc.status == "UNAVAILABLE":
+                # What the caller is not told (a driver's text names the statement).
+                log.warning("%s: %s in %s: %s", self.service, exc.message, method, exc.__cause__)
             context.abort(_status(exc), exc.message)
         if _ended(context):
             raise exc  # context.abort: the call already has its status

@@ -28,7 +28,7 @@ from opentelemetry.trace import SpanKind, Status, StatusCode, TracerProvider
 from sqlalchemy.engine.base import OptionEngine
 from sqlalchemy.orm import Session, sessionmaker
 
-from cronwave_core.errors import ConfigurationError
+from cronwave_core.errors import ConfigurationError, Unavailable
 
 MIGRATIONS = Path(__file__).resolve().parent / "migrations"
 _BEGIN_OPTION = "cronwave_sqlite_begin"
@@ -293,13 +293,33 @@ class Database:
 
     @contextmanager
     def read(self) -> Iterator[Session]:
-        with self._reads.begin() as session:
+        with _unreachable_is_unavailable(), self._reads.begin() as session:
             yield session
 
     @contextmanager
     def write(self) -> Iterator[Session]:
-        with self._writes.begin() as session:
+        with _unreachable_is_unavailable(), self._writes.begin() as session:
             yield session
 
     def dispose(self) -> None:
         self.engine.dispose()
+
+
+@contextmanager
+def _unreachable_is_unavailable() -> Iterator[None]:
+    """A database that cannot be reached (connection refused, reset or timed out, the
+    pool exhausted, SQLite's file locked past its busy timeout) is ``Unavailable``:
+    a caller may retry, and the transaction wrote nothing. The driver's text, which
+    names the statement, goes to the log only (``bootstrap`` logs the cause)."""
+    try:
+        yield
+    except (sa.exc.OperationalError, sa.exc.InterfaceError, sa.exc.TimeoutError) as exc:
+        raise Unavailable(
+            "the workflow-store's database did not answer; nothing was written, retry"
+        ) from exc
+    except sa.exc.DBAPIError as exc:
+        if not exc.connection_invalidated:
+            raise
+        raise Unavailable(
+            "the workflow-store lost its database connection; nothing was written, retry"
+        ) from exc
