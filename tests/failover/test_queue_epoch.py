@@ -9,8 +9,8 @@ from datetime import UTC, datetime, timedelta
 
 import redis
 
+from cronwave_bench.faults import OwnRedis
 from cronwave_core.queue_epoch import EpochWatch, Loss, LossView, QueueEpoch, epoch_key
-from tests.failover.support import OwnRedis
 from tests.helpers import eventually
 
 

@@ -20,10 +20,10 @@ from cronwave.v1 import worker_service_pb2_grpc as worker_grpc
 from cronwave.v1 import workflow_store_service_pb2 as store_pb
 from cronwave.v1 import workflow_store_service_pb2_grpc as store_grpc
 from cronwave_bench.failover import NOOP, audit
+from cronwave_bench.faults import OwnRedis
 from cronwave_core.calendar import fire_times
 from cronwave_core.convert import spec_from_proto, ts_to_dt
 from tests.conftest import SuiteFactory
-from tests.failover.support import OwnRedis
 from tests.helpers import eventually
 
 pytestmark = pytest.mark.slow

@@ -14,6 +14,8 @@ import redis
 from cronwave.v1 import common_pb2
 from cronwave.v1 import dispatcher_service_pb2 as dispatcher_pb
 from cronwave.v1 import dispatcher_service_pb2_grpc as dispatcher_grpc
+from cronwave.v1 import leader_election_service_pb2 as leader_pb
+from cronwave.v1 import leader_election_service_pb2_grpc as leader_grpc
 from cronwave_core.caching import METADATA_KEY, RunStatusCache
 from cronwave_core.convert import dt_to_ts
 from cronwave_core.suite import Suite
@@ -27,7 +29,21 @@ pytestmark = pytest.mark.slow
 FIRE = datetime(2024, 6, 1, 2, 0, tzinfo=UTC)
 
 
+def _lease_token(suite: Suite) -> int:
+    """The planner lease's fencing token, once a planner holds it: the token a start
+    on the leader's behalf carries (the store accepts only tokens it issued)."""
+    with grpc.insecure_channel(suite.leader_addr) as channel:
+        leader = leader_grpc.LeaderElectionServiceStub(channel)
+
+        def token() -> int:
+            lease = leader.Observe(leader_pb.ObserveRequest(scope="planner"), timeout=5).lease
+            return int(lease.fencing_token) if lease.holder else 0
+
+        return eventually(token, timeout=30, what="a planner holding the lease")
+
+
 def _start(suite: Suite, schedule_id: str, timeout: float = 10) -> dispatcher_pb.StartRunResponse:
+    token = _lease_token(suite)
     with grpc.insecure_channel(suite.dispatcher_addr) as channel:
         reply: dispatcher_pb.StartRunResponse = dispatcher_grpc.DispatcherServiceStub(
             channel
@@ -35,7 +51,7 @@ def _start(suite: Suite, schedule_id: str, timeout: float = 10) -> dispatcher_pb
             dispatcher_pb.StartRunRequest(
                 schedule_id=schedule_id,
                 fire_time=dt_to_ts(FIRE),
-                fencing_token=1,
+                fencing_token=token,
                 trigger=common_pb2.TRIGGER_KIND_SCHEDULED,
             ),
             timeout=timeout,

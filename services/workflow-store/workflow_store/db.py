@@ -310,16 +310,31 @@ def _unreachable_is_unavailable() -> Iterator[None]:
     """A database that cannot be reached (connection refused, reset or timed out, the
     pool exhausted, SQLite's file locked past its busy timeout) is ``Unavailable``:
     a caller may retry, and the transaction wrote nothing. The driver's text, which
-    names the statement, goes to the log only (``bootstrap`` logs the cause)."""
+    names the statement, goes to the log only (``bootstrap`` logs the cause). Other
+    database errors (a statement the database refused) stay what they are."""
     try:
         yield
-    except (sa.exc.OperationalError, sa.exc.InterfaceError, sa.exc.TimeoutError) as exc:
+    except sa.exc.DBAPIError as exc:
+        if not _unreachable(exc):
+            raise
         raise Unavailable(
             "the workflow-store's database did not answer; nothing was written, retry"
         ) from exc
-    except sa.exc.DBAPIError as exc:
-        if not exc.connection_invalidated:
-            raise
+    except sa.exc.TimeoutError as exc:  # no connection free in the pool in time
         raise Unavailable(
-            "the workflow-store lost its database connection; nothing was written, retry"
+            "the workflow-store's database did not answer; nothing was written, retry"
         ) from exc
+
+
+# SQLite's OperationalError also covers a malformed statement; these mean "not now".
+_SQLITE_UNREACHABLE = ("database is locked", "unable to open database", "disk i/o error")
+
+
+def _unreachable(exc: sa.exc.DBAPIError) -> bool:
+    if exc.connection_invalidated or isinstance(exc, sa.exc.InterfaceError):
+        return True
+    if not isinstance(exc, sa.exc.OperationalError):
+        return False
+    if type(exc.orig).__module__.startswith("sqlite3"):
+        return any(text in str(exc.orig).lower() for text in _SQLITE_UNREACHABLE)
+    return True  # psycopg: OperationalError is the connection's (a bad statement is not)
