@@ -59,6 +59,17 @@ def identifier(value: str, field: str, *, required: bool = False, limit: int = M
     return value
 
 
+def lease_name(value: str, field: str) -> str:
+    """A lease scope's or candidate's name, as leader-election grants leases and the
+    store fences writes under them: at most ``MAX_NAME`` printable characters, no
+    whitespace (it is part of a Redis key)."""
+    if len(value) > MAX_NAME:
+        raise InvalidArgument(field, f"must be at most {MAX_NAME} characters")
+    if any(c.isspace() or not c.isprintable() for c in value):
+        raise InvalidArgument(field, "must not contain whitespace or control characters")
+    return value
+
+
 def text(value: str, field: str, *, limit: int = MAX_TEXT) -> str:
     """Free text: at most ``limit`` characters and no NUL (line breaks and tabs are
     fine; no database text column can hold a NUL)."""

@@ -11,11 +11,11 @@ from cronwave.v1 import leader_election_service_pb2 as pb
 from cronwave.v1 import leader_election_service_pb2_grpc as pb_grpc
 from cronwave_core.convert import dt_to_ts, duration_to_td, td_to_duration
 from cronwave_core.errors import InvalidArgument
+from cronwave_core.fields import lease_name
 from cronwave_core.telemetry import ATTR_CACHE_HIT, hop_span
 from leader_election.leases import MAX_TTL, MIN_TTL, Lease, LeaseStore
 
 DEFAULT_SCOPE = "planner"
-_MAX_NAME = 200
 _REDIS = {ATTR_CACHE_HIT: "redis"}
 
 
@@ -23,11 +23,7 @@ def _name(field: str, value: str, default: str | None = None) -> str:
     value = value or (default or "")
     if not value:
         raise InvalidArgument(field, "is required (a name unique per replica, e.g. planner-1@host)")
-    if len(value) > _MAX_NAME:
-        raise InvalidArgument(field, f"must be at most {_MAX_NAME} characters")
-    if any(c.isspace() or not c.isprintable() for c in value):
-        raise InvalidArgument(field, "must not contain whitespace or control characters")
-    return value
+    return lease_name(value, field)
 
 
 def _token(value: int) -> int:

@@ -30,7 +30,7 @@ from cronwave_core.convert import (
     ts_to_dt,
 )
 from cronwave_core.errors import InvalidArgument
-from cronwave_core.fields import shown
+from cronwave_core.fields import lease_name, shown
 from cronwave_core.spec import (
     Catchup,
     DstGap,
@@ -426,18 +426,9 @@ def _fire_time(msg: Any) -> datetime:
     return ts_to_dt(msg.fire_time, "fire_time")
 
 
-_MAX_SCOPE = 200
-
-
 def fencing_scope(scope: str, field: str = "fencing_scope") -> str:
-    """A lease scope's name (default "planner"): at most 200 printable characters
-    with no whitespace, as leader-election grants them."""
-    scope = scope or DEFAULT_FENCING_SCOPE
-    if len(scope) > _MAX_SCOPE:
-        raise InvalidArgument(field, f"must be at most {_MAX_SCOPE} characters")
-    if any(c.isspace() or not c.isprintable() for c in scope):
-        raise InvalidArgument(field, "must not contain whitespace or control characters")
-    return scope
+    """A lease scope's name (default "planner"), as leader-election grants them."""
+    return lease_name(scope or DEFAULT_FENCING_SCOPE, field)
 
 
 def _fencing(token: int, scope: str, required: bool, why: str) -> tuple[int, str]:
