@@ -130,6 +130,23 @@ def _fraction(raw: str, item: str) -> float:
     return value
 
 
+def named_items(raw: str, example: str) -> dict[str, str]:
+    """The ``name=value`` items of a ``CRONWAVE_FAULT`` value, for the drills a service
+    reads by name; a malformed item stops start-up (``ConfigurationError``), with
+    ``example`` of a well-formed one."""
+    items: dict[str, str] = {}
+    for item in (part.strip() for part in raw.split(",")):
+        if not item:
+            continue
+        name, sep, value = item.partition("=")
+        if not sep or not name.strip():
+            raise ConfigurationError(
+                f"CRONWAVE_FAULT: expected name=value items, e.g. {example}, got {item!r}"
+            )
+        items[name.strip()] = value.strip()
+    return items
+
+
 def parse(raw: str) -> list[LatencyFault]:
     """The latency faults in a ``CRONWAVE_FAULT`` value; other items are skipped. A
     malformed latency item stops start-up with a ``ConfigurationError`` naming it."""

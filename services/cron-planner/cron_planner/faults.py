@@ -21,6 +21,7 @@ from datetime import timedelta
 
 from cron_planner.fire_loop import Dispatch, Start
 from cronwave_core.errors import ConfigurationError, CronwaveError
+from cronwave_core.faults import named_items
 from cronwave_core.settings import Settings
 
 log = logging.getLogger("cronwave.planner.fault")
@@ -30,17 +31,7 @@ HOLD_START = "planner.hold_start"
 
 def parse(raw: str) -> dict[str, str]:
     """``name=value`` items of ``CRONWAVE_FAULT``; a malformed item stops start-up."""
-    faults: dict[str, str] = {}
-    for item in (part.strip() for part in raw.split(",")):
-        if not item:
-            continue
-        name, sep, value = item.partition("=")
-        if not sep or not name.strip():
-            raise ConfigurationError(
-                f"CRONWAVE_FAULT: expected name=value items, e.g. {HOLD_START}=0.5, got {item!r}"
-            )
-        faults[name.strip()] = value.strip()
-    return faults
+    return named_items(raw, f"{HOLD_START}=0.5")
 
 
 def hold_start(faults: dict[str, str]) -> timedelta | None:

@@ -16,6 +16,7 @@ import os
 import signal
 
 from cronwave_core.errors import ConfigurationError
+from cronwave_core.faults import named_items
 from cronwave_core.settings import Settings
 
 log = logging.getLogger("cronwave.worker.drill")
@@ -57,14 +58,11 @@ def drill_hooks(settings: Settings) -> DrillHooks:
     start-up (``ConfigurationError``)."""
     if not settings.test_hooks:
         return NO_DRILLS
-    for item in (part.strip() for part in settings.fault.split(",")):
-        name, _, raw = item.partition("=")
-        if name.strip() != STOP_BEFORE_COMPLETE:
-            continue
-        if not raw.strip().isdigit() or int(raw) < 1:
-            raise ConfigurationError(
-                f"CRONWAVE_FAULT: {STOP_BEFORE_COMPLETE} expects an attempt number >= 1, "
-                f"got {raw!r}"
-            )
-        return StopBeforeComplete(int(raw))
-    return NO_DRILLS
+    raw = named_items(settings.fault, f"{STOP_BEFORE_COMPLETE}=1").get(STOP_BEFORE_COMPLETE)
+    if raw is None:
+        return NO_DRILLS
+    if not raw.isdigit() or int(raw) < 1:
+        raise ConfigurationError(
+            f"CRONWAVE_FAULT: {STOP_BEFORE_COMPLETE} expects an attempt number >= 1, got {raw!r}"
+        )
+    return StopBeforeComplete(int(raw))
