@@ -40,7 +40,10 @@ def test_a_scheduled_fire_started_eight_times_at_once_is_one_run(make_suite) -> 
         schedule = client.create_schedule(
             fresh("spine"), cron="0 0 1 1 *", job_type="cronwave.noop", paused=True
         )
-        token = client.leader().fencing_token or 1
+        # the lease's own token: the store accepts only tokens it issued
+        token = eventually(
+            lambda: client.leader().fencing_token, timeout=30, what="a planner holding the lease"
+        )
     fire = datetime(2021, 1, 1, tzinfo=UTC)
     barrier = threading.Barrier(8)
     answers: list[dispatcher_pb.StartRunResponse] = []
