@@ -777,8 +777,10 @@ class Store:
     def _complete_all(
         self, s: Session, completions: Sequence[CompletionRequest]
     ) -> list[Completion | CronwaveError]:
-        now = self.clock()
         runs = _lock_runs(s, {req.run_id for req in completions})
+        # Stamped once the rows are locked: a run stays in flight to every reader until
+        # this commits, so its finished_at must not predate a wait for the lock.
+        now = self.clock()
         before: dict[str, tuple[str, str]] = {}
         events: list[dict[str, Any]] = []
         results: list[Completion | CronwaveError] = []
