@@ -18,12 +18,12 @@ from typing import Any
 
 import pytest
 
+from cronwave_core.instants import epoch_ns
 from tests.helpers import eventually
 from tests.reliability.support import REPO, job_processes
 from worker.isolation import ProcessSupervisor
 from worker.job_process import JobProcessPool
 from worker.supervisor import AttemptResult, BeatResult, Outcome
-from worker.timing import epoch_ns
 
 pytestmark = pytest.mark.slow
 

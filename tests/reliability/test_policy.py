@@ -8,6 +8,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from cronwave_core.errors import ConfigurationError, InvalidArgument
+from cronwave_core.instants import epoch_ns, wait_until_fire_time
 from cronwave_core.settings import Settings
 from cronwave_core.suite import parse_worker_pools
 from dispatcher.sweeper import SweepSettings
@@ -15,7 +16,6 @@ from worker.jobs import NO_RETRY, JobType, Registry, RetryPolicy, default_regist
 from worker.options import WorkerOptions
 from worker.outcome import Action, decide
 from worker.supervisor import AttemptResult, Outcome
-from worker.timing import epoch_ns, wait_until_fire_time
 
 
 def noop(ctx: object) -> dict[str, object]:

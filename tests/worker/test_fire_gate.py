@@ -6,9 +6,10 @@ from __future__ import annotations
 import threading
 from datetime import UTC, datetime, timedelta
 
+from cronwave_core.instants import SpinBudget, epoch_ns, wait_until_fire_time
 from tests.worker.test_supervisor import ctx_for
 from worker.supervisor import BeatResult, Outcome, Supervisor
-from worker.timing import FireGate, SpinBudget, epoch_ns, wait_until_fire_time
+from worker.timing import FireGate
 
 BODIES = 200
 

@@ -21,12 +21,12 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import IO, Any
 
+from cronwave_core.instants import wait_until_fire_time
 from cronwave_core.settings import Settings
 from cronwave_core.telemetry import extracted_context, init_tracing
 from worker.jobs import JobContext, Registry, default_registry
 from worker.jobs.context import Checkpoint, WorkerStopping
 from worker.supervisor import describe, error_types
-from worker.timing import wait_until_fire_time
 
 log = logging.getLogger("cronwave.job_runner")
 

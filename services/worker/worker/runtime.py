@@ -39,6 +39,7 @@ from cronwave_core.batching import Coalescer, ItemRefused, results_of
 from cronwave_core.caching import TERMINAL_STATES, RunStatusCache
 from cronwave_core.convert import td_to_duration, ts_to_dt
 from cronwave_core.faults import NO_FAULTS, FaultHooks, run_key
+from cronwave_core.instants import epoch_ns
 from cronwave_core.queueing import RunMessage, UndecodableRunMessage
 from cronwave_core.telemetry import (
     ATTR_FAULT,
@@ -62,7 +63,6 @@ from worker.job_process import JobProcessPool
 from worker.jobs import JobContext, JobType, Registry
 from worker.outcome import Action, Decision, decide
 from worker.supervisor import AttemptResult, BeatResult, Outcome, Supervisor, describe
-from worker.timing import epoch_ns
 
 log = logging.getLogger("cronwave.worker")
 

@@ -21,10 +21,11 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
+from cronwave_core.instants import epoch_ns
 from worker.body_threads import BODIES, BodyTask, BodyThreads
 from worker.jobs.context import AttemptSuperseded, Checkpoint, JobContext, WorkerStopping
 from worker.jobs.registry import JobFn
-from worker.timing import GATE, epoch_ns
+from worker.timing import GATE
 
 log = logging.getLogger("cronwave.worker")
 

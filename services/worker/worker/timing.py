@@ -12,82 +12,15 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 
-#: Sleep until this close to the instant, then yield in short turns: a sleep can
-#: overshoot by a scheduler tick, a turn cannot.
-SPIN_MARGIN_S = 0.002
-#: Turns cost CPU. A process spends at most this much of each second in them; past
-#: that, the last moment before an instant is slept too (a tick late at worst). One
-#: schedule a second, or a burst at one instant, is far inside it; runs due every
-#: few milliseconds (hundreds of instants a second) are not, and would otherwise keep
-#: a core turning.
-SPIN_BUDGET_NS_PER_S = 50_000_000
-
-
-class SpinBudget:
-    """How much time may still be spent in turns this second (shared by the threads
-    of a process; approximate under races, which only moves the bound a little)."""
-
-    def __init__(self, per_second_ns: int = SPIN_BUDGET_NS_PER_S) -> None:
-        self._per_second = per_second_ns
-        self._second = -1
-        self._used = 0
-
-    def take(self, now_ns: int, spin_ns: int) -> bool:
-        """True, and ``spin_ns`` counted, if that much spinning fits this second."""
-        second = now_ns // 1_000_000_000
-        if second != self._second:
-            self._second, self._used = second, 0
-        if self._used + spin_ns > self._per_second:
-            return False
-        self._used += spin_ns
-        return True
-
-
-#: The spin budget of this process's waits.
-SPIN = SpinBudget()
-
-
-def epoch_ns(instant: datetime) -> int:
-    """Nanoseconds since the epoch of an aware ``instant``, exactly."""
-    delta = instant.astimezone(UTC) - datetime(1970, 1, 1, tzinfo=UTC)
-    return (delta.days * 86_400 + delta.seconds) * 1_000_000_000 + delta.microseconds * 1_000
-
-
-def wait_until_fire_time(
-    fire_time: datetime,
-    *,
-    clock_ns: Callable[[], int] = time.time_ns,
-    sleep: Callable[[float], None] = time.sleep,
-    budget: SpinBudget | None = None,
-) -> int:
-    """Block until the wall clock reaches ``fire_time`` (returns at once when it has
-    passed) and return the clock then, in ns: the body's start, from which fire
-    lateness is counted. The last moment is spun while ``budget`` (default: the
-    process's) allows."""
-    return _wait_until_ns(epoch_ns(fire_time), clock_ns, sleep, budget or SPIN)
-
-
-def _wait_until_ns(
-    target: int,
-    clock_ns: Callable[[], int],
-    sleep: Callable[[float], None],
-    budget: SpinBudget,
-) -> int:
-    spinning = False
-    while True:
-        now = clock_ns()
-        left = (target - now) / 1e9
-        if left <= 0:
-            return now
-        if left > SPIN_MARGIN_S:
-            sleep(left - SPIN_MARGIN_S)
-        elif spinning or budget.take(now, target - now):
-            spinning = True
-            sleep(0)
-        else:
-            sleep(left)
+from cronwave_core.instants import (
+    SPIN,
+    SPIN_MARGIN_S,
+    SpinBudget,
+    epoch_ns,
+    wait_until_ns,
+)
 
 
 @dataclass
@@ -134,7 +67,7 @@ class FireGate:
         and return the clock then, in ns: the body's start."""
         target = epoch_ns(fire_time)
         if (target - self._clock_ns()) / 1e9 <= SPIN_MARGIN_S:
-            return _wait_until_ns(target, self._clock_ns, self._sleep, self._budget)
+            return wait_until_ns(target, self._clock_ns, self._sleep, self._budget)
         # A lock of its own, not an event: a thousand waiters woken from one event
         # would queue again for the event's lock.
         lock = threading.Lock()
@@ -178,7 +111,7 @@ class FireGate:
                     # A nearer instant, or the timeout, wakes the wait: look again.
                     self._cond.wait(left - SPIN_MARGIN_S)
                     continue
-            now = _wait_until_ns(target, self._clock_ns, self._sleep, self._budget)
+            now = wait_until_ns(target, self._clock_ns, self._sleep, self._budget)
             with self._cond:
                 due: list[_Instant] = []
                 while self._instants and self._instants[0] <= now:
