@@ -6,8 +6,8 @@ worker, planner) on its own database:
 1. The planner's resident memory (``VmRSS`` in ``/proc/<pid>/status``) with no
    schedules. Then the planner is stopped.
 2. 100,000 schedules are written straight into the store's database by the store's own
-   code in this process (``workflow_store.slots.create_schedules``: one transaction,
-   every schedule with its own revision, as CreateSchedule would write it, minus 100,000
+   code (``workflow_store.bench_seed``, a process of its own: one transaction, every
+   schedule with its own revision, as CreateSchedule would write it, minus 100,000
    round trips): ``insert_s``.
 3. The planner is started again, so it loads them the way a new replica does (paged
    ListSchedules, then a term: LatestFireTimes in pages, a next slot per schedule):
@@ -21,13 +21,13 @@ worker, planner) on its own database:
    schedules in the heap.
 5. A tenth as many schedules again are written the same way while the planner runs: it
    learns of them over its watch stream, without a restart or a poll of the
-   schedules; the time until it holds them all is ``watch_apply_s`` (for
+   schedules; the time from the write's start until it holds them all is ``watch_apply_s`` (for
    ``watch_schedules`` of them). A tenth, not all 100,000 again: the watch applies
    changes one by one, at the same cost per schedule whatever their number, and a
    second 100,000 would double the scenario's time for the same figure.
-6. The same heap operations in this process (``ScheduleIndex.peek`` + ``advance``: the
-   O(log n) pop and the next-fire computation per fire) over an index of the same
-   schedules: ``index_find_and_fire_us``.
+6. The same heap operations in a process of its own (``cron_planner.bench_index``:
+   ``ScheduleIndex.peek`` + ``advance``, the O(log n) pop and the next-fire computation
+   per fire) over an index of the same schedules: ``index_find_and_fire_us``.
 
 The schedules are distinct: cron times at every minute of every hour of 28 days of a
 month six months away (so none fires during the measurement), in 8 time zones.
@@ -42,6 +42,7 @@ JSON.
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 import time
 import uuid
@@ -85,17 +86,35 @@ def rss_mib(pid: int | str = "self", field: str = "VmRSS") -> float | None:
     return None
 
 
-def specs(n: int, now: datetime, distinct: int = 0, first: int = 0) -> Iterator[tuple[str, Any]]:
-    """``n`` (schedule id, spec) pairs, numbered from ``first``, none firing in the next
-    months; every spec is different, or they cycle through ``distinct`` different
-    ones."""
-    from cronwave_core.spec import Spec
-
+def specs(n: int, now: datetime, distinct: int = 0, first: int = 0) -> Iterator[dict[str, str]]:
+    """``n`` schedules (id, cron expression, time zone), numbered from ``first``, none
+    firing in the next months; every spec is different, or they cycle through
+    ``distinct`` different ones."""
     month = (now.month + 5) % 12 + 1
     for i in range(first, first + n):
         j = i % distinct if distinct else i
         cron = f"{j % 60} {(j // 60) % 24} {1 + (j // 1440) % 28} {month} *"
-        yield f"pm{i:06d}", Spec(cron=(cron,), time_zone=ZONES[(j // 40_320) % len(ZONES)])
+        yield {"id": f"pm{i:06d}", "cron": cron, "time_zone": ZONES[(j // 40_320) % len(ZONES)]}
+
+
+def _lines(rows: Iterator[dict[str, str]]) -> str:
+    return "".join(json.dumps(row) + "\n" for row in rows)
+
+
+def _tool(module: str, args: list[str], rows: Iterator[dict[str, str]], timeout: float) -> Any:
+    """Run a service's benchmark tool (``python -m MODULE ARGS``) over ``rows`` on its
+    standard input and return the JSON it prints."""
+    done = subprocess.run(
+        [sys.executable, "-m", module, *args],
+        input=_lines(rows),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"planner-memory: {module} failed: {done.stderr.strip()[-500:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 @dataclass
@@ -152,11 +171,6 @@ def run_planner_memory(
 def _measure(
     n: int, distinct: int, backend: Backend, work_dir: Path, say: _Progress
 ) -> dict[str, Any]:
-    from workflow_store import slots
-    from workflow_store.db import Database, create_engine
-    from workflow_store.records import NewSchedule
-    from workflow_store.store import Store
-
     figures: dict[str, Any] = {
         "schedules": n,
         "distinct_specs": distinct or n,
@@ -179,67 +193,56 @@ def _measure(
 
             # The schedules, written by the store's own code in one transaction.
             url = database_url or f"sqlite:///{suite.config.data_dir / 'cronwave.db'}"
-            engine = create_engine(url, instrument=False)
-            store = Store(Database(engine))
-            _wait(lambda: JOB_TYPE in {j.name for j in store.list_job_types()}, "job types")
             now = datetime.now(UTC)
 
-            def write(count: int, first: int) -> int:
-                return slots.create_schedules(
-                    store,
-                    (
-                        NewSchedule(sid, spec, _policy(), JOB_TYPE, "{}")
-                        for sid, spec in specs(count, now, distinct, first)
-                    ),
-                )
+            def write(count: int, first: int) -> tuple[int, float]:
+                """Write ``count`` schedules; how many, and the wall clock when the
+                transaction began."""
+                rows = specs(count, now, distinct, first)
+                done = _tool("workflow_store.bench_seed", [url, JOB_TYPE], rows, 900)
+                figures.setdefault("insert_s", done["insert_s"])
+                return int(done["written"]), float(done["began_at"])
 
-            try:
-                say(f"writing {n:,} schedules into the store's database")
-                began = time.monotonic()
-                written = write(n, 0)
-                figures["insert_s"] = time.monotonic() - began
+            say(f"writing {n:,} schedules into the store's database")
+            written, _ = write(n, 0)
 
-                # A new planner loads them as a new replica would.
-                say("starting the planner: it loads them over ListSchedules")
-                began = time.monotonic()
-                suite.restart("cron-planner")
-                _wait(lambda: client.planner_status().schedules >= written, "the load", 900)
-                figures["load_s"] = time.monotonic() - began
-                _wait(lambda: client.planner_status().leader, "the new term", 300)
-                figures["lead_s"] = time.monotonic() - began
-                figures["planner_pid"] = planner.pid
-                figures["planner_rss_mib"] = rss_mib(planner.pid)
-                figures["planner_hwm_mib"] = rss_mib(planner.pid, "VmHWM")
+            # A new planner loads them as a new replica would.
+            say("starting the planner: it loads them over ListSchedules")
+            began = time.monotonic()
+            suite.restart("cron-planner")
+            _wait(lambda: client.planner_status().schedules >= written, "the load", 900)
+            figures["load_s"] = time.monotonic() - began
+            _wait(lambda: client.planner_status().leader, "the new term", 300)
+            figures["lead_s"] = time.monotonic() - began
+            figures["planner_pid"] = planner.pid
+            figures["planner_rss_mib"] = rss_mib(planner.pid)
+            figures["planner_hwm_mib"] = rss_mib(planner.pid, "VmHWM")
 
-                say(f"firing {PROBES + 1} one-off schedules among them")
-                # The first fire waits for the new term to re-base every schedule on the
-                # store's newest fire times; the others show the steady state.
-                figures["first_dispatch_ms"] = _probe(client, 0)
-                figures["dispatch_ms"] = [_probe(client, i) for i in range(1, PROBES + 1)]
-                figures["planner_rss_after_fires_mib"] = rss_mib(planner.pid)
+            say(f"firing {PROBES + 1} one-off schedules among them")
+            # The first fire waits for the new term to re-base every schedule on the
+            # store's newest fire times; the others show the steady state.
+            figures["first_dispatch_ms"] = _probe(client, 0)
+            figures["dispatch_ms"] = [_probe(client, i) for i in range(1, PROBES + 1)]
+            figures["planner_rss_after_fires_mib"] = rss_mib(planner.pid)
 
-                # The running planner hears of more over its watch stream.
-                extra = max(1, n // 10)
-                say(f"writing {extra:,} more while the planner runs: it follows its watch")
-                held = client.planner_status().schedules
-                began = time.monotonic()
-                write(extra, n)
-                _wait(lambda: client.planner_status().schedules >= held + extra, "the watch", 600)
-                figures["watch_apply_s"] = time.monotonic() - began
-                figures["watch_schedules"] = extra
-                figures["planner_rss_after_watch_mib"] = rss_mib(planner.pid)
-                figures["planner_status_schedules"] = client.planner_status().schedules
-            finally:
-                engine.dispose()
-    say("timing the heap in this process")
-    figures["index_find_and_fire_us"] = _index_timing(n, distinct)
+            # The running planner hears of more over its watch stream.
+            extra = max(1, n // 10)
+            say(f"writing {extra:,} more while the planner runs: it follows its watch")
+            held = client.planner_status().schedules
+            _, began_at = write(extra, n)
+            _wait(lambda: client.planner_status().schedules >= held + extra, "the watch", 600)
+            figures["watch_apply_s"] = time.time() - began_at
+            figures["watch_schedules"] = extra
+            figures["planner_rss_after_watch_mib"] = rss_mib(planner.pid)
+            figures["planner_status_schedules"] = client.planner_status().schedules
+    say("timing the heap in a process of its own")
+    figures["index_find_and_fire_us"] = _tool(
+        "cron_planner.bench_index",
+        [str(_INDEX_FIRES_TIMED)],
+        specs(n, datetime.now(UTC), distinct),
+        900,
+    )
     return figures
-
-
-def _policy() -> Any:
-    from cronwave_core.spec import Policy
-
-    return Policy()
 
 
 def _probe(client: Any, i: int) -> float:
@@ -251,35 +254,6 @@ def _probe(client: Any, i: int) -> float:
     runs = _wait(lambda: client.list_runs(schedule_id, limit=1), "the probe's run", 60)
     created = runs[0].created_at
     return float((created - fire).total_seconds() * 1000)
-
-
-def _index_timing(n: int, distinct: int) -> dict[str, float]:
-    from cron_planner.schedule_index import ScheduleIndex
-    from cronwave_core.spec import ScheduleDef
-
-    now = datetime.now(UTC)
-    index = ScheduleIndex()
-    index.load(
-        (
-            (ScheduleDef(sid, spec, revision=i + 1), now)
-            for i, (sid, spec) in enumerate(specs(n, now, distinct))
-        ),
-        revision=n,
-    )
-    samples = []
-    for _ in range(min(_INDEX_FIRES_TIMED, n)):
-        t0 = time.perf_counter()
-        slot = index.peek()
-        if slot is None:
-            break
-        index.advance(slot, slot.fire_time, 1)
-        samples.append((time.perf_counter() - t0) * 1e6)
-    samples.sort()
-
-    def at(q: float) -> float:
-        return samples[min(len(samples) - 1, int(q * len(samples)))] if samples else 0.0
-
-    return {"p50": at(0.5), "p99": at(0.99), "max": samples[-1] if samples else 0.0}
 
 
 def _wait(check: Callable[[], Any], what: str, timeout: float = 120) -> Any:
