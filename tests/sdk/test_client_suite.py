@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 
@@ -89,10 +90,10 @@ def test_bad_schedules_are_refused_naming_the_field_and_nothing_is_written(make_
         ]
         for overrides, field in cases:
             sid = fresh("bad")
-            kwargs = {"job_type": "cronwave.noop", **overrides}
+            kwargs: dict[str, Any] = {"job_type": "cronwave.noop", **overrides}
 
             with pytest.raises(cronwave.InvalidArgument) as info:
-                client.create_schedule(sid, **kwargs)  # type: ignore[arg-type]
+                client.create_schedule(sid, **kwargs)
 
             assert info.value.field == field, str(info.value)
             assert str(info.value).startswith(f"{field}: ")

@@ -52,9 +52,7 @@ def test_specs_are_stored_and_read_as_json_format_does(spec: Spec) -> None:
 @pytest.mark.parametrize("policy", POLICIES)
 def test_policies_are_stored_and_read_as_json_format_does(policy: Policy) -> None:
     stored = policy_to_dict(policy)
-    assert stored == json_format.MessageToDict(
-        policy.to_proto(), preserving_proto_field_name=True
-    )
+    assert stored == json_format.MessageToDict(policy.to_proto(), preserving_proto_field_name=True)
     assert policy_from_dict(stored) == Policy.from_proto(
         json_format.ParseDict(stored, pb.SchedulePolicy())
     )
