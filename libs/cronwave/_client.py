@@ -110,10 +110,12 @@ def policy_of(
     )
 
 
-def _whole_or_keywords(name: str, whole: _V | None, keywords: _V, default: _V) -> _V:
+def _whole_or_keywords(name: str, whole: _V | None, keywords: _V, given: bool) -> _V:
+    """``whole`` when given, else the value the keywords build; ``given`` says whether
+    any keyword was set (a keyword set to its default counts)."""
     if whole is None:
         return keywords
-    if keywords != default:
+    if given:
         raise InvalidArgument(name, f"give the {name} whole or by its keywords, not both")
     return whole
 
@@ -239,9 +241,9 @@ class Client:
         deterministic amount below it (the nominal fire time is unchanged).
 
         The same fields may be given as keywords instead (``cron="0 2 * * *",
-        overlap="skip"``), policies by name: ``dst_gap`` shift|skip, ``dst_repeat``
-        once|last|twice, ``overlap`` skip|buffer_one|buffer_all|cancel_other|allow_all,
-        ``catchup`` skip|latest|all; ``None`` and 0 are the defaults. A spec or policy
+        overlap="skip"``), each policy by the value of its enum (``DstGap``,
+        ``DstRepeat``, ``Overlap``, ``Catchup``; ``"buffer_one"`` for
+        ``Overlap.BUFFER_ONE``); ``None`` and 0 are the defaults. A spec or policy
         is given whole or by keywords, not both. ``job_type`` must be registered by a
         worker. Raises ``InvalidArgument`` naming the bad field (nothing is written)
         and ``AlreadyExists`` when the id is taken.
@@ -262,7 +264,9 @@ class Client:
                 max_runs=max_runs,
                 jitter=jitter,
             ),
-            _SPEC,
+            given=any(v is not None for v in (dst_gap, dst_repeat, start_at, end_at, jitter))
+            or bool(cron or exclude_dates or intervals or one_off or max_runs)
+            or time_zone != "UTC",
         )
         policy = _whole_or_keywords(
             "policy",
@@ -273,7 +277,8 @@ class Client:
                 catchup_window=catchup_window,
                 catchup_max_runs=catchup_max_runs,
             ),
-            _POLICY,
+            given=any(v is not None for v in (overlap, catchup, catchup_window))
+            or catchup_max_runs != 0,
         )
         try:
             payload_json = json.dumps({} if payload is None else payload)
