@@ -38,26 +38,32 @@ if _typing.TYPE_CHECKING:
         StaleFencingToken,
         Unavailable,
     )
-    from cronwave_core.spec import Interval
+    from cronwave_core.spec import Catchup, DstGap, DstRepeat, Interval, Overlap, Policy, Spec
 
 __all__ = [
     "TERMINAL_STATES",
     "AlreadyExists",
+    "Catchup",
     "Client",
     "ConfigurationError",
     "CronwaveError",
+    "DstGap",
+    "DstRepeat",
     "FailedPrecondition",
     "Interval",
     "InvalidArgument",
     "Lease",
     "NotFound",
+    "Overlap",
     "PlannerStatus",
+    "Policy",
     "Run",
     "RunEvent",
     "RunNotFound",
     "Schedule",
     "ScheduleExists",
     "ScheduleNotFound",
+    "Spec",
     "StaleAttempt",
     "StaleFencingToken",
     "Unavailable",
@@ -69,7 +75,10 @@ _HOMES = {
     "Client": "cronwave._client",
     "TERMINAL_STATES": "cronwave._enums",
     "WaitTimeout": "cronwave._errors",
-    "Interval": "cronwave_core.spec",
+    **dict.fromkeys(
+        ("Catchup", "DstGap", "DstRepeat", "Interval", "Overlap", "Policy", "Spec"),
+        "cronwave_core.spec",
+    ),
     **dict.fromkeys(("Lease", "PlannerStatus", "Run", "RunEvent", "Schedule"), "cronwave._models"),
 }
 

@@ -10,7 +10,6 @@ from datetime import UTC, date, datetime, timedelta
 from typing import Any, TypeVar
 
 import grpc
-from google.protobuf.duration_pb2 import Duration
 from google.protobuf.timestamp_pb2 import Timestamp
 
 from cronwave import _enums
@@ -25,12 +24,17 @@ from cronwave.v1 import leader_election_service_pb2 as leader_pb
 from cronwave.v1 import leader_election_service_pb2_grpc as leader_grpc
 from cronwave.v1 import workflow_store_service_pb2 as store_pb
 from cronwave.v1 import workflow_store_service_pb2_grpc as store_grpc
+from cronwave_core.convert import dt_to_ts
 from cronwave_core.errors import CronwaveError, InvalidArgument, Unavailable
+from cronwave_core.fields import shown
 from cronwave_core.rpc import error_from_rpc, open_channel
 from cronwave_core.settings import DEFAULT_PORTS, Settings
-from cronwave_core.spec import Interval
+from cronwave_core.spec import Catchup, DstGap, DstRepeat, Interval, Overlap, Policy, Spec
 
 Resp = TypeVar("Resp")
+_V = TypeVar("_V")
+_SPEC = Spec()
+_POLICY = Policy()
 
 _LOOPBACK = "127.0.0.1"
 # A bound on one listing's pages (each holds at least one schedule).
@@ -38,71 +42,82 @@ _MAX_PAGES = 100_000
 
 
 def _ts(value: datetime, field: str) -> Timestamp:
+    return dt_to_ts(_aware(value, field))
+
+
+def _aware(value: datetime, field: str) -> datetime:
     if value.tzinfo is None:
         raise InvalidArgument(field, "must be a timezone-aware datetime (e.g. tzinfo=UTC)")
-    ts = Timestamp()
-    ts.FromDatetime(value.astimezone(UTC))
-    return ts
+    return value
 
 
-def _duration(value: timedelta) -> Duration:
-    d = Duration()
-    d.FromTimedelta(value)
-    return d
+def _date(value: date | str, field: str) -> date:
+    if not isinstance(value, str):
+        return value
+    try:
+        return date.fromisoformat(value)
+    except ValueError:
+        raise InvalidArgument(field, f"{shown(value)} is not a date in YYYY-MM-DD form") from None
 
 
-def _spec(
-    cron: str | Sequence[str],
+def spec_of(
+    cron: str | Sequence[str] = (),
     *,
-    time_zone: str,
-    dst_gap: str | None,
-    dst_repeat: str | None,
-    exclude_dates: Iterable[date | str],
-    intervals: Iterable[Interval],
-    one_off: Iterable[datetime],
-    start_at: datetime | None,
-    end_at: datetime | None,
-    max_runs: int,
-    jitter: timedelta | None,
-) -> pb.ScheduleSpec:
-    """The proto spec. Checks only what the proto cannot carry (names of enums,
-    naive datetimes); the server validates the rest and names the field."""
-    msg = pb.ScheduleSpec(
-        cron=[cron] if isinstance(cron, str) else list(cron),
+    time_zone: str = "UTC",
+    dst_gap: str | None = None,
+    dst_repeat: str | None = None,
+    exclude_dates: Iterable[date | str] = (),
+    intervals: Iterable[Interval] = (),
+    one_off: Iterable[datetime] = (),
+    start_at: datetime | None = None,
+    end_at: datetime | None = None,
+    max_runs: int = 0,
+    jitter: timedelta | None = None,
+) -> Spec:
+    """The ``Spec`` of ``create_schedule``'s and ``preview``'s keywords; policies by
+    name (``None`` is the default). Checks what a ``Spec`` cannot hold (names, naive
+    datetimes, dates as text); the server validates the rest and names the field."""
+    return Spec(
+        cron=(cron,) if isinstance(cron, str) else tuple(cron),
         time_zone=time_zone,
-        dst_gap=_enums.parse_dst_gap(dst_gap),  # type: ignore[arg-type]
-        dst_repeat=_enums.parse_dst_repeat(dst_repeat),  # type: ignore[arg-type]
-        exclude_dates=[d if isinstance(d, str) else d.isoformat() for d in exclude_dates],
+        dst_gap=DstGap.parse(dst_gap) if dst_gap else _SPEC.dst_gap,
+        dst_repeat=DstRepeat.parse(dst_repeat) if dst_repeat else _SPEC.dst_repeat,
+        exclude_dates=tuple(
+            _date(d, f"spec.exclude_dates[{i}]") for i, d in enumerate(exclude_dates)
+        ),
+        start_at=None if start_at is None else _aware(start_at, "spec.start_at"),
+        end_at=None if end_at is None else _aware(end_at, "spec.end_at"),
         max_runs=max_runs,
-        intervals=[
-            pb.IntervalSpec(every=_duration(iv.every), phase=_duration(iv.phase))
-            for iv in intervals
-        ],
-        one_off=[_ts(t, f"spec.one_off[{i}]") for i, t in enumerate(one_off)],
+        intervals=tuple(intervals),
+        one_off=tuple(_aware(t, f"spec.one_off[{i}]") for i, t in enumerate(one_off)),
+        jitter=_SPEC.jitter if jitter is None else jitter,
     )
-    if start_at is not None:
-        msg.start_at.CopyFrom(_ts(start_at, "spec.start_at"))
-    if end_at is not None:
-        msg.end_at.CopyFrom(_ts(end_at, "spec.end_at"))
-    if jitter is not None:
-        msg.jitter.CopyFrom(_duration(jitter))
-    return msg
 
 
-def _schedule_spec(schedule: Schedule) -> pb.ScheduleSpec:
-    return _spec(
-        schedule.cron,
-        time_zone=schedule.time_zone,
-        dst_gap=schedule.dst_gap,
-        dst_repeat=schedule.dst_repeat,
-        exclude_dates=schedule.exclude_dates,
-        intervals=schedule.intervals,
-        one_off=schedule.one_off,
-        start_at=schedule.start_at,
-        end_at=schedule.end_at,
-        max_runs=schedule.max_runs,
-        jitter=schedule.jitter,
+def policy_of(
+    *,
+    overlap: str | None = None,
+    catchup: str | None = None,
+    catchup_window: timedelta | None = None,
+    catchup_max_runs: int = 0,
+) -> Policy:
+    """The ``Policy`` of ``create_schedule``'s keywords (``None`` and 0: the default)."""
+    return Policy(
+        overlap=Overlap.parse(overlap) if overlap else _POLICY.overlap,
+        catchup=Catchup.parse(catchup) if catchup else _POLICY.catchup,
+        catchup_window=_POLICY.catchup_window if catchup_window is None else catchup_window,
+        catchup_max_runs=catchup_max_runs or _POLICY.catchup_max_runs,
     )
+
+
+def _whole_or_keywords(name: str, whole: _V | None, keywords: _V, given: bool) -> _V:
+    """``whole`` when given, else the value the keywords build; ``given`` says whether
+    any keyword was set (a keyword set to its default counts)."""
+    if whole is None:
+        return keywords
+    if given:
+        raise InvalidArgument(name, f"give the {name} whole or by its keywords, not both")
+    return whole
 
 
 class Client:
@@ -187,12 +202,14 @@ class Client:
     def create_schedule(
         self,
         schedule_id: str,
+        spec: Spec | None = None,
+        policy: Policy | None = None,
         *,
-        cron: str | Sequence[str] = (),
-        time_zone: str = "UTC",
         job_type: str,
         payload: dict[str, Any] | None = None,
         paused: bool = False,
+        cron: str | Sequence[str] = (),
+        time_zone: str = "UTC",
         dst_gap: str | None = None,
         dst_repeat: str | None = None,
         overlap: str | None = None,
@@ -207,35 +224,34 @@ class Client:
         max_runs: int = 0,
         jitter: timedelta | None = None,
     ) -> Schedule:
-        """Create a schedule; it fires by the union of its cron expressions (read in
-        ``time_zone``), intervals and one-off instants, within ``[start_at, end_at)``,
-        at most ``max_runs`` times (0: no limit).
+        """Create a schedule that fires by ``spec`` and acts by ``policy``::
 
-        Policies are names: ``dst_gap`` shift|skip, ``dst_repeat`` once|last|twice,
-        ``overlap`` skip|buffer_one|buffer_all|cancel_other|allow_all, ``catchup``
-        skip|latest|all; ``None`` leaves the server's default. After downtime, slots
-        late by more than ``catchup_window`` (default 10 minutes) are recorded MISSED;
-        ``catchup="all"`` runs at most ``catchup_max_runs`` (0: the default, 100) of
-        the others. ``jitter`` delays each start by a deterministic amount below it
-        (the nominal fire time is unchanged). ``job_type`` must be registered by a
+            client.create_schedule(
+                "nightly-billing",
+                Spec(cron=("0 2 * * *",), time_zone="Europe/Berlin"),
+                Policy(overlap=Overlap.SKIP),
+                job_type="billing.nightly",
+            )
+
+        A ``Spec`` fires by the union of its cron expressions (read in its
+        ``time_zone``), intervals and one-off instants, within ``[start_at, end_at)``,
+        at most ``max_runs`` times (0: no limit). After downtime, slots late by more
+        than the policy's ``catchup_window`` are recorded MISSED; ``Catchup.ALL`` runs
+        at most ``catchup_max_runs`` of the others. ``jitter`` delays each start by a
+        deterministic amount below it (the nominal fire time is unchanged).
+
+        The same fields may be given as keywords instead (``cron="0 2 * * *",
+        overlap="skip"``), each policy by the value of its enum (``DstGap``,
+        ``DstRepeat``, ``Overlap``, ``Catchup``; ``"buffer_one"`` for
+        ``Overlap.BUFFER_ONE``); ``None`` and 0 are the defaults. A spec or policy
+        is given whole or by keywords, not both. ``job_type`` must be registered by a
         worker. Raises ``InvalidArgument`` naming the bad field (nothing is written)
         and ``AlreadyExists`` when the id is taken.
         """
-        try:
-            payload_json = json.dumps({} if payload is None else payload)
-        except (TypeError, ValueError) as exc:
-            raise InvalidArgument("payload", f"must be JSON-serializable data: {exc}") from exc
-        policy = pb.SchedulePolicy(
-            overlap=_enums.parse_overlap(overlap),  # type: ignore[arg-type]
-            catchup=_enums.parse_catchup(catchup),  # type: ignore[arg-type]
-        )
-        if catchup_window is not None:
-            policy.catchup_window.CopyFrom(_duration(catchup_window))
-        if catchup_max_runs:
-            policy.catchup_max_runs = catchup_max_runs
-        schedule = pb.Schedule(
-            schedule_id=schedule_id,
-            spec=_spec(
+        spec = _whole_or_keywords(
+            "spec",
+            spec,
+            spec_of(
                 cron,
                 time_zone=time_zone,
                 dst_gap=dst_gap,
@@ -248,7 +264,30 @@ class Client:
                 max_runs=max_runs,
                 jitter=jitter,
             ),
-            policy=policy,
+            given=any(v is not None for v in (dst_gap, dst_repeat, start_at, end_at, jitter))
+            or bool(cron or exclude_dates or intervals or one_off or max_runs)
+            or time_zone != "UTC",
+        )
+        policy = _whole_or_keywords(
+            "policy",
+            policy,
+            policy_of(
+                overlap=overlap,
+                catchup=catchup,
+                catchup_window=catchup_window,
+                catchup_max_runs=catchup_max_runs,
+            ),
+            given=any(v is not None for v in (overlap, catchup, catchup_window))
+            or catchup_max_runs != 0,
+        )
+        try:
+            payload_json = json.dumps({} if payload is None else payload)
+        except (TypeError, ValueError) as exc:
+            raise InvalidArgument("payload", f"must be JSON-serializable data: {exc}") from exc
+        schedule = pb.Schedule(
+            schedule_id=schedule_id,
+            spec=spec.to_proto(),
+            policy=policy.to_proto(),
             job_type=job_type,
             payload_json=payload_json,
             paused=paused,
@@ -351,8 +390,9 @@ class Client:
             end=_ts(end, "end"),
             dry_run=dry_run,
             rate_per_second=rate_per_second,
-            overlap=_enums.parse_overlap(overlap),  # type: ignore[arg-type]
         )
+        if overlap:
+            request.overlap = Overlap.parse(overlap).to_proto()
         resp = self._call("cron-planner", self._planner.Backfill, request)
         return [_dt(t) for t in resp.fire_times]
 
@@ -376,7 +416,7 @@ class Client:
         request = store_pb.ListRunsRequest(
             schedule_id=schedule_id or "",
             limit=limit,
-            states=[_enums.parse_state(s, f"states[{i}]") for i, s in enumerate(states)],  # type: ignore[misc]
+            states=_enums.parse_states(states),
         )
         resp = self._call("workflow-store", self._store.ListRuns, request)
         return [Run.from_proto(r) for r in resp.runs]
@@ -434,7 +474,7 @@ class Client:
 
     def preview(
         self,
-        cron: str | Sequence[str] | Schedule = (),
+        cron: str | Sequence[str] | Schedule | Spec = (),
         *,
         time_zone: str = "UTC",
         dst_gap: str | None = None,
@@ -450,15 +490,17 @@ class Client:
         count: int = 5,
     ) -> list[datetime]:
         """The next ``count`` fire times (UTC) strictly after ``after`` (default: now),
-        computed by the planner with the code it fires with. Pass a ``Schedule`` as
-        the first argument to preview its spec; the other spec arguments are then
-        ignored."""
+        computed by the planner with the code it fires with. Pass a ``Spec`` or a
+        ``Schedule`` as the first argument to preview it; the other spec arguments are
+        then ignored."""
         if count < 1:
             raise InvalidArgument("count", f"must be at least 1, got {count}")
         if isinstance(cron, Schedule):
-            spec = _schedule_spec(cron)
+            spec = cron.spec
+        elif isinstance(cron, Spec):
+            spec = cron
         else:
-            spec = _spec(
+            spec = spec_of(
                 cron,
                 time_zone=time_zone,
                 dst_gap=dst_gap,
@@ -472,7 +514,7 @@ class Client:
                 jitter=jitter,
             )
         request = planner_pb.PreviewFireTimesRequest(
-            spec=spec,
+            spec=spec.to_proto(),
             after=_ts(after or datetime.now(UTC), "after"),
             count=count,
         )

@@ -14,7 +14,9 @@ from cronwave import _enums
 from cronwave.v1 import common_pb2 as pb
 from cronwave.v1 import cron_planner_service_pb2 as planner_pb
 from cronwave.v1 import leader_election_service_pb2 as leader_pb
-from cronwave_core.spec import Interval
+from cronwave_core.spec import Catchup, DstGap, DstRepeat, Interval, Overlap, Policy, Spec
+
+_DEFAULT_POLICY = Policy()
 
 
 def _dt(ts: Timestamp) -> datetime:
@@ -31,8 +33,9 @@ def _json(text: str) -> Any:
 
 @dataclass(frozen=True)
 class Schedule:
-    """A schedule as the workflow-store holds it. Policies are lower-case names
-    (``"shift"``, ``"buffer_one"``), equal to ``cronwave_core.spec``'s enums."""
+    """A schedule as the workflow-store holds it. Policies are ``cronwave_core.spec``'s
+    enums, which are strings too (``Overlap.BUFFER_ONE == "buffer_one"``); ``spec`` and
+    ``policy`` give the whole values, as ``Client.create_schedule`` takes them."""
 
     schedule_id: str
     job_type: str
@@ -41,10 +44,10 @@ class Schedule:
     payload_json: str
     paused: bool
     pause_note: str
-    dst_gap: str
-    dst_repeat: str
-    overlap: str
-    catchup: str
+    dst_gap: DstGap
+    dst_repeat: DstRepeat
+    overlap: Overlap
+    catchup: Catchup
     catchup_window: timedelta | None
     exclude_dates: tuple[date, ...]
     intervals: tuple[Interval, ...]
@@ -62,11 +65,41 @@ class Schedule:
     #: but the identity of a schedule too large to send. Such a schedule is not
     #: planned; delete it and create it again within the limits. Empty when whole.
     withheld: str = ""
+    #: At most this many catch-up runs with ``catchup="all"`` (0: the default, 100).
+    catchup_max_runs: int = 0
 
     @property
     def payload(self) -> Any:
         """The job input, decoded from JSON (``{}`` when there is none)."""
         return json.loads(self.payload_json) if self.payload_json else {}
+
+    @property
+    def spec(self) -> Spec:
+        """When it fires, as one value."""
+        return Spec(
+            cron=self.cron,
+            time_zone=self.time_zone,
+            dst_gap=self.dst_gap,
+            dst_repeat=self.dst_repeat,
+            exclude_dates=self.exclude_dates,
+            start_at=self.start_at,
+            end_at=self.end_at,
+            max_runs=self.max_runs,
+            intervals=self.intervals,
+            one_off=self.one_off,
+            jitter=self.jitter,
+        )
+
+    @property
+    def policy(self) -> Policy:
+        """What it does about overlaps and downtime, as one value."""
+        window = self.catchup_window
+        return Policy(
+            overlap=self.overlap,
+            catchup=self.catchup,
+            catchup_window=_DEFAULT_POLICY.catchup_window if window is None else window,
+            catchup_max_runs=self.catchup_max_runs or _DEFAULT_POLICY.catchup_max_runs,
+        )
 
     @classmethod
     def from_proto(cls, msg: pb.Schedule) -> Schedule:
@@ -79,12 +112,10 @@ class Schedule:
             payload_json=msg.payload_json,
             paused=msg.paused,
             pause_note=msg.pause_note,
-            dst_gap=_enums.policy_name(pb.DstGapPolicy, "DST_GAP_POLICY_", spec.dst_gap),
-            dst_repeat=_enums.policy_name(
-                pb.DstRepeatPolicy, "DST_REPEAT_POLICY_", spec.dst_repeat
-            ),
-            overlap=_enums.policy_name(pb.OverlapPolicy, "OVERLAP_POLICY_", policy.overlap),
-            catchup=_enums.policy_name(pb.CatchupPolicy, "CATCHUP_POLICY_", policy.catchup),
+            dst_gap=DstGap.from_proto(spec.dst_gap),
+            dst_repeat=DstRepeat.from_proto(spec.dst_repeat),
+            overlap=Overlap.from_proto(policy.overlap),
+            catchup=Catchup.from_proto(policy.catchup),
             catchup_window=(
                 policy.catchup_window.ToTimedelta() if policy.HasField("catchup_window") else None
             ),
@@ -103,6 +134,7 @@ class Schedule:
             revision=msg.revision,
             deleted=msg.deleted,
             withheld=msg.withheld,
+            catchup_max_runs=policy.catchup_max_runs,
         )
 
 

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, fields, replace
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 from cronwave_bench.harness import Backend, Say, _quiet
 from cronwave_core.errors import InvalidArgument
@@ -49,8 +50,8 @@ class Sizes:
             fault_matrix_quiet=timedelta(seconds=1),
         )
 
-    def scaled(self, **changes: object) -> Sizes:
-        return replace(self, **changes)  # type: ignore[arg-type]
+    def scaled(self, **changes: Any) -> Sizes:
+        return replace(self, **changes)
 
     def overridden(self, pairs: Sequence[str]) -> Sizes:
         """These sizes with ``NAME=VALUE`` overrides (``burst=100``,

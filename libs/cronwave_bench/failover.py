@@ -47,9 +47,10 @@ from cronwave.v1 import worker_service_pb2_grpc as worker_grpc
 from cronwave.v1 import workflow_store_service_pb2 as store_pb
 from cronwave.v1 import workflow_store_service_pb2_grpc as store_grpc
 from cronwave_core.calendar import fire_times
-from cronwave_core.convert import spec_from_proto, ts_to_dt
+from cronwave_core.convert import ts_to_dt
 from cronwave_core.errors import CronwaveError
 from cronwave_core.settings import Settings
+from cronwave_core.spec import Spec
 from cronwave_core.suite import Suite, SuiteConfig
 from cronwave_waterfall.percentiles import quantile
 
@@ -276,7 +277,7 @@ class Drill:
     def slots(self, through: datetime) -> list[datetime]:
         """The schedule's nominal fire times in ``(since, through]``."""
         out: list[datetime] = []
-        for at in fire_times(spec_from_proto(self._spec), self.since):
+        for at in fire_times(Spec.from_proto(self._spec), self.since):
             if at > through:
                 break
             out.append(at)

@@ -104,7 +104,8 @@ from cronwave_bench.slot_audit import (
     suspects,
 )
 from cronwave_core.calendar import fire_times
-from cronwave_core.convert import spec_from_proto, ts_to_dt
+from cronwave_core.convert import ts_to_dt
+from cronwave_core.spec import Spec
 from cronwave_core.suite import Suite
 
 #: Every fault, in the order the matrix applies them.
@@ -285,7 +286,7 @@ class FaultMatrix:
         out: dict[str, list[datetime]] = {}
         for sid, spec in self.load.specs.items():
             times: list[datetime] = []
-            for at in fire_times(spec_from_proto(spec), window.start):
+            for at in fire_times(Spec.from_proto(spec), window.start):
                 if at > window.end:
                     break
                 times.append(at)

@@ -26,12 +26,13 @@ from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
 
+from cronwave_core.runs import IN_FLIGHT
 from cronwave_core.spec import Overlap
 
 OVERLAP_SKIP = "overlap_skip"
 OVERLAP_BUFFER_FULL = "overlap_buffer_full"
 
-IN_FLIGHT_STATES = frozenset({"pending", "running"})
+IN_FLIGHT_STATES = frozenset(state.value for state in IN_FLIGHT)
 
 
 class OverlapAction(StrEnum):

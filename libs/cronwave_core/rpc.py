@@ -96,6 +96,7 @@ class _SerializingUnaryUnary(grpc.UnaryUnaryMultiCallable):
         deserializer: Callable[[bytes], Any] | None,
         registered: bool,
     ) -> None:
+        # grpc-stubs lags grpcio: unary_unary's fourth argument (_registered_method) is missing.
         self._bytes = channel.unary_unary(method, None, None, registered)  # type: ignore[call-arg]
         self._channel = channel
         self._method = method
@@ -132,7 +133,7 @@ class _SerializingUnaryUnary(grpc.UnaryUnaryMultiCallable):
             self._method,
             None if self._encode is _same else self._encode,
             None if self._decode is _same else self._decode,
-            self._registered,  # type: ignore[call-arg]
+            self._registered,  # type: ignore[call-arg]  # grpc-stubs lags grpcio, as above
         )
         return plain.future(request, *args, **kwargs)
 

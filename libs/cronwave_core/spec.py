@@ -1,6 +1,11 @@
-"""Schedule specifications as domain values (no protobuf, no SQL).
+"""Schedule specifications as domain values, each with its proto conversion beside it
+(``to_proto`` / ``from_proto``, as Temporal's ``ScheduleSpec`` and ``SchedulePolicy``);
+no gRPC, no SQL.
 
 Instants are aware UTC datetimes; durations are timedeltas; the zone is an IANA name.
+Each policy enum is the one Python spelling of its proto enum: members map by name
+(``Overlap.BUFFER_ONE`` is ``OVERLAP_POLICY_BUFFER_ONE``, see ``proto_enum``), and
+what the proto's UNSPECIFIED means is the field's default here.
 The classes have slots: a planner holds one ``ScheduleDef`` and usually one ``Spec``
 per schedule, 100,000 of them. ``Spec`` and ``Policy`` can be weakly referenced, so
 equal values can be shared without keeping unused ones alive.
@@ -12,16 +17,49 @@ from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
 from enum import StrEnum
 
+from cronwave.v1 import common_pb2 as pb
+from cronwave_core.calendar_cron import MAX_CRON_LENGTH
+from cronwave_core.errors import InvalidArgument
+from cronwave_core.fields import shown
+from cronwave_core.proto_enum import ProtoEnum
+from cronwave_core.wire import dt_to_ts, duration_to_td, opt_ts, td_to_duration, ts_to_dt
+
 
 class DstGap(StrEnum):
     SHIFT = "shift"
     SKIP = "skip"
+
+    def to_proto(self) -> pb.DstGapPolicy:
+        return DST_GAPS.to_proto(self)
+
+    @classmethod
+    def from_proto(cls, value: int, field: str = "spec.dst_gap") -> DstGap:
+        """UNSPECIFIED is the default; an unknown value is refused naming ``field``."""
+        return DST_GAPS.from_proto(value, field)
+
+    @classmethod
+    def parse(cls, text: str, field: str = "spec.dst_gap") -> DstGap:
+        """The member named ``text`` (any case, ``-`` for ``_``)."""
+        return DST_GAPS.parse(text, field)
 
 
 class DstRepeat(StrEnum):
     ONCE = "once"
     LAST = "last"
     TWICE = "twice"
+
+    def to_proto(self) -> pb.DstRepeatPolicy:
+        return DST_REPEATS.to_proto(self)
+
+    @classmethod
+    def from_proto(cls, value: int, field: str = "spec.dst_repeat") -> DstRepeat:
+        """UNSPECIFIED is the default; an unknown value is refused naming ``field``."""
+        return DST_REPEATS.from_proto(value, field)
+
+    @classmethod
+    def parse(cls, text: str, field: str = "spec.dst_repeat") -> DstRepeat:
+        """The member named ``text`` (any case, ``-`` for ``_``)."""
+        return DST_REPEATS.parse(text, field)
 
 
 class Overlap(StrEnum):
@@ -31,11 +69,37 @@ class Overlap(StrEnum):
     CANCEL_OTHER = "cancel_other"
     ALLOW_ALL = "allow_all"
 
+    def to_proto(self) -> pb.OverlapPolicy:
+        return OVERLAPS.to_proto(self)
+
+    @classmethod
+    def from_proto(cls, value: int, field: str = "policy.overlap") -> Overlap:
+        """UNSPECIFIED is the default; an unknown value is refused naming ``field``."""
+        return OVERLAPS.from_proto(value, field)
+
+    @classmethod
+    def parse(cls, text: str, field: str = "policy.overlap") -> Overlap:
+        """The member named ``text`` (any case, ``-`` for ``_``)."""
+        return OVERLAPS.parse(text, field)
+
 
 class Catchup(StrEnum):
     SKIP = "skip"
     LATEST = "latest"
     ALL = "all"
+
+    def to_proto(self) -> pb.CatchupPolicy:
+        return CATCHUPS.to_proto(self)
+
+    @classmethod
+    def from_proto(cls, value: int, field: str = "policy.catchup") -> Catchup:
+        """UNSPECIFIED is the default; an unknown value is refused naming ``field``."""
+        return CATCHUPS.from_proto(value, field)
+
+    @classmethod
+    def parse(cls, text: str, field: str = "policy.catchup") -> Catchup:
+        """The member named ``text`` (any case, ``-`` for ``_``)."""
+        return CATCHUPS.parse(text, field)
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,6 +127,77 @@ class Spec:
     one_off: tuple[datetime, ...] = ()
     jitter: timedelta = timedelta(0)
 
+    @classmethod
+    def from_proto(cls, msg: pb.ScheduleSpec) -> Spec:
+        """The spec of a request, each field converted by its rule (refusals name the
+        field, ``spec.cron[2]``); the calendar's own rules (``calendar.validate``) are
+        checked by the caller."""
+        for i, text in enumerate(msg.cron):
+            if len(text) > MAX_CRON_LENGTH:  # before the strip below hides the length
+                raise InvalidArgument(
+                    f"spec.cron[{i}]",
+                    f"must be at most {MAX_CRON_LENGTH} characters, got {len(text)}",
+                )
+        excluded: list[date] = []
+        for i, text in enumerate(msg.exclude_dates):
+            try:
+                excluded.append(date.fromisoformat(text))
+            except ValueError as exc:
+                raise InvalidArgument(
+                    f"spec.exclude_dates[{i}]", f"{shown(text)} is not a date in YYYY-MM-DD form"
+                ) from exc
+        intervals = []
+        for i, iv in enumerate(msg.intervals):
+            every = duration_to_td(iv.every, f"spec.intervals[{i}].every")
+            phase = duration_to_td(iv.phase, f"spec.intervals[{i}].phase")
+            if every <= timedelta(0):
+                raise InvalidArgument(f"spec.intervals[{i}].every", "must be a positive duration")
+            if phase < timedelta(0) or phase >= every:
+                raise InvalidArgument(f"spec.intervals[{i}].phase", "must be in [0, every)")
+            intervals.append(Interval(every, phase))
+        if msg.max_runs < 0:
+            raise InvalidArgument("spec.max_runs", "must not be negative (0 means unlimited)")
+        jitter = duration_to_td(msg.jitter, "spec.jitter")
+        if jitter < timedelta(0):
+            raise InvalidArgument("spec.jitter", "must not be negative")
+        spec = cls(
+            cron=tuple(c.strip() for c in msg.cron),
+            time_zone=msg.time_zone or "UTC",
+            dst_gap=DstGap.from_proto(msg.dst_gap),
+            dst_repeat=DstRepeat.from_proto(msg.dst_repeat),
+            exclude_dates=tuple(excluded),
+            start_at=opt_ts(msg, "start_at", "spec.start_at"),
+            end_at=opt_ts(msg, "end_at", "spec.end_at"),
+            max_runs=msg.max_runs,
+            intervals=tuple(intervals),
+            one_off=tuple(ts_to_dt(t, f"spec.one_off[{i}]") for i, t in enumerate(msg.one_off)),
+            jitter=jitter,
+        )
+        if spec.start_at and spec.end_at and spec.end_at <= spec.start_at:
+            raise InvalidArgument("spec.end_at", "must be after spec.start_at")
+        return spec
+
+    def to_proto(self) -> pb.ScheduleSpec:
+        msg = pb.ScheduleSpec(
+            cron=list(self.cron),
+            time_zone=self.time_zone,
+            dst_gap=self.dst_gap.to_proto(),
+            dst_repeat=self.dst_repeat.to_proto(),
+            exclude_dates=[d.isoformat() for d in self.exclude_dates],
+            max_runs=self.max_runs,
+            intervals=[
+                pb.IntervalSpec(every=td_to_duration(i.every), phase=td_to_duration(i.phase))
+                for i in self.intervals
+            ],
+            one_off=[dt_to_ts(t) for t in self.one_off],
+            jitter=td_to_duration(self.jitter),
+        )
+        if self.start_at:
+            msg.start_at.CopyFrom(dt_to_ts(self.start_at))
+        if self.end_at:
+            msg.end_at.CopyFrom(dt_to_ts(self.end_at))
+        return msg
+
 
 @dataclass(frozen=True, slots=True, weakref_slot=True)
 class Policy:
@@ -70,6 +205,33 @@ class Policy:
     catchup: Catchup = Catchup.LATEST
     catchup_window: timedelta = timedelta(minutes=10)
     catchup_max_runs: int = 100
+
+    @classmethod
+    def from_proto(cls, msg: pb.SchedulePolicy) -> Policy:
+        """Unset fields (UNSPECIFIED, no window, 0 runs) are the defaults above."""
+        window = (
+            duration_to_td(msg.catchup_window, "policy.catchup_window")
+            if msg.HasField("catchup_window")
+            else None
+        )
+        if window is not None and window < timedelta(0):
+            raise InvalidArgument("policy.catchup_window", "must not be negative")
+        if msg.catchup_max_runs < 0:
+            raise InvalidArgument("policy.catchup_max_runs", "must not be negative")
+        return cls(
+            overlap=Overlap.from_proto(msg.overlap),
+            catchup=Catchup.from_proto(msg.catchup),
+            catchup_window=_DEFAULT_POLICY.catchup_window if window is None else window,
+            catchup_max_runs=msg.catchup_max_runs or _DEFAULT_POLICY.catchup_max_runs,
+        )
+
+    def to_proto(self) -> pb.SchedulePolicy:
+        return pb.SchedulePolicy(
+            overlap=self.overlap.to_proto(),
+            catchup=self.catchup.to_proto(),
+            catchup_window=td_to_duration(self.catchup_window),
+            catchup_max_runs=self.catchup_max_runs,
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,3 +245,32 @@ class ScheduleDef:
     payload_json: str = "{}"
     paused: bool = False
     revision: int = 0
+
+    @classmethod
+    def from_proto(cls, msg: pb.Schedule) -> ScheduleDef:
+        return cls(
+            schedule_id=msg.schedule_id,
+            spec=Spec.from_proto(msg.spec),
+            policy=Policy.from_proto(msg.policy),
+            job_type=msg.job_type,
+            payload_json=msg.payload_json or "{}",
+            paused=msg.paused,
+            revision=msg.revision,
+        )
+
+
+_DEFAULT_SPEC = Spec()
+_DEFAULT_POLICY = Policy()
+# Each policy enum's table (``proto_enum.ProtoEnum``), for code that needs all of its
+# members at once: the store's stored JSON, the SDK's and the CLI's lists of choices.
+# What a proto enum's UNSPECIFIED means is the field's default above.
+DST_GAPS = ProtoEnum(DstGap, pb.DstGapPolicy, "DST_GAP_POLICY_", unspecified=_DEFAULT_SPEC.dst_gap)
+DST_REPEATS = ProtoEnum(
+    DstRepeat, pb.DstRepeatPolicy, "DST_REPEAT_POLICY_", unspecified=_DEFAULT_SPEC.dst_repeat
+)
+OVERLAPS = ProtoEnum(
+    Overlap, pb.OverlapPolicy, "OVERLAP_POLICY_", unspecified=_DEFAULT_POLICY.overlap
+)
+CATCHUPS = ProtoEnum(
+    Catchup, pb.CatchupPolicy, "CATCHUP_POLICY_", unspecified=_DEFAULT_POLICY.catchup
+)

@@ -480,6 +480,8 @@ class LeanTracer(trace.Tracer):
         return span
 
     @contextmanager
+    # OpenTelemetry declares its own decorator's type (_AgnosticContextManager);
+    # contextlib's is the same protocol under another name.
     def start_as_current_span(  # type: ignore[override]
         self,
         name: str,

@@ -38,7 +38,7 @@ def at(second: float) -> datetime:
 def run(
     second: int,
     *,
-    state: int = SUCCEEDED,
+    state: common_pb2.RunState = SUCCEEDED,
     done: float | None = 0.01,  # finished this long after the fire time (None: not)
     claimed: float = -0.5,  # the claim, relative to the fire time
     created: float = -0.5,
@@ -51,7 +51,7 @@ def run(
         run_id=run_id or f"run-{second}",
         schedule_id=SID,
         fire_time=dt_to_ts(fire),
-        state=state,  # type: ignore[arg-type]
+        state=state,
         trigger=common_pb2.TRIGGER_KIND_SCHEDULED,
         attempt=attempt,
         fencing_token=1,

@@ -26,8 +26,8 @@ NOON = datetime(2030, 1, 7, 12, 0, tzinfo=UTC)
 LEAD = timedelta(seconds=2)
 
 
-def _daily(sid: str = "daily", **spec: object) -> ScheduleDef:
-    return ScheduleDef(sid, Spec(cron=("0 12 * * *",), **spec), revision=1)  # type: ignore[arg-type]
+def _daily(sid: str = "daily", jitter: timedelta = timedelta(0)) -> ScheduleDef:
+    return ScheduleDef(sid, Spec(cron=("0 12 * * *",), jitter=jitter), revision=1)
 
 
 def test_a_slot_is_acted_on_the_lead_before_its_fire_time() -> None:

@@ -19,19 +19,19 @@ SLOTS = [T0 + timedelta(seconds=i) for i in range(1, 7)]
 def run(
     second: int,
     token: int = 1,
-    state: int = common_pb2.RUN_STATE_SUCCEEDED,
+    state: common_pb2.RunState = common_pb2.RUN_STATE_SUCCEEDED,
     attempt: int = 1,
     error: str = "",
     late: float = 0.0,
-    trigger: int = common_pb2.TRIGGER_KIND_SCHEDULED,
+    trigger: common_pb2.TriggerKind = common_pb2.TRIGGER_KIND_SCHEDULED,
 ) -> common_pb2.Run:
     fire = T0 + timedelta(seconds=second)
     return common_pb2.Run(
         run_id=f"run-{second}-{token}",
         fire_time=dt_to_ts(fire),
         created_at=dt_to_ts(fire + timedelta(seconds=late)),
-        state=state,  # type: ignore[arg-type]
-        trigger=trigger,  # type: ignore[arg-type]
+        state=state,
+        trigger=trigger,
         attempt=attempt,
         fencing_token=token,
         error=error,

@@ -22,7 +22,8 @@ from cronwave.v1 import workflow_store_service_pb2_grpc as store_grpc
 from cronwave_bench.failover import NOOP, audit
 from cronwave_bench.faults import OwnRedis
 from cronwave_core.calendar import fire_times
-from cronwave_core.convert import spec_from_proto, ts_to_dt
+from cronwave_core.convert import ts_to_dt
+from cronwave_core.spec import Spec
 from tests.conftest import SuiteFactory
 from tests.helpers import eventually
 
@@ -91,7 +92,7 @@ def _runs(store: store_grpc.WorkflowStoreServiceStub, ids: list[str]) -> list[co
 
 def _slots(since: datetime, through: datetime) -> list[datetime]:
     out: list[datetime] = []
-    for at in fire_times(spec_from_proto(_spec()), since):
+    for at in fire_times(Spec.from_proto(_spec()), since):
         if at > through:
             return out
         out.append(at)

@@ -23,7 +23,13 @@ def utc(*args: int) -> datetime:
     return datetime(*args, tzinfo=UTC)  # type: ignore[misc]
 
 
-def daily(client: Client, cron: str, start: datetime, **policy: str) -> str:
+def daily(
+    client: Client,
+    cron: str,
+    start: datetime,
+    dst_gap: str | None = None,
+    dst_repeat: str | None = None,
+) -> str:
     schedule_id = fresh("dst")
     client.create_schedule(
         schedule_id,
@@ -32,7 +38,8 @@ def daily(client: Client, cron: str, start: datetime, **policy: str) -> str:
         job_type="cronwave.noop",
         overlap="allow_all",
         start_at=start,
-        **policy,  # type: ignore[arg-type]
+        dst_gap=dst_gap,
+        dst_repeat=dst_repeat,
     )
     return schedule_id
 

@@ -25,12 +25,14 @@ pytestmark = pytest.mark.slow
 T = datetime(2030, 1, 1, 2, 0, tzinfo=UTC)
 
 
-def slot(schedule_id: str, minutes: int, reason: str, trigger: int = pb.TRIGGER_KIND_SCHEDULED):
+def slot(
+    schedule_id: str, minutes: int, reason: str, trigger: pb.TriggerKind = pb.TRIGGER_KIND_SCHEDULED
+):
     return api.MissedSlot(
         schedule_id=schedule_id,
         fire_time=dt_to_ts(T + timedelta(minutes=minutes)),
         reason=reason,
-        trigger=trigger,  # type: ignore[arg-type]
+        trigger=trigger,
     )
 
 

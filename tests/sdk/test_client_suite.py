@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 
@@ -89,10 +90,10 @@ def test_bad_schedules_are_refused_naming_the_field_and_nothing_is_written(make_
         ]
         for overrides, field in cases:
             sid = fresh("bad")
-            kwargs = {"job_type": "cronwave.noop", **overrides}
+            kwargs: dict[str, Any] = {"job_type": "cronwave.noop", **overrides}
 
             with pytest.raises(cronwave.InvalidArgument) as info:
-                client.create_schedule(sid, **kwargs)  # type: ignore[arg-type]
+                client.create_schedule(sid, **kwargs)
 
             assert info.value.field == field, str(info.value)
             assert str(info.value).startswith(f"{field}: ")
@@ -125,6 +126,18 @@ def test_duplicate_ids_pause_resume_and_delete(make_suite):
         assert deleted.deleted
         assert sid not in [s.schedule_id for s in client.list_schedules()]
         assert sid in [s.schedule_id for s in client.list_schedules(include_deleted=True)]
+
+
+def test_a_spec_and_policy_given_whole_come_back_whole(make_suite):
+    suite = make_suite()
+    spec = cronwave.Spec(cron=("0 2 * * *",), time_zone="Europe/Berlin", max_runs=3)
+    policy = cronwave.Policy(overlap=cronwave.Overlap.BUFFER_ONE, catchup=cronwave.Catchup.ALL)
+    with client_for(suite) as client:
+        created = client.create_schedule(fresh("whole"), spec, policy, job_type="cronwave.noop")
+
+        stored = client.get_schedule(created.schedule_id)
+        assert (stored.spec, stored.policy) == (spec, policy)
+        assert client.preview(stored.spec, count=2) == client.preview(stored, count=2)
 
 
 def test_wait_run_gives_up_with_wait_timeout_and_the_run_goes_on(make_suite):

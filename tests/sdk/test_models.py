@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 
 import pytest
 
@@ -157,3 +157,46 @@ def cronwave_settings(**env: str):
     from cronwave_core.settings import Settings
 
     return Settings.from_env(env)
+
+
+def test_a_schedule_gives_its_spec_and_policy_whole():
+    spec = cronwave.Spec(cron=("0 2 * * *",), time_zone="Europe/Berlin", max_runs=3)
+    policy = cronwave.Policy(overlap=cronwave.Overlap.BUFFER_ALL, catchup_max_runs=9)
+    msg = pb.Schedule(schedule_id="s", spec=spec.to_proto(), policy=policy.to_proto())
+
+    s = cronwave.Schedule.from_proto(msg)
+
+    assert s.spec == spec and s.policy == policy
+    assert s.overlap is cronwave.Overlap.BUFFER_ALL and s.overlap == "buffer_all"
+
+
+def test_the_keywords_build_the_same_spec_and_policy_as_given_whole():
+    from cronwave._client import policy_of, spec_of
+
+    assert spec_of("0 2 * * *", dst_repeat="twice", exclude_dates=["2030-12-25"]) == (
+        cronwave.Spec(
+            cron=("0 2 * * *",),
+            dst_repeat=cronwave.DstRepeat.TWICE,
+            exclude_dates=(date(2030, 12, 25),),
+        )
+    )
+    assert spec_of() == cronwave.Spec()
+    assert policy_of(overlap="allow_all") == cronwave.Policy(overlap=cronwave.Overlap.ALLOW_ALL)
+    assert policy_of() == cronwave.Policy()
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "field"),
+    [
+        ({"spec": cronwave.Spec(cron=("0 2 * * *",)), "cron": "0 3 * * *"}, "spec"),
+        ({"policy": cronwave.Policy(), "overlap": "skip"}, "policy"),
+        ({"exclude_dates": ["2030-02-30"]}, "spec.exclude_dates[0]"),
+    ],
+)
+def test_a_spec_or_policy_is_given_whole_or_by_keywords_not_both(nowhere_client, kwargs, field):
+    client, _ = nowhere_client
+
+    with pytest.raises(cronwave.InvalidArgument) as info:
+        client.create_schedule("s", job_type="cronwave.noop", **kwargs)
+
+    assert info.value.field == field

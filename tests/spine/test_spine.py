@@ -6,6 +6,7 @@ from __future__ import annotations
 import signal
 import threading
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import grpc
 import pytest
@@ -135,9 +136,9 @@ def test_bad_input_names_the_field_and_stores_nothing(make_suite) -> None:
             ({"cron": "0 2 * * *", "job_type": "no.such.job"}, "job_type"),
         ]
         for overrides, field in cases:
-            kwargs = {"cron": "0 2 * * *", "job_type": "cronwave.noop", **overrides}
+            kwargs: dict[str, Any] = {"cron": "0 2 * * *", "job_type": "cronwave.noop", **overrides}
             with pytest.raises(cronwave.InvalidArgument) as info:
-                client.create_schedule(fresh("bad"), **kwargs)  # type: ignore[arg-type]
+                client.create_schedule(fresh("bad"), **kwargs)
             assert info.value.field == field, info.value
         # When a dispatch names a schedule that does not exist
         with pytest.raises(cronwave.NotFound):

@@ -175,13 +175,13 @@ def record_run(
     schedule_id: str,
     fire: datetime = FIRE,
     token: int = 1,
-    trigger: int = pb.TRIGGER_KIND_SCHEDULED,
+    trigger: pb.TriggerKind = pb.TRIGGER_KIND_SCHEDULED,
 ) -> api.RecordRunResponse:
     return stub.RecordRun(
         api.RecordRunRequest(
             schedule_id=schedule_id,
             fire_time=dt_to_ts(fire),
-            trigger=trigger,  # type: ignore[arg-type]
+            trigger=trigger,
             fencing_token=token,
         )
     )

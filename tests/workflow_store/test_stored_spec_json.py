@@ -9,7 +9,6 @@ import pytest
 from google.protobuf import json_format
 
 from cronwave.v1 import common_pb2 as pb
-from cronwave_core.convert import policy_from_proto, policy_to_proto, spec_from_proto, spec_to_proto
 from cronwave_core.errors import InvalidArgument
 from cronwave_core.spec import Catchup, DstGap, DstRepeat, Interval, Overlap, Policy, Spec
 from workflow_store.convert import policy_from_dict, policy_to_dict, spec_from_dict, spec_to_dict
@@ -38,7 +37,7 @@ POLICIES = [
 
 
 def proto_spec_dict(spec: Spec) -> dict[str, object]:
-    return json_format.MessageToDict(spec_to_proto(spec), preserving_proto_field_name=True)
+    return json_format.MessageToDict(spec.to_proto(), preserving_proto_field_name=True)
 
 
 @pytest.mark.parametrize("spec", SPECS)
@@ -46,17 +45,15 @@ def test_specs_are_stored_and_read_as_json_format_does(spec: Spec) -> None:
     stored = spec_to_dict(spec)
     assert stored == proto_spec_dict(spec)
     read = spec_from_dict(stored)
-    assert read == spec_from_proto(json_format.ParseDict(stored, pb.ScheduleSpec()))
+    assert read == Spec.from_proto(json_format.ParseDict(stored, pb.ScheduleSpec()))
     assert read == spec
 
 
 @pytest.mark.parametrize("policy", POLICIES)
 def test_policies_are_stored_and_read_as_json_format_does(policy: Policy) -> None:
     stored = policy_to_dict(policy)
-    assert stored == json_format.MessageToDict(
-        policy_to_proto(policy), preserving_proto_field_name=True
-    )
-    assert policy_from_dict(stored) == policy_from_proto(
+    assert stored == json_format.MessageToDict(policy.to_proto(), preserving_proto_field_name=True)
+    assert policy_from_dict(stored) == Policy.from_proto(
         json_format.ParseDict(stored, pb.SchedulePolicy())
     )
     assert policy_from_dict(stored) == policy
@@ -73,7 +70,7 @@ def test_policies_are_stored_and_read_as_json_format_does(policy: Policy) -> Non
     ],
 )
 def test_other_stored_forms_read_as_json_format_reads_them(stored: dict[str, object]) -> None:
-    assert spec_from_dict(stored) == spec_from_proto(
+    assert spec_from_dict(stored) == Spec.from_proto(
         json_format.ParseDict(stored, pb.ScheduleSpec())
     )
 
@@ -83,5 +80,5 @@ def test_a_stored_form_the_proto_refuses_is_refused_the_same_way() -> None:
     with pytest.raises(InvalidArgument) as direct:
         spec_from_dict(stored)
     with pytest.raises(InvalidArgument) as reference:
-        spec_from_proto(json_format.ParseDict(stored, pb.ScheduleSpec()))
+        Spec.from_proto(json_format.ParseDict(stored, pb.ScheduleSpec()))
     assert str(direct.value) == str(reference.value)

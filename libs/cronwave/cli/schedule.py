@@ -6,12 +6,11 @@ from __future__ import annotations
 import itertools
 import json
 from datetime import UTC, datetime, timedelta
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any
 
 import typer
 from rich.text import Text
 
-from cronwave import _enums
 from cronwave._client import Client
 from cronwave._models import Schedule
 from cronwave.cli import _render
@@ -20,7 +19,7 @@ from cronwave.cli._console import connected, out, reported_errors
 from cronwave_core.calendar import fire_times, validate
 from cronwave_core.errors import CronwaveError, InvalidArgument
 from cronwave_core.preview import format_preview_line
-from cronwave_core.spec import DstGap, DstRepeat, Spec
+from cronwave_core.spec import CATCHUPS, DST_GAPS, DST_REPEATS, OVERLAPS, DstGap, DstRepeat, Spec
 
 app = typer.Typer(
     help="Create, preview, backfill, inspect, pause, resume, trigger and delete schedules.",
@@ -29,17 +28,7 @@ app = typer.Typer(
 
 ScheduleId = Annotated[str, typer.Argument(help="The schedule's id, e.g. nightly-billing.")]
 _US = timedelta(microseconds=1)
-_E = TypeVar("_E", DstGap, DstRepeat)
-
-
-def _policy(kind: type[_E], text: str | None, option: str, default: _E) -> _E:
-    if text is None:
-        return default
-    try:
-        return kind(text.strip().lower())
-    except ValueError:
-        choices = "|".join(member.value for member in kind)
-        raise InvalidArgument(option, f"{text!r} is not one of {choices}") from None
+_SPEC = Spec()
 
 
 def parse_payload(text: str) -> dict[str, Any]:
@@ -101,14 +90,14 @@ TzOption = Annotated[
 DstGapOption = Annotated[
     str | None,
     typer.Option(
-        "--dst-gap", help=f"Slot in a spring-forward gap: {'|'.join(_enums.DST_GAP_CHOICES)}."
+        "--dst-gap", help=f"Slot in a spring-forward gap: {'|'.join(DST_GAPS.choices())}."
     ),
 ]
 DstRepeatOption = Annotated[
     str | None,
     typer.Option(
         "--dst-repeat",
-        help=f"Slot in a fall-back hour: {'|'.join(_enums.DST_REPEAT_CHOICES)}.",
+        help=f"Slot in a fall-back hour: {'|'.join(DST_REPEATS.choices())}.",
     ),
 ]
 
@@ -130,11 +119,11 @@ def create(
     dst_repeat: DstRepeatOption = None,
     overlap: Annotated[
         str | None,
-        typer.Option(help=f"Previous run still going: {'|'.join(_enums.OVERLAP_CHOICES)}."),
+        typer.Option(help=f"Previous run still going: {'|'.join(OVERLAPS.choices())}."),
     ] = None,
     catchup: Annotated[
         str | None,
-        typer.Option(help=f"Slots missed while down: {'|'.join(_enums.CATCHUP_CHOICES)}."),
+        typer.Option(help=f"Slots missed while down: {'|'.join(CATCHUPS.choices())}."),
     ] = None,
     catchup_window: Annotated[
         str | None,
@@ -213,8 +202,10 @@ def preview(
         spec = Spec(
             cron=tuple(cron),
             time_zone=tz,
-            dst_gap=_policy(DstGap, dst_gap, "--dst-gap", DstGap.SHIFT),
-            dst_repeat=_policy(DstRepeat, dst_repeat, "--dst-repeat", DstRepeat.ONCE),
+            dst_gap=DstGap.parse(dst_gap, "--dst-gap") if dst_gap else _SPEC.dst_gap,
+            dst_repeat=(
+                DstRepeat.parse(dst_repeat, "--dst-repeat") if dst_repeat else _SPEC.dst_repeat
+            ),
             exclude_dates=tuple(args.parse_dates(exclude_date)),
             intervals=tuple(args.parse_intervals(every, phase)),
             one_off=tuple(args.parse_instant(text, "--at", tz) for text in at),
@@ -244,7 +235,7 @@ def backfill(
     ] = 0.0,
     overlap: Annotated[
         str | None,
-        typer.Option(help=f"Overlap policy for these runs: {'|'.join(_enums.OVERLAP_CHOICES)}."),
+        typer.Option(help=f"Overlap policy for these runs: {'|'.join(OVERLAPS.choices())}."),
     ] = None,
 ) -> None:
     """Run a schedule's fire times in [--from, --to) again, paced (the leading planner

@@ -34,7 +34,7 @@ from cronwave.v1 import common_pb2
 from cronwave.v1 import workflow_store_service_pb2 as store_pb
 from cronwave.v1 import workflow_store_service_pb2_grpc as store_grpc
 from cronwave_core.calendar import validate
-from cronwave_core.convert import schedule_def_from_proto, ts_to_dt
+from cronwave_core.convert import ts_to_dt
 from cronwave_core.errors import CronwaveError
 from cronwave_core.spec import Policy, ScheduleDef, Spec
 
@@ -218,7 +218,7 @@ class ScheduleFeed:
             self._left_out(msg.schedule_id, f"the store withheld part of it ({msg.withheld})")
             return None
         try:
-            schedule = schedule_def_from_proto(msg)
+            schedule = ScheduleDef.from_proto(msg)
             since = ts_to_dt(msg.updated_at) if msg.HasField("updated_at") else now
         except Exception as exc:  # one record that cannot be read must not stop the rest
             self._left_out(msg.schedule_id, _why(exc))

@@ -16,7 +16,6 @@ import grpc
 
 from cron_planner.fire_loop import Start
 from cron_planner.work import InFlight, Missed, Trigger
-from cronwave.v1 import common_pb2
 from cronwave.v1 import dispatcher_service_pb2 as dispatcher_pb
 from cronwave.v1 import dispatcher_service_pb2_grpc as dispatcher_grpc
 from cronwave.v1 import leader_election_service_pb2 as leader_pb
@@ -26,6 +25,7 @@ from cronwave.v1 import workflow_store_service_pb2_grpc as store_grpc
 from cronwave_core.convert import dt_to_ts, ts_to_dt
 from cronwave_core.errors import CronwaveError, Unavailable
 from cronwave_core.rpc import error_from_item, error_from_rpc
+from cronwave_core.runs import RUN_STATES, TRIGGERS, RunState
 
 FENCING_SCOPE = "planner"
 LATEST_PAGE = 10_000
@@ -43,13 +43,6 @@ _TRANSIENT = {
     grpc.StatusCode.UNKNOWN,
     grpc.StatusCode.CANCELLED,
 }
-TRIGGERS = {
-    Trigger.SCHEDULED: common_pb2.TRIGGER_KIND_SCHEDULED,
-    Trigger.CATCHUP: common_pb2.TRIGGER_KIND_CATCHUP,
-    Trigger.BACKFILL: common_pb2.TRIGGER_KIND_BACKFILL,
-}
-_FROM_PB = {v: k for k, v in TRIGGERS.items()}
-_IN_FLIGHT = {common_pb2.RUN_STATE_PENDING: "pending", common_pb2.RUN_STATE_RUNNING: "running"}
 
 
 _TRANSIENT_CODES = {code.value[0] for code in _TRANSIENT}
@@ -85,7 +78,7 @@ class DispatcherClient:
                     fencing_token=token,
                     fencing_scope=FENCING_SCOPE,
                     idempotency_key=idempotency_key(start.schedule_id, start.fire_time),
-                    trigger=TRIGGERS[start.trigger],
+                    trigger=start.trigger.to_proto(),
                     traceparent=start.traceparent,
                 )
                 for start in starts
@@ -136,7 +129,7 @@ class StoreClient:
                     schedule_id=slot.schedule_id,
                     fire_time=dt_to_ts(slot.fire_time),
                     reason=slot.reason,
-                    trigger=TRIGGERS[slot.trigger],
+                    trigger=slot.trigger.to_proto(),
                 )
             reply = self._call(self._stub.RecordMissedBatch, request)
             assert isinstance(reply, store_pb.RecordMissedBatchResponse)
@@ -167,7 +160,7 @@ class StoreClient:
             reply = self._call(self._stub.ListPendingFires, request)
             assert isinstance(reply, store_pb.ListPendingFiresResponse)
             for run in reply.runs:
-                trigger = _FROM_PB.get(run.trigger, Trigger.SCHEDULED)
+                trigger = TRIGGERS.lookup(run.trigger) or Trigger.SCHEDULED
                 found.append(Missed(run.schedule_id, ts_to_dt(run.fire_time), run.error, trigger))
             if len(reply.runs) < PENDING_PAGE:
                 return found
@@ -187,7 +180,7 @@ class StoreClient:
             request = store_pb.ListRunsRequest(
                 schedule_ids=page,
                 limit=IN_FLIGHT_LIMIT * len(page),
-                states=[common_pb2.RUN_STATE_PENDING, common_pb2.RUN_STATE_RUNNING],
+                states=[RunState.PENDING.to_proto(), RunState.RUNNING.to_proto()],
             )
             reply = self._call(self._stub.ListRuns, request)
             assert isinstance(reply, store_pb.ListRunsResponse)
@@ -195,7 +188,7 @@ class StoreClient:
                 found[r.schedule_id].append(
                     InFlight(
                         r.run_id,
-                        _IN_FLIGHT.get(r.state, "pending"),
+                        (RUN_STATES.lookup(r.state) or RunState.PENDING).value,
                         r.attempt,
                         ts_to_dt(r.fire_time),
                         ts_to_dt(r.created_at) if r.HasField("created_at") else None,

@@ -10,14 +10,13 @@ import grpc
 
 from cron_planner.app import PlannerStatus
 from cron_planner.backfills import BackfillRequest, BackfillResult
-from cronwave.v1 import common_pb2
 from cronwave.v1 import cron_planner_service_pb2 as pb
 from cronwave.v1 import cron_planner_service_pb2_grpc as pb_grpc
 from cronwave_core.calendar import fire_times, validate
-from cronwave_core.convert import dt_to_ts, opt_ts, policy_from_proto, spec_from_proto, ts_to_dt
+from cronwave_core.convert import dt_to_ts, opt_ts, ts_to_dt
 from cronwave_core.errors import InvalidArgument
 from cronwave_core.fields import identifier
-from cronwave_core.spec import Overlap
+from cronwave_core.spec import Overlap, Spec
 
 MAX_PREVIEW = 1000
 
@@ -57,7 +56,7 @@ class CronPlannerServicer(pb_grpc.CronPlannerServiceServicer):
             raise InvalidArgument(
                 "count", f"must be between 1 and {MAX_PREVIEW}, got {request.count}"
             )
-        spec = spec_from_proto(request.spec)
+        spec = Spec.from_proto(request.spec)
         validate(spec)
         after = ts_to_dt(request.after, "after") if request.HasField("after") else self._now()
         times = itertools.islice(fire_times(spec, after), request.count)
@@ -93,7 +92,4 @@ def _overlap(value: int) -> Overlap | None:
     """The request's overlap override; None (UNSPECIFIED) keeps the schedule's."""
     if value == 0:
         return None
-    try:
-        return policy_from_proto(common_pb2.SchedulePolicy(overlap=value)).overlap  # type: ignore[arg-type]
-    except InvalidArgument as exc:
-        raise InvalidArgument("overlap", exc.rule) from exc
+    return Overlap.from_proto(value, "overlap")

@@ -16,18 +16,9 @@ import heapq
 import itertools
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from enum import StrEnum
 
+from cronwave_core.runs import Trigger
 from cronwave_core.spec import Overlap
-
-
-class Trigger(StrEnum):
-    """Why the planner starts a run (the store's trigger kind)."""
-
-    SCHEDULED = "scheduled"
-    CATCHUP = "catchup"
-    BACKFILL = "backfill"
-
 
 PENDING_PREFIX = "pending:"
 PENDING_CATCHUP = "pending:catchup"

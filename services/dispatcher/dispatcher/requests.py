@@ -24,7 +24,7 @@ class StartRequest:
 
     schedule_id: str
     fire_time: datetime
-    trigger: int  # cronwave.v1.TriggerKind
+    trigger: common_pb2.TriggerKind
     fencing_token: int = 0
     fencing_scope: str = ""
     idempotency_key: str = ""

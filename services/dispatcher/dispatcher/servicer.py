@@ -456,7 +456,7 @@ def _record_request(
     return store_pb.RecordRunRequest(
         schedule_id=start.schedule_id,
         fire_time=dt_to_ts(start.fire_time),
-        trigger=start.trigger,  # type: ignore[arg-type]
+        trigger=start.trigger,
         fencing_token=start.fencing_token,
         fencing_scope=start.fencing_scope,
         idempotency_key=start.idempotency_key,

@@ -18,25 +18,16 @@ from google.protobuf import json_format
 from cronwave.v1 import common_pb2 as pb
 from cronwave.v1 import workflow_store_service_pb2 as api
 from cronwave_core import calendar
-from cronwave_core.convert import (
-    dt_to_ts,
-    duration_to_td,
-    opt_ts,
-    policy_from_proto,
-    policy_to_proto,
-    spec_from_proto,
-    spec_to_proto,
-    td_to_duration,
-    ts_to_dt,
-)
+from cronwave_core.convert import dt_to_ts, duration_to_td, opt_ts, td_to_duration, ts_to_dt
 from cronwave_core.errors import InvalidArgument
 from cronwave_core.fields import lease_name, shown
+from cronwave_core.runs import RUN_STATES
 from cronwave_core.spec import (
-    Catchup,
-    DstGap,
-    DstRepeat,
+    CATCHUPS,
+    DST_GAPS,
+    DST_REPEATS,
+    OVERLAPS,
     Interval,
-    Overlap,
     Policy,
     Spec,
 )
@@ -66,26 +57,6 @@ from workflow_store.records import (
     Trigger,
 )
 
-RUN_STATES: dict[pb.RunState, RunState] = {
-    pb.RUN_STATE_PENDING: RunState.PENDING,
-    pb.RUN_STATE_RUNNING: RunState.RUNNING,
-    pb.RUN_STATE_SUCCEEDED: RunState.SUCCEEDED,
-    pb.RUN_STATE_FAILED: RunState.FAILED,
-    pb.RUN_STATE_TIMED_OUT: RunState.TIMED_OUT,
-    pb.RUN_STATE_MISSED: RunState.MISSED,
-    pb.RUN_STATE_CANCELLED: RunState.CANCELLED,
-    pb.RUN_STATE_DEAD_LETTERED: RunState.DEAD_LETTERED,
-}
-_RUN_STATE_PB = {v: k for k, v in RUN_STATES.items()}
-TRIGGERS: dict[pb.TriggerKind, Trigger] = {
-    pb.TRIGGER_KIND_SCHEDULED: Trigger.SCHEDULED,
-    pb.TRIGGER_KIND_MANUAL: Trigger.MANUAL,
-    pb.TRIGGER_KIND_BACKFILL: Trigger.BACKFILL,
-    pb.TRIGGER_KIND_CATCHUP: Trigger.CATCHUP,
-}
-_TRIGGER_PB = {v: k for k, v in TRIGGERS.items()}
-
-
 # -- stored JSON of specs and policies (the proto's canonical JSON) -------------------
 #
 # The stored form is what ``json_format.MessageToDict`` makes of the proto (field
@@ -97,21 +68,6 @@ _TRIGGER_PB = {v: k for k, v in TRIGGERS.items()}
 # through ``json_format`` and the proto conversions, which say what is wrong.
 
 
-def _enum_names(enum: Any, prefix: str, members: Any) -> dict[Any, str]:
-    names = {member: f"{prefix}{member.name}" for member in members}
-    for name in names.values():
-        enum.Value(name)  # every member has its proto value
-    return names
-
-
-_GAP_NAMES = _enum_names(pb.DstGapPolicy, "DST_GAP_POLICY_", DstGap)
-_REPEAT_NAMES = _enum_names(pb.DstRepeatPolicy, "DST_REPEAT_POLICY_", DstRepeat)
-_OVERLAP_NAMES = _enum_names(pb.OverlapPolicy, "OVERLAP_POLICY_", Overlap)
-_CATCHUP_NAMES = _enum_names(pb.CatchupPolicy, "CATCHUP_POLICY_", Catchup)
-_GAPS = {v: k for k, v in _GAP_NAMES.items()}
-_REPEATS = {v: k for k, v in _REPEAT_NAMES.items()}
-_OVERLAPS = {v: k for k, v in _OVERLAP_NAMES.items()}
-_CATCHUPS = {v: k for k, v in _CATCHUP_NAMES.items()}
 _SPEC_KEYS = frozenset(
     {
         "cron",
@@ -131,6 +87,8 @@ _POLICY_KEYS = frozenset({"overlap", "catchup", "catchup_window", "catchup_max_r
 _DURATION = re.compile(r"^(\d+)(?:\.(\d{1,9}))?s$", re.ASCII)
 _TIMESTAMP = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d{1,9}))?Z$", re.ASCII)
 _ZERO = timedelta(0)
+_SPEC = Spec()
+_POLICY = Policy()
 
 
 class _Unusual(Exception):
@@ -184,8 +142,8 @@ def spec_to_dict(spec: Spec) -> dict[str, Any]:
             data["cron"] = list(_texts(list(spec.cron)))
         if spec.time_zone:
             data["time_zone"] = spec.time_zone
-        data["dst_gap"] = _GAP_NAMES[spec.dst_gap]
-        data["dst_repeat"] = _REPEAT_NAMES[spec.dst_repeat]
+        data["dst_gap"] = DST_GAPS.names[spec.dst_gap]
+        data["dst_repeat"] = DST_REPEATS.names[spec.dst_repeat]
         if spec.exclude_dates:
             data["exclude_dates"] = [d.isoformat() for d in spec.exclude_dates]
         if spec.start_at:
@@ -204,14 +162,14 @@ def spec_to_dict(spec: Spec) -> dict[str, Any]:
         data["jitter"] = _duration_text(spec.jitter)
         return data
     except (_Unusual, KeyError, TypeError, ValueError, AttributeError):
-        return json_format.MessageToDict(spec_to_proto(spec), preserving_proto_field_name=True)
+        return json_format.MessageToDict(spec.to_proto(), preserving_proto_field_name=True)
 
 
 def spec_from_dict(data: dict[str, Any]) -> Spec:
     try:
         return _spec_direct(data)
     except (_Unusual, KeyError, TypeError, ValueError, AttributeError):
-        return spec_from_proto(json_format.ParseDict(data, pb.ScheduleSpec()))
+        return Spec.from_proto(json_format.ParseDict(data, pb.ScheduleSpec()))
 
 
 def _spec_direct(data: dict[str, Any]) -> Spec:
@@ -241,8 +199,10 @@ def _spec_direct(data: dict[str, Any]) -> Spec:
     return Spec(
         cron=tuple(c.strip() for c in _texts(data.get("cron", []))),
         time_zone=time_zone or "UTC",
-        dst_gap=_GAPS[data["dst_gap"]] if "dst_gap" in data else DstGap.SHIFT,
-        dst_repeat=_REPEATS[data["dst_repeat"]] if "dst_repeat" in data else DstRepeat.ONCE,
+        dst_gap=DST_GAPS.by_name[data["dst_gap"]] if "dst_gap" in data else _SPEC.dst_gap,
+        dst_repeat=(
+            DST_REPEATS.by_name[data["dst_repeat"]] if "dst_repeat" in data else _SPEC.dst_repeat
+        ),
         exclude_dates=tuple(date.fromisoformat(d) for d in _texts(data.get("exclude_dates", []))),
         start_at=start_at,
         end_at=end_at,
@@ -256,15 +216,15 @@ def _spec_direct(data: dict[str, Any]) -> Spec:
 def policy_to_dict(policy: Policy) -> dict[str, Any]:
     try:
         data: dict[str, Any] = {
-            "overlap": _OVERLAP_NAMES[policy.overlap],
-            "catchup": _CATCHUP_NAMES[policy.catchup],
+            "overlap": OVERLAPS.names[policy.overlap],
+            "catchup": CATCHUPS.names[policy.catchup],
             "catchup_window": _duration_text(policy.catchup_window),
         }
         if policy.catchup_max_runs:
             data["catchup_max_runs"] = int(policy.catchup_max_runs)
         return data
     except (KeyError, TypeError, ValueError, AttributeError):
-        return json_format.MessageToDict(policy_to_proto(policy), preserving_proto_field_name=True)
+        return json_format.MessageToDict(policy.to_proto(), preserving_proto_field_name=True)
 
 
 _POLICIES: dict[tuple[tuple[str, Any], ...], Policy] = {}
@@ -282,7 +242,7 @@ def policy_from_dict(data: dict[str, Any]) -> Policy:
     try:
         policy = _policy_direct(data)
     except (_Unusual, KeyError, TypeError, ValueError, AttributeError):
-        return policy_from_proto(json_format.ParseDict(data, pb.SchedulePolicy()))
+        return Policy.from_proto(json_format.ParseDict(data, pb.SchedulePolicy()))
     if key and len(_POLICIES) < 1024:
         _POLICIES[key] = policy
     return policy
@@ -294,16 +254,15 @@ def _policy_direct(data: dict[str, Any]) -> Policy:
     max_runs = data.get("catchup_max_runs", 0)
     if not isinstance(max_runs, int) or isinstance(max_runs, bool) or max_runs < 0:
         raise _Unusual
-    default = Policy()
     return Policy(
-        overlap=_OVERLAPS[data["overlap"]] if "overlap" in data else Overlap.SKIP,
-        catchup=_CATCHUPS[data["catchup"]] if "catchup" in data else Catchup.LATEST,
+        overlap=OVERLAPS.by_name[data["overlap"]] if "overlap" in data else _POLICY.overlap,
+        catchup=CATCHUPS.by_name[data["catchup"]] if "catchup" in data else _POLICY.catchup,
         catchup_window=(
             _duration(data["catchup_window"])
             if "catchup_window" in data
-            else default.catchup_window
+            else _POLICY.catchup_window
         ),
-        catchup_max_runs=max_runs or default.catchup_max_runs,
+        catchup_max_runs=max_runs or _POLICY.catchup_max_runs,
     )
 
 
@@ -313,9 +272,9 @@ def _policy_direct(data: dict[str, Any]) -> Policy:
 def new_schedule_from_proto(msg: pb.Schedule, limits: Limits) -> NewSchedule:
     """A CreateSchedule request's schedule, validated; server-owned fields ignored."""
     schedule_id = validate.schedule_id(msg.schedule_id)
-    spec = spec_from_proto(msg.spec)
+    spec = Spec.from_proto(msg.spec)
     calendar.validate(spec)
-    policy = policy_from_proto(msg.policy)
+    policy = Policy.from_proto(msg.policy)
     job_type = validate.name(msg.job_type, "job_type")
     payload = validate.payload_json(msg.payload_json, limits.payload_bytes)
     note = validate.text(msg.pause_note, "pause_note")
@@ -326,7 +285,7 @@ def new_schedule_from_proto(msg: pb.Schedule, limits: Limits) -> NewSchedule:
 def _policy_proto(policy: Policy) -> pb.SchedulePolicy:
     """Policies are few: each is converted once. The message is only ever copied into
     a Schedule (never handed out), so sharing it is safe."""
-    return policy_to_proto(policy)
+    return policy.to_proto()
 
 
 def schedule_to_proto(rec: ScheduleRecord) -> pb.Schedule:
@@ -343,7 +302,7 @@ def schedule_to_proto(rec: ScheduleRecord) -> pb.Schedule:
         )
     return pb.Schedule(
         schedule_id=rec.schedule_id,
-        spec=spec_to_proto(rec.spec),
+        spec=rec.spec.to_proto(),
         policy=_policy_proto(rec.policy),
         job_type=rec.job_type,
         payload_json=rec.payload_json,
@@ -446,12 +405,7 @@ def _fencing(token: int, scope: str, required: bool, why: str) -> tuple[int, str
 def record_run_from_proto(msg: api.RecordRunRequest) -> RecordRequest:
     validate.schedule_id(msg.schedule_id)
     fire_time = _fire_time(msg)
-    if msg.trigger == pb.TRIGGER_KIND_UNSPECIFIED:
-        trigger = Trigger.SCHEDULED
-    elif msg.trigger in TRIGGERS:
-        trigger = TRIGGERS[msg.trigger]
-    else:
-        raise InvalidArgument("trigger", f"unknown value {msg.trigger}")
+    trigger = Trigger.from_proto(msg.trigger)
     token, scope = _fencing(
         msg.fencing_token,
         msg.fencing_scope,
@@ -479,7 +433,7 @@ def record_missed_from_proto(msg: api.RecordMissedRequest) -> RecordRequest:
     return RecordRequest(
         schedule_id=msg.schedule_id,
         fire_time=fire_time,
-        trigger=trigger_from_proto(msg.trigger),
+        trigger=Trigger.from_proto(msg.trigger),
         fencing_token=token,
         fencing_scope=scope,
         missed=True,
@@ -505,37 +459,24 @@ def fencing(token: int, scope: str) -> tuple[int, str]:
     return _fencing(token, scope, True, "a planner's write")
 
 
-def trigger_from_proto(value: int, field: str = "trigger") -> Trigger:
-    """A trigger kind; UNSPECIFIED means SCHEDULED."""
-    if value == pb.TRIGGER_KIND_UNSPECIFIED:
-        return Trigger.SCHEDULED
-    if value not in TRIGGERS:
-        raise InvalidArgument(field, f"unknown value {value}")
-    return TRIGGERS[value]  # type: ignore[index]
-
-
-def trigger_to_proto(trigger: Trigger) -> pb.TriggerKind:
-    return _TRIGGER_PB[trigger]
-
-
 def run_states_from_proto(values: Any) -> tuple[RunState, ...]:
     states = []
     for i, value in enumerate(values):
-        if value not in RUN_STATES:
+        state = RUN_STATES.lookup(value)
+        if state is None:
             raise InvalidArgument(f"states[{i}]", f"unknown run state {value}")
-        states.append(RUN_STATES[value])
+        states.append(state)
     return tuple(states)
 
 
-def completion_state_from_proto(value: pb.RunState) -> RunState:
-    state = RUN_STATES.get(value)
-    if state not in COMPLETIONS:
+def completion_state_from_proto(value: int) -> RunState:
+    state = RUN_STATES.lookup(value)
+    if state is None or state not in COMPLETIONS:
         raise InvalidArgument(
             "state",
             "must be one of RUN_STATE_SUCCEEDED, RUN_STATE_FAILED, RUN_STATE_TIMED_OUT or "
-            f"RUN_STATE_CANCELLED, got {pb.RunState.Name(value) if state else value}",
+            f"RUN_STATE_CANCELLED, got {RUN_STATES.names[state] if state else value}",
         )
-    assert state is not None
     return state
 
 
@@ -603,8 +544,8 @@ def run_to_proto(rec: RunRecord, *, payload: bool = True) -> pb.Run:
         run_id=rec.run_id,
         schedule_id=rec.schedule_id,
         fire_time=dt_to_ts(rec.fire_time),
-        state=_RUN_STATE_PB[rec.state],
-        trigger=_TRIGGER_PB[rec.trigger],
+        state=rec.state.to_proto(),
+        trigger=rec.trigger.to_proto(),
         job_type=rec.job_type,
         payload_json=rec.payload_json if payload else "",
         attempt=rec.attempt,

@@ -203,10 +203,11 @@ def _after_execute(_c: Any, _cur: Any, _s: Any, _p: Any, context: Any, _m: bool)
 
 
 def _on_error(exception_context: sa.engine.ExceptionContext) -> None:
-    span = getattr(exception_context.execution_context, "_cronwave_span", None)
-    if span is None:
+    context: Any = exception_context.execution_context  # carries our span (see above)
+    span = getattr(context, "_cronwave_span", None)
+    if context is None or span is None:
         return
-    exception_context.execution_context._cronwave_span = None  # type: ignore[union-attr]
+    context._cronwave_span = None
     if span.is_recording():
         span.set_status(Status(StatusCode.ERROR, str(exception_context.original_exception)))
     span.end()

@@ -6,45 +6,13 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from enum import StrEnum
 
+from cronwave_core.runs import RunState, Trigger
 from cronwave_core.spec import Policy, Spec
 
-
-class RunState(StrEnum):
-    PENDING = "pending"
-    RUNNING = "running"
-    SUCCEEDED = "succeeded"
-    FAILED = "failed"
-    TIMED_OUT = "timed_out"
-    MISSED = "missed"
-    CANCELLED = "cancelled"
-    DEAD_LETTERED = "dead_lettered"
-
-    @property
-    def terminal(self) -> bool:
-        return self in TERMINAL
-
-
-TERMINAL = frozenset(
-    {
-        RunState.SUCCEEDED,
-        RunState.FAILED,
-        RunState.TIMED_OUT,
-        RunState.MISSED,
-        RunState.CANCELLED,
-        RunState.DEAD_LETTERED,
-    }
-)
 # The states a CompleteRun may ask for.
 COMPLETIONS = frozenset(
     {RunState.SUCCEEDED, RunState.FAILED, RunState.TIMED_OUT, RunState.CANCELLED}
 )
-
-
-class Trigger(StrEnum):
-    SCHEDULED = "scheduled"
-    MANUAL = "manual"
-    BACKFILL = "backfill"
-    CATCHUP = "catchup"
 
 
 # Triggers that come from a planner and so must carry its fencing token.

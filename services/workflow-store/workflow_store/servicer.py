@@ -22,6 +22,7 @@ from cronwave_core.convert import dt_to_ts, duration_to_td
 from cronwave_core.errors import CronwaveError, InvalidArgument
 from cronwave_core.faults import NO_FAULTS, FaultHooks, run_key
 from cronwave_core.rpc import item_error
+from cronwave_core.runs import Trigger
 from workflow_store import convert, paging, slots, validate
 from workflow_store.records import (
     MAX_BATCH,
@@ -110,7 +111,7 @@ def _missed_slot(msg: api.MissedSlot) -> slots.MissedSlot:
         schedule_id=validate.key(msg.schedule_id, "schedule_id"),
         fire_time=convert.required_time(msg, "fire_time", "fire_time"),
         reason=validate.text(msg.reason, "reason"),
-        trigger=convert.trigger_from_proto(msg.trigger),
+        trigger=Trigger.from_proto(msg.trigger),
     )
 
 
