@@ -27,7 +27,7 @@ from cronwave.v1 import workflow_store_service_pb2 as store_pb
 from cronwave.v1 import workflow_store_service_pb2_grpc as store_grpc
 from cronwave_core.errors import CronwaveError, InvalidArgument, Unavailable
 from cronwave_core.rpc import error_from_rpc, open_channel
-from cronwave_core.settings import DEFAULT_PORTS, Settings
+from cronwave_core.settings import DEFAULT_PORTS, NetworkSettings
 from cronwave_core.spec import Interval
 
 Resp = TypeVar("Resp")
@@ -139,7 +139,7 @@ class Client:
         self._leader = leader_grpc.LeaderElectionServiceStub(self._channels["leader-election"])
 
     @classmethod
-    def from_settings(cls, settings: Settings) -> Client:
+    def from_settings(cls, settings: NetworkSettings) -> Client:
         """A client for the addresses and RPC timeout in ``settings``
         (``CRONWAVE_STORE_ADDR``, ..., ``CRONWAVE_RPC_TIMEOUT``)."""
         return cls(
