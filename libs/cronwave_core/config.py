@@ -74,7 +74,7 @@ class Variable:
         return self.kind.show(self.default)
 
 
-def setting(variable: str, kind: Kind[T], default: T | Derived[T], doc: str) -> Any:
+def setting(variable: str, kind: Kind[Any], default: Any, doc: str) -> Any:
     """A dataclass field read from ``variable``. A ``Derived`` default leaves the field
     without a dataclass default: code that builds the class by hand passes it."""
     spec = Variable(variable, kind, default, " ".join(doc.split()))
@@ -164,9 +164,8 @@ class Duration(Kind[timedelta]):
                 bound = f"longer than {low}, at most {show_duration(maximum)}"
         elif not positive and minimum > timedelta(0):
             bound = f"at least {show_duration(minimum)}"
-        self.rule = (
-            f"a duration such as 500ms, 5s or 2m (a bare number is {unit})"
-            + (f", {bound}" if bound else "")
+        self.rule = f"a duration such as 500ms, 5s or 2m (a bare number is {unit})" + (
+            f", {bound}" if bound else ""
         )
 
     def parse(self, raw: str) -> timedelta:

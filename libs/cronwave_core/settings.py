@@ -116,13 +116,9 @@ class NetworkSettings(FromEnv):
 
     store_addr: str = _addr("STORE_ADDR", DEFAULT_PORTS["store"], "the workflow-store")
     leader_addr: str = _addr("LEADER_ADDR", DEFAULT_PORTS["leader"], "the leader-election")
-    dispatcher_addr: str = _addr(
-        "DISPATCHER_ADDR", DEFAULT_PORTS["dispatcher"], "the dispatcher"
-    )
+    dispatcher_addr: str = _addr("DISPATCHER_ADDR", DEFAULT_PORTS["dispatcher"], "the dispatcher")
     planner_addr: str = _addr("PLANNER_ADDR", DEFAULT_PORTS["planner"], "the cron-planner")
-    worker_addr: str = _addr(
-        "WORKER_ADDR", DEFAULT_PORTS["worker"], "a worker's status service"
-    )
+    worker_addr: str = _addr("WORKER_ADDR", DEFAULT_PORTS["worker"], "a worker's status service")
     rpc_timeout: timedelta = setting(
         PREFIX + "RPC_TIMEOUT",
         Duration(),

@@ -15,6 +15,7 @@ from cronwave_core.settings import (
     ProcessSettings,
     RedisSettings,
     TelemetrySettings,
+    TestHooks,
 )
 from cronwave_core.telemetry import init_tracing
 from leader_election.leases import LeaseStore
@@ -28,6 +29,7 @@ def main() -> None:
     redis_settings = RedisSettings.from_env()
     lease = LeaseSettings.from_env()
     telemetry = TelemetrySettings.from_env()
+    TestHooks.from_env()  # no drill here; one that leaked into its environment stops it
     provider = init_tracing("leader-election", telemetry)
     # A Redis that hangs must fail the call well inside the caller's deadline.
     redis_timeout = min(2.0, network.rpc_timeout.total_seconds() / 2)
