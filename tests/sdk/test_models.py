@@ -154,6 +154,6 @@ def test_client_from_settings_uses_the_settings_addresses():
 
 
 def cronwave_settings(**env: str):
-    from cronwave_core.settings import Settings
+    from cronwave_core.settings import NetworkSettings
 
-    return Settings.from_env(env)
+    return NetworkSettings.from_env(env)
