@@ -39,6 +39,11 @@ class Kind(Generic[T]):
 
     rule: str = ""
 
+    @property
+    def summary(self) -> str:
+        """``rule`` in a few words, for a table."""
+        return self.rule
+
     def parse(self, raw: str) -> T:
         raise NotImplementedError
 
@@ -69,7 +74,7 @@ class Variable:
     def shown_default(self) -> str:
         if isinstance(self.default, Derived):
             return self.default.shown
-        if self.default is None or self.default == "":
+        if self.default is None or self.default in ("", ()):
             return "unset"
         return self.kind.show(self.default)
 
@@ -164,9 +169,13 @@ class Duration(Kind[timedelta]):
                 bound = f"longer than {low}, at most {show_duration(maximum)}"
         elif not positive and minimum > timedelta(0):
             bound = f"at least {show_duration(minimum)}"
-        self.rule = f"a duration such as 500ms, 5s or 2m (a bare number is {unit})" + (
-            f", {bound}" if bound else ""
-        )
+        tail = f", {bound}" if bound else ""
+        self.rule = f"a duration such as 500ms, 5s or 2m (a bare number is {unit}){tail}"
+        self._summary = f"duration (bare number: {unit}){tail}"
+
+    @property
+    def summary(self) -> str:
+        return self._summary
 
     def parse(self, raw: str) -> timedelta:
         match = _DURATION.match(raw.lower())

@@ -115,7 +115,7 @@ class NetworkSettings(FromEnv):
     """Where each service listens and is reached, and the deadline of a call to one."""
 
     store_addr: str = _addr("STORE_ADDR", DEFAULT_PORTS["store"], "the workflow-store")
-    leader_addr: str = _addr("LEADER_ADDR", DEFAULT_PORTS["leader"], "the leader-election")
+    leader_addr: str = _addr("LEADER_ADDR", DEFAULT_PORTS["leader"], "the leader-election service")
     dispatcher_addr: str = _addr("DISPATCHER_ADDR", DEFAULT_PORTS["dispatcher"], "the dispatcher")
     planner_addr: str = _addr("PLANNER_ADDR", DEFAULT_PORTS["planner"], "the cron-planner")
     worker_addr: str = _addr("WORKER_ADDR", DEFAULT_PORTS["worker"], "a worker's status service")
@@ -192,7 +192,7 @@ class StoreSettings(FromEnv):
 @dataclass(frozen=True, kw_only=True)
 class LeaseSettings(FromEnv):
     """The planners' leader lease (the planner renews it, leader-election keeps it);
-    see *Leader election* for how the three relate."""
+    see *Leader election and fencing* for how the three relate."""
 
     ttl: timedelta = setting(
         PREFIX + "LEASE_TTL", Duration(), timedelta(seconds=15), "lease duration"
@@ -274,7 +274,7 @@ class WorkerSettings(FromEnv):
         Integer(1),
         8,
         "a worker's threads; more let more claims and completions go to the store in "
-        "one call, but every idle one polls its work queue (see *Worker threads*)",
+        "one call, but every idle one polls its work queue (measurements below the table)",
     )
     worker_id: str = setting(
         PREFIX + "WORKER_ID",
@@ -407,14 +407,13 @@ class TestHooks(FromEnv):
         Integer(0),
         0,
         "the gateway holds the answers of the first N charge calls past their callers' "
-        "deadlines (see *Failure drills*)",
+        "deadlines (see *Drills*)",
     )
     billing_crash_after_charges: int = setting(
         PREFIX + "BILLING_CRASH_AFTER_CHARGES",
         Integer(0),
         0,
-        "a billing attempt SIGKILLs its worker right after its N-th gateway answer "
-        "(see *Failure drills*)",
+        "a billing attempt SIGKILLs its worker right after its N-th gateway answer (see *Drills*)",
     )
 
     def __post_init__(self) -> None:
