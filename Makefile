@@ -8,7 +8,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup demo test lint typecheck pytest bench mutate gen clean
+.PHONY: setup demo test lint typecheck pytest bench mutate gen config-table clean
 
 setup: $(STAMP)
 
@@ -51,6 +51,10 @@ mutate: setup
 
 gen: setup
 	$(BIN)/python tools/gen_protos.py
+
+# The configuration table of docs/operations.md, from cronwave_core.settings.
+config-table: setup
+	$(BIN)/python tools/config_table.py
 
 clean:
 	rm -rf $(VENV) .cronwave .pytest_cache .mypy_cache .ruff_cache

@@ -28,7 +28,7 @@ from cronwave_core.convert import dt_to_ts
 from cronwave_core.errors import CronwaveError, InvalidArgument, Unavailable
 from cronwave_core.fields import shown
 from cronwave_core.rpc import error_from_rpc, open_channel
-from cronwave_core.settings import DEFAULT_PORTS, Settings
+from cronwave_core.settings import DEFAULT_PORTS, NetworkSettings
 from cronwave_core.spec import Catchup, DstGap, DstRepeat, Interval, Overlap, Policy, Spec
 
 Resp = TypeVar("Resp")
@@ -154,7 +154,7 @@ class Client:
         self._leader = leader_grpc.LeaderElectionServiceStub(self._channels["leader-election"])
 
     @classmethod
-    def from_settings(cls, settings: Settings) -> Client:
+    def from_settings(cls, settings: NetworkSettings) -> Client:
         """A client for the addresses and RPC timeout in ``settings``
         (``CRONWAVE_STORE_ADDR``, ..., ``CRONWAVE_RPC_TIMEOUT``)."""
         return cls(

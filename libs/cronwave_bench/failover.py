@@ -49,7 +49,7 @@ from cronwave.v1 import workflow_store_service_pb2_grpc as store_grpc
 from cronwave_core.calendar import fire_times
 from cronwave_core.convert import ts_to_dt
 from cronwave_core.errors import CronwaveError
-from cronwave_core.settings import Settings
+from cronwave_core.settings import LeaseSettings
 from cronwave_core.spec import Spec
 from cronwave_core.suite import Suite, SuiteConfig
 from cronwave_waterfall.percentiles import quantile
@@ -101,9 +101,9 @@ class LeaseTiming:
 
     @classmethod
     def defaults(cls) -> LeaseTiming:
-        """The production defaults, as ``Settings`` has them with nothing set."""
-        settings = Settings.from_env({})
-        return cls(settings.lease_ttl, settings.lease_renew_interval, settings.lease_retry_interval)
+        """The production defaults, as ``LeaseSettings`` has them with nothing set."""
+        lease = LeaseSettings.from_env({})
+        return cls(lease.ttl, lease.renew_interval, lease.retry_interval)
 
     @property
     def safety_margin(self) -> timedelta:

@@ -23,7 +23,7 @@ from pathlib import Path
 import sqlalchemy as sa
 
 from cronwave._client import Client
-from cronwave_core.settings import Settings
+from cronwave_core.settings import PlannerSettings, check_env
 from cronwave_core.suite import Suite, SuiteConfig
 
 #: Variables a suite sets for its processes itself; every other CRONWAVE_* variable of
@@ -65,7 +65,7 @@ class Backend:
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Backend:
         env = os.environ if env is None else env
-        Settings.from_env(env)  # a malformed variable stops here, named
+        check_env(env)  # a malformed variable stops here, named
         return cls(
             database_url=env.get("CRONWAVE_DATABASE_URL") or None,
             redis_url=env.get("CRONWAVE_REDIS_URL") or None,
@@ -219,4 +219,4 @@ def wait_leading(client: Client, timeout: timedelta = timedelta(seconds=30)) -> 
 def dispatch_lead(environ: Mapping[str, str] | None = None) -> timedelta:
     """How far ahead of a fire time the planner dispatches its run (the planner's
     ``CRONWAVE_DISPATCH_LEAD``, read the way the planner reads it)."""
-    return Settings.from_env(os.environ if environ is None else environ).dispatch_lead
+    return PlannerSettings.from_env(environ).dispatch_lead

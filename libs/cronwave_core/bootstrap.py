@@ -16,6 +16,7 @@ import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent import futures
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any, NoReturn
 
 import grpc
@@ -25,7 +26,6 @@ from opentelemetry.instrumentation.grpc import server_interceptor
 
 from cronwave_core import fanout, telemetry
 from cronwave_core.errors import CronwaveError, InvalidArgument
-from cronwave_core.settings import Settings
 
 log = logging.getLogger("cronwave")
 
@@ -236,11 +236,12 @@ class Service:
 class RunningServer:
     """A started server; ``stop`` is the graceful path, safe to call twice."""
 
-    def __init__(self, service: Service, settings: Settings, traced: bool = True) -> None:
+    def __init__(self, service: Service, grace: timedelta, traced: bool = True) -> None:
+        """``grace``: how long ``stop`` lets in-flight calls finish (``CRONWAVE_GRACE``);
+        ``traced``: server spans and serialization timing (``CRONWAVE_TRACING``)."""
         self.service = service
-        self.settings = settings
+        self.grace = grace
         interceptors: list[Any] = []
-        traced = traced and settings.tracing
         if traced:
             interceptors.append(server_interceptor())
         interceptors.append(ErrorInterceptor(service.name))
@@ -293,7 +294,7 @@ class RunningServer:
                 self.service.on_stopping()
             except Exception:
                 log.exception("%s: on_stopping failed", self.service.name)
-            self.server.stop(self.settings.grace.total_seconds()).wait()
+            self.server.stop(self.grace.total_seconds()).wait()
             try:
                 self.service.on_stop()
             finally:
@@ -303,12 +304,12 @@ class RunningServer:
         self._stopped.wait()
 
 
-def serve(service: Service, settings: Settings, traced: bool = True) -> None:
+def serve(service: Service, grace: timedelta, traced: bool = True) -> None:
     """Start ``service`` and block until SIGTERM or SIGINT has stopped it gracefully."""
     logging.basicConfig(
         level=logging.INFO, format=f"%(asctime)s {service.name} %(levelname)s %(message)s"
     )
-    server = RunningServer(service, settings, traced=traced)
+    server = RunningServer(service, grace, traced=traced)
 
     def on_signal(signum: int, _frame: Any) -> None:
         log.info("%s: signal %d, stopping gracefully", service.name, signum)

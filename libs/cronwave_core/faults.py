@@ -43,7 +43,7 @@ from datetime import UTC, datetime, timedelta
 from opentelemetry.trace import Span
 
 from cronwave_core.errors import ConfigurationError
-from cronwave_core.settings import Settings
+from cronwave_core.settings import TestHooks
 from cronwave_core.telemetry import ATTR_FAULT
 
 log = logging.getLogger("cronwave.faults")
@@ -208,7 +208,7 @@ class Faults(FaultHooks):
 
     @classmethod
     def from_env_value(cls, raw: str) -> Faults:
-        """From a ``CRONWAVE_FAULT`` value (``Settings.fault``)."""
+        """From a ``CRONWAVE_FAULT`` value (``TestHooks.fault``)."""
         return cls(parse(raw))
 
     def __bool__(self) -> bool:
@@ -227,11 +227,11 @@ class Faults(FaultHooks):
         return fault.delay
 
 
-def fault_hooks(settings: Settings) -> FaultHooks:
+def fault_hooks(hooks: TestHooks) -> FaultHooks:
     """The injector of the latency faults ``CRONWAVE_FAULT`` names, in a process started
-    for tests (``settings.test_hooks``); ``NO_FAULTS`` in every other process and when
+    for tests (``hooks.enabled``); ``NO_FAULTS`` in every other process and when
     none is named. A malformed item stops start-up (``ConfigurationError``)."""
-    if not settings.test_hooks:
+    if not hooks.enabled:
         return NO_FAULTS
-    faults = Faults.from_env_value(settings.fault)
+    faults = Faults.from_env_value(hooks.fault)
     return faults if faults else NO_FAULTS

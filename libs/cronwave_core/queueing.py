@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from cronwave.v1 import common_pb2
 from cronwave_core.convert import ts_to_dt
 from cronwave_core.errors import CronwaveError, InvalidArgument
-from cronwave_core.settings import Settings
+from cronwave_core.settings import RedisSettings
 from cronwave_core.telemetry import inject_context
 
 if TYPE_CHECKING:  # dramatiq (and redis) load where a broker is made or used, so a job
@@ -66,7 +66,7 @@ class UndecodableRunMessage(CronwaveError):
         self.problem = problem
 
 
-def make_broker(settings: Settings) -> RedisBroker:
+def make_broker(settings: RedisSettings) -> RedisBroker:
     """A Redis broker for ``settings.redis_url`` whose keys live under
     ``settings.namespace``. It is not installed as dramatiq's global broker."""
     from dramatiq.brokers.redis import RedisBroker

@@ -1,10 +1,14 @@
-"""Settings from ``CRONWAVE_*`` environment variables, read once in ``main()``.
+"""Settings from ``CRONWAVE_*`` environment variables: one frozen class per component,
+each read once in ``main()`` with ``from_env`` and passed to what needs it.
 
 Every default works on one laptop: a SQLite file and span files under the data
 directory, services on fixed loopback ports. A malformed value stops start-up with a
-message naming the variable.
+message naming the variable and the rule (``cronwave_core.config``).
 
-Fault injection and failure drills (``TEST_ONLY``) exist only in a process started
+``COMPONENTS`` lists the classes in the order ``docs/operations.md`` shows them; the
+table there is generated from them (``tools/config_table.py``).
+
+Fault injection and failure drills (``TestHooks``) exist only in a process started
 for tests or drills, which says so with ``CRONWAVE_TEST_HOOKS=1``. A process given one
 of them without the switch does not start: a drill variable that leaked into a
 production environment stops it rather than slowing, stalling or killing real runs.
@@ -14,10 +18,25 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
+from typing import Any, Self
 
+from cronwave_core import config
+from cronwave_core.config import (
+    Address,
+    Choice,
+    Derived,
+    Directory,
+    Duration,
+    Integer,
+    Names,
+    Switch,
+    Text,
+    Url,
+    setting,
+)
 from cronwave_core.errors import ConfigurationError
 
 PREFIX = "CRONWAVE_"
@@ -44,43 +63,303 @@ TEST_ONLY = (
     PREFIX + "GATEWAY_TIMEOUT_AFTER_COMMIT",
     PREFIX + "BILLING_CRASH_AFTER_CHARGES",
 )
-_ON = ("on", "1", "true")
-_OFF = ("off", "0", "false")
 
 
-def _seconds(env: Mapping[str, str], name: str, default: float) -> timedelta:
-    raw = env.get(PREFIX + name)
-    if raw is None or raw == "":
-        return timedelta(seconds=default)
-    try:
-        value = float(raw.removesuffix("s"))
-    except ValueError as exc:
-        raise ConfigurationError(
-            f"{PREFIX}{name}: expected seconds (e.g. 2.5), got {raw!r}"
-        ) from exc
-    if value < 0:
-        raise ConfigurationError(f"{PREFIX}{name}: must not be negative, got {raw!r}")
-    return timedelta(seconds=value)
+class FromEnv:
+    """``from_env`` for a settings dataclass (``cronwave_core.config.load``)."""
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> Self:
+        return config.load(cls, os.environ if env is None else env)
 
 
-def _int(env: Mapping[str, str], name: str, default: int, minimum: int = 0) -> int:
-    raw = env.get(PREFIX + name)
-    if raw is None or raw == "":
-        return default
-    try:
-        value = int(raw)
-    except ValueError as exc:
-        raise ConfigurationError(f"{PREFIX}{name}: expected an integer, got {raw!r}") from exc
-    if value < minimum:
-        raise ConfigurationError(f"{PREFIX}{name}: must be at least {minimum}, got {value}")
-    return value
+def _addr(name: str, port: int, doc: str) -> Any:
+    return setting(PREFIX + name, Address(), f"127.0.0.1:{port}", doc)
 
 
-def _switch(env: Mapping[str, str], name: str, default: str) -> bool:
-    raw = (env.get(PREFIX + name) or default).strip().lower()
-    if raw not in _ON + _OFF:
-        raise ConfigurationError(f"{PREFIX}{name}: expected on or off, got {raw!r}")
-    return raw in _ON
+def _data_dir(env: Mapping[str, str]) -> Path:
+    return ProcessSettings.from_env(env).data_dir
+
+
+def _in_data_dir(file: str) -> Derived[str]:
+    return Derived(
+        f"sqlite:///<data dir>/{file}",
+        lambda _values, env: f"sqlite:///{_data_dir(env) / file}",
+    )
+
+
+_DATABASE = Url("a SQLAlchemy URL such as postgresql+psycopg://user@host/db")
+
+
+@dataclass(frozen=True, kw_only=True)
+class ProcessSettings(FromEnv):
+    """What every cronwave process has: where its files go and how long it stops."""
+
+    data_dir: Path = setting(
+        PREFIX + "DATA_DIR",
+        Directory(),
+        Derived(".cronwave", lambda _v, _env: Path(".cronwave").resolve()),
+        "SQLite files, span files, logs, embedded Redis files",
+    )
+    grace: timedelta = setting(
+        PREFIX + "GRACE",
+        Duration(),
+        timedelta(seconds=5),
+        "graceful-stop period on SIGTERM; a worker gives its running jobs this long to "
+        "stop at a checkpoint (see *A worker's graceful stop*)",
+    )
+
+
+@dataclass(frozen=True, kw_only=True)
+class NetworkSettings(FromEnv):
+    """Where each service listens and is reached, and the deadline of a call to one."""
+
+    store_addr: str = _addr("STORE_ADDR", DEFAULT_PORTS["store"], "the workflow-store")
+    leader_addr: str = _addr("LEADER_ADDR", DEFAULT_PORTS["leader"], "the leader-election service")
+    dispatcher_addr: str = _addr("DISPATCHER_ADDR", DEFAULT_PORTS["dispatcher"], "the dispatcher")
+    planner_addr: str = _addr("PLANNER_ADDR", DEFAULT_PORTS["planner"], "the cron-planner")
+    worker_addr: str = _addr("WORKER_ADDR", DEFAULT_PORTS["worker"], "a worker's status service")
+    rpc_timeout: timedelta = setting(
+        PREFIX + "RPC_TIMEOUT",
+        Duration(),
+        timedelta(seconds=5),
+        "default deadline of every outgoing call",
+    )
+
+
+@dataclass(frozen=True, kw_only=True)
+class RedisSettings(FromEnv):
+    """The Redis of the broker, the leases and the caches."""
+
+    redis_url: str = setting(
+        PREFIX + "REDIS_URL",
+        Url("redis://HOST:PORT/DB", "redis", "rediss", "unix"),
+        f"redis://127.0.0.1:{DEFAULT_PORTS['redis']}/0",
+        "broker, leases, caches; `cronwave up` starts an embedded redis-server there "
+        "unless this is set",
+    )
+    namespace: str = setting(
+        PREFIX + "NAMESPACE", Text(), "cronwave", "prefix of every Redis key and queue"
+    )
+
+
+@dataclass(frozen=True, kw_only=True)
+class TelemetrySettings(FromEnv):
+    """Tracing of a process (``cronwave_core.telemetry.init_tracing``)."""
+
+    tracing: bool = setting(
+        PREFIX + "TRACING",
+        Switch(),
+        True,
+        "`off`: no spans at all (no tracer provider, no gRPC instrumentation)",
+    )
+    otlp_endpoint: str | None = setting(
+        "OTEL_EXPORTER_OTLP_ENDPOINT",
+        Text(),
+        None,
+        "send spans over OTLP (Jaeger ingests OTLP) instead of the local span files",
+    )
+    #: None (``0`` or unset): Python's own, 5 ms.
+    switch_interval: timedelta | None = setting(
+        PREFIX + "SWITCH_INTERVAL",
+        Duration(),
+        None,
+        "the interpreter's thread switch interval (`0`: Python's own, 5 ms): shorter "
+        "trims the tail the span exporter adds to calls, at a cost in throughput (see "
+        "*Tracing overhead*)",
+    )
+    #: Where the local span files go: ``spans/`` in the data dir.
+    spans_dir: Path = config.derived(lambda _v, env: _data_dir(env) / "spans")
+
+    def __post_init__(self) -> None:
+        if self.switch_interval == timedelta(0):
+            object.__setattr__(self, "switch_interval", None)
+
+
+@dataclass(frozen=True, kw_only=True)
+class StoreSettings(FromEnv):
+    """The workflow-store: the only process that touches the scheduler's database."""
+
+    database_url: str = setting(
+        PREFIX + "DATABASE_URL",
+        _DATABASE,
+        _in_data_dir("cronwave.db"),
+        "the scheduler's database (workflow-store only); `postgresql+psycopg://user@host/db` "
+        "in production",
+    )
+
+
+@dataclass(frozen=True, kw_only=True)
+class LeaseSettings(FromEnv):
+    """The planners' leader lease (the planner renews it, leader-election keeps it);
+    see *Leader election and fencing* for how the three relate."""
+
+    ttl: timedelta = setting(
+        PREFIX + "LEASE_TTL", Duration(), timedelta(seconds=15), "lease duration"
+    )
+    renew_interval: timedelta = setting(
+        PREFIX + "LEASE_RENEW_INTERVAL",
+        Duration(),
+        Derived("TTL / 5", lambda values, _env: values["ttl"] / 5),
+        "how often the leader renews its lease; shorter than the TTL",
+    )
+    retry_interval: timedelta = setting(
+        PREFIX + "LEASE_RETRY_INTERVAL",
+        Duration(),
+        timedelta(seconds=1),
+        "how often followers campaign, and a failed renewal is retried",
+    )
+
+    def __post_init__(self) -> None:
+        if self.renew_interval >= self.ttl:
+            raise ConfigurationError(
+                f"{PREFIX}LEASE_RENEW_INTERVAL: must be shorter than {PREFIX}LEASE_TTL "
+                f"({self.renew_interval.total_seconds()}s >= {self.ttl.total_seconds()}s)"
+            )
+
+
+@dataclass(frozen=True, kw_only=True)
+class PlannerSettings(FromEnv):
+    """A cron-planner replica (with ``LeaseSettings`` for its lease)."""
+
+    candidate: str = setting(
+        PREFIX + "CANDIDATE",
+        Text(),
+        Derived("planner-<pid>", lambda _v, _env: f"planner-{os.getpid()}"),
+        "a planner replica's name in the election",
+    )
+    dispatch_lead: timedelta = setting(
+        PREFIX + "DISPATCH_LEAD",
+        Duration(),
+        timedelta(seconds=5),
+        "how far ahead of its fire time a slot is dispatched: recorded, queued and "
+        "claimed before the instant, its body started at the instant (`0` dispatches "
+        "at the instant; see docs/benchmarks.md)",
+    )
+
+
+@dataclass(frozen=True, kw_only=True)
+class DispatcherSettings(FromEnv):
+    """The dispatcher's sweeper (``dispatcher.sweeper``): stalled and lost runs."""
+
+    sweep_interval: timedelta = setting(
+        PREFIX + "SWEEP_INTERVAL",
+        Duration(),
+        timedelta(seconds=0.5),
+        "between two sweeps for stalled and lost runs; `0` turns the sweeper off",
+    )
+    sweep_pending_after: timedelta = setting(
+        PREFIX + "SWEEP_PENDING_AFTER",
+        Duration(),
+        timedelta(seconds=30),
+        "how long a due PENDING run may wait unclaimed before it is sent again",
+    )
+    sweep_limit: int = setting(
+        PREFIX + "SWEEP_LIMIT", Integer(1, 10_000), 200, "runs a sweep re-sends at most"
+    )
+
+
+@dataclass(frozen=True, kw_only=True)
+class WorkerSettings(FromEnv):
+    """A worker process: what it consumes and how it runs job bodies."""
+
+    queues: tuple[str, ...] = setting(
+        PREFIX + "WORKER_QUEUES",
+        Names(empty=False),
+        ("default",),
+        "the queues (pools) a worker consumes; it registers only their job types",
+    )
+    threads: int = setting(
+        PREFIX + "WORKER_THREADS",
+        Integer(1),
+        8,
+        "a worker's threads; more let more claims and completions go to the store in "
+        "one call, but every idle one polls its work queue (measurements below the table)",
+    )
+    worker_id: str = setting(
+        PREFIX + "WORKER_ID",
+        Text(),
+        Derived("worker-<pid>", lambda _v, _env: f"worker-{os.getpid()}"),
+        "a worker's name in claims and in the console",
+    )
+    poll: timedelta = setting(
+        PREFIX + "WORKER_POLL_MS",
+        Duration(bare="ms", minimum=timedelta(milliseconds=1), maximum=timedelta(seconds=10)),
+        timedelta(milliseconds=100),
+        "the worker's idle poll of its queues: a message waits at most this long for "
+        "an idle worker",
+    )
+    isolation: str = setting(
+        PREFIX + "JOB_ISOLATION",
+        Choice("process", "thread"),
+        "process",
+        "`process`: each job body in a job process the worker can kill; `thread`: in "
+        "the worker's threads (no kill for a body stuck in C code)",
+    )
+    kill_grace: timedelta = setting(
+        PREFIX + "JOB_KILL_GRACE",
+        Duration(maximum=timedelta(seconds=300)),
+        timedelta(seconds=2),
+        "between SIGTERM and SIGKILL of a job process",
+    )
+    max_processes: int = setting(
+        PREFIX + "JOB_MAX_PROCESSES",
+        Integer(1),
+        Derived("the worker's threads", lambda values, _env: values["threads"]),
+        "job bodies running at once; more wait, heartbeating, for a process to come back",
+    )
+    warm_processes: int = setting(
+        PREFIX + "JOB_WARM_PROCESSES",
+        Integer(0),
+        Derived("2", lambda values, _env: min(2, values["max_processes"])),
+        "job processes kept started and ready (at most `CRONWAVE_JOB_MAX_PROCESSES`)",
+    )
+    job_modules: tuple[str, ...] = setting(
+        PREFIX + "JOB_MODULES",
+        Names(),
+        (),
+        "importable modules, each with `job_types(settings)` returning more job types",
+    )
+    #: Set by a worker for the job processes it starts (``worker.job_process``).
+    parent_pid: int = setting(
+        PREFIX + "JOB_PARENT_PID",
+        Integer(0),
+        0,
+        "set by a worker for the job processes it starts, never by hand: the worker "
+        "a job process dies with",
+    )
+
+    def __post_init__(self) -> None:
+        if self.warm_processes > self.max_processes:
+            object.__setattr__(self, "warm_processes", self.max_processes)
+
+
+@dataclass(frozen=True, kw_only=True)
+class DemoSettings(FromEnv):
+    """The billing demo: the ``billing.nightly`` job's database and its sandbox
+    payment gateway (``payment_gateway``)."""
+
+    billing_database_url: str = setting(
+        PREFIX + "BILLING_DATABASE_URL",
+        _DATABASE,
+        _in_data_dir("billing.db"),
+        "the billing job's own database",
+    )
+    billing_heartbeat_timeout: timedelta = setting(
+        PREFIX + "BILLING_HEARTBEAT_TIMEOUT",
+        Duration(positive=True),
+        timedelta(seconds=3),
+        "heartbeat timeout of `billing.nightly`",
+    )
+    gateway_addr: str = _addr(
+        "GATEWAY_ADDR", GATEWAY_PORT, "the billing demo's sandbox payment gateway"
+    )
+    gateway_database_url: str = setting(
+        PREFIX + "GATEWAY_DATABASE_URL",
+        _DATABASE,
+        _in_data_dir("gateway.db"),
+        "the payment gateway's own database",
+    )
 
 
 def refuse_test_only(names: Iterable[str]) -> None:
@@ -95,117 +374,84 @@ def refuse_test_only(names: Iterable[str]) -> None:
         )
 
 
-def _addr(env: Mapping[str, str], name: str, port: int) -> str:
-    raw = env.get(PREFIX + name) or f"127.0.0.1:{port}"
-    host, sep, port_text = raw.rpartition(":")
-    if not sep or not host or not port_text.isdigit():
-        raise ConfigurationError(f"{PREFIX}{name}: expected HOST:PORT, got {raw!r}")
-    return raw
+@dataclass(frozen=True, kw_only=True)
+class TestHooks(FromEnv):
+    """Fault injection and failure drills, for tests only; never set in production.
+    Without ``enabled`` every other field is refused, so the hooks built from this
+    (``cronwave_core.faults.fault_hooks`` and each service's drills) are no-ops."""
 
+    __test__ = False  # not a pytest test class
 
-@dataclass(frozen=True)
-class Settings:
-    """Everything a cronwave process is configured with. Build with ``from_env``."""
-
-    data_dir: Path
-    database_url: str
-    redis_url: str
-    store_addr: str
-    leader_addr: str
-    dispatcher_addr: str
-    planner_addr: str
-    worker_addr: str
-    rpc_timeout: timedelta
-    lease_ttl: timedelta
-    lease_renew_interval: timedelta
-    lease_retry_interval: timedelta
-    grace: timedelta
-    worker_queues: tuple[str, ...]
-    worker_threads: int
-    worker_id: str
-    candidate: str
-    tracing: bool
-    otlp_endpoint: str | None
-    #: ``CRONWAVE_FAULT``; empty unless ``test_hooks``.
-    fault: str
-    billing_database_url: str
-    gateway_addr: str
-    gateway_database_url: str
-    namespace: str
-    #: How long before a fire time the planner dispatches its run (0: at the instant).
-    dispatch_lead: timedelta = timedelta(seconds=5)
-    #: The interpreter's thread switch interval (None: Python's own, 5 ms).
-    switch_interval: timedelta | None = None
-    extra: Mapping[str, str] = field(default_factory=dict)
-    #: Started for tests or drills (``CRONWAVE_TEST_HOOKS``): fault hooks may be installed.
-    test_hooks: bool = False
+    enabled: bool = setting(
+        TEST_HOOKS,
+        Switch(),
+        False,
+        "**never set in production.** `1`: the process was started for tests or "
+        "drills, so fault injection and failure drills may be installed (the variables "
+        "below, the gateway's `SetFaults`). Unset, a process given any of them does "
+        "not start (the message names the variable and this switch), and the gateway "
+        "answers `SetFaults` with UNIMPLEMENTED. The test harness sets it "
+        "(`SuiteConfig(test_hooks=True)`) where a test injects faults; `cronwave up` "
+        "and `cronwave demo` never do",
+    )
+    fault: str = setting(
+        FAULT,
+        Text(),
+        "",
+        "fault injection: `delay=<hop>:<kind>:<delay>:<fraction>` (see *Fault hook*), "
+        "`planner.hold_start=<s>`, `worker.stop_before_complete=<attempt>` (see *Fault "
+        "injection for drills*)",
+    )
+    gateway_timeout_after_commit: int = setting(
+        PREFIX + "GATEWAY_TIMEOUT_AFTER_COMMIT",
+        Integer(0),
+        0,
+        "the gateway holds the answers of the first N charge calls past their callers' "
+        "deadlines (see *Drills*)",
+    )
+    billing_crash_after_charges: int = setting(
+        PREFIX + "BILLING_CRASH_AFTER_CHARGES",
+        Integer(0),
+        0,
+        "a billing attempt SIGKILLs its worker right after its N-th gateway answer (see *Drills*)",
+    )
 
     def __post_init__(self) -> None:
-        if self.fault and not self.test_hooks:
-            refuse_test_only([FAULT])
+        if not self.enabled:
+            armed = (
+                (FAULT, self.fault),
+                (TEST_ONLY[1], self.gateway_timeout_after_commit),
+                (TEST_ONLY[2], self.billing_crash_after_charges),
+            )
+            refuse_test_only(name for name, value in armed if value)
 
     @classmethod
-    def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
+    def from_env(cls, env: Mapping[str, str] | None = None) -> Self:
         env = os.environ if env is None else env
-        data_dir = Path(env.get(PREFIX + "DATA_DIR") or ".cronwave").expanduser().resolve()
-        database_url = env.get(PREFIX + "DATABASE_URL") or f"sqlite:///{data_dir / 'cronwave.db'}"
-        if "://" not in database_url:
-            raise ConfigurationError(
-                f"{PREFIX}DATABASE_URL: expected a SQLAlchemy URL such as "
-                f"postgresql+psycopg://user@host/db, got {database_url!r}"
-            )
-        redis_url = env.get(PREFIX + "REDIS_URL") or f"redis://127.0.0.1:{DEFAULT_PORTS['redis']}/0"
-        if not redis_url.startswith(("redis://", "rediss://", "unix://")):
-            raise ConfigurationError(
-                f"{PREFIX}REDIS_URL: expected redis://HOST:PORT/DB, got {redis_url!r}"
-            )
-        queues = tuple(
-            q.strip() for q in (env.get(PREFIX + "WORKER_QUEUES") or "default").split(",") if q
-        )
-        lease_ttl = _seconds(env, "LEASE_TTL", 15.0)
-        renew = _seconds(env, "LEASE_RENEW_INTERVAL", lease_ttl.total_seconds() / 5)
-        if renew >= lease_ttl:
-            raise ConfigurationError(
-                f"{PREFIX}LEASE_RENEW_INTERVAL: must be shorter than {PREFIX}LEASE_TTL "
-                f"({renew.total_seconds()}s >= {lease_ttl.total_seconds()}s)"
-            )
-        pid = os.getpid()
-        test_hooks = _switch(env, "TEST_HOOKS", "off")
-        if not test_hooks:
+        switch = dict(config.variables(cls))["enabled"]
+        if not config.read(switch, env, {}):  # set at all, even to 0 or malformed
             refuse_test_only(name for name in TEST_ONLY if env.get(name))
-        return cls(
-            data_dir=data_dir,
-            database_url=database_url,
-            redis_url=redis_url,
-            store_addr=_addr(env, "STORE_ADDR", DEFAULT_PORTS["store"]),
-            leader_addr=_addr(env, "LEADER_ADDR", DEFAULT_PORTS["leader"]),
-            dispatcher_addr=_addr(env, "DISPATCHER_ADDR", DEFAULT_PORTS["dispatcher"]),
-            planner_addr=_addr(env, "PLANNER_ADDR", DEFAULT_PORTS["planner"]),
-            worker_addr=_addr(env, "WORKER_ADDR", DEFAULT_PORTS["worker"]),
-            rpc_timeout=_seconds(env, "RPC_TIMEOUT", 5.0),
-            lease_ttl=lease_ttl,
-            lease_renew_interval=renew,
-            lease_retry_interval=_seconds(env, "LEASE_RETRY_INTERVAL", 1.0),
-            grace=_seconds(env, "GRACE", 5.0),
-            worker_queues=queues or ("default",),
-            worker_threads=_int(env, "WORKER_THREADS", 8, minimum=1),
-            worker_id=env.get(PREFIX + "WORKER_ID") or f"worker-{pid}",
-            candidate=env.get(PREFIX + "CANDIDATE") or f"planner-{pid}",
-            tracing=_switch(env, "TRACING", "on"),
-            otlp_endpoint=env.get("OTEL_EXPORTER_OTLP_ENDPOINT") or None,
-            fault=env.get(PREFIX + "FAULT") or "",
-            billing_database_url=env.get(PREFIX + "BILLING_DATABASE_URL")
-            or f"sqlite:///{data_dir / 'billing.db'}",
-            gateway_addr=_addr(env, "GATEWAY_ADDR", GATEWAY_PORT),
-            gateway_database_url=env.get(PREFIX + "GATEWAY_DATABASE_URL")
-            or f"sqlite:///{data_dir / 'gateway.db'}",
-            namespace=env.get(PREFIX + "NAMESPACE") or "cronwave",
-            dispatch_lead=_seconds(env, "DISPATCH_LEAD", 5.0),
-            switch_interval=_seconds(env, "SWITCH_INTERVAL", 0.0) or None,
-            extra={k: v for k, v in env.items() if k.startswith(PREFIX)},
-            test_hooks=test_hooks,
-        )
+        return super().from_env(env)
 
-    @property
-    def spans_dir(self) -> Path:
-        return self.data_dir / "spans"
+
+#: Every settings class, in the order the configuration table shows them.
+COMPONENTS: tuple[type[FromEnv], ...] = (
+    ProcessSettings,
+    NetworkSettings,
+    RedisSettings,
+    TelemetrySettings,
+    StoreSettings,
+    LeaseSettings,
+    PlannerSettings,
+    DispatcherSettings,
+    WorkerSettings,
+    DemoSettings,
+    TestHooks,
+)
+
+
+def check_env(env: Mapping[str, str]) -> None:
+    """Load every component from ``env``: a malformed variable stops here, named. For
+    a launcher (``cronwave up``, the bench) before it starts processes with ``env``."""
+    for component in COMPONENTS:
+        component.from_env(env)

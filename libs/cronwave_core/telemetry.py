@@ -43,7 +43,7 @@ from opentelemetry.sdk.trace.export import (
 )
 from opentelemetry.trace import Span, SpanContext, Status, StatusCode, TraceFlags
 
-from cronwave_core.settings import Settings
+from cronwave_core.settings import TelemetrySettings
 
 HOPS = ("plan", "leader", "dispatch", "persist", "pickup", "execute", "complete")
 KINDS = ("network", "serialization", "cache", "database", "queue", "app")
@@ -582,7 +582,7 @@ def _plain(span: Any) -> Mapping[str, Any]:
 _EMPTY: Mapping[str, Any] = {}
 
 
-def init_tracing(service: str, settings: Settings) -> TracerProvider:
+def init_tracing(service: str, settings: TelemetrySettings) -> TracerProvider:
     """Build this process's tracer provider; with tracing on, make it the global one.
 
     With ``CRONWAVE_TRACING=off`` the provider returned records nothing and is not

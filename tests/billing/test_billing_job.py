@@ -13,7 +13,6 @@ import sqlalchemy as sa
 
 from cronwave.v1 import payment_gateway_service_pb2 as gateway_pb
 from cronwave_core.errors import ConfigurationError, InvalidArgument, Unavailable
-from cronwave_core.settings import Settings
 from tests.billing.conftest import NewDatabase
 from tests.billing.support import GatewayProcess, charged_twice
 from worker.jobs import JobContext
@@ -257,7 +256,7 @@ def test_a_database_of_an_older_layout_is_refused_with_what_to_do(tmp_path: Any)
 
 
 def test_the_job_type_is_financial_with_a_short_heartbeat_timeout(tmp_path: Any) -> None:
-    settings = Settings.from_env({"CRONWAVE_DATA_DIR": str(tmp_path)})
+    settings = BillingSettings.from_env({"CRONWAVE_DATA_DIR": str(tmp_path)})
     job_type = billing_job_type(settings, queue="billing")
     assert (job_type.name, job_type.queue, job_type.financial) == (
         "billing.nightly",
@@ -267,14 +266,12 @@ def test_the_job_type_is_financial_with_a_short_heartbeat_timeout(tmp_path: Any)
     assert job_type.heartbeat_timeout == timedelta(seconds=3)
     assert job_type.duration_limit > timedelta(0)
     tuned = billing_job_type(
-        Settings.from_env(
+        BillingSettings.from_env(
             {"CRONWAVE_DATA_DIR": str(tmp_path), "CRONWAVE_BILLING_HEARTBEAT_TIMEOUT": "1.5"}
         )
     )
     assert tuned.heartbeat_timeout == timedelta(seconds=1.5)
     with pytest.raises(ConfigurationError, match="CRONWAVE_BILLING_CRASH_AFTER_CHARGES: expected"):
-        BillingSettings.from_settings(
-            Settings.from_env(
-                {"CRONWAVE_TEST_HOOKS": "1", "CRONWAVE_BILLING_CRASH_AFTER_CHARGES": "soon"}
-            )
+        BillingSettings.from_env(
+            {"CRONWAVE_TEST_HOOKS": "1", "CRONWAVE_BILLING_CRASH_AFTER_CHARGES": "soon"}
         )

@@ -118,9 +118,9 @@ def test_runs_wait_exits_1_when_the_run_fails_and_leader_shows_the_holder(make_s
 
 
 def _settings(env: dict[str, str | None]):
-    from cronwave_core.settings import Settings
+    from cronwave_core.settings import NetworkSettings
 
-    return Settings.from_env({k: v for k, v in env.items() if v is not None})
+    return NetworkSettings.from_env({k: v for k, v in env.items() if v is not None})
 
 
 def test_demo_runs_billing_then_reuses_its_schedule_and_leaves_nothing_running(

@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Iterator
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +30,6 @@ from cronwave.v1 import workflow_store_service_pb2 as api
 from cronwave.v1 import workflow_store_service_pb2_grpc as api_grpc
 from cronwave_core.bootstrap import RunningServer, Service, full_names
 from cronwave_core.errors import ScheduleNotFound
-from cronwave_core.settings import Settings
 from cronwave_core.suite import free_port
 from tests.conftest import PG_URL, _pg_admin_url
 from tests.fuzz.support import leaks
@@ -74,7 +74,6 @@ def _status() -> PlannerStatus:
 def server(tmp_path: Path) -> Iterator[str]:
     """The store's and the planner's servicers behind the bootstrap, traced."""
     port = free_port()
-    settings = Settings.from_env({"CRONWAVE_DATA_DIR": str(tmp_path), "CRONWAVE_GRACE": "1"})
 
     def register(srv: grpc.Server) -> None:
         api_grpc.add_WorkflowStoreServiceServicer_to_server(
@@ -89,7 +88,7 @@ def server(tmp_path: Path) -> Iterator[str]:
         register=register,
         service_names=full_names([api.DESCRIPTOR, planner_pb.DESCRIPTOR]),
     )
-    running = RunningServer(service, settings, traced=True)
+    running = RunningServer(service, timedelta(seconds=1), traced=True)
     running.start()
     try:
         yield f"127.0.0.1:{port}"

@@ -12,7 +12,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from cronwave_core.settings import Settings
+from cronwave_core.settings import WorkerSettings
 from worker.jobs import JobContext, JobType, RetryPolicy
 
 HEARTBEAT_TIMEOUT = timedelta(seconds=1)
@@ -118,7 +118,7 @@ def nap(ctx: JobContext) -> Mapping[str, Any]:
     return {}
 
 
-def job_types(settings: Settings) -> list[JobType]:
+def job_types(settings: WorkerSettings) -> list[JobType]:
     return [
         JobType(
             "drill.steps",

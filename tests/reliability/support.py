@@ -17,7 +17,7 @@ import dramatiq
 from cronwave.v1 import common_pb2
 from cronwave.v1 import workflow_store_service_pb2 as store_pb
 from cronwave_core.queueing import make_broker
-from cronwave_core.settings import Settings
+from cronwave_core.settings import RedisSettings
 from cronwave_core.suite import Suite, SuiteConfig
 from tests.dispatcher.cluster import Cluster
 from tests.helpers import eventually
@@ -76,7 +76,7 @@ class Rig(Cluster):
         return self.suite.procs[proc_name].log_path.read_text(errors="replace")
 
     def broker(self) -> Any:
-        settings = Settings.from_env(
+        settings = RedisSettings.from_env(
             {"CRONWAVE_REDIS_URL": self.suite.redis_url, "CRONWAVE_NAMESPACE": self.namespace}
         )
         return make_broker(settings)

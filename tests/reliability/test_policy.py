@@ -9,11 +9,10 @@ import pytest
 
 from cronwave_core.errors import ConfigurationError, InvalidArgument
 from cronwave_core.instants import epoch_ns, wait_until_fire_time
-from cronwave_core.settings import Settings
+from cronwave_core.settings import DispatcherSettings, WorkerSettings
 from cronwave_core.suite import parse_worker_pools
-from dispatcher.sweeper import SweepSettings
 from worker.jobs import NO_RETRY, JobType, Registry, RetryPolicy, default_registry
-from worker.options import WorkerOptions
+from worker.jobs.billing_config import BillingSettings
 from worker.outcome import Action, decide
 from worker.supervisor import AttemptResult, Outcome
 
@@ -114,8 +113,8 @@ def test_the_decision_after_an_attempt() -> None:
 
 def test_a_worker_registers_the_job_types_of_the_pools_it_serves() -> None:
     def names(queues: str) -> list[str]:
-        settings = Settings.from_env({"CRONWAVE_WORKER_QUEUES": queues})
-        return default_registry(settings).names()
+        env = {"CRONWAVE_WORKER_QUEUES": queues}
+        return default_registry(WorkerSettings.from_env(env), BillingSettings.from_env(env)).names()
 
     assert "cronwave.noop.critical" not in names("default")
     assert names("critical") == ["cronwave.noop.critical"]
@@ -161,20 +160,23 @@ def test_settings_of_pools_workers_and_sweeper() -> None:
     assert parse_worker_pools("") == {}
     with pytest.raises(ConfigurationError, match="CRONWAVE_WORKER_POOLS"):
         parse_worker_pools("critical")
-    options = WorkerOptions.from_env({}, threads=8)
+    options = WorkerSettings.from_env({"CRONWAVE_WORKER_THREADS": "8"})
     assert (options.isolation, options.kill_grace, options.warm_processes) == (
         "process",
         timedelta(seconds=2),
         2,
     )
     assert options.max_processes == 8
-    capped = WorkerOptions.from_env(
-        {"CRONWAVE_JOB_MAX_PROCESSES": "3", "CRONWAVE_JOB_WARM_PROCESSES": "5"}, threads=8
+    capped = WorkerSettings.from_env(
+        {"CRONWAVE_JOB_MAX_PROCESSES": "3", "CRONWAVE_JOB_WARM_PROCESSES": "5"}
     )
     assert (capped.max_processes, capped.warm_processes) == (3, 3)
     with pytest.raises(ConfigurationError, match="CRONWAVE_JOB_ISOLATION"):
-        WorkerOptions.from_env({"CRONWAVE_JOB_ISOLATION": "fork"}, threads=1)
-    sweep = SweepSettings.from_env({"CRONWAVE_SWEEP_PENDING_AFTER": "5"})
-    assert (sweep.interval, sweep.pending_after) == (timedelta(seconds=0.5), timedelta(seconds=5))
+        WorkerSettings.from_env({"CRONWAVE_JOB_ISOLATION": "fork", "CRONWAVE_WORKER_THREADS": "1"})
+    sweep = DispatcherSettings.from_env({"CRONWAVE_SWEEP_PENDING_AFTER": "5"})
+    assert (sweep.sweep_interval, sweep.sweep_pending_after) == (
+        timedelta(seconds=0.5),
+        timedelta(seconds=5),
+    )
     with pytest.raises(ConfigurationError, match="CRONWAVE_SWEEP_INTERVAL"):
-        SweepSettings.from_env({"CRONWAVE_SWEEP_INTERVAL": "soon"})
+        DispatcherSettings.from_env({"CRONWAVE_SWEEP_INTERVAL": "soon"})

@@ -14,7 +14,6 @@ import pytest
 from cron_planner.app import Planner
 from cron_planner.clock import ManualClock
 from cronwave import Client, Run
-from cronwave_core.settings import Settings
 from cronwave_core.suite import Suite
 from tests.conftest import SuiteFactory
 from tests.helpers import eventually, fresh
@@ -107,7 +106,7 @@ def start_planner(suite: Suite) -> Iterator[StartPlanner]:
     def start(at: datetime) -> ClockedPlanner:
         env = {**suite.base_env(), **LEASE_ENV, "CRONWAVE_CANDIDATE": fresh("clocked")}
         clock = ManualClock(at)
-        planner = Planner(Settings.from_env(env), clock=clock, idle=timedelta(hours=1))
+        planner = Planner.from_env(env, clock=clock, idle=timedelta(hours=1))
         rig = ClockedPlanner(planner, clock)
         started.append(rig)
         planner.start()

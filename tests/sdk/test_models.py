@@ -154,9 +154,9 @@ def test_client_from_settings_uses_the_settings_addresses():
 
 
 def cronwave_settings(**env: str):
-    from cronwave_core.settings import Settings
+    from cronwave_core.settings import NetworkSettings
 
-    return Settings.from_env(env)
+    return NetworkSettings.from_env(env)
 
 
 def test_a_schedule_gives_its_spec_and_policy_whole():

@@ -20,7 +20,7 @@ from cronwave_core.faults import (
     parse,
     run_key,
 )
-from cronwave_core.settings import TEST_HOOKS, Settings
+from cronwave_core.settings import TEST_HOOKS, TestHooks
 from cronwave_core.telemetry import ATTR_FAULT
 
 FIRE = datetime(2025, 3, 1, 2, 0, 0, 123456, tzinfo=UTC)
@@ -120,20 +120,20 @@ def test_inject_sleeps_the_delay_and_marks_the_span() -> None:
 
 def test_a_process_not_started_for_tests_gets_the_no_op_hooks() -> None:
     # Given the settings of a production process (no switch, no fault)
-    settings = Settings.from_env({})
+    settings = TestHooks.from_env({})
     # When its fault hooks are built
     hooks = fault_hooks(settings)
     # Then they are the shared no-op ones: nothing configured, nothing slept
     assert hooks is NO_FAULTS
-    assert not settings.test_hooks
+    assert not settings.enabled
     assert hooks.get("execute", "app") is None
     assert hooks.inject("execute", "app", run_key("s", FIRE)) == timedelta(0)
 
 
 def test_the_injector_is_installed_only_with_the_switch_and_a_fault() -> None:
     on = {TEST_HOOKS: "1"}
-    assert fault_hooks(Settings.from_env(on)) is NO_FAULTS  # the switch alone: nothing to inject
-    hooks = fault_hooks(Settings.from_env({**on, "CRONWAVE_FAULT": "delay=execute:app:1ms:1"}))
+    assert fault_hooks(TestHooks.from_env(on)) is NO_FAULTS  # the switch alone: nothing to inject
+    hooks = fault_hooks(TestHooks.from_env({**on, "CRONWAVE_FAULT": "delay=execute:app:1ms:1"}))
     assert isinstance(hooks, Faults)
     assert hooks.get("execute", "app") == LatencyFault(
         "execute", "app", timedelta(milliseconds=1), 1.0
@@ -151,19 +151,19 @@ def test_the_injector_is_installed_only_with_the_switch_and_a_fault() -> None:
 )
 def test_a_fault_without_the_switch_stops_start_up_naming_both(env: dict[str, str]) -> None:
     with pytest.raises(ConfigurationError) as caught:
-        Settings.from_env(env)
+        TestHooks.from_env(env)
     (variable,) = (name for name in env if name != TEST_HOOKS)
     assert caught.value.message.startswith(f"{variable} set, but {TEST_HOOKS} is not: ")
     assert "never in production" in caught.value.message
 
 
 def test_settings_built_by_hand_refuse_a_fault_without_the_switch_too() -> None:
-    on = Settings.from_env({TEST_HOOKS: "1", "CRONWAVE_FAULT": "delay=execute:app:1ms:1"})
+    on = TestHooks.from_env({TEST_HOOKS: "1", "CRONWAVE_FAULT": "delay=execute:app:1ms:1"})
     with pytest.raises(ConfigurationError, match=f"CRONWAVE_FAULT set, but {TEST_HOOKS} is not"):
-        replace(on, test_hooks=False)
+        replace(on, enabled=False)
 
 
 def test_a_malformed_switch_stops_start_up_naming_it() -> None:
     with pytest.raises(ConfigurationError) as caught:
-        Settings.from_env({TEST_HOOKS: "yes please"})
+        TestHooks.from_env({TEST_HOOKS: "yes please"})
     assert caught.value.message == f"{TEST_HOOKS}: expected on or off, got 'yes please'"

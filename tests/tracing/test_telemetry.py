@@ -17,7 +17,7 @@ from opentelemetry.trace import StatusCode
 
 from cronwave_core import telemetry
 from cronwave_core.errors import ConfigurationError
-from cronwave_core.settings import Settings
+from cronwave_core.settings import TelemetrySettings
 from cronwave_core.telemetry import (
     ATTR_HOP,
     ATTR_KIND,
@@ -244,17 +244,17 @@ def test_a_lean_span_under_an_unsampled_parent_records_nothing(tmp_path: Path):
 
 
 def test_the_switch_interval_is_python_s_own_unless_set() -> None:
-    assert Settings.from_env({}).switch_interval is None
-    assert Settings.from_env({"CRONWAVE_SWITCH_INTERVAL": "0.0005"}).switch_interval == (
+    assert TelemetrySettings.from_env({}).switch_interval is None
+    assert TelemetrySettings.from_env({"CRONWAVE_SWITCH_INTERVAL": "0.0005"}).switch_interval == (
         timedelta(microseconds=500)
     )
     with pytest.raises(ConfigurationError, match="CRONWAVE_SWITCH_INTERVAL"):
-        Settings.from_env({"CRONWAVE_SWITCH_INTERVAL": "fast"})
+        TelemetrySettings.from_env({"CRONWAVE_SWITCH_INTERVAL": "fast"})
     # and a process that sets it runs with it
     before = sys.getswitchinterval()
     try:
         env = {"CRONWAVE_SWITCH_INTERVAL": "0.0005", "CRONWAVE_TRACING": "off"}
-        telemetry.init_tracing("test", Settings.from_env(env))
+        telemetry.init_tracing("test", TelemetrySettings.from_env(env))
         assert sys.getswitchinterval() == pytest.approx(0.0005)
     finally:
         sys.setswitchinterval(before)

@@ -17,7 +17,7 @@ from cronwave_core.queueing import (
     actor_name_for,
     make_broker,
 )
-from cronwave_core.settings import Settings
+from cronwave_core.settings import RedisSettings
 from tests.helpers import fresh
 
 
@@ -108,7 +108,9 @@ def test_broker_enqueues_under_its_namespace_without_becoming_global(
     redis_url: str, namespace: str
 ) -> None:
     # Given a broker built from settings
-    settings = Settings.from_env({"CRONWAVE_REDIS_URL": redis_url, "CRONWAVE_NAMESPACE": namespace})
+    settings = RedisSettings.from_env(
+        {"CRONWAVE_REDIS_URL": redis_url, "CRONWAVE_NAMESPACE": namespace}
+    )
     before = dramatiq.broker.global_broker
     broker = make_broker(settings)
     queue = fresh("q").replace("-", "_")

@@ -13,7 +13,7 @@ from rich.markup import escape
 
 from cronwave._client import Client
 from cronwave_core.errors import CronwaveError, Unavailable
-from cronwave_core.settings import Settings
+from cronwave_core.settings import NetworkSettings
 
 UNAVAILABLE_HINT = (
     "is `cronwave up` running? The CLI connects to CRONWAVE_STORE_ADDR, "
@@ -59,8 +59,8 @@ def reported_errors() -> Iterator[None]:
 
 @contextmanager
 def connected() -> Iterator[Client]:
-    """A client for the addresses in ``Settings.from_env()``, errors reported."""
+    """A client for the addresses in ``NetworkSettings.from_env()``, errors reported."""
     with reported_errors():
-        settings = Settings.from_env()
+        settings = NetworkSettings.from_env()
         with Client.from_settings(settings) as client:
             yield client

@@ -21,7 +21,7 @@ from cronwave.cli._console import fail, out, reported_errors
 from cronwave.cli.suite_cmds import running, suite_config, suite_facts, suite_table
 from cronwave_core import calendar
 from cronwave_core.errors import NotFound
-from cronwave_core.settings import Settings
+from cronwave_core.settings import NetworkSettings
 from cronwave_core.suite import Suite
 
 SCHEDULE_ID = "nightly-billing"
@@ -132,7 +132,7 @@ def demo(
     console = out()
     with reported_errors():
         calendar.zone(zone, "--zone")  # a typo fails before anything starts
-        settings = Settings.from_env()
+        settings = NetworkSettings.from_env()
         suite = Suite(demo_billing.with_gateway(suite_config(data_dir, ports={})))
         console.print(f"starting a private cronwave suite in {suite.config.data_dir} ...")
         try:
@@ -215,7 +215,7 @@ def billing(
     limit = parse_duration(timeout)
     console = out()
     with reported_errors():
-        settings = Settings.from_env()
+        settings = NetworkSettings.from_env()
         directory = data_dir or demo_billing.fresh_data_dir()
         suite = Suite(demo_billing.with_gateway(suite_config(directory, ports={})))
         console.print(f"starting a private cronwave suite and payment gateway in {directory} ...")

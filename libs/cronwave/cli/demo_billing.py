@@ -38,7 +38,7 @@ from cronwave.v1 import workflow_store_service_pb2_grpc as store_grpc
 from cronwave_core.errors import CronwaveError
 from cronwave_core.queueing import RunMessage, make_broker
 from cronwave_core.rpc import open_channel
-from cronwave_core.settings import Settings
+from cronwave_core.settings import DemoSettings, RedisSettings
 from cronwave_core.suite import Proc, Suite, SuiteConfig
 
 JOB_TYPE = "billing.nightly"
@@ -96,8 +96,7 @@ def heartbeat_timeout(suite: Suite, timeout: timedelta) -> timedelta:
 def redeliver(suite: Suite, run: Run) -> None:
     """Put the run's message on its queue again, as the dispatcher did: a worker's claim
     then decides (a live attempt keeps the run; a lapsed one is superseded)."""
-    settings = Settings.from_env(suite.base_env())
-    broker = make_broker(settings)
+    broker = make_broker(RedisSettings.from_env(suite.base_env()))
     try:
         message = RunMessage(
             run_id=run.run_id,
@@ -336,7 +335,7 @@ def run_billing_demo(
 
 def billing_url(suite: Suite) -> str:
     """The billing database the suite's worker uses."""
-    return Settings.from_env(suite.base_env()).billing_database_url
+    return DemoSettings.from_env(suite.base_env()).billing_database_url
 
 
 def outcome_table(outcome: Outcome) -> Table:

@@ -19,7 +19,7 @@ from cronwave.v1 import workflow_store_service_pb2 as store_pb
 from cronwave.v1 import workflow_store_service_pb2_grpc as store_grpc
 from cronwave_core.errors import CronwaveError, Unavailable
 from cronwave_core.rpc import error_from_rpc, open_channel
-from cronwave_core.settings import Settings
+from cronwave_core.settings import NetworkSettings
 
 app = typer.Typer(
     help="The dead-letter list: runs whose retries are spent, and poison messages.",
@@ -32,7 +32,7 @@ Resp = TypeVar("Resp")
 class _Store:
     """The workflow-store, with failures turned into ``CronwaveError``s."""
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: NetworkSettings) -> None:
         self.address = settings.store_addr
         self.timeout = settings.rpc_timeout
         self._channel = open_channel(settings.store_addr, settings.rpc_timeout, traced=False)
@@ -62,7 +62,7 @@ class _Store:
 @contextmanager
 def _store() -> Iterator[_Store]:
     with reported_errors():
-        store = _Store(Settings.from_env())
+        store = _Store(NetworkSettings.from_env())
         try:
             yield store
         finally:

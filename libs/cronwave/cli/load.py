@@ -45,7 +45,7 @@ from cronwave.v1 import workflow_store_service_pb2_grpc as store_grpc
 from cronwave_core.caching import METADATA_KEY, TERMINAL_STATES, RunStatusCache, redis_client
 from cronwave_core.errors import InvalidArgument, Unavailable
 from cronwave_core.rpc import open_channel
-from cronwave_core.settings import Settings
+from cronwave_core.settings import NetworkSettings, ProcessSettings, RedisSettings
 from cronwave_core.suite import Suite
 
 app = typer.Typer()
@@ -333,26 +333,20 @@ def _reachable(address: str, timeout: float = 1.0) -> bool:
 @contextmanager
 def suite_target(data_dir: Path | None, connect: bool) -> Iterator[tuple[Target, Suite | None]]:
     """The configured suite when it answers, else (unless ``connect``) a private one."""
-    settings = Settings.from_env()
-    if _reachable(settings.store_addr) and _reachable(settings.dispatcher_addr):
+    network = NetworkSettings.from_env()
+    redis = RedisSettings.from_env()
+    if _reachable(network.store_addr) and _reachable(network.dispatcher_addr):
         yield (
-            Target(
-                settings.store_addr,
-                settings.dispatcher_addr,
-                settings.redis_url,
-                settings.namespace,
-            ),
+            Target(network.store_addr, network.dispatcher_addr, redis.redis_url, redis.namespace),
             None,
         )
         return
     if connect:
-        raise Unavailable(
-            f"no suite answers at {settings.store_addr} and {settings.dispatcher_addr}"
-        )
-    suite = Suite(suite_config(data_dir or settings.data_dir, ports={}))
+        raise Unavailable(f"no suite answers at {network.store_addr} and {network.dispatcher_addr}")
+    suite = Suite(suite_config(data_dir or ProcessSettings.from_env().data_dir, ports={}))
     with running(suite):
         yield (
-            Target(suite.store_addr, suite.dispatcher_addr, suite.redis_url, settings.namespace),
+            Target(suite.store_addr, suite.dispatcher_addr, suite.redis_url, redis.namespace),
             suite,
         )
 

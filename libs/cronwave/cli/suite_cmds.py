@@ -22,7 +22,7 @@ from rich.table import Table
 from rich.text import Text
 
 from cronwave.cli._console import err, fail, out, reported_errors
-from cronwave_core.settings import Settings
+from cronwave_core.settings import ProcessSettings, check_env
 from cronwave_core.suite import Suite, SuiteConfig
 
 app = typer.Typer()
@@ -61,7 +61,7 @@ def suite_config(
     when set (else SQLite in the data dir / an embedded redis-server) and passes every
     other ``CRONWAVE_*`` setting on to its processes."""
     env = os.environ if environ is None else environ
-    Settings.from_env(env)  # a malformed variable stops here, named
+    check_env(env)  # a malformed variable stops here, named
     return SuiteConfig(
         data_dir=data_dir.expanduser().resolve(),
         database_url=env.get("CRONWAVE_DATABASE_URL") or None,
@@ -186,9 +186,9 @@ def up(
 ) -> None:
     """Run the whole suite on the fixed ports until Ctrl-C (or SIGTERM), then stop it."""
     with reported_errors():
-        settings = Settings.from_env()
+        process = ProcessSettings.from_env()
         config = suite_config(
-            data_dir or settings.data_dir, ports=None, planners=planners, workers=workers
+            data_dir or process.data_dir, ports=None, planners=planners, workers=workers
         )
         suite = Suite(config)
         busy = busy_ports(suite)

@@ -21,7 +21,7 @@ import typer
 
 from cronwave.cli._console import out, reported_errors
 from cronwave_core.errors import InvalidArgument
-from cronwave_core.settings import Settings
+from cronwave_core.settings import ProcessSettings
 from cronwave_core.telemetry import ATTR_TRIGGER
 from cronwave_waterfall import Run, render_html, render_json, render_terminal
 from cronwave_waterfall.command import deliver, select_waterfall
@@ -42,7 +42,7 @@ def resolve_source(raw: str, data_dir: Path | None, service: str | None = None) 
     """What ``load_spans`` reads for a ``--source`` value (see the module docstring)."""
     text = raw.strip()
     if text in ("", "local"):
-        return data_dir if data_dir is not None else Settings.from_env().data_dir
+        return data_dir if data_dir is not None else ProcessSettings.from_env().data_dir
     kind, sep, rest = text.partition(":")
     if sep and kind in ("jaeger-file", "otlp-file"):
         path = Path(rest).expanduser()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -16,7 +17,13 @@ from cron_planner.schedule_index import ScheduleIndex
 from cronwave_core.caching import redis_client
 from cronwave_core.queue_epoch import LossView
 from cronwave_core.rpc import open_channel
-from cronwave_core.settings import Settings
+from cronwave_core.settings import (
+    LeaseSettings,
+    NetworkSettings,
+    PlannerSettings,
+    RedisSettings,
+    TestHooks,
+)
 
 
 @dataclass(frozen=True)
@@ -39,24 +46,31 @@ class Planner:
     loads and fires; ``stop`` stops firing first, then resigns the lease."""
 
     def __init__(
-        self, settings: Settings, clock: Clock | None = None, idle: timedelta | None = None
+        self,
+        settings: PlannerSettings,
+        lease: LeaseSettings,
+        network: NetworkSettings,
+        redis: RedisSettings,
+        hooks: TestHooks,
+        clock: Clock | None = None,
+        idle: timedelta | None = None,
     ) -> None:
         """``idle`` bounds how long the fire loop waits with nothing due (a change or a
         leadership change wakes it at once anyway); tests on a manual clock raise it."""
         self.settings = settings
         self.clock = clock or SystemClock()
-        timeout = settings.rpc_timeout
-        self._leader_channel = open_channel(settings.leader_addr, timeout, traced=False)
-        self._store_channel = open_channel(settings.store_addr, timeout)
-        self._watch_channel = open_channel(settings.store_addr, timeout, traced=False)
-        self._dispatcher_channel = open_channel(settings.dispatcher_addr, timeout)
+        timeout = network.rpc_timeout
+        self._leader_channel = open_channel(network.leader_addr, timeout, traced=False)
+        self._store_channel = open_channel(network.store_addr, timeout)
+        self._watch_channel = open_channel(network.store_addr, timeout, traced=False)
+        self._dispatcher_channel = open_channel(network.dispatcher_addr, timeout)
         self.index = ScheduleIndex(lead=settings.dispatch_lead)
         self.elector = Elector(
             self._leader_channel,
             settings.candidate,
-            ttl=settings.lease_ttl,
-            renew_interval=settings.lease_renew_interval,
-            retry_interval=settings.lease_retry_interval,
+            ttl=lease.ttl,
+            renew_interval=lease.renew_interval,
+            retry_interval=lease.retry_interval,
             rpc_timeout=timeout,
             on_change=self._on_change,
             ready=lambda: self.feed.loaded.is_set(),
@@ -64,15 +78,15 @@ class Planner:
         store = StoreClient(self._store_channel, timeout)
         # The broker's Redis, read only for its queue epoch (a lost queue's runs are no
         # reason to skip a slot); short timeouts: Redis away means "no loss known".
-        self._queue_redis = redis_client(settings.redis_url)
+        self._queue_redis = redis_client(redis.redis_url)
         self.loop = FireLoop(
             self.index,
             self.clock,
             self.elector,
-            with_faults(DispatcherClient(self._dispatcher_channel, timeout), settings),
+            with_faults(DispatcherClient(self._dispatcher_channel, timeout), hooks),
             store,
             idle=idle or timedelta(seconds=1),
-            queue_loss=LossView(self._queue_redis, settings.namespace),
+            queue_loss=LossView(self._queue_redis, redis.namespace),
         )
         leader = LeaderClient(self._leader_channel, timeout, self.elector.scope)
         self.backfiller = Backfiller(
@@ -91,6 +105,24 @@ class Planner:
             rpc_timeout=timeout,
             on_change=self._on_change,
             on_pause=self.loop.paused,
+        )
+
+    @classmethod
+    def from_env(
+        cls,
+        env: Mapping[str, str] | None = None,
+        clock: Clock | None = None,
+        idle: timedelta | None = None,
+    ) -> Planner:
+        """A planner with the settings in ``env`` (the process's environment if None)."""
+        return cls(
+            PlannerSettings.from_env(env),
+            LeaseSettings.from_env(env),
+            NetworkSettings.from_env(env),
+            RedisSettings.from_env(env),
+            TestHooks.from_env(env),
+            clock=clock,
+            idle=idle,
         )
 
     def _on_change(self) -> None:

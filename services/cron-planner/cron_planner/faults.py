@@ -22,7 +22,7 @@ from datetime import timedelta
 from cron_planner.fire_loop import Dispatch, Start
 from cronwave_core.errors import ConfigurationError, CronwaveError
 from cronwave_core.faults import named_items
-from cronwave_core.settings import Settings
+from cronwave_core.settings import TestHooks
 
 log = logging.getLogger("cronwave.planner.fault")
 
@@ -70,12 +70,12 @@ class HeldDispatch:
         return self._inner.start_runs(starts, token)
 
 
-def with_faults(dispatch: Dispatch, settings: Settings) -> Dispatch:
+def with_faults(dispatch: Dispatch, hooks: TestHooks) -> Dispatch:
     """``dispatch`` as ``CRONWAVE_FAULT`` says, in a planner started for tests
-    (``settings.test_hooks``); unchanged in any other and when it names no fault."""
-    if not settings.test_hooks:
+    (``hooks.enabled``); unchanged in any other and when it names no fault."""
+    if not hooks.enabled:
         return dispatch
-    hold = hold_start(parse(settings.fault))
+    hold = hold_start(parse(hooks.fault))
     if hold is None:
         return dispatch
     log.warning("fault injection on: %s=%s", HOLD_START, hold.total_seconds())

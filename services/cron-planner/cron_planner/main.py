@@ -9,14 +9,16 @@ from cron_planner.servicer import CronPlannerServicer
 from cronwave.v1 import cron_planner_service_pb2 as pb
 from cronwave.v1 import cron_planner_service_pb2_grpc as pb_grpc
 from cronwave_core.bootstrap import Service, full_names, serve
-from cronwave_core.settings import Settings
+from cronwave_core.settings import NetworkSettings, ProcessSettings, TelemetrySettings
 from cronwave_core.telemetry import init_tracing
 
 
 def main() -> None:
-    settings = Settings.from_env()
-    provider = init_tracing("cron-planner", settings)
-    planner = Planner(settings)
+    process = ProcessSettings.from_env()
+    network = NetworkSettings.from_env()
+    telemetry = TelemetrySettings.from_env()
+    provider = init_tracing("cron-planner", telemetry)
+    planner = Planner.from_env()
     servicer = CronPlannerServicer(planner.status, planner.clock.now, planner.backfill)
 
     def register(server: grpc.Server) -> None:
@@ -32,10 +34,11 @@ def main() -> None:
     serve(
         Service(
             name="cron-planner",
-            address=settings.planner_addr,
+            address=network.planner_addr,
             register=register,
             service_names=full_names([pb.DESCRIPTOR]),
             on_stop=on_stop,
         ),
-        settings,
+        process.grace,
+        traced=telemetry.tracing,
     )

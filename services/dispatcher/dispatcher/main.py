@@ -11,26 +11,38 @@ from cronwave_core.faults import fault_hooks
 from cronwave_core.queue_epoch import EpochWatch
 from cronwave_core.queueing import make_broker
 from cronwave_core.rpc import open_channel
-from cronwave_core.settings import Settings
+from cronwave_core.settings import (
+    DispatcherSettings,
+    NetworkSettings,
+    ProcessSettings,
+    RedisSettings,
+    TelemetrySettings,
+    TestHooks,
+)
 from cronwave_core.telemetry import init_tracing
 from dispatcher import caches
 from dispatcher.servicer import DispatcherServicer
-from dispatcher.sweeper import Sweeper, SweepSettings
+from dispatcher.sweeper import Sweeper
 
 
 def main() -> None:
-    settings = Settings.from_env()
-    provider = init_tracing("dispatcher", settings)
-    broker = make_broker(settings)
-    channel = open_channel(settings.store_addr, settings.rpc_timeout)
+    process = ProcessSettings.from_env()
+    network = NetworkSettings.from_env()
+    redis_settings = RedisSettings.from_env()
+    dispatcher = DispatcherSettings.from_env()
+    telemetry = TelemetrySettings.from_env()
+    hooks = TestHooks.from_env()
+    provider = init_tracing("dispatcher", telemetry)
+    broker = make_broker(redis_settings)
+    channel = open_channel(network.store_addr, network.rpc_timeout)
     store = store_grpc.WorkflowStoreServiceStub(channel)
-    faults = fault_hooks(settings)
-    cache_redis = redis_client(settings.redis_url)
+    faults = fault_hooks(hooks)
+    cache_redis = redis_client(redis_settings.redis_url)
     routes = TwoTierCache(
         "route",
         "dispatch",
         client=cache_redis,
-        namespace=settings.namespace,
+        namespace=redis_settings.namespace,
         local_ttl=caches.ROUTE_LOCAL_TTL,
         redis_ttl=caches.ROUTE_REDIS_TTL,
         faults=faults,
@@ -39,7 +51,7 @@ def main() -> None:
         "dedup",
         "dispatch",
         client=cache_redis,
-        namespace=settings.namespace,
+        namespace=redis_settings.namespace,
         local_ttl=caches.DEDUP_LOCAL_TTL,
         redis_ttl=caches.DEDUP_REDIS_TTL,
     )
@@ -48,11 +60,11 @@ def main() -> None:
         broker,
         routes=caches.RouteCache(routes, store),
         dedup=caches.DedupCache(dedup),
-        run_status=RunStatusCache(cache_redis, settings.namespace),
+        run_status=RunStatusCache(cache_redis, redis_settings.namespace),
         faults=faults,
     )
-    watch = EpochWatch(broker.client, settings.namespace)
-    sweeper = Sweeper(store, broker, SweepSettings.from_env(settings.extra), watch=watch)
+    watch = EpochWatch(broker.client, redis_settings.namespace)
+    sweeper = Sweeper(store, broker, dispatcher, watch=watch)
     sweeper.start()
 
     def on_stop() -> None:
@@ -65,12 +77,13 @@ def main() -> None:
     serve(
         Service(
             name="dispatcher",
-            address=settings.dispatcher_addr,
+            address=network.dispatcher_addr,
             register=lambda server: pb_grpc.add_DispatcherServiceServicer_to_server(
                 servicer, server
             ),
             service_names=full_names([dispatcher_service_pb2.DESCRIPTOR]),
             on_stop=on_stop,
         ),
-        settings,
+        process.grace,
+        traced=telemetry.tracing,
     )

@@ -2,8 +2,8 @@
 
 The broker is not the source of truth; the store is. A message can be lost (Redis
 restarted with persistence off, a worker died holding a delayed retry) and a worker
-can die mid-run. Once a tick (``interval``) the sweeper asks the store for at most
-``limit`` such runs, which the store marks "requeued" in the same transaction:
+can die mid-run. Once a tick (``CRONWAVE_SWEEP_INTERVAL``) the sweeper asks the store for at
+most ``CRONWAVE_SWEEP_LIMIT`` such runs, which the store marks "requeued" in the same transaction:
 
 - PENDING runs due longer than ``pending_for`` ago that no worker claimed (a retry is
   due only once its delay has passed), and replayed runs, which have no message yet;
@@ -14,10 +14,11 @@ A lost queue is not left to ``pending_for``: each tick first looks at the queue
 epoch (``cronwave_core.queue_epoch``: one round trip to Redis). When Redis has lost its
 messages (restarted empty, flushed, another server) the sweeper that notices it re-sends
 the message of every PENDING run recorded before then, page by page
-(``RequeueLostRuns``, ``limit`` runs a page, the pages one after another without waiting
-for the next tick), so those runs start within a second of Redis answering again rather
-than after ``pending_after``. A page that fails is asked for again next tick; a recovery
-left unfinished by a dying dispatcher is finished by the ordinary sweep, once overdue.
+(``RequeueLostRuns``, ``CRONWAVE_SWEEP_LIMIT`` runs a page, the pages one after another
+without waiting for the next tick), so those runs start within a second of Redis
+answering again rather than after ``CRONWAVE_SWEEP_PENDING_AFTER``. A page that fails
+is asked for again next tick; a recovery left unfinished by a dying dispatcher is
+finished by the ordinary sweep, once overdue.
 
 A message sent twice is harmless: a worker acts on a message only through
 ``ClaimRun``, which lets exactly one attempt hold a run and refuses a run that is
@@ -29,7 +30,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -38,9 +39,9 @@ from dramatiq.brokers.redis import RedisBroker
 
 from cronwave.v1 import workflow_store_service_pb2 as store_pb
 from cronwave_core.convert import dt_to_ts, td_to_duration, ts_to_dt
-from cronwave_core.errors import ConfigurationError
 from cronwave_core.queue_epoch import EpochWatch
 from cronwave_core.queueing import DEFAULT_QUEUE, RunMessage
+from cronwave_core.settings import DispatcherSettings
 from cronwave_core.telemetry import hop_span, run_attributes
 
 log = logging.getLogger("cronwave.dispatcher")
@@ -51,43 +52,6 @@ LOST_PAGES_PER_TICK = 50
 
 def _now() -> datetime:
     return datetime.now(UTC)
-
-
-def _seconds(env: Mapping[str, str], name: str, default: float) -> timedelta:
-    raw = env.get(name) or ""
-    if not raw:
-        return timedelta(seconds=default)
-    try:
-        value = float(raw.removesuffix("s"))
-    except ValueError:
-        value = -1.0
-    if not value >= 0:
-        raise ConfigurationError(f"{name}: expected seconds (e.g. 0.5), got {raw!r}")
-    return timedelta(seconds=value)
-
-
-@dataclass(frozen=True)
-class SweepSettings:
-    """``CRONWAVE_SWEEP_INTERVAL`` (s between ticks; 0 turns the sweeper off),
-    ``CRONWAVE_SWEEP_PENDING_AFTER`` (s a due PENDING run may wait unclaimed) and
-    ``CRONWAVE_SWEEP_LIMIT`` (runs per tick)."""
-
-    interval: timedelta = timedelta(seconds=0.5)
-    pending_after: timedelta = timedelta(seconds=30)
-    limit: int = 200
-
-    @classmethod
-    def from_env(cls, env: Mapping[str, str]) -> SweepSettings:
-        raw_limit = env.get("CRONWAVE_SWEEP_LIMIT") or "200"
-        if not raw_limit.isdigit() or not 1 <= int(raw_limit) <= 10_000:
-            raise ConfigurationError(
-                f"CRONWAVE_SWEEP_LIMIT: expected a whole number in [1, 10000], got {raw_limit!r}"
-            )
-        return cls(
-            interval=_seconds(env, "CRONWAVE_SWEEP_INTERVAL", 0.5),
-            pending_after=_seconds(env, "CRONWAVE_SWEEP_PENDING_AFTER", 30.0),
-            limit=int(raw_limit),
-        )
 
 
 @dataclass
@@ -102,14 +66,14 @@ class _Recovery:
 
 
 class Sweeper:
-    """A daemon thread that runs ``sweep_once`` every ``settings.interval``. With a
+    """A daemon thread that runs ``sweep_once`` every ``settings.sweep_interval``. With a
     ``watch``, each tick first looks for a lost queue and re-sends the runs it held."""
 
     def __init__(
         self,
         store: Any,  # WorkflowStoreServiceStub
         broker: RedisBroker,
-        settings: SweepSettings,
+        settings: DispatcherSettings,
         watch: EpochWatch | None = None,
         now: Callable[[], datetime] = _now,
     ) -> None:
@@ -123,7 +87,7 @@ class Sweeper:
         self._thread = threading.Thread(target=self._loop, name="sweeper", daemon=True)
 
     def start(self) -> None:
-        if self.settings.interval > timedelta(0):
+        if self.settings.sweep_interval > timedelta(0):
             self._thread.start()
 
     def stop(self, timeout: timedelta = timedelta(seconds=5)) -> None:
@@ -148,8 +112,8 @@ class Sweeper:
             sent = 0
         response = self.store.RequeueStalledRuns(
             store_pb.RequeueStalledRunsRequest(
-                pending_for=td_to_duration(self.settings.pending_after),
-                limit=self.settings.limit,
+                pending_for=td_to_duration(self.settings.sweep_pending_after),
+                limit=self.settings.sweep_limit,
             )
         )
         return sent + self._send(response.runs)
@@ -173,9 +137,9 @@ class Sweeper:
         page = self.store.RequeueLostRuns(
             store_pb.RequeueLostRunsRequest(
                 lost_at=dt_to_ts(recovery.lost_at),
-                pending_for=td_to_duration(self.settings.pending_after),
+                pending_for=td_to_duration(self.settings.sweep_pending_after),
                 after_run_id=recovery.after,
-                limit=self.settings.limit,
+                limit=self.settings.sweep_limit,
             )
         )
         sent = self._send(page.runs)
@@ -215,7 +179,7 @@ class Sweeper:
         return sent
 
     def _loop(self) -> None:
-        interval = self.settings.interval.total_seconds()
+        interval = self.settings.sweep_interval.total_seconds()
         while not self._stop.is_set():
             started = time.monotonic()
             pages = 0
@@ -231,5 +195,5 @@ class Sweeper:
                 log.warning("sweep failed: %s", exc)
                 sent = 0
             # A full batch means more are waiting: go again at once.
-            if sent < self.settings.limit:
+            if sent < self.settings.sweep_limit:
                 self._stop.wait(max(0.0, interval - (time.monotonic() - started)))

@@ -9,7 +9,14 @@ from cronwave.v1 import leader_election_service_pb2 as pb
 from cronwave.v1 import leader_election_service_pb2_grpc as pb_grpc
 from cronwave_core.bootstrap import Service, full_names, serve
 from cronwave_core.rpc import open_channel
-from cronwave_core.settings import Settings
+from cronwave_core.settings import (
+    LeaseSettings,
+    NetworkSettings,
+    ProcessSettings,
+    RedisSettings,
+    TelemetrySettings,
+    TestHooks,
+)
 from cronwave_core.telemetry import init_tracing
 from leader_election.leases import LeaseStore
 from leader_election.servicer import LeaderElectionServicer
@@ -17,23 +24,28 @@ from leader_election.store_tokens import StoreTokens
 
 
 def main() -> None:
-    settings = Settings.from_env()
-    provider = init_tracing("leader-election", settings)
+    process = ProcessSettings.from_env()
+    network = NetworkSettings.from_env()
+    redis_settings = RedisSettings.from_env()
+    lease = LeaseSettings.from_env()
+    telemetry = TelemetrySettings.from_env()
+    TestHooks.from_env()  # no drill here; one that leaked into its environment stops it
+    provider = init_tracing("leader-election", telemetry)
     # A Redis that hangs must fail the call well inside the caller's deadline.
-    redis_timeout = min(2.0, settings.rpc_timeout.total_seconds() / 2)
+    redis_timeout = min(2.0, network.rpc_timeout.total_seconds() / 2)
     client = redis.Redis.from_url(
-        settings.redis_url,
+        redis_settings.redis_url,
         socket_timeout=redis_timeout,
         socket_connect_timeout=redis_timeout,
         health_check_interval=30,
     )
-    store_channel = open_channel(settings.store_addr, settings.rpc_timeout)
+    store_channel = open_channel(network.store_addr, network.rpc_timeout)
     leases = LeaseStore(
         client,
-        settings.namespace,
-        StoreTokens(store_channel, settings.store_addr, settings.rpc_timeout / 2),
+        redis_settings.namespace,
+        StoreTokens(store_channel, network.store_addr, network.rpc_timeout / 2),
     )
-    servicer = LeaderElectionServicer(leases, settings.lease_ttl)
+    servicer = LeaderElectionServicer(leases, lease.ttl)
 
     def register(server: grpc.Server) -> None:
         pb_grpc.add_LeaderElectionServiceServicer_to_server(servicer, server)
@@ -46,10 +58,11 @@ def main() -> None:
     serve(
         Service(
             name="leader-election",
-            address=settings.leader_addr,
+            address=network.leader_addr,
             register=register,
             service_names=full_names([pb.DESCRIPTOR]),
             on_stop=on_stop,
         ),
-        settings,
+        process.grace,
+        traced=telemetry.tracing,
     )

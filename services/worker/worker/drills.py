@@ -17,7 +17,7 @@ import signal
 
 from cronwave_core.errors import ConfigurationError
 from cronwave_core.faults import named_items
-from cronwave_core.settings import Settings
+from cronwave_core.settings import TestHooks
 
 log = logging.getLogger("cronwave.worker.drill")
 
@@ -52,13 +52,13 @@ class StopBeforeComplete(DrillHooks):
         log.warning("drill %s: resumed; completing run %s", STOP_BEFORE_COMPLETE, run_id)
 
 
-def drill_hooks(settings: Settings) -> DrillHooks:
+def drill_hooks(hooks: TestHooks) -> DrillHooks:
     """The hooks ``CRONWAVE_FAULT`` names, in a worker started for drills
-    (``settings.test_hooks``); ``NO_DRILLS`` otherwise. A malformed value stops
+    (``hooks.enabled``); ``NO_DRILLS`` otherwise. A malformed value stops
     start-up (``ConfigurationError``)."""
-    if not settings.test_hooks:
+    if not hooks.enabled:
         return NO_DRILLS
-    raw = named_items(settings.fault, f"{STOP_BEFORE_COMPLETE}=1").get(STOP_BEFORE_COMPLETE)
+    raw = named_items(hooks.fault, f"{STOP_BEFORE_COMPLETE}=1").get(STOP_BEFORE_COMPLETE)
     if raw is None:
         return NO_DRILLS
     if not raw.isdigit() or int(raw) < 1:

@@ -22,9 +22,10 @@ from datetime import datetime
 from typing import IO, Any
 
 from cronwave_core.instants import wait_until_fire_time
-from cronwave_core.settings import Settings
+from cronwave_core.settings import TelemetrySettings, WorkerSettings
 from cronwave_core.telemetry import extracted_context, init_tracing
 from worker.jobs import JobContext, Registry, default_registry
+from worker.jobs.billing_config import BillingSettings
 from worker.jobs.context import Checkpoint, WorkerStopping
 from worker.supervisor import describe, error_types
 
@@ -154,9 +155,8 @@ def serve() -> None:
         level=logging.INFO,
         format=f"%(asctime)s job[{os.getpid()}] %(levelname)s %(name)s %(message)s",
     )
-    settings = Settings.from_env()
-    provider = init_tracing("worker", settings)
-    registry = default_registry(settings)
+    provider = init_tracing("worker", TelemetrySettings.from_env())
+    registry = default_registry(WorkerSettings.from_env(), BillingSettings.from_env())
     channel = Channel(proto_out)
     try:
         channel.send({"op": "ready", "pid": os.getpid()})

@@ -27,6 +27,8 @@ import sys
 import threading
 import time
 
+from cronwave_core.settings import WorkerSettings
+
 PARENT_PID_VAR = "CRONWAVE_JOB_PARENT_PID"
 _PR_SET_PDEATHSIG = 1
 _WATCHDOG_INTERVAL_S = 0.5
@@ -53,7 +55,7 @@ def die_with_parent(parent_pid: int) -> None:
 
 
 def main() -> None:
-    die_with_parent(int(os.environ.get(PARENT_PID_VAR) or 0))
+    die_with_parent(WorkerSettings.from_env().parent_pid)
     from worker.job_body import serve  # the job modules: the slow part of a start-up
 
     serve()

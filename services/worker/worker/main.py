@@ -21,7 +21,6 @@ import os
 import signal
 import sys
 import threading
-from collections.abc import Mapping
 from datetime import timedelta
 from typing import Any, NoReturn
 
@@ -36,10 +35,17 @@ from cronwave.v1 import workflow_store_service_pb2_grpc as store_grpc
 from cronwave_core.bootstrap import RunningServer, Service, full_names
 from cronwave_core.caching import RunStatusCache, redis_client
 from cronwave_core.convert import td_to_duration
-from cronwave_core.errors import ConfigurationError, CronwaveError
+from cronwave_core.errors import CronwaveError
 from cronwave_core.faults import fault_hooks
 from cronwave_core.rpc import error_from_rpc, open_channel
-from cronwave_core.settings import Settings
+from cronwave_core.settings import (
+    NetworkSettings,
+    ProcessSettings,
+    RedisSettings,
+    TelemetrySettings,
+    TestHooks,
+    WorkerSettings,
+)
 from cronwave_core.telemetry import init_tracing
 from worker.acks import BatchAckBroker
 from worker.actors import declare_actors
@@ -49,31 +55,23 @@ from worker.drills import drill_hooks
 from worker.held_runs import HeldRuns
 from worker.job_process import JobProcessPool
 from worker.jobs import JobType, Registry, default_registry
-from worker.options import WorkerOptions
+from worker.jobs.billing_config import BillingSettings
 from worker.runtime import Isolation, RunProcessor, WorkerStats, with_retries
 from worker.status import WorkerStatusServicer
 
 log = logging.getLogger("cronwave.worker")
 
-#: dramatiq's consumer idle poll, in ms: a new message waits at most this long
-#: before a sleeping consumer looks again, so it bounds the pickup lateness it adds.
-WORKER_TIMEOUT_MS = 100
-POLL_VAR = "CRONWAVE_WORKER_POLL_MS"
 #: Past the grace period the jobs still running are stopped; their runs are handed
 #: back within this much more (beyond a job process's kill grace).
 HAND_BACK_WAIT = timedelta(seconds=2)
 
 
-def poll_ms(env: Mapping[str, str]) -> int:
-    """The consumer's idle poll in ms: ``CRONWAVE_WORKER_POLL_MS``, else
-    ``WORKER_TIMEOUT_MS``. Lower means less pickup lateness and more Redis polling
+def poll_ms(worker: WorkerSettings) -> int:
+    """dramatiq's consumer idle poll, in whole ms (``CRONWAVE_WORKER_POLL_MS``): a new
+    message waits at most this long before a sleeping consumer looks again, so it bounds
+    the pickup lateness it adds. Lower means less pickup lateness and more Redis polling
     while idle (benchmarks and latency tests lower it)."""
-    raw = env.get(POLL_VAR) or str(WORKER_TIMEOUT_MS)
-    if not raw.isdigit() or not 1 <= int(raw) <= 10_000:
-        raise ConfigurationError(
-            f"{POLL_VAR}: expected whole milliseconds in [1, 10000], got {raw!r}"
-        )
-    return int(raw)
+    return max(1, round(worker.poll / timedelta(milliseconds=1)))
 
 
 def job_type_to_proto(job_type: JobType) -> common_pb2.JobType:
@@ -189,14 +187,18 @@ def exit_stopped() -> NoReturn:
 
 
 def main() -> None:
-    settings = Settings.from_env()
+    process = ProcessSettings.from_env()
+    network = NetworkSettings.from_env()
+    redis_settings = RedisSettings.from_env()
+    telemetry = TelemetrySettings.from_env()
+    settings = WorkerSettings.from_env()
+    hooks = TestHooks.from_env()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s worker %(levelname)s %(message)s")
-    provider = init_tracing("worker", settings)
-    options = WorkerOptions.from_env(settings.extra, settings.worker_threads)
-    registry = default_registry(settings)
+    provider = init_tracing("worker", telemetry)
+    registry = default_registry(settings, BillingSettings.from_env())
     pool: JobProcessPool | None = None
-    if options.isolation == "process":
-        pool = JobProcessPool(warm=options.warm_processes, max_processes=options.max_processes)
+    if settings.isolation == "process":
+        pool = JobProcessPool(warm=settings.warm_processes, max_processes=settings.max_processes)
         pool.start(wait=False)
     # Handled messages are acknowledged in batches (worker.acks). Of dramatiq's
     # middleware only the two that act on run messages: the time limit (a backstop
@@ -205,12 +207,12 @@ def main() -> None:
     # callbacks, pipelines and shutdown notices are not used, and each would be
     # called for every message.
     broker = BatchAckBroker(
-        url=settings.redis_url,
-        namespace=settings.namespace,
+        url=redis_settings.redis_url,
+        namespace=redis_settings.namespace,
         middleware=[TimeLimit(), Retries()],
     )
     dramatiq.set_broker(broker)
-    channel = open_channel(settings.store_addr, settings.rpc_timeout)
+    channel = open_channel(network.store_addr, network.rpc_timeout)
     store = store_grpc.WorkflowStoreServiceStub(channel)
     register_job_types(store, registry)
     if pool is not None:
@@ -220,34 +222,32 @@ def main() -> None:
     stats = WorkerStats()
     held = HeldRuns()
     draining = Draining()
-    cache_redis = redis_client(settings.redis_url)
+    cache_redis = redis_client(redis_settings.redis_url)
     processor = RunProcessor(
         store,
         registry,
         settings.worker_id,
         stats,
         broker=broker,
-        isolation=Isolation(pool=pool, kill_grace=options.kill_grace),
-        run_status=RunStatusCache(cache_redis, settings.namespace),
-        faults=fault_hooks(settings),
+        isolation=Isolation(pool=pool, kill_grace=settings.kill_grace),
+        run_status=RunStatusCache(cache_redis, redis_settings.namespace),
+        faults=fault_hooks(hooks),
         held=held,
-        drills=drill_hooks(settings),
+        drills=drill_hooks(hooks),
         draining=draining,
     )
     broker.add_middleware(DeadLetterRejected(processor))
-    declare_actors(broker, settings.worker_queues, processor, registry)
+    declare_actors(broker, settings.queues, processor, registry)
     consumer = dramatiq.Worker(
         broker,
-        queues=set(settings.worker_queues),
-        worker_threads=settings.worker_threads,
-        worker_timeout=poll_ms(settings.extra),
+        queues=set(settings.queues),
+        worker_threads=settings.threads,
+        worker_timeout=poll_ms(settings),
     )
-    status = WorkerStatusServicer(
-        settings.worker_id, settings.worker_queues, registry.names(), stats
-    )
+    status = WorkerStatusServicer(settings.worker_id, settings.queues, registry.names(), stats)
 
     def on_stopping() -> None:
-        stop_gracefully(consumer, draining, held, settings.grace, options.kill_grace)
+        stop_gracefully(consumer, draining, held, process.grace, settings.kill_grace)
 
     def on_stop() -> None:
         processor.close()  # the last completions go to the store before the channel closes
@@ -264,11 +264,11 @@ def main() -> None:
 
     service = Service(
         name="worker",
-        address=settings.worker_addr,
+        address=network.worker_addr,
         register=lambda server: worker_grpc.add_WorkerServiceServicer_to_server(status, server),
         service_names=full_names([worker_service_pb2.DESCRIPTOR]),
         on_stopping=on_stopping,
         on_stop=on_stop,
     )
-    run_until_stopped(RunningServer(service, settings), consumer)
+    run_until_stopped(RunningServer(service, process.grace, traced=telemetry.tracing), consumer)
     exit_stopped()

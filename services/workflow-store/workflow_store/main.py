@@ -8,7 +8,13 @@ from cronwave.v1 import workflow_store_service_pb2 as api
 from cronwave.v1 import workflow_store_service_pb2_grpc as api_grpc
 from cronwave_core.bootstrap import Service, full_names, serve
 from cronwave_core.faults import fault_hooks
-from cronwave_core.settings import Settings
+from cronwave_core.settings import (
+    NetworkSettings,
+    ProcessSettings,
+    StoreSettings,
+    TelemetrySettings,
+    TestHooks,
+)
 from cronwave_core.telemetry import init_tracing
 from workflow_store.db import Database, create_engine, migrate
 from workflow_store.servicer import WorkflowStoreServicer
@@ -18,13 +24,17 @@ NAME = "workflow-store"
 
 
 def main() -> None:
-    settings = Settings.from_env()
-    provider = init_tracing(NAME, settings)
-    engine = create_engine(settings.database_url)
+    process = ProcessSettings.from_env()
+    network = NetworkSettings.from_env()
+    telemetry = TelemetrySettings.from_env()
+    store_settings = StoreSettings.from_env()
+    hooks = TestHooks.from_env()
+    provider = init_tracing(NAME, telemetry)
+    engine = create_engine(store_settings.database_url)
     migrate(engine)
     db = Database(engine)
     store = Store(db)
-    servicer = WorkflowStoreServicer(store, faults=fault_hooks(settings))
+    servicer = WorkflowStoreServicer(store, faults=fault_hooks(hooks))
 
     def register(server: grpc.Server) -> None:
         api_grpc.add_WorkflowStoreServiceServicer_to_server(servicer, server)
@@ -37,7 +47,7 @@ def main() -> None:
     serve(
         Service(
             name=NAME,
-            address=settings.store_addr,
+            address=network.store_addr,
             register=register,
             service_names=full_names([api.DESCRIPTOR]),
             on_stopping=store.close_watchers,
@@ -45,7 +55,8 @@ def main() -> None:
             # Watch streams hold a thread each for as long as their callers listen.
             max_workers=64,
         ),
-        settings,
+        process.grace,
+        traced=telemetry.tracing,
     )
 
 

@@ -6,8 +6,9 @@ import importlib
 from collections.abc import Iterable
 
 from cronwave_core.errors import ConfigurationError
-from cronwave_core.settings import Settings
+from cronwave_core.settings import WorkerSettings
 from worker.jobs.billing import billing_job_type
+from worker.jobs.billing_config import BillingSettings
 from worker.jobs.builtin import RequestedFailure, builtin_job_types
 from worker.jobs.context import AttemptSuperseded, Checkpoint, JobContext, WorkerStopping
 from worker.jobs.registry import JobFn, JobType, Registry
@@ -28,31 +29,27 @@ __all__ = [
     "default_registry",
 ]
 
-#: Comma-separated importable modules, each with ``job_types(settings)`` returning
-#: more ``JobType``s: how a deployment adds its own jobs to the built-in ones.
+#: ``WorkerSettings.job_modules``: importable modules, each with
+#: ``job_types(settings)`` (given the ``WorkerSettings``) returning more ``JobType``s:
+#: how a deployment adds its own jobs to the built-in ones.
 JOB_MODULES_VAR = "CRONWAVE_JOB_MODULES"
 
 
-def all_job_types(settings: Settings) -> list[JobType]:
+def all_job_types(settings: WorkerSettings, billing: BillingSettings) -> list[JobType]:
     """The built-in job types, each on its own queue, and those of the job modules."""
-    types = [*builtin_job_types(), billing_job_type(settings)]
-    for module_name in _job_modules(settings):
+    types = [*builtin_job_types(), billing_job_type(billing)]
+    for module_name in settings.job_modules:
         types.extend(_module_job_types(module_name, settings))
     return types
 
 
-def default_registry(settings: Settings) -> Registry:
+def default_registry(settings: WorkerSettings, billing: BillingSettings) -> Registry:
     """The job types whose queue this worker consumes (``CRONWAVE_WORKER_QUEUES``): a
     worker registers, and runs, only the job types of the pools it serves."""
-    return Registry(all_job_types(settings)).serving(settings.worker_queues)
+    return Registry(all_job_types(settings, billing)).serving(settings.queues)
 
 
-def _job_modules(settings: Settings) -> list[str]:
-    raw = settings.extra.get(JOB_MODULES_VAR, "")
-    return [name.strip() for name in raw.split(",") if name.strip()]
-
-
-def _module_job_types(module_name: str, settings: Settings) -> Iterable[JobType]:
+def _module_job_types(module_name: str, settings: WorkerSettings) -> Iterable[JobType]:
     try:
         module = importlib.import_module(module_name)
     except ImportError as exc:

@@ -28,7 +28,6 @@ from collections.abc import Mapping
 from datetime import timedelta
 from typing import Any
 
-from cronwave_core.settings import Settings
 from worker.jobs.billing_config import BillingSettings
 from worker.jobs.context import JobContext
 from worker.jobs.registry import JobType
@@ -55,15 +54,10 @@ class BillingJob:
         return run_attempt(ctx, self.config)
 
 
-def billing_job_type(settings: Settings | BillingSettings, queue: str = "default") -> JobType:
-    """``billing.nightly`` for a worker with ``settings``: a financial job type (its
-    effects move money) whose heartbeat timeout is short, so a crashed worker's run is
-    taken over, and resumed from its checkpoint, within seconds."""
-    config = (
-        settings
-        if isinstance(settings, BillingSettings)
-        else (BillingSettings.from_settings(settings))
-    )
+def billing_job_type(config: BillingSettings, queue: str = "default") -> JobType:
+    """``billing.nightly`` as ``config`` says: a financial job type (its effects move
+    money) whose heartbeat timeout is short, so a crashed worker's run is taken over,
+    and resumed from its checkpoint, within seconds."""
     return JobType(
         NAME,
         BillingJob(config),

@@ -7,18 +7,16 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import timedelta
 
-from cronwave_core.errors import ConfigurationError
-from cronwave_core.settings import Settings
-
-HEARTBEAT_VAR = "CRONWAVE_BILLING_HEARTBEAT_TIMEOUT"
-CRASH_VAR = "CRONWAVE_BILLING_CRASH_AFTER_CHARGES"
-#: Set by a worker in the environment of the job processes it starts.
-WORKER_PID_VAR = "CRONWAVE_JOB_PARENT_PID"
+from cronwave_core import config
+from cronwave_core.settings import DemoSettings, TestHooks, WorkerSettings
 
 #: A beat every second (a third of it), so the checkpoint a resumed attempt starts
 #: from, and the progress a user watches, is at most about a second old; a dead
-#: worker's run is taken over this long after its last beat.
-DEFAULT_HEARTBEAT_TIMEOUT = timedelta(seconds=3)
+#: worker's run is taken over this long after its last beat
+#: (``CRONWAVE_BILLING_HEARTBEAT_TIMEOUT``'s default).
+DEFAULT_HEARTBEAT_TIMEOUT: timedelta = dict(config.variables(DemoSettings))[
+    "billing_heartbeat_timeout"
+].default
 
 
 @dataclass(frozen=True)
@@ -37,38 +35,20 @@ class BillingSettings:
     worker_pid: int = 0
 
     @classmethod
-    def from_settings(cls, settings: Settings) -> BillingSettings:
+    def from_settings(
+        cls, demo: DemoSettings, hooks: TestHooks, worker: WorkerSettings
+    ) -> BillingSettings:
         return cls(
-            database_url=settings.billing_database_url,
-            gateway_addr=settings.gateway_addr,
-            heartbeat_timeout=_seconds(settings.extra, HEARTBEAT_VAR, DEFAULT_HEARTBEAT_TIMEOUT),
-            # A drill: only in a worker started for tests (Settings refuses it elsewhere).
-            crash_after_charges=_count(settings.extra, CRASH_VAR) if settings.test_hooks else 0,
-            worker_pid=_count(settings.extra, WORKER_PID_VAR),
+            database_url=demo.billing_database_url,
+            gateway_addr=demo.gateway_addr,
+            heartbeat_timeout=demo.billing_heartbeat_timeout,
+            # A drill: TestHooks refuses it in a worker not started for tests.
+            crash_after_charges=hooks.billing_crash_after_charges,
+            worker_pid=worker.parent_pid,
         )
 
-
-def _seconds(env: Mapping[str, str], name: str, default: timedelta) -> timedelta:
-    raw = env.get(name)
-    if not raw:
-        return default
-    try:
-        value = float(raw.removesuffix("s"))
-    except ValueError as exc:
-        raise ConfigurationError(f"{name}: expected seconds (e.g. 3), got {raw!r}") from exc
-    if value <= 0:
-        raise ConfigurationError(f"{name}: must be positive, got {raw!r}")
-    return timedelta(seconds=value)
-
-
-def _count(env: Mapping[str, str], name: str) -> int:
-    raw = env.get(name)
-    if not raw:
-        return 0
-    try:
-        value = int(raw)
-    except ValueError as exc:
-        raise ConfigurationError(f"{name}: expected a whole number, got {raw!r}") from exc
-    if value < 0:
-        raise ConfigurationError(f"{name}: must not be negative, got {value}")
-    return value
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> BillingSettings:
+        return cls.from_settings(
+            DemoSettings.from_env(env), TestHooks.from_env(env), WorkerSettings.from_env(env)
+        )
