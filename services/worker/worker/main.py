@@ -37,7 +37,6 @@ from cronwave_core.bootstrap import RunningServer, Service, full_names
 from cronwave_core.caching import RunStatusCache, redis_client
 from cronwave_core.convert import td_to_duration
 from cronwave_core.errors import ConfigurationError, CronwaveError
-from cronwave_core.faults import fault_hooks
 from cronwave_core.rpc import error_from_rpc, open_channel
 from cronwave_core.settings import Settings
 from cronwave_core.telemetry import init_tracing
@@ -45,13 +44,15 @@ from worker.acks import BatchAckBroker
 from worker.actors import declare_actors
 from worker.dead_letters import DeadLetterRejected
 from worker.draining import Draining
-from worker.drills import drill_hooks
 from worker.held_runs import HeldRuns
 from worker.job_process import JobProcessPool
 from worker.jobs import JobType, Registry, default_registry
+from worker.middleware import standard
+from worker.middleware.faults import test_hooks
 from worker.options import WorkerOptions
-from worker.runtime import Isolation, RunProcessor, WorkerStats, with_retries
+from worker.runtime import Isolation, RunProcessor, WorkerStats
 from worker.status import WorkerStatusServicer
+from worker.store_port import RunStore, with_retries
 
 log = logging.getLogger("cronwave.worker")
 
@@ -88,7 +89,7 @@ def job_type_to_proto(job_type: JobType) -> common_pb2.JobType:
     )
 
 
-def register_job_types(store: Any, registry: Registry) -> None:
+def register_job_types(store: RunStore, registry: Registry) -> None:
     """Register every job type with the store, waiting out a store that is still
     starting; any other refusal stops start-up with the store's reason."""
     for job_type in registry:
@@ -221,20 +222,26 @@ def main() -> None:
     held = HeldRuns()
     draining = Draining()
     cache_redis = redis_client(settings.redis_url)
-    processor = RunProcessor(
+    middleware = standard(
         store,
         registry,
         settings.worker_id,
+        broker=broker,
+        run_status=RunStatusCache(cache_redis, settings.namespace),
+        kill_grace=options.kill_grace,
+        test_hooks=test_hooks(settings),
+    )
+    processor = RunProcessor(
+        store,
+        registry,
+        middleware,
         stats,
         broker=broker,
-        isolation=Isolation(pool=pool, kill_grace=options.kill_grace),
-        run_status=RunStatusCache(cache_redis, settings.namespace),
-        faults=fault_hooks(settings),
+        isolation=Isolation(pool=pool),
         held=held,
-        drills=drill_hooks(settings),
         draining=draining,
     )
-    broker.add_middleware(DeadLetterRejected(processor))
+    broker.add_middleware(DeadLetterRejected(processor.dead_letters))
     declare_actors(broker, settings.worker_queues, processor, registry)
     consumer = dramatiq.Worker(
         broker,
