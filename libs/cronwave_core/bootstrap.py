@@ -2,7 +2,8 @@
 
 Every server gets the library health service, reflection from its descriptors, the
 interceptors in a declared order (tracing, errors, serialization, then the service's
-own), and on SIGTERM or SIGINT:
+own, then, in a process started for tests only, the latency faults of
+``cronwave_core.fault_interceptors``), and on SIGTERM or SIGINT:
 health NOT_SERVING (``enter_graceful_shutdown``), ``stop(grace)``, the service's own
 cleanup, then exit.
 """
@@ -25,6 +26,7 @@ from opentelemetry.instrumentation.grpc import server_interceptor
 
 from cronwave_core import fanout, telemetry
 from cronwave_core.errors import CronwaveError, InvalidArgument
+from cronwave_core.fault_interceptors import server_faults
 from cronwave_core.settings import Settings
 
 log = logging.getLogger("cronwave")
@@ -249,6 +251,9 @@ class RunningServer:
             # still becomes its status; outside the service's own, which see messages.
             interceptors.append(SerializationInterceptor())
         interceptors.extend(service.interceptors)
+        # Innermost, so a fault's span sits within the call's own spans; none at all
+        # in a process not started for tests.
+        interceptors.extend(server_faults(settings))
         self.server = grpc.server(
             futures.ThreadPoolExecutor(
                 max_workers=service.max_workers, thread_name_prefix=service.name

@@ -7,7 +7,7 @@ from cronwave.v1 import dispatcher_service_pb2_grpc as pb_grpc
 from cronwave.v1 import workflow_store_service_pb2_grpc as store_grpc
 from cronwave_core.bootstrap import Service, full_names, serve
 from cronwave_core.caching import RunStatusCache, TwoTierCache, redis_client
-from cronwave_core.faults import fault_hooks
+from cronwave_core.fault_interceptors import fault_channel
 from cronwave_core.queue_epoch import EpochWatch
 from cronwave_core.queueing import make_broker
 from cronwave_core.rpc import open_channel
@@ -22,9 +22,9 @@ def main() -> None:
     settings = Settings.from_env()
     provider = init_tracing("dispatcher", settings)
     broker = make_broker(settings)
-    channel = open_channel(settings.store_addr, settings.rpc_timeout)
+    # A process started for tests slows its starts there (cronwave_core.fault_interceptors).
+    channel = fault_channel(open_channel(settings.store_addr, settings.rpc_timeout), settings)
     store = store_grpc.WorkflowStoreServiceStub(channel)
-    faults = fault_hooks(settings)
     cache_redis = redis_client(settings.redis_url)
     routes = TwoTierCache(
         "route",
@@ -33,7 +33,6 @@ def main() -> None:
         namespace=settings.namespace,
         local_ttl=caches.ROUTE_LOCAL_TTL,
         redis_ttl=caches.ROUTE_REDIS_TTL,
-        faults=faults,
     )
     dedup = TwoTierCache(
         "dedup",
@@ -49,7 +48,6 @@ def main() -> None:
         routes=caches.RouteCache(routes, store),
         dedup=caches.DedupCache(dedup),
         run_status=RunStatusCache(cache_redis, settings.namespace),
-        faults=faults,
     )
     watch = EpochWatch(broker.client, settings.namespace)
     sweeper = Sweeper(store, broker, SweepSettings.from_env(settings.extra), watch=watch)
