@@ -253,7 +253,7 @@ class RunningServer:
         interceptors.extend(service.interceptors)
         # Innermost, so a fault's span sits within the call's own spans; none at all
         # in a process not started for tests.
-        interceptors.extend(server_faults(settings))
+        interceptors.extend(server_faults(settings, service.service_names))
         self.server = grpc.server(
             futures.ThreadPoolExecutor(
                 max_workers=service.max_workers, thread_name_prefix=service.name

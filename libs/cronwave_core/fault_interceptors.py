@@ -173,11 +173,16 @@ class ClientFaults(grpc.UnaryUnaryClientInterceptor):
         return continuation(client_call_details, request)
 
 
-def server_faults(settings: Settings) -> list[grpc.ServerInterceptor]:
-    """The server interceptors of the faults ``CRONWAVE_FAULT`` names, in a process
-    started for tests; none otherwise."""
+def server_faults(settings: Settings, service_names: Iterable[str]) -> list[grpc.ServerInterceptor]:
+    """The server interceptors of the faults ``CRONWAVE_FAULT`` names, for a server of
+    ``service_names`` (full names) that has fault points, in a process started for
+    tests; none otherwise."""
+    served = {f"/{name}/" for name in service_names}
+    points = {m: p for m, p in SERVER_POINTS.items() if m[: m.rindex("/") + 1] in served}
+    if not points:
+        return []
     faults = fault_hooks(settings)
-    return [ServerFaults(faults)] if faults else []
+    return [ServerFaults(faults, points)] if faults else []
 
 
 def fault_channel(channel: grpc.Channel, settings: Settings) -> grpc.Channel:

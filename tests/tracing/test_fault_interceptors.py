@@ -135,8 +135,12 @@ def test_the_dispatcher_start_is_slowed_before_it_is_sent(
 
 
 def test_only_a_process_started_for_tests_installs_them() -> None:
+    store = ["cronwave.v1.WorkflowStoreService"]
     fault = {"CRONWAVE_FAULT": "delay=persist:database:1ms:1"}
-    assert server_faults(Settings.from_env({})) == []
-    assert server_faults(Settings.from_env({TEST_HOOKS: "1"})) == []
-    (installed,) = server_faults(Settings.from_env({TEST_HOOKS: "1", **fault}))
+    assert server_faults(Settings.from_env({}), store) == []
+    assert server_faults(Settings.from_env({TEST_HOOKS: "1"}), store) == []
+    (installed,) = server_faults(Settings.from_env({TEST_HOOKS: "1", **fault}), store)
     assert isinstance(installed, ServerFaults)
+    # and a server with no fault point of its own gets none
+    planner = ["cronwave.v1.CronPlannerService"]
+    assert server_faults(Settings.from_env({TEST_HOOKS: "1", **fault}), planner) == []
