@@ -42,6 +42,7 @@ from cronwave_core.settings import Settings
 from cronwave_core.telemetry import init_tracing
 from worker.acks import BatchAckBroker
 from worker.actors import declare_actors
+from worker.attempts import Isolation
 from worker.dead_letters import DeadLetterRejected
 from worker.draining import Draining
 from worker.held_runs import HeldRuns
@@ -50,7 +51,7 @@ from worker.jobs import JobType, Registry, default_registry
 from worker.middleware import standard
 from worker.middleware.faults import test_hooks
 from worker.options import WorkerOptions
-from worker.runtime import Isolation, RunProcessor, WorkerStats
+from worker.runtime import RunProcessor, WorkerStats
 from worker.status import WorkerStatusServicer
 from worker.store_port import RunStore, with_retries
 

@@ -44,9 +44,7 @@ from worker.held_runs import HeldRuns
 from worker.jobs import Registry
 from worker.middleware.claim import with_traceparent
 from worker.middleware.dead_lettering import DeadLettering, message_json
-from worker.store_port import TRANSIENT, RunStore, with_retries
-
-__all__ = ["TRANSIENT", "Isolation", "RunProcessor", "WorkerStats", "with_retries"]
+from worker.store_port import RunStore
 
 log = logging.getLogger("cronwave.worker")
 
