@@ -8,6 +8,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
+import grpc
+
 T = TypeVar("T")
 
 
@@ -105,3 +107,32 @@ def plant_schedule_row(
             assert conn.execute(row).rowcount == 1, f"no schedule row {schedule_id!r}"
     finally:
         engine.dispose()
+
+
+class ItemRefused(grpc.RpcError):
+    """One item's refusal in a batch answer (``cronwave.v1.ItemError``), raised as an
+    RpcError of the same code and message: a test of a one-item batch reads like a
+    test of a single call (``pytest.raises(grpc.RpcError)``, ``.code()``,
+    ``.details()``)."""
+
+    def __init__(self, error: Any) -> None:
+        from cronwave_core.rpc import status_code
+
+        self._code = status_code(error.code)
+        self._details = str(error.message)
+        super().__init__(f"{self._code.name}: {self._details}")
+
+    def code(self) -> grpc.StatusCode:
+        return self._code
+
+    def details(self) -> str:
+        return self._details
+
+
+def only(results: Any, field: str) -> Any:
+    """The one answer of a one-item batch call: ``field`` of its only result, or its
+    refusal raised (``ItemRefused``)."""
+    (result,) = results
+    if result.HasField("error"):
+        raise ItemRefused(result.error)
+    return getattr(result, field)

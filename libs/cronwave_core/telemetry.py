@@ -96,7 +96,6 @@ BAGGAGE_KEYS = (
 # the hop of the span they happen in.
 _STORE = "/cronwave.v1.WorkflowStoreService/"
 _RPC_HOPS = {
-    "/cronwave.v1.DispatcherService/StartRun": "dispatch",
     "/cronwave.v1.DispatcherService/TriggerRun": "dispatch",
     "/cronwave.v1.DispatcherService/StartRuns": "dispatch",
     _STORE + "RecordRun": "persist",

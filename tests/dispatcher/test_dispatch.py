@@ -123,9 +123,12 @@ def test_missing_fields_are_refused_by_name(
     cluster: Cluster, request_fields: dict[str, object], field: str
 ) -> None:
     with pytest.raises(grpc.RpcError) as caught:
-        cluster.dispatcher.StartRun(pb.StartRunRequest(**request_fields), timeout=10)  # type: ignore[arg-type]
+        cluster.dispatcher.StartRuns(
+            pb.StartRunsRequest(starts=[pb.StartRunRequest(**request_fields)]),  # type: ignore[arg-type]
+            timeout=10,
+        )
     assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
-    assert (caught.value.details() or "").startswith(f"{field}:")
+    assert (caught.value.details() or "").startswith(f"starts[0].{field}:")
 
 
 def test_unknown_schedule_is_not_found_as_the_store_said(cluster: Cluster) -> None:
@@ -162,7 +165,7 @@ def _start_item(schedule_id: str, fire_time: datetime, token: int = 0) -> pb.Sta
     )
 
 
-def test_start_runs_answers_each_start_as_start_run_would(cluster: Cluster) -> None:
+def test_start_runs_answers_each_start_on_its_own(cluster: Cluster) -> None:
     # Given a schedule whose 02:00 run was started by the leader holding token 5
     schedule_id = cluster.schedule("cronwave.noop")
     day = datetime(2024, 6, 1, 2, tzinfo=UTC)

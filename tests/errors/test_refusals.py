@@ -177,12 +177,14 @@ CASES = [
     Case("a backfill from year 0", "cron-planner", "cronwave.v1.CronPlannerService/Backfill",
          planner.BackfillRequest(schedule_id="nightly-billing", dry_run=True, start=YEAR_0,
                                  end=Timestamp(seconds=1_700_000_000)), "start"),
-    Case("NUL in a started schedule", "dispatcher", "cronwave.v1.DispatcherService/StartRun",
-         dispatcher.StartRunRequest(schedule_id=NUL_ID, fencing_token=1,
-                                    fire_time=Timestamp(seconds=1_900_000_000)), "schedule_id"),
-    Case("a start in year 10000", "dispatcher", "cronwave.v1.DispatcherService/StartRun",
-         dispatcher.StartRunRequest(schedule_id="nightly-billing", fencing_token=1,
-                                    fire_time=YEAR_10000), "fire_time"),
+    Case("NUL in a started schedule", "dispatcher", "cronwave.v1.DispatcherService/StartRuns",
+         dispatcher.StartRunsRequest(starts=[dispatcher.StartRunRequest(
+             schedule_id=NUL_ID, fencing_token=1, fire_time=Timestamp(seconds=1_900_000_000))]),
+         "starts[0].schedule_id"),
+    Case("a start in year 10000", "dispatcher", "cronwave.v1.DispatcherService/StartRuns",
+         dispatcher.StartRunsRequest(starts=[dispatcher.StartRunRequest(
+             schedule_id="nightly-billing", fencing_token=1, fire_time=YEAR_10000)]),
+         "starts[0].fire_time"),
     Case("NUL in a triggered schedule", "dispatcher", "cronwave.v1.DispatcherService/TriggerRun",
          dispatcher.TriggerRunRequest(schedule_id=NUL_ID), "schedule_id"),
     Case("a huge lease", "leader-election", "cronwave.v1.LeaderElectionService/Campaign",
@@ -245,7 +247,7 @@ def test_a_body_that_is_not_protobuf_is_an_invalid_argument_at_every_service(
 ) -> None:
     methods = {
         "workflow-store": "cronwave.v1.WorkflowStoreService/GetSchedule",
-        "dispatcher": "cronwave.v1.DispatcherService/StartRun",
+        "dispatcher": "cronwave.v1.DispatcherService/TriggerRun",
         "leader-election": "cronwave.v1.LeaderElectionService/Campaign",
         "cron-planner": "cronwave.v1.CronPlannerService/PreviewFireTimes",
         "worker": "cronwave.v1.WorkerService/GetWorkerStatus",
