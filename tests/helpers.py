@@ -136,3 +136,50 @@ def only(results: Any, field: str) -> Any:
     if result.HasField("error"):
         raise ItemRefused(result.error)
     return getattr(result, field)
+
+
+# One item at a time through the store's batch calls (every call that acts on runs
+# takes a list): each returns its item's answer, or raises its refusal.
+
+
+def record_one(store: Any, item: Any, **kwargs: Any) -> Any:
+    """``RecordRuns`` of one run: its ``RecordRunResponse`` (without the payload)."""
+    from cronwave.v1 import workflow_store_service_pb2 as store_pb
+
+    reply = store.RecordRuns(store_pb.RecordRunsRequest(runs=[item]), **kwargs)
+    return only(reply.results, "recorded")
+
+
+def claim_one(store: Any, item: Any, **kwargs: Any) -> Any:
+    """``ClaimRuns`` of one run: its ``ClaimRunResponse``."""
+    from cronwave.v1 import workflow_store_service_pb2 as store_pb
+
+    reply = store.ClaimRuns(store_pb.ClaimRunsRequest(claims=[item]), **kwargs)
+    return only(reply.results, "claim")
+
+
+def complete_one(store: Any, item: Any, **kwargs: Any) -> Any:
+    """``CompleteRuns`` of one run: its ``CompleteRunResponse``."""
+    from cronwave.v1 import workflow_store_service_pb2 as store_pb
+
+    reply = store.CompleteRuns(store_pb.CompleteRunsRequest(completions=[item]), **kwargs)
+    return only(reply.results, "completion")
+
+
+def append_one(store: Any, item: Any, **kwargs: Any) -> Any:
+    """``AppendRunEvents`` of one event: the ``RunEvent`` appended."""
+    from cronwave.v1 import workflow_store_service_pb2 as store_pb
+
+    reply = store.AppendRunEvents(store_pb.AppendRunEventsRequest(events=[item]), **kwargs)
+    return only(reply.results, "event")
+
+
+def get_one(store: Any, run_id: str, **kwargs: Any) -> Any:
+    """``GetRuns`` of one run: the ``Run`` as it is now (the test fails when the store
+    does not have it)."""
+    from cronwave.v1 import workflow_store_service_pb2 as store_pb
+
+    request = store_pb.GetRunsRequest(runs=[store_pb.GetRunRequest(run_id=run_id)])
+    runs = list(store.GetRuns(request, **kwargs).runs)
+    assert len(runs) == 1, f"the store has no run {run_id!r}"
+    return runs[0]

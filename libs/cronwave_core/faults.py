@@ -24,11 +24,11 @@ Where each point is applied (``POINTS``):
 
 - ``dispatch:cache``  the dispatcher's route look-up
 - ``dispatch:app``    the dispatcher's start handler
-- ``persist:database`` the store's RecordRun database span
+- ``persist:database`` the store's RecordRuns database span
 - ``pickup:queue``    before the worker takes the message (the run waits longer in
   its queue)
 - ``execute:app``     the worker, before the job body starts
-- ``complete:database`` the store's CompleteRun database span
+- ``complete:database`` the store's CompleteRuns database span
 """
 
 from __future__ import annotations

@@ -21,7 +21,7 @@ from cronwave.v1 import workflow_store_service_pb2 as store_pb
 from cronwave.v1 import workflow_store_service_pb2_grpc as store_grpc
 from cronwave_core.convert import dt_to_ts
 from cronwave_core.suite import Suite, SuiteConfig
-from tests.helpers import eventually, fresh, issue_tokens, only, stored_spans
+from tests.helpers import eventually, fresh, get_one, issue_tokens, only, stored_spans
 
 # The planner scope's fencing tokens the store issues when no leader-election runs.
 TOKENS_ISSUED = 10
@@ -98,7 +98,8 @@ class Cluster:
         return started
 
     def run(self, run_id: str) -> common_pb2.Run:
-        return self.store.GetRun(store_pb.GetRunRequest(run_id=run_id), timeout=10).run
+        run: common_pb2.Run = get_one(self.store, run_id, timeout=10)
+        return run
 
     def finished(self, run_id: str, timeout: float = 30) -> common_pb2.Run:
         def done() -> common_pb2.Run:

@@ -17,7 +17,7 @@ from cronwave.v1 import workflow_store_service_pb2 as store_pb
 from cronwave_bench.faults import TcpProxy
 from cronwave_core.convert import dt_to_ts, ts_to_dt
 from tests.dispatcher.cluster import Cluster, running_cluster
-from tests.helpers import eventually
+from tests.helpers import eventually, record_one
 
 pytestmark = pytest.mark.slow
 
@@ -274,7 +274,8 @@ def test_a_start_recorded_but_never_queued_is_queued_when_it_comes_again(
     with running_cluster(tmp_path / "c", database_url, redis_url, namespace, env) as cluster:
         schedule_id = cluster.schedule("cronwave.noop")
         day = datetime(2024, 6, 1, 2, tzinfo=UTC)
-        recorded = cluster.store.RecordRun(
+        recorded = record_one(
+            cluster.store,
             store_pb.RecordRunRequest(
                 schedule_id=schedule_id,
                 fire_time=dt_to_ts(day),

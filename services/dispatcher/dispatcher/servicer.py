@@ -282,12 +282,13 @@ class DispatcherServicer(pb_grpc.DispatcherServiceServicer):
             ended = self.run_status.lookup(known.run_id, "dispatch")
             if ended is not None:
                 return ended
+        request = store_pb.GetRunsRequest(runs=[store_pb.GetRunRequest(run_id=known.run_id)])
         try:
-            run: common_pb2.Run = self.store.GetRun(store_pb.GetRunRequest(run_id=known.run_id)).run
+            runs = self.store.GetRuns(request).runs
         except grpc.RpcError as exc:
             log.warning("run %s: duplicate answered as cached; store: %s", known.run_id, exc)
             return known
-        return run
+        return runs[0] if runs else known
 
     def _events(self, events: list[store_pb.AppendRunEventRequest]) -> None:
         """Append to the runs' histories in one store call. The runs are already

@@ -568,11 +568,16 @@ class RunProcessor:
             f"body_started_at={started.isoformat(timespec='microseconds')} "
             f"lateness_ms={lateness_ms:.3f}"
         )
-        request = store_pb.AppendRunEventRequest(run_id=run.run_id, kind="started", detail=detail)
+        event = store_pb.AppendRunEventRequest(run_id=run.run_id, kind="started", detail=detail)
         try:
-            self.store.AppendRunEvent(request)
+            (result,) = self.store.AppendRunEvents(
+                store_pb.AppendRunEventsRequest(events=[event])
+            ).results
         except grpc.RpcError as exc:
             log.warning("run %s: event started not recorded: %s", run.run_id, exc.details())
+            return
+        if result.HasField("error"):
+            log.warning("run %s: event started not recorded: %s", run.run_id, result.error.message)
 
     def _finish(
         self,

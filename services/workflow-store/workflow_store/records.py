@@ -34,7 +34,7 @@ TERMINAL = frozenset(
         RunState.DEAD_LETTERED,
     }
 )
-# The states a CompleteRun may ask for.
+# The states a completion may ask for.
 COMPLETIONS = frozenset(
     {RunState.SUCCEEDED, RunState.FAILED, RunState.TIMED_OUT, RunState.CANCELLED}
 )
@@ -113,7 +113,7 @@ class JobTypeRecord:
 
 @dataclass(frozen=True)
 class RecordRequest:
-    """A validated RecordRun (``reason`` empty) or RecordMissed (``missed``) request."""
+    """A validated record of a run (``reason`` empty) or of a MISSED slot (``missed``)."""
 
     schedule_id: str
     fire_time: datetime
@@ -185,7 +185,7 @@ class Completion:
 
 @dataclass(frozen=True)
 class EventRequest:
-    """One AppendRunEvent(s) item: the run event ``kind`` with ``detail``."""
+    """One AppendRunEvents item: the run event ``kind`` with ``detail``."""
 
     run_id: str
     kind: str
@@ -194,7 +194,7 @@ class EventRequest:
 
 @dataclass(frozen=True)
 class ClaimRequest:
-    """One ClaimRun(s) item: a new attempt of the run for ``worker_id``."""
+    """One ClaimRuns item: a new attempt of the run for ``worker_id``."""
 
     run_id: str
     worker_id: str
@@ -202,7 +202,7 @@ class ClaimRequest:
 
 @dataclass(frozen=True)
 class CompletionRequest:
-    """One CompleteRun(s) item. ``body_started_at``: when the job body began; a
+    """One CompleteRuns item. ``body_started_at``: when the job body began; a
     completion that changes the run then records the run event ``started`` too."""
 
     run_id: str

@@ -64,15 +64,6 @@ def _mark(span: Span, run: RunRecord) -> None:
         span.set_attribute(telemetry.ATTR_WORKER_ID, run.worker_id)
 
 
-def _mark_recorded(span: Span, run: RunRecord, created: bool) -> None:
-    """A new run's span is the run's; a repeated record only points at it, so a
-    duplicate start does not join the waterfall of the run it repeats."""
-    if created:
-        _mark(span, run)
-    else:
-        span.set_attribute("cronwave.duplicate_of", run.run_id)
-
-
 def _items(field: str, messages: Sequence[M], parse: Callable[[M], T]) -> list[T]:
     """Every item of a batch request, converted; a malformed item fails the whole call,
     naming it (``runs[3].fire_time``)."""
@@ -104,7 +95,7 @@ def _annotate(messages: Sequence[object], runs: Sequence[RunRecord | None]) -> N
 
 
 def _missed_slot(msg: api.MissedSlot) -> slots.MissedSlot:
-    """A RecordMissedBatch slot; an id that names no live schedule is answered among
+    """A RecordMissedSlots slot; an id that names no live schedule is answered among
     the unknown ones, so it only has to be a well-formed key."""
     return slots.MissedSlot(
         schedule_id=validate.key(msg.schedule_id, "schedule_id"),
@@ -139,7 +130,7 @@ class WorkflowStoreServicer(api_grpc.WorkflowStoreServiceServicer):
         # for tests); slept after the transaction, inside its span, so they hold no lock.
         self.faults = faults
 
-    # -- schedules ---------------------------------------------------------------------
+    # -- schedules -------------------------------------------------------------------------
 
     def CreateSchedule(
         self, request: api.CreateScheduleRequest, context: grpc.ServicerContext
@@ -203,7 +194,7 @@ class WorkflowStoreServicer(api_grpc.WorkflowStoreServiceServicer):
         ):
             yield api.WatchSchedulesResponse(schedule=self._sent(record))
 
-    # -- job types ---------------------------------------------------------------------
+    # -- job types -------------------------------------------------------------------------
 
     def RegisterJobType(
         self, request: api.RegisterJobTypeRequest, context: grpc.ServicerContext
@@ -217,142 +208,7 @@ class WorkflowStoreServicer(api_grpc.WorkflowStoreServiceServicer):
         records = self.store.list_job_types()
         return api.ListJobTypesResponse(job_types=[convert.job_type_to_proto(r) for r in records])
 
-    # -- runs --------------------------------------------------------------------------
-
-    def RecordRun(
-        self, request: api.RecordRunRequest, context: grpc.ServicerContext
-    ) -> api.RecordRunResponse:
-        req = convert.record_run_from_proto(request)
-        with _db_span(
-            "RecordRun", "persist", "", req.schedule_id, convert.iso(req.fire_time)
-        ) as span:
-            recorded = slots.record(self.store, req)
-            _mark_recorded(span, recorded.run, recorded.created)
-            if recorded.created:
-                key = run_key(req.schedule_id, req.fire_time)
-                self.faults.inject("persist", "database", key, span)
-        return api.RecordRunResponse(
-            run=convert.run_to_proto(recorded.run), created=recorded.created
-        )
-
-    def RecordMissed(
-        self, request: api.RecordMissedRequest, context: grpc.ServicerContext
-    ) -> api.RecordMissedResponse:
-        req = convert.record_missed_from_proto(request)
-        with _db_span(
-            "RecordMissed", "persist", "", req.schedule_id, convert.iso(req.fire_time)
-        ) as span:
-            recorded = slots.record(self.store, req)
-            _mark_recorded(span, recorded.run, recorded.created)
-        return api.RecordMissedResponse(
-            run=convert.run_to_proto(recorded.run), created=recorded.created
-        )
-
-    def GetRun(
-        self, request: api.GetRunRequest, context: grpc.ServicerContext
-    ) -> api.GetRunResponse:
-        run = self.store.get_run(convert.run_id_from_proto(request))
-        return api.GetRunResponse(run=convert.run_to_proto(run))
-
-    def ListRuns(
-        self, request: api.ListRunsRequest, context: grpc.ServicerContext
-    ) -> api.ListRunsResponse:
-        states = convert.run_states_from_proto(request.states)
-        schedule_id = validate.key(request.schedule_id, "schedule_id")
-        schedule_ids = convert.keys(request.schedule_ids, "schedule_ids")
-        runs = self.store.list_runs(schedule_id, states, request.limit, schedule_ids)
-        return api.ListRunsResponse(runs=[convert.run_to_proto(r) for r in runs])
-
-    def ListRunEvents(
-        self, request: api.ListRunEventsRequest, context: grpc.ServicerContext
-    ) -> api.ListRunEventsResponse:
-        events = self.store.list_run_events(validate.key(request.run_id, "run_id"))
-        return api.ListRunEventsResponse(events=[convert.event_to_proto(e) for e in events])
-
-    def AppendRunEvent(
-        self, request: api.AppendRunEventRequest, context: grpc.ServicerContext
-    ) -> api.AppendRunEventResponse:
-        req = convert.event_from_proto(request)
-        event = self.store.append_run_event(req.run_id, req.kind, req.detail)
-        return api.AppendRunEventResponse(event=convert.event_to_proto(event))
-
-    # -- attempts ----------------------------------------------------------------------
-
-    def ClaimRun(
-        self, request: api.ClaimRunRequest, context: grpc.ServicerContext
-    ) -> api.ClaimRunResponse:
-        req = convert.claim_from_proto(request)
-        # Taking the run is the end of its wait: part of pickup.
-        with _db_span("ClaimRun", "pickup", req.run_id) as span:
-            claim = self.store.claim_run(req.run_id, req.worker_id)
-            _mark(span, claim.run)
-        return api.ClaimRunResponse(
-            run=convert.run_to_proto(claim.run),
-            claimed=claim.claimed,
-            attempt_token=claim.attempt_token,
-        )
-
-    def Heartbeat(
-        self, request: api.HeartbeatRequest, context: grpc.ServicerContext
-    ) -> api.HeartbeatResponse:
-        run_id = validate.key(request.run_id, "run_id")
-        checkpoint = validate.json_text(
-            request.checkpoint_json, "checkpoint_json", object_only=True
-        )
-        with _db_span("Heartbeat", "execute", run_id):
-            deadline = self.store.heartbeat(
-                run_id, convert.attempt_token(request.attempt_token), checkpoint
-            )
-        return api.HeartbeatResponse(deadline=dt_to_ts(deadline))
-
-    def CompleteRun(
-        self, request: api.CompleteRunRequest, context: grpc.ServicerContext
-    ) -> api.CompleteRunResponse:
-        req = convert.completion_from_proto(request)
-        with _db_span("CompleteRun", "complete", req.run_id) as span:
-            completion = self.store.complete_run(
-                req.run_id,
-                req.attempt_token,
-                req.state,
-                error=req.error,
-                result_json=req.result_json,
-                retry_after=req.retry_after,
-                body_started_at=req.body_started_at,
-            )
-            _mark(span, completion.run)
-            if completion.changed:
-                key = run_key(completion.run.schedule_id, completion.run.fire_time)
-                self.faults.inject("complete", "database", key, span)
-        return api.CompleteRunResponse(
-            run=convert.run_to_proto(completion.run), changed=completion.changed
-        )
-
-    def ReleaseRun(
-        self, request: api.ReleaseRunRequest, context: grpc.ServicerContext
-    ) -> api.ReleaseRunResponse:
-        run_id = validate.key(request.run_id, "run_id")
-        token = convert.attempt_token(request.attempt_token)
-        checkpoint = validate.json_text(
-            request.checkpoint_json, "checkpoint_json", object_only=True
-        )
-        reason = validate.text(request.reason, "reason")
-        validate.key(request.traceparent, "traceparent")
-        with _db_span("ReleaseRun", "execute", run_id) as span:
-            run, released = self.store.release_run(run_id, token, checkpoint, reason)
-            _mark(span, run)
-        return api.ReleaseRunResponse(run=convert.run_to_proto(run), released=released)
-
-    def CancelRun(
-        self, request: api.CancelRunRequest, context: grpc.ServicerContext
-    ) -> api.CancelRunResponse:
-        run_id = validate.key(request.run_id, "run_id", required=True)
-        if len(request.reason) > 1000:
-            raise InvalidArgument("reason", "must be at most 1000 characters")
-        reason = validate.text(request.reason, "reason")
-        run, changed = self.store.cancel_run(run_id, reason or "cancelled")
-        return api.CancelRunResponse(run=convert.run_to_proto(run), changed=changed)
-
-    # -- batches: one transaction per call, an answer or an ItemError per item ----------
+    # -- runs ------------------------------------------------------------------------------
 
     def RecordRuns(
         self, request: api.RecordRunsRequest, context: grpc.ServicerContext
@@ -380,14 +236,38 @@ class WorkflowStoreServicer(api_grpc.WorkflowStoreServiceServicer):
     def _settled(
         self, req: RecordRequest, result: Recorded | CronwaveError
     ) -> Recorded | CronwaveError:
-        """What RecordRun answers for the item: a slot that already had a row is
-        settled by the placeholder rules (``slots.settle``)."""
+        """The answer to one item: a slot that already had a row is settled by the
+        placeholder rules (``slots.settle``)."""
         if isinstance(result, CronwaveError) or result.created:
             return result
         try:
             return slots.settle(self.store, req, result.run)
         except CronwaveError as exc:
             return exc
+
+    def GetRuns(
+        self, request: api.GetRunsRequest, context: grpc.ServicerContext
+    ) -> api.GetRunsResponse:
+        ids = _items("runs", request.runs, convert.run_id_from_proto)
+        runs = self.store.get_runs(ids)
+        by_id = {r.run_id: r for r in runs}
+        _annotate(request.runs, [by_id.get(run_id) for run_id in ids])
+        return api.GetRunsResponse(runs=[convert.run_to_proto(r) for r in runs])
+
+    def ListRuns(
+        self, request: api.ListRunsRequest, context: grpc.ServicerContext
+    ) -> api.ListRunsResponse:
+        states = convert.run_states_from_proto(request.states)
+        schedule_id = validate.key(request.schedule_id, "schedule_id")
+        schedule_ids = convert.keys(request.schedule_ids, "schedule_ids")
+        runs = self.store.list_runs(schedule_id, states, request.limit, schedule_ids)
+        return api.ListRunsResponse(runs=[convert.run_to_proto(r) for r in runs])
+
+    def ListRunEvents(
+        self, request: api.ListRunEventsRequest, context: grpc.ServicerContext
+    ) -> api.ListRunEventsResponse:
+        events = self.store.list_run_events(validate.key(request.run_id, "run_id"))
+        return api.ListRunEventsResponse(events=[convert.event_to_proto(e) for e in events])
 
     def AppendRunEvents(
         self, request: api.AppendRunEventsRequest, context: grpc.ServicerContext
@@ -402,6 +282,8 @@ class WorkflowStoreServicer(api_grpc.WorkflowStoreServiceServicer):
                 for r in results
             ]
         )
+
+    # -- attempts --------------------------------------------------------------------------
 
     def ClaimRuns(
         self, request: api.ClaimRunsRequest, context: grpc.ServicerContext
@@ -427,6 +309,19 @@ class WorkflowStoreServicer(api_grpc.WorkflowStoreServiceServicer):
             ]
         )
 
+    def Heartbeat(
+        self, request: api.HeartbeatRequest, context: grpc.ServicerContext
+    ) -> api.HeartbeatResponse:
+        run_id = validate.key(request.run_id, "run_id")
+        checkpoint = validate.json_text(
+            request.checkpoint_json, "checkpoint_json", object_only=True
+        )
+        with _db_span("Heartbeat", "execute", run_id):
+            deadline = self.store.heartbeat(
+                run_id, convert.attempt_token(request.attempt_token), checkpoint
+            )
+        return api.HeartbeatResponse(deadline=dt_to_ts(deadline))
+
     def CompleteRuns(
         self, request: api.CompleteRunsRequest, context: grpc.ServicerContext
     ) -> api.CompleteRunsResponse:
@@ -448,14 +343,30 @@ class WorkflowStoreServicer(api_grpc.WorkflowStoreServiceServicer):
             ]
         )
 
-    def GetRuns(
-        self, request: api.GetRunsRequest, context: grpc.ServicerContext
-    ) -> api.GetRunsResponse:
-        ids = _items("runs", request.runs, convert.run_id_from_proto)
-        runs = self.store.get_runs(ids)
-        by_id = {r.run_id: r for r in runs}
-        _annotate(request.runs, [by_id.get(run_id) for run_id in ids])
-        return api.GetRunsResponse(runs=[convert.run_to_proto(r) for r in runs])
+    def ReleaseRun(
+        self, request: api.ReleaseRunRequest, context: grpc.ServicerContext
+    ) -> api.ReleaseRunResponse:
+        run_id = validate.key(request.run_id, "run_id")
+        token = convert.attempt_token(request.attempt_token)
+        checkpoint = validate.json_text(
+            request.checkpoint_json, "checkpoint_json", object_only=True
+        )
+        reason = validate.text(request.reason, "reason")
+        validate.key(request.traceparent, "traceparent")
+        with _db_span("ReleaseRun", "execute", run_id) as span:
+            run, released = self.store.release_run(run_id, token, checkpoint, reason)
+            _mark(span, run)
+        return api.ReleaseRunResponse(run=convert.run_to_proto(run), released=released)
+
+    def CancelRun(
+        self, request: api.CancelRunRequest, context: grpc.ServicerContext
+    ) -> api.CancelRunResponse:
+        run_id = validate.key(request.run_id, "run_id", required=True)
+        if len(request.reason) > 1000:
+            raise InvalidArgument("reason", "must be at most 1000 characters")
+        reason = validate.text(request.reason, "reason")
+        run, changed = self.store.cancel_run(run_id, reason or "cancelled")
+        return api.CancelRunResponse(run=convert.run_to_proto(run), changed=changed)
 
     def _inject(self, hop: str, runs: Iterable[RunRecord], span: Span) -> None:
         """A batch's latency fault: the database time of one transaction is every run's
@@ -469,6 +380,8 @@ class WorkflowStoreServicer(api_grpc.WorkflowStoreServiceServicer):
                 self.faults.inject(hop, "database", key, span)
                 return
 
+    # -- fencing ---------------------------------------------------------------------------
+
     def GetFencingToken(
         self, request: api.GetFencingTokenRequest, context: grpc.ServicerContext
     ) -> api.GetFencingTokenResponse:
@@ -481,7 +394,7 @@ class WorkflowStoreServicer(api_grpc.WorkflowStoreServiceServicer):
         token = self.store.issue_fencing_token(convert.fencing_scope(request.fencing_scope))
         return api.IssueFencingTokenResponse(fencing_token=token)
 
-    # -- what planners ask of their slots (see slots.py) ----------------------------------
+    # -- what planners ask of their slots (see slots.py) -----------------------------------
 
     def LatestFireTimes(
         self, request: api.LatestFireTimesRequest, context: grpc.ServicerContext
@@ -501,14 +414,14 @@ class WorkflowStoreServicer(api_grpc.WorkflowStoreServiceServicer):
             ]
         )
 
-    def RecordMissedBatch(
-        self, request: api.RecordMissedBatchRequest, context: grpc.ServicerContext
-    ) -> api.RecordMissedBatchResponse:
+    def RecordMissedSlots(
+        self, request: api.RecordMissedSlotsRequest, context: grpc.ServicerContext
+    ) -> api.RecordMissedSlotsResponse:
         missed = _items("slots", request.slots, _missed_slot)
         token, scope = convert.fencing(request.fencing_token, request.fencing_scope)
-        with _db_span("RecordMissedBatch", "plan"):
-            recorded, unknown = slots.record_missed_batch(self.store, missed, token, scope)
-        return api.RecordMissedBatchResponse(recorded=recorded, unknown_schedules=unknown)
+        with _db_span("RecordMissedSlots", "plan"):
+            recorded, unknown = slots.record_missed_slots(self.store, missed, token, scope)
+        return api.RecordMissedSlotsResponse(recorded=recorded, unknown_schedules=unknown)
 
     def ListPendingFires(
         self, request: api.ListPendingFiresRequest, context: grpc.ServicerContext
@@ -520,7 +433,7 @@ class WorkflowStoreServicer(api_grpc.WorkflowStoreServiceServicer):
             runs=[convert.run_to_proto(r, payload=False) for r in runs]
         )
 
-    # -- stalled runs and dead letters ---------------------------------------------------
+    # -- stalled runs and dead letters -----------------------------------------------------
 
     def RequeueStalledRuns(
         self, request: api.RequeueStalledRunsRequest, context: grpc.ServicerContext

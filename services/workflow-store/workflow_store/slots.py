@@ -4,7 +4,7 @@
   time of its SCHEDULED and CATCHUP runs (MISSED ones included) since the schedule was
   (re)created, and how many fire times it has had -- in one GROUP BY query per page,
   not one query per schedule.
-- ``record_missed_batch``: many MISSED slots in one transaction.
+- ``record_missed_slots``: many MISSED slots in one transaction.
 - Placeholders: a MISSED row whose reason starts with ``pending:`` stands for work a
   planner decided but has not started yet (a paced catch-up run, a buffered overlap, a
   backfill). ``settle`` is what a second record of a slot does to the row that exists:
@@ -98,7 +98,7 @@ def latest_fire_times(
         return [LatestFire(sid, newest, int(count or 0)) for sid, newest, count in s.execute(query)]
 
 
-def record_missed_batch(
+def record_missed_slots(
     store: Store, slots: Sequence[MissedSlot], token: int, scope: str
 ) -> tuple[int, list[str]]:
     """Record ``slots`` as MISSED in one transaction, fenced by ``token``. Returns the
@@ -114,13 +114,13 @@ def record_missed_batch(
             raise InvalidArgument(f"slots[{i}].reason", "required: why the slot was missed")
     for _ in range(_ROUNDS):
         try:
-            return _record_missed_batch(store, slots, token, scope)
+            return _record_missed_slots(store, slots, token, scope)
         except IntegrityError:
             continue  # a concurrent writer recorded one of the slots first: decide again
     raise FailedPrecondition("slots: concurrent writers keep recording the same slots; retry")
 
 
-def _record_missed_batch(
+def _record_missed_slots(
     store: Store, slots: Sequence[MissedSlot], token: int, scope: str
 ) -> tuple[int, list[str]]:
     now = store.clock()
@@ -220,13 +220,6 @@ def pending_fires(store: Store, after_run_id: str = "", limit: int = 0) -> list[
         query = query.where(m.Run.run_id > after_run_id)
     with store.db.read() as s:
         return [_run(row) for row in s.scalars(query)]
-
-
-def record(store: Store, req: RecordRequest) -> Recorded:
-    """``Store.record`` with the placeholder rules of ``settle`` for a slot that
-    already has a row."""
-    recorded = store.record(req)
-    return recorded if recorded.created else settle(store, req, recorded.run)
 
 
 def settle(store: Store, req: RecordRequest, existing: RunRecord) -> Recorded:
