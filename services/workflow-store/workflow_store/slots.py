@@ -40,7 +40,8 @@ from workflow_store.records import (
     RunState,
     Trigger,
 )
-from workflow_store.store import Store, _event, _live_schedule, _run
+from workflow_store.rows import _event, _live_schedule, _run
+from workflow_store.store import Store
 
 #: Reasons of placeholder rows start with this (see the module docstring).
 PENDING_PREFIX = "pending:"
