@@ -4,6 +4,7 @@ reach the caller unchanged."""
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -110,6 +111,17 @@ def test_two_quick_triggers_are_two_runs(cluster: Cluster) -> None:
     assert now - timedelta(seconds=30) < ts_to_dt(first.run.fire_time) <= now
     for started in (first, second):
         assert cluster.finished(started.run.run_id).state == common_pb2.RUN_STATE_SUCCEEDED
+
+
+def test_a_trigger_answers_with_its_run_whole(cluster: Cluster) -> None:
+    # Given a schedule with a payload
+    schedule_id = cluster.schedule("cronwave.noop", {"customer": "c-1"})
+    # When it is triggered
+    reply = cluster.dispatcher.TriggerRun(pb.TriggerRunRequest(schedule_id=schedule_id), timeout=10)
+    # Then the answer is the new run with its payload, and the run runs
+    assert reply.created
+    assert json.loads(reply.run.payload_json) == {"customer": "c-1"}
+    assert cluster.finished(reply.run.run_id).state == common_pb2.RUN_STATE_SUCCEEDED
 
 
 @pytest.mark.parametrize(

@@ -477,3 +477,26 @@ def test_list_runs_of_many_schedules_in_one_call(stub):
     err = rpc_error(stub.ListRuns, api.ListRunsRequest(schedule_id=a, schedule_ids=[b]))
     assert err.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert (err.details() or "").startswith("schedule_ids:")
+
+
+def test_record_runs_answers_one_run_with_its_payload_when_asked(stub):
+    # Given a schedule with a payload, and a record of one of its runs
+    sid = create_schedule(stub).schedule_id
+    item = api.RecordRunRequest(schedule_id=sid, fire_time=dt_to_ts(FIRE), fencing_token=1)
+
+    # When it is recorded with its payload asked for, and then again without
+    whole = stub.RecordRuns(api.RecordRunsRequest(runs=[item], with_payloads=True))
+    lean = stub.RecordRuns(api.RecordRunsRequest(runs=[item]))
+
+    # Then the first answer carries the payload, the second (the same run) does not
+    assert whole.results[0].recorded.run.payload_json == '{"customers": 100000}'
+    assert lean.results[0].recorded.run.payload_json == ""
+    assert lean.results[0].recorded.run.run_id == whole.results[0].recorded.run.run_id
+    # and payloads are answered for one run only, refused by name before any write
+    later = api.RecordRunRequest(
+        schedule_id=sid, fire_time=dt_to_ts(FIRE + timedelta(hours=1)), fencing_token=1
+    )
+    err = rpc_error(stub.RecordRuns, api.RecordRunsRequest(runs=[item, later], with_payloads=True))
+    assert err.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert err.details().startswith("with_payloads: only for one run")
+    assert len(stub.ListRuns(api.ListRunsRequest(schedule_id=sid)).runs) == 1

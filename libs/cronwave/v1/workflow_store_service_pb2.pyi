@@ -524,10 +524,12 @@ class ListPendingFiresResponse(_message.Message):
     def __init__(self, runs: _Optional[_Iterable[_Union[_common_pb2.Run, _Mapping]]] = ...) -> None: ...
 
 class RecordRunsRequest(_message.Message):
-    __slots__ = ("runs",)
+    __slots__ = ("runs", "with_payloads")
     RUNS_FIELD_NUMBER: _ClassVar[int]
+    WITH_PAYLOADS_FIELD_NUMBER: _ClassVar[int]
     runs: _containers.RepeatedCompositeFieldContainer[RecordRunRequest]
-    def __init__(self, runs: _Optional[_Iterable[_Union[RecordRunRequest, _Mapping]]] = ...) -> None: ...
+    with_payloads: bool
+    def __init__(self, runs: _Optional[_Iterable[_Union[RecordRunRequest, _Mapping]]] = ..., with_payloads: _Optional[bool] = ...) -> None: ...
 
 class RecordRunsResponse(_message.Message):
     __slots__ = ("results",)

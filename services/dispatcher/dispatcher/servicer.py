@@ -112,10 +112,10 @@ class DispatcherServicer(pb_grpc.DispatcherServiceServicer):
             span.set_attributes(known)
             item = fanout.item_for_current(known)
             if item is None:  # outside a trace: nothing to copy
-                [result] = self._start([(start, item)], context, dedupe=False)
+                [result] = self._start([(start, item)], context, dedupe=False, payloads=True)
             else:
                 with fanout.batch_span("dispatch.start_runs", [item], {}):
-                    [result] = self._start([(start, item)], context, dedupe=False)
+                    [result] = self._start([(start, item)], context, dedupe=False, payloads=True)
             if result.HasField("error"):
                 raise error_from_item(result.error)
             run = result.started.run
@@ -150,10 +150,12 @@ class DispatcherServicer(pb_grpc.DispatcherServiceServicer):
         context: grpc.ServicerContext,
         *,
         dedupe: bool,
+        payloads: bool = False,
     ) -> list[pb.StartRunResult]:
         """The one start path. With ``dedupe``, a start the de-duplication cache knows
         is answered from it; every other start is routed (the store routes what the
-        route cache does not know), recorded and queued."""
+        route cache does not know), recorded and queued. With ``payloads`` (a trigger:
+        one start), the run comes back with its payload."""
         control = CacheControl.from_metadata(context.invocation_metadata())
         keys = [run_key(start.schedule_id, start.fire_time) for start, _ in starts]
         known = self._known_many(keys, control) if dedupe else [None] * len(keys)
@@ -172,7 +174,7 @@ class DispatcherServicer(pb_grpc.DispatcherServiceServicer):
             self.faults.inject("dispatch", "app", keys[index])
             pending.append(_Pending(index, start, item, routes[index]))
         if pending:
-            self._record(pending, results, context, remember=dedupe)
+            self._record(pending, results, context, remember=dedupe, payloads=payloads)
         return results
 
     def _known_many(self, keys: list[str], control: CacheControl) -> list[common_pb2.Run | None]:
@@ -197,6 +199,7 @@ class DispatcherServicer(pb_grpc.DispatcherServiceServicer):
         context: grpc.ServicerContext,
         *,
         remember: bool,
+        payloads: bool,
     ) -> None:
         """Record the starts that go to the store, in one call (a new run's
         ``enqueued`` event is written with it), and queue the runs it created."""
@@ -210,7 +213,9 @@ class DispatcherServicer(pb_grpc.DispatcherServiceServicer):
             for p in pending
         ]
         try:
-            recorded = self.store.RecordRuns(store_pb.RecordRunsRequest(runs=requests))
+            recorded = self.store.RecordRuns(
+                store_pb.RecordRunsRequest(runs=requests, with_payloads=payloads)
+            )
         except grpc.RpcError as exc:
             _abort_like(context, exc)
         created: list[tuple[_Pending, common_pb2.Run]] = []

@@ -214,6 +214,12 @@ class WorkflowStoreServicer(api_grpc.WorkflowStoreServiceServicer):
         self, request: api.RecordRunsRequest, context: grpc.ServicerContext
     ) -> api.RecordRunsResponse:
         reqs = _items("runs", request.runs, convert.record_run_from_proto)
+        if request.with_payloads and len(reqs) > 1:
+            raise InvalidArgument(
+                "with_payloads",
+                f"only for one run (a batch of payloads could pass gRPC's "
+                f"message limit), got {len(reqs)} runs",
+            )
         with _db_span("RecordRuns", "persist") as span:
             results = [
                 self._settled(req, result)
@@ -226,9 +232,11 @@ class WorkflowStoreServicer(api_grpc.WorkflowStoreServiceServicer):
             results=[
                 api.RecordRunResult(error=item_error(r))
                 if isinstance(r, CronwaveError)
-                # No payloads: the dispatcher never reads them, and 1,000 runs of
-                # 256 KiB each would be far over one message
-                else api.RecordRunResult(recorded=_recorded_to_proto(r, payload=False))
+                # No payloads unless asked for one run's: the dispatcher reads a
+                # trigger's alone, and 1,000 runs of 256 KiB would be far over one message
+                else api.RecordRunResult(
+                    recorded=_recorded_to_proto(r, payload=request.with_payloads)
+                )
                 for r in results
             ]
         )
