@@ -113,7 +113,7 @@ class JobTypeRecord:
 
 @dataclass(frozen=True)
 class RecordRequest:
-    """A validated record of a run (``reason`` empty) or of a MISSED slot (``missed``)."""
+    """A validated record of a run (a MISSED slot is recorded by ``slots``)."""
 
     schedule_id: str
     fire_time: datetime
@@ -123,8 +123,6 @@ class RecordRequest:
     idempotency_key: str = ""
     queue: str = ""
     trace_id: str = ""
-    missed: bool = False
-    reason: str = ""
     enqueue: bool = False  # also record the created run's "enqueued" event
 
 

@@ -57,9 +57,8 @@ class RunStore(StoreCore):
     # -- recording runs ----------------------------------------------------------------
 
     def record(self, req: RecordRequest) -> Recorded:
-        """Record the run of ``req.schedule_id`` at ``req.fire_time`` (state PENDING, or
-        MISSED when ``req.missed``); when it already exists, return it with
-        ``created=False``.
+        """Record the run of ``req.schedule_id`` at ``req.fire_time`` (state PENDING);
+        when it already exists, return it with ``created=False``.
 
         Raises ``ScheduleNotFound`` and ``StaleFencingToken``; then nothing is written.
         """
@@ -117,9 +116,9 @@ class RunStore(StoreCore):
         events = []
         for slot, i in first.items():
             if new[slot]["run_id"] in inserted:
-                kind, detail = _recorded_event(reqs[i])
-                events.append(_event_values(new[slot], kind, detail, now))
-                if reqs[i].enqueue and not reqs[i].missed:
+                detail = _recorded_detail(reqs[i])
+                events.append(_event_values(new[slot], "recorded", detail, now))
+                if reqs[i].enqueue:
                     events.append(_event_values(new[slot], "enqueued", new[slot]["queue"], now))
         _insert_events(s, events)
         for i, req in enumerate(reqs):
@@ -276,12 +275,11 @@ class RunStore(StoreCore):
 
 def _new_run(schedule: Any, req: RecordRequest, queue: str, now: datetime) -> dict[str, Any]:
     """The row a recorded run starts as (``schedule``: its id, job type and payload)."""
-    missed = req.missed
     return {
         "run_id": new_run_id(),
         "schedule_id": schedule.id,
         "fire_time": req.fire_time,
-        "state": (RunState.MISSED if missed else RunState.PENDING).value,
+        "state": RunState.PENDING.value,
         "trigger": req.trigger.value,
         "job_type": schedule.job_type,
         "payload_json": schedule.payload_json,
@@ -294,19 +292,17 @@ def _new_run(schedule: Any, req: RecordRequest, queue: str, now: datetime) -> di
         "trace_id": req.trace_id,
         "created_at": now,
         "started_at": None,
-        "finished_at": now if missed else None,
+        "finished_at": None,
         "heartbeat_at": None,
-        "error": req.reason if missed else "",
+        "error": "",
         "result_json": "",
         "checkpoint_json": "",
-        "due_at": None if missed else now,
+        "due_at": now,
         "next_sweep_at": None,
         "requeues": 0,
     }
 
 
-def _recorded_event(req: RecordRequest) -> tuple[str, str]:
-    """The kind and detail of a new run's first event."""
-    if req.missed:
-        return "missed", req.reason
-    return "recorded", f"trigger={req.trigger.value} fencing_token={req.fencing_token}"
+def _recorded_detail(req: RecordRequest) -> str:
+    """The detail of a new run's first event, ``recorded``."""
+    return f"trigger={req.trigger.value} fencing_token={req.fencing_token}"

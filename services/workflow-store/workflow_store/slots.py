@@ -7,10 +7,11 @@
 - ``record_missed_slots``: many MISSED slots in one transaction.
 - Placeholders: a MISSED row whose reason starts with ``pending:`` stands for work a
   planner decided but has not started yet (a paced catch-up run, a buffered overlap, a
-  backfill). ``settle`` is what a second record of a slot does to the row that exists:
-  a start turns a placeholder into the run (and a BACKFILL start does so to any MISSED
-  row: re-running missed slots is what a backfill is for); a MISSED record gives a
-  placeholder its final reason; everything else is returned unchanged.
+  backfill). ``settle`` is what a second start of a slot does to the row that exists:
+  it turns a placeholder into the run (and a BACKFILL start does so to any MISSED row:
+  re-running missed slots is what a backfill is for); everything else is returned
+  unchanged. A MISSED record of the slot (``record_missed_slots``) gives a placeholder
+  its final reason.
   ``pending_fires`` lists the placeholders, so a new leader finishes the work of the
   term before it.
 - ``create_schedules``: many schedules in one transaction, for bulk loads (the planner
@@ -228,28 +229,9 @@ def settle(store: Store, req: RecordRequest, existing: RunRecord) -> Recorded:
     row as it is afterwards; ``created`` is true only when a start revived it."""
     if existing.state is not RunState.MISSED:
         return Recorded(existing, created=False)
-    if req.missed:
-        if not _takes_reason(existing.error, req.reason):
-            return Recorded(existing, created=False)
-        return _update_missed(store, req, existing)
     if req.trigger is Trigger.BACKFILL or is_placeholder(existing.error):
         return _revive(store, req, existing)
     return Recorded(existing, created=False)
-
-
-def _update_missed(store: Store, req: RecordRequest, existing: RunRecord) -> Recorded:
-    now = store.clock()
-    with store.db.write() as s:
-        if req.fencing_token > 0:
-            store._fence(s, req.fencing_scope, req.fencing_token, now)
-        row = _same_row(s, existing)
-        if row is None:
-            return Recorded(_current(store, existing), created=False)
-        row.error = req.reason
-        row.fencing_token = max(row.fencing_token, req.fencing_token)
-        _event(s, row, "missed", now, req.reason)
-        s.flush()
-        return Recorded(_run(row), created=False)
 
 
 def _revive(store: Store, req: RecordRequest, existing: RunRecord) -> Recorded:
