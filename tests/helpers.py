@@ -8,6 +8,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
+import grpc
+
 T = TypeVar("T")
 
 
@@ -105,3 +107,79 @@ def plant_schedule_row(
             assert conn.execute(row).rowcount == 1, f"no schedule row {schedule_id!r}"
     finally:
         engine.dispose()
+
+
+class ItemRefused(grpc.RpcError):
+    """One item's refusal in a batch answer (``cronwave.v1.ItemError``), raised as an
+    RpcError of the same code and message: a test of a one-item batch reads like a
+    test of a single call (``pytest.raises(grpc.RpcError)``, ``.code()``,
+    ``.details()``)."""
+
+    def __init__(self, error: Any) -> None:
+        from cronwave_core.rpc import status_code
+
+        self._code = status_code(error.code)
+        self._details = str(error.message)
+        super().__init__(f"{self._code.name}: {self._details}")
+
+    def code(self) -> grpc.StatusCode:
+        return self._code
+
+    def details(self) -> str:
+        return self._details
+
+
+def only(results: Any, field: str) -> Any:
+    """The one answer of a one-item batch call: ``field`` of its only result, or its
+    refusal raised (``ItemRefused``)."""
+    (result,) = results
+    if result.HasField("error"):
+        raise ItemRefused(result.error)
+    return getattr(result, field)
+
+
+# One item at a time through the store's batch calls (every call that acts on runs
+# takes a list): each returns its item's answer, or raises its refusal.
+
+
+def record_one(store: Any, item: Any, **kwargs: Any) -> Any:
+    """``RecordRuns`` of one run: its ``RecordRunResponse`` (without the payload)."""
+    from cronwave.v1 import workflow_store_service_pb2 as store_pb
+
+    reply = store.RecordRuns(store_pb.RecordRunsRequest(runs=[item]), **kwargs)
+    return only(reply.results, "recorded")
+
+
+def claim_one(store: Any, item: Any, **kwargs: Any) -> Any:
+    """``ClaimRuns`` of one run: its ``ClaimRunResponse``."""
+    from cronwave.v1 import workflow_store_service_pb2 as store_pb
+
+    reply = store.ClaimRuns(store_pb.ClaimRunsRequest(claims=[item]), **kwargs)
+    return only(reply.results, "claim")
+
+
+def complete_one(store: Any, item: Any, **kwargs: Any) -> Any:
+    """``CompleteRuns`` of one run: its ``CompleteRunResponse``."""
+    from cronwave.v1 import workflow_store_service_pb2 as store_pb
+
+    reply = store.CompleteRuns(store_pb.CompleteRunsRequest(completions=[item]), **kwargs)
+    return only(reply.results, "completion")
+
+
+def append_one(store: Any, item: Any, **kwargs: Any) -> Any:
+    """``AppendRunEvents`` of one event: the ``RunEvent`` appended."""
+    from cronwave.v1 import workflow_store_service_pb2 as store_pb
+
+    reply = store.AppendRunEvents(store_pb.AppendRunEventsRequest(events=[item]), **kwargs)
+    return only(reply.results, "event")
+
+
+def get_one(store: Any, run_id: str, **kwargs: Any) -> Any:
+    """``GetRuns`` of one run: the ``Run`` as it is now (the test fails when the store
+    does not have it)."""
+    from cronwave.v1 import workflow_store_service_pb2 as store_pb
+
+    request = store_pb.GetRunsRequest(runs=[store_pb.GetRunRequest(run_id=run_id)])
+    runs = list(store.GetRuns(request, **kwargs).runs)
+    assert len(runs) == 1, f"the store has no run {run_id!r}"
+    return runs[0]

@@ -25,7 +25,7 @@ from cronwave.v1 import leader_election_service_pb2_grpc as leader_grpc
 from cronwave.v1 import workflow_store_service_pb2 as store_pb
 from cronwave.v1 import workflow_store_service_pb2_grpc as store_grpc
 from cronwave_core.convert import dt_to_ts
-from cronwave_core.errors import CronwaveError, InvalidArgument, Unavailable
+from cronwave_core.errors import CronwaveError, InvalidArgument, RunNotFound, Unavailable
 from cronwave_core.fields import shown
 from cronwave_core.rpc import error_from_rpc, open_channel
 from cronwave_core.settings import DEFAULT_PORTS, NetworkSettings
@@ -398,9 +398,13 @@ class Client:
 
     def get_run(self, run_id: str) -> Run:
         resp = self._call(
-            "workflow-store", self._store.GetRun, store_pb.GetRunRequest(run_id=run_id)
+            "workflow-store",
+            self._store.GetRuns,
+            store_pb.GetRunsRequest(runs=[store_pb.GetRunRequest(run_id=run_id)]),
         )
-        return Run.from_proto(resp.run)
+        for run in resp.runs:  # a run the store does not have is left out
+            return Run.from_proto(run)
+        raise RunNotFound(run_id)
 
     def list_runs(
         self,

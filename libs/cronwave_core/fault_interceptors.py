@@ -57,20 +57,12 @@ def _requested(request: store_pb.RecordRunRequest) -> str:
     return run_key(request.schedule_id, ts_to_dt(request.fire_time))
 
 
-def _recorded(_: Any, response: store_pb.RecordRunResponse) -> list[str]:
-    return [_key(response.run)] if response.created else []
-
-
 def _recorded_many(_: Any, response: store_pb.RecordRunsResponse) -> list[str]:
     return [
         _key(r.recorded.run)
         for r in response.results
         if r.HasField("recorded") and r.recorded.created
     ]
-
-
-def _completed(_: Any, response: store_pb.CompleteRunResponse) -> list[str]:
-    return [_key(response.run)] if response.changed else []
 
 
 def _completed_many(_: Any, response: store_pb.CompleteRunsResponse) -> list[str]:
@@ -81,29 +73,19 @@ def _completed_many(_: Any, response: store_pb.CompleteRunsResponse) -> list[str
     ]
 
 
-def _starting(request: store_pb.RecordRunRequest, _: Any) -> list[str]:
-    return [_requested(request)]
-
-
 def _starting_many(request: store_pb.RecordRunsRequest, _: Any) -> list[str]:
     return [_requested(r) for r in request.runs]
 
 
 #: The store's methods whose answer a fault delays (``ServerFaults``).
 SERVER_POINTS: Mapping[str, Sequence[RpcFault]] = {
-    _STORE + "RecordRun": (RpcFault("persist", "database", _recorded),),
     _STORE + "RecordRuns": (RpcFault("persist", "database", _recorded_many),),
-    _STORE + "CompleteRun": (RpcFault("complete", "database", _completed),),
     _STORE + "CompleteRuns": (RpcFault("complete", "database", _completed_many),),
 }
 
 #: The dispatcher's calls to the store that a fault delays before they are sent
 #: (``ClientFaults``): recording a start comes after its look-ups and its handling.
 CLIENT_POINTS: Mapping[str, Sequence[RpcFault]] = {
-    _STORE + "RecordRun": (
-        RpcFault("dispatch", "cache", _starting),
-        RpcFault("dispatch", "app", _starting),
-    ),
     _STORE + "RecordRuns": (
         RpcFault("dispatch", "cache", _starting_many),
         RpcFault("dispatch", "app", _starting_many, per_item=True),

@@ -26,11 +26,11 @@ middleware (``worker.middleware.faults``) do, installed in a process started for
 
 - ``dispatch:cache``  the dispatcher, before it records a start (its look-ups)
 - ``dispatch:app``    the dispatcher, before it records a start (its handling)
-- ``persist:database`` the store's answer to RecordRun(s), after the transaction
+- ``persist:database`` the store's answer to RecordRuns, after the transaction
 - ``pickup:queue``    before the worker takes the message (the run waits longer in
   its queue)
 - ``execute:app``     the worker, before the job body starts
-- ``complete:database`` the store's answer to CompleteRun(s), after the transaction
+- ``complete:database`` the store's answer to CompleteRuns, after the transaction
 """
 
 from __future__ import annotations

@@ -92,22 +92,17 @@ BAGGAGE_KEYS = (
 
 # The hop an RPC belongs to when it is part of a run: its serialization spans are
 # filed under it (the caller's own work stays in the caller's hop). Methods not
-# listed (reads, and AppendRunEvent, which every hop uses for the run's history) take
+# listed (reads, and AppendRunEvents, which every hop uses for the run's history) take
 # the hop of the span they happen in.
 _STORE = "/cronwave.v1.WorkflowStoreService/"
 _RPC_HOPS = {
-    "/cronwave.v1.DispatcherService/StartRun": "dispatch",
     "/cronwave.v1.DispatcherService/TriggerRun": "dispatch",
     "/cronwave.v1.DispatcherService/StartRuns": "dispatch",
-    _STORE + "RecordRun": "persist",
     _STORE + "RecordRuns": "persist",
     _STORE + "ClaimRuns": "pickup",
     _STORE + "GetRuns": "pickup",
     _STORE + "CompleteRuns": "complete",
-    _STORE + "RecordMissed": "persist",
-    _STORE + "ClaimRun": "pickup",
     _STORE + "Heartbeat": "execute",
-    _STORE + "CompleteRun": "complete",
     _STORE + "DeadLetterRun": "complete",
 }
 _LEADER_PREFIX = "/cronwave.v1.LeaderElectionService/"

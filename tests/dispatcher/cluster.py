@@ -21,7 +21,7 @@ from cronwave.v1 import workflow_store_service_pb2 as store_pb
 from cronwave.v1 import workflow_store_service_pb2_grpc as store_grpc
 from cronwave_core.convert import dt_to_ts
 from cronwave_core.suite import Suite, SuiteConfig
-from tests.helpers import eventually, fresh, issue_tokens, stored_spans
+from tests.helpers import eventually, fresh, get_one, issue_tokens, only, stored_spans
 
 # The planner scope's fencing tokens the store issues when no leader-election runs.
 TOKENS_ISSUED = 10
@@ -80,18 +80,26 @@ class Cluster:
         fencing_token: int = 1,
         **fields: Any,
     ) -> dispatcher_pb.StartRunResponse:
-        return self.dispatcher.StartRun(
-            dispatcher_pb.StartRunRequest(
-                schedule_id=schedule_id,
-                fire_time=dt_to_ts(fire_time or datetime.now(UTC)),
-                fencing_token=fencing_token,
-                **fields,
+        """One start, as a batch of one; a refusal is raised as its RpcError."""
+        reply = self.dispatcher.StartRuns(
+            dispatcher_pb.StartRunsRequest(
+                starts=[
+                    dispatcher_pb.StartRunRequest(
+                        schedule_id=schedule_id,
+                        fire_time=dt_to_ts(fire_time or datetime.now(UTC)),
+                        fencing_token=fencing_token,
+                        **fields,
+                    )
+                ]
             ),
             timeout=10,
         )
+        started: dispatcher_pb.StartRunResponse = only(reply.results, "started")
+        return started
 
     def run(self, run_id: str) -> common_pb2.Run:
-        return self.store.GetRun(store_pb.GetRunRequest(run_id=run_id), timeout=10).run
+        run: common_pb2.Run = get_one(self.store, run_id, timeout=10)
+        return run
 
     def finished(self, run_id: str, timeout: float = 30) -> common_pb2.Run:
         def done() -> common_pb2.Run:

@@ -4,6 +4,7 @@ reach the caller unchanged."""
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -17,7 +18,7 @@ from cronwave.v1 import workflow_store_service_pb2 as store_pb
 from cronwave_bench.faults import TcpProxy
 from cronwave_core.convert import dt_to_ts, ts_to_dt
 from tests.dispatcher.cluster import Cluster, running_cluster
-from tests.helpers import eventually
+from tests.helpers import eventually, record_one
 
 pytestmark = pytest.mark.slow
 
@@ -112,6 +113,17 @@ def test_two_quick_triggers_are_two_runs(cluster: Cluster) -> None:
         assert cluster.finished(started.run.run_id).state == common_pb2.RUN_STATE_SUCCEEDED
 
 
+def test_a_trigger_answers_with_its_run_whole(cluster: Cluster) -> None:
+    # Given a schedule with a payload
+    schedule_id = cluster.schedule("cronwave.noop", {"customer": "c-1"})
+    # When it is triggered
+    reply = cluster.dispatcher.TriggerRun(pb.TriggerRunRequest(schedule_id=schedule_id), timeout=10)
+    # Then the answer is the new run with its payload, and the run runs
+    assert reply.created
+    assert json.loads(reply.run.payload_json) == {"customer": "c-1"}
+    assert cluster.finished(reply.run.run_id).state == common_pb2.RUN_STATE_SUCCEEDED
+
+
 @pytest.mark.parametrize(
     ("request_fields", "field"),
     [
@@ -123,9 +135,12 @@ def test_missing_fields_are_refused_by_name(
     cluster: Cluster, request_fields: dict[str, object], field: str
 ) -> None:
     with pytest.raises(grpc.RpcError) as caught:
-        cluster.dispatcher.StartRun(pb.StartRunRequest(**request_fields), timeout=10)  # type: ignore[arg-type]
+        cluster.dispatcher.StartRuns(
+            pb.StartRunsRequest(starts=[pb.StartRunRequest(**request_fields)]),  # type: ignore[arg-type]
+            timeout=10,
+        )
     assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
-    assert (caught.value.details() or "").startswith(f"{field}:")
+    assert (caught.value.details() or "").startswith(f"starts[0].{field}:")
 
 
 def test_unknown_schedule_is_not_found_as_the_store_said(cluster: Cluster) -> None:
@@ -162,7 +177,7 @@ def _start_item(schedule_id: str, fire_time: datetime, token: int = 0) -> pb.Sta
     )
 
 
-def test_start_runs_answers_each_start_as_start_run_would(cluster: Cluster) -> None:
+def test_start_runs_answers_each_start_on_its_own(cluster: Cluster) -> None:
     # Given a schedule whose 02:00 run was started by the leader holding token 5
     schedule_id = cluster.schedule("cronwave.noop")
     day = datetime(2024, 6, 1, 2, tzinfo=UTC)
@@ -271,7 +286,8 @@ def test_a_start_recorded_but_never_queued_is_queued_when_it_comes_again(
     with running_cluster(tmp_path / "c", database_url, redis_url, namespace, env) as cluster:
         schedule_id = cluster.schedule("cronwave.noop")
         day = datetime(2024, 6, 1, 2, tzinfo=UTC)
-        recorded = cluster.store.RecordRun(
+        recorded = record_one(
+            cluster.store,
             store_pb.RecordRunRequest(
                 schedule_id=schedule_id,
                 fire_time=dt_to_ts(day),

@@ -79,7 +79,8 @@ CASES = [
     # came back as UNKNOWN.
     Case("NUL in a schedule id", S, STORE + "GetSchedule",
          store.GetScheduleRequest(schedule_id=NUL_ID), "schedule_id"),
-    Case("NUL in a run id", S, STORE + "GetRun", store.GetRunRequest(run_id=NUL_ID), "run_id"),
+    Case("NUL in a run id", S, STORE + "GetRuns",
+         store.GetRunsRequest(runs=[store.GetRunRequest(run_id=NUL_ID)]), "runs[0].run_id"),
     Case("NUL in a job type", S, STORE + "CreateSchedule",
          store.CreateScheduleRequest(schedule=pb.Schedule(
              schedule_id="nightly-billing", job_type="cronwave\x00noop",
@@ -94,24 +95,27 @@ CASES = [
          store.HeartbeatRequest(run_id=NUL_ID, attempt_token=TOKEN), "run_id"),
     Case("NUL in a dead letter's run id", S, STORE + "DeadLetterRun",
          store.DeadLetterRunRequest(run_id=NUL_ID, reason="rejected"), "run_id"),
-    Case("NUL in an event's detail", S, STORE + "AppendRunEvent",
-         store.AppendRunEventRequest(run_id="run_1", kind="note", detail="a\x00b"), "detail"),
-    Case("NUL in a missed slot's schedule", S, STORE + "RecordMissedBatch",
-         store.RecordMissedBatchRequest(fencing_token=1, slots=[store.MissedSlot(
+    Case("NUL in an event's detail", S, STORE + "AppendRunEvents",
+         store.AppendRunEventsRequest(events=[store.AppendRunEventRequest(
+             run_id="run_1", kind="note", detail="a\x00b")]), "events[0].detail"),
+    Case("NUL in a missed slot's schedule", S, STORE + "RecordMissedSlots",
+         store.RecordMissedSlotsRequest(fencing_token=1, slots=[store.MissedSlot(
              schedule_id=NUL_ID, fire_time=Timestamp(seconds=1_900_000_000), reason="x")]),
          "slots[0].schedule_id"),
     Case("NUL in a pause note", S, STORE + "PauseSchedule",
          store.PauseScheduleRequest(schedule_id="nightly-billing", note="a\x00b"), "note"),
     # Timestamps outside years 1-9999 raised "year ... is out of range".
-    Case("a fire time in year 0", S, STORE + "RecordRun",
-         store.RecordRunRequest(schedule_id="nightly-billing", fire_time=YEAR_0,
-                                fencing_token=1), "fire_time"),
+    Case("a fire time in year 0", S, STORE + "RecordRuns",
+         store.RecordRunsRequest(runs=[store.RecordRunRequest(
+             schedule_id="nightly-billing", fire_time=YEAR_0, fencing_token=1)]),
+         "runs[0].fire_time"),
     Case("a start in year 10000", S, STORE + "CreateSchedule",
          schedule(start_at=YEAR_10000), "spec.start_at"),
-    Case("a body start in year 10000", S, STORE + "CompleteRun",
-         store.CompleteRunRequest(run_id="run_1", attempt_token=TOKEN,
-                                  state=pb.RUN_STATE_SUCCEEDED, body_started_at=YEAR_10000),
-         "body_started_at"),
+    Case("a body start in year 10000", S, STORE + "CompleteRuns",
+         store.CompleteRunsRequest(completions=[store.CompleteRunRequest(
+             run_id="run_1", attempt_token=TOKEN, state=pb.RUN_STATE_SUCCEEDED,
+             body_started_at=YEAR_10000)]),
+         "completions[0].body_started_at"),
     # Timestamp nanos outside [0, 1e9) were accepted.
     Case("nanos of a whole second", S, STORE + "CreateSchedule",
          schedule(start_at=Timestamp(seconds=1_900_000_000, nanos=1_000_000_000)),
@@ -141,9 +145,10 @@ CASES = [
          store.RegisterJobTypeRequest(job_type=pb.JobType(
              name="billing.fuzzed", duration_limit=Duration(seconds=5, nanos=-5))),
          "job_type.duration_limit"),
-    Case("a huge retry delay", S, STORE + "CompleteRun",
-         store.CompleteRunRequest(run_id="run_1", attempt_token=TOKEN, state=pb.RUN_STATE_FAILED,
-                                  retry_after=HUGE), "retry_after"),
+    Case("a huge retry delay", S, STORE + "CompleteRuns",
+         store.CompleteRunsRequest(completions=[store.CompleteRunRequest(
+             run_id="run_1", attempt_token=TOKEN, state=pb.RUN_STATE_FAILED, retry_after=HUGE)]),
+         "completions[0].retry_after"),
     Case("a huge stall bound", S, STORE + "RequeueStalledRuns",
          store.RequeueStalledRunsRequest(pending_for=HUGE), "pending_for"),
     # JSON: a deep document raised RecursionError; NaN and Infinity were stored.
@@ -156,10 +161,11 @@ CASES = [
     Case("100,000-deep JSON checkpoint", S, STORE + "Heartbeat",
          store.HeartbeatRequest(run_id="run_1", attempt_token=TOKEN, checkpoint_json=DEEP_JSON),
          "checkpoint_json"),
-    Case("NaN in a result", S, STORE + "CompleteRun",
-         store.CompleteRunRequest(run_id="run_1", attempt_token=TOKEN,
-                                  state=pb.RUN_STATE_SUCCEEDED, result_json='{"x": NaN}'),
-         "result_json"),
+    Case("NaN in a result", S, STORE + "CompleteRuns",
+         store.CompleteRunsRequest(completions=[store.CompleteRunRequest(
+             run_id="run_1", attempt_token=TOKEN, state=pb.RUN_STATE_SUCCEEDED,
+             result_json='{"x": NaN}')]),
+         "completions[0].result_json"),
     # Doubles: NaN and Infinity were registered as a backoff coefficient.
     Case("NaN backoff", S, STORE + "RegisterJobType",
          job_type(backoff_coefficient=float("nan")), "job_type.retry.backoff_coefficient"),
@@ -177,12 +183,14 @@ CASES = [
     Case("a backfill from year 0", "cron-planner", "cronwave.v1.CronPlannerService/Backfill",
          planner.BackfillRequest(schedule_id="nightly-billing", dry_run=True, start=YEAR_0,
                                  end=Timestamp(seconds=1_700_000_000)), "start"),
-    Case("NUL in a started schedule", "dispatcher", "cronwave.v1.DispatcherService/StartRun",
-         dispatcher.StartRunRequest(schedule_id=NUL_ID, fencing_token=1,
-                                    fire_time=Timestamp(seconds=1_900_000_000)), "schedule_id"),
-    Case("a start in year 10000", "dispatcher", "cronwave.v1.DispatcherService/StartRun",
-         dispatcher.StartRunRequest(schedule_id="nightly-billing", fencing_token=1,
-                                    fire_time=YEAR_10000), "fire_time"),
+    Case("NUL in a started schedule", "dispatcher", "cronwave.v1.DispatcherService/StartRuns",
+         dispatcher.StartRunsRequest(starts=[dispatcher.StartRunRequest(
+             schedule_id=NUL_ID, fencing_token=1, fire_time=Timestamp(seconds=1_900_000_000))]),
+         "starts[0].schedule_id"),
+    Case("a start in year 10000", "dispatcher", "cronwave.v1.DispatcherService/StartRuns",
+         dispatcher.StartRunsRequest(starts=[dispatcher.StartRunRequest(
+             schedule_id="nightly-billing", fencing_token=1, fire_time=YEAR_10000)]),
+         "starts[0].fire_time"),
     Case("NUL in a triggered schedule", "dispatcher", "cronwave.v1.DispatcherService/TriggerRun",
          dispatcher.TriggerRunRequest(schedule_id=NUL_ID), "schedule_id"),
     Case("a huge lease", "leader-election", "cronwave.v1.LeaderElectionService/Campaign",
@@ -245,7 +253,7 @@ def test_a_body_that_is_not_protobuf_is_an_invalid_argument_at_every_service(
 ) -> None:
     methods = {
         "workflow-store": "cronwave.v1.WorkflowStoreService/GetSchedule",
-        "dispatcher": "cronwave.v1.DispatcherService/StartRun",
+        "dispatcher": "cronwave.v1.DispatcherService/TriggerRun",
         "leader-election": "cronwave.v1.LeaderElectionService/Campaign",
         "cron-planner": "cronwave.v1.CronPlannerService/PreviewFireTimes",
         "worker": "cronwave.v1.WorkerService/GetWorkerStatus",

@@ -17,7 +17,7 @@ from cronwave.v1 import leader_election_service_pb2_grpc as pb_grpc
 from cronwave.v1 import workflow_store_service_pb2 as store_pb
 from cronwave.v1 import workflow_store_service_pb2_grpc as store_grpc
 from cronwave_core.suite import Suite
-from tests.helpers import eventually, fresh, stored_spans
+from tests.helpers import eventually, fresh, record_one, stored_spans
 
 
 def stub(suite: Suite) -> pb_grpc.LeaderElectionServiceStub:
@@ -268,7 +268,7 @@ def _record_with_token(suite: Suite, scope: str, token: int) -> None:
         fencing_scope=scope,
     )
     request.fire_time.FromDatetime(datetime(2031, 1, 1, tzinfo=UTC))
-    store.RecordRun(request, timeout=10)
+    record_one(store, request, timeout=10)
 
 
 def test_tokens_increase_across_losing_redis_data(

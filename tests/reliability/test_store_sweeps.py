@@ -10,7 +10,7 @@ import grpc
 from cronwave.v1 import common_pb2 as pb
 from cronwave.v1 import workflow_store_service_pb2 as api
 from cronwave_core.convert import dt_to_ts, td_to_duration
-from tests.helpers import eventually
+from tests.helpers import claim_one, complete_one, eventually
 from tests.workflow_store.support import (
     StoreProcess,
     create_schedule,
@@ -60,7 +60,7 @@ def test_a_claimed_run_is_not_handed_out_though_a_later_unclaimed_one_is(
     # Given a run that was claimed at once (of a job type whose heartbeats may be ten
     # minutes apart), and then another one, left unclaimed
     claimed = record_run(stub, schedule_id, fire=PAST).run
-    assert stub.ClaimRun(api.ClaimRunRequest(run_id=claimed.run_id, worker_id="w1")).claimed
+    assert claim_one(stub, api.ClaimRunRequest(run_id=claimed.run_id, worker_id="w1")).claimed
     later = record_run(stub, schedule_id, fire=PAST + timedelta(minutes=1)).run
     # When the sweeps hand out the later one, overdue
     handed_out: set[str] = set()
@@ -78,10 +78,10 @@ def test_a_run_whose_heartbeat_lapsed_is_handed_out_once_per_lapse(store: StoreP
     stub = store.stub()
     job = register_job_type(stub, heartbeat_timeout=timedelta(seconds=3))
     run = record_run(stub, create_schedule(stub, job).schedule_id, fire=PAST).run
-    claim = stub.ClaimRun(api.ClaimRunRequest(run_id=run.run_id, worker_id="w1"))
+    claim = claim_one(stub, api.ClaimRunRequest(run_id=run.run_id, worker_id="w1"))
     # and one claimed after it that never beats
     silent = record_run(stub, create_schedule(stub, job).schedule_id, fire=PAST).run
-    assert stub.ClaimRun(api.ClaimRunRequest(run_id=silent.run_id, worker_id="w9")).claimed
+    assert claim_one(stub, api.ClaimRunRequest(run_id=silent.run_id, worker_id="w9")).claimed
     # While it beats it is alive: the silent one, claimed later, lapses first
     handed_out: dict[str, str] = {}
 
@@ -97,7 +97,7 @@ def test_a_run_whose_heartbeat_lapsed_is_handed_out_once_per_lapse(store: StoreP
     assert reason == "heartbeat_lapsed"
     assert run.run_id not in sweep(stub, 30)
     # the new attempt takes it over; when that one dies too, it is handed out again
-    again = stub.ClaimRun(api.ClaimRunRequest(run_id=run.run_id, worker_id="w2"))
+    again = claim_one(stub, api.ClaimRunRequest(run_id=run.run_id, worker_id="w2"))
     assert again.claimed and again.attempt_token != claim.attempt_token
     assert again.run.attempt == claim.run.attempt + 1
     reason = eventually(lambda: sweep(stub, 30).get(run.run_id), timeout=20, what="lapsed again")
@@ -107,7 +107,7 @@ def test_a_run_whose_heartbeat_lapsed_is_handed_out_once_per_lapse(store: StoreP
 def test_dead_letter_list_and_replay(store: StoreProcess) -> None:
     stub = store.stub()
     run = record_run(stub, create_schedule(stub).schedule_id, fire=PAST).run
-    claim = stub.ClaimRun(api.ClaimRunRequest(run_id=run.run_id, worker_id="w1"))
+    claim = claim_one(stub, api.ClaimRunRequest(run_id=run.run_id, worker_id="w1"))
     # A superseded attempt cannot dead-letter the run
     stale = rpc_error(
         stub.DeadLetterRun,
@@ -153,7 +153,7 @@ def test_dead_letter_list_and_replay(store: StoreProcess) -> None:
     assert run.run_id not in [
         d.run_id for d in stub.ListDeadLetters(api.ListDeadLettersRequest()).dead_letters
     ]
-    again = stub.ClaimRun(api.ClaimRunRequest(run_id=run.run_id, worker_id="w2"))
+    again = claim_one(stub, api.ClaimRunRequest(run_id=run.run_id, worker_id="w2"))
     assert again.claimed and again.run.attempt == claim.run.attempt + 1
     # and only a dead-lettered run can be replayed
     refused = rpc_error(stub.ReplayDeadLetter, api.ReplayDeadLetterRequest(run_id=run.run_id))
@@ -194,18 +194,19 @@ def test_a_lost_queue_hands_out_every_pending_run_recorded_before_it_at_once(
     assert sweep(stub, pending_for=0).get(resent) == "not_picked_up"
     due = [record_run(stub, sid, fire=PAST + timedelta(seconds=i)).run.run_id for i in (1, 2, 3)]
     retry = record_run(stub, sid, fire=PAST + timedelta(seconds=4)).run.run_id
-    claim = stub.ClaimRun(api.ClaimRunRequest(run_id=retry, worker_id="w1"))
-    stub.CompleteRun(
+    claim = claim_one(stub, api.ClaimRunRequest(run_id=retry, worker_id="w1"))
+    complete_one(
+        stub,
         api.CompleteRunRequest(
             run_id=retry,
             attempt_token=claim.attempt_token,
             state=pb.RUN_STATE_FAILED,
             error="Flaky: once",
             retry_after=td_to_duration(timedelta(seconds=1)),
-        )
+        ),
     )
     running = record_run(stub, sid, fire=PAST + timedelta(seconds=5)).run.run_id
-    assert stub.ClaimRun(api.ClaimRunRequest(run_id=running, worker_id="w1")).claimed
+    assert claim_one(stub, api.ClaimRunRequest(run_id=running, worker_id="w1")).claimed
     lost_at = datetime.now(UTC)
     # and one recorded after the loss (its message went to the queue as it is now)
     after = record_run(stub, sid, fire=PAST + timedelta(seconds=6)).run.run_id

@@ -13,11 +13,11 @@ from cronwave import Client, FailedPrecondition, InvalidArgument, Run
 from cronwave.v1 import common_pb2
 from cronwave.v1 import workflow_store_service_pb2 as store_pb
 from cronwave.v1 import workflow_store_service_pb2_grpc as store_grpc
-from cronwave_core.convert import dt_to_ts
 from cronwave_core.suite import Suite
 from tests.conftest import SuiteFactory
 from tests.helpers import eventually, fresh
 from tests.schedules.conftest import LEASE_ENV, runs_of
+from tests.workflow_store.support import record_missed
 
 pytestmark = pytest.mark.slow
 
@@ -157,14 +157,8 @@ def _record_missed(suite: Suite, schedule_id: str, fire_time: datetime) -> str:
     with grpc.insecure_channel(suite.store_addr) as channel:
         stub = store_grpc.WorkflowStoreServiceStub(channel)
         token = stub.GetFencingToken(store_pb.GetFencingTokenRequest(), timeout=10).fencing_token
-        reply = stub.RecordMissed(
-            store_pb.RecordMissedRequest(
-                schedule_id=schedule_id,
-                fire_time=dt_to_ts(fire_time),
-                reason="outside_catchup_window",
-                fencing_token=token,
-            ),
-            timeout=10,
+        recorded, run = record_missed(
+            stub, schedule_id, fire_time, reason="outside_catchup_window", token=token
         )
-        assert reply.created and reply.run.state == common_pb2.RUN_STATE_MISSED
-        return str(reply.run.run_id)
+        assert recorded == 1 and run is not None and run.state == common_pb2.RUN_STATE_MISSED
+        return str(run.run_id)

@@ -12,9 +12,11 @@ import pytest
 from cronwave.v1 import common_pb2 as pb
 from cronwave.v1 import workflow_store_service_pb2 as api
 from cronwave_core.convert import dt_to_ts, ts_to_dt
+from tests.helpers import get_one
 from tests.workflow_store.support import (
     StoreProcess,
     create_schedule,
+    record_missed,
     record_run,
     register_job_type,
     rpc_error,
@@ -36,9 +38,9 @@ def slot(
     )
 
 
-def batch(stub, slots, token: int = 5) -> api.RecordMissedBatchResponse:
-    return stub.RecordMissedBatch(
-        api.RecordMissedBatchRequest(slots=slots, fencing_token=token), timeout=10
+def batch(stub, slots, token: int = 5) -> api.RecordMissedSlotsResponse:
+    return stub.RecordMissedSlots(
+        api.RecordMissedSlotsRequest(slots=slots, fencing_token=token), timeout=10
     )
 
 
@@ -55,12 +57,7 @@ def test_latest_fire_times_in_pages_with_counts(store_only: StoreProcess) -> Non
     record_run(stub, b, T + timedelta(hours=1), token=5, trigger=pb.TRIGGER_KIND_BACKFILL)
     record_run(stub, c, T, token=5, trigger=pb.TRIGGER_KIND_CATCHUP)
     skipped = T + timedelta(minutes=30, microseconds=1)
-    stub.RecordMissed(
-        api.RecordMissedRequest(
-            schedule_id=c, fire_time=dt_to_ts(skipped), reason="dst_gap_skip", fencing_token=5
-        ),
-        timeout=10,
-    )
+    record_missed(stub, c, skipped, reason="dst_gap_skip", token=5)
 
     # When they are read two per page
     first = stub.LatestFireTimes(api.LatestFireTimesRequest(limit=2), timeout=10).entries
@@ -91,9 +88,7 @@ def test_a_missed_batch_is_fenced_and_leaves_existing_runs_alone(store_only: Sto
         stub, [slot(sid, 0, "overlap_skip"), slot(sid, 1, "catchup_cap"), slot("nope", 1, "x")]
     )
     assert (reply.recorded, list(reply.unknown_schedules)) == (1, ["nope"])
-    assert stub.GetRun(api.GetRunRequest(run_id=ran.run_id), timeout=10).run.state == (
-        pb.RUN_STATE_PENDING
-    )
+    assert get_one(stub, ran.run_id, timeout=10).state == (pb.RUN_STATE_PENDING)
 
     # A stale token writes nothing
     err = rpc_error(batch, stub, [slot(sid, 9, "catchup_cap")], token=4)
@@ -131,15 +126,7 @@ def test_a_placeholder_becomes_the_run_or_takes_its_final_reason(store_only: Sto
     # When the catch-up run starts, the buffered fire is skipped after all, and the
     # backfill and the MISSED slot are started by a backfill
     started = record_run(stub, sid, T, token=6, trigger=pb.TRIGGER_KIND_CATCHUP)
-    skipped = stub.RecordMissed(
-        api.RecordMissedRequest(
-            schedule_id=sid,
-            fire_time=dt_to_ts(T + timedelta(minutes=1)),
-            reason="overlap_skip",
-            fencing_token=6,
-        ),
-        timeout=10,
-    )
+    _, skipped = record_missed(stub, sid, T + timedelta(minutes=1), reason="overlap_skip", token=6)
     backfilled = record_run(
         stub, sid, T + timedelta(minutes=2), token=6, trigger=pb.TRIGGER_KIND_BACKFILL
     )
@@ -154,7 +141,8 @@ def test_a_placeholder_becomes_the_run_or_takes_its_final_reason(store_only: Sto
     ids = {r.run_id for r in pending}
     assert started.created and started.run.state == pb.RUN_STATE_PENDING
     assert started.run.trigger == pb.TRIGGER_KIND_CATCHUP and started.run.run_id in ids
-    assert skipped.run.state == pb.RUN_STATE_MISSED and skipped.run.error == "overlap_skip"
+    assert skipped is not None and skipped.run_id in ids
+    assert skipped.state == pb.RUN_STATE_MISSED and skipped.error == "overlap_skip"
     assert backfilled.created and backfilled.run.run_id in ids
     assert rerun.created and rerun.run.state == pb.RUN_STATE_PENDING
     assert not again.created  # a second start of the same slot is the same run

@@ -18,7 +18,7 @@ from cronwave.v1 import workflow_store_service_pb2 as store_pb
 from cronwave.v1 import workflow_store_service_pb2_grpc as store_grpc
 from cronwave_core.convert import dt_to_ts
 from cronwave_core.suite import SERVICES, Suite
-from tests.helpers import eventually, fresh
+from tests.helpers import eventually, fresh, only
 
 pytestmark = pytest.mark.slow
 
@@ -54,14 +54,19 @@ def test_a_scheduled_fire_started_eight_times_at_once_is_one_run(make_suite) -> 
         with grpc.insecure_channel(suite.dispatcher_addr) as channel:
             stub = dispatcher_grpc.DispatcherServiceStub(channel)
             barrier.wait(timeout=10)
-            resp = stub.StartRun(
-                dispatcher_pb.StartRunRequest(
-                    schedule_id=schedule.schedule_id,
-                    fire_time=dt_to_ts(fire),
-                    fencing_token=token,
+            reply = stub.StartRuns(
+                dispatcher_pb.StartRunsRequest(
+                    starts=[
+                        dispatcher_pb.StartRunRequest(
+                            schedule_id=schedule.schedule_id,
+                            fire_time=dt_to_ts(fire),
+                            fencing_token=token,
+                        )
+                    ]
                 ),
                 timeout=15,
             )
+            resp = only(reply.results, "started")
             with lock:
                 answers.append(resp)
 

@@ -32,7 +32,7 @@ from cronwave_core.telemetry import ATTR_FAULT, ATTR_HOP, ATTR_KIND
 
 FIRE = datetime(2025, 3, 1, 2, 0, tzinfo=UTC)
 DELAY = timedelta(milliseconds=30)
-RECORD_RUN = "/cronwave.v1.WorkflowStoreService/RecordRun"
+RECORD_RUNS = "/cronwave.v1.WorkflowStoreService/RecordRuns"
 
 
 @pytest.fixture
@@ -51,9 +51,10 @@ def _faults(hop: str, kind: str, fraction: float = 1.0) -> Faults:
     return Faults([LatencyFault(hop, kind, DELAY, fraction)])
 
 
-def _recorded(created: bool) -> store_pb.RecordRunResponse:
+def _recorded(created: bool) -> store_pb.RecordRunsResponse:
     run = common_pb2.Run(run_id="run-1", schedule_id="nightly", fire_time=dt_to_ts(FIRE))
-    return store_pb.RecordRunResponse(run=run, created=created)
+    recorded = store_pb.RecordRunResponse(run=run, created=created)
+    return store_pb.RecordRunsResponse(results=[store_pb.RecordRunResult(recorded=recorded)])
 
 
 class Details:
@@ -82,13 +83,13 @@ def test_a_recorded_run_the_fault_selects_is_answered_late_in_a_marked_span(
     exported: InMemorySpanExporter,
 ) -> None:
     # Given the store's fault interceptor with a persist fault for every run
-    handler = _served(ServerFaults(_faults("persist", "database")), RECORD_RUN, _recorded(True))
+    handler = _served(ServerFaults(_faults("persist", "database")), RECORD_RUNS, _recorded(True))
     # When a call records a new run
     began = time.monotonic()
-    response = handler.unary_unary(store_pb.RecordRunRequest(), None)
+    response = handler.unary_unary(store_pb.RecordRunsRequest(), None)
     # Then its answer came the delay later, and a span of that hop and kind says why
     assert time.monotonic() - began >= DELAY.total_seconds()
-    assert response.created
+    assert response.results[0].recorded.created
     (span,) = _fault_spans(exported)
     assert span.attributes is not None
     assert span.attributes[ATTR_HOP] == "persist"
@@ -99,19 +100,19 @@ def test_a_recorded_run_the_fault_selects_is_answered_late_in_a_marked_span(
 def test_a_run_that_was_not_created_or_not_selected_is_not_slowed(
     exported: InMemorySpanExporter,
 ) -> None:
-    repeat = _served(ServerFaults(_faults("persist", "database")), RECORD_RUN, _recorded(False))
-    repeat.unary_unary(store_pb.RecordRunRequest(), None)
+    repeat = _served(ServerFaults(_faults("persist", "database")), RECORD_RUNS, _recorded(False))
+    repeat.unary_unary(store_pb.RecordRunsRequest(), None)
     unselected = _served(
-        ServerFaults(_faults("persist", "database", fraction=0.0)), RECORD_RUN, _recorded(True)
+        ServerFaults(_faults("persist", "database", fraction=0.0)), RECORD_RUNS, _recorded(True)
     )
-    unselected.unary_unary(store_pb.RecordRunRequest(), None)
+    unselected.unary_unary(store_pb.RecordRunsRequest(), None)
     assert _fault_spans(exported) == []
 
 
 def test_a_method_without_a_configured_fault_keeps_its_own_handler() -> None:
     handler = grpc.unary_unary_rpc_method_handler(lambda request, context: None)
     interceptor = ServerFaults(_faults("execute", "app"))
-    assert interceptor.intercept_service(lambda _: handler, Details(RECORD_RUN)) is handler
+    assert interceptor.intercept_service(lambda _: handler, Details(RECORD_RUNS)) is handler
 
 
 def test_the_dispatcher_start_is_slowed_before_it_is_sent(
@@ -120,11 +121,12 @@ def test_the_dispatcher_start_is_slowed_before_it_is_sent(
     # Given the dispatcher's client faults with a cache fault for every run
     interceptor = ClientFaults(_faults("dispatch", "cache"))
     sent: list[float] = []
-    request = store_pb.RecordRunRequest(schedule_id="nightly", fire_time=dt_to_ts(FIRE))
+    start = store_pb.RecordRunRequest(schedule_id="nightly", fire_time=dt_to_ts(FIRE))
+    request = store_pb.RecordRunsRequest(runs=[start])
     began = time.monotonic()
     # When it records a start
     interceptor.intercept_unary_unary(
-        lambda details, req: sent.append(time.monotonic() - began), Details(RECORD_RUN), request
+        lambda details, req: sent.append(time.monotonic() - began), Details(RECORD_RUNS), request
     )
     # Then the call went out after the delay, which a dispatch:cache span carries
     assert sent and sent[0] >= DELAY.total_seconds()

@@ -36,13 +36,12 @@ pytestmark = pytest.mark.slow
 
 CORE_SERVICES = {"dispatcher", "workflow-store", "worker"}
 # RPCs on the path of every run, and the hop their serialization is filed under: a
-# scheduled run is started in a batch (StartRuns), a triggered one alone; workers claim
-# and complete in batches (group commit) either way.
+# scheduled run is started in a batch (StartRuns), a triggered one in a batch of one;
+# either batch records its runs with their "enqueued" events (RecordRuns with
+# enqueue), and workers claim and complete in batches (group commit).
 WORKER_RPCS = {"ClaimRuns": "pickup", "CompleteRuns": "complete"}
-# A batch records its runs with their "enqueued" events (RecordRuns with enqueue); a
-# triggered run appends its event itself (in the hop of whoever appends).
 SCHEDULED_RPCS = {**WORKER_RPCS, "RecordRuns": "persist"}
-TRIGGERED_RPCS = {**WORKER_RPCS, "RecordRun": "persist", "AppendRunEvent": None}
+TRIGGERED_RPCS = SCHEDULED_RPCS
 
 
 def _traces(spans: list[Span], run: Run) -> list[Span]:
@@ -74,11 +73,7 @@ def test_a_scheduled_run_has_seven_hops_and_spans_that_pair_up(make_suite) -> No
         assert len(placed) == len(trace)
         # every span a service opens for a hop names the schedule and fire time, and
         # every one that began once the store had named the run names the run too
-        recorded = min(
-            s.end_ns
-            for s in trace
-            if s.name in ("workflow-store RecordRun", "workflow-store RecordRuns")
-        )
+        recorded = min(s.end_ns for s in trace if s.name == "workflow-store RecordRuns")
         for s in trace:
             if s.service not in CORE_SERVICES or ATTR_HOP not in s.attributes:
                 continue

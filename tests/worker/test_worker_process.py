@@ -4,6 +4,7 @@ period when told to stop, and hands back the runs it holds for their fire time."
 
 from __future__ import annotations
 
+import secrets
 import signal
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -39,7 +40,11 @@ def test_job_types_are_registered_once_the_worker_is_healthy(cluster: Cluster) -
 def test_run_spans_carry_the_dispatchers_trace_and_the_lateness(cluster: Cluster) -> None:
     schedule_id = cluster.schedule("cronwave.noop")
     fire_time = datetime.now(UTC)
-    run = cluster.finished(cluster.start(schedule_id, fire_time).run.run_id)
+    # A start carries the trace of the fire it stands for, as a planner's does
+    fire_trace = f"00-{secrets.token_hex(16)}-{secrets.token_hex(8)}-01"
+    started = cluster.start(schedule_id, fire_time, traceparent=fire_trace)
+    run = cluster.finished(started.run.run_id)
+    assert run.trace_id == fire_trace.split("-")[1]
 
     def worker_spans() -> dict[str, dict[str, Any]]:
         spans = {

@@ -1,5 +1,6 @@
-"""Runs per second of the store's batch calls against its single calls, over real gRPC
-to a workflow-store process on a fresh PostgreSQL database (not a test: a measurement).
+"""Runs per second of the store's batch calls, with many runs per call against one,
+over real gRPC to a workflow-store process on a fresh PostgreSQL database (not a test:
+a measurement).
 
     CRONWAVE_TEST_DATABASE_URL=postgresql+psycopg://postgres@127.0.0.1:5432/postgres \\
         .venv/bin/python -m tests.workflow_store.measure_batches [--runs 1000] [--batch 100]
@@ -60,7 +61,7 @@ def timed(what: str, count: int, work: Callable[[], None]) -> float:
 
 
 def measure(store: api_grpc.WorkflowStoreServiceStub, runs: int, batch: int) -> dict[str, float]:
-    """Runs per second of each step, one by one (``batch`` 0) or in batches."""
+    """Runs per second of each step, in calls of ``batch`` runs each."""
     sid = create_schedule(store, register_job_type(store)).schedule_id
     requests = [
         api.RecordRunRequest(
@@ -68,21 +69,17 @@ def measure(store: api_grpc.WorkflowStoreServiceStub, runs: int, batch: int) -> 
         )
         for i in range(runs)
     ]
-    chunks = [slice(i, i + batch) for i in range(0, runs, batch)] if batch else []
+    chunks = [slice(i, i + batch) for i in range(0, runs, batch)]
     ids: list[str] = []
     tokens: list[int] = []
 
     def record() -> None:
-        if not batch:
-            ids.extend(store.RecordRun(r).run.run_id for r in requests)
         for part in chunks:
             answer = store.RecordRuns(api.RecordRunsRequest(runs=requests[part]))
             ids.extend(r.recorded.run.run_id for r in answer.results)
 
     def claim() -> None:
         claims = [api.ClaimRunRequest(run_id=r, worker_id="w") for r in ids]
-        if not batch:
-            tokens.extend(store.ClaimRun(c).attempt_token for c in claims)
         for part in chunks:
             answer = store.ClaimRuns(api.ClaimRunsRequest(claims=claims[part]))
             tokens.extend(r.claim.attempt_token for r in answer.results)
@@ -95,17 +92,14 @@ def measure(store: api_grpc.WorkflowStoreServiceStub, runs: int, batch: int) -> 
             )
             req.body_started_at.FromDatetime(FIRE + timedelta(minutes=i, microseconds=250))
             completions.append(req)
-        if not batch:
-            assert all(store.CompleteRun(c).changed for c in completions)
         for part in chunks:
             answer = store.CompleteRuns(api.CompleteRunsRequest(completions=completions[part]))
             assert all(r.completion.changed for r in answer.results)
 
-    suffix = "s" if batch else ""
     rates = {
-        "record": timed(f"RecordRun{suffix}", runs, record),
-        "claim": timed(f"ClaimRun{suffix}", runs, claim),
-        "complete": timed(f"CompleteRun{suffix}", runs, complete),
+        "record": timed(f"RecordRuns of {batch}", runs, record),
+        "claim": timed(f"ClaimRuns of {batch}", runs, claim),
+        "complete": timed(f"CompleteRuns of {batch}", runs, complete),
     }
     assert len(ids) == runs and all(ids) and all(t == 1 for t in tokens)
     return rates
@@ -123,13 +117,16 @@ def main() -> None:
         proc = StoreProcess(Path(tmp), url).start()
         try:
             stub = proc.stub()
-            print("one by one:")
-            single = measure(stub, args.runs, 0)
+            print("one run per call:")
+            single = measure(stub, args.runs, 1)
             print(f"batches of {args.batch}:")
             batched = measure(stub, args.runs, args.batch)
         finally:
             proc.stop()
-    print("batch / single: " + ", ".join(f"{k} x{batched[k] / single[k]:.1f}" for k in single))
+    print(
+        f"{args.batch} / 1 per call: "
+        + ", ".join(f"{k} x{batched[k] / single[k]:.1f}" for k in single)
+    )
 
 
 if __name__ == "__main__":

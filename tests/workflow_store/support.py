@@ -20,7 +20,7 @@ from cronwave_core.convert import dt_to_ts, td_to_duration
 from cronwave_core.errors import Unavailable
 from cronwave_core.rpc import open_channel
 from cronwave_core.suite import free_port, wait_healthy
-from tests.helpers import fresh, issue_tokens
+from tests.helpers import fresh, get_one, issue_tokens, record_one
 
 # The planner scope's fencing tokens a store started here has issued.
 TOKENS_ISSUED = 10
@@ -177,14 +177,39 @@ def record_run(
     token: int = 1,
     trigger: pb.TriggerKind = pb.TRIGGER_KIND_SCHEDULED,
 ) -> api.RecordRunResponse:
-    return stub.RecordRun(
+    """``RecordRuns`` of one run, answered with the run as the store has it (a batch's
+    answer leaves payloads out)."""
+    recorded = record_one(
+        stub,
         api.RecordRunRequest(
             schedule_id=schedule_id,
             fire_time=dt_to_ts(fire),
             trigger=trigger,
             fencing_token=token,
+        ),
+    )
+    return api.RecordRunResponse(run=get_one(stub, recorded.run.run_id), created=recorded.created)
+
+
+def record_missed(
+    stub: api_grpc.WorkflowStoreServiceStub,
+    schedule_id: str,
+    fire: datetime = FIRE,
+    reason: str = "missed",
+    token: int = 1,
+) -> tuple[int, pb.Run | None]:
+    """``RecordMissedSlots`` of one slot: the rows it wrote (0 or 1) and the slot's row
+    as it is afterwards (None when it has none)."""
+    reply = stub.RecordMissedSlots(
+        api.RecordMissedSlotsRequest(
+            slots=[
+                api.MissedSlot(schedule_id=schedule_id, fire_time=dt_to_ts(fire), reason=reason)
+            ],
+            fencing_token=token,
         )
     )
+    runs = stub.ListRuns(api.ListRunsRequest(schedule_id=schedule_id, limit=1000)).runs
+    return reply.recorded, next((r for r in runs if r.fire_time == dt_to_ts(fire)), None)
 
 
 def rpc_error(call, *args, **kwargs) -> grpc.RpcError:

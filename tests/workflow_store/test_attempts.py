@@ -10,7 +10,7 @@ import grpc
 from cronwave.v1 import common_pb2 as pb
 from cronwave.v1 import workflow_store_service_pb2 as api
 from cronwave_core.convert import td_to_duration
-from tests.helpers import eventually
+from tests.helpers import claim_one, complete_one, eventually, get_one
 from tests.workflow_store.support import (
     create_schedule,
     record_run,
@@ -20,12 +20,12 @@ from tests.workflow_store.support import (
 
 
 def _claim(stub, run_id: str, worker: str) -> api.ClaimRunResponse:
-    return stub.ClaimRun(api.ClaimRunRequest(run_id=run_id, worker_id=worker))
+    return claim_one(stub, api.ClaimRunRequest(run_id=run_id, worker_id=worker))
 
 
 def _complete(stub, run_id: str, token: str, state=pb.RUN_STATE_SUCCEEDED, **kw):
-    return stub.CompleteRun(
-        api.CompleteRunRequest(run_id=run_id, attempt_token=token, state=state, **kw)
+    return complete_one(
+        stub, api.CompleteRunRequest(run_id=run_id, attempt_token=token, state=state, **kw)
     )
 
 
@@ -55,7 +55,7 @@ def test_concurrent_claims_have_one_winner(stub):
     assert len(claims) == 8 and len(winners) == 1
     winner = winners[0]
     assert len(winner.attempt_token) == 32  # 128 random bits
-    got = stub.GetRun(api.GetRunRequest(run_id=run.run_id)).run
+    got = get_one(stub, run.run_id)
     assert got.state == pb.RUN_STATE_RUNNING and got.attempt == 1
     assert got.worker_id == winner.run.worker_id
     assert got.started_at == got.heartbeat_at
@@ -84,7 +84,7 @@ def test_zombie_attempt_is_refused_after_takeover(stub):
     # When w1 stops heartbeating and w2 takes over
     second = eventually(lambda: _claim(stub, run.run_id, "w2").claimed and True, timeout=10)
     assert second
-    current = stub.GetRun(api.GetRunRequest(run_id=run.run_id)).run
+    current = get_one(stub, run.run_id)
     assert current.attempt == 2 and current.worker_id == "w2"
     assert current.checkpoint_json == '{"n": 1}'  # the next attempt resumes from it
     assert current.started_at == first.run.started_at  # the run started once
@@ -98,7 +98,7 @@ def test_zombie_attempt_is_refused_after_takeover(stub):
         assert err.code() == grpc.StatusCode.FAILED_PRECONDITION
         assert err.details().startswith("attempt_token: not the current attempt of run")
         assert first.attempt_token not in err.details()
-    after = stub.GetRun(api.GetRunRequest(run_id=run.run_id)).run
+    after = get_one(stub, run.run_id)
     assert after.state == pb.RUN_STATE_RUNNING and after.worker_id == "w2"
     kinds = [e.kind for e in stub.ListRunEvents(api.ListRunEventsRequest(run_id=run.run_id)).events]
     assert kinds == ["recorded", "claimed", "claimed"]
@@ -122,7 +122,7 @@ def test_repeated_completion_changes_nothing(stub):
     assert not again.changed and not stale.changed
     assert again.run == done.run == stale.run
     assert not reclaim.claimed and reclaim.run == done.run
-    assert stub.GetRun(api.GetRunRequest(run_id=run.run_id)).run == done.run
+    assert get_one(stub, run.run_id) == done.run
     events_after = stub.ListRunEvents(api.ListRunEventsRequest(run_id=run.run_id)).events
     assert events_after == events_before
     # And a heartbeat after the end is refused
@@ -154,11 +154,11 @@ def test_completion_states(stub):
     for bad in (pb.RUN_STATE_UNSPECIFIED, pb.RUN_STATE_PENDING, pb.RUN_STATE_MISSED):
         err = rpc_error(_complete, stub, run.run_id, "0" * 32, bad)
         assert err.code() == grpc.StatusCode.INVALID_ARGUMENT
-        assert err.details().startswith("state: ")
+        assert err.details().startswith("completions[0].state: ")
     # A completion needs the token of the run's claim
     err = rpc_error(_complete, stub, run.run_id, "", pb.RUN_STATE_CANCELLED)
     assert err.code() == grpc.StatusCode.INVALID_ARGUMENT
-    assert err.details().startswith("attempt_token: must be the 32 hex digits")
+    assert err.details().startswith("completions[0].attempt_token: must be the 32 hex digits")
     # A run nobody picked up is cancelled with CancelRun
     cancelled = stub.CancelRun(api.CancelRunRequest(run_id=run.run_id, reason="not needed"))
     assert cancelled.changed and cancelled.run.state == pb.RUN_STATE_CANCELLED
@@ -218,7 +218,7 @@ def test_heartbeat_stores_checkpoint_and_returns_deadline(stub):
 
     deadline = hb.deadline.ToDatetime(tzinfo=UTC)
     assert before + timedelta(seconds=41) < deadline < datetime.now(UTC) + timedelta(seconds=43)
-    got = stub.GetRun(api.GetRunRequest(run_id=run.run_id)).run
+    got = get_one(stub, run.run_id)
     assert got.checkpoint_json == '{"i": 9}'  # an empty checkpoint keeps the last one
     assert got.heartbeat_at.ToDatetime() > got.started_at.ToDatetime()
     # A pending run has no attempt to heartbeat
@@ -234,12 +234,11 @@ def test_attempt_tokens_cannot_be_guessed_or_read(stub):
     run = record_run(stub, create_schedule(stub).schedule_id).run
     claim = _claim(stub, run.run_id, "w1")
     reads = [
-        stub.GetRun(api.GetRunRequest(run_id=run.run_id)),
         stub.GetRuns(api.GetRunsRequest(runs=[api.GetRunRequest(run_id=run.run_id)])),
         stub.ListRuns(api.ListRunsRequest(schedule_id=run.schedule_id)),
         stub.ListRunEvents(api.ListRunEventsRequest(run_id=run.run_id)),
     ]
-    current = reads[0].run
+    (current,) = reads[0].runs
 
     # Then no read carries the attempt's token
     for reply in reads:
@@ -251,7 +250,7 @@ def test_attempt_tokens_cannot_be_guessed_or_read(stub):
         err = rpc_error(_complete, stub, run.run_id, guess)
         assert err.code() in (grpc.StatusCode.FAILED_PRECONDITION, grpc.StatusCode.INVALID_ARGUMENT)
         assert claim.attempt_token not in err.details()
-    assert stub.GetRun(api.GetRunRequest(run_id=run.run_id)).run.state == pb.RUN_STATE_RUNNING
+    assert get_one(stub, run.run_id).state == pb.RUN_STATE_RUNNING
     # And the real attempt still completes it
     done = _complete(stub, run.run_id, claim.attempt_token)
     assert done.changed and done.run.state == pb.RUN_STATE_SUCCEEDED

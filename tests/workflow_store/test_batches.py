@@ -13,6 +13,7 @@ import pytest
 from cronwave.v1 import common_pb2 as pb
 from cronwave.v1 import workflow_store_service_pb2 as api
 from cronwave_core.convert import dt_to_ts, td_to_duration
+from tests.helpers import complete_one, get_one
 from tests.workflow_store.support import (
     FIRE,
     StoreProcess,
@@ -225,7 +226,7 @@ def test_a_malformed_item_fails_the_whole_batch_and_writes_nothing(stub):
 
     # And nothing was written: the one run, still running, with its two events
     assert [r.run_id for r in _runs(stub, sid)] == [run.run_id]
-    got = stub.GetRun(api.GetRunRequest(run_id=run.run_id)).run
+    got = get_one(stub, run.run_id)
     assert got.state == pb.RUN_STATE_RUNNING
     assert _kinds(stub, run.run_id) == ["recorded", "claimed"]
     # An empty batch is answered with no results
@@ -303,7 +304,7 @@ def test_concurrent_claim_batches_claim_each_run_once(store: StoreProcess, stub)
     assert sorted(winners) == sorted(ids)
     assert all(len(w) == 1 for w in winners.values())
     for run_id, (worker,) in winners.items():
-        got = stub.GetRun(api.GetRunRequest(run_id=run_id)).run
+        got = get_one(stub, run_id)
         assert got.state == pb.RUN_STATE_RUNNING and got.attempt == 1
         assert got.worker_id == worker
         assert _kinds(stub, run_id) == ["recorded", "claimed"]
@@ -351,7 +352,7 @@ def test_complete_runs_repeated_changes_nothing(stub):
     assert done.completion.run.result_json == '{"n": 1}'
     assert not again.completion.changed and again.completion.run == done.completion.run
     assert stale.error.code == FAILED_PRECONDITION
-    assert stale.error.message == rpc_error(stub.CompleteRun, batch.completions[2]).details()
+    assert stale.error.message == rpc_error(complete_one, stub, batch.completions[2]).details()
     assert stale.error.message.startswith("attempt_token: not the current attempt of run")
     assert cb.attempt_token not in stale.error.message
     assert unknown.error.code == NOT_FOUND
@@ -362,7 +363,7 @@ def test_complete_runs_repeated_changes_nothing(stub):
     assert repeat[0].completion.run == done.completion.run
     assert _kinds(stub, a.run_id) == ["recorded", "claimed", "succeeded"]
     assert _kinds(stub, b.run_id) == ["recorded", "claimed"]
-    got = stub.GetRun(api.GetRunRequest(run_id=b.run_id)).run
+    got = get_one(stub, b.run_id)
     assert got.state == pb.RUN_STATE_RUNNING
 
 
@@ -406,7 +407,7 @@ def test_body_started_at_records_the_started_event(stub, batched):
         (result,) = stub.CompleteRuns(api.CompleteRunsRequest(completions=[request])).results
         completion = result.completion
     else:
-        completion = stub.CompleteRun(request)
+        completion = complete_one(stub, request)
     assert completion.changed
 
     # Then the history has the body's start, before the terminal event
@@ -418,7 +419,7 @@ def test_body_started_at_records_the_started_event(stub, batched):
     ]
 
     # And a repeated completion records no second start
-    assert not stub.CompleteRun(request).changed
+    assert not complete_one(stub, request).changed
     assert len(stub.ListRunEvents(api.ListRunEventsRequest(run_id=run.run_id)).events) == 4
 
 
@@ -476,3 +477,26 @@ def test_list_runs_of_many_schedules_in_one_call(stub):
     err = rpc_error(stub.ListRuns, api.ListRunsRequest(schedule_id=a, schedule_ids=[b]))
     assert err.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert (err.details() or "").startswith("schedule_ids:")
+
+
+def test_record_runs_answers_one_run_with_its_payload_when_asked(stub):
+    # Given a schedule with a payload, and a record of one of its runs
+    sid = create_schedule(stub).schedule_id
+    item = api.RecordRunRequest(schedule_id=sid, fire_time=dt_to_ts(FIRE), fencing_token=1)
+
+    # When it is recorded with its payload asked for, and then again without
+    whole = stub.RecordRuns(api.RecordRunsRequest(runs=[item], with_payloads=True))
+    lean = stub.RecordRuns(api.RecordRunsRequest(runs=[item]))
+
+    # Then the first answer carries the payload, the second (the same run) does not
+    assert whole.results[0].recorded.run.payload_json == '{"customers": 100000}'
+    assert lean.results[0].recorded.run.payload_json == ""
+    assert lean.results[0].recorded.run.run_id == whole.results[0].recorded.run.run_id
+    # and payloads are answered for one run only, refused by name before any write
+    later = api.RecordRunRequest(
+        schedule_id=sid, fire_time=dt_to_ts(FIRE + timedelta(hours=1)), fencing_token=1
+    )
+    err = rpc_error(stub.RecordRuns, api.RecordRunsRequest(runs=[item, later], with_payloads=True))
+    assert err.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert err.details().startswith("with_payloads: only for one run")
+    assert len(stub.ListRuns(api.ListRunsRequest(schedule_id=sid)).runs) == 1

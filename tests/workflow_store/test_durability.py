@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 from cronwave.v1 import common_pb2 as pb
 from cronwave.v1 import workflow_store_service_pb2 as api
 from cronwave_core.convert import dt_to_ts
+from tests.helpers import claim_one, complete_one, get_one
 from tests.workflow_store.support import create_schedule, record_run
 
 
@@ -16,7 +17,7 @@ def test_schedules_and_runs_survive_kill_9(store):
     schedule = create_schedule(stub)
     fire = datetime(2030, 3, 30, 23, 59, 59, 123456, tzinfo=UTC)
     run = record_run(stub, schedule.schedule_id, fire, token=7).run
-    claim = stub.ClaimRun(api.ClaimRunRequest(run_id=run.run_id, worker_id="w1"))
+    claim = claim_one(stub, api.ClaimRunRequest(run_id=run.run_id, worker_id="w1"))
     events = stub.ListRunEvents(api.ListRunEventsRequest(run_id=run.run_id)).events
 
     # When the store is killed without warning and started again
@@ -28,7 +29,7 @@ def test_schedules_and_runs_survive_kill_9(store):
     assert stub.GetSchedule(api.GetScheduleRequest(schedule_id=schedule.schedule_id)).schedule == (
         schedule
     )
-    got = stub.GetRun(api.GetRunRequest(run_id=run.run_id)).run
+    got = get_one(stub, run.run_id)
     assert got == claim.run
     assert got.fire_time == dt_to_ts(fire) and got.state == pb.RUN_STATE_RUNNING
     assert stub.ListRunEvents(api.ListRunEventsRequest(run_id=run.run_id)).events == events
@@ -37,9 +38,10 @@ def test_schedules_and_runs_survive_kill_9(store):
     again = record_run(stub, schedule.schedule_id, fire, token=7)
     assert not again.created and again.run.run_id == run.run_id
     # And the attempt token still fences the claimed attempt
-    done = stub.CompleteRun(
+    done = complete_one(
+        stub,
         api.CompleteRunRequest(
             run_id=run.run_id, attempt_token=claim.attempt_token, state=pb.RUN_STATE_SUCCEEDED
-        )
+        ),
     )
     assert done.changed

@@ -4,13 +4,21 @@ from __future__ import annotations
 
 import threading
 from datetime import timedelta
+from functools import partial
 
 import grpc
 
 from cronwave.v1 import common_pb2 as pb
 from cronwave.v1 import workflow_store_service_pb2 as api
 from cronwave_core.convert import dt_to_ts
-from tests.workflow_store.support import FIRE, create_schedule, record_run, rpc_error
+from tests.helpers import append_one, claim_one, complete_one, record_one
+from tests.workflow_store.support import (
+    FIRE,
+    create_schedule,
+    record_missed,
+    record_run,
+    rpc_error,
+)
 
 
 def test_record_run_is_idempotent(stub):
@@ -82,12 +90,7 @@ def test_stale_fencing_token_is_refused_and_nothing_written(stub):
     # When a deposed leader records a new fire and a missed fire with token 4
     later = FIRE + timedelta(days=1)
     err = rpc_error(record_run, stub, sid, later, token=4)
-    missed_err = rpc_error(
-        stub.RecordMissed,
-        api.RecordMissedRequest(
-            schedule_id=sid, fire_time=dt_to_ts(later), reason="down", fencing_token=4
-        ),
-    )
+    missed_err = rpc_error(record_missed, stub, sid, later, reason="down", token=4)
 
     # Then both are refused, naming the token, and no run exists for that fire
     for e in (err, missed_err):
@@ -117,7 +120,7 @@ def test_fencing_token_is_required_for_planner_triggers(stub):
     ):
         err = rpc_error(record_run, stub, sid, FIRE, token=0, trigger=trigger)
         assert err.code() == grpc.StatusCode.INVALID_ARGUMENT
-        assert err.details().startswith("fencing_token: required")
+        assert err.details().startswith("runs[0].fencing_token: required")
     assert stub.ListRuns(api.ListRunsRequest(schedule_id=sid)).runs == []
 
     manual = record_run(stub, sid, FIRE, token=0, trigger=pb.TRIGGER_KIND_MANUAL)
@@ -126,9 +129,9 @@ def test_fencing_token_is_required_for_planner_triggers(stub):
 
 def test_record_run_needs_a_live_schedule_and_a_fire_time(stub):
     sid = create_schedule(stub).schedule_id
-    err = rpc_error(stub.RecordRun, api.RecordRunRequest(schedule_id=sid, fencing_token=1))
+    err = rpc_error(record_one, stub, api.RecordRunRequest(schedule_id=sid, fencing_token=1))
     assert err.code() == grpc.StatusCode.INVALID_ARGUMENT
-    assert err.details().startswith("fire_time: ")
+    assert err.details().startswith("runs[0].fire_time: ")
 
     stub.DeleteSchedule(api.DeleteScheduleRequest(schedule_id=sid))
     err = rpc_error(record_run, stub, sid)
@@ -139,19 +142,16 @@ def test_record_run_needs_a_live_schedule_and_a_fire_time(stub):
 
 def test_record_missed(stub):
     sid = create_schedule(stub).schedule_id
-    req = api.RecordMissedRequest(
-        schedule_id=sid, fire_time=dt_to_ts(FIRE), reason="store was down", fencing_token=2
-    )
-
-    first = stub.RecordMissed(req)
-    second = stub.RecordMissed(req)
+    first, run = record_missed(stub, sid, FIRE, reason="store was down", token=2)
+    second, again = record_missed(stub, sid, FIRE, reason="store was down", token=2)
     scheduled = record_run(stub, sid, FIRE, token=2)
 
-    assert first.created and not second.created and not scheduled.created
-    assert first.run.state == pb.RUN_STATE_MISSED
-    assert first.run.error == "store was down"
-    assert scheduled.run.run_id == first.run.run_id
-    events = stub.ListRunEvents(api.ListRunEventsRequest(run_id=first.run.run_id)).events
+    assert first == 1 and second == 0 and not scheduled.created
+    assert run is not None and again == run
+    assert run.state == pb.RUN_STATE_MISSED
+    assert run.error == "store was down"
+    assert scheduled.run.run_id == run.run_id
+    events = stub.ListRunEvents(api.ListRunEventsRequest(run_id=run.run_id)).events
     assert [(e.kind, e.detail) for e in events] == [("missed", "store was down")]
 
 
@@ -161,11 +161,8 @@ def test_list_runs_newest_first_with_filters(stub):
     fires = [FIRE + timedelta(hours=h) for h in (2, 0, 1)]
     ids = {f: record_run(stub, sid, f).run.run_id for f in fires}
     record_run(stub, other, FIRE)
-    missed = stub.RecordMissed(
-        api.RecordMissedRequest(
-            schedule_id=sid, fire_time=dt_to_ts(FIRE - timedelta(hours=1)), fencing_token=1
-        )
-    ).run
+    _, missed = record_missed(stub, sid, FIRE - timedelta(hours=1))
+    assert missed is not None
 
     runs = stub.ListRuns(api.ListRunsRequest(schedule_id=sid)).runs
     limited = stub.ListRuns(api.ListRunsRequest(schedule_id=sid, limit=2)).runs
@@ -188,15 +185,16 @@ def test_run_events_in_order(stub):
     run = record_run(stub, create_schedule(stub).schedule_id).run
 
     # When things happen to it
-    stub.AppendRunEvent(api.AppendRunEventRequest(run_id=run.run_id, kind="enqueued", detail="q"))
-    claim = stub.ClaimRun(api.ClaimRunRequest(run_id=run.run_id, worker_id="w-1"))
-    appended = stub.AppendRunEvent(
-        api.AppendRunEventRequest(run_id=run.run_id, kind="progress", detail="50%")
-    ).event
-    stub.CompleteRun(
+    append_one(stub, api.AppendRunEventRequest(run_id=run.run_id, kind="enqueued", detail="q"))
+    claim = claim_one(stub, api.ClaimRunRequest(run_id=run.run_id, worker_id="w-1"))
+    appended = append_one(
+        stub, api.AppendRunEventRequest(run_id=run.run_id, kind="progress", detail="50%")
+    )
+    complete_one(
+        stub,
         api.CompleteRunRequest(
             run_id=run.run_id, attempt_token=claim.attempt_token, state=pb.RUN_STATE_SUCCEEDED
-        )
+        ),
     )
 
     # Then the history lists them oldest first, each with its attempt
@@ -217,15 +215,17 @@ def test_run_events_in_order(stub):
 
 def test_run_lookups_and_events_need_a_known_run(stub):
     for call, req in [
-        (stub.GetRun, api.GetRunRequest(run_id="run_missing")),
         (stub.ListRunEvents, api.ListRunEventsRequest(run_id="run_missing")),
-        (stub.AppendRunEvent, api.AppendRunEventRequest(run_id="run_missing", kind="x")),
-        (stub.ClaimRun, api.ClaimRunRequest(run_id="run_missing", worker_id="w")),
+        (partial(append_one, stub), api.AppendRunEventRequest(run_id="run_missing", kind="x")),
+        (partial(claim_one, stub), api.ClaimRunRequest(run_id="run_missing", worker_id="w")),
     ]:
         err = rpc_error(call, req)
         assert err.code() == grpc.StatusCode.NOT_FOUND, call
         assert "run_missing" in err.details()
+    # a read of runs leaves out the runs the store does not have
+    missing = api.GetRunsRequest(runs=[api.GetRunRequest(run_id="run_missing")])
+    assert list(stub.GetRuns(missing).runs) == []
     run = record_run(stub, create_schedule(stub).schedule_id).run
-    err = rpc_error(stub.AppendRunEvent, api.AppendRunEventRequest(run_id=run.run_id))
+    err = rpc_error(append_one, stub, api.AppendRunEventRequest(run_id=run.run_id))
     assert err.code() == grpc.StatusCode.INVALID_ARGUMENT
-    assert err.details().startswith("kind: ")
+    assert err.details().startswith("events[0].kind: ")

@@ -27,7 +27,8 @@ if _version_not_supported:
 
 class DispatcherServiceStub:
     """Receives start requests, de-duplicates them, has the store record the run and
-    routes it to a worker pool.
+    routes it to a worker pool. Every start takes one path, as a batch: a trigger is a
+    batch of one.
     """
 
     def __init__(self, channel):
@@ -36,11 +37,6 @@ class DispatcherServiceStub:
         Args:
             channel: A grpc.Channel.
         """
-        self.StartRun = channel.unary_unary(
-                '/cronwave.v1.DispatcherService/StartRun',
-                request_serializer=cronwave_dot_v1_dot_dispatcher__service__pb2.StartRunRequest.SerializeToString,
-                response_deserializer=cronwave_dot_v1_dot_dispatcher__service__pb2.StartRunResponse.FromString,
-                _registered_method=True)
         self.StartRuns = channel.unary_unary(
                 '/cronwave.v1.DispatcherService/StartRuns',
                 request_serializer=cronwave_dot_v1_dot_dispatcher__service__pb2.StartRunsRequest.SerializeToString,
@@ -55,19 +51,13 @@ class DispatcherServiceStub:
 
 class DispatcherServiceServicer:
     """Receives start requests, de-duplicates them, has the store record the run and
-    routes it to a worker pool.
+    routes it to a worker pool. Every start takes one path, as a batch: a trigger is a
+    batch of one.
     """
 
-    def StartRun(self, request, context):
-        """Missing associated documentation comment in .proto file."""
-        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
-        context.set_details('Method not implemented!')
-        raise NotImplementedError('Method not implemented!')
-
     def StartRuns(self, request, context):
-        """Many starts at once (a planner's fires of the next instants): recorded in one
-        store transaction and queued together; each item gets the answer its StartRun
-        would have, or an ItemError.
+        """Scheduled starts (a planner's fires of the next instants): recorded in one store
+        transaction and queued together; each item gets its own answer, or an ItemError.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -83,11 +73,6 @@ class DispatcherServiceServicer:
 
 def add_DispatcherServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
-            'StartRun': grpc.unary_unary_rpc_method_handler(
-                    servicer.StartRun,
-                    request_deserializer=cronwave_dot_v1_dot_dispatcher__service__pb2.StartRunRequest.FromString,
-                    response_serializer=cronwave_dot_v1_dot_dispatcher__service__pb2.StartRunResponse.SerializeToString,
-            ),
             'StartRuns': grpc.unary_unary_rpc_method_handler(
                     servicer.StartRuns,
                     request_deserializer=cronwave_dot_v1_dot_dispatcher__service__pb2.StartRunsRequest.FromString,
@@ -108,35 +93,9 @@ def add_DispatcherServiceServicer_to_server(servicer, server):
  # This class is part of an EXPERIMENTAL API.
 class DispatcherService:
     """Receives start requests, de-duplicates them, has the store record the run and
-    routes it to a worker pool.
+    routes it to a worker pool. Every start takes one path, as a batch: a trigger is a
+    batch of one.
     """
-
-    @staticmethod
-    def StartRun(request,
-            target,
-            options=(),
-            channel_credentials=None,
-            call_credentials=None,
-            insecure=False,
-            compression=None,
-            wait_for_ready=None,
-            timeout=None,
-            metadata=None):
-        return grpc.experimental.unary_unary(
-            request,
-            target,
-            '/cronwave.v1.DispatcherService/StartRun',
-            cronwave_dot_v1_dot_dispatcher__service__pb2.StartRunRequest.SerializeToString,
-            cronwave_dot_v1_dot_dispatcher__service__pb2.StartRunResponse.FromString,
-            options,
-            channel_credentials,
-            insecure,
-            call_credentials,
-            compression,
-            wait_for_ready,
-            timeout,
-            metadata,
-            _registered_method=True)
 
     @staticmethod
     def StartRuns(request,

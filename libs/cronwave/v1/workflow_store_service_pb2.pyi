@@ -159,30 +159,6 @@ class RecordRunResponse(_message.Message):
     created: bool
     def __init__(self, run: _Optional[_Union[_common_pb2.Run, _Mapping]] = ..., created: _Optional[bool] = ...) -> None: ...
 
-class RecordMissedRequest(_message.Message):
-    __slots__ = ("schedule_id", "fire_time", "reason", "fencing_token", "fencing_scope", "trigger")
-    SCHEDULE_ID_FIELD_NUMBER: _ClassVar[int]
-    FIRE_TIME_FIELD_NUMBER: _ClassVar[int]
-    REASON_FIELD_NUMBER: _ClassVar[int]
-    FENCING_TOKEN_FIELD_NUMBER: _ClassVar[int]
-    FENCING_SCOPE_FIELD_NUMBER: _ClassVar[int]
-    TRIGGER_FIELD_NUMBER: _ClassVar[int]
-    schedule_id: str
-    fire_time: _timestamp_pb2.Timestamp
-    reason: str
-    fencing_token: int
-    fencing_scope: str
-    trigger: _common_pb2.TriggerKind
-    def __init__(self, schedule_id: _Optional[str] = ..., fire_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., reason: _Optional[str] = ..., fencing_token: _Optional[int] = ..., fencing_scope: _Optional[str] = ..., trigger: _Optional[_Union[_common_pb2.TriggerKind, str]] = ...) -> None: ...
-
-class RecordMissedResponse(_message.Message):
-    __slots__ = ("run", "created")
-    RUN_FIELD_NUMBER: _ClassVar[int]
-    CREATED_FIELD_NUMBER: _ClassVar[int]
-    run: _common_pb2.Run
-    created: bool
-    def __init__(self, run: _Optional[_Union[_common_pb2.Run, _Mapping]] = ..., created: _Optional[bool] = ...) -> None: ...
-
 class GetRunRequest(_message.Message):
     __slots__ = ("run_id", "traceparent")
     RUN_ID_FIELD_NUMBER: _ClassVar[int]
@@ -190,12 +166,6 @@ class GetRunRequest(_message.Message):
     run_id: str
     traceparent: str
     def __init__(self, run_id: _Optional[str] = ..., traceparent: _Optional[str] = ...) -> None: ...
-
-class GetRunResponse(_message.Message):
-    __slots__ = ("run",)
-    RUN_FIELD_NUMBER: _ClassVar[int]
-    run: _common_pb2.Run
-    def __init__(self, run: _Optional[_Union[_common_pb2.Run, _Mapping]] = ...) -> None: ...
 
 class ListRunsRequest(_message.Message):
     __slots__ = ("schedule_id", "limit", "states", "schedule_ids")
@@ -238,12 +208,6 @@ class AppendRunEventRequest(_message.Message):
     detail: str
     traceparent: str
     def __init__(self, run_id: _Optional[str] = ..., kind: _Optional[str] = ..., detail: _Optional[str] = ..., traceparent: _Optional[str] = ...) -> None: ...
-
-class AppendRunEventResponse(_message.Message):
-    __slots__ = ("event",)
-    EVENT_FIELD_NUMBER: _ClassVar[int]
-    event: _common_pb2.RunEvent
-    def __init__(self, event: _Optional[_Union[_common_pb2.RunEvent, _Mapping]] = ...) -> None: ...
 
 class ClaimRunRequest(_message.Message):
     __slots__ = ("run_id", "worker_id", "traceparent")
@@ -527,7 +491,7 @@ class MissedSlot(_message.Message):
     trigger: _common_pb2.TriggerKind
     def __init__(self, schedule_id: _Optional[str] = ..., fire_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., reason: _Optional[str] = ..., trigger: _Optional[_Union[_common_pb2.TriggerKind, str]] = ...) -> None: ...
 
-class RecordMissedBatchRequest(_message.Message):
+class RecordMissedSlotsRequest(_message.Message):
     __slots__ = ("slots", "fencing_token", "fencing_scope")
     SLOTS_FIELD_NUMBER: _ClassVar[int]
     FENCING_TOKEN_FIELD_NUMBER: _ClassVar[int]
@@ -537,7 +501,7 @@ class RecordMissedBatchRequest(_message.Message):
     fencing_scope: str
     def __init__(self, slots: _Optional[_Iterable[_Union[MissedSlot, _Mapping]]] = ..., fencing_token: _Optional[int] = ..., fencing_scope: _Optional[str] = ...) -> None: ...
 
-class RecordMissedBatchResponse(_message.Message):
+class RecordMissedSlotsResponse(_message.Message):
     __slots__ = ("recorded", "unknown_schedules")
     RECORDED_FIELD_NUMBER: _ClassVar[int]
     UNKNOWN_SCHEDULES_FIELD_NUMBER: _ClassVar[int]
@@ -560,10 +524,12 @@ class ListPendingFiresResponse(_message.Message):
     def __init__(self, runs: _Optional[_Iterable[_Union[_common_pb2.Run, _Mapping]]] = ...) -> None: ...
 
 class RecordRunsRequest(_message.Message):
-    __slots__ = ("runs",)
+    __slots__ = ("runs", "with_payloads")
     RUNS_FIELD_NUMBER: _ClassVar[int]
+    WITH_PAYLOADS_FIELD_NUMBER: _ClassVar[int]
     runs: _containers.RepeatedCompositeFieldContainer[RecordRunRequest]
-    def __init__(self, runs: _Optional[_Iterable[_Union[RecordRunRequest, _Mapping]]] = ...) -> None: ...
+    with_payloads: bool
+    def __init__(self, runs: _Optional[_Iterable[_Union[RecordRunRequest, _Mapping]]] = ..., with_payloads: _Optional[bool] = ...) -> None: ...
 
 class RecordRunsResponse(_message.Message):
     __slots__ = ("results",)

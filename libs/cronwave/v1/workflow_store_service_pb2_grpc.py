@@ -27,6 +27,15 @@ if _version_not_supported:
 
 class WorkflowStoreServiceStub:
     """The only service that touches the scheduler's database.
+
+    Naming: one call per operation. A call that may act on many things of a kind takes
+    them as a list and is named for them in the plural (RecordRuns, RecordMissedSlots,
+    GetRuns, AppendRunEvents, ClaimRuns, CompleteRuns); one item at a time is a list of
+    one. Such a call is one transaction, and each item gets its own answer or an
+    ItemError (the status a refusal of that item alone ends with), in order; a
+    malformed item refuses the whole call, naming it (runs[3].fire_time). An item's
+    message is named for one of it: ClaimRunRequest is one claim of a ClaimRunsRequest,
+    ClaimRunResponse its answer. A call that acts on one thing is named in the singular.
     """
 
     def __init__(self, channel):
@@ -80,20 +89,15 @@ class WorkflowStoreServiceStub:
                 request_serializer=cronwave_dot_v1_dot_workflow__store__service__pb2.ListJobTypesRequest.SerializeToString,
                 response_deserializer=cronwave_dot_v1_dot_workflow__store__service__pb2.ListJobTypesResponse.FromString,
                 _registered_method=True)
-        self.RecordRun = channel.unary_unary(
-                '/cronwave.v1.WorkflowStoreService/RecordRun',
-                request_serializer=cronwave_dot_v1_dot_workflow__store__service__pb2.RecordRunRequest.SerializeToString,
-                response_deserializer=cronwave_dot_v1_dot_workflow__store__service__pb2.RecordRunResponse.FromString,
+        self.RecordRuns = channel.unary_unary(
+                '/cronwave.v1.WorkflowStoreService/RecordRuns',
+                request_serializer=cronwave_dot_v1_dot_workflow__store__service__pb2.RecordRunsRequest.SerializeToString,
+                response_deserializer=cronwave_dot_v1_dot_workflow__store__service__pb2.RecordRunsResponse.FromString,
                 _registered_method=True)
-        self.RecordMissed = channel.unary_unary(
-                '/cronwave.v1.WorkflowStoreService/RecordMissed',
-                request_serializer=cronwave_dot_v1_dot_workflow__store__service__pb2.RecordMissedRequest.SerializeToString,
-                response_deserializer=cronwave_dot_v1_dot_workflow__store__service__pb2.RecordMissedResponse.FromString,
-                _registered_method=True)
-        self.GetRun = channel.unary_unary(
-                '/cronwave.v1.WorkflowStoreService/GetRun',
-                request_serializer=cronwave_dot_v1_dot_workflow__store__service__pb2.GetRunRequest.SerializeToString,
-                response_deserializer=cronwave_dot_v1_dot_workflow__store__service__pb2.GetRunResponse.FromString,
+        self.GetRuns = channel.unary_unary(
+                '/cronwave.v1.WorkflowStoreService/GetRuns',
+                request_serializer=cronwave_dot_v1_dot_workflow__store__service__pb2.GetRunsRequest.SerializeToString,
+                response_deserializer=cronwave_dot_v1_dot_workflow__store__service__pb2.GetRunsResponse.FromString,
                 _registered_method=True)
         self.ListRuns = channel.unary_unary(
                 '/cronwave.v1.WorkflowStoreService/ListRuns',
@@ -105,16 +109,6 @@ class WorkflowStoreServiceStub:
                 request_serializer=cronwave_dot_v1_dot_workflow__store__service__pb2.ListRunEventsRequest.SerializeToString,
                 response_deserializer=cronwave_dot_v1_dot_workflow__store__service__pb2.ListRunEventsResponse.FromString,
                 _registered_method=True)
-        self.AppendRunEvent = channel.unary_unary(
-                '/cronwave.v1.WorkflowStoreService/AppendRunEvent',
-                request_serializer=cronwave_dot_v1_dot_workflow__store__service__pb2.AppendRunEventRequest.SerializeToString,
-                response_deserializer=cronwave_dot_v1_dot_workflow__store__service__pb2.AppendRunEventResponse.FromString,
-                _registered_method=True)
-        self.RecordRuns = channel.unary_unary(
-                '/cronwave.v1.WorkflowStoreService/RecordRuns',
-                request_serializer=cronwave_dot_v1_dot_workflow__store__service__pb2.RecordRunsRequest.SerializeToString,
-                response_deserializer=cronwave_dot_v1_dot_workflow__store__service__pb2.RecordRunsResponse.FromString,
-                _registered_method=True)
         self.AppendRunEvents = channel.unary_unary(
                 '/cronwave.v1.WorkflowStoreService/AppendRunEvents',
                 request_serializer=cronwave_dot_v1_dot_workflow__store__service__pb2.AppendRunEventsRequest.SerializeToString,
@@ -125,30 +119,15 @@ class WorkflowStoreServiceStub:
                 request_serializer=cronwave_dot_v1_dot_workflow__store__service__pb2.ClaimRunsRequest.SerializeToString,
                 response_deserializer=cronwave_dot_v1_dot_workflow__store__service__pb2.ClaimRunsResponse.FromString,
                 _registered_method=True)
-        self.CompleteRuns = channel.unary_unary(
-                '/cronwave.v1.WorkflowStoreService/CompleteRuns',
-                request_serializer=cronwave_dot_v1_dot_workflow__store__service__pb2.CompleteRunsRequest.SerializeToString,
-                response_deserializer=cronwave_dot_v1_dot_workflow__store__service__pb2.CompleteRunsResponse.FromString,
-                _registered_method=True)
-        self.GetRuns = channel.unary_unary(
-                '/cronwave.v1.WorkflowStoreService/GetRuns',
-                request_serializer=cronwave_dot_v1_dot_workflow__store__service__pb2.GetRunsRequest.SerializeToString,
-                response_deserializer=cronwave_dot_v1_dot_workflow__store__service__pb2.GetRunsResponse.FromString,
-                _registered_method=True)
-        self.ClaimRun = channel.unary_unary(
-                '/cronwave.v1.WorkflowStoreService/ClaimRun',
-                request_serializer=cronwave_dot_v1_dot_workflow__store__service__pb2.ClaimRunRequest.SerializeToString,
-                response_deserializer=cronwave_dot_v1_dot_workflow__store__service__pb2.ClaimRunResponse.FromString,
-                _registered_method=True)
         self.Heartbeat = channel.unary_unary(
                 '/cronwave.v1.WorkflowStoreService/Heartbeat',
                 request_serializer=cronwave_dot_v1_dot_workflow__store__service__pb2.HeartbeatRequest.SerializeToString,
                 response_deserializer=cronwave_dot_v1_dot_workflow__store__service__pb2.HeartbeatResponse.FromString,
                 _registered_method=True)
-        self.CompleteRun = channel.unary_unary(
-                '/cronwave.v1.WorkflowStoreService/CompleteRun',
-                request_serializer=cronwave_dot_v1_dot_workflow__store__service__pb2.CompleteRunRequest.SerializeToString,
-                response_deserializer=cronwave_dot_v1_dot_workflow__store__service__pb2.CompleteRunResponse.FromString,
+        self.CompleteRuns = channel.unary_unary(
+                '/cronwave.v1.WorkflowStoreService/CompleteRuns',
+                request_serializer=cronwave_dot_v1_dot_workflow__store__service__pb2.CompleteRunsRequest.SerializeToString,
+                response_deserializer=cronwave_dot_v1_dot_workflow__store__service__pb2.CompleteRunsResponse.FromString,
                 _registered_method=True)
         self.ReleaseRun = channel.unary_unary(
                 '/cronwave.v1.WorkflowStoreService/ReleaseRun',
@@ -175,10 +154,10 @@ class WorkflowStoreServiceStub:
                 request_serializer=cronwave_dot_v1_dot_workflow__store__service__pb2.LatestFireTimesRequest.SerializeToString,
                 response_deserializer=cronwave_dot_v1_dot_workflow__store__service__pb2.LatestFireTimesResponse.FromString,
                 _registered_method=True)
-        self.RecordMissedBatch = channel.unary_unary(
-                '/cronwave.v1.WorkflowStoreService/RecordMissedBatch',
-                request_serializer=cronwave_dot_v1_dot_workflow__store__service__pb2.RecordMissedBatchRequest.SerializeToString,
-                response_deserializer=cronwave_dot_v1_dot_workflow__store__service__pb2.RecordMissedBatchResponse.FromString,
+        self.RecordMissedSlots = channel.unary_unary(
+                '/cronwave.v1.WorkflowStoreService/RecordMissedSlots',
+                request_serializer=cronwave_dot_v1_dot_workflow__store__service__pb2.RecordMissedSlotsRequest.SerializeToString,
+                response_deserializer=cronwave_dot_v1_dot_workflow__store__service__pb2.RecordMissedSlotsResponse.FromString,
                 _registered_method=True)
         self.ListPendingFires = channel.unary_unary(
                 '/cronwave.v1.WorkflowStoreService/ListPendingFires',
@@ -214,6 +193,15 @@ class WorkflowStoreServiceStub:
 
 class WorkflowStoreServiceServicer:
     """The only service that touches the scheduler's database.
+
+    Naming: one call per operation. A call that may act on many things of a kind takes
+    them as a list and is named for them in the plural (RecordRuns, RecordMissedSlots,
+    GetRuns, AppendRunEvents, ClaimRuns, CompleteRuns); one item at a time is a list of
+    one. Such a call is one transaction, and each item gets its own answer or an
+    ItemError (the status a refusal of that item alone ends with), in order; a
+    malformed item refuses the whole call, naming it (runs[3].fire_time). An item's
+    message is named for one of it: ClaimRunRequest is one claim of a ClaimRunsRequest,
+    ClaimRunResponse its answer. A call that acts on one thing is named in the singular.
     """
 
     def CreateSchedule(self, request, context):
@@ -271,21 +259,18 @@ class WorkflowStoreServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
-    def RecordRun(self, request, context):
-        """Records a run, unique per (schedule, fire time). Refuses a stale fencing token.
+    def RecordRuns(self, request, context):
+        """Records runs, each unique per (schedule, fire time); refuses a stale fencing
+        token. Fire times are known in advance, so a planner's dispatcher records the
+        runs of a whole second at once; a trigger is a list of one.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
-    def RecordMissed(self, request, context):
-        """Missing associated documentation comment in .proto file."""
-        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
-        context.set_details('Method not implemented!')
-        raise NotImplementedError('Method not implemented!')
-
-    def GetRun(self, request, context):
-        """Missing associated documentation comment in .proto file."""
+    def GetRuns(self, request, context):
+        """The runs named, as they are now; a run the store does not have is left out.
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
@@ -302,22 +287,6 @@ class WorkflowStoreServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
-    def AppendRunEvent(self, request, context):
-        """Missing associated documentation comment in .proto file."""
-        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
-        context.set_details('Method not implemented!')
-        raise NotImplementedError('Method not implemented!')
-
-    def RecordRuns(self, request, context):
-        """Batches of the calls above, one transaction per call: each item gets the answer
-        its single call would have, or an ItemError. Fire times are known in advance, so
-        a planner records the runs of a whole second at once, and workers claim and
-        complete what they hold together.
-        """
-        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
-        context.set_details('Method not implemented!')
-        raise NotImplementedError('Method not implemented!')
-
     def AppendRunEvents(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
@@ -325,27 +294,9 @@ class WorkflowStoreServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def ClaimRuns(self, request, context):
-        """Missing associated documentation comment in .proto file."""
-        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
-        context.set_details('Method not implemented!')
-        raise NotImplementedError('Method not implemented!')
-
-    def CompleteRuns(self, request, context):
-        """Missing associated documentation comment in .proto file."""
-        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
-        context.set_details('Method not implemented!')
-        raise NotImplementedError('Method not implemented!')
-
-    def GetRuns(self, request, context):
-        """The runs named, as they are now; a run the store does not have is left out.
-        """
-        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
-        context.set_details('Method not implemented!')
-        raise NotImplementedError('Method not implemented!')
-
-    def ClaimRun(self, request, context):
-        """A worker takes a run: PENDING -> RUNNING, a new attempt with its own token (128
-        random bits, returned only here: no read returns it).
+        """Workers take runs: PENDING -> RUNNING, a new attempt with its own token (128
+        random bits, returned only here: no read returns it). Workers claim and complete
+        what they hold together (group commit).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -357,8 +308,8 @@ class WorkflowStoreServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
-    def CompleteRun(self, request, context):
-        """The terminal state; a repeated completion changes nothing.
+    def CompleteRuns(self, request, context):
+        """The terminal states; a repeated completion changes nothing.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -407,9 +358,9 @@ class WorkflowStoreServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
-    def RecordMissedBatch(self, request, context):
-        """Records many MISSED slots in one transaction (catch-up after downtime). Like
-        RecordMissed, per slot: an existing run is left alone, except that a placeholder
+    def RecordMissedSlots(self, request, context):
+        """Records MISSED slots in one transaction (catch-up after downtime), fenced as
+        RecordRuns is. Per slot: an existing run is left alone, except that a placeholder
         (reason "pending:...") takes the new reason.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
@@ -518,20 +469,15 @@ def add_WorkflowStoreServiceServicer_to_server(servicer, server):
                     request_deserializer=cronwave_dot_v1_dot_workflow__store__service__pb2.ListJobTypesRequest.FromString,
                     response_serializer=cronwave_dot_v1_dot_workflow__store__service__pb2.ListJobTypesResponse.SerializeToString,
             ),
-            'RecordRun': grpc.unary_unary_rpc_method_handler(
-                    servicer.RecordRun,
-                    request_deserializer=cronwave_dot_v1_dot_workflow__store__service__pb2.RecordRunRequest.FromString,
-                    response_serializer=cronwave_dot_v1_dot_workflow__store__service__pb2.RecordRunResponse.SerializeToString,
+            'RecordRuns': grpc.unary_unary_rpc_method_handler(
+                    servicer.RecordRuns,
+                    request_deserializer=cronwave_dot_v1_dot_workflow__store__service__pb2.RecordRunsRequest.FromString,
+                    response_serializer=cronwave_dot_v1_dot_workflow__store__service__pb2.RecordRunsResponse.SerializeToString,
             ),
-            'RecordMissed': grpc.unary_unary_rpc_method_handler(
-                    servicer.RecordMissed,
-                    request_deserializer=cronwave_dot_v1_dot_workflow__store__service__pb2.RecordMissedRequest.FromString,
-                    response_serializer=cronwave_dot_v1_dot_workflow__store__service__pb2.RecordMissedResponse.SerializeToString,
-            ),
-            'GetRun': grpc.unary_unary_rpc_method_handler(
-                    servicer.GetRun,
-                    request_deserializer=cronwave_dot_v1_dot_workflow__store__service__pb2.GetRunRequest.FromString,
-                    response_serializer=cronwave_dot_v1_dot_workflow__store__service__pb2.GetRunResponse.SerializeToString,
+            'GetRuns': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetRuns,
+                    request_deserializer=cronwave_dot_v1_dot_workflow__store__service__pb2.GetRunsRequest.FromString,
+                    response_serializer=cronwave_dot_v1_dot_workflow__store__service__pb2.GetRunsResponse.SerializeToString,
             ),
             'ListRuns': grpc.unary_unary_rpc_method_handler(
                     servicer.ListRuns,
@@ -543,16 +489,6 @@ def add_WorkflowStoreServiceServicer_to_server(servicer, server):
                     request_deserializer=cronwave_dot_v1_dot_workflow__store__service__pb2.ListRunEventsRequest.FromString,
                     response_serializer=cronwave_dot_v1_dot_workflow__store__service__pb2.ListRunEventsResponse.SerializeToString,
             ),
-            'AppendRunEvent': grpc.unary_unary_rpc_method_handler(
-                    servicer.AppendRunEvent,
-                    request_deserializer=cronwave_dot_v1_dot_workflow__store__service__pb2.AppendRunEventRequest.FromString,
-                    response_serializer=cronwave_dot_v1_dot_workflow__store__service__pb2.AppendRunEventResponse.SerializeToString,
-            ),
-            'RecordRuns': grpc.unary_unary_rpc_method_handler(
-                    servicer.RecordRuns,
-                    request_deserializer=cronwave_dot_v1_dot_workflow__store__service__pb2.RecordRunsRequest.FromString,
-                    response_serializer=cronwave_dot_v1_dot_workflow__store__service__pb2.RecordRunsResponse.SerializeToString,
-            ),
             'AppendRunEvents': grpc.unary_unary_rpc_method_handler(
                     servicer.AppendRunEvents,
                     request_deserializer=cronwave_dot_v1_dot_workflow__store__service__pb2.AppendRunEventsRequest.FromString,
@@ -563,30 +499,15 @@ def add_WorkflowStoreServiceServicer_to_server(servicer, server):
                     request_deserializer=cronwave_dot_v1_dot_workflow__store__service__pb2.ClaimRunsRequest.FromString,
                     response_serializer=cronwave_dot_v1_dot_workflow__store__service__pb2.ClaimRunsResponse.SerializeToString,
             ),
-            'CompleteRuns': grpc.unary_unary_rpc_method_handler(
-                    servicer.CompleteRuns,
-                    request_deserializer=cronwave_dot_v1_dot_workflow__store__service__pb2.CompleteRunsRequest.FromString,
-                    response_serializer=cronwave_dot_v1_dot_workflow__store__service__pb2.CompleteRunsResponse.SerializeToString,
-            ),
-            'GetRuns': grpc.unary_unary_rpc_method_handler(
-                    servicer.GetRuns,
-                    request_deserializer=cronwave_dot_v1_dot_workflow__store__service__pb2.GetRunsRequest.FromString,
-                    response_serializer=cronwave_dot_v1_dot_workflow__store__service__pb2.GetRunsResponse.SerializeToString,
-            ),
-            'ClaimRun': grpc.unary_unary_rpc_method_handler(
-                    servicer.ClaimRun,
-                    request_deserializer=cronwave_dot_v1_dot_workflow__store__service__pb2.ClaimRunRequest.FromString,
-                    response_serializer=cronwave_dot_v1_dot_workflow__store__service__pb2.ClaimRunResponse.SerializeToString,
-            ),
             'Heartbeat': grpc.unary_unary_rpc_method_handler(
                     servicer.Heartbeat,
                     request_deserializer=cronwave_dot_v1_dot_workflow__store__service__pb2.HeartbeatRequest.FromString,
                     response_serializer=cronwave_dot_v1_dot_workflow__store__service__pb2.HeartbeatResponse.SerializeToString,
             ),
-            'CompleteRun': grpc.unary_unary_rpc_method_handler(
-                    servicer.CompleteRun,
-                    request_deserializer=cronwave_dot_v1_dot_workflow__store__service__pb2.CompleteRunRequest.FromString,
-                    response_serializer=cronwave_dot_v1_dot_workflow__store__service__pb2.CompleteRunResponse.SerializeToString,
+            'CompleteRuns': grpc.unary_unary_rpc_method_handler(
+                    servicer.CompleteRuns,
+                    request_deserializer=cronwave_dot_v1_dot_workflow__store__service__pb2.CompleteRunsRequest.FromString,
+                    response_serializer=cronwave_dot_v1_dot_workflow__store__service__pb2.CompleteRunsResponse.SerializeToString,
             ),
             'ReleaseRun': grpc.unary_unary_rpc_method_handler(
                     servicer.ReleaseRun,
@@ -613,10 +534,10 @@ def add_WorkflowStoreServiceServicer_to_server(servicer, server):
                     request_deserializer=cronwave_dot_v1_dot_workflow__store__service__pb2.LatestFireTimesRequest.FromString,
                     response_serializer=cronwave_dot_v1_dot_workflow__store__service__pb2.LatestFireTimesResponse.SerializeToString,
             ),
-            'RecordMissedBatch': grpc.unary_unary_rpc_method_handler(
-                    servicer.RecordMissedBatch,
-                    request_deserializer=cronwave_dot_v1_dot_workflow__store__service__pb2.RecordMissedBatchRequest.FromString,
-                    response_serializer=cronwave_dot_v1_dot_workflow__store__service__pb2.RecordMissedBatchResponse.SerializeToString,
+            'RecordMissedSlots': grpc.unary_unary_rpc_method_handler(
+                    servicer.RecordMissedSlots,
+                    request_deserializer=cronwave_dot_v1_dot_workflow__store__service__pb2.RecordMissedSlotsRequest.FromString,
+                    response_serializer=cronwave_dot_v1_dot_workflow__store__service__pb2.RecordMissedSlotsResponse.SerializeToString,
             ),
             'ListPendingFires': grpc.unary_unary_rpc_method_handler(
                     servicer.ListPendingFires,
@@ -658,6 +579,15 @@ def add_WorkflowStoreServiceServicer_to_server(servicer, server):
  # This class is part of an EXPERIMENTAL API.
 class WorkflowStoreService:
     """The only service that touches the scheduler's database.
+
+    Naming: one call per operation. A call that may act on many things of a kind takes
+    them as a list and is named for them in the plural (RecordRuns, RecordMissedSlots,
+    GetRuns, AppendRunEvents, ClaimRuns, CompleteRuns); one item at a time is a list of
+    one. Such a call is one transaction, and each item gets its own answer or an
+    ItemError (the status a refusal of that item alone ends with), in order; a
+    malformed item refuses the whole call, naming it (runs[3].fire_time). An item's
+    message is named for one of it: ClaimRunRequest is one claim of a ClaimRunsRequest,
+    ClaimRunResponse its answer. A call that acts on one thing is named in the singular.
     """
 
     @staticmethod
@@ -904,7 +834,7 @@ class WorkflowStoreService:
             _registered_method=True)
 
     @staticmethod
-    def RecordRun(request,
+    def RecordRuns(request,
             target,
             options=(),
             channel_credentials=None,
@@ -917,9 +847,9 @@ class WorkflowStoreService:
         return grpc.experimental.unary_unary(
             request,
             target,
-            '/cronwave.v1.WorkflowStoreService/RecordRun',
-            cronwave_dot_v1_dot_workflow__store__service__pb2.RecordRunRequest.SerializeToString,
-            cronwave_dot_v1_dot_workflow__store__service__pb2.RecordRunResponse.FromString,
+            '/cronwave.v1.WorkflowStoreService/RecordRuns',
+            cronwave_dot_v1_dot_workflow__store__service__pb2.RecordRunsRequest.SerializeToString,
+            cronwave_dot_v1_dot_workflow__store__service__pb2.RecordRunsResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -931,7 +861,7 @@ class WorkflowStoreService:
             _registered_method=True)
 
     @staticmethod
-    def RecordMissed(request,
+    def GetRuns(request,
             target,
             options=(),
             channel_credentials=None,
@@ -944,36 +874,9 @@ class WorkflowStoreService:
         return grpc.experimental.unary_unary(
             request,
             target,
-            '/cronwave.v1.WorkflowStoreService/RecordMissed',
-            cronwave_dot_v1_dot_workflow__store__service__pb2.RecordMissedRequest.SerializeToString,
-            cronwave_dot_v1_dot_workflow__store__service__pb2.RecordMissedResponse.FromString,
-            options,
-            channel_credentials,
-            insecure,
-            call_credentials,
-            compression,
-            wait_for_ready,
-            timeout,
-            metadata,
-            _registered_method=True)
-
-    @staticmethod
-    def GetRun(request,
-            target,
-            options=(),
-            channel_credentials=None,
-            call_credentials=None,
-            insecure=False,
-            compression=None,
-            wait_for_ready=None,
-            timeout=None,
-            metadata=None):
-        return grpc.experimental.unary_unary(
-            request,
-            target,
-            '/cronwave.v1.WorkflowStoreService/GetRun',
-            cronwave_dot_v1_dot_workflow__store__service__pb2.GetRunRequest.SerializeToString,
-            cronwave_dot_v1_dot_workflow__store__service__pb2.GetRunResponse.FromString,
+            '/cronwave.v1.WorkflowStoreService/GetRuns',
+            cronwave_dot_v1_dot_workflow__store__service__pb2.GetRunsRequest.SerializeToString,
+            cronwave_dot_v1_dot_workflow__store__service__pb2.GetRunsResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -1039,60 +942,6 @@ class WorkflowStoreService:
             _registered_method=True)
 
     @staticmethod
-    def AppendRunEvent(request,
-            target,
-            options=(),
-            channel_credentials=None,
-            call_credentials=None,
-            insecure=False,
-            compression=None,
-            wait_for_ready=None,
-            timeout=None,
-            metadata=None):
-        return grpc.experimental.unary_unary(
-            request,
-            target,
-            '/cronwave.v1.WorkflowStoreService/AppendRunEvent',
-            cronwave_dot_v1_dot_workflow__store__service__pb2.AppendRunEventRequest.SerializeToString,
-            cronwave_dot_v1_dot_workflow__store__service__pb2.AppendRunEventResponse.FromString,
-            options,
-            channel_credentials,
-            insecure,
-            call_credentials,
-            compression,
-            wait_for_ready,
-            timeout,
-            metadata,
-            _registered_method=True)
-
-    @staticmethod
-    def RecordRuns(request,
-            target,
-            options=(),
-            channel_credentials=None,
-            call_credentials=None,
-            insecure=False,
-            compression=None,
-            wait_for_ready=None,
-            timeout=None,
-            metadata=None):
-        return grpc.experimental.unary_unary(
-            request,
-            target,
-            '/cronwave.v1.WorkflowStoreService/RecordRuns',
-            cronwave_dot_v1_dot_workflow__store__service__pb2.RecordRunsRequest.SerializeToString,
-            cronwave_dot_v1_dot_workflow__store__service__pb2.RecordRunsResponse.FromString,
-            options,
-            channel_credentials,
-            insecure,
-            call_credentials,
-            compression,
-            wait_for_ready,
-            timeout,
-            metadata,
-            _registered_method=True)
-
-    @staticmethod
     def AppendRunEvents(request,
             target,
             options=(),
@@ -1147,87 +996,6 @@ class WorkflowStoreService:
             _registered_method=True)
 
     @staticmethod
-    def CompleteRuns(request,
-            target,
-            options=(),
-            channel_credentials=None,
-            call_credentials=None,
-            insecure=False,
-            compression=None,
-            wait_for_ready=None,
-            timeout=None,
-            metadata=None):
-        return grpc.experimental.unary_unary(
-            request,
-            target,
-            '/cronwave.v1.WorkflowStoreService/CompleteRuns',
-            cronwave_dot_v1_dot_workflow__store__service__pb2.CompleteRunsRequest.SerializeToString,
-            cronwave_dot_v1_dot_workflow__store__service__pb2.CompleteRunsResponse.FromString,
-            options,
-            channel_credentials,
-            insecure,
-            call_credentials,
-            compression,
-            wait_for_ready,
-            timeout,
-            metadata,
-            _registered_method=True)
-
-    @staticmethod
-    def GetRuns(request,
-            target,
-            options=(),
-            channel_credentials=None,
-            call_credentials=None,
-            insecure=False,
-            compression=None,
-            wait_for_ready=None,
-            timeout=None,
-            metadata=None):
-        return grpc.experimental.unary_unary(
-            request,
-            target,
-            '/cronwave.v1.WorkflowStoreService/GetRuns',
-            cronwave_dot_v1_dot_workflow__store__service__pb2.GetRunsRequest.SerializeToString,
-            cronwave_dot_v1_dot_workflow__store__service__pb2.GetRunsResponse.FromString,
-            options,
-            channel_credentials,
-            insecure,
-            call_credentials,
-            compression,
-            wait_for_ready,
-            timeout,
-            metadata,
-            _registered_method=True)
-
-    @staticmethod
-    def ClaimRun(request,
-            target,
-            options=(),
-            channel_credentials=None,
-            call_credentials=None,
-            insecure=False,
-            compression=None,
-            wait_for_ready=None,
-            timeout=None,
-            metadata=None):
-        return grpc.experimental.unary_unary(
-            request,
-            target,
-            '/cronwave.v1.WorkflowStoreService/ClaimRun',
-            cronwave_dot_v1_dot_workflow__store__service__pb2.ClaimRunRequest.SerializeToString,
-            cronwave_dot_v1_dot_workflow__store__service__pb2.ClaimRunResponse.FromString,
-            options,
-            channel_credentials,
-            insecure,
-            call_credentials,
-            compression,
-            wait_for_ready,
-            timeout,
-            metadata,
-            _registered_method=True)
-
-    @staticmethod
     def Heartbeat(request,
             target,
             options=(),
@@ -1255,7 +1023,7 @@ class WorkflowStoreService:
             _registered_method=True)
 
     @staticmethod
-    def CompleteRun(request,
+    def CompleteRuns(request,
             target,
             options=(),
             channel_credentials=None,
@@ -1268,9 +1036,9 @@ class WorkflowStoreService:
         return grpc.experimental.unary_unary(
             request,
             target,
-            '/cronwave.v1.WorkflowStoreService/CompleteRun',
-            cronwave_dot_v1_dot_workflow__store__service__pb2.CompleteRunRequest.SerializeToString,
-            cronwave_dot_v1_dot_workflow__store__service__pb2.CompleteRunResponse.FromString,
+            '/cronwave.v1.WorkflowStoreService/CompleteRuns',
+            cronwave_dot_v1_dot_workflow__store__service__pb2.CompleteRunsRequest.SerializeToString,
+            cronwave_dot_v1_dot_workflow__store__service__pb2.CompleteRunsResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -1417,7 +1185,7 @@ class WorkflowStoreService:
             _registered_method=True)
 
     @staticmethod
-    def RecordMissedBatch(request,
+    def RecordMissedSlots(request,
             target,
             options=(),
             channel_credentials=None,
@@ -1430,9 +1198,9 @@ class WorkflowStoreService:
         return grpc.experimental.unary_unary(
             request,
             target,
-            '/cronwave.v1.WorkflowStoreService/RecordMissedBatch',
-            cronwave_dot_v1_dot_workflow__store__service__pb2.RecordMissedBatchRequest.SerializeToString,
-            cronwave_dot_v1_dot_workflow__store__service__pb2.RecordMissedBatchResponse.FromString,
+            '/cronwave.v1.WorkflowStoreService/RecordMissedSlots',
+            cronwave_dot_v1_dot_workflow__store__service__pb2.RecordMissedSlotsRequest.SerializeToString,
+            cronwave_dot_v1_dot_workflow__store__service__pb2.RecordMissedSlotsResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -121,7 +121,7 @@ class StoreClient:
         of schedules the store no longer has (their slots were left out)."""
         unknown: list[str] = []
         for i in range(0, len(slots), MISSED_BATCH):
-            request = store_pb.RecordMissedBatchRequest(
+            request = store_pb.RecordMissedSlotsRequest(
                 fencing_token=token, fencing_scope=FENCING_SCOPE
             )
             for slot in slots[i : i + MISSED_BATCH]:
@@ -131,8 +131,8 @@ class StoreClient:
                     reason=slot.reason,
                     trigger=slot.trigger.to_proto(),
                 )
-            reply = self._call(self._stub.RecordMissedBatch, request)
-            assert isinstance(reply, store_pb.RecordMissedBatchResponse)
+            reply = self._call(self._stub.RecordMissedSlots, request)
+            assert isinstance(reply, store_pb.RecordMissedSlotsResponse)
             unknown.extend(reply.unknown_schedules)
         return unknown
 

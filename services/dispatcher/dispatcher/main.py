@@ -57,7 +57,7 @@ def main() -> None:
     servicer = DispatcherServicer(
         store,
         broker,
-        routes=caches.RouteCache(routes, store),
+        routes=caches.RouteCache(routes),
         dedup=caches.DedupCache(dedup),
         run_status=RunStatusCache(cache_redis, redis_settings.namespace),
     )

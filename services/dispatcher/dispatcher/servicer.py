@@ -5,23 +5,29 @@ from the newest fencing token). A store error reaches the caller with its code a
 message unchanged, so a stale planner sees FAILED_PRECONDITION and an unknown schedule
 NOT_FOUND, exactly as the store said it.
 
-Two look-ups come first (``caches``): a scheduled start found in the de-duplication
-cache is a start the store already recorded, and is answered without recording
-anything; every start is routed to its job type's queue by a cached route.
+Every start takes one path (``DispatcherServicer._start``), as a batch: a planner's
+fires arrive many at a time (``StartRuns``), a trigger is a batch of one
+(``TriggerRun``). Two look-ups come first (``caches``): a scheduled start found in the
+de-duplication cache is a start the store already recorded, and is answered without
+recording anything; every start is routed to its job type's queue by a cached route
+(the store routes what the cache does not know). Then one ``RecordRuns`` call records
+the rest, and one round trip to Redis queues the new runs.
+
+A batch's spans are its runs' (``fanout``): each item carries its run's trace context,
+the batch's spans are copied into every item's trace, and each queued message carries
+its run's copy of the enqueue span.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, NoReturn
 
 import grpc
 from dramatiq.brokers.redis import RedisBroker
-from opentelemetry import context as otel_context
 from opentelemetry import trace
 
 from cronwave.v1 import common_pb2
@@ -36,7 +42,7 @@ from cronwave_core.fanout import ATTR_BATCH_SIZE
 from cronwave_core.faults import run_key
 from cronwave_core.fields import identifier
 from cronwave_core.queueing import DEFAULT_QUEUE, RunMessage, enqueue_many, trigger_name
-from cronwave_core.rpc import item_error
+from cronwave_core.rpc import error_from_item, item_error
 from cronwave_core.telemetry import (
     ATTR_FIRE_TIME,
     ATTR_JOB_TYPE,
@@ -46,7 +52,6 @@ from cronwave_core.telemetry import (
     ATTR_TRIGGER,
     hop_span,
     run_attributes,
-    run_baggage,
 )
 from dispatcher.caches import DedupCache, RouteCache
 from dispatcher.requests import StartRequest, manual_fire_time
@@ -83,17 +88,13 @@ class DispatcherServicer(pb_grpc.DispatcherServiceServicer):
         self.dedup = dedup
         self.run_status = run_status
 
-    def StartRun(
-        self, request: pb.StartRunRequest, context: grpc.ServicerContext
-    ) -> pb.StartRunResponse:
-        with hop_span("dispatch.start_run", "dispatch", "app") as span:
-            start = _start_request(request)
-            run, created = self._start(start, span, context, dedupe=True)
-            return pb.StartRunResponse(run=run, created=created)
-
     def TriggerRun(
         self, request: pb.TriggerRunRequest, context: grpc.ServicerContext
     ) -> pb.TriggerRunResponse:
+        """A start of the schedule now, as a batch of one: its own span stands for
+        the run as a planner's fire span does, and the batch's spans are copied under
+        it (``fanout``). A manual fire time is new by construction, so nothing is
+        de-duplicated; a refusal ends the call with the store's code and message."""
         with hop_span("dispatch.trigger_run", "dispatch", "app") as span:
             start = StartRequest(
                 schedule_id=request.schedule_id,
@@ -101,38 +102,77 @@ class DispatcherServicer(pb_grpc.DispatcherServiceServicer):
                 trigger=common_pb2.TRIGGER_KIND_MANUAL,
                 idempotency_key=request.idempotency_key,
             )
-            # A manual fire time is new by construction: nothing to de-duplicate.
-            run, created = self._start(start, span, context, dedupe=False)
-            return pb.TriggerRunResponse(run=run, created=created)
+            known = {
+                ATTR_SCHEDULE_ID: start.schedule_id,
+                ATTR_FIRE_TIME: start.fire_time.isoformat(),
+                ATTR_TRIGGER: trigger_name(start.trigger),
+            }
+            span.set_attributes(known)
+            item = fanout.item_for_current(known)
+            if item is None:  # outside a trace: nothing to copy
+                [result] = self._start([(start, item)], context, dedupe=False, payloads=True)
+            else:
+                with fanout.batch_span("dispatch.start_runs", [item], {}):
+                    [result] = self._start([(start, item)], context, dedupe=False, payloads=True)
+            if result.HasField("error"):
+                raise error_from_item(result.error)
+            run = result.started.run
+            if result.started.created:
+                span.set_attributes(
+                    {
+                        **run_attributes(run.run_id, run.schedule_id, known[ATTR_FIRE_TIME]),
+                        ATTR_JOB_TYPE: run.job_type,
+                        ATTR_QUEUE: run.queue or DEFAULT_QUEUE,
+                        "cronwave.created": True,
+                    }
+                )
+            else:
+                # Not the run's own span: a repeated trigger is no part of its waterfall.
+                span.set_attribute("cronwave.duplicate_of", run.run_id)
+            return pb.TriggerRunResponse(run=run, created=result.started.created)
 
     def StartRuns(
         self, request: pb.StartRunsRequest, context: grpc.ServicerContext
     ) -> pb.StartRunsResponse:
-        """Many scheduled starts: looked up together (one round trip to Redis per
-        cache), recorded in one store call, queued in one round trip. Each item is
-        answered as its StartRun would be."""
+        """Scheduled starts: looked up together (one round trip to Redis per cache),
+        recorded in one store call, queued in one round trip. Each item gets its own
+        answer or refusal."""
         with hop_span("dispatch.start_runs", "dispatch", "app") as span:
             starts = _batch_starts(request)
             span.set_attribute(ATTR_BATCH_SIZE, len(starts))
-            control = CacheControl.from_metadata(context.invocation_metadata())
-            keys = [run_key(start.schedule_id, start.fire_time) for start, _ in starts]
-            known = self._known_many(keys, control)
-            routes = self._routes_many([start.schedule_id for start, _ in starts], control)
-            pending: list[_Pending] = []
-            results = [pb.StartRunResult() for _ in starts]
-            for index, (start, item) in enumerate(starts):
-                run = known[index]
-                with _item_context(item):
-                    # As in _look_up, a start with an older token goes on to the store.
-                    if run is not None and start.fencing_token >= run.fencing_token:
-                        results[index].started.CopyFrom(
-                            pb.StartRunResponse(run=self._current(run), created=False)
-                        )
-                        continue
-                pending.append(_Pending(index, start, item, routes[index]))
-            if pending:
-                self._record_batch(pending, results, context)
-            return pb.StartRunsResponse(results=results)
+            return pb.StartRunsResponse(results=self._start(starts, context, dedupe=True))
+
+    def _start(
+        self,
+        starts: list[tuple[StartRequest, fanout.Item | None]],
+        context: grpc.ServicerContext,
+        *,
+        dedupe: bool,
+        payloads: bool = False,
+    ) -> list[pb.StartRunResult]:
+        """The one start path. With ``dedupe``, a start the de-duplication cache knows
+        is answered from it; every other start is routed (the store routes what the
+        route cache does not know), recorded and queued. With ``payloads`` (a trigger:
+        one start), the run comes back with its payload."""
+        control = CacheControl.from_metadata(context.invocation_metadata())
+        keys = [run_key(start.schedule_id, start.fire_time) for start, _ in starts]
+        known = self._known_many(keys, control) if dedupe else [None] * len(keys)
+        routes = self._routes_many([start.schedule_id for start, _ in starts], control)
+        pending: list[_Pending] = []
+        results = [pb.StartRunResult() for _ in starts]
+        for index, (start, item) in enumerate(starts):
+            run = known[index]
+            # A start with an older token than the run's goes on to the store, which
+            # refuses it: a deposed planner must learn that it is deposed.
+            if run is not None and start.fencing_token >= run.fencing_token:
+                results[index].started.CopyFrom(
+                    pb.StartRunResponse(run=self._current(run), created=False)
+                )
+                continue
+            pending.append(_Pending(index, start, item, routes[index]))
+        if pending:
+            self._record(pending, results, context, remember=dedupe, payloads=payloads)
+        return results
 
     def _known_many(self, keys: list[str], control: CacheControl) -> list[common_pb2.Run | None]:
         if self.dedup is None:
@@ -147,50 +187,30 @@ class DispatcherServicer(pb_grpc.DispatcherServiceServicer):
         found = self.routes.cached_many(schedule_ids, control=control)
         return [route.queue if route is not None else "" for route in found]
 
-    def _look_up(
-        self,
-        start: StartRequest,
-        control: CacheControl,
-        span: trace.Span | None = None,
-        *,
-        dedupe: bool = True,
-    ) -> tuple[common_pb2.Run | None, str]:
-        """The run the de-duplication cache knows for ``start`` (a duplicate), else
-        None and the queue the start is routed to ("" lets the store choose)."""
-        key = run_key(start.schedule_id, start.fire_time)
-        if dedupe and self.dedup is not None:
-            known = self.dedup.lookup(key, control)
-            # A start with an older token than the run's goes on to the store, which
-            # refuses it: a deposed planner must learn that it is deposed.
-            if known is not None and start.fencing_token >= known.fencing_token:
-                return known, ""
-        queue = ""
-        if self.routes is not None:
-            route, _ = self.routes.route(start.schedule_id, control=control)
-            if route is not None:
-                queue = route.queue
-                if span is not None:
-                    span.set_attributes({ATTR_JOB_TYPE: route.job_type, ATTR_QUEUE: queue})
-        return None, queue
-
-    def _record_batch(
+    def _record(
         self,
         pending: list[_Pending],
         results: list[pb.StartRunResult],
         context: grpc.ServicerContext,
+        *,
+        remember: bool,
+        payloads: bool,
     ) -> None:
+        """Record the starts that go to the store, in one call (a new run's
+        ``enqueued`` event is written with it), and queue the runs it created."""
         requests = [
             _record_request(
                 p.start,
                 p.queue,
-                trace_id=f"{p.item.trace_id:032x}" if p.item else "",
+                trace_id=f"{p.item.trace_id:032x}" if p.item else current_trace_id(),
                 traceparent=p.item.under_current().traceparent() if p.item else "",
-                enqueue=True,  # the history says "enqueued" before a worker can claim
             )
             for p in pending
         ]
         try:
-            recorded = self.store.RecordRuns(store_pb.RecordRunsRequest(runs=requests))
+            recorded = self.store.RecordRuns(
+                store_pb.RecordRunsRequest(runs=requests, with_payloads=payloads)
+            )
         except grpc.RpcError as exc:
             _abort_like(context, exc)
         created: list[tuple[_Pending, common_pb2.Run]] = []
@@ -215,10 +235,10 @@ class DispatcherServicer(pb_grpc.DispatcherServiceServicer):
             if result.recorded.created or _maybe_unqueued(run):
                 created.append((p, run))
         if created:
-            self._enqueue_batch(created, results)
+            self._enqueue(created, results)
         # Remembered only once queued: a start the cache answers has had its message
         # sent (a dispatcher that died between the two leaves the next one to send it).
-        if self.dedup is not None:
+        if remember and self.dedup is not None:
             self.dedup.remember_many(
                 [
                     (run_key(p.start.schedule_id, p.start.fire_time), run)
@@ -229,7 +249,7 @@ class DispatcherServicer(pb_grpc.DispatcherServiceServicer):
         if self.routes is not None:
             self.routes.learn_many([run for p, run in recorded_runs if not p.queue])
 
-    def _enqueue_batch(
+    def _enqueue(
         self, created: list[tuple[_Pending, common_pb2.Run]], results: list[pb.StartRunResult]
     ) -> None:
         """Queue the new runs, and the recorded ones that may never have been queued
@@ -254,87 +274,6 @@ class DispatcherServicer(pb_grpc.DispatcherServiceServicer):
                     results[p.index].ClearField("started")
                     results[p.index].error.CopyFrom(item_error(_unqueued(run, exc)))
 
-    def _start(
-        self,
-        start: StartRequest,
-        span: trace.Span,
-        context: grpc.ServicerContext,
-        *,
-        dedupe: bool,
-    ) -> tuple[common_pb2.Run, bool]:
-        known_attrs = {
-            ATTR_SCHEDULE_ID: start.schedule_id,
-            ATTR_FIRE_TIME: start.fire_time.isoformat(),
-            ATTR_TRIGGER: trigger_name(start.trigger),
-        }
-        span.set_attributes(known_attrs)
-        # The store's spans for this start name the schedule and fire time too.
-        with run_baggage(known_attrs):
-            return self._record(start, span, context, dedupe=dedupe)
-
-    def _record(
-        self,
-        start: StartRequest,
-        span: trace.Span,
-        context: grpc.ServicerContext,
-        *,
-        dedupe: bool,
-    ) -> tuple[common_pb2.Run, bool]:
-        control = CacheControl.from_metadata(context.invocation_metadata())
-        trigger = trigger_name(start.trigger)
-        known, queue = self._look_up(start, control, span, dedupe=dedupe)
-        if known is not None:
-            # Not the run's own span: a duplicate start is no part of its waterfall.
-            span.set_attribute("cronwave.duplicate_of", known.run_id)
-            return self._current(known), False
-        try:
-            recorded = self.store.RecordRun(
-                _record_request(start, queue, trace_id=current_trace_id())
-            )
-        except grpc.RpcError as exc:
-            _abort_like(context, exc)
-        run = recorded.run
-        fire_time = ts_to_dt(run.fire_time)
-        attrs: dict[str, Any] = {
-            **run_attributes(run.run_id, run.schedule_id, fire_time.isoformat()),
-            ATTR_JOB_TYPE: run.job_type,
-            ATTR_TRIGGER: trigger,
-        }
-        if recorded.created:
-            span.set_attributes({**attrs, "cronwave.created": True})
-        else:
-            span.set_attribute("cronwave.duplicate_of", run.run_id)
-        if dedupe and self.dedup is not None:
-            self.dedup.remember(run_key(start.schedule_id, start.fire_time), run)
-        if not recorded.created:
-            log.info("run %s: duplicate start; nothing enqueued", run.run_id)
-            return run, False
-        # From here on the run has an id: the store's spans and the worker's (the
-        # baggage rides in the message) name it.
-        with run_baggage({**attrs, ATTR_QUEUE: run.queue or DEFAULT_QUEUE}):
-            self._enqueue(run, fire_time, attrs)
-        return run, True
-
-    def _enqueue(self, run: common_pb2.Run, fire_time: datetime, attrs: dict[str, Any]) -> None:
-        # Appended before the message exists, so the history reads in the order things
-        # happen: a worker cannot claim (and record "claimed") before "enqueued".
-        self._event(run.run_id, "enqueued", run.queue or DEFAULT_QUEUE)
-        self._send(run, attrs)
-
-    def _send(self, run: common_pb2.Run, attrs: dict[str, Any]) -> None:
-        """Put the run's message on its queue; ``Unavailable`` when the broker is away
-        (the run stays recorded: the sweeper sends it once it is overdue)."""
-        queue = run.queue or DEFAULT_QUEUE
-        with hop_span("dispatch.enqueue", "dispatch", "queue", {**attrs, ATTR_QUEUE: queue}):
-            message = RunMessage.for_run(run)
-            try:
-                self.broker.enqueue(message.to_message())
-            except Exception as exc:  # redis down, or refused the write
-                log.error("run %s: enqueue on %s failed: %s", run.run_id, queue, exc)
-                failed = _enqueue_failed(run, exc)
-                self._event(failed.run_id, failed.kind, failed.detail)
-                raise _unqueued(run, exc) from exc
-
     def _current(self, known: common_pb2.Run) -> common_pb2.Run:
         """The run a duplicate start stands for, as it is now: from the run-status
         cache when it has ended, else read from the store; as the cache knew it when
@@ -343,15 +282,18 @@ class DispatcherServicer(pb_grpc.DispatcherServiceServicer):
             ended = self.run_status.lookup(known.run_id, "dispatch")
             if ended is not None:
                 return ended
+        request = store_pb.GetRunsRequest(runs=[store_pb.GetRunRequest(run_id=known.run_id)])
         try:
-            run: common_pb2.Run = self.store.GetRun(store_pb.GetRunRequest(run_id=known.run_id)).run
+            runs = self.store.GetRuns(request).runs
         except grpc.RpcError as exc:
             log.warning("run %s: duplicate answered as cached; store: %s", known.run_id, exc)
             return known
-        return run
+        return runs[0] if runs else known
 
     def _events(self, events: list[store_pb.AppendRunEventRequest]) -> None:
-        """``_event`` for many runs in one store call."""
+        """Append to the runs' histories in one store call. The runs are already
+        recorded, so a history write that fails is logged, not turned into a failed
+        start."""
         try:
             answer = self.store.AppendRunEvents(store_pb.AppendRunEventsRequest(events=events))
         except grpc.RpcError as exc:
@@ -365,16 +307,6 @@ class DispatcherServicer(pb_grpc.DispatcherServiceServicer):
                     event.kind,
                     result.error.message,
                 )
-
-    def _event(self, run_id: str, kind: str, detail: str) -> None:
-        """Append to the run's history. The run is already recorded and queued, so a
-        history write that fails is logged, not turned into a failed start."""
-        try:
-            self.store.AppendRunEvent(
-                store_pb.AppendRunEventRequest(run_id=run_id, kind=kind, detail=detail)
-            )
-        except grpc.RpcError as exc:
-            log.warning("run %s: event %s not recorded: %s", run_id, kind, exc.details())
 
 
 #: More starts than this in one StartRuns is refused as a whole.
@@ -442,11 +374,11 @@ def _record_request(
     queue: str,
     *,
     trace_id: str,
-    traceparent: str = "",
-    enqueue: bool = False,
+    traceparent: str,
 ) -> store_pb.RecordRunRequest:
-    """What the store is asked to record for ``start``, routed to ``queue``; with
-    ``enqueue`` the run's ``enqueued`` event is written with it."""
+    """What the store is asked to record for ``start``, routed to ``queue`` ("" lets
+    the store route it). The run's ``enqueued`` event is written with it, so its
+    history says "enqueued" before a worker can claim it."""
     return store_pb.RecordRunRequest(
         schedule_id=start.schedule_id,
         fire_time=dt_to_ts(start.fire_time),
@@ -457,7 +389,7 @@ def _record_request(
         queue=queue,
         trace_id=trace_id,
         traceparent=traceparent,
-        enqueue=enqueue,
+        enqueue=True,
     )
 
 
@@ -475,22 +407,6 @@ def _unqueued(run: common_pb2.Run, exc: Exception) -> Unavailable:
         f"run '{run.run_id}' is recorded but could not be queued on "
         f"'{run.queue or DEFAULT_QUEUE}': {exc}; the broker (CRONWAVE_REDIS_URL) is unreachable"
     )
-
-
-@contextmanager
-def _item_context(item: fanout.Item | None) -> Iterator[None]:
-    """Within the block, spans belong to ``item``'s run, under its copy of the
-    current batch span, and name the run (its schedule and fire time, and its id once
-    known)."""
-    if item is None:
-        yield
-        return
-    token = otel_context.attach(item.under_current().context())
-    try:
-        with run_baggage(item.attributes):  # the spans started here name the run
-            yield
-    finally:
-        otel_context.detach(token)
 
 
 def _abort_like(context: grpc.ServicerContext, exc: grpc.RpcError) -> NoReturn:

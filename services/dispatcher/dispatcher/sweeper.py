@@ -21,7 +21,7 @@ is asked for again next tick; a recovery left unfinished by a dying dispatcher i
 finished by the ordinary sweep, once overdue.
 
 A message sent twice is harmless: a worker acts on a message only through
-``ClaimRun``, which lets exactly one attempt hold a run and refuses a run that is
+``ClaimRuns``, which lets exactly one attempt hold a run and refuses a run that is
 done, held by a live attempt, or not yet due. So a sweeper may err towards sending.
 """
 

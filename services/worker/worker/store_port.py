@@ -51,9 +51,9 @@ class RunStore(Protocol):
         self, request: store_pb.DeadLetterRunRequest
     ) -> store_pb.DeadLetterRunResponse: ...
 
-    def AppendRunEvent(
-        self, request: store_pb.AppendRunEventRequest
-    ) -> store_pb.AppendRunEventResponse: ...
+    def AppendRunEvents(
+        self, request: store_pb.AppendRunEventsRequest
+    ) -> store_pb.AppendRunEventsResponse: ...
 
     def ListRunEvents(
         self, request: store_pb.ListRunEventsRequest

@@ -426,21 +426,6 @@ def record_run_from_proto(msg: api.RecordRunRequest) -> RecordRequest:
     )
 
 
-def record_missed_from_proto(msg: api.RecordMissedRequest) -> RecordRequest:
-    validate.schedule_id(msg.schedule_id)
-    fire_time = _fire_time(msg)
-    token, scope = _fencing(msg.fencing_token, msg.fencing_scope, True, "a missed fire")
-    return RecordRequest(
-        schedule_id=msg.schedule_id,
-        fire_time=fire_time,
-        trigger=Trigger.from_proto(msg.trigger),
-        fencing_token=token,
-        fencing_scope=scope,
-        missed=True,
-        reason=validate.text(msg.reason, "reason"),
-    )
-
-
 def required_time(msg: Any, name: str, field: str) -> datetime:
     """The instant in ``msg.<name>``; ``InvalidArgument(field)`` when unset."""
     if not msg.HasField(name):
@@ -484,18 +469,19 @@ _HEX = frozenset("0123456789abcdef")
 
 
 def attempt_token(value: str, field: str = "attempt_token", required: bool = True) -> str:
-    """An attempt token as ClaimRun returned it: 32 lowercase hex digits."""
+    """An attempt token as ClaimRuns returned it: 32 lowercase hex digits."""
     if not value and not required:
         return value
     if len(value) != 32 or not _HEX.issuperset(value):
         raise InvalidArgument(
-            field, "must be the 32 hex digits the run's claim returned (ClaimRun.attempt_token)"
+            field,
+            "must be the 32 hex digits the run's claim returned (ClaimRunResponse.attempt_token)",
         )
     return value
 
 
 def completion_from_proto(msg: api.CompleteRunRequest) -> CompletionRequest:
-    """A CompleteRun(s) item; the store checks the rest of its rules."""
+    """A CompleteRuns item; the store checks the rest of its rules."""
     validate.key(msg.traceparent, "traceparent")
     return CompletionRequest(
         run_id=validate.key(msg.run_id, "run_id"),
@@ -509,7 +495,7 @@ def completion_from_proto(msg: api.CompleteRunRequest) -> CompletionRequest:
 
 
 def event_from_proto(msg: api.AppendRunEventRequest) -> EventRequest:
-    """An AppendRunEvent(s) item; the store checks that the kind is given."""
+    """An AppendRunEvents item; the store checks that the kind is given."""
     validate.key(msg.traceparent, "traceparent")
     return EventRequest(
         run_id=validate.key(msg.run_id, "run_id"),
@@ -519,7 +505,7 @@ def event_from_proto(msg: api.AppendRunEventRequest) -> EventRequest:
 
 
 def claim_from_proto(msg: api.ClaimRunRequest) -> ClaimRequest:
-    """A ClaimRun(s) item; the store checks that both ids are given."""
+    """A ClaimRuns item; the store checks that both ids are given."""
     validate.key(msg.traceparent, "traceparent")
     return ClaimRequest(
         run_id=validate.key(msg.run_id, "run_id"),
@@ -528,7 +514,7 @@ def claim_from_proto(msg: api.ClaimRunRequest) -> ClaimRequest:
 
 
 def run_id_from_proto(msg: api.GetRunRequest) -> str:
-    """A GetRun(s) item's run id."""
+    """A GetRuns item's run id."""
     validate.key(msg.traceparent, "traceparent")
     return validate.key(msg.run_id, "run_id")
 

@@ -9,7 +9,7 @@ from enum import StrEnum
 from cronwave_core.runs import RunState, Trigger
 from cronwave_core.spec import Policy, Spec
 
-# The states a CompleteRun may ask for.
+# The states a completion may ask for.
 COMPLETIONS = frozenset(
     {RunState.SUCCEEDED, RunState.FAILED, RunState.TIMED_OUT, RunState.CANCELLED}
 )
@@ -81,7 +81,7 @@ class JobTypeRecord:
 
 @dataclass(frozen=True)
 class RecordRequest:
-    """A validated RecordRun (``reason`` empty) or RecordMissed (``missed``) request."""
+    """A validated record of a run (a MISSED slot is recorded by ``slots``)."""
 
     schedule_id: str
     fire_time: datetime
@@ -91,8 +91,6 @@ class RecordRequest:
     idempotency_key: str = ""
     queue: str = ""
     trace_id: str = ""
-    missed: bool = False
-    reason: str = ""
     enqueue: bool = False  # also record the created run's "enqueued" event
 
 
@@ -153,7 +151,7 @@ class Completion:
 
 @dataclass(frozen=True)
 class EventRequest:
-    """One AppendRunEvent(s) item: the run event ``kind`` with ``detail``."""
+    """One AppendRunEvents item: the run event ``kind`` with ``detail``."""
 
     run_id: str
     kind: str
@@ -162,7 +160,7 @@ class EventRequest:
 
 @dataclass(frozen=True)
 class ClaimRequest:
-    """One ClaimRun(s) item: a new attempt of the run for ``worker_id``."""
+    """One ClaimRuns item: a new attempt of the run for ``worker_id``."""
 
     run_id: str
     worker_id: str
@@ -170,7 +168,7 @@ class ClaimRequest:
 
 @dataclass(frozen=True)
 class CompletionRequest:
-    """One CompleteRun(s) item. ``body_started_at``: when the job body began; a
+    """One CompleteRuns item. ``body_started_at``: when the job body began; a
     completion that changes the run then records the run event ``started`` too."""
 
     run_id: str

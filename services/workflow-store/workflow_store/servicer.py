@@ -64,15 +64,6 @@ def _mark(span: Span, run: RunRecord) -> None:
         span.set_attribute(telemetry.ATTR_WORKER_ID, run.worker_id)
 
 
-def _mark_recorded(span: Span, run: RunRecord, created: bool) -> None:
-    """A new run's span is the run's; a repeated record only points at it, so a
-    duplicate start does not join the waterfall of the run it repeats."""
-    if created:
-        _mark(span, run)
-    else:
-        span.set_attribute("cronwave.duplicate_of", run.run_id)
-
-
 def _items(field: str, messages: Sequence[M], parse: Callable[[M], T]) -> list[T]:
     """Every item of a batch request, converted; a malformed item fails the whole call,
     naming it (``runs[3].fire_time``)."""
@@ -104,7 +95,7 @@ def _annotate(messages: Sequence[object], runs: Sequence[RunRecord | None]) -> N
 
 
 def _missed_slot(msg: api.MissedSlot) -> slots.MissedSlot:
-    """A RecordMissedBatch slot; an id that names no live schedule is answered among
+    """A RecordMissedSlots slot; an id that names no live schedule is answered among
     the unknown ones, so it only has to be a well-formed key."""
     return slots.MissedSlot(
         schedule_id=validate.key(msg.schedule_id, "schedule_id"),
@@ -135,7 +126,7 @@ class WorkflowStoreServicer(api_grpc.WorkflowStoreServiceServicer):
         self.store = store
         self.watch_poll = watch_poll
 
-    # -- schedules ---------------------------------------------------------------------
+    # -- schedules -------------------------------------------------------------------------
 
     def CreateSchedule(
         self, request: api.CreateScheduleRequest, context: grpc.ServicerContext
@@ -199,7 +190,7 @@ class WorkflowStoreServicer(api_grpc.WorkflowStoreServiceServicer):
         ):
             yield api.WatchSchedulesResponse(schedule=self._sent(record))
 
-    # -- job types ---------------------------------------------------------------------
+    # -- job types -------------------------------------------------------------------------
 
     def RegisterJobType(
         self, request: api.RegisterJobTypeRequest, context: grpc.ServicerContext
@@ -213,39 +204,57 @@ class WorkflowStoreServicer(api_grpc.WorkflowStoreServiceServicer):
         records = self.store.list_job_types()
         return api.ListJobTypesResponse(job_types=[convert.job_type_to_proto(r) for r in records])
 
-    # -- runs --------------------------------------------------------------------------
+    # -- runs ------------------------------------------------------------------------------
 
-    def RecordRun(
-        self, request: api.RecordRunRequest, context: grpc.ServicerContext
-    ) -> api.RecordRunResponse:
-        req = convert.record_run_from_proto(request)
-        with _db_span(
-            "RecordRun", "persist", "", req.schedule_id, convert.iso(req.fire_time)
-        ) as span:
-            recorded = slots.record(self.store, req)
-            _mark_recorded(span, recorded.run, recorded.created)
-        return api.RecordRunResponse(
-            run=convert.run_to_proto(recorded.run), created=recorded.created
+    def RecordRuns(
+        self, request: api.RecordRunsRequest, context: grpc.ServicerContext
+    ) -> api.RecordRunsResponse:
+        reqs = _items("runs", request.runs, convert.record_run_from_proto)
+        if request.with_payloads and len(reqs) > 1:
+            raise InvalidArgument(
+                "with_payloads",
+                f"only for one run (a batch of payloads could pass gRPC's "
+                f"message limit), got {len(reqs)} runs",
+            )
+        with _db_span("RecordRuns", "persist"):
+            results = [
+                self._settled(req, result)
+                for req, result in zip(reqs, self.store.record_runs(reqs), strict=True)
+            ]
+            _annotate(request.runs, [r.run if isinstance(r, Recorded) else None for r in results])
+        return api.RecordRunsResponse(
+            results=[
+                api.RecordRunResult(error=item_error(r))
+                if isinstance(r, CronwaveError)
+                # No payloads unless asked for one run's: the dispatcher reads a
+                # trigger's alone, and 1,000 runs of 256 KiB would be far over one message
+                else api.RecordRunResult(
+                    recorded=_recorded_to_proto(r, payload=request.with_payloads)
+                )
+                for r in results
+            ]
         )
 
-    def RecordMissed(
-        self, request: api.RecordMissedRequest, context: grpc.ServicerContext
-    ) -> api.RecordMissedResponse:
-        req = convert.record_missed_from_proto(request)
-        with _db_span(
-            "RecordMissed", "persist", "", req.schedule_id, convert.iso(req.fire_time)
-        ) as span:
-            recorded = slots.record(self.store, req)
-            _mark_recorded(span, recorded.run, recorded.created)
-        return api.RecordMissedResponse(
-            run=convert.run_to_proto(recorded.run), created=recorded.created
-        )
+    def _settled(
+        self, req: RecordRequest, result: Recorded | CronwaveError
+    ) -> Recorded | CronwaveError:
+        """The answer to one item: a slot that already had a row is settled by the
+        placeholder rules (``slots.settle``)."""
+        if isinstance(result, CronwaveError) or result.created:
+            return result
+        try:
+            return slots.settle(self.store, req, result.run)
+        except CronwaveError as exc:
+            return exc
 
-    def GetRun(
-        self, request: api.GetRunRequest, context: grpc.ServicerContext
-    ) -> api.GetRunResponse:
-        run = self.store.get_run(convert.run_id_from_proto(request))
-        return api.GetRunResponse(run=convert.run_to_proto(run))
+    def GetRuns(
+        self, request: api.GetRunsRequest, context: grpc.ServicerContext
+    ) -> api.GetRunsResponse:
+        ids = _items("runs", request.runs, convert.run_id_from_proto)
+        runs = self.store.get_runs(ids)
+        by_id = {r.run_id: r for r in runs}
+        _annotate(request.runs, [by_id.get(run_id) for run_id in ids])
+        return api.GetRunsResponse(runs=[convert.run_to_proto(r) for r in runs])
 
     def ListRuns(
         self, request: api.ListRunsRequest, context: grpc.ServicerContext
@@ -262,27 +271,44 @@ class WorkflowStoreServicer(api_grpc.WorkflowStoreServiceServicer):
         events = self.store.list_run_events(validate.key(request.run_id, "run_id"))
         return api.ListRunEventsResponse(events=[convert.event_to_proto(e) for e in events])
 
-    def AppendRunEvent(
-        self, request: api.AppendRunEventRequest, context: grpc.ServicerContext
-    ) -> api.AppendRunEventResponse:
-        req = convert.event_from_proto(request)
-        event = self.store.append_run_event(req.run_id, req.kind, req.detail)
-        return api.AppendRunEventResponse(event=convert.event_to_proto(event))
+    def AppendRunEvents(
+        self, request: api.AppendRunEventsRequest, context: grpc.ServicerContext
+    ) -> api.AppendRunEventsResponse:
+        events = _items("events", request.events, convert.event_from_proto)
+        results = self.store.append_run_events(events)
+        return api.AppendRunEventsResponse(
+            results=[
+                api.AppendRunEventResult(error=item_error(r))
+                if isinstance(r, CronwaveError)
+                else api.AppendRunEventResult(event=convert.event_to_proto(r))
+                for r in results
+            ]
+        )
 
-    # -- attempts ----------------------------------------------------------------------
+    # -- attempts --------------------------------------------------------------------------
 
-    def ClaimRun(
-        self, request: api.ClaimRunRequest, context: grpc.ServicerContext
-    ) -> api.ClaimRunResponse:
-        req = convert.claim_from_proto(request)
-        # Taking the run is the end of its wait: part of pickup.
-        with _db_span("ClaimRun", "pickup", req.run_id) as span:
-            claim = self.store.claim_run(req.run_id, req.worker_id)
-            _mark(span, claim.run)
-        return api.ClaimRunResponse(
-            run=convert.run_to_proto(claim.run),
-            claimed=claim.claimed,
-            attempt_token=claim.attempt_token,
+    def ClaimRuns(
+        self, request: api.ClaimRunsRequest, context: grpc.ServicerContext
+    ) -> api.ClaimRunsResponse:
+        claims = _items("claims", request.claims, convert.claim_from_proto)
+        with _db_span("ClaimRuns", "pickup"):
+            results = self.store.claim_runs(claims)
+            _annotate(
+                request.claims, [None if isinstance(r, CronwaveError) else r.run for r in results]
+            )
+        return api.ClaimRunsResponse(
+            results=[
+                api.ClaimRunResult(error=item_error(r))
+                if isinstance(r, CronwaveError)
+                else api.ClaimRunResult(
+                    claim=api.ClaimRunResponse(
+                        run=convert.run_to_proto(r.run),
+                        claimed=r.claimed,
+                        attempt_token=r.attempt_token,
+                    )
+                )
+                for r in results
+            ]
         )
 
     def Heartbeat(
@@ -298,23 +324,23 @@ class WorkflowStoreServicer(api_grpc.WorkflowStoreServiceServicer):
             )
         return api.HeartbeatResponse(deadline=dt_to_ts(deadline))
 
-    def CompleteRun(
-        self, request: api.CompleteRunRequest, context: grpc.ServicerContext
-    ) -> api.CompleteRunResponse:
-        req = convert.completion_from_proto(request)
-        with _db_span("CompleteRun", "complete", req.run_id) as span:
-            completion = self.store.complete_run(
-                req.run_id,
-                req.attempt_token,
-                req.state,
-                error=req.error,
-                result_json=req.result_json,
-                retry_after=req.retry_after,
-                body_started_at=req.body_started_at,
+    def CompleteRuns(
+        self, request: api.CompleteRunsRequest, context: grpc.ServicerContext
+    ) -> api.CompleteRunsResponse:
+        completions = _items("completions", request.completions, convert.completion_from_proto)
+        with _db_span("CompleteRuns", "complete"):
+            results = self.store.complete_runs(completions)
+            _annotate(
+                request.completions,
+                [r.run if isinstance(r, Completion) else None for r in results],
             )
-            _mark(span, completion.run)
-        return api.CompleteRunResponse(
-            run=convert.run_to_proto(completion.run), changed=completion.changed
+        return api.CompleteRunsResponse(
+            results=[
+                api.CompleteRunResult(error=item_error(r))
+                if isinstance(r, CronwaveError)
+                else api.CompleteRunResult(completion=_completion_to_proto(r))
+                for r in results
+            ]
         )
 
     def ReleaseRun(
@@ -342,106 +368,7 @@ class WorkflowStoreServicer(api_grpc.WorkflowStoreServiceServicer):
         run, changed = self.store.cancel_run(run_id, reason or "cancelled")
         return api.CancelRunResponse(run=convert.run_to_proto(run), changed=changed)
 
-    # -- batches: one transaction per call, an answer or an ItemError per item ----------
-
-    def RecordRuns(
-        self, request: api.RecordRunsRequest, context: grpc.ServicerContext
-    ) -> api.RecordRunsResponse:
-        reqs = _items("runs", request.runs, convert.record_run_from_proto)
-        with _db_span("RecordRuns", "persist"):
-            results = [
-                self._settled(req, result)
-                for req, result in zip(reqs, self.store.record_runs(reqs), strict=True)
-            ]
-            _annotate(request.runs, [r.run if isinstance(r, Recorded) else None for r in results])
-        return api.RecordRunsResponse(
-            results=[
-                api.RecordRunResult(error=item_error(r))
-                if isinstance(r, CronwaveError)
-                # No payloads: the dispatcher never reads them, and 1,000 runs of
-                # 256 KiB each would be far over one message
-                else api.RecordRunResult(recorded=_recorded_to_proto(r, payload=False))
-                for r in results
-            ]
-        )
-
-    def _settled(
-        self, req: RecordRequest, result: Recorded | CronwaveError
-    ) -> Recorded | CronwaveError:
-        """What RecordRun answers for the item: a slot that already had a row is
-        settled by the placeholder rules (``slots.settle``)."""
-        if isinstance(result, CronwaveError) or result.created:
-            return result
-        try:
-            return slots.settle(self.store, req, result.run)
-        except CronwaveError as exc:
-            return exc
-
-    def AppendRunEvents(
-        self, request: api.AppendRunEventsRequest, context: grpc.ServicerContext
-    ) -> api.AppendRunEventsResponse:
-        events = _items("events", request.events, convert.event_from_proto)
-        results = self.store.append_run_events(events)
-        return api.AppendRunEventsResponse(
-            results=[
-                api.AppendRunEventResult(error=item_error(r))
-                if isinstance(r, CronwaveError)
-                else api.AppendRunEventResult(event=convert.event_to_proto(r))
-                for r in results
-            ]
-        )
-
-    def ClaimRuns(
-        self, request: api.ClaimRunsRequest, context: grpc.ServicerContext
-    ) -> api.ClaimRunsResponse:
-        claims = _items("claims", request.claims, convert.claim_from_proto)
-        with _db_span("ClaimRuns", "pickup"):
-            results = self.store.claim_runs(claims)
-            _annotate(
-                request.claims, [None if isinstance(r, CronwaveError) else r.run for r in results]
-            )
-        return api.ClaimRunsResponse(
-            results=[
-                api.ClaimRunResult(error=item_error(r))
-                if isinstance(r, CronwaveError)
-                else api.ClaimRunResult(
-                    claim=api.ClaimRunResponse(
-                        run=convert.run_to_proto(r.run),
-                        claimed=r.claimed,
-                        attempt_token=r.attempt_token,
-                    )
-                )
-                for r in results
-            ]
-        )
-
-    def CompleteRuns(
-        self, request: api.CompleteRunsRequest, context: grpc.ServicerContext
-    ) -> api.CompleteRunsResponse:
-        completions = _items("completions", request.completions, convert.completion_from_proto)
-        with _db_span("CompleteRuns", "complete"):
-            results = self.store.complete_runs(completions)
-            _annotate(
-                request.completions,
-                [r.run if isinstance(r, Completion) else None for r in results],
-            )
-        return api.CompleteRunsResponse(
-            results=[
-                api.CompleteRunResult(error=item_error(r))
-                if isinstance(r, CronwaveError)
-                else api.CompleteRunResult(completion=_completion_to_proto(r))
-                for r in results
-            ]
-        )
-
-    def GetRuns(
-        self, request: api.GetRunsRequest, context: grpc.ServicerContext
-    ) -> api.GetRunsResponse:
-        ids = _items("runs", request.runs, convert.run_id_from_proto)
-        runs = self.store.get_runs(ids)
-        by_id = {r.run_id: r for r in runs}
-        _annotate(request.runs, [by_id.get(run_id) for run_id in ids])
-        return api.GetRunsResponse(runs=[convert.run_to_proto(r) for r in runs])
+    # -- fencing ---------------------------------------------------------------------------
 
     def GetFencingToken(
         self, request: api.GetFencingTokenRequest, context: grpc.ServicerContext
@@ -455,7 +382,7 @@ class WorkflowStoreServicer(api_grpc.WorkflowStoreServiceServicer):
         token = self.store.issue_fencing_token(convert.fencing_scope(request.fencing_scope))
         return api.IssueFencingTokenResponse(fencing_token=token)
 
-    # -- what planners ask of their slots (see slots.py) ----------------------------------
+    # -- what planners ask of their slots (see slots.py) -----------------------------------
 
     def LatestFireTimes(
         self, request: api.LatestFireTimesRequest, context: grpc.ServicerContext
@@ -475,14 +402,14 @@ class WorkflowStoreServicer(api_grpc.WorkflowStoreServiceServicer):
             ]
         )
 
-    def RecordMissedBatch(
-        self, request: api.RecordMissedBatchRequest, context: grpc.ServicerContext
-    ) -> api.RecordMissedBatchResponse:
+    def RecordMissedSlots(
+        self, request: api.RecordMissedSlotsRequest, context: grpc.ServicerContext
+    ) -> api.RecordMissedSlotsResponse:
         missed = _items("slots", request.slots, _missed_slot)
         token, scope = convert.fencing(request.fencing_token, request.fencing_scope)
-        with _db_span("RecordMissedBatch", "plan"):
-            recorded, unknown = slots.record_missed_batch(self.store, missed, token, scope)
-        return api.RecordMissedBatchResponse(recorded=recorded, unknown_schedules=unknown)
+        with _db_span("RecordMissedSlots", "plan"):
+            recorded, unknown = slots.record_missed_slots(self.store, missed, token, scope)
+        return api.RecordMissedSlotsResponse(recorded=recorded, unknown_schedules=unknown)
 
     def ListPendingFires(
         self, request: api.ListPendingFiresRequest, context: grpc.ServicerContext
@@ -494,7 +421,7 @@ class WorkflowStoreServicer(api_grpc.WorkflowStoreServiceServicer):
             runs=[convert.run_to_proto(r, payload=False) for r in runs]
         )
 
-    # -- stalled runs and dead letters ---------------------------------------------------
+    # -- stalled runs and dead letters -----------------------------------------------------
 
     def RequeueStalledRuns(
         self, request: api.RequeueStalledRunsRequest, context: grpc.ServicerContext

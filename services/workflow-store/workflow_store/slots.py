@@ -4,13 +4,14 @@
   time of its SCHEDULED and CATCHUP runs (MISSED ones included) since the schedule was
   (re)created, and how many fire times it has had -- in one GROUP BY query per page,
   not one query per schedule.
-- ``record_missed_batch``: many MISSED slots in one transaction.
+- ``record_missed_slots``: many MISSED slots in one transaction.
 - Placeholders: a MISSED row whose reason starts with ``pending:`` stands for work a
   planner decided but has not started yet (a paced catch-up run, a buffered overlap, a
-  backfill). ``settle`` is what a second record of a slot does to the row that exists:
-  a start turns a placeholder into the run (and a BACKFILL start does so to any MISSED
-  row: re-running missed slots is what a backfill is for); a MISSED record gives a
-  placeholder its final reason; everything else is returned unchanged.
+  backfill). ``settle`` is what a second start of a slot does to the row that exists:
+  it turns a placeholder into the run (and a BACKFILL start does so to any MISSED row:
+  re-running missed slots is what a backfill is for); everything else is returned
+  unchanged. A MISSED record of the slot (``record_missed_slots``) gives a placeholder
+  its final reason.
   ``pending_fires`` lists the placeholders, so a new leader finishes the work of the
   term before it.
 - ``create_schedules``: many schedules in one transaction, for bulk loads (the planner
@@ -40,7 +41,8 @@ from workflow_store.records import (
     RunState,
     Trigger,
 )
-from workflow_store.store import Store, _event, _live_schedule, _run
+from workflow_store.rows import _event, _live_schedule, _run
+from workflow_store.store import Store
 
 #: Reasons of placeholder rows start with this (see the module docstring).
 PENDING_PREFIX = "pending:"
@@ -98,7 +100,7 @@ def latest_fire_times(
         return [LatestFire(sid, newest, int(count or 0)) for sid, newest, count in s.execute(query)]
 
 
-def record_missed_batch(
+def record_missed_slots(
     store: Store, slots: Sequence[MissedSlot], token: int, scope: str
 ) -> tuple[int, list[str]]:
     """Record ``slots`` as MISSED in one transaction, fenced by ``token``. Returns the
@@ -114,13 +116,13 @@ def record_missed_batch(
             raise InvalidArgument(f"slots[{i}].reason", "required: why the slot was missed")
     for _ in range(_ROUNDS):
         try:
-            return _record_missed_batch(store, slots, token, scope)
+            return _record_missed_slots(store, slots, token, scope)
         except IntegrityError:
             continue  # a concurrent writer recorded one of the slots first: decide again
     raise FailedPrecondition("slots: concurrent writers keep recording the same slots; retry")
 
 
-def _record_missed_batch(
+def _record_missed_slots(
     store: Store, slots: Sequence[MissedSlot], token: int, scope: str
 ) -> tuple[int, list[str]]:
     now = store.clock()
@@ -222,40 +224,14 @@ def pending_fires(store: Store, after_run_id: str = "", limit: int = 0) -> list[
         return [_run(row) for row in s.scalars(query)]
 
 
-def record(store: Store, req: RecordRequest) -> Recorded:
-    """``Store.record`` with the placeholder rules of ``settle`` for a slot that
-    already has a row."""
-    recorded = store.record(req)
-    return recorded if recorded.created else settle(store, req, recorded.run)
-
-
 def settle(store: Store, req: RecordRequest, existing: RunRecord) -> Recorded:
     """A record of a slot that already has a row (see the module docstring): the
     row as it is afterwards; ``created`` is true only when a start revived it."""
     if existing.state is not RunState.MISSED:
         return Recorded(existing, created=False)
-    if req.missed:
-        if not _takes_reason(existing.error, req.reason):
-            return Recorded(existing, created=False)
-        return _update_missed(store, req, existing)
     if req.trigger is Trigger.BACKFILL or is_placeholder(existing.error):
         return _revive(store, req, existing)
     return Recorded(existing, created=False)
-
-
-def _update_missed(store: Store, req: RecordRequest, existing: RunRecord) -> Recorded:
-    now = store.clock()
-    with store.db.write() as s:
-        if req.fencing_token > 0:
-            store._fence(s, req.fencing_scope, req.fencing_token, now)
-        row = _same_row(s, existing)
-        if row is None:
-            return Recorded(_current(store, existing), created=False)
-        row.error = req.reason
-        row.fencing_token = max(row.fencing_token, req.fencing_token)
-        _event(s, row, "missed", now, req.reason)
-        s.flush()
-        return Recorded(_run(row), created=False)
 
 
 def _revive(store: Store, req: RecordRequest, existing: RunRecord) -> Recorded:

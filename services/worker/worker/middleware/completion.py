@@ -190,11 +190,16 @@ class Completion(RunMiddleware):
             f"body_started_at={started.isoformat(timespec='microseconds')} "
             f"lateness_ms={lateness_ms:.3f}"
         )
-        request = store_pb.AppendRunEventRequest(run_id=run_id, kind="started", detail=detail)
+        event = store_pb.AppendRunEventRequest(run_id=run_id, kind="started", detail=detail)
         try:
-            self.store.AppendRunEvent(request)
+            (result,) = self.store.AppendRunEvents(
+                store_pb.AppendRunEventsRequest(events=[event])
+            ).results
         except grpc.RpcError as exc:
             log.warning("run %s: event started not recorded: %s", run_id, exc.details())
+            return
+        if result.HasField("error"):
+            log.warning("run %s: event started not recorded: %s", run_id, result.error.message)
 
     def _enqueue_retry(self, run: common_pb2.Run, delay: timedelta) -> None:
         """The retry's message, held by the broker until the delay has passed. If it is

@@ -1,0 +1,116 @@
+"""Fencing tokens: issued by the store for a scope when leader-election grants a lease,
+and checked on every write a planner fences.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.orm import Session
+
+from cronwave_core.errors import (
+    CronwaveError,
+    StaleFencingToken,
+    UnissuedFencingToken,
+)
+from workflow_store import models as m
+from workflow_store.store_core import (
+    _LOCK_FENCES,
+    StoreCore,
+)
+
+
+class FencingStore(StoreCore):
+    """Fencing tokens issued and checked per scope (see ``_Fences``)."""
+
+    # -- fencing tokens ----------------------------------------------------------------
+
+    def _fence(self, s: Session, scope: str, token: int, now: datetime) -> None:
+        """Refuse ``token`` if the store never issued it for ``scope`` or it is older
+        than the newest seen (``_Fences``); remember it if newer.
+        Runs inside the caller's write transaction, under the scope's row lock
+        (PostgreSQL) or the database write lock (SQLite)."""
+        fences = _Fences(s, now)
+        fences.lock({scope})
+        stale = fences.check(scope, token)
+        if stale is not None:
+            raise stale
+        fences.save()
+
+    def fencing_token(self, scope: str) -> int:
+        """The newest fencing token seen for ``scope`` (0 when none)."""
+        with self.db.read() as s:
+            token = s.scalar(sa.select(m.Fencing.token).where(m.Fencing.scope == scope))
+            return int(token or 0)
+
+    def issue_fencing_token(self, scope: str) -> int:
+        """A new fencing token for ``scope``: one more than every token issued for it
+        before, durable before it is returned. Leader-election calls it when it grants
+        the scope's lease, so tokens strictly increase across Redis restarts and data
+        loss with no floor to ask for; each call moves the counter by exactly one, so
+        no caller can drive it to overflow."""
+        return int(self._rounds(lambda s: self._issue(s, scope)))
+
+    def _issue(self, s: Session, scope: str) -> int:
+        insert: Any = postgresql.insert if self.db.dialect == "postgresql" else sqlite.insert
+        stmt = insert(m.Fencing).values(scope=scope, token=0, issued=1, updated_at=self.clock())
+        stmt = stmt.on_conflict_do_update(
+            index_elements=["scope"],
+            set_={"issued": m.Fencing.issued + 1, "updated_at": stmt.excluded.updated_at},
+        ).returning(m.Fencing.issued)
+        return int(s.execute(stmt).scalar_one())
+
+
+class _Fences:
+    """The fencing tokens of each scope a transaction writes under: read once under
+    the scopes' row locks (PostgreSQL; SQLite holds the database write lock), checked
+    per write in memory, and the newest seen saved once when a newer one was taken.
+
+    A write's token must have been issued by this store (``issue_fencing_token``,
+    which leader-election calls when it grants a lease) and not be older than the
+    newest seen: ``newest seen <= token <= newest issued``. So no caller can make up
+    a token, push the newest seen past what was issued (which would fence out every
+    future leader), or name a scope no lease was ever granted for to skip the fence.
+    """
+
+    def __init__(self, s: Session, now: datetime) -> None:
+        self.s = s
+        self.now = now
+        self.newest: dict[str, int] = {}
+        self.stored: dict[str, int] = {}
+        self.issued: dict[str, int] = {}
+
+    def lock(self, scopes: set[str]) -> None:
+        if not scopes:
+            return
+        ordered = sorted(scopes)  # one lock order for every transaction
+        rows = self.s.execute(_LOCK_FENCES, {"ids": ordered}).tuples()
+        for scope, token, issued in rows:
+            self.stored[scope] = int(token)
+            self.issued[scope] = int(issued)
+        self.newest = dict(self.stored)
+
+    def check(self, scope: str, token: int) -> CronwaveError | None:
+        """Refuse ``token`` if the store never issued it for ``scope``, or if it is
+        older than the newest seen (stored or accepted earlier in this transaction);
+        otherwise it is the newest."""
+        issued = self.issued.get(scope, 0)
+        if token > issued:
+            return UnissuedFencingToken(scope, token, scope_known=issued > 0)
+        newest = self.newest[scope]
+        if token < newest:
+            return StaleFencingToken(scope, token, newest)
+        self.newest[scope] = token
+        return None
+
+    def save(self) -> None:
+        for scope, token in self.newest.items():
+            if token > self.stored[scope]:
+                self.s.execute(
+                    sa.update(m.Fencing)
+                    .where(m.Fencing.scope == scope)
+                    .values(token=token, updated_at=self.now)
+                )

@@ -1,0 +1,228 @@
+"""Schedules (with their change stream) and job types."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from datetime import timedelta
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from cronwave_core.errors import (
+    InvalidArgument,
+    ScheduleExists,
+)
+from workflow_store import models as m
+from workflow_store.convert import (
+    policy_to_dict,
+    spec_to_dict,
+)
+from workflow_store.records import (
+    JobTypeRecord,
+    NewSchedule,
+    ScheduleRecord,
+)
+from workflow_store.rows import (
+    _job_type,
+    _listed,
+    _live_schedule,
+    _schedule,
+)
+from workflow_store.store_core import StoreCore
+
+
+class ScheduleStore(StoreCore):
+    """Schedules, their revisions and change stream, and job types."""
+
+    # -- schedules ---------------------------------------------------------------------
+
+    def create_schedule(self, new: NewSchedule) -> ScheduleRecord:
+        """Create ``new``; a deleted schedule of the same id is replaced.
+
+        Raises ``InvalidArgument`` (job_type) for an unregistered job type and
+        ``ScheduleExists`` when a live schedule has the id.
+        """
+        now = self.clock()
+        try:
+            with self.db.write() as s:
+                revision = self._bump_revision(s)
+                if s.get(m.JobType, new.job_type) is None:
+                    names = s.scalars(sa.select(m.JobType.name).order_by(m.JobType.name)).all()
+                    registered = ", ".join(names) if names else "none (register one first)"
+                    what = f"unknown job type '{new.job_type}'" if new.job_type else "required"
+                    raise InvalidArgument("job_type", f"{what}; registered: {registered}")
+                row = s.get(m.Schedule, new.schedule_id)
+                if row is not None and not row.deleted:
+                    raise ScheduleExists(new.schedule_id)
+                if row is None:
+                    row = m.Schedule(id=new.schedule_id)
+                    s.add(row)
+                row.spec = spec_to_dict(new.spec)
+                row.policy = policy_to_dict(new.policy)
+                row.job_type = new.job_type
+                row.payload_json = new.payload_json
+                row.paused = new.paused
+                row.pause_note = new.pause_note if new.paused else ""
+                row.deleted = False
+                row.created_at = now
+                row.updated_at = now
+                row.revision = revision
+                s.flush()
+                record = _schedule(row)
+        except IntegrityError as exc:
+            # A concurrent create of the same id won the primary key.
+            raise ScheduleExists(new.schedule_id) from exc
+        self._changed(revision)
+        return record
+
+    def get_schedule(self, schedule_id: str) -> ScheduleRecord:
+        with self.db.read() as s:
+            return _schedule(_live_schedule(s, schedule_id))
+
+    def list_schedules(
+        self, limit: int = 0, include_deleted: bool = False, after: str = ""
+    ) -> tuple[list[ScheduleRecord], int]:
+        """Schedules by id (all when ``limit`` is 0; only ids greater than ``after``, for
+        paging) and the store revision they reflect.
+
+        Every row is listed, as ``_listed`` shows it: a row this store cannot list whole
+        (a payload over the limit, a stored spec it cannot read) comes without the part
+        left out and says why in ``withheld``, so one bad row never fails a listing."""
+        if limit < 0:
+            raise InvalidArgument("limit", "must not be negative (0 means all)")
+        with self.db.read() as s:
+            # The revision is read first: under READ COMMITTED the list may then hold
+            # newer changes than it says, which a watch from it re-sends, never misses.
+            revision = s.scalar(sa.select(m.StoreRevision.revision).where(m.StoreRevision.id == 1))
+            query = sa.select(m.Schedule).order_by(m.Schedule.id)
+            if not include_deleted:
+                query = query.where(m.Schedule.deleted.is_(False))
+            if after:
+                query = query.where(m.Schedule.id > after)
+            if limit:
+                query = query.limit(limit)
+            listed = [_listed(r, self.limits) for r in s.scalars(query)]
+            return listed, int(revision or 0)
+
+    def pause_schedule(self, schedule_id: str, note: str) -> ScheduleRecord:
+        return self._change_schedule(schedule_id, paused=True, pause_note=note)
+
+    def resume_schedule(self, schedule_id: str, note: str) -> ScheduleRecord:
+        return self._change_schedule(schedule_id, paused=False, pause_note=note)
+
+    def delete_schedule(self, schedule_id: str) -> ScheduleRecord:
+        """Soft delete: the row stays (runs refer to it; watchers see the deletion)."""
+        return self._change_schedule(schedule_id, deleted=True)
+
+    def _change_schedule(self, schedule_id: str, **values: Any) -> ScheduleRecord:
+        with self.db.write() as s:
+            revision = self._bump_revision(s)
+            row = _live_schedule(s, schedule_id)
+            for name, value in values.items():
+                setattr(row, name, value)
+            row.updated_at = self.clock()
+            row.revision = revision
+            s.flush()
+            record = _schedule(row)
+        self._changed(revision)
+        return record
+
+    def schedules_since(self, revision: int, limit: int = 500) -> list[ScheduleRecord]:
+        """Schedules (deleted ones too) changed after ``revision``, oldest change first,
+        as listings show them (``_listed``)."""
+        with self.db.read() as s:
+            query = (
+                sa.select(m.Schedule)
+                .where(m.Schedule.revision > revision)
+                .order_by(m.Schedule.revision)
+                .limit(limit)
+            )
+            return [_listed(r, self.limits) for r in s.scalars(query)]
+
+    def watch(
+        self, since: int, active: Callable[[], bool], poll: timedelta = timedelta(seconds=0.5)
+    ) -> Iterator[ScheduleRecord]:
+        """Every schedule changed after ``since``, then each new change, until ``active()``
+        is false. Changes this process writes arrive at once; changes written by another
+        replica arrive within ``poll``."""
+        last = since
+        while active() and not self._closing.is_set():
+            batch = self.schedules_since(last)
+            for record in batch:
+                yield record
+                last = record.revision
+            if not batch:
+                self.wait_for_change(last, poll)
+
+    def wait_for_change(self, after: int, timeout: timedelta) -> None:
+        """Block until this process commits a schedule change newer than ``after``, a
+        ``wake_watchers`` call, or ``timeout``."""
+        with self._changes:
+            if self._latest_revision <= after:
+                self._changes.wait(timeout.total_seconds())
+
+    def wake_watchers(self) -> None:
+        with self._changes:
+            self._changes.notify_all()
+
+    def close_watchers(self) -> None:
+        """End every watch stream: the process is stopping. Watchers reconnect to
+        another replica (or to this one when it is back) from their last revision."""
+        self._closing.set()
+        self.wake_watchers()
+
+    def _changed(self, revision: int) -> None:
+        with self._changes:
+            self._latest_revision = max(self._latest_revision, revision)
+            self._changes.notify_all()
+
+    def _bump_revision(self, s: Session) -> int:
+        """The next store revision. The counter row stays locked until commit, so
+        revisions become visible in the order they were handed out."""
+        query = (
+            sa.update(m.StoreRevision)
+            .where(m.StoreRevision.id == 1)
+            .values(revision=m.StoreRevision.revision + 1)
+            .returning(m.StoreRevision.revision)
+        )
+        return int(s.execute(query).scalar_one())
+
+    # -- job types ---------------------------------------------------------------------
+
+    def register_job_type(self, job: JobTypeRecord) -> JobTypeRecord:
+        """Create or replace the job type named ``job.name`` (already validated)."""
+        now = self.clock()
+        values = {
+            "name": job.name,
+            "duration_limit": job.duration_limit,
+            "heartbeat_timeout": job.heartbeat_timeout,
+            "retry_initial_interval": job.retry.initial_interval,
+            "retry_backoff_coefficient": job.retry.backoff_coefficient,
+            "retry_maximum_interval": job.retry.maximum_interval,
+            "retry_maximum_attempts": job.retry.maximum_attempts,
+            "retry_non_retryable_errors": list(job.retry.non_retryable_errors),
+            "queue": job.queue,
+            "priority": job.priority,
+            "financial": job.financial,
+            "created_at": now,
+            "updated_at": now,
+        }
+        with self.db.write() as s:
+            insert: Any = postgresql.insert if self.db.dialect == "postgresql" else sqlite.insert
+            stmt = insert(m.JobType).values(**values)
+            changed = {k: v for k, v in values.items() if k not in ("name", "created_at")}
+            s.execute(stmt.on_conflict_do_update(index_elements=["name"], set_=changed))
+            row = s.get(m.JobType, job.name, populate_existing=True)
+            assert row is not None
+            record = _job_type(row)
+        with self._job_lock:
+            self._job_generation += 1
+            self._job_types.pop(job.name, None)
+        return record
+
+    def list_job_types(self) -> list[JobTypeRecord]:
+        with self.db.read() as s:
+            return [_job_type(r) for r in s.scalars(sa.select(m.JobType).order_by(m.JobType.name))]

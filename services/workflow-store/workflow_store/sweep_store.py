@@ -1,0 +1,189 @@
+"""Runs that need a new message: stalled (never picked up, replayed, heartbeat lapsed)
+and lost with the queue.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+import sqlalchemy as sa
+from sqlalchemy.orm import Session
+
+from cronwave_core.errors import InvalidArgument
+from workflow_store import models as m
+from workflow_store.convert import iso
+from workflow_store.records import (
+    DEFAULT_HEARTBEAT_TIMEOUT,
+    LostRuns,
+    RunState,
+    StalledRun,
+    StallReason,
+)
+from workflow_store.rows import (
+    _event,
+    _run,
+)
+from workflow_store.store_core import (
+    _MAX_RESEND_DOUBLINGS,
+    _MIN_RESEND,
+    DEFAULT_STALLED_LIMIT,
+    MAX_LOST_PAGE,
+    StoreCore,
+)
+
+
+class SweepStore(StoreCore):
+    """The runs whose message must be sent again."""
+
+    # -- stalled and lost runs ---------------------------------------------------------
+
+    def requeue_stalled_runs(self, pending_for: timedelta, limit: int = 0) -> list[StalledRun]:
+        """The runs that need a new message, each marked requeued (a "requeued" event,
+        and ``next_sweep_at``) in this one transaction, so concurrent sweepers split them.
+
+        PENDING runs qualify when their message is overdue: due and fired more than
+        ``pending_for`` ago (a retry counts from the end of its delay), or replayed and
+        never sent. RUNNING runs qualify when their heartbeat is older than their job
+        type's heartbeat timeout. A run re-sent and still not claimed qualifies again
+        after ``pending_for``, then twice that, and so on (up to 64 times): a long
+        backlog is re-sent a few times, not once per tick. The caller must enqueue the
+        message of each run returned.
+        """
+        if pending_for < timedelta(0):
+            raise InvalidArgument("pending_for", "must not be negative")
+        if limit < 0:
+            raise InvalidArgument(
+                "limit", f"must not be negative (0 means {DEFAULT_STALLED_LIMIT})"
+            )
+        limit = limit or DEFAULT_STALLED_LIMIT
+        now = self.clock()
+        cut = now - pending_for
+        stalled: list[StalledRun] = []
+        with self.db.write() as s:
+            never_sent = sa.and_(
+                m.Run.next_sweep_at.is_(None),
+                sa.or_(
+                    m.Run.due_at.is_(None),
+                    sa.and_(m.Run.due_at < cut, m.Run.fire_time < cut),
+                ),
+            )
+            pending = s.scalars(
+                sa.select(m.Run)
+                .where(
+                    m.Run.state == RunState.PENDING.value,
+                    sa.or_(never_sent, m.Run.next_sweep_at < now),
+                )
+                .order_by(
+                    sa.nulls_first(sa.func.coalesce(m.Run.next_sweep_at, m.Run.due_at).asc()),
+                    m.Run.run_id,
+                )
+                .limit(limit)
+                .with_for_update(skip_locked=True)
+            ).all()
+            for row in pending:
+                reason = StallReason.NOT_PICKED_UP
+                if row.due_at is None and row.next_sweep_at is None:
+                    reason = StallReason.REPLAYED
+                stalled.append(self._requeued(s, row, reason, now, pending_for, reason.value))
+            if len(stalled) < limit:
+                stalled.extend(self._lapsed(s, now, pending_for, limit - len(stalled)))
+        return stalled
+
+    def requeue_lost_runs(
+        self, lost_at: datetime, pending_for: timedelta, after_run_id: str = "", limit: int = 0
+    ) -> LostRuns:
+        """The runs whose message went down with the queue, which lost every message it
+        held at ``lost_at``: the PENDING runs recorded before then, at most ``limit`` of
+        them after ``after_run_id`` in run-id order, each dealt with in this one
+        transaction whatever its resend schedule.
+
+        A due run is returned, marked requeued (reason ``queue_lost``, its next re-send
+        ``pending_for`` away, as ``requeue_stalled_runs`` marks one): the caller must
+        enqueue its message. A retry whose delay has not passed gets no message now (a
+        claim would refuse it): its next re-send is set to the end of the delay, so
+        ``requeue_stalled_runs`` hands it out once it is due. A run recorded after
+        ``lost_at`` is not looked at: its message went to the queue as it is now. RUNNING
+        runs need no message (their worker holds them; a dead worker's heartbeat lapses).
+        A run whose message survived gets a second one, which its claim refuses.
+        """
+        if lost_at.tzinfo is None:
+            raise InvalidArgument("lost_at", "must be timezone-aware (UTC)")
+        if pending_for < timedelta(0):
+            raise InvalidArgument("pending_for", "must not be negative")
+        if not 0 <= limit <= MAX_LOST_PAGE:
+            raise InvalidArgument(
+                "limit", f"must be between 0 and {MAX_LOST_PAGE} (0 means {DEFAULT_STALLED_LIMIT})"
+            )
+        limit = limit or DEFAULT_STALLED_LIMIT
+        now = self.clock()
+        runs: list[StalledRun] = []
+        with self.db.write() as s:
+            query = sa.select(m.Run).where(
+                m.Run.state == RunState.PENDING.value, m.Run.created_at < lost_at
+            )
+            if after_run_id:
+                query = query.where(m.Run.run_id > after_run_id)
+            rows = s.scalars(
+                query.order_by(m.Run.run_id).limit(limit).with_for_update(skip_locked=True)
+            ).all()
+            for row in rows:
+                if row.due_at is not None and row.due_at > now:
+                    row.next_sweep_at = row.due_at
+                    s.flush()
+                    continue
+                reason = StallReason.QUEUE_LOST
+                runs.append(self._requeued(s, row, reason, now, pending_for, reason.value))
+        next_after = rows[-1].run_id if len(rows) == limit else ""
+        return LostRuns(runs, next_after)
+
+    def _lapsed(
+        self, s: Session, now: datetime, pending_for: timedelta, limit: int
+    ) -> list[StalledRun]:
+        timeouts = dict(s.execute(sa.select(m.JobType.name, m.JobType.heartbeat_timeout)).all())
+        shortest = min(timeouts.values(), default=DEFAULT_HEARTBEAT_TIMEOUT)
+        shortest = min(shortest, DEFAULT_HEARTBEAT_TIMEOUT)
+        alive_since = sa.func.coalesce(m.Run.heartbeat_at, m.Run.started_at)
+        # Candidates only: each run's own timeout is applied below.
+        candidates = s.scalars(
+            sa.select(m.Run)
+            .where(
+                m.Run.state == RunState.RUNNING.value,
+                alive_since < now - shortest,
+                sa.or_(m.Run.next_sweep_at.is_(None), m.Run.next_sweep_at < now),
+            )
+            .order_by(alive_since, m.Run.run_id)
+            .limit(limit * 4)
+            .with_for_update(skip_locked=True)
+        ).all()
+        found: list[StalledRun] = []
+        for row in candidates:
+            last = row.heartbeat_at or row.started_at
+            timeout = timeouts.get(row.job_type, DEFAULT_HEARTBEAT_TIMEOUT)
+            if last is None or now - last < timeout:
+                continue
+            detail = (
+                f"{StallReason.HEARTBEAT_LAPSED.value}: no heartbeat from {row.worker_id} "
+                f"since {iso(last)} (timeout {timeout.total_seconds():g}s)"
+            )
+            found.append(
+                self._requeued(s, row, StallReason.HEARTBEAT_LAPSED, now, pending_for, detail)
+            )
+            if len(found) >= limit:
+                break
+        return found
+
+    def _requeued(
+        self,
+        s: Session,
+        row: m.Run,
+        reason: StallReason,
+        now: datetime,
+        pending_for: timedelta,
+        detail: str,
+    ) -> StalledRun:
+        wait = max(pending_for, _MIN_RESEND) * 2 ** min(row.requeues, _MAX_RESEND_DOUBLINGS)
+        row.next_sweep_at = now + wait
+        row.requeues += 1
+        s.flush()
+        _event(s, row, "requeued", now, detail)
+        return StalledRun(_run(row), reason)
