@@ -63,7 +63,7 @@ from datetime import datetime, timedelta
 
 from cronwave._models import RunEvent
 from cronwave.v1 import common_pb2
-from cronwave_bench.failover import PLANNED, TERMINAL, audit, is_placeholder
+from cronwave_bench.audit import PLANNED, TERMINAL, audit, is_placeholder
 from cronwave_bench.measure import body_starts
 from cronwave_core.catchup import (
     CATCHUP_CAP,
