@@ -13,7 +13,7 @@ run out) or with SIGTERM (a graceful stop: it stops firing, then resigns). Measu
 The dead planner is restarted in the background, so the pool stays at ``planners``.
 
 After the last trial the planners are stopped and every slot of the schedule between
-its creation and the end of the last trial is audited (``Audit``): a slot must have
+its creation and the end of the last trial is audited (``audit.audit``): a slot must have
 exactly one run, or a MISSED record, and no run's job body may have started twice
 (the store's attempt count, cross-checked with the workers' own count). A start the
 store refused as stale shows in the refusing planner's log; those are counted too.
@@ -21,13 +21,12 @@ store refused as stale shows in the refusing planner's log; those are counted to
 
 from __future__ import annotations
 
-import itertools
 import random
 import signal
 import tempfile
 import time
 import uuid
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import ExitStack
 from dataclasses import asdict, dataclass
@@ -46,10 +45,11 @@ from cronwave.v1 import worker_service_pb2 as worker_pb
 from cronwave.v1 import worker_service_pb2_grpc as worker_grpc
 from cronwave.v1 import workflow_store_service_pb2 as store_pb
 from cronwave.v1 import workflow_store_service_pb2_grpc as store_grpc
+from cronwave_bench.audit import TERMINAL, audit, is_placeholder
+from cronwave_bench.lease_timing import FAST, LeaseTiming
 from cronwave_core.calendar import fire_times
 from cronwave_core.convert import ts_to_dt
 from cronwave_core.errors import CronwaveError
-from cronwave_core.settings import LeaseSettings
 from cronwave_core.spec import Spec
 from cronwave_core.suite import Suite, SuiteConfig
 from cronwave_waterfall.percentiles import quantile
@@ -66,130 +66,11 @@ _POLL = 0.02  # seconds between looks at the lease while timing a failover
 #: (the store's stamp), so looking more often would only cost the store more work.
 _RUNS_POLL = 0.1
 _RPC = 5.0  # seconds: deadline of every call the drill makes
-TERMINAL = {
-    common_pb2.RUN_STATE_SUCCEEDED,
-    common_pb2.RUN_STATE_FAILED,
-    common_pb2.RUN_STATE_TIMED_OUT,
-    common_pb2.RUN_STATE_MISSED,
-    common_pb2.RUN_STATE_CANCELLED,
-    common_pb2.RUN_STATE_DEAD_LETTERED,
-}
-PLANNED = {common_pb2.TRIGGER_KIND_SCHEDULED, common_pb2.TRIGGER_KIND_CATCHUP}
-# A MISSED row whose reason starts so stands for a start a planner decided but has not
-# made yet (a paced catch-up run): work in progress, not a missed slot.
-PLACEHOLDER = "pending:"
 
 
 class DrillFailed(CronwaveError):
     """The drill could not go on (no leader, no fire, a run that never finished);
     the message says what was awaited and where the logs are."""
-
-
-@dataclass(frozen=True)
-class LeaseTiming:
-    """The planner lease settings a drill runs with (``CRONWAVE_LEASE_*``)."""
-
-    ttl: timedelta = timedelta(seconds=2)
-    renew_interval: timedelta = timedelta(seconds=0.4)
-    retry_interval: timedelta = timedelta(seconds=0.2)
-
-    def __post_init__(self) -> None:
-        if not timedelta(0) < self.renew_interval < self.ttl:
-            raise ValueError("LeaseTiming needs 0 < renew_interval < ttl")
-        if self.retry_interval <= timedelta(0):
-            raise ValueError("LeaseTiming needs a positive retry_interval")
-
-    @classmethod
-    def defaults(cls) -> LeaseTiming:
-        """The production defaults, as ``LeaseSettings`` has them with nothing set."""
-        lease = LeaseSettings.from_env({})
-        return cls(lease.ttl, lease.renew_interval, lease.retry_interval)
-
-    @property
-    def safety_margin(self) -> timedelta:
-        # How long before the lease can expire the planner stops leading; the formula
-        # of cron_planner.elector.safety_margin (a library never imports a service).
-        return max(self.renew_interval, self.ttl * 0.2)
-
-    def env(self) -> dict[str, str]:
-        return {
-            "CRONWAVE_LEASE_TTL": str(self.ttl.total_seconds()),
-            "CRONWAVE_LEASE_RENEW_INTERVAL": str(self.renew_interval.total_seconds()),
-            "CRONWAVE_LEASE_RETRY_INTERVAL": str(self.retry_interval.total_seconds()),
-        }
-
-    def figures(self) -> dict[str, float]:
-        return {
-            "ttl_s": self.ttl.total_seconds(),
-            "renew_interval_s": self.renew_interval.total_seconds(),
-            "retry_interval_s": self.retry_interval.total_seconds(),
-            "safety_margin_s": self.safety_margin.total_seconds(),
-        }
-
-
-#: Short leases, so a crash costs about two seconds: the tests' and the drill's default.
-FAST = LeaseTiming()
-
-
-@dataclass(frozen=True)
-class Audit:
-    """Every nominal slot of a window, accounted for."""
-
-    slots: int  # nominal fire times in the window
-    fired: int  # slots with a started (non-MISSED) run
-    recorded_missed: int  # slots with a MISSED record
-    missed: int  # slots with neither: a fire lost
-    duplicate_runs: int  # runs beyond the first of a slot (the store's constraint forbids)
-    executed_twice: int  # runs whose job body started more than once (attempt > 1)
-    unfinished: int  # runs of the window not yet terminal
-    tokens_in_order: bool  # fencing tokens never go down as fire times go up
-    max_lateness_s: float  # of fired slots: the store's acceptance minus the fire time
-
-    @property
-    def clean(self) -> bool:
-        return not (self.missed or self.duplicate_runs or self.executed_twice)
-
-
-def audit(runs: Iterable[common_pb2.Run], slots: Sequence[datetime]) -> Audit:
-    """Account for each of ``slots`` with the planned runs among ``runs``."""
-    by_slot: dict[datetime, list[common_pb2.Run]] = {}
-    for run in runs:
-        if run.trigger in PLANNED:
-            by_slot.setdefault(ts_to_dt(run.fire_time), []).append(run)
-    fired = recorded = missed = duplicates = twice = unfinished = 0
-    lateness = 0.0
-    tokens: list[int] = []
-    for slot in slots:
-        found = by_slot.get(slot, [])
-        if not found:
-            missed += 1
-            continue
-        duplicates += len(found) - 1
-        run = found[0]
-        tokens.append(run.fencing_token)
-        unfinished += sum(1 for r in found if r.state not in TERMINAL or is_placeholder(r))
-        twice += sum(1 for r in found if r.attempt > 1)
-        if run.state == common_pb2.RUN_STATE_MISSED:
-            recorded += not is_placeholder(run)
-            continue
-        fired += 1
-        lateness = max(lateness, (ts_to_dt(run.created_at) - slot).total_seconds())
-    return Audit(
-        slots=len(slots),
-        fired=fired,
-        recorded_missed=recorded,
-        missed=missed,
-        duplicate_runs=duplicates,
-        executed_twice=twice,
-        unfinished=unfinished,
-        tokens_in_order=all(a <= b for a, b in itertools.pairwise(tokens)),
-        max_lateness_s=round(lateness, 3),
-    )
-
-
-def is_placeholder(run: common_pb2.Run) -> bool:
-    """A MISSED row standing for a start decided but not made yet (work in progress)."""
-    return run.state == common_pb2.RUN_STATE_MISSED and run.error.startswith(PLACEHOLDER)
 
 
 def wait_for(check: Callable[[], T | None], timeout: float, what: str, poll: float = 0.05) -> T:

@@ -9,22 +9,9 @@ load: ``schedules`` schedules of ``cronwave.noop`` firing every second, their ph
 spread over the second, with the default policies (overlap ``skip``, catch-up
 ``latest``). The worker runs job bodies in threads (``harness.PIPELINE_ENV``, as the
 throughput scenario does: a job process per noop body would make the figures those of
-process hand-overs on a busy machine). Lease timing is ``failover.FAST`` unless given.
+process hand-overs on a busy machine). Lease timing is ``lease_timing.FAST`` unless given.
 
-The faults, in this order, each in a window of its own (``FAULTS``):
-
-- ``baseline``: none -- the steady load alone, the control row;
-- ``kill-<service>``: ``kill -9`` of the worker (first, so that the worker started
-  then runs through every later fault: see below), workflow-store, leader-election,
-  the leading cron-planner, dispatcher; each restarted at once (its window's fault ends
-  when the new process answers its health check) -- the planner once the other one
-  has taken its lease over, so the fault is a hand-over;
-- ``stop-planner``: SIGSTOP of the leading planner for ``hold`` (at least its lease
-  and a retry interval, so it is stopped past its lease), then SIGCONT;
-- ``restart-redis``: Redis killed (kill -9) and, after ``hold``, started empty;
-- ``blackhole-database``: the store's PostgreSQL connections blackholed for ``hold``
-  (every call hangs), then reset (every connection closed with a TCP reset) and new
-  ones forwarded again.
+The faults, in this order, each in a window of its own: ``matrix_faults.FAULTS``.
 
 Each fault is injected at a random point of a second (``seed``); its window begins
 two seconds before (runs of slots just before it may still be in flight), and the
@@ -49,14 +36,12 @@ compared.
 
 from __future__ import annotations
 
-import os
 import random
-import signal
 import tempfile
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime, timedelta
@@ -68,20 +53,9 @@ import sqlalchemy as sa
 
 from cronwave._models import RunEvent
 from cronwave.v1 import common_pb2
-from cronwave.v1 import worker_service_pb2 as worker_pb
-from cronwave.v1 import worker_service_pb2_grpc as worker_grpc
 from cronwave.v1 import workflow_store_service_pb2 as store_pb
-from cronwave_bench.failover import (
-    FAST,
-    NOOP,
-    PLANNED,
-    TERMINAL,
-    Drill,
-    DrillFailed,
-    LeaseTiming,
-    is_placeholder,
-    wait_for,
-)
+from cronwave_bench.audit import PLANNED, TERMINAL, is_placeholder
+from cronwave_bench.failover import NOOP, Drill, DrillFailed, wait_for
 from cronwave_bench.faults import OwnRedis, TcpProxy
 from cronwave_bench.harness import (
     PIPELINE_ENV,
@@ -90,10 +64,16 @@ from cronwave_bench.harness import (
     dispatch_lead,
     suite_config,
 )
+from cronwave_bench.matrix_faults import (
+    NOT_ON_SQLITE,
+    SEED_VAR,
+    Applied,
+    FaultInjector,
+    MatrixConfig,
+)
+from cronwave_bench.matrix_table import table
 from cronwave_bench.measure import parallel
 from cronwave_bench.slot_audit import (
-    STUCK_AFTER,
-    TOLERANCE,
     History,
     Tally,
     Window,
@@ -108,21 +88,6 @@ from cronwave_core.convert import ts_to_dt
 from cronwave_core.spec import Spec
 from cronwave_core.suite import Suite
 
-#: Every fault, in the order the matrix applies them.
-FAULTS = (
-    "baseline",
-    "kill-worker",
-    "kill-workflow-store",
-    "kill-leader-election",
-    "kill-planner",
-    "kill-dispatcher",
-    "stop-planner",
-    "restart-redis",
-    "blackhole-database",
-)
-#: The faults a SQLite store cannot have (no connection to cut), and why.
-NOT_ON_SQLITE = {"blackhole-database": "SQLite has no connection to blackhole"}
-SEED_VAR = "CRONWAVE_FAULT_MATRIX_SEED"
 PLANNER = "cron-planner"
 _RPC = 5.0  # seconds: deadline of every call the matrix makes
 _POLL = 0.5  # seconds between looks at the runs while waiting for recovery
@@ -134,77 +99,8 @@ _IN_FLIGHT = timedelta(seconds=1)
 _MARGIN = timedelta(seconds=0.5)
 
 Say = Callable[[str], None]
-
-
-@dataclass(frozen=True)
-class MatrixConfig:
-    """How big and how long the matrix is; validated on creation."""
-
-    schedules: int = 50
-    hold: timedelta = timedelta(seconds=3)
-    quiet: timedelta = timedelta(seconds=2)
-    settle: timedelta = timedelta(seconds=2)
-    recovery_limit: timedelta = timedelta(seconds=60)
-    stuck_after: timedelta = STUCK_AFTER
-    tolerance: timedelta = TOLERANCE
-    lease: LeaseTiming = FAST
-    faults: tuple[str, ...] = FAULTS
-    seed: int = 1
-
-    def __post_init__(self) -> None:
-        if not 1 <= self.schedules <= 1000:
-            raise ValueError("MatrixConfig.schedules must be within [1, 1000]")
-        for name in ("hold", "quiet", "settle", "recovery_limit", "stuck_after", "tolerance"):
-            if getattr(self, name) <= timedelta(0):
-                raise ValueError(f"MatrixConfig.{name} must be positive")
-        unknown = [f for f in self.faults if f not in FAULTS]
-        if unknown or not self.faults:
-            raise ValueError(f"MatrixConfig.faults: choose from {', '.join(FAULTS)}")
-
-    @property
-    def stop_for(self) -> timedelta:
-        """How long the leading planner stays stopped: ``hold``, and at least past its
-        lease (ttl, a retry interval, and a margin for the hand-over's calls)."""
-        return max(self.hold, self.lease.ttl + self.lease.retry_interval + timedelta(seconds=1))
-
-    def figures(self) -> dict[str, Any]:
-        return {
-            "schedules": self.schedules,
-            "hold_s": self.hold.total_seconds(),
-            "planner_stopped_s": self.stop_for.total_seconds(),
-            "quiet_s": self.quiet.total_seconds(),
-            "settle_s": self.settle.total_seconds(),
-            "recovery_limit_s": self.recovery_limit.total_seconds(),
-            "stuck_after_s": self.stuck_after.total_seconds(),
-            "tolerance_s": self.tolerance.total_seconds(),
-            "lease": self.lease.figures(),
-            "seed": self.seed,
-        }
-
-
-def seed_from_env(environ: Mapping[str, str] | None = None) -> int:
-    """The seed in ``CRONWAVE_FAULT_MATRIX_SEED``; a fresh random one when it is unset
-    (print it: setting the variable to it replays the same fault phases)."""
-    env = os.environ if environ is None else environ
-    raw = env.get(SEED_VAR, "").strip()
-    if not raw:
-        return random.SystemRandom().randrange(1, 2**31)
-    try:
-        return int(raw)
-    except ValueError:
-        raise ValueError(f"{SEED_VAR}: expected an integer, got {raw!r}") from None
-
-
-@dataclass(frozen=True)
-class Applied:
-    """One fault as applied: what was done, when it began and when it was undone."""
-
-    fault: str
-    label: str
-    injected_at: datetime
-    ended_at: datetime
-    detail: str = ""
-    held: bool = False  # a fault held for a while: its end is a reference too
+#: The matrix's settings when none are given (frozen: one instance serves every call).
+_DEFAULTS = MatrixConfig()
 
 
 @dataclass
@@ -227,18 +123,15 @@ class FaultMatrix:
         say: Say = lambda _: None,
     ) -> None:
         self.suite = suite
-        self.redis = redis
-        self.proxy = proxy
         self.config = config
         self.say = say
         self.drill = Drill(suite)
         self.store = self.drill.store
+        self.faults = FaultInjector(suite, redis, proxy, config, self.drill)
         self.rng = random.Random(config.seed)
         self.load = _Load()
         self.applied: list[Applied] = []
         self.windows: list[Window] = []
-        self.killed_workers: list[dict[str, Any]] = []
-        self.deaths: dict[str, datetime] = {}  # killed worker id -> when
         self._lead = dispatch_lead()
 
     def close(self) -> None:
@@ -343,118 +236,6 @@ class FaultMatrix:
         except DrillFailed:
             return None
 
-    # the faults ----------------------------------------------------------------
-    def leader(self) -> str:
-        """The planner holding the lease (alive), waited for."""
-
-        def check() -> str | None:
-            try:
-                held = self.drill.holder()
-            except grpc.RpcError:
-                return None
-            if held is None or not self.suite.procs[held[0]].alive():
-                return None
-            return held[0]
-
-        return wait_for(check, 30, "a planner holding the lease", poll=0.1)
-
-    def _kill_and_restart(self, name: str) -> tuple[datetime, datetime]:
-        proc = self.suite.procs[name]
-        injected = datetime.now(UTC)
-        self.suite.signal(name, signal.SIGKILL)
-        if proc.popen is not None:
-            proc.popen.wait(timeout=10)  # reap it
-        self.suite.restart(name)
-        return injected, datetime.now(UTC)
-
-    def _kill_leader(self, name: str) -> tuple[datetime, datetime, str]:
-        """kill -9 of the leading planner ``name``; restarted once another planner
-        holds the lease. (Restarted at once under its own identity, it would take its
-        lease back with the same token: a crash and restart, not a hand-over.)"""
-        proc = self.suite.procs[name]
-        injected = datetime.now(UTC)
-        self.suite.signal(name, signal.SIGKILL)
-        if proc.popen is not None:
-            proc.popen.wait(timeout=10)  # reap it
-        lease = self.config.lease
-        successor = wait_for(
-            lambda: self._other_leader(name),
-            (lease.ttl + lease.retry_interval).total_seconds() + 20,
-            f"a planner other than {name} holding the lease",
-            poll=0.05,
-        )
-        self.suite.restart(name)
-        return injected, datetime.now(UTC), successor
-
-    def _other_leader(self, name: str) -> str | None:
-        try:
-            held = self.drill.holder()
-        except grpc.RpcError:
-            return None
-        return held[0] if held is not None and held[0] != name else None
-
-    def _worker_names(self) -> list[str]:
-        return [n for n in self.suite.procs if n.startswith("worker")]
-
-    def worker_status(self, name: str) -> worker_pb.GetWorkerStatusResponse:
-        with grpc.insecure_channel(self.suite.procs[name].address) as channel:
-            stub = worker_grpc.WorkerServiceStub(channel)
-            return stub.GetWorkerStatus(worker_pb.GetWorkerStatusRequest(), timeout=_RPC)
-
-    def apply(self, fault: str) -> Applied:
-        """Apply ``fault`` (one of ``FAULTS``) and undo it; what was done, and when."""
-        cfg = self.config
-        hold = cfg.hold.total_seconds()
-        if fault == "baseline":
-            now = datetime.now(UTC)
-            return Applied(fault, "none (baseline)", now, now)
-        if fault == "kill-planner":
-            name = self.leader()
-            injected, ended, successor = self._kill_leader(name)
-            label = "kill -9 leading cron-planner, restarted once another took over"
-            return Applied(fault, label, injected, ended, f"{name} -> {successor}")
-        if fault == "kill-worker":
-            (name,) = self._worker_names()
-            status = self.worker_status(name)
-            self.killed_workers.append(
-                {"worker_id": status.worker_id, "runs_started_before_kill": status.runs_started}
-            )
-            injected, ended = self._kill_and_restart(name)
-            self.deaths[status.worker_id] = injected
-            return Applied(fault, "kill -9 worker", injected, ended, status.worker_id)
-        if fault.startswith("kill-"):
-            service = fault.removeprefix("kill-")
-            injected, ended = self._kill_and_restart(service)
-            return Applied(fault, f"kill -9 {service}", injected, ended)
-        if fault == "stop-planner":
-            name = self.leader()
-            stopped = cfg.stop_for.total_seconds()
-            injected = datetime.now(UTC)
-            self.suite.signal(name, signal.SIGSTOP)
-            try:
-                time.sleep(stopped)  # the fault's length, by design
-            finally:
-                self.suite.signal(name, signal.SIGCONT)
-            label = f"SIGSTOP leading cron-planner {stopped:g} s, then SIGCONT"
-            return Applied(fault, label, injected, datetime.now(UTC), name, held=True)
-        if fault == "restart-redis":
-            injected = datetime.now(UTC)
-            self.redis.kill()
-            time.sleep(hold)  # the fault's length, by design
-            self.redis.start()
-            label = f"Redis kill -9, started empty after {hold:g} s"
-            return Applied(fault, label, injected, datetime.now(UTC), held=True)
-        if fault == "blackhole-database":
-            assert self.proxy is not None, "blackhole-database needs the store behind a proxy"
-            injected = datetime.now(UTC)
-            self.proxy.blackhole()
-            time.sleep(hold)  # the fault's length, by design
-            closed = self.proxy.reset()
-            label = f"PostgreSQL link blackholed {hold:g} s, then reset"
-            detail = f"{closed} connections reset"
-            return Applied(fault, label, injected, datetime.now(UTC), detail, held=True)
-        raise ValueError(f"unknown fault {fault!r}")
-
     # the run -------------------------------------------------------------------
     def run(self) -> None:
         """Warm up, then apply every configured fault in its own window."""
@@ -474,7 +255,7 @@ class FaultMatrix:
             boundary = datetime.now(UTC) - cfg.tolerance - _IN_FLIGHT
             if opened is not None:
                 self._close(*opened, boundary)
-            applied = self.apply(fault)
+            applied = self.faults.apply(fault)
             self.applied.append(applied)
             opened = (boundary, applied)
             self.say(f"{applied.label}: applied {applied.detail}".rstrip())
@@ -511,13 +292,14 @@ class FaultMatrix:
         audited_at = datetime.now(UTC)
         if _open(runs):
             self.say(f"runs still open {(audited_at - last).total_seconds():.0f} s after the end")
-        workers = [self.worker_status(n) for n in self._worker_names()]
+        workers = [self.faults.worker_status(n) for n in self.faults.worker_names()]
         by_schedule: dict[str, list[common_pb2.Run]] = {}
         for run in runs:
             by_schedule.setdefault(run.schedule_id, []).append(run)
         wanted = [r for r in runs if needs_history(r, cfg.tolerance)] + suspects(by_schedule)
         histories = self.histories(wanted)
-        reruns = Counter(w for h in histories.values() for w in h.rerun_by(self.deaths))
+        deaths = self.faults.deaths
+        reruns = Counter(w for h in histories.values() for w in h.rerun_by(deaths))
         worker_check = []
         tallies: dict[str, Tally] = {}
         for status in workers:
@@ -542,7 +324,7 @@ class FaultMatrix:
                 by_schedule,
                 histories,
                 audited_at,
-                deaths=self.deaths,
+                deaths=deaths,
                 tallies=tallies,
                 tolerance=cfg.tolerance,
                 stuck_after=cfg.stuck_after,
@@ -552,7 +334,7 @@ class FaultMatrix:
         return {
             "audits": audits,
             "worker_check": worker_check,
-            "killed_workers": self.killed_workers,
+            "killed_workers": self.faults.killed_workers,
             "refused_stale": self.drill.stale_refusals(),
             "runs": len(runs),
         }
@@ -582,62 +364,6 @@ def _open(runs: Sequence[common_pb2.Run]) -> bool:
     return any(r.state not in TERMINAL or is_placeholder(r) for r in runs)
 
 
-# the table -------------------------------------------------------------------------
-def _recovery_cell(audit: WindowAudit, applied: Applied | None) -> str:
-    if applied is None or applied.fault == "baseline":
-        return "-"
-    if audit.recovery_from_injection_s is None:
-        return "not recovered in the window"
-    text = f"{audit.recovery_from_injection_s:.2f} s"
-    if applied.held and audit.recovery_from_end_s is not None:
-        after = audit.recovery_from_end_s
-        text += (
-            f" ({after:.2f} s after its end)" if after >= 0 else f" ({-after:.2f} s before its end)"
-        )
-    return text
-
-
-def table(
-    audits: Sequence[WindowAudit],
-    applied: Sequence[Applied],
-    left_out: Mapping[str, str] | None = None,
-) -> str:
-    """The matrix as a Markdown table, one row per fault (a fault left out says why)."""
-    labels = {a.fault: a for a in applied}
-    lines = [
-        "| fault | slots audited | missing | duplicate | stuck | late (> tolerance) "
-        "| MISSED by reason | recovery (from injection) |",
-        "|---|---|---|---|---|---|---|---|",
-    ]
-    for audit in audits:
-        fault = labels.get(audit.name)
-        label = fault.label if fault else audit.name
-        reasons = ", ".join(f"{k} {v}" for k, v in audit.missed_by_reason.items()) or "-"
-        missing = str(audit.missing)
-        if audit.contradicted:
-            missing += f" ({audit.contradicted} MISSED with a reason their record contradicts)"
-        duplicate = str(audit.duplicate)
-        notes = []
-        if audit.body_started_twice:
-            notes.append(f"{audit.body_started_twice} bodies recorded starting twice")
-        if audit.reruns:
-            notes.append(f"{audit.reruns} bodies re-run after a lost completion")
-        if audit.reruns_possible:
-            notes.append(f"+{audit.reruns_possible} more possible")
-        if audit.reruns_not_begun:
-            notes.append(f"{audit.reruns_not_begun} re-attempts of a claim never begun")
-        if notes:
-            duplicate += f" ({'; '.join(notes)})"
-        stuck = str(audit.stuck) + (f" (+{audit.unsettled} unsettled)" if audit.unsettled else "")
-        lines.append(
-            f"| {label} | {audit.slots} | {missing} | {duplicate} | {stuck} | {audit.late} "
-            f"| {reasons} | {_recovery_cell(audit, fault)} |"
-        )
-    for name, why in (left_out or {}).items():
-        lines.append(f"| {name} | left out: {why} | | | | | | |")
-    return "\n".join(lines)
-
-
 # the whole run ---------------------------------------------------------------------
 @contextmanager
 def _proxied(database_url: str | None) -> Iterator[tuple[str | None, TcpProxy | None]]:
@@ -657,7 +383,7 @@ def _proxied(database_url: str | None) -> Iterator[tuple[str | None, TcpProxy | 
 
 
 def run_fault_matrix(
-    config: MatrixConfig = MatrixConfig(),
+    config: MatrixConfig = _DEFAULTS,
     *,
     database_url: str | None = None,
     data_dir: Path | None = None,

@@ -21,8 +21,9 @@ from typing import Any
 from cronwave_bench.billing import run_billing
 from cronwave_bench.burst import run_burst
 from cronwave_bench.context import BenchContext
-from cronwave_bench.fault_matrix import SEED_VAR, MatrixConfig, run_fault_matrix, seed_from_env
+from cronwave_bench.fault_matrix import run_fault_matrix
 from cronwave_bench.harness import dispatch_lead, own_database
+from cronwave_bench.matrix_faults import SEED_VAR, MatrixConfig, seed_from_env
 from cronwave_bench.planner_memory import run_planner_memory
 from cronwave_bench.report import FAILED, NOT_AVAILABLE, Result, fmt_ms
 from cronwave_bench.single import run_single

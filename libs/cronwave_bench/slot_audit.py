@@ -8,9 +8,9 @@ histories. The instants compared are the store's stamps (``created_at``,
 ``started_at``, ``finished_at``), the worker's (``body_started_at``) and the drill's,
 all on one host's clock.
 
-- **missing**: a slot with neither a run nor a MISSED record (``failover.audit``), or
+- **missing**: a slot with neither a run nor a MISSED record (``audit.audit``), or
   with a MISSED record whose reason its own facts contradict (``contradicted``).
-- **duplicate**: a run beyond the first of a slot (``failover.audit``), a run whose
+- **duplicate**: a run beyond the first of a slot (``audit.audit``), a run whose
   history records its job body starting more than once, or a confirmed **re-run**.
   A re-run is a run given a new attempt while the worker of its previous attempt
   lived on: that worker began the attempt and ran the body, but its completion never
@@ -63,7 +63,7 @@ from datetime import datetime, timedelta
 
 from cronwave._models import RunEvent
 from cronwave.v1 import common_pb2
-from cronwave_bench.failover import PLANNED, TERMINAL, audit, is_placeholder
+from cronwave_bench.audit import PLANNED, TERMINAL, audit, is_placeholder
 from cronwave_bench.measure import body_starts
 from cronwave_core.catchup import (
     CATCHUP_CAP,

@@ -21,7 +21,7 @@ second copy, which the run's claim refuses.
 
 The planner reads the marker too (``LossView``) before it skips a slot for a run that
 is only PENDING: a run recorded before the last loss may have no message, and the
-dispatcher is about to send it again (see ``cron_planner.fire_loop``).
+dispatcher is about to send it again (see ``cron_planner.loss_waits``).
 """
 
 from __future__ import annotations

@@ -6,14 +6,14 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from cronwave_bench.fault_matrix import (
+from cronwave_bench.matrix_faults import (
     FAULTS,
     SEED_VAR,
     Applied,
     MatrixConfig,
     seed_from_env,
-    table,
 )
+from cronwave_bench.matrix_table import table
 from cronwave_bench.slot_audit import WindowAudit
 
 T0 = datetime(2030, 1, 1, tzinfo=UTC)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from datetime import datetime
 
-from cron_planner.fire_loop import Start
+from cron_planner.ports import Start
 from cron_planner.work import Trigger
 from cronwave_core.errors import CronwaveError
 

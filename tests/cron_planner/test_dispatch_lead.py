@@ -14,7 +14,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from cron_planner.clock import ManualClock
-from cron_planner.fire_loop import FireLoop, Start
+from cron_planner.fire_loop import FireLoop
+from cron_planner.ports import Start
 from cron_planner.schedule_index import ScheduleIndex
 from cron_planner.work import InFlight, Missed, Trigger
 from cronwave_core.errors import CronwaveError

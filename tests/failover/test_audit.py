@@ -8,7 +8,8 @@ import pytest
 
 from cron_planner.faults import HOLD_START, hold_start, parse
 from cronwave.v1 import common_pb2
-from cronwave_bench.failover import LeaseTiming, audit
+from cronwave_bench.audit import audit
+from cronwave_bench.lease_timing import LeaseTiming
 from cronwave_core.convert import dt_to_ts
 from cronwave_core.errors import ConfigurationError
 

@@ -19,7 +19,8 @@ from cronwave.v1 import worker_service_pb2 as worker_pb
 from cronwave.v1 import worker_service_pb2_grpc as worker_grpc
 from cronwave.v1 import workflow_store_service_pb2 as store_pb
 from cronwave.v1 import workflow_store_service_pb2_grpc as store_grpc
-from cronwave_bench.failover import NOOP, audit
+from cronwave_bench.audit import audit
+from cronwave_bench.failover import NOOP
 from cronwave_bench.faults import OwnRedis
 from cronwave_core.calendar import fire_times
 from cronwave_core.convert import ts_to_dt

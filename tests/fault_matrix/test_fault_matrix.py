@@ -19,12 +19,12 @@ from pathlib import Path
 
 import pytest
 
-from cronwave_bench.fault_matrix import (
+from cronwave_bench.fault_matrix import run_fault_matrix
+from cronwave_bench.matrix_faults import (
     FAULTS,
     NOT_ON_SQLITE,
     SEED_VAR,
     MatrixConfig,
-    run_fault_matrix,
     seed_from_env,
 )
 

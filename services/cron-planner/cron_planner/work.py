@@ -15,7 +15,7 @@ from __future__ import annotations
 import heapq
 import itertools
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 from cronwave_core.runs import Trigger
 from cronwave_core.spec import Overlap
@@ -28,6 +28,11 @@ PENDING_BACKFILL = "pending:backfill"
 PAUSED = "paused"
 #: A summary row for slots outside the catch-up window that were not listed one by one.
 OUTSIDE_WINDOW_SUMMARY = "outside_catchup_window"
+
+
+def iso(instant: datetime) -> str:
+    """``instant`` in UTC, as ISO 8601 (how the loop's logs and reasons name a slot)."""
+    return instant.astimezone(UTC).isoformat()
 
 
 def pending_reason(trigger: Trigger) -> str:
@@ -64,7 +69,7 @@ class Fire:
     # Paced fires (catch-up runs, backfills) of one schedule and trigger start at least
     # this far apart, however late the loop gets to them.
     pace: timedelta = timedelta(0)
-    # Held back for a run lost in the queue (see fire_loop): its own run, started late,
+    # Held back for a run lost in the queue (see loss_waits): its own run, started late,
     # is part of the recovery.
     waited_for_loss: bool = False
 

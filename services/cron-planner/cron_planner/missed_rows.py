@@ -1,0 +1,87 @@
+"""MISSED rows (and placeholders, see ``work``) on their way to the store.
+
+A row is queued with the fencing token of the term that decided it and sent on the
+loop's next step, in one call per token. While the store is away a row is retried with
+the loop's backoff; a row the store refuses for good is said in the error log, the one
+place it is then kept. Not thread-safe: the fire loop owns it.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from cron_planner.backoff import Backoff
+from cron_planner.fire_stats import FireStats
+from cron_planner.ports import Ledger
+from cron_planner.work import PENDING_PREFIX, Missed, iso
+from cronwave_core.errors import CronwaveError, Unavailable
+
+log = logging.getLogger("cronwave.planner.fire")
+
+
+@dataclass
+class _Record:
+    """A row on its way to the store: retried while the store is away."""
+
+    missed: Missed
+    token: int
+    next_try: datetime
+    attempts: int = 0
+
+
+class MissedRows:
+    def __init__(self, ledger: Ledger, backoff: Backoff, stats: FireStats) -> None:
+        self._ledger = ledger
+        self._backoff = backoff
+        self._stats = stats
+        self._records: list[_Record] = []
+
+    def __len__(self) -> int:
+        return len(self._records)
+
+    def next_try(self) -> datetime | None:
+        """When the earliest row waiting is due to be sent; None when none waits."""
+        return min((r.next_try for r in self._records), default=None)
+
+    def queue(self, missed: Sequence[Missed], token: int, now: datetime) -> None:
+        for m in missed:
+            if not m.reason.startswith(PENDING_PREFIX):
+                self._stats.missed += 1
+            self._records.append(_Record(m, token, now))
+
+    def flush(self, now: datetime) -> None:
+        """Send every row whose turn has come, a batch per token; keep the rest."""
+        ready = [r for r in self._records if r.next_try <= now]
+        if not ready:
+            return
+        keep = [r for r in self._records if r.next_try > now]
+        by_token: dict[int, list[_Record]] = defaultdict(list)
+        for r in ready:
+            by_token[r.token].append(r)
+        for token, batch in by_token.items():
+            try:
+                unknown = self._ledger.record_missed([r.missed for r in batch], token)
+            except Unavailable as exc:
+                for r in batch:
+                    r.attempts += 1
+                    r.next_try = now + self._backoff.delay(r.attempts)
+                keep.extend(batch)
+                log.warning("%d MISSED rows not recorded yet (%s)", len(batch), exc)
+                continue
+            except CronwaveError as exc:
+                for r in batch:
+                    log.error(
+                        "MISSED %s@%s could not be recorded and is only in this log: %s (%s)",
+                        r.missed.schedule_id,
+                        iso(r.missed.fire_time),
+                        r.missed.reason,
+                        exc,
+                    )
+                continue
+            if unknown:
+                log.info("MISSED rows of deleted schedules left out: %s", ", ".join(unknown))
+        self._records = keep
