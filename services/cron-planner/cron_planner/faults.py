@@ -19,7 +19,7 @@ import time
 from collections.abc import Sequence
 from datetime import timedelta
 
-from cron_planner.fire_loop import Dispatch, Start
+from cron_planner.ports import Dispatch, Start
 from cronwave_core.errors import ConfigurationError, CronwaveError
 from cronwave_core.faults import named_items
 from cronwave_core.settings import TestHooks

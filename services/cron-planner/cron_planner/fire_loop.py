@@ -43,15 +43,11 @@ from cron_planner.fire_stats import FireStats
 from cron_planner.loss_waits import LossWaits
 from cron_planner.missed_rows import MissedRows
 from cron_planner.overlap_gate import OverlapGate
-from cron_planner.ports import Dispatch, Leadership, Ledger, QueueLoss, Start
+from cron_planner.ports import Dispatch, Leadership, Ledger, QueueLoss
 from cron_planner.schedule_index import ScheduleIndex
 from cron_planner.starts import Starter
 from cron_planner.work import PENDING_BUFFER, PENDING_PREFIX, Fire, Missed, Trigger, WorkQueue, iso
 from cronwave_core.errors import CronwaveError
-
-# ``Dispatch`` and ``Start`` are named here too: the dispatcher's client and its fault
-# wrapper import them from this module.
-__all__ = ["Dispatch", "FireLoop", "Start"]
 
 log = logging.getLogger("cronwave.planner.fire")
 

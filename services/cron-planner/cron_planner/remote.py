@@ -14,7 +14,7 @@ from datetime import datetime, timedelta
 
 import grpc
 
-from cron_planner.fire_loop import Start
+from cron_planner.ports import Start
 from cron_planner.work import InFlight, Missed, Trigger
 from cronwave.v1 import dispatcher_service_pb2 as dispatcher_pb
 from cronwave.v1 import dispatcher_service_pb2_grpc as dispatcher_grpc
