@@ -10,6 +10,9 @@ from typing import Any, TypeVar
 
 T = TypeVar("T")
 
+#: The repository's root folder.
+REPO = Path(__file__).resolve().parents[1]
+
 
 def fresh(prefix: str) -> str:
     """A name no other test uses: for schedules, queues, keys, namespaces."""

@@ -23,7 +23,7 @@ from cronwave_bench.failover import NOOP, audit
 from cronwave_bench.faults import OwnRedis
 from cronwave_core.calendar import fire_times
 from cronwave_core.convert import spec_from_proto, ts_to_dt
-from tests.conftest import SuiteFactory
+from tests.harness.suites import SuiteFactory
 from tests.helpers import eventually
 
 pytestmark = pytest.mark.slow

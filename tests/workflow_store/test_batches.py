@@ -13,7 +13,7 @@ import pytest
 from cronwave.v1 import common_pb2 as pb
 from cronwave.v1 import workflow_store_service_pb2 as api
 from cronwave_core.convert import dt_to_ts, td_to_duration
-from tests.workflow_store.support import (
+from tests.harness.store import (
     FIRE,
     StoreProcess,
     create_schedule,

@@ -10,7 +10,7 @@ import grpc
 from cronwave.v1 import common_pb2 as pb
 from cronwave.v1 import workflow_store_service_pb2 as api
 from cronwave_core.convert import dt_to_ts
-from tests.workflow_store.support import FIRE, create_schedule, record_run, rpc_error
+from tests.harness.store import FIRE, create_schedule, record_run, rpc_error
 
 
 def test_record_run_is_idempotent(stub):
