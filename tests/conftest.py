@@ -1,6 +1,7 @@
 """Fixtures shared by every test: a fresh database (SQLite, and PostgreSQL when
-CRONWAVE_TEST_DATABASE_URL is set), Redis (CRONWAVE_TEST_REDIS_URL, or an embedded
-redis-server for the session), and whole suites of real processes on loopback.
+CRONWAVE_TEST_DATABASE_URL is set) and a fresh namespace. The fixtures that start
+processes are those of ``tests.harness`` (Redis, store, gateway, suites, clusters and
+rigs), registered here for every test; each fails a test that leaves a process behind.
 
 When CRONWAVE_TEST_DATABASE_URL / CRONWAVE_TEST_REDIS_URL are set (CI sets both), a
 server that is down fails the tests; it never skips them. With CRONWAVE_CI set (CI),
@@ -13,21 +14,23 @@ from __future__ import annotations
 import os
 import uuid
 from collections.abc import Callable, Iterator, Sequence
-from datetime import timedelta
 from pathlib import Path
 from typing import TypeVar
 
 import pytest
-import redis
 import sqlalchemy as sa
 
-from cronwave_core.suite import Suite, SuiteConfig, find_redis_server, free_port, wait_redis
 from tests import skip_guard
 
 T = TypeVar("T")
 
 PG_URL = os.environ.get("CRONWAVE_TEST_DATABASE_URL", "")
-REDIS_URL = os.environ.get("CRONWAVE_TEST_REDIS_URL", "")
+pytest_plugins = [
+    "tests.harness.redis",
+    "tests.harness.store",
+    "tests.harness.suites",
+    "tests.harness.cluster",
+]
 
 BACKENDS = ["sqlite", "postgres"] if PG_URL else ["sqlite"]
 
@@ -138,32 +141,6 @@ def database_url(backend: str, tmp_path: Path) -> Iterator[str]:
         engine.dispose()
 
 
-@pytest.fixture(scope="session")
-def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """Redis for the session: the configured one, or an embedded redis-server."""
-    if REDIS_URL:
-        client = redis.Redis.from_url(REDIS_URL, socket_timeout=5)
-        client.ping()  # down = failure, not a skip
-        client.close()
-        yield REDIS_URL
-        return
-    import subprocess
-
-    port = free_port()
-    workdir = tmp_path_factory.mktemp("redis")
-    proc = subprocess.Popen(
-        [find_redis_server(), "--port", str(port), "--bind", "127.0.0.1", "--save", "",
-         "--appendonly", "no", "--dir", str(workdir)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
-    try:
-        wait_redis(port, timedelta(seconds=20))
-        yield f"redis://127.0.0.1:{port}/0"
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
-
-
 @pytest.fixture
 def namespace() -> str:
     """A Redis key namespace no other test uses."""
@@ -193,36 +170,3 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):  
         report.sections.append(
             ("replay", f"{SEED_VARIABLE}={seed} .venv/bin/python -m pytest '{item.nodeid}'")
         )
-
-
-SuiteFactory = Callable[..., Suite]
-
-
-@pytest.fixture
-def make_suite(
-    tmp_path: Path, database_url: str, redis_url: str, namespace: str
-) -> Iterator[SuiteFactory]:
-    """Start whole suites of real processes on free loopback ports; every process
-    is stopped by pid when the test ends, whatever happened."""
-    started: list[Suite] = []
-
-    def make(**overrides: object) -> Suite:
-        env = {"CRONWAVE_NAMESPACE": namespace, **overrides.pop("env", {})}  # type: ignore[dict-item]
-        config = SuiteConfig(
-            data_dir=Path(overrides.pop("data_dir", tmp_path / f"suite{len(started)}")),  # type: ignore[arg-type]
-            database_url=database_url,
-            redis_url=redis_url,
-            ports={},
-            env=env,
-            grace=timedelta(seconds=2),
-            **overrides,  # type: ignore[arg-type]
-        )
-        suite = Suite(config)
-        started.append(suite)
-        return suite.start()
-
-    yield make
-    for suite in started:
-        suite.stop()
-    leftovers = [pid for suite in started for pid in suite.pids()]
-    assert not leftovers, f"processes left running: {leftovers}"

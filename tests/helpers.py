@@ -12,6 +12,9 @@ import grpc
 
 T = TypeVar("T")
 
+#: The repository's root folder.
+REPO = Path(__file__).resolve().parents[1]
+
 
 def fresh(prefix: str) -> str:
     """A name no other test uses: for schedules, queues, keys, namespaces."""

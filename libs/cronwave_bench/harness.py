@@ -142,13 +142,14 @@ def suite_config(backend: Backend, data_dir: Path, options: SuiteOptions) -> Sui
     )
 
 
-def client_for(suite: Suite) -> Client:
+def client_for(suite: Suite, timeout: timedelta = timedelta(seconds=30)) -> Client:
+    """A client of ``suite``'s services whose every call has ``timeout``."""
     return Client(
         store_addr=suite.store_addr,
         dispatcher_addr=suite.dispatcher_addr,
         planner_addr=suite.planner_addr,
         leader_addr=suite.leader_addr,
-        timeout=timedelta(seconds=30),
+        timeout=timeout,
     )
 
 

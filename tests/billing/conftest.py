@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
-from tests.billing.support import BillingSuite, GatewayProcess
 from tests.conftest import _pg_admin_url
+from tests.harness.gateway import BillingSuite, GatewayProcess
+from tests.harness.processes import ProcessTable
 
 NewDatabase = Callable[[str], str]
 
@@ -41,15 +42,36 @@ def new_database(database_url: str, tmp_path: Path) -> Iterator[NewDatabase]:
         engine.dispose()
 
 
+StartGateway = Callable[..., GatewayProcess]
+
+
 @pytest.fixture
-def gateway(tmp_path: Path, new_database: NewDatabase) -> Iterator[GatewayProcess]:
-    """A payment-gateway process on a free port with its own fresh database, started
-    for tests: its drills can be armed (``SetFaults``)."""
-    proc = GatewayProcess(tmp_path / "gateway", new_database("gateway"), test_hooks=True)
-    try:
-        yield proc.start()
-    finally:
-        proc.stop()
+def start_gateway(tmp_path: Path, new_database: NewDatabase) -> Iterator[StartGateway]:
+    """``start_gateway(name="gateway", test_hooks=False)``: a payment-gateway process
+    on a free port with a fresh database of its own; every one is stopped when the test
+    ends, and none may be left."""
+    table = ProcessTable("start_gateway's payment-gateway processes")
+    started: list[GatewayProcess] = []
+
+    def start(name: str = "gateway", test_hooks: bool = False) -> GatewayProcess:
+        proc = GatewayProcess(
+            tmp_path / name,
+            new_database(name.replace("-", "_")),
+            test_hooks=test_hooks,
+            table=table,
+        )
+        started.append(proc)
+        return proc.start()
+
+    yield start
+    table.close(proc.stop for proc in started)
+
+
+@pytest.fixture
+def gateway(start_gateway: StartGateway) -> GatewayProcess:
+    """A payment-gateway process started for tests: its drills can be armed
+    (``SetFaults``)."""
+    return start_gateway(test_hooks=True)
 
 
 @pytest.fixture
@@ -62,7 +84,9 @@ def billing_suite(
 ) -> Iterator[Callable[..., BillingSuite]]:
     """``billing_suite(test_hooks=False, **env)``: workflow-store, payment-gateway and
     dispatcher (with its sweeper), no worker yet; every process is stopped when the test
-    ends. ``test_hooks``: started for drills (``SetFaults``, the crash drill)."""
+    ends, and none (job processes included) may be left. ``test_hooks``: started for
+    drills (``SetFaults``, the crash drill)."""
+    table = ProcessTable("billing_suite's processes")
     started: list[BillingSuite] = []
 
     def make(test_hooks: bool = False, **env: str) -> BillingSuite:
@@ -75,12 +99,10 @@ def billing_suite(
             gateway_url=new_database("gateway"),
             env=env,
             test_hooks=test_hooks,
+            table=table,
         )
         started.append(suite)
         return suite.start()
 
     yield make
-    for suite in started:
-        suite.stop()
-    leftovers = [pid for suite in started for pid in suite.suite.pids()]
-    assert not leftovers, f"processes left running: {leftovers}"
+    table.close(suite.stop for suite in started)

@@ -3,7 +3,6 @@ invoice charged once however often, and wherever, the job is cut short and resum
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -14,7 +13,8 @@ import sqlalchemy as sa
 from cronwave.v1 import payment_gateway_service_pb2 as gateway_pb
 from cronwave_core.errors import ConfigurationError, InvalidArgument, Unavailable
 from tests.billing.conftest import NewDatabase
-from tests.billing.support import GatewayProcess, charged_twice
+from tests.harness.beats import Beats
+from tests.harness.gateway import GatewayProcess, charged_twice
 from worker.jobs import JobContext
 from worker.jobs.billing import BillingJob, billing_job_type
 from worker.jobs.billing_config import BillingSettings
@@ -24,19 +24,6 @@ from worker.jobs.billing_schema import charges, create_billing_engine, customers
 pytestmark = pytest.mark.slow
 
 FIRE = datetime(2024, 5, 1, 2, 0, tzinfo=UTC)
-
-
-class Beats:
-    """What a job reported through ctx.heartbeat, and when."""
-
-    def __init__(self) -> None:
-        self.checkpoints: list[dict[str, Any]] = []
-        self.times: list[float] = []
-
-    def __call__(self, checkpoint: dict[str, Any] | None) -> None:
-        self.times.append(time.monotonic())
-        if checkpoint is not None:
-            self.checkpoints.append(checkpoint)
 
 
 def context(

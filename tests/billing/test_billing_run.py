@@ -8,7 +8,7 @@ import json
 import pytest
 
 from cronwave.v1 import payment_gateway_service_pb2 as gateway_pb
-from tests.billing.support import BillingSuite
+from tests.harness.gateway import BillingSuite
 
 pytestmark = pytest.mark.slow
 

@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import signal
 import threading
-from collections.abc import Callable
-from pathlib import Path
 
 import grpc
 import pytest
@@ -15,7 +13,8 @@ from google.protobuf.duration_pb2 import Duration
 
 from cronwave.v1 import payment_gateway_service_pb2 as pb
 from cronwave_core.settings import TEST_HOOKS
-from tests.billing.support import GatewayProcess, charged_twice, item
+from tests.billing.conftest import StartGateway
+from tests.harness.gateway import GatewayProcess, charged_twice, item
 
 pytestmark = pytest.mark.slow
 
@@ -117,28 +116,25 @@ def test_timeout_after_commit_charges_once_and_the_retry_gets_the_same_charge(
 
 
 def test_a_gateway_not_started_for_tests_refuses_set_faults_and_still_charges(
-    tmp_path: Path, new_database: Callable[[str], str]
+    start_gateway: StartGateway,
 ) -> None:
     # Given a gateway started as in production: without the test switch
-    gateway = GatewayProcess(tmp_path / "prod-gateway", new_database("prod_gateway")).start()
-    try:
-        assert TEST_HOOKS not in gateway.proc.env
-        # When a caller tries to arm a drill
-        with pytest.raises(grpc.RpcError) as caught:
-            gateway.stub.SetFaults(pb.SetFaultsRequest(timeout_after_commit=1), timeout=10)
-        # Then the RPC is not there, and the answer says where it is
-        assert caught.value.code() == grpc.StatusCode.UNIMPLEMENTED
-        assert caught.value.details() == (
-            "SetFaults: failure drills exist only in a payment-gateway started for tests "
-            f"or drills ({TEST_HOOKS}=1); this one was not, so none can be armed"
-        )
-        # and charges go on, answered at once (no drill was armed by the refused call)
-        charged = gateway.stub.Charge(pb.ChargeRequest(item=item("prod-1", invoice="1")), timeout=5)
-        assert charged.result.charge.status == pb.CHARGE_STATUS_SUCCEEDED
-        assert not charged.result.replayed
-        assert gateway.count().charges == 1
-    finally:
-        gateway.stop()
+    gateway = start_gateway("prod-gateway")
+    assert TEST_HOOKS not in gateway.proc.env
+    # When a caller tries to arm a drill
+    with pytest.raises(grpc.RpcError) as caught:
+        gateway.stub.SetFaults(pb.SetFaultsRequest(timeout_after_commit=1), timeout=10)
+    # Then the RPC is not there, and the answer says where it is
+    assert caught.value.code() == grpc.StatusCode.UNIMPLEMENTED
+    assert caught.value.details() == (
+        "SetFaults: failure drills exist only in a payment-gateway started for tests "
+        f"or drills ({TEST_HOOKS}=1); this one was not, so none can be armed"
+    )
+    # and charges go on, answered at once (no drill was armed by the refused call)
+    charged = gateway.stub.Charge(pb.ChargeRequest(item=item("prod-1", invoice="1")), timeout=5)
+    assert charged.result.charge.status == pb.CHARGE_STATUS_SUCCEEDED
+    assert not charged.result.replayed
+    assert gateway.count().charges == 1
 
 
 def test_a_fixed_hold_is_refused_beyond_its_bound(gateway: GatewayProcess) -> None:

@@ -25,7 +25,7 @@ import pytest
 
 from cronwave._models import Run, RunEvent
 from cronwave_core.suite import Proc
-from tests.billing.support import BillingSuite, charged_twice
+from tests.harness.gateway import BillingSuite, charged_twice
 from tests.helpers import eventually
 
 pytestmark = pytest.mark.slow

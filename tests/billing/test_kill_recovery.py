@@ -21,8 +21,8 @@ import pytest
 
 from cronwave._models import Run
 from cronwave_core.suite import Proc
-from tests.billing.support import BillingSuite, charged_twice
 from tests.conftest import BACKENDS
+from tests.harness.gateway import BillingSuite, charged_twice
 from tests.helpers import eventually
 
 # A guarantee: both backends. The full drill runs on the production backend when it

@@ -15,7 +15,7 @@ from cronwave.v1 import cron_planner_service_pb2_grpc as planner_grpc
 from cronwave.v1 import workflow_store_service_pb2 as store_pb
 from cronwave.v1 import workflow_store_service_pb2_grpc as store_grpc
 from cronwave_core.suite import Suite
-from tests.conftest import SuiteFactory
+from tests.harness.suites import SuiteFactory
 from tests.helpers import eventually, fresh, plant_schedule_row
 
 pytestmark = pytest.mark.slow

@@ -17,7 +17,7 @@ from cronwave.v1 import dispatcher_service_pb2 as pb
 from cronwave.v1 import workflow_store_service_pb2 as store_pb
 from cronwave_bench.faults import TcpProxy
 from cronwave_core.convert import dt_to_ts, ts_to_dt
-from tests.dispatcher.cluster import Cluster, running_cluster
+from tests.harness.cluster import Cluster, running_cluster
 from tests.helpers import eventually, record_one
 
 pytestmark = pytest.mark.slow

@@ -33,8 +33,8 @@ from cronwave_core.errors import ScheduleNotFound
 from cronwave_core.suite import free_port
 from tests.conftest import PG_URL, _pg_admin_url
 from tests.fuzz.support import leaks
+from tests.harness.store import StoreProcess
 from tests.helpers import eventually, fresh
-from tests.workflow_store.support import StoreProcess
 from workflow_store.servicer import WorkflowStoreServicer
 
 CORRELATED = re.compile(
@@ -198,10 +198,12 @@ def test_a_store_whose_database_is_gone_answers_unavailable_and_logs_why(tmp_pat
 
         eventually(logged, timeout=10, what="the cause logged")
     finally:
-        proc.stop()
-        with admin.connect() as conn:
-            conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-        admin.dispose()
+        try:
+            proc.table.close([proc.stop])
+        finally:
+            with admin.connect() as conn:
+                conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+            admin.dispose()
 
 
 def test_the_correlation_id_is_new_for_every_failure(server: str) -> None:

@@ -21,8 +21,8 @@ from cronwave.v1 import leader_election_service_pb2 as leader
 from cronwave.v1 import payment_gateway_service_pb2 as gateway
 from cronwave.v1 import workflow_store_service_pb2 as store
 from cronwave_core.suite import Suite
-from tests.conftest import SuiteFactory
 from tests.fuzz.support import Databases, changed, leaks, settled, strings_in
+from tests.harness.suites import SuiteFactory
 from tests.helpers import fresh
 
 pytestmark = pytest.mark.slow

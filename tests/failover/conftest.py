@@ -1,15 +1,15 @@
-"""Fixtures of the failover tests: a drill over a suite of real processes, proxies
-and an own Redis, each stopped when the test ends."""
+"""Fixtures of the failover tests: a drill over a suite of real processes and proxies,
+each stopped when the test ends (the Redis a test owns is ``tests.harness.redis``'s
+``own_redis``)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from pathlib import Path
 
 import pytest
 
 from cronwave_bench.failover import Drill
-from cronwave_bench.faults import OwnRedis, TcpProxy
+from cronwave_bench.faults import TcpProxy
 from cronwave_core.suite import Suite
 
 
@@ -40,11 +40,3 @@ def proxy_to() -> Iterator[Callable[[str], TcpProxy]]:
     yield make
     for proxy in proxies:
         proxy.close()
-
-
-@pytest.fixture
-def own_redis(tmp_path: Path) -> Iterator[OwnRedis]:
-    server = OwnRedis(tmp_path / "own-redis")
-    server.start()
-    yield server
-    server.stop()

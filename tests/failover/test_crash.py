@@ -10,8 +10,8 @@ import pytest
 
 from cronwave.v1 import common_pb2
 from cronwave_core.convert import ts_to_dt
-from tests.conftest import SuiteFactory
 from tests.failover.support import LEASE_ENV
+from tests.harness.suites import SuiteFactory
 from tests.helpers import eventually
 
 pytestmark = pytest.mark.slow

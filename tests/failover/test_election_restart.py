@@ -13,8 +13,9 @@ import redis
 from cronwave.v1 import workflow_store_service_pb2 as store_pb
 from cronwave_bench.failover import SCOPE
 from cronwave_bench.faults import OwnRedis
-from tests.conftest import SuiteFactory
-from tests.failover.support import LEASE_ENV, start_planner
+from tests.failover.support import LEASE_ENV
+from tests.harness.planner import start_planner_process
+from tests.harness.suites import SuiteFactory
 from tests.helpers import eventually
 
 pytestmark = pytest.mark.slow
@@ -28,8 +29,8 @@ def test_election_resumes_with_newer_tokens_after_losing_its_redis(
     suite.procs["leader-election"].env["CRONWAVE_REDIS_URL"] = own_redis.url
     suite.restart("leader-election")
     drill = drill_of(suite)
-    start_planner(suite, 0)
-    start_planner(suite, 1)
+    start_planner_process(suite, 0)
+    start_planner_process(suite, 1)
     drill.create_schedule()
     leader, old_token = drill.wait_leading(30)
     eventually(

@@ -10,8 +10,9 @@ from datetime import UTC, datetime
 import pytest
 
 from cronwave_core.convert import ts_to_dt
-from tests.conftest import SuiteFactory
-from tests.failover.support import LEASE_ENV, log_text, start_planner
+from tests.failover.support import LEASE_ENV, log_text
+from tests.harness.planner import start_planner_process
+from tests.harness.suites import SuiteFactory
 from tests.helpers import eventually
 
 pytestmark = pytest.mark.slow
@@ -25,11 +26,11 @@ def test_a_cut_off_leader_stops_firing_before_another_takes_over(
     suite = make_suite(planners=0, env=LEASE_ENV)
     drill = drill_of(suite)
     proxy = proxy_to(suite.leader_addr)
-    first = start_planner(suite, 0, {"CRONWAVE_LEADER_ADDR": proxy.address}).name
+    first = start_planner_process(suite, 0, {"CRONWAVE_LEADER_ADDR": proxy.address}).name
     drill.create_schedule()
     leader, old_token = drill.wait_leading(30)
     assert leader == first and proxy.connections >= 1
-    second = start_planner(suite, 1).name
+    second = start_planner_process(suite, 1).name
     eventually(
         lambda: sum(r.fencing_token == old_token for r in drill.runs(limit=20)) >= 2,
         timeout=10,

@@ -14,8 +14,9 @@ from cronwave.v1 import common_pb2
 from cronwave_bench.failover import STALE_MARKER
 from cronwave_core.convert import ts_to_dt
 from cronwave_core.settings import TEST_HOOKS
-from tests.conftest import SuiteFactory
-from tests.failover.support import LEASE_ENV, log_text, start_planner
+from tests.failover.support import LEASE_ENV, log_text
+from tests.harness.planner import start_planner_process
+from tests.harness.suites import SuiteFactory
 from tests.helpers import eventually
 
 pytestmark = pytest.mark.slow
@@ -32,11 +33,11 @@ def test_a_paused_leader_late_start_is_refused_and_runs_nothing(
     suite = make_suite(planners=0, env=LEASE_ENV)
     drill = drill_of(suite)
     hold = {TEST_HOOKS: "1", "CRONWAVE_FAULT": f"planner.hold_start={HOLD}"}
-    first = start_planner(suite, 0, hold).name
+    first = start_planner_process(suite, 0, hold).name
     drill.create_schedule()
     leader, old_token = drill.wait_leading(30)
     assert leader == first
-    second = start_planner(suite, 1).name
+    second = start_planner_process(suite, 1).name
 
     # When it is stopped inside a hold: its lease checked, its start not yet sent
     def caught_in_hold() -> tuple[datetime, int] | None:

@@ -25,7 +25,7 @@ from cronwave_bench.faults import OwnRedis
 from cronwave_core.calendar import fire_times
 from cronwave_core.convert import ts_to_dt
 from cronwave_core.spec import Spec
-from tests.conftest import SuiteFactory
+from tests.harness.suites import SuiteFactory
 from tests.helpers import eventually
 
 pytestmark = pytest.mark.slow

@@ -37,9 +37,9 @@ from cronwave.v1 import (
 from cronwave.v1 import payment_gateway_service_pb2 as gateway_pb
 from cronwave.v1 import workflow_store_service_pb2 as store_pb
 from cronwave_core.suite import Suite
-from tests.conftest import SuiteFactory
 from tests.fuzz.strategies import messages, weighted
 from tests.fuzz.support import FIELD_RULE, NEVER, Databases, leaks, settled, strings_in
+from tests.harness.suites import SuiteFactory
 
 pytestmark = pytest.mark.slow
 

@@ -14,9 +14,9 @@ from cronwave.v1 import common_pb2
 from cronwave.v1 import workflow_store_service_pb2 as store_pb
 from cronwave_core.convert import td_to_duration
 from cronwave_core.queueing import RunMessage, actor_name_for
+from tests.harness.cluster import MakeRig, Rig
 from tests.helpers import eventually
-from tests.reliability.conftest import MakeRig
-from tests.reliability.support import Rig, events_of, lifecycle
+from tests.reliability.support import events_of, lifecycle
 
 pytestmark = pytest.mark.slow
 

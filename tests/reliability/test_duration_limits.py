@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import pytest
 
+from tests.harness.cluster import MakeRig
+from tests.harness.processes import job_processes
 from tests.helpers import eventually
-from tests.reliability.conftest import MakeRig
 from tests.reliability.jobs import RUNAWAY_LIMIT
-from tests.reliability.support import at, events_of, job_processes
+from tests.reliability.support import at, events_of
 
 pytestmark = pytest.mark.slow
 

@@ -11,10 +11,10 @@ from datetime import UTC, datetime
 
 import pytest
 
+from tests.harness.cluster import MakeRig, Rig
 from tests.helpers import eventually
-from tests.reliability.conftest import MakeRig
 from tests.reliability.jobs import HEARTBEAT_TIMEOUT
-from tests.reliability.support import Rig, at, events_of
+from tests.reliability.support import at, events_of
 
 # A guarantee (exactly once, fencing, zombie attempts, catch-up, DST): both backends.
 pytestmark = [pytest.mark.slow, pytest.mark.both_backends]

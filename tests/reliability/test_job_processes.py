@@ -19,22 +19,14 @@ from typing import Any
 import pytest
 
 from cronwave_core.instants import epoch_ns
-from tests.helpers import eventually
-from tests.reliability.support import REPO, job_processes
+from tests.harness.beats import Beats
+from tests.harness.processes import job_processes
+from tests.helpers import REPO, eventually
 from worker.isolation import ProcessSupervisor
 from worker.job_process import JobProcessPool
-from worker.supervisor import AttemptResult, BeatResult, Outcome
+from worker.supervisor import AttemptResult, Outcome
 
 pytestmark = pytest.mark.slow
-
-
-class Beats:
-    def __init__(self) -> None:
-        self.sent: list[tuple[float, str]] = []
-
-    def __call__(self, checkpoint_json: str) -> BeatResult:
-        self.sent.append((time.monotonic(), checkpoint_json))
-        return BeatResult.OK
 
 
 @pytest.fixture
@@ -144,7 +136,7 @@ def test_a_checkpoint_reaches_the_store_while_the_body_runs_however_long_the_bea
         # Then step 1 reaches the store while the body is still waiting: checkpoints
         # follow the job, not the heartbeat interval
         eventually(
-            lambda: [json.loads(b)["step"] for _, b in beats.sent if b] == [1],
+            lambda: [c["step"] for c in beats.checkpoints] == [1],
             timeout=30,
             what="step 1's checkpoint sent while the body runs",
         )
@@ -155,7 +147,7 @@ def test_a_checkpoint_reaches_the_store_while_the_body_runs_however_long_the_bea
     # And the last one goes out before the outcome
     [result] = attempt
     assert result.outcome is Outcome.SUCCEEDED
-    assert [json.loads(b)["step"] for _, b in beats.sent if b] == [1, 2]
+    assert [c["step"] for c in beats.checkpoints] == [1, 2]
 
 
 def test_the_body_starts_at_its_fire_time_not_before(pool: JobProcessPool) -> None:
@@ -183,7 +175,7 @@ def test_a_release_stops_the_body_at_its_next_checkpoint(pool: JobProcessPool) -
     # already went out with a beat)
     assert result.outcome is Outcome.RELEASED
     assert time.monotonic() - began < 5
-    newest = result.checkpoint_json or [body for _, body in beats.sent if body][-1]
+    newest = result.checkpoint_json or [body for body in beats.sent if body][-1]
     assert 1 <= json.loads(newest)["step"] < 100
     assert result.body_started_ns > 0
 

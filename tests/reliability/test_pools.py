@@ -10,7 +10,7 @@ import pytest
 
 from cronwave.v1 import common_pb2
 from cronwave.v1 import workflow_store_service_pb2 as store_pb
-from tests.reliability.conftest import MakeRig
+from tests.harness.cluster import MakeRig
 from tests.reliability.support import at, events_of
 
 pytestmark = pytest.mark.slow

@@ -8,7 +8,7 @@ from datetime import timedelta
 import pytest
 
 from cronwave.v1 import workflow_store_service_pb2 as store_pb
-from tests.reliability.conftest import MakeRig
+from tests.harness.cluster import MakeRig
 from tests.reliability.jobs import SCALED_RETRY
 from tests.reliability.support import at, events_of
 

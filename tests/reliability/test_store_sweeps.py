@@ -10,14 +10,14 @@ import grpc
 from cronwave.v1 import common_pb2 as pb
 from cronwave.v1 import workflow_store_service_pb2 as api
 from cronwave_core.convert import dt_to_ts, td_to_duration
-from tests.helpers import claim_one, complete_one, eventually
-from tests.workflow_store.support import (
+from tests.harness.store import (
     StoreProcess,
     create_schedule,
     record_run,
     register_job_type,
     rpc_error,
 )
+from tests.helpers import claim_one, complete_one, eventually
 
 PAST = datetime.now(UTC) - timedelta(minutes=5)
 

@@ -11,8 +11,8 @@ import redis
 from cronwave.v1 import common_pb2
 from cronwave.v1 import workflow_store_service_pb2 as store_pb
 from cronwave_core.convert import td_to_duration
+from tests.harness.cluster import MakeRig
 from tests.helpers import eventually
-from tests.reliability.conftest import MakeRig
 from tests.reliability.support import events_of, lifecycle
 
 pytestmark = pytest.mark.slow

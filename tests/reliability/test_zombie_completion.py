@@ -9,8 +9,8 @@ import signal
 
 import pytest
 
+from tests.harness.cluster import MakeRig
 from tests.helpers import eventually
-from tests.reliability.conftest import MakeRig
 from tests.reliability.support import events_of
 
 # A guarantee (exactly once, fencing, zombie attempts, catch-up, DST): both backends.

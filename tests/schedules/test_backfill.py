@@ -14,10 +14,10 @@ from cronwave.v1 import common_pb2
 from cronwave.v1 import workflow_store_service_pb2 as store_pb
 from cronwave.v1 import workflow_store_service_pb2_grpc as store_grpc
 from cronwave_core.suite import Suite
-from tests.conftest import SuiteFactory
+from tests.harness.store import record_missed
+from tests.harness.suites import SuiteFactory
 from tests.helpers import eventually, fresh
 from tests.schedules.conftest import LEASE_ENV, runs_of
-from tests.workflow_store.support import record_missed
 
 pytestmark = pytest.mark.slow
 

@@ -10,8 +10,9 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from cronwave import Client
+from tests.harness.planner import StartPlanner
 from tests.helpers import fresh
-from tests.schedules.conftest import StartPlanner, runs_of
+from tests.schedules.conftest import runs_of
 
 # A guarantee (exactly once, fencing, zombie attempts, catch-up, DST): both backends.
 pytestmark = [pytest.mark.slow, pytest.mark.both_backends]

@@ -11,9 +11,10 @@ import pytest
 
 from cronwave import Interval, Run
 from cronwave_core.suite import Suite
-from tests.conftest import SuiteFactory
+from tests.harness.clients import client_for
+from tests.harness.suites import SuiteFactory
 from tests.helpers import eventually, fresh
-from tests.schedules.conftest import LEASE_ENV, client_for, runs_of
+from tests.schedules.conftest import LEASE_ENV, runs_of
 
 pytestmark = pytest.mark.slow
 

@@ -13,9 +13,10 @@ from cronwave.cli.main import app
 from cronwave.v1 import workflow_store_service_pb2 as store_pb
 from cronwave.v1 import workflow_store_service_pb2_grpc as store_grpc
 from cronwave_core.suite import Suite
-from tests.conftest import SuiteFactory
+from tests.harness.clients import client_for
+from tests.harness.suites import SuiteFactory
 from tests.helpers import eventually, fresh
-from tests.schedules.conftest import LEASE_ENV, client_for, runs_of
+from tests.schedules.conftest import LEASE_ENV, runs_of
 
 pytestmark = pytest.mark.slow
 

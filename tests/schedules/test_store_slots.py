@@ -12,8 +12,7 @@ import pytest
 from cronwave.v1 import common_pb2 as pb
 from cronwave.v1 import workflow_store_service_pb2 as api
 from cronwave_core.convert import dt_to_ts, ts_to_dt
-from tests.helpers import get_one
-from tests.workflow_store.support import (
+from tests.harness.store import (
     StoreProcess,
     create_schedule,
     record_missed,
@@ -21,6 +20,7 @@ from tests.workflow_store.support import (
     register_job_type,
     rpc_error,
 )
+from tests.helpers import get_one
 
 pytestmark = pytest.mark.slow
 
@@ -44,10 +44,10 @@ def batch(stub, slots, token: int = 5) -> api.RecordMissedSlotsResponse:
     )
 
 
-def test_latest_fire_times_in_pages_with_counts(store_only: StoreProcess) -> None:
+def test_latest_fire_times_in_pages_with_counts(store: StoreProcess) -> None:
     # Given four schedules: runs and MISSED rows for three, a backfill and a manual
     # run that do not count, and a DST-skipped slot that moves the mark but is no fire
-    stub = store_only.stub()
+    stub = store.stub()
     job = register_job_type(stub)
     ids = sorted(create_schedule(stub, job).schedule_id for _ in range(4))
     a, b, c, d = ids
@@ -78,8 +78,8 @@ def test_latest_fire_times_in_pages_with_counts(store_only: StoreProcess) -> Non
     assert [e.schedule_id for e in only.entries] == [b]
 
 
-def test_a_missed_batch_is_fenced_and_leaves_existing_runs_alone(store_only: StoreProcess) -> None:
-    stub = store_only.stub()
+def test_a_missed_batch_is_fenced_and_leaves_existing_runs_alone(store: StoreProcess) -> None:
+    stub = store.stub()
     sid = create_schedule(stub).schedule_id
     ran = record_run(stub, sid, T, token=5).run
 
@@ -103,9 +103,9 @@ def test_a_missed_batch_is_fenced_and_leaves_existing_runs_alone(store_only: Sto
     assert err.details().startswith("slots[0].fire_time: ")
 
 
-def test_a_placeholder_becomes_the_run_or_takes_its_final_reason(store_only: StoreProcess) -> None:
+def test_a_placeholder_becomes_the_run_or_takes_its_final_reason(store: StoreProcess) -> None:
     # Given placeholders for a paced catch-up run, a buffered fire and a backfill
-    stub = store_only.stub()
+    stub = store.stub()
     sid = create_schedule(stub).schedule_id
     batch(
         stub,
@@ -152,8 +152,8 @@ def test_a_placeholder_becomes_the_run_or_takes_its_final_reason(store_only: Sto
     assert "was MISSED: outside_catchup_window" in events.events[-1].detail
 
 
-def test_list_schedules_pages_by_id(store_only: StoreProcess) -> None:
-    stub = store_only.stub()
+def test_list_schedules_pages_by_id(store: StoreProcess) -> None:
+    stub = store.stub()
     job = register_job_type(stub)
     ids = sorted(create_schedule(stub, job).schedule_id for _ in range(5))
 

@@ -13,8 +13,8 @@ import pytest
 from cronwave import Client, Interval, InvalidArgument, NotFound
 from cronwave.v1 import common_pb2 as pb
 from cronwave.v1 import workflow_store_service_pb2 as api
+from tests.harness.store import StoreProcess, register_job_type
 from tests.helpers import fresh
-from tests.workflow_store.support import StoreProcess, register_job_type
 
 pytestmark = pytest.mark.slow
 
@@ -71,14 +71,14 @@ CASES: list[tuple[str, dict[str, Any], str]] = [
 
 
 @pytest.fixture
-def client(store_only: StoreProcess) -> Iterator[Client]:
-    with Client(store_addr=store_only.address, timeout=timedelta(seconds=10)) as c:
+def client(store: StoreProcess) -> Iterator[Client]:
+    with Client(store_addr=store.address, timeout=timedelta(seconds=10)) as c:
         yield c
 
 
 @pytest.fixture
-def job_type(store_only: StoreProcess) -> str:
-    return register_job_type(store_only.stub())
+def job_type(store: StoreProcess) -> str:
+    return register_job_type(store.stub())
 
 
 def test_every_malformed_spec_names_the_field_and_stores_nothing(
@@ -107,8 +107,8 @@ def test_an_unknown_id_or_job_type_is_refused_too(client: Client, job_type: str)
     assert client.list_schedules(include_deleted=True) == []
 
 
-def test_an_enum_value_the_server_does_not_know_is_refused(store_only: StoreProcess) -> None:
-    stub = store_only.stub()
+def test_an_enum_value_the_server_does_not_know_is_refused(store: StoreProcess) -> None:
+    stub = store.stub()
     job = register_job_type(stub)
     spec = pb.ScheduleSpec(cron=["* * * * *"])
     spec.dst_gap = 42  # type: ignore[assignment]

@@ -8,22 +8,12 @@ from typing import Any
 import pytest
 
 import cronwave
-from cronwave_core.suite import Suite
+from tests.harness.clients import client_for
 from tests.helpers import eventually, fresh
 
 pytestmark = [pytest.mark.slow, pytest.mark.both_backends]
 
 WAIT = timedelta(seconds=60)
-
-
-def client_for(suite: Suite) -> cronwave.Client:
-    return cronwave.Client(
-        store_addr=suite.store_addr,
-        dispatcher_addr=suite.dispatcher_addr,
-        planner_addr=suite.planner_addr,
-        leader_addr=suite.leader_addr,
-        timeout=timedelta(seconds=10),
-    )
 
 
 def in_order(kinds: list[str], expected: list[str]) -> bool:

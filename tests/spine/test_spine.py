@@ -17,21 +17,13 @@ from cronwave.v1 import dispatcher_service_pb2_grpc as dispatcher_grpc
 from cronwave.v1 import workflow_store_service_pb2 as store_pb
 from cronwave.v1 import workflow_store_service_pb2_grpc as store_grpc
 from cronwave_core.convert import dt_to_ts
-from cronwave_core.suite import SERVICES, Suite
+from cronwave_core.suite import SERVICES
+from tests.harness.clients import client_for
 from tests.helpers import eventually, fresh, only
 
 pytestmark = pytest.mark.slow
 
 WAIT = timedelta(seconds=30)
-
-
-def client_for(suite: Suite) -> cronwave.Client:
-    return cronwave.Client(
-        store_addr=suite.store_addr,
-        dispatcher_addr=suite.dispatcher_addr,
-        planner_addr=suite.planner_addr,
-        leader_addr=suite.leader_addr,
-    )
 
 
 def test_a_scheduled_fire_started_eight_times_at_once_is_one_run(make_suite) -> None:

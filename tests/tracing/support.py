@@ -7,10 +7,10 @@ from collections.abc import Callable, Mapping
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-import cronwave
 from cronwave.cli.load import LoadReport, Target, drive
 from cronwave_core.suite import Suite
 from cronwave_waterfall import Run, RunFilter, Span, build_runs, load_spans, select_runs
+from tests.harness.clients import client_for
 from tests.helpers import eventually, fresh
 
 WAIT = timedelta(seconds=60)
@@ -28,16 +28,6 @@ def traced_suite(
 
 def target(suite: Suite, namespace: str) -> Target:
     return Target(suite.store_addr, suite.dispatcher_addr, suite.redis_url, namespace)
-
-
-def client_for(suite: Suite) -> cronwave.Client:
-    return cronwave.Client(
-        store_addr=suite.store_addr,
-        dispatcher_addr=suite.dispatcher_addr,
-        planner_addr=suite.planner_addr,
-        leader_addr=suite.leader_addr,
-        timeout=timedelta(seconds=10),
-    )
 
 
 def load(suite: Suite, namespace: str, runs: int, **options: object) -> LoadReport:

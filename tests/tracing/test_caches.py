@@ -22,8 +22,9 @@ from cronwave_core.convert import dt_to_ts
 from cronwave_core.suite import Suite
 from cronwave_core.telemetry import ATTR_CACHE_HIT, ATTR_CACHE_NAME, ATTR_SCHEDULE_ID
 from cronwave_waterfall import build_runs, compare_scenarios
+from tests.harness.clients import client_for
 from tests.helpers import eventually, fresh, only
-from tests.tracing.support import client_for, spans_of, traced_suite
+from tests.tracing.support import spans_of, traced_suite
 
 pytestmark = pytest.mark.slow
 

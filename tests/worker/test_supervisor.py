@@ -9,23 +9,10 @@ from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from tests.harness.beats import Beats
 from tests.helpers import eventually
 from worker.jobs import JobContext, builtin_job_types
 from worker.supervisor import BeatResult, Outcome, Supervisor
-
-
-class Beats:
-    """What the supervisor sent; answers with ``answer`` (changeable mid-run)."""
-
-    def __init__(self, answer: BeatResult = BeatResult.OK) -> None:
-        self.sent: list[str] = []
-        self.answer = answer
-        self._lock = threading.Lock()
-
-    def __call__(self, checkpoint_json: str) -> BeatResult:
-        with self._lock:
-            self.sent.append(checkpoint_json)
-        return self.answer
 
 
 def ctx_for(supervisor: Supervisor, payload: Mapping[str, Any] | None = None) -> JobContext:

@@ -13,7 +13,7 @@ import pytest
 
 from cronwave.v1 import common_pb2
 from cronwave.v1 import workflow_store_service_pb2 as store_pb
-from tests.dispatcher.cluster import Cluster
+from tests.harness.cluster import Cluster
 from tests.helpers import eventually
 
 pytestmark = pytest.mark.slow

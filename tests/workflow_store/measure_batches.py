@@ -28,7 +28,7 @@ from cronwave.v1 import common_pb2 as pb
 from cronwave.v1 import workflow_store_service_pb2 as api
 from cronwave.v1 import workflow_store_service_pb2_grpc as api_grpc
 from cronwave_core.convert import dt_to_ts
-from tests.workflow_store.support import (
+from tests.harness.store import (
     FIRE,
     StoreProcess,
     create_schedule,

@@ -10,13 +10,13 @@ import grpc
 from cronwave.v1 import common_pb2 as pb
 from cronwave.v1 import workflow_store_service_pb2 as api
 from cronwave_core.convert import td_to_duration
-from tests.helpers import claim_one, complete_one, eventually, get_one
-from tests.workflow_store.support import (
+from tests.harness.store import (
     create_schedule,
     record_run,
     register_job_type,
     rpc_error,
 )
+from tests.helpers import claim_one, complete_one, eventually, get_one
 
 
 def _claim(stub, run_id: str, worker: str) -> api.ClaimRunResponse:

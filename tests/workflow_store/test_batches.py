@@ -13,14 +13,14 @@ import pytest
 from cronwave.v1 import common_pb2 as pb
 from cronwave.v1 import workflow_store_service_pb2 as api
 from cronwave_core.convert import dt_to_ts, td_to_duration
-from tests.helpers import complete_one, get_one
-from tests.workflow_store.support import (
+from tests.harness.store import (
     FIRE,
     StoreProcess,
     create_schedule,
     record_run,
     rpc_error,
 )
+from tests.helpers import complete_one, get_one
 
 FAILED_PRECONDITION = grpc.StatusCode.FAILED_PRECONDITION.value[0]
 NOT_FOUND = grpc.StatusCode.NOT_FOUND.value[0]

@@ -19,13 +19,13 @@ from typer.testing import CliRunner
 import cronwave
 from cronwave.cli.main import app
 from cronwave.v1 import workflow_store_service_pb2 as api
-from tests.helpers import eventually, fresh, plant_schedule_row
-from tests.workflow_store.support import (
+from tests.harness.store import (
     StoreProcess,
     register_job_type,
     rpc_error,
     schedule_msg,
 )
+from tests.helpers import eventually, fresh, plant_schedule_row
 
 LIMIT = 256 * 1024
 MIB = 1024 * 1024

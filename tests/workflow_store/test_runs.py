@@ -11,14 +11,14 @@ import grpc
 from cronwave.v1 import common_pb2 as pb
 from cronwave.v1 import workflow_store_service_pb2 as api
 from cronwave_core.convert import dt_to_ts
-from tests.helpers import append_one, claim_one, complete_one, record_one
-from tests.workflow_store.support import (
+from tests.harness.store import (
     FIRE,
     create_schedule,
     record_missed,
     record_run,
     rpc_error,
 )
+from tests.helpers import append_one, claim_one, complete_one, record_one
 
 
 def test_record_run_is_idempotent(stub):

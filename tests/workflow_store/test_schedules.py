@@ -10,8 +10,8 @@ import pytest
 from cronwave.v1 import common_pb2 as pb
 from cronwave.v1 import workflow_store_service_pb2 as api
 from cronwave_core.convert import td_to_duration
+from tests.harness.store import register_job_type, rpc_error, schedule_msg
 from tests.helpers import fresh
-from tests.workflow_store.support import register_job_type, rpc_error, schedule_msg
 
 
 def test_schedule_lifecycle(stub):

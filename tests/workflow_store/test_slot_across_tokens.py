@@ -10,8 +10,8 @@ import pytest
 
 from cronwave.v1 import workflow_store_service_pb2 as api
 from cronwave_core.convert import dt_to_ts
+from tests.harness.store import FIRE, create_schedule, record_run
 from tests.helpers import issue_tokens
-from tests.workflow_store.support import FIRE, create_schedule, record_run
 
 FAILED_PRECONDITION = 9
 

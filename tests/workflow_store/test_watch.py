@@ -8,8 +8,8 @@ from datetime import timedelta
 import grpc
 
 from cronwave.v1 import workflow_store_service_pb2 as api
+from tests.harness.store import register_job_type, schedule_msg
 from tests.helpers import eventually, fresh
-from tests.workflow_store.support import register_job_type, schedule_msg
 
 
 class Watcher:

@@ -1,5 +1,6 @@
-"""Processes and checks the billing tests share: a payment gateway on its own, and a
-billing suite (store, gateway, dispatcher with its sweeper, workers started at will)."""
+"""The billing demo's processes: a payment gateway on its own, and a billing suite
+(store, gateway, dispatcher with its sweeper, workers started at will), each recorded in
+a ``ProcessTable``; and the checks the billing tests make of the gateway's ledger."""
 
 from __future__ import annotations
 
@@ -16,7 +17,10 @@ from cronwave._models import Run
 from cronwave.cli._reconcile import Reconciliation, reconcile
 from cronwave.v1 import payment_gateway_service_pb2 as gateway_pb
 from cronwave.v1 import payment_gateway_service_pb2_grpc as gateway_grpc
-from cronwave_core.suite import GATEWAY, Proc, Suite, SuiteConfig
+from cronwave_core.suite import GATEWAY, Proc, SuiteConfig
+from tests.harness.clients import client_for
+from tests.harness.processes import ProcessTable
+from tests.harness.suites import TrackedSuite
 from tests.helpers import eventually, fresh
 
 GRACE = timedelta(seconds=2)
@@ -58,9 +62,11 @@ class GatewayProcess:
         database_url: str,
         env: dict[str, str] | None = None,
         test_hooks: bool = False,
+        table: ProcessTable | None = None,
     ):
         self.database_url = database_url
-        self.suite = Suite(
+        self.table = table or ProcessTable("the payment-gateway process")
+        self.suite = TrackedSuite(
             SuiteConfig(
                 data_dir=data_dir,
                 redis_url="redis://127.0.0.1:9/0",  # unused: no redis, no other service
@@ -73,7 +79,8 @@ class GatewayProcess:
                 },
                 grace=GRACE,
                 test_hooks=test_hooks,
-            )
+            ),
+            self.table,
         )
         self.channel: grpc.Channel | None = None
         self.stub: Any = None
@@ -117,10 +124,12 @@ class BillingSuite:
         gateway_url: str,
         env: dict[str, str],
         test_hooks: bool = False,
+        table: ProcessTable | None = None,
     ) -> None:
         self.billing_url = billing_url
         self.gateway_url = gateway_url
-        self.suite = Suite(
+        self.table = table or ProcessTable("the billing suite's processes")
+        self.suite = TrackedSuite(
             SuiteConfig(
                 data_dir=data_dir,
                 database_url=database_url,
@@ -139,7 +148,8 @@ class BillingSuite:
                 },
                 grace=GRACE,
                 test_hooks=test_hooks,
-            )
+            ),
+            self.table,
         )
         self.client: Client | None = None
         self.channel: grpc.Channel | None = None
@@ -149,13 +159,7 @@ class BillingSuite:
     def start(self) -> BillingSuite:
         for service in ("workflow-store", GATEWAY, "dispatcher"):
             self.suite.start_service(service)
-        self.client = Client(
-            store_addr=self.suite.store_addr,
-            dispatcher_addr=self.suite.dispatcher_addr,
-            planner_addr=self.suite.planner_addr,
-            leader_addr=self.suite.leader_addr,
-            timeout=timedelta(seconds=10),
-        )
+        self.client = client_for(self.suite)
         self.channel = grpc.insecure_channel(self.suite.gateway_addr)
         self.gateway = gateway_grpc.PaymentGatewayServiceStub(self.channel)
         return self

@@ -1,4 +1,5 @@
-"""A workflow-store process driven by pid, and builders for the requests the tests send."""
+"""A workflow-store process on its own, driven by pid, the fixtures that start them, and
+builders for the requests the tests send it."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -20,6 +22,7 @@ from cronwave_core.convert import dt_to_ts, td_to_duration
 from cronwave_core.errors import Unavailable
 from cronwave_core.rpc import open_channel
 from cronwave_core.suite import free_port, wait_healthy
+from tests.harness.processes import ProcessTable
 from tests.helpers import fresh, get_one, issue_tokens, record_one
 
 # The planner scope's fencing tokens a store started here has issued.
@@ -36,9 +39,17 @@ def _pythonpath() -> str:
 
 
 class StoreProcess:
-    """One ``python -m workflow_store``; stopped by pid, whatever happens."""
+    """One ``python -m workflow_store``; stopped by pid, whatever happens. Its process
+    is recorded in ``table`` (a table of its own when none is given)."""
 
-    def __init__(self, data_dir: Path, database_url: str, port: int | None = None) -> None:
+    def __init__(
+        self,
+        data_dir: Path,
+        database_url: str,
+        port: int | None = None,
+        table: ProcessTable | None = None,
+    ) -> None:
+        self.table = table or ProcessTable("the workflow-store process")
         self.port = port or free_port()
         self.address = f"127.0.0.1:{self.port}"
         data_dir.mkdir(parents=True, exist_ok=True)
@@ -57,13 +68,12 @@ class StoreProcess:
 
     def start(self) -> StoreProcess:
         with self.log_path.open("ab") as log:
-            self.popen = subprocess.Popen(
+            self.popen = self.table.spawn(
                 [sys.executable, "-m", "workflow_store"],
                 env=self.env,
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
-                start_new_session=True,
             )
         deadline = time.monotonic() + 60
         while True:
@@ -122,6 +132,31 @@ class StoreProcess:
         except subprocess.TimeoutExpired:
             self.popen.kill()
             self.popen.wait(timeout=10)
+
+
+StartStore = Callable[..., StoreProcess]
+
+
+@pytest.fixture
+def start_store(tmp_path: Path, database_url: str) -> Iterator[StartStore]:
+    """Start store processes on the test's database; all are stopped at the end, and
+    none may be left."""
+    table = ProcessTable("start_store's workflow-store processes")
+    started: list[StoreProcess] = []
+
+    def start(port: int | None = None) -> StoreProcess:
+        proc = StoreProcess(tmp_path / "store", database_url, port, table)
+        started.append(proc)
+        return proc.start()
+
+    yield start
+    table.close(proc.stop for proc in started)
+
+
+@pytest.fixture
+def store(start_store: StartStore) -> StoreProcess:
+    """One workflow-store process on the test's fresh database."""
+    return start_store()
 
 
 # -- request builders ----------------------------------------------------------------------

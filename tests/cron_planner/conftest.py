@@ -1,3 +1,0 @@
-from tests.leader_election.conftest import services
-
-__all__ = ["services"]

@@ -1,0 +1,204 @@
+"""Every process a test starts, by pid, and every process those start in turn.
+
+A process is started in a session of its own, so it leads a process group; the job
+processes a worker forks stay in the worker's group even after the worker died and
+they were handed to init. ``ProcessTable`` records each pid it starts together with
+the process's start time, so that a pid the kernel later gives to an unrelated process
+is not taken for one of ours, and finds at any moment every live process that is one
+of them, a member of one of their groups, or a descendant of either.
+
+A fixture that starts processes owns one table and ends with ``close(stops)``: every
+stop is run even when an earlier one raises, then whatever is still alive is killed and
+reported as a failure, then the stops' own errors are raised.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+#: How long processes that were told to stop may take to be gone (a job process
+#: notices its worker's death on its next poll of the parent).
+SETTLE = 10.0
+
+
+@dataclass(frozen=True)
+class ProcStat:
+    """One line of ``/proc/<pid>/stat``, the fields the table reads."""
+
+    pid: int
+    state: str
+    ppid: int
+    pgrp: int
+    start: int  # clock ticks after boot: with the pid, names one process for good
+
+    @property
+    def running(self) -> bool:
+        return self.state not in ("Z", "X")
+
+
+def read_stat(pid: int) -> ProcStat | None:
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    # The command name is in parentheses and may itself hold spaces or parentheses.
+    fields = text[text.rindex(")") + 2 :].split()
+    return ProcStat(pid, fields[0], int(fields[1]), int(fields[2]), int(fields[19]))
+
+
+def process_list() -> dict[int, ProcStat]:
+    """Every process of the machine now."""
+    table = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit() and (stat := read_stat(int(entry))) is not None:
+            table[stat.pid] = stat
+    return table
+
+
+def describe(pid: int) -> str:
+    try:
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return f"{pid} (gone)"
+    return f"{pid} ({' '.join(a.decode(errors='replace') for a in argv if a)[:120]})"
+
+
+def raise_all(errors: Sequence[BaseException], what: str) -> None:
+    """Raise ``errors``: nothing when there are none, the one, or a group of them."""
+    if len(errors) == 1:
+        raise errors[0]
+    if errors:
+        raise BaseExceptionGroup(what, list(errors))
+
+
+def run_all(stops: Iterable[Callable[[], object]]) -> list[BaseException]:
+    """Call every one of ``stops``, whatever the earlier ones raise; what they raised."""
+    errors: list[BaseException] = []
+    for stop in stops:
+        try:
+            stop()
+        except Exception as exc:
+            errors.append(exc)
+    return errors
+
+
+class ProcessTable:
+    """The processes one fixture started, and everything they started."""
+
+    def __init__(self, what: str = "processes", settle: float = SETTLE) -> None:
+        self.what = what
+        self.settle = settle  # how long stopped processes may take to be gone
+        self._roots: dict[int, int | None] = {}  # pid -> start time (None: gone at once)
+        self._popens: list[subprocess.Popen[Any]] = []
+
+    # recording -------------------------------------------------------------------
+    def track(self, popen: subprocess.Popen[Any]) -> subprocess.Popen[Any]:
+        """Record a process started elsewhere (it should lead its own session)."""
+        stat = read_stat(popen.pid)
+        self._roots[popen.pid] = stat.start if stat is not None else None
+        self._popens.append(popen)
+        return popen
+
+    def spawn(self, argv: Sequence[str], **popen_kwargs: Any) -> subprocess.Popen[Any]:
+        """``subprocess.Popen(argv, ...)`` in a session of its own, recorded."""
+        popen_kwargs.setdefault("start_new_session", True)
+        return self.track(subprocess.Popen(list(argv), **popen_kwargs))
+
+    @property
+    def pids(self) -> list[int]:
+        """Every pid this table started, alive or not."""
+        return list(self._roots)
+
+    # finding ---------------------------------------------------------------------
+    def live(self) -> list[int]:
+        """Every running process that is ours: a recorded one, a member of its process
+        group, or a descendant of either."""
+        table = process_list()
+        roots = {
+            pid for pid, start in self._roots.items() if pid in table and table[pid].start == start
+        }
+        # A group whose leader is gone is still ours while it has members: the kernel
+        # gives no new process a pid that a live group still bears.
+        groups = roots | {pid for pid in self._roots if pid not in table}
+        ours = roots | {pid for pid, stat in table.items() if stat.pgrp in groups}
+        children: dict[int, list[int]] = {}
+        for stat in table.values():
+            children.setdefault(stat.ppid, []).append(stat.pid)
+        stack = list(ours)
+        while stack:
+            for child in children.get(stack.pop(), []):
+                if child not in ours:
+                    ours.add(child)
+                    stack.append(child)
+        return sorted(pid for pid in ours if table[pid].running)
+
+    # ending ----------------------------------------------------------------------
+    def kill(self) -> None:
+        """SIGKILL every live process of ours, and reap the ones this process started."""
+        for _ in range(5):  # a process forking while it is killed leaves a new child
+            live = self.live()
+            if not live:
+                break
+            for pid in live:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(pid, signal.SIGKILL)
+            self._reap(timeout=2.0)
+        self._reap(timeout=5.0)
+
+    def _reap(self, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        for popen in self._popens:
+            if popen.poll() is None:
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    popen.wait(timeout=max(deadline - time.monotonic(), 0.01))
+        while self.live() and time.monotonic() < deadline:
+            time.sleep(0.02)
+
+    def assert_none_left(self, settle: float | None = None) -> None:
+        """Fail, naming them, when processes of ours are still running ``settle``
+        seconds from now (they are killed first, so none outlives the failure)."""
+        deadline = time.monotonic() + (self.settle if settle is None else settle)
+        while (left := self.live()) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        if left:
+            named = [describe(pid) for pid in left]
+            self.kill()
+            raise AssertionError(f"{self.what} left running: {named}")
+
+    def close(self, stops: Iterable[Callable[[], object]] = ()) -> None:
+        """Run every stop, then check that nothing of ours is left (killing what is),
+        then raise what failed: the stops' errors and the leftovers together."""
+        errors = run_all(stops)
+        try:
+            self.assert_none_left()
+        except AssertionError as exc:
+            errors.append(exc)
+        raise_all(errors, f"stopping {self.what}")
+
+
+def job_processes(namespace: str) -> list[int]:
+    """Pids of job processes started for ``namespace`` that are still alive, whoever
+    started them (a worker process, or a pool inside the test's own process)."""
+    found = []
+    for pid, stat in process_list().items():
+        if not stat.running:
+            continue
+        try:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+            environ = Path(f"/proc/{pid}/environ").read_bytes()
+        except OSError:
+            continue
+        if b"worker.job_runner" not in cmdline:
+            continue
+        if f"CRONWAVE_NAMESPACE={namespace}".encode() not in environ.split(b"\0"):
+            continue
+        found.append(pid)
+    return found

@@ -1,0 +1,97 @@
+"""Suites of real processes on loopback (``cronwave_core.suite.Suite``, the one
+``cronwave up`` and the benchmarks use), with every process they start recorded in a
+``ProcessTable``, and the fixtures that start them."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+from collections.abc import Callable, Iterator
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+from cronwave_core.suite import Proc, Suite, SuiteConfig
+from tests.harness.processes import ProcessTable, raise_all, run_all
+
+
+class TrackedSuite(Suite):
+    """A ``Suite`` whose every process (restarts and replicas too) is recorded in
+    ``table``, and whose ``stop`` tries every process even when one fails to stop."""
+
+    def __init__(self, config: SuiteConfig, table: ProcessTable) -> None:
+        super().__init__(config)
+        self.table = table
+
+    def _spawn(self, proc: Proc) -> None:
+        super()._spawn(proc)
+        assert proc.popen is not None
+        self.table.track(proc.popen)
+
+    def stop(self) -> None:
+        """Stop everything this suite started, planners first, Redis last."""
+        procs = [*reversed(list(self.procs.values())), *([self.redis] if self.redis else [])]
+        errors = run_all([lambda proc=proc: self.stop_proc(proc) for proc in procs])
+        raise_all(errors, "stopping the suite")
+
+    def resume_all(self) -> None:
+        """SIGCONT to every process group of the suite: a group that was SIGSTOPped
+        must be able to act on SIGTERM."""
+        for proc in self.procs.values():
+            if proc.alive():
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGCONT)
+
+
+SuiteFactory = Callable[..., Suite]
+
+
+@pytest.fixture
+def make_suite(
+    tmp_path: Path, database_url: str, redis_url: str, namespace: str
+) -> Iterator[SuiteFactory]:
+    """Start whole suites of real processes on free loopback ports; every process
+    is stopped by pid when the test ends, whatever happened, and none may be left."""
+    table = ProcessTable("make_suite's processes")
+    started: list[Suite] = []
+
+    def make(**overrides: object) -> Suite:
+        env = {"CRONWAVE_NAMESPACE": namespace, **overrides.pop("env", {})}  # type: ignore[dict-item]
+        config = SuiteConfig(
+            data_dir=Path(overrides.pop("data_dir", tmp_path / f"suite{len(started)}")),  # type: ignore[arg-type]
+            database_url=database_url,
+            redis_url=redis_url,
+            ports={},
+            env=env,
+            grace=timedelta(seconds=2),
+            **overrides,  # type: ignore[arg-type]
+        )
+        suite = TrackedSuite(config, table)
+        started.append(suite)
+        return suite.start()
+
+    yield make
+    table.close(suite.stop for suite in started)
+
+
+@pytest.fixture
+def services(tmp_path: Path, redis_url: str, namespace: str) -> Iterator[Suite]:
+    """A suite whose services the test starts one by one (``start_service``), on a
+    SQLite file of its own."""
+    table = ProcessTable("the services' processes")
+    suite = TrackedSuite(
+        SuiteConfig(
+            data_dir=tmp_path / "suite",
+            database_url=f"sqlite:///{tmp_path / 'cronwave.db'}",
+            redis_url=redis_url,
+            ports={},
+            env={"CRONWAVE_NAMESPACE": namespace},
+            grace=timedelta(seconds=2),
+            start_timeout=timedelta(seconds=30),
+        ),
+        table,
+    )
+    yield suite
+    table.close([suite.stop])
