@@ -28,25 +28,27 @@ from cronwave.v1 import common_pb2
 from cronwave.v1 import dispatcher_service_pb2 as pb
 from cronwave.v1 import dispatcher_service_pb2_grpc as pb_grpc
 from cronwave.v1 import workflow_store_service_pb2 as store_pb
-from cronwave_core import fanout
 from cronwave_core.caching import CacheControl, RunStatusCache
 from cronwave_core.convert import dt_to_ts, ts_to_dt
 from cronwave_core.errors import InvalidArgument, Unavailable
-from cronwave_core.fanout import ATTR_BATCH_SIZE
 from cronwave_core.faults import NO_FAULTS, FaultHooks, run_key
 from cronwave_core.fields import identifier
 from cronwave_core.queueing import DEFAULT_QUEUE, RunMessage, enqueue_many, trigger_name
 from cronwave_core.rpc import item_error
-from cronwave_core.telemetry import (
+from cronwave_core.telemetry import fanout
+from cronwave_core.telemetry.fanout import ATTR_BATCH_SIZE
+from cronwave_core.telemetry.propagation import run_baggage
+from cronwave_core.telemetry.spans import hop_span
+from cronwave_core.telemetry.vocabulary import (
     ATTR_FIRE_TIME,
     ATTR_JOB_TYPE,
     ATTR_QUEUE,
     ATTR_RUN_ID,
     ATTR_SCHEDULE_ID,
     ATTR_TRIGGER,
-    hop_span,
+    Hop,
+    Kind,
     run_attributes,
-    run_baggage,
 )
 from dispatcher.caches import DedupCache, RouteCache
 from dispatcher.requests import StartRequest, manual_fire_time
@@ -88,7 +90,7 @@ class DispatcherServicer(pb_grpc.DispatcherServiceServicer):
     def StartRun(
         self, request: pb.StartRunRequest, context: grpc.ServicerContext
     ) -> pb.StartRunResponse:
-        with hop_span("dispatch.start_run", "dispatch", "app") as span:
+        with hop_span("dispatch.start_run", Hop.DISPATCH, Kind.APP) as span:
             start = _start_request(request)
             run, created = self._start(start, span, context, dedupe=True)
             return pb.StartRunResponse(run=run, created=created)
@@ -96,7 +98,7 @@ class DispatcherServicer(pb_grpc.DispatcherServiceServicer):
     def TriggerRun(
         self, request: pb.TriggerRunRequest, context: grpc.ServicerContext
     ) -> pb.TriggerRunResponse:
-        with hop_span("dispatch.trigger_run", "dispatch", "app") as span:
+        with hop_span("dispatch.trigger_run", Hop.DISPATCH, Kind.APP) as span:
             start = StartRequest(
                 schedule_id=request.schedule_id,
                 fire_time=manual_fire_time(self.now()),
@@ -113,7 +115,7 @@ class DispatcherServicer(pb_grpc.DispatcherServiceServicer):
         """Many scheduled starts: looked up together (one round trip to Redis per
         cache), recorded in one store call, queued in one round trip. Each item is
         answered as its StartRun would be."""
-        with hop_span("dispatch.start_runs", "dispatch", "app") as span:
+        with hop_span("dispatch.start_runs", Hop.DISPATCH, Kind.APP) as span:
             starts = _batch_starts(request)
             span.set_attribute(ATTR_BATCH_SIZE, len(starts))
             control = CacheControl.from_metadata(context.invocation_metadata())
@@ -243,7 +245,7 @@ class DispatcherServicer(pb_grpc.DispatcherServiceServicer):
         written with its record, so a run's history never shows its claim before its
         enqueue)."""
         attrs = {ATTR_BATCH_SIZE: len(created)}
-        with hop_span("dispatch.enqueue", "dispatch", "queue", attrs):
+        with hop_span("dispatch.enqueue", Hop.DISPATCH, Kind.QUEUE, attrs):
             messages = []
             for p, run in created:
                 # Each message carries its run's copy of this span as its parent; the
@@ -331,7 +333,7 @@ class DispatcherServicer(pb_grpc.DispatcherServiceServicer):
         """Put the run's message on its queue; ``Unavailable`` when the broker is away
         (the run stays recorded: the sweeper sends it once it is overdue)."""
         queue = run.queue or DEFAULT_QUEUE
-        with hop_span("dispatch.enqueue", "dispatch", "queue", {**attrs, ATTR_QUEUE: queue}):
+        with hop_span("dispatch.enqueue", Hop.DISPATCH, Kind.QUEUE, {**attrs, ATTR_QUEUE: queue}):
             message = RunMessage.for_run(run)
             try:
                 self.broker.enqueue(message.to_message())
@@ -346,7 +348,7 @@ class DispatcherServicer(pb_grpc.DispatcherServiceServicer):
         cache when it has ended, else read from the store; as the cache knew it when
         the store cannot be read."""
         if self.run_status is not None:
-            ended = self.run_status.lookup(known.run_id, "dispatch")
+            ended = self.run_status.lookup(known.run_id, Hop.DISPATCH)
             if ended is not None:
                 return ended
         try:

@@ -41,7 +41,9 @@ from cronwave_core.convert import td_to_duration, ts_to_dt
 from cronwave_core.faults import NO_FAULTS, FaultHooks, run_key
 from cronwave_core.instants import epoch_ns
 from cronwave_core.queueing import RunMessage, UndecodableRunMessage
-from cronwave_core.telemetry import (
+from cronwave_core.telemetry.propagation import extracted_context, inject_context
+from cronwave_core.telemetry.spans import hop_span, tracer
+from cronwave_core.telemetry.vocabulary import (
     ATTR_FAULT,
     ATTR_HOLD,
     ATTR_HOP,
@@ -49,11 +51,9 @@ from cronwave_core.telemetry import (
     ATTR_QUEUE,
     ATTR_TRIGGER,
     ATTR_WORKER_ID,
-    extracted_context,
-    hop_span,
-    inject_context,
+    Hop,
+    Kind,
     run_attributes,
-    tracer,
 )
 from worker.draining import AttemptStop, Draining
 from worker.drills import NO_DRILLS, DrillHooks
@@ -199,14 +199,14 @@ class RunProcessor:
                 store.ClaimRuns(store_pb.ClaimRunsRequest(claims=requests)).results, "claim"
             ),
             _with_traceparent,
-            hop="pickup",
+            hop=Hop.PICKUP,
         )
         self.completions: Coalescer[store_pb.CompleteRunRequest, store_pb.CompleteRunResponse] = (
-            Coalescer("complete", self._complete_many, _with_traceparent, hop="complete")
+            Coalescer("complete", self._complete_many, _with_traceparent, hop=Hop.COMPLETE)
         )
 
         self.runs: Coalescer[store_pb.GetRunRequest, common_pb2.Run] = Coalescer(
-            "get", lambda requests: _runs_by_id(store, requests), _with_traceparent, hop="pickup"
+            "get", lambda requests: _runs_by_id(store, requests), _with_traceparent, hop=Hop.PICKUP
         )
 
     def _complete_many(
@@ -365,7 +365,7 @@ class RunProcessor:
     def _claim(
         self, message: RunMessage, attrs: Mapping[str, str]
     ) -> store_pb.ClaimRunResponse | None:
-        with hop_span("worker.claim", "pickup", "app", attrs) as span:
+        with hop_span("worker.claim", Hop.PICKUP, Kind.APP, attrs) as span:
             try:
                 claim: store_pb.ClaimRunResponse = with_retries(
                     lambda: self.claims.call(
@@ -485,7 +485,7 @@ class RunProcessor:
         span = tracer("cronwave").start_span(
             "worker.pickup",
             start_time=start,
-            attributes={ATTR_HOP: "pickup", ATTR_KIND: "queue", **attrs},
+            attributes={ATTR_HOP: Hop.PICKUP, ATTR_KIND: Kind.QUEUE, **attrs},
         )
         if fault:
             latency = self.faults.get("pickup", "queue")
@@ -503,8 +503,8 @@ class RunProcessor:
         job_type = self.registry.get(run.job_type)
         execute_attrs: dict[str, Any] = {
             **attrs,
-            ATTR_HOP: "execute",
-            ATTR_KIND: "app",
+            ATTR_HOP: Hop.EXECUTE,
+            ATTR_KIND: Kind.APP,
             ATTR_JOB_TYPE: run.job_type,
             ATTR_ATTEMPT: run.attempt,
         }
@@ -539,7 +539,7 @@ class RunProcessor:
             failed_attempt += self._failed_attempts(run.run_id)
         decision = decide(result, policy, failed_attempt)
         with hop_span(
-            "worker.complete", "complete", "app", {**attrs, ATTR_ATTEMPT: run.attempt}
+            "worker.complete", Hop.COMPLETE, Kind.APP, {**attrs, ATTR_ATTEMPT: run.attempt}
         ) as span:
             self._finish(run, attempt_token, result, decision, span)
         # A success is the common case, and its record is the run itself: logged at

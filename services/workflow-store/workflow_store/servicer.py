@@ -17,12 +17,26 @@ from opentelemetry.trace import Span
 from cronwave.v1 import common_pb2
 from cronwave.v1 import workflow_store_service_pb2 as api
 from cronwave.v1 import workflow_store_service_pb2_grpc as api_grpc
-from cronwave_core import fanout, telemetry
 from cronwave_core.convert import dt_to_ts, duration_to_td
 from cronwave_core.errors import CronwaveError, InvalidArgument
 from cronwave_core.faults import NO_FAULTS, FaultHooks, run_key
 from cronwave_core.rpc import item_error
 from cronwave_core.runs import Trigger
+from cronwave_core.telemetry import fanout
+from cronwave_core.telemetry.spans import hop_span
+from cronwave_core.telemetry.tracing import tracing_enabled
+from cronwave_core.telemetry.vocabulary import (
+    ATTR_ATTEMPT,
+    ATTR_FIRE_TIME,
+    ATTR_JOB_TYPE,
+    ATTR_QUEUE,
+    ATTR_RUN_ID,
+    ATTR_SCHEDULE_ID,
+    ATTR_WORKER_ID,
+    Hop,
+    Kind,
+    run_attributes,
+)
 from workflow_store import convert, paging, slots, validate
 from workflow_store.records import (
     MAX_BATCH,
@@ -39,30 +53,30 @@ T = TypeVar("T")
 
 
 def _db_span(
-    name: str, hop: str, run_id: str = "", schedule_id: str = "", fire_time: str = ""
+    name: str, hop: Hop, run_id: str = "", schedule_id: str = "", fire_time: str = ""
 ) -> AbstractContextManager[Span]:
     """The span of an RPC's database work within its hop of the run's waterfall."""
     attrs = {}
     if run_id:
-        attrs[telemetry.ATTR_RUN_ID] = run_id
+        attrs[ATTR_RUN_ID] = run_id
     if schedule_id:
-        attrs[telemetry.ATTR_SCHEDULE_ID] = schedule_id
+        attrs[ATTR_SCHEDULE_ID] = schedule_id
     if fire_time:
-        attrs[telemetry.ATTR_FIRE_TIME] = fire_time
-    return telemetry.hop_span(f"workflow-store {name}", hop=hop, kind="database", attributes=attrs)
+        attrs[ATTR_FIRE_TIME] = fire_time
+    return hop_span(f"workflow-store {name}", hop=hop, kind=Kind.DATABASE, attributes=attrs)
 
 
 def _mark(span: Span, run: RunRecord) -> None:
     span.set_attributes(
         {
-            **telemetry.run_attributes(run.run_id, run.schedule_id, convert.iso(run.fire_time)),
-            telemetry.ATTR_JOB_TYPE: run.job_type,
-            telemetry.ATTR_QUEUE: run.queue,
-            telemetry.ATTR_ATTEMPT: run.attempt,
+            **run_attributes(run.run_id, run.schedule_id, convert.iso(run.fire_time)),
+            ATTR_JOB_TYPE: run.job_type,
+            ATTR_QUEUE: run.queue,
+            ATTR_ATTEMPT: run.attempt,
         }
     )
     if run.worker_id:
-        span.set_attribute(telemetry.ATTR_WORKER_ID, run.worker_id)
+        span.set_attribute(ATTR_WORKER_ID, run.worker_id)
 
 
 def _mark_recorded(span: Span, run: RunRecord, created: bool) -> None:
@@ -91,15 +105,13 @@ def _items(field: str, messages: Sequence[M], parse: Callable[[M], T]) -> list[T
 def _annotate(messages: Sequence[object], runs: Sequence[RunRecord | None]) -> None:
     """Name each item's run in the copies of this batch's spans (``fanout``): a
     claim or completion names only the run id, the store knows the rest."""
-    if not telemetry.tracing_enabled():
+    if not tracing_enabled():
         return
     annotations = []
     for message, run in zip(messages, runs, strict=True):
         traceparent = getattr(message, "traceparent", "")
         if run is not None and traceparent:
-            attributes = telemetry.run_attributes(
-                run.run_id, run.schedule_id, run.fire_time.isoformat()
-            )
+            attributes = run_attributes(run.run_id, run.schedule_id, run.fire_time.isoformat())
             annotations.append((traceparent, attributes))
     fanout.annotate_many(annotations)
 
@@ -225,7 +237,7 @@ class WorkflowStoreServicer(api_grpc.WorkflowStoreServiceServicer):
     ) -> api.RecordRunResponse:
         req = convert.record_run_from_proto(request)
         with _db_span(
-            "RecordRun", "persist", "", req.schedule_id, convert.iso(req.fire_time)
+            "RecordRun", Hop.PERSIST, "", req.schedule_id, convert.iso(req.fire_time)
         ) as span:
             recorded = slots.record(self.store, req)
             _mark_recorded(span, recorded.run, recorded.created)
@@ -241,7 +253,7 @@ class WorkflowStoreServicer(api_grpc.WorkflowStoreServiceServicer):
     ) -> api.RecordMissedResponse:
         req = convert.record_missed_from_proto(request)
         with _db_span(
-            "RecordMissed", "persist", "", req.schedule_id, convert.iso(req.fire_time)
+            "RecordMissed", Hop.PERSIST, "", req.schedule_id, convert.iso(req.fire_time)
         ) as span:
             recorded = slots.record(self.store, req)
             _mark_recorded(span, recorded.run, recorded.created)
@@ -284,7 +296,7 @@ class WorkflowStoreServicer(api_grpc.WorkflowStoreServiceServicer):
     ) -> api.ClaimRunResponse:
         req = convert.claim_from_proto(request)
         # Taking the run is the end of its wait: part of pickup.
-        with _db_span("ClaimRun", "pickup", req.run_id) as span:
+        with _db_span("ClaimRun", Hop.PICKUP, req.run_id) as span:
             claim = self.store.claim_run(req.run_id, req.worker_id)
             _mark(span, claim.run)
         return api.ClaimRunResponse(
@@ -300,7 +312,7 @@ class WorkflowStoreServicer(api_grpc.WorkflowStoreServiceServicer):
         checkpoint = validate.json_text(
             request.checkpoint_json, "checkpoint_json", object_only=True
         )
-        with _db_span("Heartbeat", "execute", run_id):
+        with _db_span("Heartbeat", Hop.EXECUTE, run_id):
             deadline = self.store.heartbeat(
                 run_id, convert.attempt_token(request.attempt_token), checkpoint
             )
@@ -310,7 +322,7 @@ class WorkflowStoreServicer(api_grpc.WorkflowStoreServiceServicer):
         self, request: api.CompleteRunRequest, context: grpc.ServicerContext
     ) -> api.CompleteRunResponse:
         req = convert.completion_from_proto(request)
-        with _db_span("CompleteRun", "complete", req.run_id) as span:
+        with _db_span("CompleteRun", Hop.COMPLETE, req.run_id) as span:
             completion = self.store.complete_run(
                 req.run_id,
                 req.attempt_token,
@@ -338,7 +350,7 @@ class WorkflowStoreServicer(api_grpc.WorkflowStoreServiceServicer):
         )
         reason = validate.text(request.reason, "reason")
         validate.key(request.traceparent, "traceparent")
-        with _db_span("ReleaseRun", "execute", run_id) as span:
+        with _db_span("ReleaseRun", Hop.EXECUTE, run_id) as span:
             run, released = self.store.release_run(run_id, token, checkpoint, reason)
             _mark(span, run)
         return api.ReleaseRunResponse(run=convert.run_to_proto(run), released=released)
@@ -359,13 +371,13 @@ class WorkflowStoreServicer(api_grpc.WorkflowStoreServiceServicer):
         self, request: api.RecordRunsRequest, context: grpc.ServicerContext
     ) -> api.RecordRunsResponse:
         reqs = _items("runs", request.runs, convert.record_run_from_proto)
-        with _db_span("RecordRuns", "persist") as span:
+        with _db_span("RecordRuns", Hop.PERSIST) as span:
             results = [
                 self._settled(req, result)
                 for req, result in zip(reqs, self.store.record_runs(reqs), strict=True)
             ]
             created = [r.run for r in results if isinstance(r, Recorded) and r.created]
-            self._inject("persist", created, span)
+            self._inject(Hop.PERSIST, created, span)
             _annotate(request.runs, [r.run if isinstance(r, Recorded) else None for r in results])
         return api.RecordRunsResponse(
             results=[
@@ -408,7 +420,7 @@ class WorkflowStoreServicer(api_grpc.WorkflowStoreServiceServicer):
         self, request: api.ClaimRunsRequest, context: grpc.ServicerContext
     ) -> api.ClaimRunsResponse:
         claims = _items("claims", request.claims, convert.claim_from_proto)
-        with _db_span("ClaimRuns", "pickup"):
+        with _db_span("ClaimRuns", Hop.PICKUP):
             results = self.store.claim_runs(claims)
             _annotate(
                 request.claims, [None if isinstance(r, CronwaveError) else r.run for r in results]
@@ -432,10 +444,10 @@ class WorkflowStoreServicer(api_grpc.WorkflowStoreServiceServicer):
         self, request: api.CompleteRunsRequest, context: grpc.ServicerContext
     ) -> api.CompleteRunsResponse:
         completions = _items("completions", request.completions, convert.completion_from_proto)
-        with _db_span("CompleteRuns", "complete") as span:
+        with _db_span("CompleteRuns", Hop.COMPLETE) as span:
             results = self.store.complete_runs(completions)
             changed = [r.run for r in results if isinstance(r, Completion) and r.changed]
-            self._inject("complete", changed, span)
+            self._inject(Hop.COMPLETE, changed, span)
             _annotate(
                 request.completions,
                 [r.run if isinstance(r, Completion) else None for r in results],
@@ -458,7 +470,7 @@ class WorkflowStoreServicer(api_grpc.WorkflowStoreServiceServicer):
         _annotate(request.runs, [by_id.get(run_id) for run_id in ids])
         return api.GetRunsResponse(runs=[convert.run_to_proto(r) for r in runs])
 
-    def _inject(self, hop: str, runs: Iterable[RunRecord], span: Span) -> None:
+    def _inject(self, hop: Hop, runs: Iterable[RunRecord], span: Span) -> None:
         """A batch's latency fault: the database time of one transaction is every run's
         in the batch, so the delay is slept once when the fault selects any of them."""
         fault = self.faults.get(hop, "database")
@@ -507,7 +519,7 @@ class WorkflowStoreServicer(api_grpc.WorkflowStoreServiceServicer):
     ) -> api.RecordMissedBatchResponse:
         missed = _items("slots", request.slots, _missed_slot)
         token, scope = convert.fencing(request.fencing_token, request.fencing_scope)
-        with _db_span("RecordMissedBatch", "plan"):
+        with _db_span("RecordMissedBatch", Hop.PLAN):
             recorded, unknown = slots.record_missed_batch(self.store, missed, token, scope)
         return api.RecordMissedBatchResponse(recorded=recorded, unknown_schedules=unknown)
 
@@ -549,7 +561,7 @@ class WorkflowStoreServicer(api_grpc.WorkflowStoreServiceServicer):
         self, request: api.DeadLetterRunRequest, context: grpc.ServicerContext
     ) -> api.DeadLetterRunResponse:
         req = convert.dead_letter_from_proto(request)
-        with _db_span("DeadLetterRun", "complete", req.run_id) as span:
+        with _db_span("DeadLetterRun", Hop.COMPLETE, req.run_id) as span:
             outcome = self.store.dead_letter(req)
             if outcome.run is not None:
                 _mark(span, outcome.run)
