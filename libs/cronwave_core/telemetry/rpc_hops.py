@@ -51,10 +51,11 @@ def verb(method: str) -> str:
 @dataclass(frozen=True)
 class ServiceHops:
     """How the RPCs of one gRPC service map to hops: an exception first, else the hop of
-    the verb the RPC's name starts with, else ``default`` (``None``: no hop)."""
+    the verb the RPC's name starts with, else ``default``. ``None`` says "no hop", and
+    is always said explicitly (``default`` has no default)."""
 
     service: ServiceDescriptor
-    default: Hop | None = None
+    default: Hop | None
     verbs: Mapping[str, Hop] = field(default_factory=dict)
     exceptions: Mapping[str, Hop | None] = field(default_factory=dict)
 
@@ -88,6 +89,7 @@ class ServiceHops:
 SERVICES: tuple[ServiceHops, ...] = (
     ServiceHops(
         workflow_store_service_pb2.DESCRIPTOR.services_by_name["WorkflowStoreService"],
+        default=None,
         verbs={
             "Record": Hop.PERSIST,
             "Claim": Hop.PICKUP,
@@ -112,9 +114,14 @@ SERVICES: tuple[ServiceHops, ...] = (
         leader_election_service_pb2.DESCRIPTOR.services_by_name["LeaderElectionService"],
         default=Hop.LEADER,
     ),
-    ServiceHops(cron_planner_service_pb2.DESCRIPTOR.services_by_name["CronPlannerService"]),
-    ServiceHops(worker_service_pb2.DESCRIPTOR.services_by_name["WorkerService"]),
-    ServiceHops(payment_gateway_service_pb2.DESCRIPTOR.services_by_name["PaymentGatewayService"]),
+    ServiceHops(
+        cron_planner_service_pb2.DESCRIPTOR.services_by_name["CronPlannerService"], default=None
+    ),
+    ServiceHops(worker_service_pb2.DESCRIPTOR.services_by_name["WorkerService"], default=None),
+    ServiceHops(
+        payment_gateway_service_pb2.DESCRIPTOR.services_by_name["PaymentGatewayService"],
+        default=None,
+    ),
 )
 
 _RPC_HOPS: dict[str, Hop] = {
