@@ -204,6 +204,36 @@ def test_a_lean_span_keeps_valid_attributes_and_drops_the_rest(tmp_path: Path):
     assert line["attributes"] == {"n": 1, "seq": ["a", "b"], "x": 0.5, "ok": True}
 
 
+@PROVIDERS
+def test_a_hop_and_a_kind_are_written_as_their_strings(tmp_path: Path, provider_cls):
+    # Given a span given a Hop and a Kind as attribute values, not through hop_span
+    provider, path = _provider(tmp_path, provider_cls=provider_cls)
+    spans: list[ReadableSpan] = []
+    provider.add_span_processor(_Keep(spans))
+    span = provider.get_tracer("t").start_span("s", attributes={ATTR_HOP: Hop.PICKUP})
+    span.set_attribute(ATTR_KIND, Kind.QUEUE)
+    span.end()
+    provider.shutdown()
+
+    # Then the line says them as any string is said
+    [line] = _lines(path)
+    assert line["attributes"] == {ATTR_HOP: "pickup", ATTR_KIND: "queue"}
+    assert span_line(spans[0], "suite") == span_line(
+        ReadableSpan(
+            name="s",
+            context=spans[0].context,
+            resource=spans[0].resource,
+            attributes={ATTR_HOP: "pickup", ATTR_KIND: "queue"},
+            start_time=spans[0].start_time,
+            end_time=spans[0].end_time,
+        ),
+        "suite",
+    )
+    # and a lean span keeps them as plain strings
+    if provider_cls is LeanTracerProvider:
+        assert {type(v) for v in (spans[0].attributes or {}).values()} == {str}
+
+
 def test_a_lean_span_records_an_escaping_error_and_keeps_an_ok_status(tmp_path: Path):
     provider, path = _provider(tmp_path, provider_cls=LeanTracerProvider)
     spans: list[ReadableSpan] = []
