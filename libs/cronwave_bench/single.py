@@ -41,7 +41,7 @@ NOOP = "cronwave.noop"
 TARGET_P50_MS = 0.5
 TARGET_P99_MS = 1.5
 #: Set by the worker on a run's ``worker.execute`` span when its body ran in a job
-#: process (``worker.runtime.ATTR_OVERHEAD_MS``: a library never imports a service).
+#: process (``worker.middleware.tracing.ATTR_OVERHEAD_MS``: a library never imports a service).
 OVERHEAD_ATTR = "cronwave.job_process.overhead_ms"
 
 

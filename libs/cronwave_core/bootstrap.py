@@ -2,7 +2,8 @@
 
 Every server gets the library health service, reflection from its descriptors, the
 interceptors in a declared order (tracing, errors, serialization, then the service's
-own), and on SIGTERM or SIGINT:
+own, then, in a process started for tests only, the latency faults of
+``cronwave_core.fault_interceptors``), and on SIGTERM or SIGINT:
 health NOT_SERVING (``enter_graceful_shutdown``), ``stop(grace)``, the service's own
 cleanup, then exit.
 """
@@ -25,6 +26,8 @@ from grpc_reflection.v1alpha import reflection
 from opentelemetry.instrumentation.grpc import server_interceptor
 
 from cronwave_core.errors import CronwaveError, InvalidArgument
+from cronwave_core.fault_interceptors import server_faults
+from cronwave_core.settings import TestHooks
 from cronwave_core.telemetry import fanout
 from cronwave_core.telemetry.rpc_hops import rpc_hop
 from cronwave_core.telemetry.spans import codec_call
@@ -238,9 +241,16 @@ class Service:
 class RunningServer:
     """A started server; ``stop`` is the graceful path, safe to call twice."""
 
-    def __init__(self, service: Service, grace: timedelta, traced: bool = True) -> None:
+    def __init__(
+        self,
+        service: Service,
+        grace: timedelta,
+        traced: bool = True,
+        hooks: TestHooks | None = None,
+    ) -> None:
         """``grace``: how long ``stop`` lets in-flight calls finish (``CRONWAVE_GRACE``);
-        ``traced``: server spans and serialization timing (``CRONWAVE_TRACING``)."""
+        ``traced``: server spans and serialization timing (``CRONWAVE_TRACING``);
+        ``hooks``: the process's test hooks (faults only where they are enabled)."""
         self.service = service
         self.grace = grace
         interceptors: list[Any] = []
@@ -252,6 +262,10 @@ class RunningServer:
             # still becomes its status; outside the service's own, which see messages.
             interceptors.append(SerializationInterceptor())
         interceptors.extend(service.interceptors)
+        # Innermost, so a fault's span sits within the call's own spans; none at all
+        # in a process not started for tests.
+        if hooks is not None:
+            interceptors.extend(server_faults(hooks, service.service_names))
         self.server = grpc.server(
             futures.ThreadPoolExecutor(
                 max_workers=service.max_workers, thread_name_prefix=service.name
@@ -306,12 +320,14 @@ class RunningServer:
         self._stopped.wait()
 
 
-def serve(service: Service, grace: timedelta, traced: bool = True) -> None:
+def serve(
+    service: Service, grace: timedelta, traced: bool = True, hooks: TestHooks | None = None
+) -> None:
     """Start ``service`` and block until SIGTERM or SIGINT has stopped it gracefully."""
     logging.basicConfig(
         level=logging.INFO, format=f"%(asctime)s {service.name} %(levelname)s %(message)s"
     )
-    server = RunningServer(service, grace, traced=traced)
+    server = RunningServer(service, grace, traced=traced, hooks=hooks)
 
     def on_signal(signum: int, _frame: Any) -> None:
         log.info("%s: signal %d, stopping gracefully", service.name, signum)

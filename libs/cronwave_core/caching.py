@@ -30,7 +30,6 @@ import redis
 from opentelemetry.trace import Span
 
 from cronwave.v1 import common_pb2 as pb
-from cronwave_core.faults import NO_FAULTS, FaultHooks
 from cronwave_core.telemetry.spans import hop_span
 from cronwave_core.telemetry.vocabulary import ATTR_CACHE_HIT, ATTR_CACHE_NAME, Hop, Kind
 
@@ -128,7 +127,6 @@ class TwoTierCache:
         local_ttl: timedelta,
         redis_ttl: timedelta,
         max_entries: int = 100_000,
-        faults: FaultHooks = NO_FAULTS,
     ) -> None:
         self.name = name
         self.hop = hop
@@ -136,7 +134,6 @@ class TwoTierCache:
         self._client = client
         self._prefix = f"{namespace}:cache:{name}:"
         self._redis_ttl_ms = int(redis_ttl.total_seconds() * 1000)
-        self._faults = faults
         self._warnings = _Warnings()
         self._span_name = f"{name} cache lookup"
         self._fill_name = f"{name} cache fill"
@@ -146,18 +143,14 @@ class TwoTierCache:
         key: str,
         *,
         control: CacheControl = CacheControl.DEFAULT,
-        fault_key: str | None = None,
         attributes: Mapping[str, object] | None = None,
     ) -> tuple[bytes | None, str]:
         """The value of ``key`` and where it was found (``local``, ``redis``, or
-        ``miss`` with ``None``). ``fault_key`` (a ``faults.run_key``) lets a latency
-        fault for this hop's ``cache`` time slow this look-up."""
+        ``miss`` with ``None``)."""
         attrs: dict[str, object] = {ATTR_CACHE_NAME: self.name}
         if attributes:
             attrs.update(attributes)
         with hop_span(self._span_name, self.hop, Kind.CACHE, attrs) as span:
-            if fault_key is not None and self._faults:
-                self._faults.inject(self.hop, "cache", fault_key, span)
             values, hit = self._find_many([key], control, span)
             span.set_attribute(ATTR_CACHE_HIT, hit)
             return values[0], hit
@@ -167,20 +160,14 @@ class TwoTierCache:
         keys: Sequence[str],
         *,
         control: CacheControl = CacheControl.DEFAULT,
-        fault_keys: Sequence[str] = (),
     ) -> list[bytes | None]:
         """The values of ``keys`` (None where neither tier has one), in one span and at
         most one round trip to Redis (MGET). The span's ``cronwave.cache.hit`` is the
         farthest any key had to go: ``local`` when the process had every one,
         ``redis`` when some were only in Redis, ``miss`` when some were in neither
-        (those go to the store, which the whole batch waits for). A latency fault
-        that selects any of ``fault_keys`` slows the look-up once."""
+        (those go to the store, which the whole batch waits for)."""
         attrs: dict[str, object] = {ATTR_CACHE_NAME: self.name, "cronwave.cache.keys": len(keys)}
         with hop_span(self._span_name, self.hop, Kind.CACHE, attrs) as span:
-            if self._faults:
-                for fault_key in fault_keys:
-                    if self._faults.inject(self.hop, "cache", fault_key, span):
-                        break
             values, hit = self._find_many(keys, control, span)
             span.set_attribute(ATTR_CACHE_HIT, hit)
             return values

@@ -3,7 +3,7 @@
 For tests and drills only: a process gets an injector (``Faults``) only when it was
 started with ``CRONWAVE_TEST_HOOKS=1`` and ``CRONWAVE_FAULT`` names a fault
 (``fault_hooks``); every other process has ``NO_FAULTS``, whose hooks do nothing, so
-the hot path pays one empty call. ``CRONWAVE_FAULT`` without the switch stops start-up
+nothing on the hot path knows of faults. ``CRONWAVE_FAULT`` without the switch stops start-up
 (``cronwave_core.settings``).
 
 ``CRONWAVE_FAULT`` is a comma-separated list of ``name=value`` items (other items, such
@@ -20,15 +20,17 @@ which runs were slowed. The delay is slept inside the span of that hop and kind,
 is marked with ``cronwave.fault``; it holds no lock (a database delay is added after
 the store's transaction, inside its span), so runs without the fault are not slowed.
 
-Where each point is applied (``POINTS``):
+Where each point is applied (``POINTS``); no service's own code does it: the
+interceptors of ``cronwave_core.fault_interceptors`` and the worker's test-hook
+middleware (``worker.middleware.faults``) do, installed in a process started for tests:
 
-- ``dispatch:cache``  the dispatcher's route look-up
-- ``dispatch:app``    the dispatcher's start handler
-- ``persist:database`` the store's RecordRun database span
+- ``dispatch:cache``  the dispatcher, before it records a start (its look-ups)
+- ``dispatch:app``    the dispatcher, before it records a start (its handling)
+- ``persist:database`` the store's answer to RecordRun(s), after the transaction
 - ``pickup:queue``    before the worker takes the message (the run waits longer in
   its queue)
 - ``execute:app``     the worker, before the job body starts
-- ``complete:database`` the store's CompleteRun database span
+- ``complete:database`` the store's answer to CompleteRun(s), after the transaction
 """
 
 from __future__ import annotations

@@ -295,7 +295,7 @@ def resume(
     schedule_id: ScheduleId,
     note: Annotated[str, typer.Option("--note", help="Why; kept in its history.")] = "",
 ) -> None:
-    """Fire a paused schedule again (missed slots follow its catchup policy)."""
+    """Fire a paused schedule again from its next slot (the slots of the pause are not run)."""
     with connected() as client:
         schedule = client.resume_schedule(schedule_id, note=note)
         out().print(f"[green]resumed[/] schedule {schedule.schedule_id!r}")

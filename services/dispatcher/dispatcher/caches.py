@@ -63,11 +63,9 @@ class RouteCache:
         self.cache = cache
         self.store = store  # WorkflowStoreServiceStub
 
-    def route(
-        self, schedule_id: str, *, control: CacheControl, fault_key: str
-    ) -> tuple[Route | None, str]:
+    def route(self, schedule_id: str, *, control: CacheControl) -> tuple[Route | None, str]:
         """The schedule's route and where it was found (``local``, ``redis``, ``miss``)."""
-        route, hit = self.cached(schedule_id, control=control, fault_key=fault_key)
+        route, hit = self.cached(schedule_id, control=control)
         if route is not None:
             return route, hit
         route = self._from_store(schedule_id)
@@ -75,21 +73,19 @@ class RouteCache:
             self.cache.fill(schedule_id, route.encode())
         return route, "miss"
 
-    def cached(
-        self, schedule_id: str, *, control: CacheControl, fault_key: str
-    ) -> tuple[Route | None, str]:
+    def cached(self, schedule_id: str, *, control: CacheControl) -> tuple[Route | None, str]:
         """The route as the cache knows it, asking nothing of the store on a miss (a
         batch of starts lets the store route what the cache does not know, and
         ``learn_many``s the route from its answer)."""
-        raw, hit = self.cache.lookup(schedule_id, control=control, fault_key=fault_key)
+        raw, hit = self.cache.lookup(schedule_id, control=control)
         route = Route.decode(raw) if raw is not None else None
         return route, hit if route is not None else "miss"
 
     def cached_many(
-        self, schedule_ids: Sequence[str], *, control: CacheControl, fault_keys: Sequence[str]
+        self, schedule_ids: Sequence[str], *, control: CacheControl
     ) -> list[Route | None]:
         """``cached`` for a batch of starts: one look-up span, one round trip."""
-        raw = self.cache.lookup_many(schedule_ids, control=control, fault_keys=fault_keys)
+        raw = self.cache.lookup_many(schedule_ids, control=control)
         return [Route.decode(value) if value is not None else None for value in raw]
 
     def learn_many(self, runs: Sequence[common_pb2.Run]) -> None:

@@ -7,7 +7,7 @@ from cronwave.v1 import dispatcher_service_pb2_grpc as pb_grpc
 from cronwave.v1 import workflow_store_service_pb2_grpc as store_grpc
 from cronwave_core.bootstrap import Service, full_names, serve
 from cronwave_core.caching import RunStatusCache, TwoTierCache, redis_client
-from cronwave_core.faults import fault_hooks
+from cronwave_core.fault_interceptors import fault_channel
 from cronwave_core.queue_epoch import EpochWatch
 from cronwave_core.queueing import make_broker
 from cronwave_core.rpc import open_channel
@@ -35,9 +35,9 @@ def main() -> None:
     hooks = TestHooks.from_env()
     provider = init_tracing("dispatcher", telemetry)
     broker = make_broker(redis_settings)
-    channel = open_channel(network.store_addr, network.rpc_timeout)
+    # A process started for tests slows its starts there (cronwave_core.fault_interceptors).
+    channel = fault_channel(open_channel(network.store_addr, network.rpc_timeout), hooks)
     store = store_grpc.WorkflowStoreServiceStub(channel)
-    faults = fault_hooks(hooks)
     cache_redis = redis_client(redis_settings.redis_url)
     routes = TwoTierCache(
         "route",
@@ -46,7 +46,6 @@ def main() -> None:
         namespace=redis_settings.namespace,
         local_ttl=caches.ROUTE_LOCAL_TTL,
         redis_ttl=caches.ROUTE_REDIS_TTL,
-        faults=faults,
     )
     dedup = TwoTierCache(
         "dedup",
@@ -62,7 +61,6 @@ def main() -> None:
         routes=caches.RouteCache(routes, store),
         dedup=caches.DedupCache(dedup),
         run_status=RunStatusCache(cache_redis, redis_settings.namespace),
-        faults=faults,
     )
     watch = EpochWatch(broker.client, redis_settings.namespace)
     sweeper = Sweeper(store, broker, dispatcher, watch=watch)

@@ -31,7 +31,7 @@ from cronwave.v1 import workflow_store_service_pb2 as store_pb
 from cronwave_core.caching import CacheControl, RunStatusCache
 from cronwave_core.convert import dt_to_ts, ts_to_dt
 from cronwave_core.errors import InvalidArgument, Unavailable
-from cronwave_core.faults import NO_FAULTS, FaultHooks, run_key
+from cronwave_core.faults import run_key
 from cronwave_core.fields import identifier
 from cronwave_core.queueing import DEFAULT_QUEUE, RunMessage, enqueue_many, trigger_name
 from cronwave_core.rpc import item_error
@@ -77,7 +77,6 @@ class DispatcherServicer(pb_grpc.DispatcherServiceServicer):
         routes: RouteCache | None = None,
         dedup: DedupCache | None = None,
         run_status: RunStatusCache | None = None,
-        faults: FaultHooks = NO_FAULTS,
     ) -> None:
         self.store = store
         self.broker = broker
@@ -85,7 +84,6 @@ class DispatcherServicer(pb_grpc.DispatcherServiceServicer):
         self.routes = routes
         self.dedup = dedup
         self.run_status = run_status
-        self.faults = faults  # no-op hooks unless the process was started for tests
 
     def StartRun(
         self, request: pb.StartRunRequest, context: grpc.ServicerContext
@@ -121,7 +119,7 @@ class DispatcherServicer(pb_grpc.DispatcherServiceServicer):
             control = CacheControl.from_metadata(context.invocation_metadata())
             keys = [run_key(start.schedule_id, start.fire_time) for start, _ in starts]
             known = self._known_many(keys, control)
-            routes = self._routes_many([start.schedule_id for start, _ in starts], keys, control)
+            routes = self._routes_many([start.schedule_id for start, _ in starts], control)
             pending: list[_Pending] = []
             results = [pb.StartRunResult() for _ in starts]
             for index, (start, item) in enumerate(starts):
@@ -133,7 +131,6 @@ class DispatcherServicer(pb_grpc.DispatcherServiceServicer):
                             pb.StartRunResponse(run=self._current(run), created=False)
                         )
                         continue
-                    self.faults.inject("dispatch", "app", keys[index])
                 pending.append(_Pending(index, start, item, routes[index]))
             if pending:
                 self._record_batch(pending, results, context)
@@ -144,14 +141,12 @@ class DispatcherServicer(pb_grpc.DispatcherServiceServicer):
             return [None] * len(keys)
         return self.dedup.lookup_many(keys, control)
 
-    def _routes_many(
-        self, schedule_ids: list[str], keys: list[str], control: CacheControl
-    ) -> list[str]:
+    def _routes_many(self, schedule_ids: list[str], control: CacheControl) -> list[str]:
         """The queue of each start as the route cache knows it; "" lets the store
         choose (and ``learn_many`` the route from its answer)."""
         if self.routes is None:
             return [""] * len(schedule_ids)
-        found = self.routes.cached_many(schedule_ids, control=control, fault_keys=keys)
+        found = self.routes.cached_many(schedule_ids, control=control)
         return [route.queue if route is not None else "" for route in found]
 
     def _look_up(
@@ -173,12 +168,11 @@ class DispatcherServicer(pb_grpc.DispatcherServiceServicer):
                 return known, ""
         queue = ""
         if self.routes is not None:
-            route, _ = self.routes.route(start.schedule_id, control=control, fault_key=key)
+            route, _ = self.routes.route(start.schedule_id, control=control)
             if route is not None:
                 queue = route.queue
                 if span is not None:
                     span.set_attributes({ATTR_JOB_TYPE: route.job_type, ATTR_QUEUE: queue})
-        self.faults.inject("dispatch", "app", key, span)
         return None, queue
 
     def _record_batch(

@@ -10,7 +10,8 @@ import dramatiq
 import grpc
 from dramatiq.common import q_name
 
-from worker.runtime import TRANSIENT, RunProcessor
+from worker.middleware.dead_lettering import DeadLettering
+from worker.store_port import TRANSIENT
 from worker.supervisor import describe
 
 log = logging.getLogger("cronwave.worker")
@@ -23,8 +24,8 @@ class DeadLetterRejected(dramatiq.Middleware):
     names while that run is still PENDING; a run that a live attempt holds, or that is
     done, is left alone. dramatiq keeps its own copy on the queue's ``.XQ`` list."""
 
-    def __init__(self, processor: RunProcessor) -> None:
-        self.processor = processor
+    def __init__(self, dead_letters: DeadLettering) -> None:
+        self.dead_letters = dead_letters
 
     def before_nack(self, broker: dramatiq.Broker, message: Any) -> None:
         kwargs = message.kwargs if isinstance(message.kwargs, dict) else {}
@@ -40,7 +41,7 @@ class DeadLetterRejected(dramatiq.Middleware):
             {"actor_name": message.actor_name, "args": list(message.args), "kwargs": kwargs},
             default=repr,
         )[:10_000]
-        self.processor.dead_letter(
+        self.dead_letters.dead_letter(
             run_id if isinstance(run_id, str) else "",
             "",
             "rejected",

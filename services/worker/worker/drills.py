@@ -18,28 +18,23 @@ import signal
 from cronwave_core.errors import ConfigurationError
 from cronwave_core.faults import named_items
 from cronwave_core.settings import TestHooks
+from worker.chain import Delivery, RunMiddleware
 
 log = logging.getLogger("cronwave.worker.drill")
 
 STOP_BEFORE_COMPLETE = "worker.stop_before_complete"
 
 
-class DrillHooks:
-    """Hooks on the worker's path that do nothing: what every worker not started for
-    drills has (``NO_DRILLS``)."""
+class StopBeforeComplete(RunMiddleware):
+    """A middleware of the worker's chain after completion (``worker.chain``): its
+    ``before_complete`` runs once the attempt's outcome is decided, just before the
+    completion is sent."""
 
-    def before_complete(self, run_id: str, attempt: int) -> None:
-        """Called after an attempt's job body ended, before its completion is sent."""
-
-
-NO_DRILLS = DrillHooks()
-
-
-class StopBeforeComplete(DrillHooks):
     def __init__(self, attempt: int) -> None:
         self._attempt = attempt
 
-    def before_complete(self, run_id: str, attempt: int) -> None:
+    def before_complete(self, delivery: Delivery) -> None:
+        run_id, attempt = delivery.run.run_id, delivery.run.attempt
         if attempt != self._attempt:
             return
         log.warning(
@@ -52,15 +47,15 @@ class StopBeforeComplete(DrillHooks):
         log.warning("drill %s: resumed; completing run %s", STOP_BEFORE_COMPLETE, run_id)
 
 
-def drill_hooks(hooks: TestHooks) -> DrillHooks:
-    """The hooks ``CRONWAVE_FAULT`` names, in a worker started for drills
-    (``hooks.enabled``); ``NO_DRILLS`` otherwise. A malformed value stops
-    start-up (``ConfigurationError``)."""
+def drill_hooks(hooks: TestHooks) -> StopBeforeComplete | None:
+    """The drill ``CRONWAVE_FAULT`` names, in a worker started for drills
+    (``hooks.enabled``); None otherwise. A malformed value stops start-up
+    (``ConfigurationError``)."""
     if not hooks.enabled:
-        return NO_DRILLS
+        return None
     raw = named_items(hooks.fault, f"{STOP_BEFORE_COMPLETE}=1").get(STOP_BEFORE_COMPLETE)
     if raw is None:
-        return NO_DRILLS
+        return None
     if not raw.isdigit() or int(raw) < 1:
         raise ConfigurationError(
             f"CRONWAVE_FAULT: {STOP_BEFORE_COMPLETE} expects an attempt number >= 1, got {raw!r}"

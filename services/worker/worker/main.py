@@ -36,7 +36,6 @@ from cronwave_core.bootstrap import RunningServer, Service, full_names
 from cronwave_core.caching import RunStatusCache, redis_client
 from cronwave_core.convert import td_to_duration
 from cronwave_core.errors import CronwaveError
-from cronwave_core.faults import fault_hooks
 from cronwave_core.rpc import error_from_rpc, open_channel
 from cronwave_core.settings import (
     NetworkSettings,
@@ -49,15 +48,18 @@ from cronwave_core.settings import (
 from cronwave_core.telemetry.tracing import init_tracing
 from worker.acks import BatchAckBroker
 from worker.actors import declare_actors
+from worker.attempts import Isolation
 from worker.dead_letters import DeadLetterRejected
 from worker.draining import Draining
-from worker.drills import drill_hooks
 from worker.held_runs import HeldRuns
 from worker.job_process import JobProcessPool
 from worker.jobs import JobType, Registry, default_registry
 from worker.jobs.billing_config import BillingSettings
-from worker.runtime import Isolation, RunProcessor, WorkerStats, with_retries
+from worker.middleware import standard
+from worker.middleware.faults import test_hooks
+from worker.runtime import RunProcessor, WorkerStats
 from worker.status import WorkerStatusServicer
+from worker.store_port import RunStore, with_retries
 
 log = logging.getLogger("cronwave.worker")
 
@@ -86,7 +88,7 @@ def job_type_to_proto(job_type: JobType) -> common_pb2.JobType:
     )
 
 
-def register_job_types(store: Any, registry: Registry) -> None:
+def register_job_types(store: RunStore, registry: Registry) -> None:
     """Register every job type with the store, waiting out a store that is still
     starting; any other refusal stops start-up with the store's reason."""
     for job_type in registry:
@@ -223,20 +225,26 @@ def main() -> None:
     held = HeldRuns()
     draining = Draining()
     cache_redis = redis_client(redis_settings.redis_url)
-    processor = RunProcessor(
+    middleware = standard(
         store,
         registry,
         settings.worker_id,
+        broker=broker,
+        run_status=RunStatusCache(cache_redis, redis_settings.namespace),
+        kill_grace=settings.kill_grace,
+        test_hooks=test_hooks(hooks),
+    )
+    processor = RunProcessor(
+        store,
+        registry,
+        middleware,
         stats,
         broker=broker,
-        isolation=Isolation(pool=pool, kill_grace=settings.kill_grace),
-        run_status=RunStatusCache(cache_redis, redis_settings.namespace),
-        faults=fault_hooks(hooks),
+        isolation=Isolation(pool=pool),
         held=held,
-        drills=drill_hooks(hooks),
         draining=draining,
     )
-    broker.add_middleware(DeadLetterRejected(processor))
+    broker.add_middleware(DeadLetterRejected(processor.dead_letters))
     declare_actors(broker, settings.queues, processor, registry)
     consumer = dramatiq.Worker(
         broker,

@@ -7,7 +7,6 @@ import grpc
 from cronwave.v1 import workflow_store_service_pb2 as api
 from cronwave.v1 import workflow_store_service_pb2_grpc as api_grpc
 from cronwave_core.bootstrap import Service, full_names, serve
-from cronwave_core.faults import fault_hooks
 from cronwave_core.settings import (
     NetworkSettings,
     ProcessSettings,
@@ -34,7 +33,7 @@ def main() -> None:
     migrate(engine)
     db = Database(engine)
     store = Store(db)
-    servicer = WorkflowStoreServicer(store, faults=fault_hooks(hooks))
+    servicer = WorkflowStoreServicer(store)
 
     def register(server: grpc.Server) -> None:
         api_grpc.add_WorkflowStoreServiceServicer_to_server(servicer, server)
@@ -57,6 +56,7 @@ def main() -> None:
         ),
         process.grace,
         traced=telemetry.tracing,
+        hooks=hooks,
     )
 
 

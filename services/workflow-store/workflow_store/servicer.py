@@ -6,7 +6,7 @@ bootstrap's error interceptor.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from datetime import timedelta
 from typing import TypeVar
@@ -19,7 +19,6 @@ from cronwave.v1 import workflow_store_service_pb2 as api
 from cronwave.v1 import workflow_store_service_pb2_grpc as api_grpc
 from cronwave_core.convert import dt_to_ts, duration_to_td
 from cronwave_core.errors import CronwaveError, InvalidArgument
-from cronwave_core.faults import NO_FAULTS, FaultHooks, run_key
 from cronwave_core.rpc import item_error
 from cronwave_core.runs import Trigger
 from cronwave_core.telemetry import fanout
@@ -144,13 +143,9 @@ class WorkflowStoreServicer(api_grpc.WorkflowStoreServiceServicer):
         self,
         store: Store,
         watch_poll: timedelta = timedelta(seconds=0.5),
-        faults: FaultHooks = NO_FAULTS,
     ) -> None:
         self.store = store
         self.watch_poll = watch_poll
-        # Latency faults for the truth tests (no-op hooks unless the process was started
-        # for tests); slept after the transaction, inside its span, so they hold no lock.
-        self.faults = faults
 
     # -- schedules ---------------------------------------------------------------------
 
@@ -241,9 +236,6 @@ class WorkflowStoreServicer(api_grpc.WorkflowStoreServiceServicer):
         ) as span:
             recorded = slots.record(self.store, req)
             _mark_recorded(span, recorded.run, recorded.created)
-            if recorded.created:
-                key = run_key(req.schedule_id, req.fire_time)
-                self.faults.inject("persist", "database", key, span)
         return api.RecordRunResponse(
             run=convert.run_to_proto(recorded.run), created=recorded.created
         )
@@ -333,9 +325,6 @@ class WorkflowStoreServicer(api_grpc.WorkflowStoreServiceServicer):
                 body_started_at=req.body_started_at,
             )
             _mark(span, completion.run)
-            if completion.changed:
-                key = run_key(completion.run.schedule_id, completion.run.fire_time)
-                self.faults.inject("complete", "database", key, span)
         return api.CompleteRunResponse(
             run=convert.run_to_proto(completion.run), changed=completion.changed
         )
@@ -371,13 +360,11 @@ class WorkflowStoreServicer(api_grpc.WorkflowStoreServiceServicer):
         self, request: api.RecordRunsRequest, context: grpc.ServicerContext
     ) -> api.RecordRunsResponse:
         reqs = _items("runs", request.runs, convert.record_run_from_proto)
-        with _db_span("RecordRuns", Hop.PERSIST) as span:
+        with _db_span("RecordRuns", Hop.PERSIST):
             results = [
                 self._settled(req, result)
                 for req, result in zip(reqs, self.store.record_runs(reqs), strict=True)
             ]
-            created = [r.run for r in results if isinstance(r, Recorded) and r.created]
-            self._inject(Hop.PERSIST, created, span)
             _annotate(request.runs, [r.run if isinstance(r, Recorded) else None for r in results])
         return api.RecordRunsResponse(
             results=[
@@ -444,10 +431,8 @@ class WorkflowStoreServicer(api_grpc.WorkflowStoreServiceServicer):
         self, request: api.CompleteRunsRequest, context: grpc.ServicerContext
     ) -> api.CompleteRunsResponse:
         completions = _items("completions", request.completions, convert.completion_from_proto)
-        with _db_span("CompleteRuns", Hop.COMPLETE) as span:
+        with _db_span("CompleteRuns", Hop.COMPLETE):
             results = self.store.complete_runs(completions)
-            changed = [r.run for r in results if isinstance(r, Completion) and r.changed]
-            self._inject(Hop.COMPLETE, changed, span)
             _annotate(
                 request.completions,
                 [r.run if isinstance(r, Completion) else None for r in results],
@@ -469,18 +454,6 @@ class WorkflowStoreServicer(api_grpc.WorkflowStoreServiceServicer):
         by_id = {r.run_id: r for r in runs}
         _annotate(request.runs, [by_id.get(run_id) for run_id in ids])
         return api.GetRunsResponse(runs=[convert.run_to_proto(r) for r in runs])
-
-    def _inject(self, hop: Hop, runs: Iterable[RunRecord], span: Span) -> None:
-        """A batch's latency fault: the database time of one transaction is every run's
-        in the batch, so the delay is slept once when the fault selects any of them."""
-        fault = self.faults.get(hop, "database")
-        if fault is None:
-            return
-        for run in runs:
-            key = run_key(run.schedule_id, run.fire_time)
-            if fault.selected(key):
-                self.faults.inject(hop, "database", key, span)
-                return
 
     def GetFencingToken(
         self, request: api.GetFencingTokenRequest, context: grpc.ServicerContext

@@ -1,0 +1,64 @@
+"""The worker's run middleware, one concern each, and the chain they make in their
+declared order (``ORDER``; why this order: ``worker.chain``)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import timedelta
+
+from dramatiq.brokers.redis import RedisBroker
+
+from cronwave_core.caching import RunStatusCache
+from worker.chain import RunMiddleware
+from worker.jobs import Registry
+from worker.middleware.claim import Claim
+from worker.middleware.completion import Completion
+from worker.middleware.dead_lettering import DeadLettering
+from worker.middleware.heartbeat import Heartbeat
+from worker.middleware.time_limit import TimeLimit
+from worker.middleware.tracing import Tracing
+from worker.store_port import RunStore
+
+__all__ = [
+    "ORDER",
+    "Claim",
+    "Completion",
+    "DeadLettering",
+    "Heartbeat",
+    "TimeLimit",
+    "Tracing",
+    "standard",
+]
+
+ORDER: tuple[type[RunMiddleware], ...] = (
+    Tracing,
+    DeadLettering,
+    Claim,
+    Heartbeat,
+    TimeLimit,
+    Completion,
+)
+
+
+def standard(
+    store: RunStore,
+    registry: Registry,
+    worker_id: str,
+    *,
+    broker: RedisBroker | None = None,
+    run_status: RunStatusCache | None = None,
+    kill_grace: timedelta = timedelta(seconds=2),
+    test_hooks: Sequence[RunMiddleware] = (),
+) -> list[RunMiddleware]:
+    """The worker's middleware in ``ORDER``, then ``test_hooks`` (innermost: see
+    ``worker.chain``)."""
+    chain: list[RunMiddleware] = [
+        Tracing(worker_id),
+        DeadLettering(store, registry),
+        Claim(store, registry, worker_id),
+        Heartbeat(store),
+        TimeLimit(kill_grace),
+        Completion(store, registry, broker, run_status),
+    ]
+    assert tuple(type(m) for m in chain) == ORDER
+    return [*chain, *test_hooks]

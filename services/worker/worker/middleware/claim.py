@@ -1,0 +1,83 @@
+"""Claim: the store decides whether this worker may run the message's run (exactly
+one live attempt per run). A run that is already terminal, held by a live attempt or
+not due is skipped; one the store does not know is poison (``unknown_run``).
+
+The claims of the runs this worker takes at once go to the store together (group
+commit; see ``cronwave_core.batching``).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import grpc
+
+from cronwave.v1 import common_pb2
+from cronwave.v1 import workflow_store_service_pb2 as store_pb
+from cronwave_core.batching import Coalescer, results_of
+from cronwave_core.telemetry.spans import hop_span
+from cronwave_core.telemetry.vocabulary import Hop, Kind
+from worker.chain import Delivery, Poison, RunMiddleware, Skip
+from worker.jobs import Registry
+from worker.middleware.dead_lettering import message_json
+from worker.store_port import RunStore, with_retries
+
+log = logging.getLogger("cronwave.worker")
+
+
+def with_traceparent(request: Any, traceparent: str) -> Any:
+    request.traceparent = traceparent
+    return request
+
+
+class Claim(RunMiddleware):
+    def __init__(self, store: RunStore, registry: Registry, worker_id: str) -> None:
+        self.registry = registry
+        self.worker_id = worker_id
+        self.claims: Coalescer[store_pb.ClaimRunRequest, store_pb.ClaimRunResponse] = Coalescer(
+            "claim",
+            lambda requests: results_of(
+                store.ClaimRuns(store_pb.ClaimRunsRequest(claims=requests)).results, "claim"
+            ),
+            with_traceparent,
+            hop=Hop.PICKUP,
+        )
+
+    def before_claim(self, delivery: Delivery) -> None:
+        message = delivery.message
+        span = delivery.phase.enter_context(
+            hop_span("worker.claim", Hop.PICKUP, Kind.APP, delivery.attrs)
+        )
+        delivery.span = span
+        request = store_pb.ClaimRunRequest(run_id=message.run_id, worker_id=self.worker_id)
+        try:
+            claim: store_pb.ClaimRunResponse = with_retries(
+                lambda: self.claims.call(request), f"claim run {message.run_id}"
+            )
+        except grpc.RpcError as exc:
+            if exc.code() != grpc.StatusCode.NOT_FOUND:
+                raise
+            span.set_attribute("cronwave.claimed", False)
+            raise Poison(
+                "unknown_run",
+                exc.details() or "the store has no such run",
+                run_id=message.run_id,
+                queue=message.queue,
+                message_json=message_json((), message.to_kwargs()),
+            ) from None
+        span.set_attribute("cronwave.claimed", claim.claimed)
+        if not claim.claimed:
+            log.info(
+                "run %s not claimed (state %s): done, held by a live attempt, or not due",
+                message.run_id,
+                common_pb2.RunState.Name(claim.run.state),
+            )
+            raise Skip
+        delivery.run = claim.run
+        delivery.attempt_token = claim.attempt_token
+        if claim.run.job_type in self.registry:
+            delivery.job_type = self.registry.get(claim.run.job_type)
+
+    def close(self) -> None:
+        self.claims.close()

@@ -1,0 +1,87 @@
+"""The workflow store as the worker calls it (``RunStore``), and how a call waits out a
+store that is restarting (``with_retries``).
+
+The generated ``WorkflowStoreServiceStub`` satisfies ``RunStore``; a test can hand the
+worker anything else that does.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import time
+from collections.abc import Callable
+from datetime import timedelta
+from typing import Protocol, TypeVar
+
+import grpc
+
+from cronwave.v1 import workflow_store_service_pb2 as store_pb
+
+log = logging.getLogger("cronwave.worker")
+
+T = TypeVar("T")
+
+#: Calls whose failure says nothing about the run: the store is restarting or slow.
+TRANSIENT = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
+#: Calls whose failure says the attempt is no longer this worker's to finish.
+NOT_OURS = (grpc.StatusCode.FAILED_PRECONDITION, grpc.StatusCode.NOT_FOUND)
+
+
+class RunStore(Protocol):
+    """The store RPCs the worker makes; each raises ``grpc.RpcError`` when refused."""
+
+    def RegisterJobType(
+        self, request: store_pb.RegisterJobTypeRequest
+    ) -> store_pb.RegisterJobTypeResponse: ...
+
+    def ClaimRuns(self, request: store_pb.ClaimRunsRequest) -> store_pb.ClaimRunsResponse: ...
+
+    def GetRuns(self, request: store_pb.GetRunsRequest) -> store_pb.GetRunsResponse: ...
+
+    def Heartbeat(self, request: store_pb.HeartbeatRequest) -> store_pb.HeartbeatResponse: ...
+
+    def CompleteRuns(
+        self, request: store_pb.CompleteRunsRequest
+    ) -> store_pb.CompleteRunsResponse: ...
+
+    def ReleaseRun(self, request: store_pb.ReleaseRunRequest) -> store_pb.ReleaseRunResponse: ...
+
+    def DeadLetterRun(
+        self, request: store_pb.DeadLetterRunRequest
+    ) -> store_pb.DeadLetterRunResponse: ...
+
+    def AppendRunEvent(
+        self, request: store_pb.AppendRunEventRequest
+    ) -> store_pb.AppendRunEventResponse: ...
+
+    def ListRunEvents(
+        self, request: store_pb.ListRunEventsRequest
+    ) -> store_pb.ListRunEventsResponse: ...
+
+
+def with_retries(
+    call: Callable[[], T],
+    what: str,
+    within: timedelta = timedelta(seconds=3),
+    first_delay: float = 0.1,
+    max_delay: float = 2.0,
+) -> T:
+    """``call()``, retried with backoff while the store is unreachable, for at most
+    ``within``; any other error, or an unreachable one past ``within``, propagates."""
+    delay = first_delay
+    deadline = time.monotonic() + within.total_seconds()
+    for attempt in itertools.count(1):
+        try:
+            return call()
+        except grpc.RpcError as exc:
+            left = deadline - time.monotonic()
+            if exc.code() not in TRANSIENT or left <= 0:
+                raise
+            log.warning(
+                "%s: %s (%s); retry %d, %.1fs left", what, exc.code().name, exc.details(),
+                attempt, left,
+            )  # fmt: skip
+            time.sleep(min(delay, left))
+            delay = min(delay * 2, max_delay)
+    raise AssertionError("unreachable")  # the loop returns or raises
