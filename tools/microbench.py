@@ -32,7 +32,11 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
 from cronwave_bench.measure import cpu_seconds
-from cronwave_core import telemetry
+from cronwave_core.telemetry import spans as hop_spans
+from cronwave_core.telemetry.export import JsonLinesSpanExporter
+from cronwave_core.telemetry.lean import LeanTracerProvider
+from cronwave_core.telemetry.propagation import RunAttributesProcessor
+from cronwave_core.telemetry.vocabulary import run_attributes
 from workflow_store.bulk import RecordSet
 
 SPANS = 20_000
@@ -41,17 +45,17 @@ ROWS = 200
 
 
 def spans() -> None:
-    attrs = telemetry.run_attributes("run-123456", "sched-1", "2026-01-01T00:00:00+00:00")
-    for cls in (TracerProvider, telemetry.LeanTracerProvider):
+    attrs = run_attributes("run-123456", "sched-1", "2026-01-01T00:00:00+00:00")
+    for cls in (TracerProvider, LeanTracerProvider):
         with tempfile.TemporaryDirectory() as tmp:
             provider = cls(resource=Resource.create({"service.name": "bench"}))
-            provider.add_span_processor(telemetry.RunAttributesProcessor())
-            exporter = telemetry.JsonLinesSpanExporter(Path(tmp), "bench")
+            provider.add_span_processor(RunAttributesProcessor())
+            exporter = JsonLinesSpanExporter(Path(tmp), "bench")
             provider.add_span_processor(BatchSpanProcessor(exporter, max_queue_size=65536))
             tracer = provider.get_tracer("cronwave")
             started = time.process_time()
             for _ in range(SPANS):
-                with telemetry._CurrentSpan(tracer, "worker.claim", dict(attrs)) as span:
+                with hop_spans._CurrentSpan(tracer, "worker.claim", dict(attrs)) as span:
                     span.set_attribute("cronwave.claimed", True)
             provider.force_flush()
             spent = time.process_time() - started

@@ -11,8 +11,8 @@ while a batch is on its way go together in the next, so the batch grows with the
 and the caller's latency stays one store call.
 
 Each request keeps its own trace: the batch call is made in a trace of its own, with
-the callers' spans registered as its items (``cronwave_core.fanout``), so every run's
-waterfall shows the batch call it was part of.
+the callers' spans registered as its items (``cronwave_core.telemetry.fanout``), so
+every run's waterfall shows the batch call it was part of.
 """
 
 from __future__ import annotations
@@ -26,9 +26,9 @@ from typing import Any, Generic, TypeVar
 
 import grpc
 
-from cronwave_core import fanout
 from cronwave_core.rpc import status_code
-from cronwave_core.telemetry import ATTR_HOP, ATTR_KIND
+from cronwave_core.telemetry import fanout
+from cronwave_core.telemetry.vocabulary import ATTR_HOP, ATTR_KIND, Hop, Kind
 
 log = logging.getLogger("cronwave.batching")
 
@@ -81,7 +81,7 @@ class Coalescer(Generic[Req, Ans]):
         send: Callable[[list[Req]], Sequence[Ans | BaseException]],
         with_context: Callable[[Req, str], Req],
         *,
-        hop: str,
+        hop: Hop,
         max_batch: int = DEFAULT_MAX_BATCH,
     ) -> None:
         self._name = name
@@ -136,7 +136,7 @@ class Coalescer(Generic[Req, Ans]):
         items = [p.item for p in batch if p.item is not None]
         try:
             if items:
-                attrs = {ATTR_HOP: self._hop, ATTR_KIND: "app"}
+                attrs = {ATTR_HOP: self._hop, ATTR_KIND: Kind.APP}
                 with fanout.batch_span(f"batch {self._name}", items, attrs):
                     answers = self._send([p.request for p in batch])
             else:

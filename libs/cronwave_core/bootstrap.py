@@ -25,10 +25,12 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 from opentelemetry.instrumentation.grpc import server_interceptor
 
-from cronwave_core import fanout, telemetry
 from cronwave_core.errors import CronwaveError, InvalidArgument
 from cronwave_core.fault_interceptors import server_faults
 from cronwave_core.settings import TestHooks
+from cronwave_core.telemetry import fanout
+from cronwave_core.telemetry.rpc_hops import rpc_hop
+from cronwave_core.telemetry.spans import codec_call
 
 log = logging.getLogger("cronwave")
 
@@ -194,7 +196,7 @@ class SerializationInterceptor(grpc.ServerInterceptor):
         ):
             return handler
         method: str = details.method
-        hop = telemetry.rpc_hop(method)
+        hop = rpc_hop(method)
         name = method.rsplit("/", 1)[-1]
         decode_name, encode_name = f"server decode {name}", f"server encode {name}"
         encode, behavior = handler.response_serializer, handler.unary_unary
@@ -202,7 +204,7 @@ class SerializationInterceptor(grpc.ServerInterceptor):
 
         def decode(raw: bytes) -> Any:
             # A batch registers its runs before its decode span ends, so that span
-            # too is copied into every run's trace (see cronwave_core.fanout).
+            # too is copied into every run's trace (see cronwave_core.telemetry.fanout).
             request = parse(raw)
             fanout.register_request(request)
             return request
@@ -210,9 +212,9 @@ class SerializationInterceptor(grpc.ServerInterceptor):
         def unary_unary(raw: bytes, context: grpc.ServicerContext) -> bytes:
             # An undecodable request raises UndecodableRequest: the error
             # interceptor outside answers INVALID_ARGUMENT.
-            request = telemetry.codec_call(decode, raw, decode_name, hop, "server")
+            request = codec_call(decode, raw, decode_name, hop, "server")
             response = behavior(request, context)
-            encoded: bytes = telemetry.codec_call(encode, response, encode_name, hop, "server")
+            encoded: bytes = codec_call(encode, response, encode_name, hop, "server")
             return encoded
 
         return handler._replace(

@@ -30,7 +30,8 @@ import redis
 from opentelemetry.trace import Span
 
 from cronwave.v1 import common_pb2 as pb
-from cronwave_core.telemetry import ATTR_CACHE_HIT, ATTR_CACHE_NAME, hop_span
+from cronwave_core.telemetry.spans import hop_span
+from cronwave_core.telemetry.vocabulary import ATTR_CACHE_HIT, ATTR_CACHE_NAME, Hop, Kind
 
 log = logging.getLogger("cronwave.cache")
 
@@ -119,7 +120,7 @@ class TwoTierCache:
     def __init__(
         self,
         name: str,
-        hop: str,
+        hop: Hop,
         *,
         client: redis.Redis | None,
         namespace: str,
@@ -149,7 +150,7 @@ class TwoTierCache:
         attrs: dict[str, object] = {ATTR_CACHE_NAME: self.name}
         if attributes:
             attrs.update(attributes)
-        with hop_span(self._span_name, self.hop, "cache", attrs) as span:
+        with hop_span(self._span_name, self.hop, Kind.CACHE, attrs) as span:
             values, hit = self._find_many([key], control, span)
             span.set_attribute(ATTR_CACHE_HIT, hit)
             return values[0], hit
@@ -166,7 +167,7 @@ class TwoTierCache:
         ``redis`` when some were only in Redis, ``miss`` when some were in neither
         (those go to the store, which the whole batch waits for)."""
         attrs: dict[str, object] = {ATTR_CACHE_NAME: self.name, "cronwave.cache.keys": len(keys)}
-        with hop_span(self._span_name, self.hop, "cache", attrs) as span:
+        with hop_span(self._span_name, self.hop, Kind.CACHE, attrs) as span:
             values, hit = self._find_many(keys, control, span)
             span.set_attribute(ATTR_CACHE_HIT, hit)
             return values
@@ -205,7 +206,7 @@ class TwoTierCache:
             self.local.put(key, value)
         if self._client is None or not entries:
             return
-        with hop_span(self._fill_name, self.hop, "cache", {ATTR_CACHE_NAME: self.name}):
+        with hop_span(self._fill_name, self.hop, Kind.CACHE, {ATTR_CACHE_NAME: self.name}):
             pipe = self._client.pipeline(transaction=False)
             for key, value in entries:
                 pipe.set(self._prefix + key, value, px=self._redis_ttl_ms)
@@ -252,18 +253,18 @@ class RunStatusCache:
         self._ttl_ms = int(ttl.total_seconds() * 1000)
         self._warnings = _Warnings()
 
-    def put(self, run: pb.Run, hop: str = "complete") -> None:
+    def put(self, run: pb.Run, hop: Hop = Hop.COMPLETE) -> None:
         """Keep ``run`` if it is terminal (a run going back to PENDING for a retry is
         not); a span of kind ``cache`` in ``hop``."""
         self.put_many([run], hop)
 
-    def put_many(self, runs: Sequence[pb.Run], hop: str = "complete") -> None:
+    def put_many(self, runs: Sequence[pb.Run], hop: Hop = Hop.COMPLETE) -> None:
         """``put`` for the runs of a batch of completions: one span, one round trip."""
         terminal = [run for run in runs if run.state in TERMINAL_STATES]
         if not terminal:
             return
         attrs = {ATTR_CACHE_NAME: self.NAME, "cronwave.cache.keys": len(terminal)}
-        with hop_span("run-status cache fill", hop, "cache", attrs):
+        with hop_span("run-status cache fill", hop, Kind.CACHE, attrs):
             pipe = self._client.pipeline(transaction=False)
             for run in terminal:
                 pipe.set(self._prefix + run.run_id, run.SerializeToString(), px=self._ttl_ms)
@@ -272,10 +273,10 @@ class RunStatusCache:
             except redis.RedisError as exc:
                 self._warnings.redis_down(self.NAME, exc)
 
-    def lookup(self, run_id: str, hop: str) -> pb.Run | None:
+    def lookup(self, run_id: str, hop: Hop) -> pb.Run | None:
         """The terminal run, if cached; a look-up span (``redis`` or ``miss``) in ``hop``."""
         with hop_span(
-            "run-status cache lookup", hop, "cache", {ATTR_CACHE_NAME: self.NAME}
+            "run-status cache lookup", hop, Kind.CACHE, {ATTR_CACHE_NAME: self.NAME}
         ) as span:
             found = self.get_many([run_id]).get(run_id)
             span.set_attribute(ATTR_CACHE_HIT, REDIS if found is not None else MISS)

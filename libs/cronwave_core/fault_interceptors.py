@@ -32,7 +32,8 @@ from cronwave.v1 import workflow_store_service_pb2 as store_pb
 from cronwave_core.convert import ts_to_dt
 from cronwave_core.faults import FaultHooks, fault_hooks, run_key
 from cronwave_core.settings import TestHooks
-from cronwave_core.telemetry import hop_span
+from cronwave_core.telemetry.spans import hop_span
+from cronwave_core.telemetry.vocabulary import Hop, Kind
 
 _STORE = "/cronwave.v1.WorkflowStoreService/"
 
@@ -43,8 +44,8 @@ class RpcFault:
     run keys of the call (``response`` is None before the call); ``per_item`` sleeps
     once per selected key instead of once per call."""
 
-    hop: str
-    kind: str
+    hop: Hop
+    kind: Kind
     keys: Callable[[Any, Any], list[str]]
     per_item: bool = False
 
@@ -79,16 +80,16 @@ def _starting_many(request: store_pb.RecordRunsRequest, _: Any) -> list[str]:
 
 #: The store's methods whose answer a fault delays (``ServerFaults``).
 SERVER_POINTS: Mapping[str, Sequence[RpcFault]] = {
-    _STORE + "RecordRuns": (RpcFault("persist", "database", _recorded_many),),
-    _STORE + "CompleteRuns": (RpcFault("complete", "database", _completed_many),),
+    _STORE + "RecordRuns": (RpcFault(Hop.PERSIST, Kind.DATABASE, _recorded_many),),
+    _STORE + "CompleteRuns": (RpcFault(Hop.COMPLETE, Kind.DATABASE, _completed_many),),
 }
 
 #: The dispatcher's calls to the store that a fault delays before they are sent
 #: (``ClientFaults``): recording a start comes after its look-ups and its handling.
 CLIENT_POINTS: Mapping[str, Sequence[RpcFault]] = {
     _STORE + "RecordRuns": (
-        RpcFault("dispatch", "cache", _starting_many),
-        RpcFault("dispatch", "app", _starting_many, per_item=True),
+        RpcFault(Hop.DISPATCH, Kind.CACHE, _starting_many),
+        RpcFault(Hop.DISPATCH, Kind.APP, _starting_many, per_item=True),
     ),
 }
 

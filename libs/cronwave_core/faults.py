@@ -46,7 +46,7 @@ from opentelemetry.trace import Span
 
 from cronwave_core.errors import ConfigurationError
 from cronwave_core.settings import TestHooks
-from cronwave_core.telemetry import ATTR_FAULT
+from cronwave_core.telemetry.vocabulary import ATTR_FAULT
 
 log = logging.getLogger("cronwave.faults")
 

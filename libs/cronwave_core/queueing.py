@@ -23,7 +23,7 @@ from cronwave.v1 import common_pb2
 from cronwave_core.convert import ts_to_dt
 from cronwave_core.errors import CronwaveError, InvalidArgument
 from cronwave_core.settings import RedisSettings
-from cronwave_core.telemetry import inject_context
+from cronwave_core.telemetry.propagation import inject_context
 
 if TYPE_CHECKING:  # dramatiq (and redis) load where a broker is made or used, so a job
     # process that only validates its job types' queues does without them

@@ -3,7 +3,7 @@
 Traced unary calls also measure their protobuf encode and decode: the channel
 encodes the request before the call (so before the OpenTelemetry CLIENT span
 starts) and decodes the reply after it, each in a span of kind ``serialization``
-(``telemetry.codec_call``). The CLIENT span then holds transport time only, and the
+(``spans.codec_call``). The CLIENT span then holds transport time only, and the
 network time of a call (client span minus the server's span, which holds the
 server's own decode and encode) is not inflated by serialization.
 """
@@ -20,7 +20,10 @@ from opentelemetry import trace
 from opentelemetry.instrumentation.grpc import client_interceptor, grpcext
 
 from cronwave.v1 import common_pb2
-from cronwave_core import errors, telemetry
+from cronwave_core import errors
+from cronwave_core.telemetry.rpc_hops import rpc_hop
+from cronwave_core.telemetry.spans import codec_call
+from cronwave_core.telemetry.tracing import tracing_enabled
 
 
 class _CallDetails(
@@ -103,7 +106,7 @@ class _SerializingUnaryUnary(grpc.UnaryUnaryMultiCallable):
         self._registered = registered
         self._encode = serializer or _same
         self._decode = deserializer or _same
-        self._hop = telemetry.rpc_hop(method)
+        self._hop = rpc_hop(method)
         name = method.rsplit("/", 1)[-1]
         self._encode_name = f"client encode {name}"
         self._decode_name = f"client decode {name}"
@@ -111,12 +114,12 @@ class _SerializingUnaryUnary(grpc.UnaryUnaryMultiCallable):
     def _request(self, request: Any, traced: bool) -> Any:
         if not traced:
             return self._encode(request)
-        return telemetry.codec_call(self._encode, request, self._encode_name, self._hop, "client")
+        return codec_call(self._encode, request, self._encode_name, self._hop, "client")
 
     def _reply(self, raw: Any, traced: bool) -> Any:
         if not traced:
             return self._decode(raw)
-        return telemetry.codec_call(self._decode, raw, self._decode_name, self._hop, "client")
+        return codec_call(self._decode, raw, self._decode_name, self._hop, "client")
 
     def __call__(self, request: Any, *args: Any, **kwargs: Any) -> Any:
         traced = _in_trace()
@@ -184,10 +187,10 @@ class SerializingChannel(grpc.Channel):
 def open_channel(address: str, timeout: timedelta, *, traced: bool = True) -> grpc.Channel:
     """An insecure channel to ``address`` (loopback or a private network) with a
     default deadline and, when ``traced`` and this process traces
-    (``telemetry.tracing_enabled``), OpenTelemetry client spans and serialization
+    (``telemetry.tracing.tracing_enabled``), OpenTelemetry client spans and serialization
     spans."""
     channel = grpc.insecure_channel(address, options=_OPTIONS)
-    traced = traced and telemetry.tracing_enabled()
+    traced = traced and tracing_enabled()
     if traced:
         # OpenTelemetry's interceptor is not a grpc one: it wraps through grpcext.
         channel = grpcext.intercept_channel(channel, client_interceptor())

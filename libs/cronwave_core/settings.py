@@ -145,7 +145,7 @@ class RedisSettings(FromEnv):
 
 @dataclass(frozen=True, kw_only=True)
 class TelemetrySettings(FromEnv):
-    """Tracing of a process (``cronwave_core.telemetry.init_tracing``)."""
+    """Tracing of a process (``cronwave_core.telemetry.tracing.init_tracing``)."""
 
     tracing: bool = setting(
         PREFIX + "TRACING",

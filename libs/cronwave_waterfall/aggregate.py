@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from cronwave_core.telemetry import KINDS
+from cronwave_core.telemetry.vocabulary import KINDS
 from cronwave_waterfall.percentiles import Stats, median, summarize_ns
 from cronwave_waterfall.runs import APP, SCENARIOS, Run, hop_order
 from cronwave_waterfall.selection import RunFilter, select_runs

@@ -1,12 +1,12 @@
 """Reader of the local span store: ``<data dir>/spans/*.jsonl``.
 
-Each line is one span as ``cronwave_core.telemetry.span_to_dict`` writes it, or the
-runs of a batch call (``cronwave_core.fanout.batch_record``): the batch's spans are
-then read as one copy per run, in each run's trace. A
-process appends to its own file, so the only line that can be incomplete is a
-file's last one (the process was killed mid-write, or is writing right now); that
-line is skipped. A malformed line anywhere else means the file is not a span
-store, and reading stops with an error naming the file and line.
+Each line is one span as ``cronwave_core.telemetry.export.span_to_dict`` writes it,
+or the runs of a batch call (``cronwave_core.telemetry.fanout.batch_record``): the
+batch's spans are then read as one copy per run, in each run's trace. A process
+appends to its own file, so the only line that can be incomplete is a file's last one
+(the process was killed mid-write, or is writing right now); that line is skipped. A
+malformed line anywhere else means the file is not a span store, and reading stops
+with an error naming the file and line.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from cronwave_core.errors import InvalidArgument
-from cronwave_core.fanout import ATTR_BATCH_SIZE, copy_span_id
+from cronwave_core.telemetry.fanout import ATTR_BATCH_SIZE, copy_span_id
 from cronwave_waterfall.span import SPAN_KINDS, STATUSES, Span, as_int, checked_span, normalize_id
 
 
@@ -70,7 +70,7 @@ def read_jsonl(file: Path) -> Iterator[Span]:
 def _add_batch(
     batches: dict[str, dict[tuple[str, str], dict[str, Any]]], record: dict[str, Any], where: str
 ) -> None:
-    """A batch line (``cronwave_core.fanout.batch_record``): the runs a batch call
+    """A batch line (``cronwave_core.telemetry.fanout.batch_record``): the runs a batch call
     carried. A later line of the same batch adds what was learnt since (run ids)."""
     trace_id = normalize_id(record.get("batch_trace_id"), 32, f"{where}.batch_trace_id")
     items = record.get("items")
@@ -89,7 +89,7 @@ def _add_batch(
 
 def _copies(span: Span, items: dict[tuple[str, str], dict[str, Any]]) -> Iterator[Span]:
     """The batch span ``span`` in the trace of each of ``items`` (see
-    ``cronwave_core.fanout``: same ids as the copies an OTLP export carries)."""
+    ``cronwave_core.telemetry.fanout``: same ids as the copies an OTLP export carries)."""
     span_id = int(span.span_id, 16)
     parent = int(span.parent_span_id, 16) if span.parent_span_id else 0
     for (trace_hex, item_span), attrs in items.items():

@@ -40,7 +40,7 @@ from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from cronwave_core.telemetry import ATTR_HOLD, ATTR_HOP, ATTR_KIND, ATTR_RUN_ID
+from cronwave_core.telemetry.vocabulary import ATTR_HOLD, ATTR_HOP, ATTR_KIND, ATTR_RUN_ID
 from cronwave_waterfall.span import Span
 
 NETWORK = "network"

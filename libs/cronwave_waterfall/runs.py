@@ -39,7 +39,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
-from cronwave_core.telemetry import (
+from cronwave_core.telemetry.vocabulary import (
     ATTR_CACHE_HIT,
     ATTR_CACHE_NAME,
     ATTR_FIRE_TIME,

@@ -36,7 +36,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from cronwave_core.telemetry import (
+from cronwave_core.telemetry.vocabulary import (
     ATTR_CACHE_HIT,
     ATTR_FIRE_TIME,
     ATTR_HOP,

@@ -20,7 +20,7 @@ from cronwave.v1 import leader_election_service_pb2_grpc as leader_grpc
 from cronwave_core.caching import METADATA_KEY, RunStatusCache
 from cronwave_core.convert import dt_to_ts
 from cronwave_core.suite import Suite
-from cronwave_core.telemetry import ATTR_CACHE_HIT, ATTR_CACHE_NAME, ATTR_SCHEDULE_ID
+from cronwave_core.telemetry.vocabulary import ATTR_CACHE_HIT, ATTR_CACHE_NAME, ATTR_SCHEDULE_ID
 from cronwave_waterfall import build_runs, compare_scenarios
 from tests.harness.clients import client_for
 from tests.helpers import eventually, fresh, only

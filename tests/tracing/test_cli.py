@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 
 from cronwave.cli.main import app
 from cronwave_core.suite import Suite
-from cronwave_core.telemetry import HOPS
+from cronwave_core.telemetry.vocabulary import HOPS
 from cronwave_waterfall import read_jaeger, read_otlp
 from tests.tracing.support import scheduled_tick, spans_of, traced_suite, triggered
 

@@ -1,4 +1,4 @@
-"""Batch calls in per-run traces (``cronwave_core.fanout``) and group commit
+"""Batch calls in per-run traces (``cronwave_core.telemetry.fanout``) and group commit
 (``cronwave_core.batching``), with OpenTelemetry's own SDK and in-memory exporter, and
 the local span store's writer and reader."""
 
@@ -15,9 +15,10 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from cronwave.v1 import dispatcher_service_pb2 as pb
-from cronwave_core import fanout
 from cronwave_core.batching import Coalescer, ItemRefused
-from cronwave_core.telemetry import ATTR_RUN_ID, ATTR_SCHEDULE_ID, JsonLinesSpanExporter
+from cronwave_core.telemetry import fanout
+from cronwave_core.telemetry.export import JsonLinesSpanExporter
+from cronwave_core.telemetry.vocabulary import ATTR_RUN_ID, ATTR_SCHEDULE_ID, Hop
 from cronwave_waterfall.local_store import read_jsonl
 
 
@@ -118,7 +119,7 @@ def test_coalescer_answers_each_caller_and_batches_what_queues_up() -> None:
             for r in requests
         ]
 
-    coalescer: Coalescer[int, int] = Coalescer("test", send, lambda r, _tp: r, hop="pickup")
+    coalescer: Coalescer[int, int] = Coalescer("test", send, lambda r, _tp: r, hop=Hop.PICKUP)
     answers: dict[int, object] = {}
 
     def caller(n: int) -> None:
@@ -153,7 +154,7 @@ def test_coalescer_failure_reaches_every_caller_of_the_batch() -> None:
     def send(requests: list[int]) -> list[int | BaseException]:
         raise ItemRefused(grpc.StatusCode.UNAVAILABLE, "store away")
 
-    coalescer: Coalescer[int, int] = Coalescer("test", send, lambda r, _tp: r, hop="pickup")
+    coalescer: Coalescer[int, int] = Coalescer("test", send, lambda r, _tp: r, hop=Hop.PICKUP)
     with pytest.raises(ItemRefused) as caught:
         coalescer.call(1, timeout=10)
     assert caught.value.code() is grpc.StatusCode.UNAVAILABLE

@@ -17,7 +17,6 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from cronwave.v1 import common_pb2
 from cronwave.v1 import workflow_store_service_pb2 as store_pb
-from cronwave_core import telemetry
 from cronwave_core.convert import dt_to_ts
 from cronwave_core.fault_interceptors import (
     CLIENT_POINTS,
@@ -28,7 +27,8 @@ from cronwave_core.fault_interceptors import (
 )
 from cronwave_core.faults import Faults, LatencyFault, run_key
 from cronwave_core.settings import TEST_HOOKS, TestHooks
-from cronwave_core.telemetry import ATTR_FAULT, ATTR_HOP, ATTR_KIND
+from cronwave_core.telemetry import spans
+from cronwave_core.telemetry.vocabulary import ATTR_FAULT, ATTR_HOP, ATTR_KIND
 
 FIRE = datetime(2025, 3, 1, 2, 0, tzinfo=UTC)
 DELAY = timedelta(milliseconds=30)
@@ -37,12 +37,12 @@ RECORD_RUNS = "/cronwave.v1.WorkflowStoreService/RecordRuns"
 
 @pytest.fixture
 def exported(monkeypatch: pytest.MonkeyPatch) -> Iterator[InMemorySpanExporter]:
-    """The spans the code under test draws (through ``telemetry.tracer``)."""
+    """The spans the code under test draws (through ``spans.tracer``)."""
     exporter = InMemorySpanExporter()
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(exporter))
     tracer = provider.get_tracer("cronwave")
-    monkeypatch.setitem(telemetry._tracers, "cronwave", tracer)
+    monkeypatch.setitem(spans._tracers, "cronwave", tracer)
     with tracer.start_as_current_span("call"):
         yield exporter
 

@@ -21,7 +21,7 @@ from cronwave_core.faults import (
     run_key,
 )
 from cronwave_core.settings import TEST_HOOKS, TestHooks
-from cronwave_core.telemetry import ATTR_FAULT
+from cronwave_core.telemetry.vocabulary import ATTR_FAULT
 
 FIRE = datetime(2025, 3, 1, 2, 0, 0, 123456, tzinfo=UTC)
 

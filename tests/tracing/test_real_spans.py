@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from cronwave_core.telemetry import (
+from cronwave_core.telemetry.vocabulary import (
     ATTR_FIRE_TIME,
     ATTR_HOP,
     ATTR_KIND,

@@ -1,4 +1,4 @@
-"""cronwave_core.telemetry: the span store's line format, hop spans, run attributes."""
+"""cronwave_core.telemetry: the span store's line format, lean spans, hop spans, run attributes."""
 
 from __future__ import annotations
 
@@ -15,21 +15,20 @@ from opentelemetry.sdk.trace import ReadableSpan, SpanLimits, TracerProvider, sa
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.trace import StatusCode
 
-from cronwave_core import telemetry
 from cronwave_core.errors import ConfigurationError
 from cronwave_core.settings import TelemetrySettings
-from cronwave_core.telemetry import (
+from cronwave_core.telemetry import spans
+from cronwave_core.telemetry.export import JsonLinesSpanExporter, span_line, span_to_dict
+from cronwave_core.telemetry.lean import LeanSpan, LeanTracerProvider
+from cronwave_core.telemetry.propagation import RunAttributesProcessor, run_baggage
+from cronwave_core.telemetry.tracing import init_tracing
+from cronwave_core.telemetry.vocabulary import (
     ATTR_HOP,
     ATTR_KIND,
     ATTR_RUN_ID,
-    JsonLinesSpanExporter,
-    LeanSpan,
-    LeanTracerProvider,
-    RunAttributesProcessor,
+    Hop,
+    Kind,
     run_attributes,
-    run_baggage,
-    span_line,
-    span_to_dict,
 )
 from cronwave_waterfall import load_spans
 
@@ -114,13 +113,13 @@ def test_hop_spans_nest_inherit_the_run_and_record_errors(
 ):
     # Given hop spans started through the process's tracer
     provider, path = _provider(tmp_path, provider_cls=provider_cls)
-    monkeypatch.setattr(telemetry, "tracer", lambda name: provider.get_tracer(name))
+    monkeypatch.setattr(spans, "tracer", lambda name: provider.get_tracer(name))
     run = run_attributes("run-1", "nightly", FIRE)
 
     # When a run's hop span holds another, which fails
-    with telemetry.hop_span("fire", "plan", "app", run) as outer:
+    with spans.hop_span("fire", Hop.PLAN, Kind.APP, run) as outer:
         assert trace.get_current_span() is outer
-        with pytest.raises(ValueError), telemetry.hop_span("look", "dispatch", "cache"):
+        with pytest.raises(ValueError), spans.hop_span("look", Hop.DISPATCH, Kind.CACHE):
             raise ValueError("no route")
         assert trace.get_current_span() is outer
     provider.shutdown()
@@ -143,7 +142,7 @@ def test_run_attributes_come_from_baggage_when_the_parent_is_remote(tmp_path: Pa
     provider, path = _provider(tmp_path, provider_cls=provider_cls)
     tracer = provider.get_tracer("test")
     with (
-        run_baggage({**run_attributes("run-2", "nightly", FIRE), ATTR_HOP: "persist"}),
+        run_baggage({**run_attributes("run-2", "nightly", FIRE), ATTR_HOP: Hop.PERSIST}),
         tracer.start_as_current_span("sql"),
     ):
         pass
@@ -205,6 +204,36 @@ def test_a_lean_span_keeps_valid_attributes_and_drops_the_rest(tmp_path: Path):
     assert line["attributes"] == {"n": 1, "seq": ["a", "b"], "x": 0.5, "ok": True}
 
 
+@PROVIDERS
+def test_a_hop_and_a_kind_are_written_as_their_strings(tmp_path: Path, provider_cls):
+    # Given a span given a Hop and a Kind as attribute values, not through hop_span
+    provider, path = _provider(tmp_path, provider_cls=provider_cls)
+    spans: list[ReadableSpan] = []
+    provider.add_span_processor(_Keep(spans))
+    span = provider.get_tracer("t").start_span("s", attributes={ATTR_HOP: Hop.PICKUP})
+    span.set_attribute(ATTR_KIND, Kind.QUEUE)
+    span.end()
+    provider.shutdown()
+
+    # Then the line says them as any string is said
+    [line] = _lines(path)
+    assert line["attributes"] == {ATTR_HOP: "pickup", ATTR_KIND: "queue"}
+    assert span_line(spans[0], "suite") == span_line(
+        ReadableSpan(
+            name="s",
+            context=spans[0].context,
+            resource=spans[0].resource,
+            attributes={ATTR_HOP: "pickup", ATTR_KIND: "queue"},
+            start_time=spans[0].start_time,
+            end_time=spans[0].end_time,
+        ),
+        "suite",
+    )
+    # and a lean span keeps them as plain strings
+    if provider_cls is LeanTracerProvider:
+        assert {type(v) for v in (spans[0].attributes or {}).values()} == {str}
+
+
 def test_a_lean_span_records_an_escaping_error_and_keeps_an_ok_status(tmp_path: Path):
     provider, path = _provider(tmp_path, provider_cls=LeanTracerProvider)
     spans: list[ReadableSpan] = []
@@ -254,7 +283,7 @@ def test_the_switch_interval_is_python_s_own_unless_set() -> None:
     before = sys.getswitchinterval()
     try:
         env = {"CRONWAVE_SWITCH_INTERVAL": "0.0005", "CRONWAVE_TRACING": "off"}
-        telemetry.init_tracing("test", TelemetrySettings.from_env(env))
+        init_tracing("test", TelemetrySettings.from_env(env))
         assert sys.getswitchinterval() == pytest.approx(0.0005)
     finally:
         sys.setswitchinterval(before)

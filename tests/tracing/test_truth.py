@@ -24,7 +24,7 @@ from datetime import timedelta
 import pytest
 
 from cronwave_core.faults import LatencyFault, run_key
-from cronwave_core.telemetry import ATTR_FAULT
+from cronwave_core.telemetry.vocabulary import ATTR_FAULT
 from cronwave_waterfall import Run, RunFilter, TailAttribution, waterfall
 from tests.tracing.support import load, runs_since, spans_of, traced_suite
 

@@ -22,7 +22,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from cronwave_core.telemetry import run_attributes
+from cronwave_core.telemetry.vocabulary import run_attributes
 from cronwave_waterfall.span import Span
 
 US = 1000

@@ -11,7 +11,8 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
 from cronwave_core.errors import InvalidArgument
-from cronwave_core.telemetry import JsonLinesSpanExporter, run_attributes
+from cronwave_core.telemetry.export import JsonLinesSpanExporter
+from cronwave_core.telemetry.vocabulary import run_attributes
 from cronwave_waterfall import build_runs, load_spans
 
 FIRE = "2025-03-01T02:00:00Z"

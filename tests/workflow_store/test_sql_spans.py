@@ -12,7 +12,9 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
-from cronwave_core.telemetry import JsonLinesSpanExporter, RunAttributesProcessor, run_attributes
+from cronwave_core.telemetry.export import JsonLinesSpanExporter
+from cronwave_core.telemetry.propagation import RunAttributesProcessor
+from cronwave_core.telemetry.vocabulary import run_attributes
 from cronwave_waterfall import load_spans
 from workflow_store import db
 from workflow_store.db import Database, create_engine

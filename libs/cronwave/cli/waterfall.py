@@ -22,7 +22,7 @@ import typer
 from cronwave.cli._console import out, reported_errors
 from cronwave_core.errors import InvalidArgument
 from cronwave_core.settings import ProcessSettings
-from cronwave_core.telemetry import ATTR_TRIGGER
+from cronwave_core.telemetry.vocabulary import ATTR_TRIGGER
 from cronwave_waterfall import Run, render_html, render_json, render_terminal
 from cronwave_waterfall.command import deliver, select_waterfall
 from cronwave_waterfall.jaeger_query import JaegerQuery

@@ -10,7 +10,7 @@ from cronwave.v1 import cron_planner_service_pb2 as pb
 from cronwave.v1 import cron_planner_service_pb2_grpc as pb_grpc
 from cronwave_core.bootstrap import Service, full_names, serve
 from cronwave_core.settings import NetworkSettings, ProcessSettings, TelemetrySettings
-from cronwave_core.telemetry import init_tracing
+from cronwave_core.telemetry.tracing import init_tracing
 
 
 def main() -> None:

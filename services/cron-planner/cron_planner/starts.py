@@ -40,18 +40,20 @@ from cron_planner.planning import plan_slot
 from cron_planner.ports import Dispatch, Leadership, Ledger, Start
 from cron_planner.schedule_index import ScheduleIndex, Slot
 from cron_planner.work import PAUSED, Fire, InFlight, Trigger, WorkQueue, iso
-from cronwave_core import fanout
 from cronwave_core.errors import CronwaveError, FailedPrecondition, Unavailable
 from cronwave_core.overlap import RunView, in_flight
 from cronwave_core.spec import ScheduleDef
-from cronwave_core.telemetry import (
+from cronwave_core.telemetry import fanout
+from cronwave_core.telemetry.spans import hop_span
+from cronwave_core.telemetry.vocabulary import (
     ATTR_CACHE_HIT,
     ATTR_CACHE_NAME,
     ATTR_HOP,
     ATTR_KIND,
     ATTR_RUN_ID,
     ATTR_TRIGGER,
-    hop_span,
+    Hop,
+    Kind,
     run_attributes,
 )
 
@@ -252,7 +254,7 @@ class Starter:
             root.set_attribute(ATTR_TRIGGER, fire.trigger.value)
             # The lease as the elector holds it in the process: a local look-up.
             lease = {**attrs, ATTR_CACHE_NAME: "lease", ATTR_CACHE_HIT: "local"}
-            with hop_span("leader token", hop="leader", kind="cache", attributes=lease):
+            with hop_span("leader token", Hop.LEADER, Kind.CACHE, attributes=lease):
                 token = self._leadership.token()
             if not token:
                 root.set_attribute("cronwave.planner.outcome", "not leader; left to the next term")
@@ -262,7 +264,7 @@ class Starter:
             # One span for the planning of this fire: the clock, and the overlap check
             # when the batch did not decide it for every fire at once.
             try:
-                with hop_span("plan due fire", hop="plan", kind="app", attributes=attrs) as plan:
+                with hop_span("plan due fire", Hop.PLAN, Kind.APP, attributes=attrs) as plan:
                     now = self._clock.now()
                     if not checked:
                         plan.set_attribute("cronwave.planner.overlap_checked", True)
@@ -298,7 +300,7 @@ class Starter:
             for p, item in zip(batch, items, strict=True)
         ]
         try:
-            with fanout.batch_span(BATCH_SPAN, items, {ATTR_HOP: "plan", ATTR_KIND: "app"}):
+            with fanout.batch_span(BATCH_SPAN, items, {ATTR_HOP: Hop.PLAN, ATTR_KIND: Kind.APP}):
                 results = self._dispatch.start_runs(starts, token)
         except CronwaveError as exc:
             results = [exc] * len(batch)

@@ -19,7 +19,8 @@ from cronwave_core.settings import (
     TelemetrySettings,
     TestHooks,
 )
-from cronwave_core.telemetry import init_tracing
+from cronwave_core.telemetry.tracing import init_tracing
+from cronwave_core.telemetry.vocabulary import Hop
 from dispatcher import caches
 from dispatcher.servicer import DispatcherServicer
 from dispatcher.sweeper import Sweeper
@@ -40,7 +41,7 @@ def main() -> None:
     cache_redis = redis_client(redis_settings.redis_url)
     routes = TwoTierCache(
         "route",
-        "dispatch",
+        Hop.DISPATCH,
         client=cache_redis,
         namespace=redis_settings.namespace,
         local_ttl=caches.ROUTE_LOCAL_TTL,
@@ -48,7 +49,7 @@ def main() -> None:
     )
     dedup = TwoTierCache(
         "dedup",
-        "dispatch",
+        Hop.DISPATCH,
         client=cache_redis,
         namespace=redis_settings.namespace,
         local_ttl=caches.DEDUP_LOCAL_TTL,

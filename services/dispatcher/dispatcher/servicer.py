@@ -34,23 +34,25 @@ from cronwave.v1 import common_pb2
 from cronwave.v1 import dispatcher_service_pb2 as pb
 from cronwave.v1 import dispatcher_service_pb2_grpc as pb_grpc
 from cronwave.v1 import workflow_store_service_pb2 as store_pb
-from cronwave_core import fanout
 from cronwave_core.caching import CacheControl, RunStatusCache
 from cronwave_core.convert import dt_to_ts, ts_to_dt
 from cronwave_core.errors import InvalidArgument, Unavailable
-from cronwave_core.fanout import ATTR_BATCH_SIZE
 from cronwave_core.faults import run_key
 from cronwave_core.fields import identifier
 from cronwave_core.queueing import DEFAULT_QUEUE, RunMessage, enqueue_many, trigger_name
 from cronwave_core.rpc import error_from_item, item_error
-from cronwave_core.telemetry import (
+from cronwave_core.telemetry import fanout
+from cronwave_core.telemetry.fanout import ATTR_BATCH_SIZE
+from cronwave_core.telemetry.spans import hop_span
+from cronwave_core.telemetry.vocabulary import (
     ATTR_FIRE_TIME,
     ATTR_JOB_TYPE,
     ATTR_QUEUE,
     ATTR_RUN_ID,
     ATTR_SCHEDULE_ID,
     ATTR_TRIGGER,
-    hop_span,
+    Hop,
+    Kind,
     run_attributes,
 )
 from dispatcher.caches import DedupCache, RouteCache
@@ -95,7 +97,7 @@ class DispatcherServicer(pb_grpc.DispatcherServiceServicer):
         the run as a planner's fire span does, and the batch's spans are copied under
         it (``fanout``). A manual fire time is new by construction, so nothing is
         de-duplicated; a refusal ends the call with the store's code and message."""
-        with hop_span("dispatch.trigger_run", "dispatch", "app") as span:
+        with hop_span("dispatch.trigger_run", Hop.DISPATCH, Kind.APP) as span:
             start = StartRequest(
                 schedule_id=request.schedule_id,
                 fire_time=manual_fire_time(self.now()),
@@ -137,7 +139,7 @@ class DispatcherServicer(pb_grpc.DispatcherServiceServicer):
         """Scheduled starts: looked up together (one round trip to Redis per cache),
         recorded in one store call, queued in one round trip. Each item gets its own
         answer or refusal."""
-        with hop_span("dispatch.start_runs", "dispatch", "app") as span:
+        with hop_span("dispatch.start_runs", Hop.DISPATCH, Kind.APP) as span:
             starts = _batch_starts(request)
             span.set_attribute(ATTR_BATCH_SIZE, len(starts))
             return pb.StartRunsResponse(results=self._start(starts, context, dedupe=True))
@@ -257,7 +259,7 @@ class DispatcherServicer(pb_grpc.DispatcherServiceServicer):
         written with its record, so a run's history never shows its claim before its
         enqueue)."""
         attrs = {ATTR_BATCH_SIZE: len(created)}
-        with hop_span("dispatch.enqueue", "dispatch", "queue", attrs):
+        with hop_span("dispatch.enqueue", Hop.DISPATCH, Kind.QUEUE, attrs):
             messages = []
             for p, run in created:
                 # Each message carries its run's copy of this span as its parent; the
@@ -279,7 +281,7 @@ class DispatcherServicer(pb_grpc.DispatcherServiceServicer):
         cache when it has ended, else read from the store; as the cache knew it when
         the store cannot be read."""
         if self.run_status is not None:
-            ended = self.run_status.lookup(known.run_id, "dispatch")
+            ended = self.run_status.lookup(known.run_id, Hop.DISPATCH)
             if ended is not None:
                 return ended
         request = store_pb.GetRunsRequest(runs=[store_pb.GetRunRequest(run_id=known.run_id)])

@@ -42,7 +42,8 @@ from cronwave_core.convert import dt_to_ts, td_to_duration, ts_to_dt
 from cronwave_core.queue_epoch import EpochWatch
 from cronwave_core.queueing import DEFAULT_QUEUE, RunMessage
 from cronwave_core.settings import DispatcherSettings
-from cronwave_core.telemetry import hop_span, run_attributes
+from cronwave_core.telemetry.spans import hop_span
+from cronwave_core.telemetry.vocabulary import Hop, Kind, run_attributes
 
 log = logging.getLogger("cronwave.dispatcher")
 
@@ -167,7 +168,7 @@ class Sweeper:
                 "cronwave.queue": queue,
                 "cronwave.requeue_reason": stalled.reason,
             }
-            with hop_span("dispatch.requeue", "dispatch", "queue", attrs):
+            with hop_span("dispatch.requeue", Hop.DISPATCH, Kind.QUEUE, attrs):
                 message = RunMessage.for_run(run)
                 try:
                     self.broker.enqueue(message.to_message())

@@ -17,7 +17,7 @@ from cronwave_core.settings import (
     TelemetrySettings,
     TestHooks,
 )
-from cronwave_core.telemetry import init_tracing
+from cronwave_core.telemetry.tracing import init_tracing
 from leader_election.leases import LeaseStore
 from leader_election.servicer import LeaderElectionServicer
 from leader_election.store_tokens import StoreTokens

@@ -12,7 +12,8 @@ from cronwave.v1 import leader_election_service_pb2_grpc as pb_grpc
 from cronwave_core.convert import dt_to_ts, duration_to_td, td_to_duration
 from cronwave_core.errors import InvalidArgument
 from cronwave_core.fields import lease_name
-from cronwave_core.telemetry import ATTR_CACHE_HIT, hop_span
+from cronwave_core.telemetry.spans import hop_span
+from cronwave_core.telemetry.vocabulary import ATTR_CACHE_HIT, Hop, Kind
 from leader_election.leases import MAX_TTL, MIN_TTL, Lease, LeaseStore
 
 DEFAULT_SCOPE = "planner"
@@ -73,7 +74,7 @@ class LeaderElectionServicer(pb_grpc.LeaderElectionServiceServicer):
         scope = _name("scope", request.scope, DEFAULT_SCOPE)
         candidate = _name("candidate", request.candidate)
         ttl = _ttl(request, self._default_ttl)
-        with hop_span("leader campaign", hop="leader", kind="cache", attributes=_REDIS):
+        with hop_span("leader campaign", hop=Hop.LEADER, kind=Kind.CACHE, attributes=_REDIS):
             outcome = self._leases.campaign(scope, candidate, ttl)
         return pb.CampaignResponse(granted=outcome.ok, lease=self._lease(outcome.lease))
 
@@ -81,7 +82,7 @@ class LeaderElectionServicer(pb_grpc.LeaderElectionServiceServicer):
         scope = _name("scope", request.scope, DEFAULT_SCOPE)
         candidate = _name("candidate", request.candidate)
         token = _token(request.fencing_token)
-        with hop_span("leader renew", hop="leader", kind="cache", attributes=_REDIS):
+        with hop_span("leader renew", hop=Hop.LEADER, kind=Kind.CACHE, attributes=_REDIS):
             outcome = self._leases.renew(scope, candidate, token)
         return pb.RenewResponse(renewed=outcome.ok, lease=self._lease(outcome.lease))
 
@@ -89,7 +90,7 @@ class LeaderElectionServicer(pb_grpc.LeaderElectionServiceServicer):
         scope = _name("scope", request.scope, DEFAULT_SCOPE)
         candidate = _name("candidate", request.candidate)
         token = _token(request.fencing_token)
-        with hop_span("leader resign", hop="leader", kind="cache", attributes=_REDIS):
+        with hop_span("leader resign", hop=Hop.LEADER, kind=Kind.CACHE, attributes=_REDIS):
             resigned = self._leases.resign(scope, candidate, token)
         return pb.ResignResponse(resigned=resigned)
 
@@ -97,6 +98,6 @@ class LeaderElectionServicer(pb_grpc.LeaderElectionServiceServicer):
         self, request: pb.ObserveRequest, context: grpc.ServicerContext
     ) -> pb.ObserveResponse:
         scope = _name("scope", request.scope, DEFAULT_SCOPE)
-        with hop_span("leader observe", hop="leader", kind="cache", attributes=_REDIS):
+        with hop_span("leader observe", hop=Hop.LEADER, kind=Kind.CACHE, attributes=_REDIS):
             lease = self._leases.observe(scope)
         return pb.ObserveResponse(lease=self._lease(lease))

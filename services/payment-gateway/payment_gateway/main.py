@@ -11,7 +11,7 @@ from cronwave_core.settings import (
     TelemetrySettings,
     TestHooks,
 )
-from cronwave_core.telemetry import init_tracing
+from cronwave_core.telemetry.tracing import init_tracing
 from payment_gateway.faults import NO_FAULTS, FaultHooks, Faults
 from payment_gateway.ledger import Ledger, create_gateway_engine
 from payment_gateway.servicer import PaymentGatewayServicer

@@ -14,7 +14,8 @@ from cronwave.v1 import payment_gateway_service_pb2 as pb
 from cronwave.v1 import payment_gateway_service_pb2_grpc as pb_grpc
 from cronwave_core.convert import dt_to_ts, duration_to_td
 from cronwave_core.errors import InvalidArgument
-from cronwave_core.telemetry import hop_span
+from cronwave_core.telemetry.spans import hop_span
+from cronwave_core.telemetry.vocabulary import Hop, Kind
 from payment_gateway.domain import SUCCEEDED, Charge, ChargeItem, ChargeResult
 from payment_gateway.faults import NO_FAULTS, FaultHooks
 from payment_gateway.ledger import Ledger
@@ -75,12 +76,12 @@ class PaymentGatewayServicer(pb_grpc.PaymentGatewayServiceServicer):
     def _charge(
         self, items: Sequence[ChargeItem], context: grpc.ServicerContext
     ) -> list[ChargeResult]:
-        with hop_span("gateway.charge", "execute", "database", {"gateway.items": len(items)}):
+        with hop_span("gateway.charge", Hop.EXECUTE, Kind.DATABASE, {"gateway.items": len(items)}):
             results = self.ledger.charge_many(items)
         hold = self.faults.take_timeout(context.time_remaining())
         if hold is not None:
             # Committed: the charges exist whatever the caller concludes from the timeout.
-            with hop_span("gateway.fault_hold", "execute", "app", {"gateway.hold_s": hold}):
+            with hop_span("gateway.fault_hold", Hop.EXECUTE, Kind.APP, {"gateway.hold_s": hold}):
                 self.sleep(hold)
         return results
 

@@ -9,7 +9,7 @@ from datetime import timedelta
 from typing import Any
 
 from cronwave_core.errors import ConfigurationError
-from cronwave_core.telemetry import inject_context
+from cronwave_core.telemetry.propagation import inject_context
 from worker.chain import Delivery
 from worker.isolation import ProcessSupervisor
 from worker.job_process import JobProcessPool

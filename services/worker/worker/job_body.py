@@ -23,7 +23,8 @@ from typing import IO, Any
 
 from cronwave_core.instants import wait_until_fire_time
 from cronwave_core.settings import TelemetrySettings, WorkerSettings
-from cronwave_core.telemetry import extracted_context, init_tracing
+from cronwave_core.telemetry.propagation import extracted_context
+from cronwave_core.telemetry.tracing import init_tracing
 from worker.jobs import JobContext, Registry, default_registry
 from worker.jobs.billing_config import BillingSettings
 from worker.jobs.context import Checkpoint, WorkerStopping

@@ -45,7 +45,7 @@ from cronwave_core.settings import (
     TestHooks,
     WorkerSettings,
 )
-from cronwave_core.telemetry import init_tracing
+from cronwave_core.telemetry.tracing import init_tracing
 from worker.acks import BatchAckBroker
 from worker.actors import declare_actors
 from worker.attempts import Isolation

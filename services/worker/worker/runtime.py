@@ -36,6 +36,7 @@ from cronwave.v1 import workflow_store_service_pb2 as store_pb
 from cronwave_core.batching import Coalescer, ItemRefused
 from cronwave_core.caching import TERMINAL_STATES
 from cronwave_core.queueing import RunMessage, UndecodableRunMessage
+from cronwave_core.telemetry.vocabulary import Hop
 from worker.attempts import Attempts, Isolation
 from worker.chain import Chain, Delivery, Poison, RunMiddleware
 from worker.draining import Draining
@@ -106,7 +107,7 @@ class RunProcessor:
         self.held = held  # runs claimed ahead of their fire time wait there
         self.draining = draining or Draining()  # the runs handled now, and the stop
         self.runs: Coalescer[store_pb.GetRunRequest, common_pb2.Run] = Coalescer(
-            "get", lambda requests: _runs_by_id(store, requests), with_traceparent, hop="pickup"
+            "get", lambda requests: _runs_by_id(store, requests), with_traceparent, hop=Hop.PICKUP
         )
 
     def close(self) -> None:

@@ -14,7 +14,7 @@ from cronwave_core.settings import (
     TelemetrySettings,
     TestHooks,
 )
-from cronwave_core.telemetry import init_tracing
+from cronwave_core.telemetry.tracing import init_tracing
 from workflow_store.db import Database, create_engine, migrate
 from workflow_store.servicer import WorkflowStoreServicer
 from workflow_store.store import Store

@@ -17,11 +17,25 @@ from opentelemetry.trace import Span
 from cronwave.v1 import common_pb2
 from cronwave.v1 import workflow_store_service_pb2 as api
 from cronwave.v1 import workflow_store_service_pb2_grpc as api_grpc
-from cronwave_core import fanout, telemetry
 from cronwave_core.convert import dt_to_ts, duration_to_td
 from cronwave_core.errors import CronwaveError, InvalidArgument
 from cronwave_core.rpc import item_error
 from cronwave_core.runs import Trigger
+from cronwave_core.telemetry import fanout
+from cronwave_core.telemetry.spans import hop_span
+from cronwave_core.telemetry.tracing import tracing_enabled
+from cronwave_core.telemetry.vocabulary import (
+    ATTR_ATTEMPT,
+    ATTR_FIRE_TIME,
+    ATTR_JOB_TYPE,
+    ATTR_QUEUE,
+    ATTR_RUN_ID,
+    ATTR_SCHEDULE_ID,
+    ATTR_WORKER_ID,
+    Hop,
+    Kind,
+    run_attributes,
+)
 from workflow_store import convert, paging, slots, validate
 from workflow_store.records import (
     MAX_BATCH,
@@ -38,30 +52,30 @@ T = TypeVar("T")
 
 
 def _db_span(
-    name: str, hop: str, run_id: str = "", schedule_id: str = "", fire_time: str = ""
+    name: str, hop: Hop, run_id: str = "", schedule_id: str = "", fire_time: str = ""
 ) -> AbstractContextManager[Span]:
     """The span of an RPC's database work within its hop of the run's waterfall."""
     attrs = {}
     if run_id:
-        attrs[telemetry.ATTR_RUN_ID] = run_id
+        attrs[ATTR_RUN_ID] = run_id
     if schedule_id:
-        attrs[telemetry.ATTR_SCHEDULE_ID] = schedule_id
+        attrs[ATTR_SCHEDULE_ID] = schedule_id
     if fire_time:
-        attrs[telemetry.ATTR_FIRE_TIME] = fire_time
-    return telemetry.hop_span(f"workflow-store {name}", hop=hop, kind="database", attributes=attrs)
+        attrs[ATTR_FIRE_TIME] = fire_time
+    return hop_span(f"workflow-store {name}", hop=hop, kind=Kind.DATABASE, attributes=attrs)
 
 
 def _mark(span: Span, run: RunRecord) -> None:
     span.set_attributes(
         {
-            **telemetry.run_attributes(run.run_id, run.schedule_id, convert.iso(run.fire_time)),
-            telemetry.ATTR_JOB_TYPE: run.job_type,
-            telemetry.ATTR_QUEUE: run.queue,
-            telemetry.ATTR_ATTEMPT: run.attempt,
+            **run_attributes(run.run_id, run.schedule_id, convert.iso(run.fire_time)),
+            ATTR_JOB_TYPE: run.job_type,
+            ATTR_QUEUE: run.queue,
+            ATTR_ATTEMPT: run.attempt,
         }
     )
     if run.worker_id:
-        span.set_attribute(telemetry.ATTR_WORKER_ID, run.worker_id)
+        span.set_attribute(ATTR_WORKER_ID, run.worker_id)
 
 
 def _items(field: str, messages: Sequence[M], parse: Callable[[M], T]) -> list[T]:
@@ -81,15 +95,13 @@ def _items(field: str, messages: Sequence[M], parse: Callable[[M], T]) -> list[T
 def _annotate(messages: Sequence[object], runs: Sequence[RunRecord | None]) -> None:
     """Name each item's run in the copies of this batch's spans (``fanout``): a
     claim or completion names only the run id, the store knows the rest."""
-    if not telemetry.tracing_enabled():
+    if not tracing_enabled():
         return
     annotations = []
     for message, run in zip(messages, runs, strict=True):
         traceparent = getattr(message, "traceparent", "")
         if run is not None and traceparent:
-            attributes = telemetry.run_attributes(
-                run.run_id, run.schedule_id, run.fire_time.isoformat()
-            )
+            attributes = run_attributes(run.run_id, run.schedule_id, run.fire_time.isoformat())
             annotations.append((traceparent, attributes))
     fanout.annotate_many(annotations)
 
@@ -216,7 +228,7 @@ class WorkflowStoreServicer(api_grpc.WorkflowStoreServiceServicer):
                 f"only for one run (a batch of payloads could pass gRPC's "
                 f"message limit), got {len(reqs)} runs",
             )
-        with _db_span("RecordRuns", "persist"):
+        with _db_span("RecordRuns", Hop.PERSIST):
             results = [
                 self._settled(req, result)
                 for req, result in zip(reqs, self.store.record_runs(reqs), strict=True)
@@ -291,7 +303,7 @@ class WorkflowStoreServicer(api_grpc.WorkflowStoreServiceServicer):
         self, request: api.ClaimRunsRequest, context: grpc.ServicerContext
     ) -> api.ClaimRunsResponse:
         claims = _items("claims", request.claims, convert.claim_from_proto)
-        with _db_span("ClaimRuns", "pickup"):
+        with _db_span("ClaimRuns", Hop.PICKUP):
             results = self.store.claim_runs(claims)
             _annotate(
                 request.claims, [None if isinstance(r, CronwaveError) else r.run for r in results]
@@ -318,7 +330,7 @@ class WorkflowStoreServicer(api_grpc.WorkflowStoreServiceServicer):
         checkpoint = validate.json_text(
             request.checkpoint_json, "checkpoint_json", object_only=True
         )
-        with _db_span("Heartbeat", "execute", run_id):
+        with _db_span("Heartbeat", Hop.EXECUTE, run_id):
             deadline = self.store.heartbeat(
                 run_id, convert.attempt_token(request.attempt_token), checkpoint
             )
@@ -328,7 +340,7 @@ class WorkflowStoreServicer(api_grpc.WorkflowStoreServiceServicer):
         self, request: api.CompleteRunsRequest, context: grpc.ServicerContext
     ) -> api.CompleteRunsResponse:
         completions = _items("completions", request.completions, convert.completion_from_proto)
-        with _db_span("CompleteRuns", "complete"):
+        with _db_span("CompleteRuns", Hop.COMPLETE):
             results = self.store.complete_runs(completions)
             _annotate(
                 request.completions,
@@ -353,7 +365,7 @@ class WorkflowStoreServicer(api_grpc.WorkflowStoreServiceServicer):
         )
         reason = validate.text(request.reason, "reason")
         validate.key(request.traceparent, "traceparent")
-        with _db_span("ReleaseRun", "execute", run_id) as span:
+        with _db_span("ReleaseRun", Hop.EXECUTE, run_id) as span:
             run, released = self.store.release_run(run_id, token, checkpoint, reason)
             _mark(span, run)
         return api.ReleaseRunResponse(run=convert.run_to_proto(run), released=released)
@@ -407,7 +419,7 @@ class WorkflowStoreServicer(api_grpc.WorkflowStoreServiceServicer):
     ) -> api.RecordMissedSlotsResponse:
         missed = _items("slots", request.slots, _missed_slot)
         token, scope = convert.fencing(request.fencing_token, request.fencing_scope)
-        with _db_span("RecordMissedSlots", "plan"):
+        with _db_span("RecordMissedSlots", Hop.PLAN):
             recorded, unknown = slots.record_missed_slots(self.store, missed, token, scope)
         return api.RecordMissedSlotsResponse(recorded=recorded, unknown_schedules=unknown)
 
@@ -449,7 +461,7 @@ class WorkflowStoreServicer(api_grpc.WorkflowStoreServiceServicer):
         self, request: api.DeadLetterRunRequest, context: grpc.ServicerContext
     ) -> api.DeadLetterRunResponse:
         req = convert.dead_letter_from_proto(request)
-        with _db_span("DeadLetterRun", "complete", req.run_id) as span:
+        with _db_span("DeadLetterRun", Hop.COMPLETE, req.run_id) as span:
             outcome = self.store.dead_letter(req)
             if outcome.run is not None:
                 _mark(span, outcome.run)

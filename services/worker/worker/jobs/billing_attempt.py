@@ -13,7 +13,8 @@ import sqlalchemy as sa
 
 from cronwave.v1 import payment_gateway_service_pb2_grpc as gateway_grpc
 from cronwave_core.rpc import open_channel
-from cronwave_core.telemetry import hop_span
+from cronwave_core.telemetry.spans import hop_span
+from cronwave_core.telemetry.vocabulary import Hop, Kind
 from worker.jobs.billing_charges import ChargePhase
 from worker.jobs.billing_config import BillingSettings
 from worker.jobs.billing_gateway import GatewayBatches
@@ -118,7 +119,7 @@ class _Attempt:
         with self.engine.connect() as conn:
             have = conn.execute(sa.select(sa.func.count()).select_from(customers)).scalar_one()
         if have < self.plan.customers:
-            with hop_span("billing.seed", "execute", "database", self.attrs):
+            with hop_span("billing.seed", Hop.EXECUTE, Kind.DATABASE, self.attrs):
                 for low in range(1, self.plan.customers + 1, SEED_CHUNK):
                     high = min(low + SEED_CHUNK - 1, self.plan.customers)
                     with self.engine.begin() as conn:
@@ -153,7 +154,7 @@ class _Attempt:
                 .on_conflict_do_nothing(index_elements=["customer_id", "period"])
             )
             with (
-                hop_span("billing.invoices", "execute", "database", self.attrs),
+                hop_span("billing.invoices", Hop.EXECUTE, Kind.DATABASE, self.attrs),
                 self.engine.begin() as conn,
             ):
                 result = conn.execution_options(preserve_rowcount=True).execute(statement)

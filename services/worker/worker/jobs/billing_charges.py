@@ -31,7 +31,8 @@ import sqlalchemy as sa
 
 from cronwave.v1 import payment_gateway_service_pb2 as gateway_pb
 from cronwave_core.bulk import any_of, insert_skipping_conflicts
-from cronwave_core.telemetry import hop_span
+from cronwave_core.telemetry.spans import hop_span
+from cronwave_core.telemetry.vocabulary import Hop, Kind
 from worker.jobs.billing_config import BillingSettings
 from worker.jobs.billing_gateway import GatewayBatches, GatewayRefused, idempotency_key
 from worker.jobs.billing_plan import BillingPlan, Progress
@@ -135,7 +136,7 @@ class ChargePhase:
 
     def submit(self, due: Sequence[Any]) -> Results:
         """Ask the gateway to charge each invoice, with the invoice's key."""
-        with hop_span("billing.gateway", "execute", "app", {**self.attrs, "n": len(due)}):
+        with hop_span("billing.gateway", Hop.EXECUTE, Kind.APP, {**self.attrs, "n": len(due)}):
             return self.gateway.charge(
                 [
                     gateway_pb.ChargeItem(
@@ -201,7 +202,7 @@ class ChargePhase:
                 }
             )
         with (
-            hop_span("billing.record", "execute", "database", self.attrs),
+            hop_span("billing.record", Hop.EXECUTE, Kind.DATABASE, self.attrs),
             self.engine.begin() as conn,
         ):
             return insert_skipping_conflicts(conn, charges, rows, ["invoice_id"])

@@ -16,7 +16,8 @@ import grpc
 from cronwave.v1 import common_pb2
 from cronwave.v1 import workflow_store_service_pb2 as store_pb
 from cronwave_core.batching import Coalescer, results_of
-from cronwave_core.telemetry import hop_span
+from cronwave_core.telemetry.spans import hop_span
+from cronwave_core.telemetry.vocabulary import Hop, Kind
 from worker.chain import Delivery, Poison, RunMiddleware, Skip
 from worker.jobs import Registry
 from worker.middleware.dead_lettering import message_json
@@ -40,13 +41,13 @@ class Claim(RunMiddleware):
                 store.ClaimRuns(store_pb.ClaimRunsRequest(claims=requests)).results, "claim"
             ),
             with_traceparent,
-            hop="pickup",
+            hop=Hop.PICKUP,
         )
 
     def before_claim(self, delivery: Delivery) -> None:
         message = delivery.message
         span = delivery.phase.enter_context(
-            hop_span("worker.claim", "pickup", "app", delivery.attrs)
+            hop_span("worker.claim", Hop.PICKUP, Kind.APP, delivery.attrs)
         )
         delivery.span = span
         request = store_pb.ClaimRunRequest(run_id=message.run_id, worker_id=self.worker_id)

@@ -26,7 +26,8 @@ from cronwave_core.caching import RunStatusCache
 from cronwave_core.convert import td_to_duration
 from cronwave_core.instants import epoch_ns
 from cronwave_core.queueing import RunMessage
-from cronwave_core.telemetry import hop_span
+from cronwave_core.telemetry.spans import hop_span
+from cronwave_core.telemetry.vocabulary import Hop, Kind
 from worker.chain import Delivery, Poison, RunMiddleware, Skip
 from worker.handback import hand_back
 from worker.jobs import Registry
@@ -59,7 +60,7 @@ class Completion(RunMiddleware):
         self.broker = broker
         self.run_status = run_status  # terminal runs, for readers of run status
         self.completions: Coalescer[store_pb.CompleteRunRequest, store_pb.CompleteRunResponse] = (
-            Coalescer("complete", self._complete_many, with_traceparent, hop="complete")
+            Coalescer("complete", self._complete_many, with_traceparent, hop=Hop.COMPLETE)
         )
 
     def _complete_many(
@@ -108,7 +109,10 @@ class Completion(RunMiddleware):
         decision = delivery.decision = decide(result, policy, failed_attempt)
         delivery.span = delivery.phase.enter_context(
             hop_span(
-                "worker.complete", "complete", "app", {**delivery.attrs, ATTR_ATTEMPT: run.attempt}
+                "worker.complete",
+                Hop.COMPLETE,
+                Kind.APP,
+                {**delivery.attrs, ATTR_ATTEMPT: run.attempt},
             )
         )
         if decision.action is Action.DEAD_LETTER:

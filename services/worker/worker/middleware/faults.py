@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from cronwave_core.faults import FaultHooks, fault_hooks, run_key
 from cronwave_core.settings import TestHooks
-from cronwave_core.telemetry import ATTR_FAULT
+from cronwave_core.telemetry.vocabulary import ATTR_FAULT
 from worker.chain import Delivery, RunMiddleware
 from worker.drills import drill_hooks
 

@@ -18,16 +18,18 @@ from typing import Any
 from opentelemetry.trace import Status, StatusCode
 
 from cronwave_core.instants import epoch_ns
-from cronwave_core.telemetry import (
+from cronwave_core.telemetry.propagation import extracted_context
+from cronwave_core.telemetry.spans import tracer
+from cronwave_core.telemetry.vocabulary import (
     ATTR_HOLD,
     ATTR_HOP,
     ATTR_KIND,
     ATTR_QUEUE,
     ATTR_TRIGGER,
     ATTR_WORKER_ID,
-    extracted_context,
+    Hop,
+    Kind,
     run_attributes,
-    tracer,
 )
 from worker.chain import Delivery, RunMiddleware
 
@@ -62,7 +64,7 @@ class Tracing(RunMiddleware):
         span = tracer("cronwave").start_span(
             "worker.pickup",
             start_time=start,
-            attributes={ATTR_HOP: "pickup", ATTR_KIND: "queue", **delivery.attrs},
+            attributes={ATTR_HOP: Hop.PICKUP, ATTR_KIND: Kind.QUEUE, **delivery.attrs},
         )
         span.set_attributes(delivery.pickup_marks)
         span.end(end_time=now_ns)
@@ -71,8 +73,8 @@ class Tracing(RunMiddleware):
         run = delivery.run
         attributes: dict[str, Any] = {
             **delivery.attrs,
-            ATTR_HOP: "execute",
-            ATTR_KIND: "app",
+            ATTR_HOP: Hop.EXECUTE,
+            ATTR_KIND: Kind.APP,
             ATTR_JOB_TYPE: run.job_type,
             ATTR_ATTEMPT: run.attempt,
         }

@@ -42,8 +42,8 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags
 
-from cronwave_core import telemetry
-from cronwave_core.telemetry import ATTR_FIRE_TIME, ATTR_RUN_ID, ATTR_SCHEDULE_ID
+from cronwave_core.telemetry.spans import tracer
+from cronwave_core.telemetry.vocabulary import ATTR_FIRE_TIME, ATTR_RUN_ID, ATTR_SCHEDULE_ID
 
 #: How long after its registration a batch's late spans (a server's reply encode, a
 #: client's reply decode) are still copied.
@@ -156,7 +156,7 @@ def register(items: Sequence[Item], trace_id: int | None = None) -> None:
 def batch_span(name: str, items: Sequence[Item], attributes: Mapping[str, Any]) -> Iterator[None]:
     """A new trace for a batch the caller sends, registered with ``items``; its root
     span (``name``) is copied under each item's span."""
-    with telemetry.tracer("cronwave.batch").start_as_current_span(
+    with tracer("cronwave.batch").start_as_current_span(
         name, context=otel_context.Context(), attributes={**attributes, ATTR_BATCH_SIZE: len(items)}
     ) as span:
         register(items, span.get_span_context().trace_id)
