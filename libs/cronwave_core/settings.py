@@ -274,7 +274,8 @@ class WorkerSettings(FromEnv):
         Integer(1),
         8,
         "a worker's threads; more let more claims and completions go to the store in "
-        "one call, but every idle one polls its work queue (measurements below the table)",
+        "one call, but every idle one polls its work queue (the bench's burst and "
+        "throughput scenarios use 128: docs/benchmarks.md)",
     )
     worker_id: str = setting(
         PREFIX + "WORKER_ID",
@@ -399,8 +400,7 @@ class TestHooks(FromEnv):
         Text(),
         "",
         "fault injection: `delay=<hop>:<kind>:<delay>:<fraction>` (see *Fault hook*), "
-        "`planner.hold_start=<s>`, `worker.stop_before_complete=<attempt>` (see *Fault "
-        "injection for drills*)",
+        "`planner.hold_start=<s>`, `worker.stop_before_complete=<attempt>` (see *Drills*)",
     )
     gateway_timeout_after_commit: int = setting(
         PREFIX + "GATEWAY_TIMEOUT_AFTER_COMMIT",
