@@ -52,12 +52,12 @@ MUTATIONS = (
                 'sa.UniqueConstraint("schedule_id", "fire_time", "fencing_token", name=',
             ),
             Edit(
-                f"{STORE}/store.py",
+                f"{STORE}/store_core.py",
                 'index_elements=["schedule_id", "fire_time"]',
                 'index_elements=["schedule_id", "fire_time", "fencing_token"]',
             ),
             Edit(
-                f"{STORE}/store.py",
+                f"{STORE}/run_store.py",
                 "ON CONFLICT (schedule_id, fire_time) DO NOTHING",
                 "ON CONFLICT (schedule_id, fire_time, fencing_token) DO NOTHING",
             ),
@@ -69,7 +69,7 @@ MUTATIONS = (
         "a completion from a superseded attempt is applied",
         (
             Edit(
-                f"{STORE}/store.py",
+                f"{STORE}/attempt_store.py",
                 """            if not same_token(req.attempt_token, run["attempt_token"]):
                 results.append(StaleAttempt(req.run_id))
                 continue
@@ -113,7 +113,7 @@ MUTATIONS = (
         "the store accepts a fencing token it never issued (2^63-1, newest+1, a made-up scope)",
         (
             Edit(
-                f"{STORE}/store.py",
+                f"{STORE}/fencing.py",
                 "        if token > issued:\n",
                 "        if token > issued and False:\n",
             ),
@@ -127,7 +127,7 @@ MUTATIONS = (
         "the store accepts a token older than the newest it has seen",
         (
             Edit(
-                f"{STORE}/store.py",
+                f"{STORE}/fencing.py",
                 "        if token < newest:\n",
                 "        if token < newest and False:\n",
             ),

@@ -10,11 +10,11 @@ from datetime import UTC, date, datetime, timedelta
 from typing import Any, TypeVar
 
 import grpc
-from google.protobuf.timestamp_pb2 import Timestamp
 
 from cronwave import _enums
 from cronwave._errors import WaitTimeout
 from cronwave._models import Lease, PlannerStatus, Run, RunEvent, Schedule, _dt
+from cronwave._spec_input import policy_of, spec_of, timestamp, whole_or_keywords
 from cronwave.v1 import common_pb2 as pb
 from cronwave.v1 import cron_planner_service_pb2 as planner_pb
 from cronwave.v1 import cron_planner_service_pb2_grpc as planner_grpc
@@ -24,100 +24,16 @@ from cronwave.v1 import leader_election_service_pb2 as leader_pb
 from cronwave.v1 import leader_election_service_pb2_grpc as leader_grpc
 from cronwave.v1 import workflow_store_service_pb2 as store_pb
 from cronwave.v1 import workflow_store_service_pb2_grpc as store_grpc
-from cronwave_core.convert import dt_to_ts
 from cronwave_core.errors import CronwaveError, InvalidArgument, RunNotFound, Unavailable
-from cronwave_core.fields import shown
 from cronwave_core.rpc import error_from_rpc, open_channel
 from cronwave_core.settings import DEFAULT_PORTS, NetworkSettings
-from cronwave_core.spec import Catchup, DstGap, DstRepeat, Interval, Overlap, Policy, Spec
+from cronwave_core.spec import Interval, Overlap, Policy, Spec
 
 Resp = TypeVar("Resp")
-_V = TypeVar("_V")
-_SPEC = Spec()
-_POLICY = Policy()
 
 _LOOPBACK = "127.0.0.1"
 # A bound on one listing's pages (each holds at least one schedule).
 _MAX_PAGES = 100_000
-
-
-def _ts(value: datetime, field: str) -> Timestamp:
-    return dt_to_ts(_aware(value, field))
-
-
-def _aware(value: datetime, field: str) -> datetime:
-    if value.tzinfo is None:
-        raise InvalidArgument(field, "must be a timezone-aware datetime (e.g. tzinfo=UTC)")
-    return value
-
-
-def _date(value: date | str, field: str) -> date:
-    if not isinstance(value, str):
-        return value
-    try:
-        return date.fromisoformat(value)
-    except ValueError:
-        raise InvalidArgument(field, f"{shown(value)} is not a date in YYYY-MM-DD form") from None
-
-
-def spec_of(
-    cron: str | Sequence[str] = (),
-    *,
-    time_zone: str = "UTC",
-    dst_gap: str | None = None,
-    dst_repeat: str | None = None,
-    exclude_dates: Iterable[date | str] = (),
-    intervals: Iterable[Interval] = (),
-    one_off: Iterable[datetime] = (),
-    start_at: datetime | None = None,
-    end_at: datetime | None = None,
-    max_runs: int = 0,
-    jitter: timedelta | None = None,
-) -> Spec:
-    """The ``Spec`` of ``create_schedule``'s and ``preview``'s keywords; policies by
-    name (``None`` is the default). Checks what a ``Spec`` cannot hold (names, naive
-    datetimes, dates as text); the server validates the rest and names the field."""
-    return Spec(
-        cron=(cron,) if isinstance(cron, str) else tuple(cron),
-        time_zone=time_zone,
-        dst_gap=DstGap.parse(dst_gap) if dst_gap else _SPEC.dst_gap,
-        dst_repeat=DstRepeat.parse(dst_repeat) if dst_repeat else _SPEC.dst_repeat,
-        exclude_dates=tuple(
-            _date(d, f"spec.exclude_dates[{i}]") for i, d in enumerate(exclude_dates)
-        ),
-        start_at=None if start_at is None else _aware(start_at, "spec.start_at"),
-        end_at=None if end_at is None else _aware(end_at, "spec.end_at"),
-        max_runs=max_runs,
-        intervals=tuple(intervals),
-        one_off=tuple(_aware(t, f"spec.one_off[{i}]") for i, t in enumerate(one_off)),
-        jitter=_SPEC.jitter if jitter is None else jitter,
-    )
-
-
-def policy_of(
-    *,
-    overlap: str | None = None,
-    catchup: str | None = None,
-    catchup_window: timedelta | None = None,
-    catchup_max_runs: int = 0,
-) -> Policy:
-    """The ``Policy`` of ``create_schedule``'s keywords (``None`` and 0: the default)."""
-    return Policy(
-        overlap=Overlap.parse(overlap) if overlap else _POLICY.overlap,
-        catchup=Catchup.parse(catchup) if catchup else _POLICY.catchup,
-        catchup_window=_POLICY.catchup_window if catchup_window is None else catchup_window,
-        catchup_max_runs=catchup_max_runs or _POLICY.catchup_max_runs,
-    )
-
-
-def _whole_or_keywords(name: str, whole: _V | None, keywords: _V, given: bool) -> _V:
-    """``whole`` when given, else the value the keywords build; ``given`` says whether
-    any keyword was set (a keyword set to its default counts)."""
-    if whole is None:
-        return keywords
-    if given:
-        raise InvalidArgument(name, f"give the {name} whole or by its keywords, not both")
-    return whole
 
 
 class Client:
@@ -248,7 +164,7 @@ class Client:
         worker. Raises ``InvalidArgument`` naming the bad field (nothing is written)
         and ``AlreadyExists`` when the id is taken.
         """
-        spec = _whole_or_keywords(
+        spec = whole_or_keywords(
             "spec",
             spec,
             spec_of(
@@ -268,7 +184,7 @@ class Client:
             or bool(cron or exclude_dates or intervals or one_off or max_runs)
             or time_zone != "UTC",
         )
-        policy = _whole_or_keywords(
+        policy = whole_or_keywords(
             "policy",
             policy,
             policy_of(
@@ -386,8 +302,8 @@ class Client:
         another replica and it raises ``FailedPrecondition`` naming the leader."""
         request = planner_pb.BackfillRequest(
             schedule_id=schedule_id,
-            start=_ts(start, "start"),
-            end=_ts(end, "end"),
+            start=timestamp(start, "start"),
+            end=timestamp(end, "end"),
             dry_run=dry_run,
             rate_per_second=rate_per_second,
         )
@@ -519,7 +435,7 @@ class Client:
             )
         request = planner_pb.PreviewFireTimesRequest(
             spec=spec.to_proto(),
-            after=_ts(after or datetime.now(UTC), "after"),
+            after=timestamp(after or datetime.now(UTC), "after"),
             count=count,
         )
         resp = self._call("cron-planner", self._planner.PreviewFireTimes, request)

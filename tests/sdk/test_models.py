@@ -171,7 +171,7 @@ def test_a_schedule_gives_its_spec_and_policy_whole():
 
 
 def test_the_keywords_build_the_same_spec_and_policy_as_given_whole():
-    from cronwave._client import policy_of, spec_of
+    from cronwave._spec_input import policy_of, spec_of
 
     assert spec_of("0 2 * * *", dst_repeat="twice", exclude_dates=["2030-12-25"]) == (
         cronwave.Spec(

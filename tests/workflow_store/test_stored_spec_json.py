@@ -11,7 +11,12 @@ from google.protobuf import json_format
 from cronwave.v1 import common_pb2 as pb
 from cronwave_core.errors import InvalidArgument
 from cronwave_core.spec import Catchup, DstGap, DstRepeat, Interval, Overlap, Policy, Spec
-from workflow_store.convert import policy_from_dict, policy_to_dict, spec_from_dict, spec_to_dict
+from workflow_store.stored_json import (
+    policy_from_dict,
+    policy_to_dict,
+    spec_from_dict,
+    spec_to_dict,
+)
 
 AT = datetime(2026, 3, 29, 1, 30, 15, tzinfo=UTC)
 SPECS = [

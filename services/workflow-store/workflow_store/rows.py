@@ -15,10 +15,6 @@ from cronwave_core.errors import (
 )
 from cronwave_core.spec import Policy, Spec
 from workflow_store import models as m
-from workflow_store.convert import (
-    policy_from_dict,
-    spec_from_dict,
-)
 from workflow_store.limits import Limits
 from workflow_store.records import (
     JobTypeRecord,
@@ -29,6 +25,7 @@ from workflow_store.records import (
     ScheduleRecord,
     Trigger,
 )
+from workflow_store.stored_json import policy_from_dict, spec_from_dict
 from workflow_store.validate import utf8_size
 
 log = logging.getLogger("cronwave.store")

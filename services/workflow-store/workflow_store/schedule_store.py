@@ -16,10 +16,6 @@ from cronwave_core.errors import (
     ScheduleExists,
 )
 from workflow_store import models as m
-from workflow_store.convert import (
-    policy_to_dict,
-    spec_to_dict,
-)
 from workflow_store.records import (
     JobTypeRecord,
     NewSchedule,
@@ -32,6 +28,7 @@ from workflow_store.rows import (
     _schedule,
 )
 from workflow_store.store_core import StoreCore
+from workflow_store.stored_json import policy_to_dict, spec_to_dict
 
 
 class ScheduleStore(StoreCore):

@@ -30,7 +30,7 @@ from sqlalchemy.exc import IntegrityError
 from cronwave_core.calendar import DST_GAP_SKIP
 from cronwave_core.errors import AlreadyExists, FailedPrecondition, InvalidArgument
 from workflow_store import models as m
-from workflow_store.convert import iso, policy_to_dict, spec_to_dict
+from workflow_store.convert import iso
 from workflow_store.ids import new_run_id
 from workflow_store.records import (
     DEFAULT_QUEUE,
@@ -43,6 +43,7 @@ from workflow_store.records import (
 )
 from workflow_store.rows import _event, _live_schedule, _run
 from workflow_store.store import Store
+from workflow_store.stored_json import policy_to_dict, spec_to_dict
 
 #: Reasons of placeholder rows start with this (see the module docstring).
 PENDING_PREFIX = "pending:"
