@@ -73,7 +73,7 @@ def issue_tokens(store: Any, up_to: int, scope: str = "planner") -> None:
     ``scope`` until the newest is at least ``up_to``, as leader-election does when it
     grants the lease: a test that plays the leader itself may then fence its writes
     with any token in 1..up_to, and the store accepts or refuses them as stale."""
-    from cronwave.v1 import workflow_store_service_pb2 as store_pb
+    from cronwave_proto.v1 import workflow_store_service_pb2 as store_pb
 
     for _ in range(up_to + 1):
         reply = store.IssueFencingToken(
@@ -147,7 +147,7 @@ def only(results: Any, field: str) -> Any:
 
 def record_one(store: Any, item: Any, **kwargs: Any) -> Any:
     """``RecordRuns`` of one run: its ``RecordRunResponse`` (without the payload)."""
-    from cronwave.v1 import workflow_store_service_pb2 as store_pb
+    from cronwave_proto.v1 import workflow_store_service_pb2 as store_pb
 
     reply = store.RecordRuns(store_pb.RecordRunsRequest(runs=[item]), **kwargs)
     return only(reply.results, "recorded")
@@ -155,7 +155,7 @@ def record_one(store: Any, item: Any, **kwargs: Any) -> Any:
 
 def claim_one(store: Any, item: Any, **kwargs: Any) -> Any:
     """``ClaimRuns`` of one run: its ``ClaimRunResponse``."""
-    from cronwave.v1 import workflow_store_service_pb2 as store_pb
+    from cronwave_proto.v1 import workflow_store_service_pb2 as store_pb
 
     reply = store.ClaimRuns(store_pb.ClaimRunsRequest(claims=[item]), **kwargs)
     return only(reply.results, "claim")
@@ -163,7 +163,7 @@ def claim_one(store: Any, item: Any, **kwargs: Any) -> Any:
 
 def complete_one(store: Any, item: Any, **kwargs: Any) -> Any:
     """``CompleteRuns`` of one run: its ``CompleteRunResponse``."""
-    from cronwave.v1 import workflow_store_service_pb2 as store_pb
+    from cronwave_proto.v1 import workflow_store_service_pb2 as store_pb
 
     reply = store.CompleteRuns(store_pb.CompleteRunsRequest(completions=[item]), **kwargs)
     return only(reply.results, "completion")
@@ -171,7 +171,7 @@ def complete_one(store: Any, item: Any, **kwargs: Any) -> Any:
 
 def append_one(store: Any, item: Any, **kwargs: Any) -> Any:
     """``AppendRunEvents`` of one event: the ``RunEvent`` appended."""
-    from cronwave.v1 import workflow_store_service_pb2 as store_pb
+    from cronwave_proto.v1 import workflow_store_service_pb2 as store_pb
 
     reply = store.AppendRunEvents(store_pb.AppendRunEventsRequest(events=[item]), **kwargs)
     return only(reply.results, "event")
@@ -180,7 +180,7 @@ def append_one(store: Any, item: Any, **kwargs: Any) -> Any:
 def get_one(store: Any, run_id: str, **kwargs: Any) -> Any:
     """``GetRuns`` of one run: the ``Run`` as it is now (the test fails when the store
     does not have it)."""
-    from cronwave.v1 import workflow_store_service_pb2 as store_pb
+    from cronwave_proto.v1 import workflow_store_service_pb2 as store_pb
 
     request = store_pb.GetRunsRequest(runs=[store_pb.GetRunRequest(run_id=run_id)])
     runs = list(store.GetRuns(request, **kwargs).runs)

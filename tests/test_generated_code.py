@@ -23,8 +23,8 @@ def test_generated_code_is_fresh(tmp_path: Path) -> None:
     # When it generates into an empty directory
     gen.generate(tmp_path)
     # Then every file matches the committed one, and there are no extra or missing files
-    fresh = {p.name: p.read_bytes() for p in (tmp_path / "cronwave" / "v1").iterdir()}
-    committed_dir = ROOT / "libs" / "cronwave" / "v1"
+    fresh = {p.name: p.read_bytes() for p in (tmp_path / "cronwave_proto" / "v1").iterdir()}
+    committed_dir = ROOT / "libs" / "cronwave_proto" / "v1"
     committed = {
         p.name: p.read_bytes()
         for p in committed_dir.iterdir()

@@ -101,7 +101,7 @@ MUTATIONS = (
         "late slots over the catch-up cap are dropped without a MISSED record",
         (
             Edit(
-                "libs/cronwave_core/catchup.py",
+                "libs/cronwave_core/domain/catchup.py",
                 "[Missed(at, CATCHUP_CAP, slot) for at, slot in capped]",
                 "[]",
             ),

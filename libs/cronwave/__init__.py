@@ -15,30 +15,25 @@ The client SDK::
         print(run.state, run.lateness)
 """
 
-# The SDK is loaded on first use: the services import the generated modules of
-# ``cronwave.v1``, which would otherwise load the whole client with them.
-import typing as _typing
-
-if _typing.TYPE_CHECKING:
-    from cronwave._client import Client
-    from cronwave._enums import TERMINAL_STATES
-    from cronwave._errors import WaitTimeout
-    from cronwave._models import Lease, PlannerStatus, Run, RunEvent, Schedule
-    from cronwave_core.errors import (
-        AlreadyExists,
-        ConfigurationError,
-        CronwaveError,
-        FailedPrecondition,
-        InvalidArgument,
-        NotFound,
-        RunNotFound,
-        ScheduleExists,
-        ScheduleNotFound,
-        StaleAttempt,
-        StaleFencingToken,
-        Unavailable,
-    )
-    from cronwave_core.spec import Catchup, DstGap, DstRepeat, Interval, Overlap, Policy, Spec
+from cronwave._client import Client
+from cronwave._enums import TERMINAL_STATES
+from cronwave._errors import WaitTimeout
+from cronwave._models import Lease, PlannerStatus, Run, RunEvent, Schedule
+from cronwave_core.domain.spec import Catchup, DstGap, DstRepeat, Interval, Overlap, Policy, Spec
+from cronwave_core.errors import (
+    AlreadyExists,
+    ConfigurationError,
+    CronwaveError,
+    FailedPrecondition,
+    InvalidArgument,
+    NotFound,
+    RunNotFound,
+    ScheduleExists,
+    ScheduleNotFound,
+    StaleAttempt,
+    StaleFencingToken,
+    Unavailable,
+)
 
 __all__ = [
     "TERMINAL_STATES",
@@ -69,30 +64,3 @@ __all__ = [
     "Unavailable",
     "WaitTimeout",
 ]
-
-
-_HOMES = {
-    "Client": "cronwave._client",
-    "TERMINAL_STATES": "cronwave._enums",
-    "WaitTimeout": "cronwave._errors",
-    **dict.fromkeys(
-        ("Catchup", "DstGap", "DstRepeat", "Interval", "Overlap", "Policy", "Spec"),
-        "cronwave_core.spec",
-    ),
-    **dict.fromkeys(("Lease", "PlannerStatus", "Run", "RunEvent", "Schedule"), "cronwave._models"),
-}
-
-
-def __getattr__(name: str) -> _typing.Any:
-    """``cronwave.Client`` and the rest of ``__all__``, imported when first asked for."""
-    import importlib
-
-    if name not in __all__:
-        raise AttributeError(f"module 'cronwave' has no attribute {name!r}")
-    value = getattr(importlib.import_module(_HOMES.get(name, "cronwave_core.errors")), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})

@@ -10,24 +10,24 @@ from datetime import UTC, date, datetime, timedelta
 from typing import Any, TypeVar
 
 import grpc
+from cronwave_proto.v1 import common_pb2 as pb
+from cronwave_proto.v1 import cron_planner_service_pb2 as planner_pb
+from cronwave_proto.v1 import cron_planner_service_pb2_grpc as planner_grpc
+from cronwave_proto.v1 import dispatcher_service_pb2 as dispatcher_pb
+from cronwave_proto.v1 import dispatcher_service_pb2_grpc as dispatcher_grpc
+from cronwave_proto.v1 import leader_election_service_pb2 as leader_pb
+from cronwave_proto.v1 import leader_election_service_pb2_grpc as leader_grpc
+from cronwave_proto.v1 import workflow_store_service_pb2 as store_pb
+from cronwave_proto.v1 import workflow_store_service_pb2_grpc as store_grpc
 
 from cronwave import _enums
 from cronwave._errors import WaitTimeout
 from cronwave._models import Lease, PlannerStatus, Run, RunEvent, Schedule, _dt
 from cronwave._spec_input import policy_of, spec_of, timestamp, whole_or_keywords
-from cronwave.v1 import common_pb2 as pb
-from cronwave.v1 import cron_planner_service_pb2 as planner_pb
-from cronwave.v1 import cron_planner_service_pb2_grpc as planner_grpc
-from cronwave.v1 import dispatcher_service_pb2 as dispatcher_pb
-from cronwave.v1 import dispatcher_service_pb2_grpc as dispatcher_grpc
-from cronwave.v1 import leader_election_service_pb2 as leader_pb
-from cronwave.v1 import leader_election_service_pb2_grpc as leader_grpc
-from cronwave.v1 import workflow_store_service_pb2 as store_pb
-from cronwave.v1 import workflow_store_service_pb2_grpc as store_grpc
+from cronwave_core.domain.spec import Interval, Overlap, Policy, Spec
 from cronwave_core.errors import CronwaveError, InvalidArgument, RunNotFound, Unavailable
 from cronwave_core.rpc import error_from_rpc, open_channel
 from cronwave_core.settings import DEFAULT_PORTS, NetworkSettings
-from cronwave_core.spec import Interval, Overlap, Policy, Spec
 
 Resp = TypeVar("Resp")
 

@@ -1,15 +1,16 @@
 """How the SDK shows run states and trigger kinds: by their upper-case names
-(``"SUCCEEDED"``, ``"MANUAL"``). The types themselves are ``cronwave_core.runs``'s
-(and the policies ``cronwave_core.spec``'s); this module only names them."""
+(``"SUCCEEDED"``, ``"MANUAL"``). The types themselves are ``cronwave_core.domain.runs``'s
+(and the policies ``cronwave_core.domain.spec``'s); this module only names them."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from typing import Any
 
-from cronwave.v1 import common_pb2 as pb
+from cronwave_proto.v1 import common_pb2 as pb
+
+from cronwave_core.domain.runs import RUN_STATES, TERMINAL, TRIGGERS, RunState
 from cronwave_core.proto_enum import ProtoEnum
-from cronwave_core.runs import RUN_STATES, TERMINAL, TRIGGERS, RunState
 
 TERMINAL_STATES = frozenset(state.name for state in TERMINAL)
 """Run states that never change again."""

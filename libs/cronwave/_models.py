@@ -8,13 +8,13 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
+from cronwave_proto.v1 import common_pb2 as pb
+from cronwave_proto.v1 import cron_planner_service_pb2 as planner_pb
+from cronwave_proto.v1 import leader_election_service_pb2 as leader_pb
 from google.protobuf.timestamp_pb2 import Timestamp
 
 from cronwave import _enums
-from cronwave.v1 import common_pb2 as pb
-from cronwave.v1 import cron_planner_service_pb2 as planner_pb
-from cronwave.v1 import leader_election_service_pb2 as leader_pb
-from cronwave_core.spec import Catchup, DstGap, DstRepeat, Interval, Overlap, Policy, Spec
+from cronwave_core.domain.spec import Catchup, DstGap, DstRepeat, Interval, Overlap, Policy, Spec
 
 _DEFAULT_POLICY = Policy()
 
@@ -33,7 +33,7 @@ def _json(text: str) -> Any:
 
 @dataclass(frozen=True)
 class Schedule:
-    """A schedule as the workflow-store holds it. Policies are ``cronwave_core.spec``'s
+    """A schedule as the workflow-store holds it. Policies are ``cronwave_core.domain.spec``'s
     enums, which are strings too (``Overlap.BUFFER_ONE == "buffer_one"``); ``spec`` and
     ``policy`` give the whole values, as ``Client.create_schedule`` takes them."""
 

@@ -11,9 +11,9 @@ from typing import TypeVar
 from google.protobuf.timestamp_pb2 import Timestamp
 
 from cronwave_core.convert import dt_to_ts
+from cronwave_core.domain.spec import Catchup, DstGap, DstRepeat, Interval, Overlap, Policy, Spec
 from cronwave_core.errors import InvalidArgument
 from cronwave_core.fields import shown
-from cronwave_core.spec import Catchup, DstGap, DstRepeat, Interval, Overlap, Policy, Spec
 
 _V = TypeVar("_V")
 _SPEC = Spec()

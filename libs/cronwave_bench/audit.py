@@ -11,7 +11,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from cronwave.v1 import common_pb2
+from cronwave_proto.v1 import common_pb2
+
 from cronwave_core.convert import ts_to_dt
 
 TERMINAL = {

@@ -35,22 +35,22 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import grpc
+from cronwave_proto.v1 import common_pb2
+from cronwave_proto.v1 import cron_planner_service_pb2 as planner_pb
+from cronwave_proto.v1 import cron_planner_service_pb2_grpc as planner_grpc
+from cronwave_proto.v1 import leader_election_service_pb2 as leader_pb
+from cronwave_proto.v1 import leader_election_service_pb2_grpc as leader_grpc
+from cronwave_proto.v1 import worker_service_pb2 as worker_pb
+from cronwave_proto.v1 import worker_service_pb2_grpc as worker_grpc
+from cronwave_proto.v1 import workflow_store_service_pb2 as store_pb
+from cronwave_proto.v1 import workflow_store_service_pb2_grpc as store_grpc
 
-from cronwave.v1 import common_pb2
-from cronwave.v1 import cron_planner_service_pb2 as planner_pb
-from cronwave.v1 import cron_planner_service_pb2_grpc as planner_grpc
-from cronwave.v1 import leader_election_service_pb2 as leader_pb
-from cronwave.v1 import leader_election_service_pb2_grpc as leader_grpc
-from cronwave.v1 import worker_service_pb2 as worker_pb
-from cronwave.v1 import worker_service_pb2_grpc as worker_grpc
-from cronwave.v1 import workflow_store_service_pb2 as store_pb
-from cronwave.v1 import workflow_store_service_pb2_grpc as store_grpc
 from cronwave_bench.audit import TERMINAL, audit, is_placeholder
 from cronwave_bench.lease_timing import FAST, LeaseTiming
-from cronwave_core.calendar import fire_times
 from cronwave_core.convert import ts_to_dt
+from cronwave_core.domain.calendar import fire_times
+from cronwave_core.domain.spec import Spec
 from cronwave_core.errors import CronwaveError
-from cronwave_core.spec import Spec
 from cronwave_core.suite import Suite, SuiteConfig
 from cronwave_waterfall.percentiles import quantile
 

@@ -50,10 +50,10 @@ from typing import Any
 
 import grpc
 import sqlalchemy as sa
+from cronwave_proto.v1 import common_pb2
+from cronwave_proto.v1 import workflow_store_service_pb2 as store_pb
 
 from cronwave._models import RunEvent
-from cronwave.v1 import common_pb2
-from cronwave.v1 import workflow_store_service_pb2 as store_pb
 from cronwave_bench.audit import PLANNED, TERMINAL, is_placeholder
 from cronwave_bench.failover import NOOP, Drill, DrillFailed, wait_for
 from cronwave_bench.faults import OwnRedis, TcpProxy
@@ -83,9 +83,9 @@ from cronwave_bench.slot_audit import (
     needs_history,
     suspects,
 )
-from cronwave_core.calendar import fire_times
 from cronwave_core.convert import ts_to_dt
-from cronwave_core.spec import Spec
+from cronwave_core.domain.calendar import fire_times
+from cronwave_core.domain.spec import Spec
 from cronwave_core.suite import Suite
 
 PLANNER = "cron-planner"

@@ -1,7 +1,7 @@
 """The machine's floor: how late a bare process wakes for an instant it waits for.
 
 While ``single`` runs, a separate process waits for every half second between its
-fires with the worker's own wait (``cronwave_core.instants.wait_until_fire_time``) and does
+fires with the worker's own wait (``cronwave_core.domain.instants.wait_until_fire_time``) and does
 nothing else. Its lateness is what the operating system alone adds on this machine at
 this time (other processes wanting the CPUs); a job body cannot start earlier than
 that. On a shared machine it tells the scheduler's share of the tail from the
@@ -22,7 +22,7 @@ from cronwave_bench.measure import ms_figures
 _PROBE = """
 import json, sys, time
 from datetime import UTC, datetime, timedelta
-from cronwave_core.instants import epoch_ns, wait_until_fire_time
+from cronwave_core.domain.instants import epoch_ns, wait_until_fire_time
 
 count = int(sys.argv[1])
 late = []

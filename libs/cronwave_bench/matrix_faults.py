@@ -29,9 +29,9 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import grpc
+from cronwave_proto.v1 import worker_service_pb2 as worker_pb
+from cronwave_proto.v1 import worker_service_pb2_grpc as worker_grpc
 
-from cronwave.v1 import worker_service_pb2 as worker_pb
-from cronwave.v1 import worker_service_pb2_grpc as worker_grpc
 from cronwave_bench.failover import Drill, wait_for
 from cronwave_bench.faults import OwnRedis, TcpProxy
 from cronwave_bench.lease_timing import FAST, LeaseTiming

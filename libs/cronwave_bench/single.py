@@ -34,7 +34,7 @@ from cronwave_bench.measure import (
 )
 from cronwave_bench.planner_memory import rss_mib
 from cronwave_bench.report import Result, fmt_ms
-from cronwave_core.spec import Interval
+from cronwave_core.domain.spec import Interval
 from cronwave_waterfall import load_spans
 
 NOOP = "cronwave.noop"

@@ -61,19 +61,20 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
+from cronwave_proto.v1 import common_pb2
+
 from cronwave._models import RunEvent
-from cronwave.v1 import common_pb2
 from cronwave_bench.audit import PLANNED, TERMINAL, audit, is_placeholder
 from cronwave_bench.measure import body_starts
-from cronwave_core.catchup import (
+from cronwave_core.convert import ts_to_dt
+from cronwave_core.domain.catchup import (
     CATCHUP_CAP,
     CATCHUP_SKIP,
     DEFAULT_GRACE,
     OUTSIDE_CATCHUP_WINDOW,
     SUPERSEDED_BY_LATEST,
 )
-from cronwave_core.convert import ts_to_dt
-from cronwave_core.overlap import OVERLAP_BUFFER_FULL, OVERLAP_SKIP
+from cronwave_core.domain.overlap import OVERLAP_BUFFER_FULL, OVERLAP_SKIP
 
 #: A slot is on time when its job body started at most this long after its fire time.
 TOLERANCE = timedelta(seconds=1)

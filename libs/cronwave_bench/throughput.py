@@ -47,7 +47,7 @@ from cronwave_bench.measure import (
 )
 from cronwave_bench.report import Result, fmt_ms
 from cronwave_bench.single import NOOP, next_whole_second
-from cronwave_core.spec import Interval
+from cronwave_core.domain.spec import Interval
 
 TARGET_RATE = 500.0
 TARGET_TRACING_COST = 0.10

@@ -27,9 +27,9 @@ from datetime import timedelta
 from enum import Enum
 
 import redis
+from cronwave_proto.v1 import common_pb2 as pb
 from opentelemetry.trace import Span
 
-from cronwave.v1 import common_pb2 as pb
 from cronwave_core.telemetry.spans import hop_span
 from cronwave_core.telemetry.vocabulary import ATTR_CACHE_HIT, ATTR_CACHE_NAME, Hop, Kind
 

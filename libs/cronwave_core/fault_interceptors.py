@@ -26,9 +26,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import grpc
+from cronwave_proto.v1 import common_pb2
+from cronwave_proto.v1 import workflow_store_service_pb2 as store_pb
 
-from cronwave.v1 import common_pb2
-from cronwave.v1 import workflow_store_service_pb2 as store_pb
 from cronwave_core.convert import ts_to_dt
 from cronwave_core.faults import FaultHooks, fault_hooks, run_key
 from cronwave_core.settings import TestHooks

@@ -4,8 +4,8 @@ A member maps by name: member ``BUFFER_ONE`` of ``Overlap`` is the proto value
 ``OVERLAP_POLICY_BUFFER_ONE``. The table is built once, from the two enums, so a
 value added to both needs no conversion code; a member without its proto value
 fails at import, naming it. The domain types keep typed ``to_proto`` /
-``from_proto`` / ``parse`` methods beside them (``cronwave_core.spec``,
-``cronwave_core.runs``) that delegate here.
+``from_proto`` / ``parse`` methods beside them (``cronwave_core.domain.spec``,
+``cronwave_core.domain.runs``) that delegate here.
 """
 
 from __future__ import annotations

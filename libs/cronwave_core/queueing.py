@@ -19,7 +19,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from cronwave.v1 import common_pb2
+from cronwave_proto.v1 import common_pb2
+
 from cronwave_core.convert import ts_to_dt
 from cronwave_core.errors import CronwaveError, InvalidArgument
 from cronwave_core.settings import RedisSettings

@@ -16,10 +16,10 @@ from datetime import timedelta
 from typing import Any
 
 import grpc
+from cronwave_proto.v1 import common_pb2
 from opentelemetry import trace
 from opentelemetry.instrumentation.grpc import client_interceptor, grpcext
 
-from cronwave.v1 import common_pb2
 from cronwave_core import errors
 from cronwave_core.telemetry.rpc_hops import rpc_hop
 from cronwave_core.telemetry.spans import codec_call

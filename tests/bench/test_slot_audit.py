@@ -7,9 +7,9 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from cronwave_proto.v1 import common_pb2
 
 from cronwave._models import RunEvent
-from cronwave.v1 import common_pb2
 from cronwave_bench.slot_audit import (
     STUCK_AFTER,
     History,

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
+from cronwave_proto.v1 import payment_gateway_service_pb2 as gateway_pb
 
-from cronwave.v1 import payment_gateway_service_pb2 as gateway_pb
 from cronwave_core.errors import ConfigurationError, InvalidArgument, Unavailable
 from tests.billing.conftest import NewDatabase
 from tests.harness.beats import Beats

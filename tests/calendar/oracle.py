@@ -10,7 +10,7 @@ from zoneinfo import ZoneInfo
 
 from croniter import croniter
 
-from cronwave_core.spec import DstGap, DstRepeat
+from cronwave_core.domain.spec import DstGap, DstRepeat
 
 MINUTE = timedelta(minutes=1)
 US = timedelta(microseconds=1)

@@ -6,10 +6,10 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from cronwave_core.backfill import plan_backfill
-from cronwave_core.calendar import DST_GAP_SKIP
+from cronwave_core.domain.backfill import plan_backfill
+from cronwave_core.domain.calendar import DST_GAP_SKIP
+from cronwave_core.domain.spec import DstGap, Spec
 from cronwave_core.errors import InvalidArgument
-from cronwave_core.spec import DstGap, Spec
 
 
 def z(text: str) -> datetime:

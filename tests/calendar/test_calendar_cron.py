@@ -7,9 +7,9 @@ from datetime import UTC, datetime
 
 import pytest
 
-from cronwave_core.calendar import fire_times, validate
+from cronwave_core.domain.calendar import fire_times, validate
+from cronwave_core.domain.spec import Spec
 from cronwave_core.errors import InvalidArgument
-from cronwave_core.spec import Spec
 
 
 def z(text: str) -> datetime:

@@ -9,7 +9,7 @@ from datetime import datetime, timedelta
 import pytest
 from croniter import croniter
 
-from cronwave_core.calendar_cron import _Croniter, _Fields, parse_cron
+from cronwave_core.domain.calendar_cron import _Croniter, _Fields, parse_cron
 from cronwave_core.errors import InvalidArgument
 
 PLAIN = [

@@ -11,14 +11,14 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from cronwave_core.calendar import (
+from cronwave_core.domain.calendar import (
     DST_GAP_SKIP,
     fire_times,
     next_fire_time,
     occurrences_after,
     skipped_slots,
 )
-from cronwave_core.spec import DstGap, DstRepeat, Spec
+from cronwave_core.domain.spec import DstGap, DstRepeat, Spec
 
 POLICIES = list(itertools.product(DstGap, DstRepeat))
 US = timedelta(microseconds=1)
@@ -297,7 +297,7 @@ def test_skipped_and_fired_slots_interleave_by_instant() -> None:
 def test_intervals_and_one_offs_ignore_the_dst_policy() -> None:
     # Given an hourly interval and a one-off across New York's gap, with SKIP
     one_off = z("2024-03-10T07:30")  # 03:30 EDT
-    from cronwave_core.spec import Interval
+    from cronwave_core.domain.spec import Interval
 
     spec = Spec(
         intervals=(Interval(timedelta(hours=1)),),

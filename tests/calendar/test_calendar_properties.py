@@ -11,15 +11,15 @@ from croniter import croniter
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from cronwave_core.calendar import (
+from cronwave_core.domain.calendar import (
     fire_times,
     next_fire_time,
     occurrences_after,
     skipped_slots,
     validate,
 )
+from cronwave_core.domain.spec import DstGap, DstRepeat, Interval, Spec
 from cronwave_core.errors import InvalidArgument
-from cronwave_core.spec import DstGap, DstRepeat, Interval, Spec
 
 from .oracle import expected
 

@@ -9,15 +9,15 @@ from datetime import UTC, date, datetime, timedelta
 
 import pytest
 
-from cronwave_core.calendar import (
+from cronwave_core.domain.calendar import (
     fire_times,
     next_fire_time,
     runs_left,
     validate,
     zone,
 )
+from cronwave_core.domain.spec import Interval, Spec
 from cronwave_core.errors import InvalidArgument
-from cronwave_core.spec import Interval, Spec
 
 
 def z(text: str) -> datetime:

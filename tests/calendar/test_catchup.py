@@ -8,8 +8,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from cronwave_core.calendar import DST_GAP_SKIP, occurrences_after
-from cronwave_core.catchup import (
+from cronwave_core.domain.calendar import DST_GAP_SKIP, occurrences_after
+from cronwave_core.domain.catchup import (
     CATCHUP_CAP,
     CATCHUP_SKIP,
     MAX_SPACING,
@@ -19,8 +19,8 @@ from cronwave_core.catchup import (
     CatchupPlan,
     plan_catchup,
 )
+from cronwave_core.domain.spec import Catchup, DstGap, Policy, Spec
 from cronwave_core.errors import InvalidArgument
-from cronwave_core.spec import Catchup, DstGap, Policy, Spec
 
 
 def z(text: str) -> datetime:

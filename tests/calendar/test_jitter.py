@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from cronwave_core.domain.jitter import jitter_offset, jittered
 from cronwave_core.errors import InvalidArgument
-from cronwave_core.jitter import jitter_offset, jittered
 
 FIRE = datetime(2024, 1, 1, 2, 0, tzinfo=UTC)
 
@@ -57,7 +57,7 @@ def test_another_process_computes_the_same_delay() -> None:
     # hash() is salted per process; the jitter must not be
     code = (
         "from datetime import datetime, timedelta, UTC;"
-        "from cronwave_core.jitter import jittered;"
+        "from cronwave_core.domain.jitter import jittered;"
         "print(jittered('billing', datetime(2024, 1, 1, 2, tzinfo=UTC), timedelta(hours=1))"
         ".isoformat())"
     )

@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from cronwave_core.overlap import (
+from cronwave_core.domain.overlap import (
     OVERLAP_BUFFER_FULL,
     OVERLAP_SKIP,
     OverlapAction,
@@ -16,7 +16,7 @@ from cronwave_core.overlap import (
     in_flight,
     next_from_buffer,
 )
-from cronwave_core.spec import Overlap
+from cronwave_core.domain.spec import Overlap
 
 FINISHED = [RunView("r1", "succeeded"), RunView("r2", "RUN_STATE_FAILED"), RunView("r3", "missed")]
 BUSY = [*FINISHED, RunView("r4", "RUN_STATE_RUNNING"), RunView("r5", "pending")]

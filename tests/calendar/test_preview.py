@@ -7,8 +7,8 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
+from cronwave_core.domain.preview import format_preview_line
 from cronwave_core.errors import InvalidArgument
-from cronwave_core.preview import format_preview_line
 
 
 @pytest.mark.parametrize(

@@ -7,12 +7,10 @@ from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
 import pytest
+from cronwave_proto.v1 import common_pb2 as pb
 
-from cronwave.v1 import common_pb2 as pb
-from cronwave_core.errors import InvalidArgument
-from cronwave_core.proto_enum import ProtoEnum
-from cronwave_core.runs import RUN_STATES, TRIGGERS, RunState, Trigger
-from cronwave_core.spec import (
+from cronwave_core.domain.runs import RUN_STATES, TRIGGERS, RunState, Trigger
+from cronwave_core.domain.spec import (
     CATCHUPS,
     DST_GAPS,
     DST_REPEATS,
@@ -26,6 +24,8 @@ from cronwave_core.spec import (
     ScheduleDef,
     Spec,
 )
+from cronwave_core.errors import InvalidArgument
+from cronwave_core.proto_enum import ProtoEnum
 
 TABLES: list[tuple[ProtoEnum[Any, Any], Any]] = [
     (DST_GAPS, pb.DstGapPolicy),

@@ -10,10 +10,10 @@ from datetime import timedelta
 import grpc
 import pytest
 import redis
+from cronwave_proto.v1 import leader_election_service_pb2 as pb
+from cronwave_proto.v1 import leader_election_service_pb2_grpc as pb_grpc
 
 from cron_planner.elector import Elector, safety_margin
-from cronwave.v1 import leader_election_service_pb2 as pb
-from cronwave.v1 import leader_election_service_pb2_grpc as pb_grpc
 from cronwave_core.rpc import open_channel
 from cronwave_core.suite import Suite
 from tests.helpers import eventually, fresh

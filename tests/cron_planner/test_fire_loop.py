@@ -21,8 +21,8 @@ from cron_planner.fire_loop import FireLoop
 from cron_planner.ports import Start
 from cron_planner.schedule_index import ScheduleIndex
 from cron_planner.work import InFlight, Missed, Trigger
+from cronwave_core.domain.spec import Catchup, Overlap, Policy, ScheduleDef, Spec
 from cronwave_core.errors import CronwaveError, FailedPrecondition, InvalidArgument, Unavailable
-from cronwave_core.spec import Catchup, Overlap, Policy, ScheduleDef, Spec
 from tests.cron_planner.fakes import start_each
 from tests.helpers import eventually
 

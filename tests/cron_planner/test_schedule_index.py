@@ -6,8 +6,8 @@ from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 from cron_planner.schedule_index import ScheduleIndex
-from cronwave_core.jitter import jittered
-from cronwave_core.spec import DstGap, ScheduleDef, Spec
+from cronwave_core.domain.jitter import jittered
+from cronwave_core.domain.spec import DstGap, ScheduleDef, Spec
 
 T0 = datetime(2030, 1, 7, 12, 0, 30, tzinfo=UTC)  # a Monday
 LONG_AGO = T0 - timedelta(days=30)

@@ -11,10 +11,10 @@ from pathlib import Path
 import grpc
 import pytest
 import redis
+from cronwave_proto.v1 import common_pb2
+from cronwave_proto.v1 import dispatcher_service_pb2 as pb
+from cronwave_proto.v1 import workflow_store_service_pb2 as store_pb
 
-from cronwave.v1 import common_pb2
-from cronwave.v1 import dispatcher_service_pb2 as pb
-from cronwave.v1 import workflow_store_service_pb2 as store_pb
 from cronwave_bench.faults import TcpProxy
 from cronwave_core.convert import dt_to_ts, ts_to_dt
 from tests.harness.cluster import Cluster, running_cluster

@@ -21,13 +21,13 @@ from typing import Any
 import grpc
 import pytest
 import sqlalchemy as sa
+from cronwave_proto.v1 import cron_planner_service_pb2 as planner_pb
+from cronwave_proto.v1 import cron_planner_service_pb2_grpc as planner_grpc
+from cronwave_proto.v1 import workflow_store_service_pb2 as api
+from cronwave_proto.v1 import workflow_store_service_pb2_grpc as api_grpc
 
 from cron_planner.app import PlannerStatus
 from cron_planner.servicer import CronPlannerServicer
-from cronwave.v1 import cron_planner_service_pb2 as planner_pb
-from cronwave.v1 import cron_planner_service_pb2_grpc as planner_grpc
-from cronwave.v1 import workflow_store_service_pb2 as api
-from cronwave.v1 import workflow_store_service_pb2_grpc as api_grpc
 from cronwave_core.bootstrap import RunningServer, Service, full_names
 from cronwave_core.errors import ScheduleNotFound
 from cronwave_core.suite import free_port

@@ -10,16 +10,16 @@ from dataclasses import dataclass
 
 import grpc
 import pytest
+from cronwave_proto.v1 import common_pb2 as pb
+from cronwave_proto.v1 import cron_planner_service_pb2 as planner
+from cronwave_proto.v1 import dispatcher_service_pb2 as dispatcher
+from cronwave_proto.v1 import leader_election_service_pb2 as leader
+from cronwave_proto.v1 import payment_gateway_service_pb2 as gateway
+from cronwave_proto.v1 import workflow_store_service_pb2 as store
 from google.protobuf.duration_pb2 import Duration
 from google.protobuf.message import Message
 from google.protobuf.timestamp_pb2 import Timestamp
 
-from cronwave.v1 import common_pb2 as pb
-from cronwave.v1 import cron_planner_service_pb2 as planner
-from cronwave.v1 import dispatcher_service_pb2 as dispatcher
-from cronwave.v1 import leader_election_service_pb2 as leader
-from cronwave.v1 import payment_gateway_service_pb2 as gateway
-from cronwave.v1 import workflow_store_service_pb2 as store
 from cronwave_core.suite import Suite
 from tests.fuzz.support import Databases, changed, leaks, settled, strings_in
 from tests.harness.suites import SuiteFactory

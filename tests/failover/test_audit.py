@@ -5,9 +5,9 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from cronwave_proto.v1 import common_pb2
 
 from cron_planner.faults import HOLD_START, hold_start, parse
-from cronwave.v1 import common_pb2
 from cronwave_bench.audit import audit
 from cronwave_bench.lease_timing import LeaseTiming
 from cronwave_core.convert import dt_to_ts

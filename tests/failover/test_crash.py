@@ -7,8 +7,8 @@ import time
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from cronwave_proto.v1 import common_pb2
 
-from cronwave.v1 import common_pb2
 from cronwave_core.convert import ts_to_dt
 from tests.failover.support import LEASE_ENV
 from tests.harness.suites import SuiteFactory

@@ -9,8 +9,8 @@ from datetime import UTC, datetime
 
 import pytest
 import redis
+from cronwave_proto.v1 import workflow_store_service_pb2 as store_pb
 
-from cronwave.v1 import workflow_store_service_pb2 as store_pb
 from cronwave_bench.failover import SCOPE
 from cronwave_bench.faults import OwnRedis
 from tests.failover.support import LEASE_ENV

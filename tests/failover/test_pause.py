@@ -9,8 +9,8 @@ import signal
 from datetime import UTC, datetime
 
 import pytest
+from cronwave_proto.v1 import common_pb2
 
-from cronwave.v1 import common_pb2
 from cronwave_bench.failover import STALE_MARKER
 from cronwave_core.convert import ts_to_dt
 from cronwave_core.settings import TEST_HOOKS

@@ -13,18 +13,18 @@ from datetime import UTC, datetime, timedelta
 import grpc
 import pytest
 import redis
+from cronwave_proto.v1 import common_pb2
+from cronwave_proto.v1 import worker_service_pb2 as worker_pb
+from cronwave_proto.v1 import worker_service_pb2_grpc as worker_grpc
+from cronwave_proto.v1 import workflow_store_service_pb2 as store_pb
+from cronwave_proto.v1 import workflow_store_service_pb2_grpc as store_grpc
 
-from cronwave.v1 import common_pb2
-from cronwave.v1 import worker_service_pb2 as worker_pb
-from cronwave.v1 import worker_service_pb2_grpc as worker_grpc
-from cronwave.v1 import workflow_store_service_pb2 as store_pb
-from cronwave.v1 import workflow_store_service_pb2_grpc as store_grpc
 from cronwave_bench.audit import audit
 from cronwave_bench.failover import NOOP
 from cronwave_bench.faults import OwnRedis
-from cronwave_core.calendar import fire_times
 from cronwave_core.convert import ts_to_dt
-from cronwave_core.spec import Spec
+from cronwave_core.domain.calendar import fire_times
+from cronwave_core.domain.spec import Spec
 from tests.harness.suites import SuiteFactory
 from tests.helpers import eventually
 

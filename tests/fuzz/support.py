@@ -10,11 +10,11 @@ from pathlib import Path
 
 import grpc
 import sqlalchemy as sa
+from cronwave_proto.v1 import cron_planner_service_pb2 as planner_pb
+from cronwave_proto.v1 import cron_planner_service_pb2_grpc as planner_grpc
 from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.message import Message
 
-from cronwave.v1 import cron_planner_service_pb2 as planner_pb
-from cronwave.v1 import cron_planner_service_pb2_grpc as planner_grpc
 from cronwave_core.suite import Suite
 from tests.helpers import eventually
 

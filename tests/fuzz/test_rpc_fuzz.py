@@ -22,11 +22,7 @@ from dataclasses import dataclass
 
 import grpc
 import pytest
-from google.protobuf.descriptor import MethodDescriptor, ServiceDescriptor
-from hypothesis import HealthCheck, given, seed, settings
-from hypothesis import strategies as st
-
-from cronwave.v1 import (
+from cronwave_proto.v1 import (
     cron_planner_service_pb2,
     dispatcher_service_pb2,
     leader_election_service_pb2,
@@ -34,8 +30,12 @@ from cronwave.v1 import (
     worker_service_pb2,
     workflow_store_service_pb2,
 )
-from cronwave.v1 import payment_gateway_service_pb2 as gateway_pb
-from cronwave.v1 import workflow_store_service_pb2 as store_pb
+from cronwave_proto.v1 import payment_gateway_service_pb2 as gateway_pb
+from cronwave_proto.v1 import workflow_store_service_pb2 as store_pb
+from google.protobuf.descriptor import MethodDescriptor, ServiceDescriptor
+from hypothesis import HealthCheck, given, seed, settings
+from hypothesis import strategies as st
+
 from cronwave_core.suite import Suite
 from tests.fuzz.strategies import messages, weighted
 from tests.fuzz.support import FIELD_RULE, NEVER, Databases, leaks, settled, strings_in

@@ -17,14 +17,14 @@ from typing import Any
 import dramatiq
 import grpc
 import pytest
+from cronwave_proto.v1 import common_pb2
+from cronwave_proto.v1 import dispatcher_service_pb2 as dispatcher_pb
+from cronwave_proto.v1 import dispatcher_service_pb2_grpc as dispatcher_grpc
+from cronwave_proto.v1 import worker_service_pb2 as worker_pb
+from cronwave_proto.v1 import worker_service_pb2_grpc as worker_grpc
+from cronwave_proto.v1 import workflow_store_service_pb2 as store_pb
+from cronwave_proto.v1 import workflow_store_service_pb2_grpc as store_grpc
 
-from cronwave.v1 import common_pb2
-from cronwave.v1 import dispatcher_service_pb2 as dispatcher_pb
-from cronwave.v1 import dispatcher_service_pb2_grpc as dispatcher_grpc
-from cronwave.v1 import worker_service_pb2 as worker_pb
-from cronwave.v1 import worker_service_pb2_grpc as worker_grpc
-from cronwave.v1 import workflow_store_service_pb2 as store_pb
-from cronwave.v1 import workflow_store_service_pb2_grpc as store_grpc
 from cronwave_core.convert import dt_to_ts
 from cronwave_core.queueing import make_broker
 from cronwave_core.settings import RedisSettings

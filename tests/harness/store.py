@@ -14,10 +14,10 @@ from pathlib import Path
 
 import grpc
 import pytest
+from cronwave_proto.v1 import common_pb2 as pb
+from cronwave_proto.v1 import workflow_store_service_pb2 as api
+from cronwave_proto.v1 import workflow_store_service_pb2_grpc as api_grpc
 
-from cronwave.v1 import common_pb2 as pb
-from cronwave.v1 import workflow_store_service_pb2 as api
-from cronwave.v1 import workflow_store_service_pb2_grpc as api_grpc
 from cronwave_core.convert import dt_to_ts, td_to_duration
 from cronwave_core.errors import Unavailable
 from cronwave_core.rpc import open_channel

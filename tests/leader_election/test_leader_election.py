@@ -10,12 +10,12 @@ from pathlib import Path
 import grpc
 import pytest
 import redis
+from cronwave_proto.v1 import common_pb2
+from cronwave_proto.v1 import leader_election_service_pb2 as pb
+from cronwave_proto.v1 import leader_election_service_pb2_grpc as pb_grpc
+from cronwave_proto.v1 import workflow_store_service_pb2 as store_pb
+from cronwave_proto.v1 import workflow_store_service_pb2_grpc as store_grpc
 
-from cronwave.v1 import common_pb2
-from cronwave.v1 import leader_election_service_pb2 as pb
-from cronwave.v1 import leader_election_service_pb2_grpc as pb_grpc
-from cronwave.v1 import workflow_store_service_pb2 as store_pb
-from cronwave.v1 import workflow_store_service_pb2_grpc as store_grpc
 from cronwave_core.suite import Suite
 from tests.helpers import eventually, fresh, record_one, stored_spans
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from cronwave.v1 import common_pb2
+from cronwave_proto.v1 import common_pb2
 
 
 def events_of(events: list[common_pb2.RunEvent], kind: str) -> list[common_pb2.RunEvent]:

@@ -7,11 +7,11 @@ import json
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from cronwave_proto.v1 import common_pb2
+from cronwave_proto.v1 import workflow_store_service_pb2 as store_pb
 from typer.testing import CliRunner
 
 from cronwave.cli.main import app
-from cronwave.v1 import common_pb2
-from cronwave.v1 import workflow_store_service_pb2 as store_pb
 from cronwave_core.convert import td_to_duration
 from cronwave_core.queueing import RunMessage, actor_name_for
 from tests.harness.cluster import MakeRig, Rig

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from cronwave_core.instants import epoch_ns
+from cronwave_core.domain.instants import epoch_ns
 from tests.harness.beats import Beats
 from tests.harness.processes import job_processes
 from tests.helpers import REPO, eventually

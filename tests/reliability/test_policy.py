@@ -7,8 +7,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from cronwave_core.domain.instants import epoch_ns, wait_until_fire_time
 from cronwave_core.errors import ConfigurationError, InvalidArgument
-from cronwave_core.instants import epoch_ns, wait_until_fire_time
 from cronwave_core.settings import DispatcherSettings, WorkerSettings
 from cronwave_core.suite import parse_worker_pools
 from worker.jobs import NO_RETRY, JobType, Registry, RetryPolicy, default_registry

@@ -6,8 +6,8 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
+from cronwave_proto.v1 import workflow_store_service_pb2 as store_pb
 
-from cronwave.v1 import workflow_store_service_pb2 as store_pb
 from tests.harness.cluster import MakeRig
 from tests.reliability.jobs import SCALED_RETRY
 from tests.reliability.support import at, events_of

@@ -6,9 +6,9 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 import grpc
+from cronwave_proto.v1 import common_pb2 as pb
+from cronwave_proto.v1 import workflow_store_service_pb2 as api
 
-from cronwave.v1 import common_pb2 as pb
-from cronwave.v1 import workflow_store_service_pb2 as api
 from cronwave_core.convert import dt_to_ts, td_to_duration
 from tests.harness.store import (
     StoreProcess,

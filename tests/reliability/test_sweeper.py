@@ -7,9 +7,9 @@ from datetime import timedelta
 
 import pytest
 import redis
+from cronwave_proto.v1 import common_pb2
+from cronwave_proto.v1 import workflow_store_service_pb2 as store_pb
 
-from cronwave.v1 import common_pb2
-from cronwave.v1 import workflow_store_service_pb2 as store_pb
 from cronwave_core.convert import td_to_duration
 from tests.harness.cluster import MakeRig
 from tests.helpers import eventually

@@ -8,11 +8,11 @@ from datetime import UTC, datetime, timedelta
 
 import grpc
 import pytest
+from cronwave_proto.v1 import common_pb2
+from cronwave_proto.v1 import workflow_store_service_pb2 as store_pb
+from cronwave_proto.v1 import workflow_store_service_pb2_grpc as store_grpc
 
 from cronwave import Client, FailedPrecondition, InvalidArgument, Run
-from cronwave.v1 import common_pb2
-from cronwave.v1 import workflow_store_service_pb2 as store_pb
-from cronwave.v1 import workflow_store_service_pb2_grpc as store_grpc
 from cronwave_core.suite import Suite
 from tests.harness.store import record_missed
 from tests.harness.suites import SuiteFactory

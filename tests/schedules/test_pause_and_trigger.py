@@ -6,12 +6,12 @@ from datetime import UTC, datetime, timedelta
 
 import grpc
 import pytest
+from cronwave_proto.v1 import workflow_store_service_pb2 as store_pb
+from cronwave_proto.v1 import workflow_store_service_pb2_grpc as store_grpc
 from typer.testing import CliRunner
 
 from cronwave import Interval
 from cronwave.cli.main import app
-from cronwave.v1 import workflow_store_service_pb2 as store_pb
-from cronwave.v1 import workflow_store_service_pb2_grpc as store_grpc
 from cronwave_core.suite import Suite
 from tests.harness.clients import client_for
 from tests.harness.suites import SuiteFactory

@@ -11,8 +11,8 @@ import pytest
 from typer.testing import CliRunner
 
 from cronwave.cli.main import app
-from cronwave_core.calendar import fire_times
-from cronwave_core.spec import Interval, Spec
+from cronwave_core.domain.calendar import fire_times
+from cronwave_core.domain.spec import Interval, Spec
 
 LINE = re.compile(
     r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?[+-]\d\d:\d\d \d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z"

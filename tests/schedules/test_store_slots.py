@@ -8,9 +8,9 @@ from datetime import UTC, datetime, timedelta
 
 import grpc
 import pytest
+from cronwave_proto.v1 import common_pb2 as pb
+from cronwave_proto.v1 import workflow_store_service_pb2 as api
 
-from cronwave.v1 import common_pb2 as pb
-from cronwave.v1 import workflow_store_service_pb2 as api
 from cronwave_core.convert import dt_to_ts, ts_to_dt
 from tests.harness.store import (
     StoreProcess,

@@ -9,10 +9,10 @@ from typing import Any
 
 import grpc
 import pytest
+from cronwave_proto.v1 import common_pb2 as pb
+from cronwave_proto.v1 import workflow_store_service_pb2 as api
 
 from cronwave import Client, Interval, InvalidArgument, NotFound
-from cronwave.v1 import common_pb2 as pb
-from cronwave.v1 import workflow_store_service_pb2 as api
 from tests.harness.store import StoreProcess, register_job_type
 from tests.helpers import fresh
 

@@ -63,9 +63,9 @@ def test_a_name_outside_all_is_an_attribute_error():
         cronwave.Clientele  # type: ignore[attr-defined]  # noqa: B018
 
 
-def test_importing_a_generated_module_does_not_load_the_client():
-    # The services import cronwave.v1 for its messages; the SDK loads on first use.
-    code = "import sys, cronwave.v1.common_pb2; print('cronwave._client' in sys.modules)"
+def test_importing_the_generated_code_does_not_load_the_sdk():
+    # The services import cronwave_proto.v1 for its messages, and nothing of the SDK.
+    code = "import sys, cronwave_proto.v1.common_pb2; print('cronwave' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 from datetime import UTC, date, datetime, timedelta
 
 import pytest
+from cronwave_proto.v1 import common_pb2 as pb
+from cronwave_proto.v1 import leader_election_service_pb2 as leader_pb
 
 import cronwave
-from cronwave.v1 import common_pb2 as pb
-from cronwave.v1 import leader_election_service_pb2 as leader_pb
 from cronwave_core.convert import dt_to_ts, td_to_duration
 from cronwave_core.suite import free_port
 

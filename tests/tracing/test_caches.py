@@ -11,12 +11,12 @@ from datetime import UTC, datetime, timedelta
 import grpc
 import pytest
 import redis
+from cronwave_proto.v1 import common_pb2
+from cronwave_proto.v1 import dispatcher_service_pb2 as dispatcher_pb
+from cronwave_proto.v1 import dispatcher_service_pb2_grpc as dispatcher_grpc
+from cronwave_proto.v1 import leader_election_service_pb2 as leader_pb
+from cronwave_proto.v1 import leader_election_service_pb2_grpc as leader_grpc
 
-from cronwave.v1 import common_pb2
-from cronwave.v1 import dispatcher_service_pb2 as dispatcher_pb
-from cronwave.v1 import dispatcher_service_pb2_grpc as dispatcher_grpc
-from cronwave.v1 import leader_election_service_pb2 as leader_pb
-from cronwave.v1 import leader_election_service_pb2_grpc as leader_grpc
 from cronwave_core.caching import METADATA_KEY, RunStatusCache
 from cronwave_core.convert import dt_to_ts
 from cronwave_core.suite import Suite

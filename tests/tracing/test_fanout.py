@@ -10,11 +10,11 @@ from pathlib import Path
 
 import grpc
 import pytest
+from cronwave_proto.v1 import dispatcher_service_pb2 as pb
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from cronwave.v1 import dispatcher_service_pb2 as pb
 from cronwave_core.batching import Coalescer, ItemRefused
 from cronwave_core.telemetry import fanout
 from cronwave_core.telemetry.export import JsonLinesSpanExporter

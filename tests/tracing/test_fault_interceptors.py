@@ -11,12 +11,12 @@ from typing import Any
 
 import grpc
 import pytest
+from cronwave_proto.v1 import common_pb2
+from cronwave_proto.v1 import workflow_store_service_pb2 as store_pb
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from cronwave.v1 import common_pb2
-from cronwave.v1 import workflow_store_service_pb2 as store_pb
 from cronwave_core.convert import dt_to_ts
 from cronwave_core.fault_interceptors import (
     CLIENT_POINTS,

@@ -5,11 +5,11 @@ from __future__ import annotations
 import importlib
 import pkgutil
 
+import cronwave_proto.v1
 import pytest
 from google.protobuf import descriptor_pb2, descriptor_pool
 from google.protobuf.descriptor import ServiceDescriptor
 
-import cronwave.v1
 from cronwave_core.telemetry.rpc_hops import SERVICES, ServiceHops, rpc_hop
 from cronwave_core.telemetry.vocabulary import Hop
 
@@ -18,9 +18,9 @@ STORE = "/cronwave.v1.WorkflowStoreService/"
 
 def _generated_services() -> dict[str, ServiceDescriptor]:
     services: dict[str, ServiceDescriptor] = {}
-    for module in pkgutil.iter_modules(cronwave.v1.__path__):
+    for module in pkgutil.iter_modules(cronwave_proto.v1.__path__):
         if module.name.endswith("_pb2"):
-            generated = importlib.import_module(f"cronwave.v1.{module.name}")
+            generated = importlib.import_module(f"cronwave_proto.v1.{module.name}")
             for service in generated.DESCRIPTOR.services_by_name.values():
                 services[service.full_name] = service
     return services

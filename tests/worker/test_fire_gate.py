@@ -6,7 +6,7 @@ from __future__ import annotations
 import threading
 from datetime import UTC, datetime, timedelta
 
-from cronwave_core.instants import SpinBudget, epoch_ns, wait_until_fire_time
+from cronwave_core.domain.instants import SpinBudget, epoch_ns, wait_until_fire_time
 from tests.worker.test_supervisor import ctx_for
 from worker.supervisor import BeatResult, Outcome, Supervisor
 from worker.timing import FireGate

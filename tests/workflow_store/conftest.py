@@ -8,8 +8,8 @@ import importlib.util
 import sys
 
 import pytest
+from cronwave_proto.v1 import workflow_store_service_pb2_grpc as api_grpc
 
-from cronwave.v1 import workflow_store_service_pb2_grpc as api_grpc
 from tests.harness.store import SERVICE_DIR, StoreProcess
 
 

@@ -23,10 +23,10 @@ from datetime import timedelta
 from pathlib import Path
 
 import sqlalchemy as sa
+from cronwave_proto.v1 import common_pb2 as pb
+from cronwave_proto.v1 import workflow_store_service_pb2 as api
+from cronwave_proto.v1 import workflow_store_service_pb2_grpc as api_grpc
 
-from cronwave.v1 import common_pb2 as pb
-from cronwave.v1 import workflow_store_service_pb2 as api
-from cronwave.v1 import workflow_store_service_pb2_grpc as api_grpc
 from cronwave_core.convert import dt_to_ts
 from tests.harness.store import (
     FIRE,

@@ -9,9 +9,9 @@ from datetime import timedelta
 
 import grpc
 import pytest
+from cronwave_proto.v1 import common_pb2 as pb
+from cronwave_proto.v1 import workflow_store_service_pb2 as api
 
-from cronwave.v1 import common_pb2 as pb
-from cronwave.v1 import workflow_store_service_pb2 as api
 from cronwave_core.convert import dt_to_ts, td_to_duration
 from tests.harness.store import (
     FIRE,

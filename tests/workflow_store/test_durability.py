@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from cronwave.v1 import common_pb2 as pb
-from cronwave.v1 import workflow_store_service_pb2 as api
+from cronwave_proto.v1 import common_pb2 as pb
+from cronwave_proto.v1 import workflow_store_service_pb2 as api
+
 from cronwave_core.convert import dt_to_ts
 from tests.harness.store import create_schedule, record_run
 from tests.helpers import claim_one, complete_one, get_one

@@ -14,11 +14,11 @@ from datetime import timedelta
 
 import grpc
 import pytest
+from cronwave_proto.v1 import workflow_store_service_pb2 as api
 from typer.testing import CliRunner
 
 import cronwave
 from cronwave.cli.main import app
-from cronwave.v1 import workflow_store_service_pb2 as api
 from tests.harness.store import (
     StoreProcess,
     register_job_type,

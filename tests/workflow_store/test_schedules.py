@@ -6,9 +6,9 @@ from datetime import timedelta
 
 import grpc
 import pytest
+from cronwave_proto.v1 import common_pb2 as pb
+from cronwave_proto.v1 import workflow_store_service_pb2 as api
 
-from cronwave.v1 import common_pb2 as pb
-from cronwave.v1 import workflow_store_service_pb2 as api
 from cronwave_core.convert import td_to_duration
 from tests.harness.store import register_job_type, rpc_error, schedule_msg
 from tests.helpers import fresh

@@ -7,8 +7,8 @@ import threading
 from datetime import timedelta
 
 import pytest
+from cronwave_proto.v1 import workflow_store_service_pb2 as api
 
-from cronwave.v1 import workflow_store_service_pb2 as api
 from cronwave_core.convert import dt_to_ts
 from tests.harness.store import FIRE, create_schedule, record_run
 from tests.helpers import issue_tokens

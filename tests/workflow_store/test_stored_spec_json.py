@@ -6,11 +6,11 @@ from __future__ import annotations
 from datetime import UTC, date, datetime, timedelta
 
 import pytest
+from cronwave_proto.v1 import common_pb2 as pb
 from google.protobuf import json_format
 
-from cronwave.v1 import common_pb2 as pb
+from cronwave_core.domain.spec import Catchup, DstGap, DstRepeat, Interval, Overlap, Policy, Spec
 from cronwave_core.errors import InvalidArgument
-from cronwave_core.spec import Catchup, DstGap, DstRepeat, Interval, Overlap, Policy, Spec
 from workflow_store.stored_json import (
     policy_from_dict,
     policy_to_dict,

@@ -6,8 +6,8 @@ import threading
 from datetime import timedelta
 
 import grpc
+from cronwave_proto.v1 import workflow_store_service_pb2 as api
 
-from cronwave.v1 import workflow_store_service_pb2 as api
 from tests.harness.store import register_job_type, schedule_msg
 from tests.helpers import eventually, fresh
 

@@ -14,8 +14,7 @@ from datetime import timedelta
 from typing import Any
 
 import sqlalchemy as sa
-
-from cronwave.v1 import payment_gateway_service_pb2 as gateway_pb
+from cronwave_proto.v1 import payment_gateway_service_pb2 as gateway_pb
 
 PAGE = 10_000
 

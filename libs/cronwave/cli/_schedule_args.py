@@ -8,9 +8,9 @@ from collections.abc import Sequence
 from datetime import UTC, date, datetime, timedelta
 from zoneinfo import ZoneInfo
 
-from cronwave_core.calendar import zone
+from cronwave_core.domain.calendar import zone
+from cronwave_core.domain.spec import Interval
 from cronwave_core.errors import InvalidArgument
-from cronwave_core.spec import Interval
 
 _UNITS = {
     "ms": timedelta(milliseconds=1),

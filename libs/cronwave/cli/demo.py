@@ -19,7 +19,7 @@ from cronwave._models import Run, RunEvent, Schedule
 from cronwave.cli import _render, demo_billing
 from cronwave.cli._console import fail, out, reported_errors
 from cronwave.cli.suite_cmds import running, suite_config, suite_facts, suite_table
-from cronwave_core import calendar
+from cronwave_core.domain import calendar
 from cronwave_core.errors import NotFound
 from cronwave_core.settings import NetworkSettings
 from cronwave_core.suite import Suite

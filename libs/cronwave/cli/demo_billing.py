@@ -17,6 +17,9 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from cronwave_proto.v1 import payment_gateway_service_pb2_grpc as gateway_grpc
+from cronwave_proto.v1 import workflow_store_service_pb2 as store_pb
+from cronwave_proto.v1 import workflow_store_service_pb2_grpc as store_grpc
 from rich.console import Console
 from rich.progress import (
     BarColumn,
@@ -32,9 +35,6 @@ from rich.table import Table
 from cronwave._client import Client
 from cronwave._models import Run
 from cronwave.cli._reconcile import Reconciliation, reconcile
-from cronwave.v1 import payment_gateway_service_pb2_grpc as gateway_grpc
-from cronwave.v1 import workflow_store_service_pb2 as store_pb
-from cronwave.v1 import workflow_store_service_pb2_grpc as store_grpc
 from cronwave_core.errors import CronwaveError
 from cronwave_core.queueing import RunMessage, make_broker
 from cronwave_core.rpc import open_channel

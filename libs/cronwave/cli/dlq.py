@@ -9,14 +9,14 @@ from typing import Annotated, Any, TypeVar
 
 import grpc
 import typer
+from cronwave_proto.v1 import common_pb2
+from cronwave_proto.v1 import workflow_store_service_pb2 as store_pb
+from cronwave_proto.v1 import workflow_store_service_pb2_grpc as store_grpc
 from rich.markup import escape
 from rich.table import Table
 
 from cronwave.cli._console import out, reported_errors
 from cronwave.cli._render import fmt_time
-from cronwave.v1 import common_pb2
-from cronwave.v1 import workflow_store_service_pb2 as store_pb
-from cronwave.v1 import workflow_store_service_pb2_grpc as store_grpc
 from cronwave_core.errors import CronwaveError, Unavailable
 from cronwave_core.rpc import error_from_rpc, open_channel
 from cronwave_core.settings import NetworkSettings

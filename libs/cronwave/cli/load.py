@@ -32,16 +32,16 @@ from typing import Annotated
 
 import grpc
 import typer
+from cronwave_proto.v1 import common_pb2
+from cronwave_proto.v1 import dispatcher_service_pb2 as dispatcher_pb
+from cronwave_proto.v1 import dispatcher_service_pb2_grpc as dispatcher_grpc
+from cronwave_proto.v1 import workflow_store_service_pb2 as store_pb
+from cronwave_proto.v1 import workflow_store_service_pb2_grpc as store_grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from cronwave._client import Client
 from cronwave.cli._console import out, reported_errors
 from cronwave.cli.suite_cmds import running, suite_config
-from cronwave.v1 import common_pb2
-from cronwave.v1 import dispatcher_service_pb2 as dispatcher_pb
-from cronwave.v1 import dispatcher_service_pb2_grpc as dispatcher_grpc
-from cronwave.v1 import workflow_store_service_pb2 as store_pb
-from cronwave.v1 import workflow_store_service_pb2_grpc as store_grpc
 from cronwave_core.caching import METADATA_KEY, TERMINAL_STATES, RunStatusCache, redis_client
 from cronwave_core.errors import InvalidArgument, Unavailable
 from cronwave_core.rpc import open_channel

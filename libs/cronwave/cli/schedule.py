@@ -16,10 +16,18 @@ from cronwave._models import Schedule
 from cronwave.cli import _render
 from cronwave.cli import _schedule_args as args
 from cronwave.cli._console import connected, out, reported_errors
-from cronwave_core.calendar import fire_times, validate
+from cronwave_core.domain.calendar import fire_times, validate
+from cronwave_core.domain.preview import format_preview_line
+from cronwave_core.domain.spec import (
+    CATCHUPS,
+    DST_GAPS,
+    DST_REPEATS,
+    OVERLAPS,
+    DstGap,
+    DstRepeat,
+    Spec,
+)
 from cronwave_core.errors import CronwaveError, InvalidArgument
-from cronwave_core.preview import format_preview_line
-from cronwave_core.spec import CATCHUPS, DST_GAPS, DST_REPEATS, OVERLAPS, DstGap, DstRepeat, Spec
 
 app = typer.Typer(
     help="Create, preview, backfill, inspect, pause, resume, trigger and delete schedules.",

@@ -27,9 +27,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from google.protobuf.descriptor import ServiceDescriptor
-
-from cronwave.v1 import (
+from cronwave_proto.v1 import (
     cron_planner_service_pb2,
     dispatcher_service_pb2,
     leader_election_service_pb2,
@@ -37,6 +35,8 @@ from cronwave.v1 import (
     worker_service_pb2,
     workflow_store_service_pb2,
 )
+from google.protobuf.descriptor import ServiceDescriptor
+
 from cronwave_core.telemetry.vocabulary import Hop
 
 _VERB = re.compile(r"[A-Z][a-z]*")

@@ -2,7 +2,7 @@
 
 The range is ``start <= t < end`` (start inclusive, end exclusive, so ``[a, b)`` and
 ``[b, c)`` never share a fire time), with the schedule's own bounds, exclusions and
-DST policy applied (``cronwave_core.backfill``). ``end`` must not lie after now: the
+DST policy applied (``cronwave_core.domain.backfill``). ``end`` must not lie after now: the
 planner fires future slots itself. At most 10,000 fire times per request.
 
 A dry run lists the fire times and runs nothing; any replica answers it. A real
@@ -24,14 +24,14 @@ from typing import Protocol
 from cron_planner.clock import Clock
 from cron_planner.schedule_index import ScheduleIndex
 from cron_planner.work import PENDING_BACKFILL, Fire, Missed, Trigger
-from cronwave_core.backfill import plan_backfill
+from cronwave_core.domain.backfill import plan_backfill
+from cronwave_core.domain.spec import Overlap
 from cronwave_core.errors import (
     FailedPrecondition,
     InvalidArgument,
     ScheduleNotFound,
     Unavailable,
 )
-from cronwave_core.spec import Overlap
 
 MAX_FIRES = 10_000
 DEFAULT_RATE = 10.0

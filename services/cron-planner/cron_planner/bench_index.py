@@ -17,7 +17,7 @@ import time
 from datetime import UTC, datetime
 
 from cron_planner.schedule_index import ScheduleIndex
-from cronwave_core.spec import ScheduleDef, Spec
+from cronwave_core.domain.spec import ScheduleDef, Spec
 
 
 def main() -> None:

@@ -37,9 +37,8 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 import grpc
-
-from cronwave.v1 import leader_election_service_pb2 as pb
-from cronwave.v1 import leader_election_service_pb2_grpc as pb_grpc
+from cronwave_proto.v1 import leader_election_service_pb2 as pb
+from cronwave_proto.v1 import leader_election_service_pb2_grpc as pb_grpc
 
 log = logging.getLogger("cronwave.planner.elector")
 

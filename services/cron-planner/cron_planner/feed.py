@@ -27,16 +27,16 @@ from collections.abc import Callable, Iterable, Iterator
 from datetime import datetime, timedelta
 
 import grpc
+from cronwave_proto.v1 import common_pb2
+from cronwave_proto.v1 import workflow_store_service_pb2 as store_pb
+from cronwave_proto.v1 import workflow_store_service_pb2_grpc as store_grpc
 
 from cron_planner.clock import Clock
 from cron_planner.schedule_index import ScheduleIndex
-from cronwave.v1 import common_pb2
-from cronwave.v1 import workflow_store_service_pb2 as store_pb
-from cronwave.v1 import workflow_store_service_pb2_grpc as store_grpc
-from cronwave_core.calendar import validate
 from cronwave_core.convert import ts_to_dt
+from cronwave_core.domain.calendar import validate
+from cronwave_core.domain.spec import Policy, ScheduleDef, Spec
 from cronwave_core.errors import CronwaveError
-from cronwave_core.spec import Policy, ScheduleDef, Spec
 
 log = logging.getLogger("cronwave.planner.feed")
 

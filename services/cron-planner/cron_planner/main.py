@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import grpc
+from cronwave_proto.v1 import cron_planner_service_pb2 as pb
+from cronwave_proto.v1 import cron_planner_service_pb2_grpc as pb_grpc
 
 from cron_planner.app import Planner
 from cron_planner.servicer import CronPlannerServicer
-from cronwave.v1 import cron_planner_service_pb2 as pb
-from cronwave.v1 import cron_planner_service_pb2_grpc as pb_grpc
 from cronwave_core.bootstrap import Service, full_names, serve
 from cronwave_core.settings import NetworkSettings, ProcessSettings, TelemetrySettings
 from cronwave_core.telemetry.tracing import init_tracing

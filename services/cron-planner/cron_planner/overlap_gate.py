@@ -9,7 +9,7 @@ once when it can be): ``skip`` records the slot MISSED (``overlap_skip``),
 names the runs in flight to complete as CANCELLED (their workers' next heartbeat is
 refused, so the jobs stop) before it starts. A skip only for runs lost in the queue
 waits instead (``loss_waits``). The policy table itself is
-``cronwave_core.overlap.decide_overlap``; this module applies it to the fire loop's
+``cronwave_core.domain.overlap.decide_overlap``; this module applies it to the fire loop's
 queues. Not thread-safe: the fire loop owns it.
 """
 
@@ -25,9 +25,9 @@ from cron_planner.missed_rows import MissedRows
 from cron_planner.ports import Ledger
 from cron_planner.schedule_index import ScheduleIndex
 from cron_planner.work import PENDING_BUFFER, Fire, InFlight, WorkQueue
+from cronwave_core.domain.overlap import OverlapAction, RunView, decide_overlap, in_flight
+from cronwave_core.domain.spec import Overlap, ScheduleDef
 from cronwave_core.errors import CronwaveError
-from cronwave_core.overlap import OverlapAction, RunView, decide_overlap, in_flight
-from cronwave_core.spec import Overlap, ScheduleDef
 
 log = logging.getLogger("cronwave.planner.fire")
 

@@ -1,5 +1,5 @@
 """What becomes of a schedule's due slot: every occurrence since the schedule was last
-handled gets exactly one outcome (``cronwave_core.catchup.plan_catchup``), turned into
+handled gets exactly one outcome (``cronwave_core.domain.catchup.plan_catchup``), turned into
 the fire loop's work. Pure: no clock, no I/O.
 
 - Occurrences due now (late by less than the grace, one minute plus the schedule's
@@ -25,9 +25,9 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from cron_planner.work import OUTSIDE_WINDOW_SUMMARY, Fire, Missed, Trigger, pending_reason
-from cronwave_core.calendar import DST_GAP_SKIP, runs_left
-from cronwave_core.catchup import DEFAULT_GRACE, plan_catchup
-from cronwave_core.spec import ScheduleDef
+from cronwave_core.domain.calendar import DST_GAP_SKIP, runs_left
+from cronwave_core.domain.catchup import DEFAULT_GRACE, plan_catchup
+from cronwave_core.domain.spec import ScheduleDef
 
 #: Slots outside the catch-up window listed one by one before the rest are summarised.
 OUTSIDE_LIMIT = 10_000

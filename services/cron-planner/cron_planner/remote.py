@@ -13,19 +13,19 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 
 import grpc
+from cronwave_proto.v1 import dispatcher_service_pb2 as dispatcher_pb
+from cronwave_proto.v1 import dispatcher_service_pb2_grpc as dispatcher_grpc
+from cronwave_proto.v1 import leader_election_service_pb2 as leader_pb
+from cronwave_proto.v1 import leader_election_service_pb2_grpc as leader_grpc
+from cronwave_proto.v1 import workflow_store_service_pb2 as store_pb
+from cronwave_proto.v1 import workflow_store_service_pb2_grpc as store_grpc
 
 from cron_planner.ports import Start
 from cron_planner.work import InFlight, Missed, Trigger
-from cronwave.v1 import dispatcher_service_pb2 as dispatcher_pb
-from cronwave.v1 import dispatcher_service_pb2_grpc as dispatcher_grpc
-from cronwave.v1 import leader_election_service_pb2 as leader_pb
-from cronwave.v1 import leader_election_service_pb2_grpc as leader_grpc
-from cronwave.v1 import workflow_store_service_pb2 as store_pb
-from cronwave.v1 import workflow_store_service_pb2_grpc as store_grpc
 from cronwave_core.convert import dt_to_ts, ts_to_dt
+from cronwave_core.domain.runs import RUN_STATES, TRIGGERS, RunState
 from cronwave_core.errors import CronwaveError, Unavailable
 from cronwave_core.rpc import error_from_item, error_from_rpc
-from cronwave_core.runs import RUN_STATES, TRIGGERS, RunState
 
 FENCING_SCOPE = "planner"
 LATEST_PAGE = 10_000

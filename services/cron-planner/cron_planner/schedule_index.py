@@ -20,7 +20,7 @@ Where a schedule's next occurrence is searched from: strictly after
   queued, or recorded MISSED): by this planner, or -- at the start of a term -- by
   whoever led before, as the store's newest fire time says.
 The fire loop plans every occurrence in ``(max(since, handled), now]`` at once
-(catch-up, ``cronwave_core.catchup``), so the index never needs to look further back.
+(catch-up, ``cronwave_core.domain.catchup``), so the index never needs to look further back.
 
 Dispatch lead: fire times are known in advance, so the slot of a schedule without
 jitter is acted on ``lead`` before its fire time (``CRONWAVE_DISPATCH_LEAD``), but never
@@ -44,9 +44,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from cronwave_core.calendar import occurrences_after, runs_left
-from cronwave_core.jitter import jittered
-from cronwave_core.spec import ScheduleDef
+from cronwave_core.domain.calendar import occurrences_after, runs_left
+from cronwave_core.domain.jitter import jittered
+from cronwave_core.domain.spec import ScheduleDef
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,16 +7,16 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 
 import grpc
+from cronwave_proto.v1 import cron_planner_service_pb2 as pb
+from cronwave_proto.v1 import cron_planner_service_pb2_grpc as pb_grpc
 
 from cron_planner.app import PlannerStatus
 from cron_planner.backfills import BackfillRequest, BackfillResult
-from cronwave.v1 import cron_planner_service_pb2 as pb
-from cronwave.v1 import cron_planner_service_pb2_grpc as pb_grpc
-from cronwave_core.calendar import fire_times, validate
 from cronwave_core.convert import dt_to_ts, opt_ts, ts_to_dt
+from cronwave_core.domain.calendar import fire_times, validate
+from cronwave_core.domain.spec import Overlap, Spec
 from cronwave_core.errors import InvalidArgument
 from cronwave_core.fields import identifier
-from cronwave_core.spec import Overlap, Spec
 
 MAX_PREVIEW = 1000
 

@@ -40,9 +40,9 @@ from cron_planner.planning import plan_slot
 from cron_planner.ports import Dispatch, Leadership, Ledger, Start
 from cron_planner.schedule_index import ScheduleIndex, Slot
 from cron_planner.work import PAUSED, Fire, InFlight, Trigger, WorkQueue, iso
+from cronwave_core.domain.overlap import RunView, in_flight
+from cronwave_core.domain.spec import ScheduleDef
 from cronwave_core.errors import CronwaveError, FailedPrecondition, Unavailable
-from cronwave_core.overlap import RunView, in_flight
-from cronwave_core.spec import ScheduleDef
 from cronwave_core.telemetry import fanout
 from cronwave_core.telemetry.spans import hop_span
 from cronwave_core.telemetry.vocabulary import (

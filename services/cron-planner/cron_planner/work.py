@@ -17,8 +17,8 @@ import itertools
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
-from cronwave_core.runs import Trigger
-from cronwave_core.spec import Overlap
+from cronwave_core.domain.runs import Trigger
+from cronwave_core.domain.spec import Overlap
 
 PENDING_PREFIX = "pending:"
 PENDING_CATCHUP = "pending:catchup"

@@ -23,7 +23,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 
-from cronwave.v1 import common_pb2
+from cronwave_proto.v1 import common_pb2
+
 from cronwave_core.caching import CacheControl, TwoTierCache
 
 ROUTE_LOCAL_TTL = timedelta(seconds=30)

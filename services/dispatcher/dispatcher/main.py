@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from cronwave.v1 import dispatcher_service_pb2
-from cronwave.v1 import dispatcher_service_pb2_grpc as pb_grpc
-from cronwave.v1 import workflow_store_service_pb2_grpc as store_grpc
+from cronwave_proto.v1 import dispatcher_service_pb2
+from cronwave_proto.v1 import dispatcher_service_pb2_grpc as pb_grpc
+from cronwave_proto.v1 import workflow_store_service_pb2_grpc as store_grpc
+
 from cronwave_core.bootstrap import Service, full_names, serve
 from cronwave_core.caching import RunStatusCache, TwoTierCache, redis_client
 from cronwave_core.fault_interceptors import fault_channel

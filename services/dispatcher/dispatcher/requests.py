@@ -6,7 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from cronwave.v1 import common_pb2
+from cronwave_proto.v1 import common_pb2
+
 from cronwave_core.errors import InvalidArgument
 from cronwave_core.fields import identifier
 

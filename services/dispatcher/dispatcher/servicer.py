@@ -27,13 +27,13 @@ from datetime import UTC, datetime
 from typing import Any, NoReturn
 
 import grpc
+from cronwave_proto.v1 import common_pb2
+from cronwave_proto.v1 import dispatcher_service_pb2 as pb
+from cronwave_proto.v1 import dispatcher_service_pb2_grpc as pb_grpc
+from cronwave_proto.v1 import workflow_store_service_pb2 as store_pb
 from dramatiq.brokers.redis import RedisBroker
 from opentelemetry import trace
 
-from cronwave.v1 import common_pb2
-from cronwave.v1 import dispatcher_service_pb2 as pb
-from cronwave.v1 import dispatcher_service_pb2_grpc as pb_grpc
-from cronwave.v1 import workflow_store_service_pb2 as store_pb
 from cronwave_core.caching import CacheControl, RunStatusCache
 from cronwave_core.convert import dt_to_ts, ts_to_dt
 from cronwave_core.errors import InvalidArgument, Unavailable

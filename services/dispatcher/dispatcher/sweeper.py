@@ -35,9 +35,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from cronwave_proto.v1 import workflow_store_service_pb2 as store_pb
 from dramatiq.brokers.redis import RedisBroker
 
-from cronwave.v1 import workflow_store_service_pb2 as store_pb
 from cronwave_core.convert import dt_to_ts, td_to_duration, ts_to_dt
 from cronwave_core.queue_epoch import EpochWatch
 from cronwave_core.queueing import DEFAULT_QUEUE, RunMessage

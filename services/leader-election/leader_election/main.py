@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import grpc
 import redis
+from cronwave_proto.v1 import leader_election_service_pb2 as pb
+from cronwave_proto.v1 import leader_election_service_pb2_grpc as pb_grpc
 
-from cronwave.v1 import leader_election_service_pb2 as pb
-from cronwave.v1 import leader_election_service_pb2_grpc as pb_grpc
 from cronwave_core.bootstrap import Service, full_names, serve
 from cronwave_core.rpc import open_channel
 from cronwave_core.settings import (

@@ -6,9 +6,9 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
 import grpc
+from cronwave_proto.v1 import leader_election_service_pb2 as pb
+from cronwave_proto.v1 import leader_election_service_pb2_grpc as pb_grpc
 
-from cronwave.v1 import leader_election_service_pb2 as pb
-from cronwave.v1 import leader_election_service_pb2_grpc as pb_grpc
 from cronwave_core.convert import dt_to_ts, duration_to_td, td_to_duration
 from cronwave_core.errors import InvalidArgument
 from cronwave_core.fields import lease_name

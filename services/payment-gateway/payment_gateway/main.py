@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from cronwave.v1 import payment_gateway_service_pb2
-from cronwave.v1 import payment_gateway_service_pb2_grpc as pb_grpc
+from cronwave_proto.v1 import payment_gateway_service_pb2
+from cronwave_proto.v1 import payment_gateway_service_pb2_grpc as pb_grpc
+
 from cronwave_core.bootstrap import Service, full_names, serve
 from cronwave_core.settings import (
     DemoSettings,

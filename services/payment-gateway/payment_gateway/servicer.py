@@ -8,10 +8,10 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 
 import grpc
+from cronwave_proto.v1 import payment_gateway_service_pb2 as pb
+from cronwave_proto.v1 import payment_gateway_service_pb2_grpc as pb_grpc
 from google.protobuf.timestamp_pb2 import Timestamp
 
-from cronwave.v1 import payment_gateway_service_pb2 as pb
-from cronwave.v1 import payment_gateway_service_pb2_grpc as pb_grpc
 from cronwave_core.convert import dt_to_ts, duration_to_td
 from cronwave_core.errors import InvalidArgument
 from cronwave_core.telemetry.spans import hop_span

@@ -42,9 +42,9 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
+from cronwave_proto.v1 import common_pb2
 from opentelemetry.trace import INVALID_SPAN, Span
 
-from cronwave.v1 import common_pb2
 from cronwave_core.convert import ts_to_dt
 from cronwave_core.queueing import RunMessage
 from worker.draining import AttemptStop

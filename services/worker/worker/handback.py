@@ -8,11 +8,11 @@ from collections.abc import Mapping
 from datetime import timedelta
 
 import grpc
+from cronwave_proto.v1 import common_pb2
+from cronwave_proto.v1 import workflow_store_service_pb2 as store_pb
 from dramatiq.brokers.redis import RedisBroker
 from opentelemetry.trace import Status, StatusCode
 
-from cronwave.v1 import common_pb2
-from cronwave.v1 import workflow_store_service_pb2 as store_pb
 from cronwave_core.queueing import RunMessage
 from cronwave_core.telemetry.spans import tracer
 from worker.store_port import RunStore, with_retries

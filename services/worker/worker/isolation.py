@@ -29,7 +29,7 @@ from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
-from cronwave_core.instants import epoch_ns
+from cronwave_core.domain.instants import epoch_ns
 from worker.job_process import JobProcess, JobProcessDied, JobProcessPool
 from worker.supervisor import AttemptResult, BeatResult, Outcome
 

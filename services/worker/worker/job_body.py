@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import IO, Any
 
-from cronwave_core.instants import wait_until_fire_time
+from cronwave_core.domain.instants import wait_until_fire_time
 from cronwave_core.settings import TelemetrySettings, WorkerSettings
 from cronwave_core.telemetry.propagation import extracted_context
 from cronwave_core.telemetry.tracing import init_tracing

@@ -26,12 +26,12 @@ from typing import Any, NoReturn
 
 import dramatiq
 import grpc
+from cronwave_proto.v1 import common_pb2, worker_service_pb2
+from cronwave_proto.v1 import worker_service_pb2_grpc as worker_grpc
+from cronwave_proto.v1 import workflow_store_service_pb2 as store_pb
+from cronwave_proto.v1 import workflow_store_service_pb2_grpc as store_grpc
 from dramatiq.middleware import Retries, TimeLimit
 
-from cronwave.v1 import common_pb2, worker_service_pb2
-from cronwave.v1 import worker_service_pb2_grpc as worker_grpc
-from cronwave.v1 import workflow_store_service_pb2 as store_pb
-from cronwave.v1 import workflow_store_service_pb2_grpc as store_grpc
 from cronwave_core.bootstrap import RunningServer, Service, full_names
 from cronwave_core.caching import RunStatusCache, redis_client
 from cronwave_core.convert import td_to_duration

@@ -29,10 +29,10 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import grpc
+from cronwave_proto.v1 import common_pb2
+from cronwave_proto.v1 import workflow_store_service_pb2 as store_pb
 from dramatiq.brokers.redis import RedisBroker
 
-from cronwave.v1 import common_pb2
-from cronwave.v1 import workflow_store_service_pb2 as store_pb
 from cronwave_core.batching import Coalescer, ItemRefused
 from cronwave_core.caching import TERMINAL_STATES
 from cronwave_core.queueing import RunMessage, UndecodableRunMessage

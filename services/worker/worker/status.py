@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import grpc
+from cronwave_proto.v1 import worker_service_pb2 as pb
+from cronwave_proto.v1 import worker_service_pb2_grpc as pb_grpc
 
-from cronwave.v1 import worker_service_pb2 as pb
-from cronwave.v1 import worker_service_pb2_grpc as pb_grpc
 from worker.runtime import WorkerStats
 
 

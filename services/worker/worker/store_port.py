@@ -15,8 +15,7 @@ from datetime import timedelta
 from typing import Protocol, TypeVar
 
 import grpc
-
-from cronwave.v1 import workflow_store_service_pb2 as store_pb
+from cronwave_proto.v1 import workflow_store_service_pb2 as store_pb
 
 log = logging.getLogger("cronwave.worker")
 

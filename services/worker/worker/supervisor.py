@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from cronwave_core.instants import epoch_ns
+from cronwave_core.domain.instants import epoch_ns
 from worker.body_threads import BODIES, BodyTask, BodyThreads
 from worker.jobs.context import AttemptSuperseded, Checkpoint, JobContext, WorkerStopping
 from worker.jobs.registry import JobFn

@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from cronwave_core.instants import (
+from cronwave_core.domain.instants import (
     SPIN,
     SPIN_MARGIN_S,
     SpinBudget,

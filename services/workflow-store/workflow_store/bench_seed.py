@@ -18,7 +18,7 @@ import json
 import sys
 import time
 
-from cronwave_core.spec import Policy, Spec
+from cronwave_core.domain.spec import Policy, Spec
 from workflow_store import slots
 from workflow_store.db import Database, create_engine
 from workflow_store.records import NewSchedule

@@ -12,17 +12,18 @@ from datetime import UTC, datetime, timedelta
 from functools import lru_cache
 from typing import Any
 
-from cronwave.v1 import common_pb2 as pb
-from cronwave.v1 import workflow_store_service_pb2 as api
-from cronwave_core import calendar
+from cronwave_proto.v1 import common_pb2 as pb
+from cronwave_proto.v1 import workflow_store_service_pb2 as api
+
 from cronwave_core.convert import dt_to_ts, duration_to_td, opt_ts, td_to_duration, ts_to_dt
-from cronwave_core.errors import InvalidArgument
-from cronwave_core.fields import lease_name, shown
-from cronwave_core.runs import RUN_STATES
-from cronwave_core.spec import (
+from cronwave_core.domain import calendar
+from cronwave_core.domain.runs import RUN_STATES
+from cronwave_core.domain.spec import (
     Policy,
     Spec,
 )
+from cronwave_core.errors import InvalidArgument
+from cronwave_core.fields import lease_name, shown
 from workflow_store import validate
 from workflow_store.limits import Limits
 from workflow_store.records import (

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import grpc
+from cronwave_proto.v1 import workflow_store_service_pb2 as api
+from cronwave_proto.v1 import workflow_store_service_pb2_grpc as api_grpc
 
-from cronwave.v1 import workflow_store_service_pb2 as api
-from cronwave.v1 import workflow_store_service_pb2_grpc as api_grpc
 from cronwave_core.bootstrap import Service, full_names, serve
 from cronwave_core.settings import (
     NetworkSettings,

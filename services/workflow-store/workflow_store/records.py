@@ -6,8 +6,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from enum import StrEnum
 
-from cronwave_core.runs import RunState, Trigger
-from cronwave_core.spec import Policy, Spec
+from cronwave_core.domain.runs import RunState, Trigger
+from cronwave_core.domain.spec import Policy, Spec
 
 # The states a completion may ask for.
 COMPLETIONS = frozenset(

@@ -9,11 +9,11 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
+from cronwave_core.domain.spec import Policy, Spec
 from cronwave_core.errors import (
     RunNotFound,
     ScheduleNotFound,
 )
-from cronwave_core.spec import Policy, Spec
 from workflow_store import models as m
 from workflow_store.limits import Limits
 from workflow_store.records import (

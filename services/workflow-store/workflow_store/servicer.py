@@ -12,15 +12,15 @@ from datetime import timedelta
 from typing import TypeVar
 
 import grpc
+from cronwave_proto.v1 import common_pb2
+from cronwave_proto.v1 import workflow_store_service_pb2 as api
+from cronwave_proto.v1 import workflow_store_service_pb2_grpc as api_grpc
 from opentelemetry.trace import Span
 
-from cronwave.v1 import common_pb2
-from cronwave.v1 import workflow_store_service_pb2 as api
-from cronwave.v1 import workflow_store_service_pb2_grpc as api_grpc
 from cronwave_core.convert import dt_to_ts, duration_to_td
+from cronwave_core.domain.runs import Trigger
 from cronwave_core.errors import CronwaveError, InvalidArgument
 from cronwave_core.rpc import item_error
-from cronwave_core.runs import Trigger
 from cronwave_core.telemetry import fanout
 from cronwave_core.telemetry.spans import hop_span
 from cronwave_core.telemetry.tracing import tracing_enabled

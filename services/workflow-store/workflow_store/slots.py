@@ -27,7 +27,7 @@ from datetime import datetime
 import sqlalchemy as sa
 from sqlalchemy.exc import IntegrityError
 
-from cronwave_core.calendar import DST_GAP_SKIP
+from cronwave_core.domain.calendar import DST_GAP_SKIP
 from cronwave_core.errors import AlreadyExists, FailedPrecondition, InvalidArgument
 from workflow_store import models as m
 from workflow_store.convert import iso

@@ -16,11 +16,11 @@ import re
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
+from cronwave_proto.v1 import common_pb2 as pb
 from google.protobuf import json_format
 
-from cronwave.v1 import common_pb2 as pb
 from cronwave_core.convert import dt_to_ts, td_to_duration
-from cronwave_core.spec import (
+from cronwave_core.domain.spec import (
     CATCHUPS,
     DST_GAPS,
     DST_REPEATS,

@@ -10,8 +10,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 import sqlalchemy as sa
+from cronwave_proto.v1 import payment_gateway_service_pb2_grpc as gateway_grpc
 
-from cronwave.v1 import payment_gateway_service_pb2_grpc as gateway_grpc
 from cronwave_core.rpc import open_channel
 from cronwave_core.telemetry.spans import hop_span
 from cronwave_core.telemetry.vocabulary import Hop, Kind

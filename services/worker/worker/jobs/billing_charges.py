@@ -28,8 +28,8 @@ from datetime import UTC, datetime
 from typing import Any, NoReturn
 
 import sqlalchemy as sa
+from cronwave_proto.v1 import payment_gateway_service_pb2 as gateway_pb
 
-from cronwave.v1 import payment_gateway_service_pb2 as gateway_pb
 from cronwave_core.bulk import any_of, insert_skipping_conflicts
 from cronwave_core.telemetry.spans import hop_span
 from cronwave_core.telemetry.vocabulary import Hop, Kind

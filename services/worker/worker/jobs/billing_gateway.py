@@ -15,8 +15,8 @@ from datetime import timedelta
 from typing import Any
 
 import grpc
+from cronwave_proto.v1 import payment_gateway_service_pb2 as pb
 
-from cronwave.v1 import payment_gateway_service_pb2 as pb
 from cronwave_core.errors import CronwaveError, Unavailable
 
 log = logging.getLogger("cronwave.job.billing")

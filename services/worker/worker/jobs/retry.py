@@ -12,7 +12,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import timedelta
 
-from cronwave.v1 import common_pb2
+from cronwave_proto.v1 import common_pb2
+
 from cronwave_core.convert import td_to_duration
 from cronwave_core.errors import InvalidArgument
 

@@ -17,14 +17,14 @@ import logging
 from datetime import UTC, datetime, timedelta
 
 import grpc
+from cronwave_proto.v1 import common_pb2
+from cronwave_proto.v1 import workflow_store_service_pb2 as store_pb
 from dramatiq.brokers.redis import RedisBroker
 
-from cronwave.v1 import common_pb2
-from cronwave.v1 import workflow_store_service_pb2 as store_pb
 from cronwave_core.batching import Coalescer, results_of
 from cronwave_core.caching import RunStatusCache
 from cronwave_core.convert import td_to_duration
-from cronwave_core.instants import epoch_ns
+from cronwave_core.domain.instants import epoch_ns
 from cronwave_core.queueing import RunMessage
 from cronwave_core.telemetry.spans import hop_span
 from cronwave_core.telemetry.vocabulary import Hop, Kind

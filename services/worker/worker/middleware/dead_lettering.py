@@ -14,8 +14,8 @@ from collections.abc import Sequence
 from typing import Any
 
 import grpc
+from cronwave_proto.v1 import workflow_store_service_pb2 as store_pb
 
-from cronwave.v1 import workflow_store_service_pb2 as store_pb
 from worker.chain import Delivery, Poison, RunMiddleware
 from worker.jobs import Registry
 from worker.store_port import RunStore, with_retries

@@ -7,8 +7,8 @@ from __future__ import annotations
 import logging
 
 import grpc
+from cronwave_proto.v1 import workflow_store_service_pb2 as store_pb
 
-from cronwave.v1 import workflow_store_service_pb2 as store_pb
 from worker.chain import Delivery, RunMiddleware
 from worker.store_port import NOT_OURS, RunStore
 from worker.supervisor import BeatResult

@@ -17,7 +17,7 @@ from typing import Any
 
 from opentelemetry.trace import Status, StatusCode
 
-from cronwave_core.instants import epoch_ns
+from cronwave_core.domain.instants import epoch_ns
 from cronwave_core.telemetry.propagation import extracted_context
 from cronwave_core.telemetry.spans import tracer
 from cronwave_core.telemetry.vocabulary import (

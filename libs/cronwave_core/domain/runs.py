@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from enum import StrEnum
 
-from cronwave.v1 import common_pb2 as pb
+from cronwave_proto.v1 import common_pb2 as pb
+
 from cronwave_core.proto_enum import ProtoEnum
 
 

@@ -1,6 +1,6 @@
 import datetime
 
-from cronwave.v1 import common_pb2 as _common_pb2
+from cronwave_proto.v1 import common_pb2 as _common_pb2
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf import descriptor as _descriptor

@@ -28,7 +28,7 @@ from datetime import UTC, datetime, timedelta
 from typing import NamedTuple
 from zoneinfo import ZoneInfo
 
-from cronwave_core.spec import DstGap, DstRepeat
+from cronwave_core.domain.spec import DstGap, DstRepeat
 
 DST_GAP_SKIP = "dst_gap_skip"
 

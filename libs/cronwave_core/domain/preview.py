@@ -11,7 +11,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from zoneinfo import ZoneInfo
 
-from cronwave_core.calendar import zone as _zone
+from cronwave_core.domain.calendar import zone as _zone
 from cronwave_core.errors import InvalidArgument
 
 

@@ -26,8 +26,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
 
-from cronwave_core.runs import IN_FLIGHT
-from cronwave_core.spec import Overlap
+from cronwave_core.domain.runs import IN_FLIGHT
+from cronwave_core.domain.spec import Overlap
 
 OVERLAP_SKIP = "overlap_skip"
 OVERLAP_BUFFER_FULL = "overlap_buffer_full"

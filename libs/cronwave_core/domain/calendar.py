@@ -43,11 +43,11 @@ from functools import lru_cache
 from typing import TypeVar
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from cronwave_core.calendar_cron import CronExpr, parse_cron
-from cronwave_core.calendar_dst import DST_GAP_SKIP, Occurrence, Resolver, occurrences
+from cronwave_core.domain.calendar_cron import CronExpr, parse_cron
+from cronwave_core.domain.calendar_dst import DST_GAP_SKIP, Occurrence, Resolver, occurrences
+from cronwave_core.domain.spec import DstGap, DstRepeat, Spec
 from cronwave_core.errors import InvalidArgument
 from cronwave_core.fields import shown
-from cronwave_core.spec import DstGap, DstRepeat, Spec
 
 __all__ = [
     "DST_GAP_SKIP",

@@ -32,9 +32,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-from cronwave_core.calendar import next_fire_time, occurrences_after
+from cronwave_core.domain.calendar import next_fire_time, occurrences_after
+from cronwave_core.domain.spec import Catchup, Policy, Spec
 from cronwave_core.errors import InvalidArgument
-from cronwave_core.spec import Catchup, Policy, Spec
 
 OUTSIDE_CATCHUP_WINDOW = "outside_catchup_window"
 CATCHUP_SKIP = "catchup_skip"

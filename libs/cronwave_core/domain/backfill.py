@@ -13,9 +13,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-from cronwave_core.calendar import Occurrence, occurrences_after
+from cronwave_core.domain.calendar import Occurrence, occurrences_after
+from cronwave_core.domain.spec import Spec
 from cronwave_core.errors import InvalidArgument
-from cronwave_core.spec import Spec
 
 DEFAULT_LIMIT = 10_000
 _US = timedelta(microseconds=1)

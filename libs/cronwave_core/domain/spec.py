@@ -17,8 +17,9 @@ from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
 from enum import StrEnum
 
-from cronwave.v1 import common_pb2 as pb
-from cronwave_core.calendar_cron import MAX_CRON_LENGTH
+from cronwave_proto.v1 import common_pb2 as pb
+
+from cronwave_core.domain.calendar_cron import MAX_CRON_LENGTH
 from cronwave_core.errors import InvalidArgument
 from cronwave_core.fields import shown
 from cronwave_core.proto_enum import ProtoEnum

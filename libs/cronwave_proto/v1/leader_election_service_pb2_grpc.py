@@ -3,7 +3,7 @@
 import grpc
 import warnings
 
-from cronwave.v1 import leader_election_service_pb2 as cronwave_dot_v1_dot_leader__election__service__pb2
+from cronwave_proto.v1 import leader_election_service_pb2 as cronwave_dot_v1_dot_leader__election__service__pb2
 
 GRPC_GENERATED_VERSION = '1.85.1'
 GRPC_VERSION = grpc.__version__

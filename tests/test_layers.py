@@ -1,0 +1,69 @@
+"""The layers hold: cronwave_core's domain modules do no I/O (they import nothing of
+the infrastructure), and no library imports a service."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+LIBS = ROOT / "libs"
+DOMAIN = LIBS / "cronwave_core" / "domain"
+#: What a domain module may import of cronwave_core outside the domain: values only.
+VALUE_MODULES = {"errors", "fields", "proto_enum", "wire"}
+#: Infrastructure a domain module must not reach, directly.
+INFRASTRUCTURE = ("grpc", "redis", "sqlalchemy", "dramatiq", "psycopg", "opentelemetry")
+SERVICES = {p.name.replace("-", "_") for p in (ROOT / "services").iterdir() if p.is_dir()}
+
+
+def _imported(path: Path) -> set[str]:
+    """Every module ``path`` imports, anywhere in it (a function's imports too)."""
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.add(node.module)
+            names.update(f"{node.module}.{alias.name}" for alias in node.names)
+        elif isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+    return names
+
+
+def _crossings(path: Path) -> list[str]:
+    """The imports of ``path`` that leave the domain, by module or package reached."""
+    wrong: set[str] = set()
+    for name in _imported(path):
+        top, _, rest = name.partition(".")
+        if top in INFRASTRUCTURE or top in ("cronwave", "cronwave_bench", "cronwave_waterfall"):
+            wrong.add(top)
+        elif top == "cronwave_core" and rest:
+            first = rest.split(".")[0]
+            if first != "domain" and first not in VALUE_MODULES:
+                wrong.add(f"cronwave_core.{first}")
+    return sorted(wrong)
+
+
+@pytest.mark.parametrize("path", sorted(DOMAIN.glob("*.py")), ids=lambda p: p.name)
+def test_a_domain_module_imports_no_infrastructure(path: Path) -> None:
+    assert _crossings(path) == [], f"{path.relative_to(ROOT)} reaches past the domain"
+
+
+def test_the_check_sees_a_crossing(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.py"
+    bad.write_text(
+        "from cronwave_core.rpc import open_channel\nimport redis\n"
+        "def f():\n    from cronwave_core.telemetry.spans import hop_span\n"
+    )
+    assert _crossings(bad) == ["cronwave_core.rpc", "cronwave_core.telemetry", "redis"]
+
+
+def test_no_library_imports_a_service() -> None:
+    found = [
+        f"{path.relative_to(ROOT)}: {name}"
+        for path in sorted(LIBS.rglob("*.py"))
+        if "cronwave_proto" not in path.parts
+        for name in sorted(_imported(path))
+        if name.split(".")[0] in SERVICES
+    ]
+    assert found == []
