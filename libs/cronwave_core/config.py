@@ -122,6 +122,7 @@ def load(cls: type[T], env: Mapping[str, str]) -> T:
     values: dict[str, Any] = {}
     for name, spec in variables(cls):
         values[name] = read(spec, env, values)
+    # ``cls`` is a dataclass, which a plain ``type[T]`` cannot say to the type checker.
     for f in fields(cls):  # type: ignore[arg-type]
         if _DERIVED in f.metadata:
             values[f.name] = f.metadata[_DERIVED](values, env)
