@@ -5,7 +5,6 @@ always goes to it."""
 from __future__ import annotations
 
 import signal
-import uuid
 from datetime import UTC, datetime, timedelta
 
 import grpc
@@ -23,7 +22,7 @@ from cronwave_core.suite import Suite
 from cronwave_core.telemetry.vocabulary import ATTR_CACHE_HIT, ATTR_CACHE_NAME, ATTR_SCHEDULE_ID
 from cronwave_waterfall import build_runs, compare_scenarios
 from tests.harness.clients import client_for
-from tests.helpers import eventually, fresh, only
+from tests.helpers import eventually, fresh, new_traceparent, only
 from tests.tracing.support import spans_of, traced_suite
 
 pytestmark = pytest.mark.slow
@@ -56,7 +55,7 @@ def _start(suite: Suite, schedule_id: str, timeout: float = 10) -> dispatcher_pb
                         fencing_token=token,
                         trigger=common_pb2.TRIGGER_KIND_SCHEDULED,
                         # as a planner's fire: the run's own trace, the batch's copied in
-                        traceparent=f"00-{uuid.uuid4().hex}-{uuid.uuid4().hex[:16]}-01",
+                        traceparent=new_traceparent(),
                     )
                 ]
             ),

@@ -4,7 +4,6 @@ period when told to stop, and hands back the runs it holds for their fire time."
 
 from __future__ import annotations
 
-import secrets
 import signal
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -14,7 +13,7 @@ from cronwave_proto.v1 import common_pb2
 from cronwave_proto.v1 import workflow_store_service_pb2 as store_pb
 
 from tests.harness.cluster import Cluster
-from tests.helpers import eventually
+from tests.helpers import eventually, new_traceparent
 
 pytestmark = pytest.mark.slow
 
@@ -41,7 +40,7 @@ def test_run_spans_carry_the_dispatchers_trace_and_the_lateness(cluster: Cluster
     schedule_id = cluster.schedule("cronwave.noop")
     fire_time = datetime.now(UTC)
     # A start carries the trace of the fire it stands for, as a planner's does
-    fire_trace = f"00-{secrets.token_hex(16)}-{secrets.token_hex(8)}-01"
+    fire_trace = new_traceparent()
     started = cluster.start(schedule_id, fire_time, traceparent=fire_trace)
     run = cluster.finished(started.run.run_id)
     assert run.trace_id == fire_trace.split("-")[1]
