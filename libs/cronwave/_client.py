@@ -412,7 +412,9 @@ class Client:
         """The next ``count`` fire times (UTC) strictly after ``after`` (default: now),
         computed by the planner with the code it fires with. Pass a ``Spec`` or a
         ``Schedule`` as the first argument to preview it; the other spec arguments are
-        then ignored."""
+        then ignored. A ``Schedule`` with ``max_runs`` and no ``start_at`` counts from
+        the fire times it has already had (runs and MISSED alike, as the planner
+        counts them): once it reached ``max_runs`` it has none left."""
         if count < 1:
             raise InvalidArgument("count", f"must be at least 1, got {count}")
         if isinstance(cron, Schedule):
@@ -439,4 +441,13 @@ class Client:
             count=count,
         )
         resp = self._call("cron-planner", self._planner.PreviewFireTimes, request)
-        return [_dt(t) for t in resp.fire_times]
+        times = [_dt(t) for t in resp.fire_times]
+        if isinstance(cron, Schedule) and spec.max_runs and spec.start_at is None:
+            times = times[: max(0, spec.max_runs - self._fires_handled(cron.schedule_id))]
+        return times
+
+    def _fires_handled(self, schedule_id: str) -> int:
+        """How many fire times of the schedule the planners have handled."""
+        request = store_pb.LatestFireTimesRequest(schedule_ids=[schedule_id])
+        resp = self._call("workflow-store", self._store.LatestFireTimes, request)
+        return sum(entry.fires for entry in resp.entries if entry.schedule_id == schedule_id)

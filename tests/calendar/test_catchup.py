@@ -17,9 +17,10 @@ from cronwave_core.domain.catchup import (
     OUTSIDE_CATCHUP_WINDOW,
     SUPERSEDED_BY_LATEST,
     CatchupPlan,
+    check_coherent,
     plan_catchup,
 )
-from cronwave_core.domain.spec import Catchup, DstGap, Policy, Spec
+from cronwave_core.domain.spec import Catchup, DstGap, Overlap, Policy, Spec
 from cronwave_core.errors import InvalidArgument
 
 
@@ -182,3 +183,22 @@ def test_bad_inputs_are_refused_naming_the_field(
 def test_nothing_to_do_when_nothing_was_due() -> None:
     plan = plan_catchup(QUARTERLY, policy(Catchup.ALL), LAST, LAST + timedelta(minutes=10))
     assert plan.to_run == () and plan.missed == () and plan.unlisted is None
+
+
+@pytest.mark.parametrize("overlap", list(Overlap))
+def test_catch_up_all_is_accepted_only_with_an_overlap_that_starts_every_run(
+    overlap: Overlap,
+) -> None:
+    # Given catch-up "all" under each overlap policy
+    chosen = Policy(overlap=overlap, catchup=Catchup.ALL)
+
+    # Then only buffer_all and allow_all are coherent; the others are refused naming
+    # the overlap field and the policies that would do
+    if overlap in (Overlap.BUFFER_ALL, Overlap.ALLOW_ALL):
+        check_coherent(chosen)
+    else:
+        with pytest.raises(InvalidArgument, match=r"policy\.overlap.*buffer_all or allow_all"):
+            check_coherent(chosen)
+    # and the other catch-up policies go with any overlap policy
+    for catchup in (Catchup.SKIP, Catchup.LATEST):
+        check_coherent(Policy(overlap=overlap, catchup=catchup))

@@ -138,3 +138,32 @@ def test_two_triggers_in_the_same_second_are_two_runs(make_suite: SuiteFactory) 
         assert result.exit_code == 0, result.stderr
     assert len(runs_of(client, schedule_id)) == before + 2
     client.close()
+
+
+def test_describe_lists_no_fire_time_past_a_reached_max_runs(make_suite: SuiteFactory) -> None:
+    # Given a schedule every second that may fire twice, with no start to count from
+    suite = make_suite(env=LEASE_ENV)
+    client = client_for(suite)
+    schedule_id = fresh("twice")
+    created = client.create_schedule(
+        schedule_id,
+        intervals=[Interval(timedelta(seconds=1))],
+        job_type="cronwave.noop",
+        max_runs=2,
+    )
+    # (before it fired, the preview offers at most its two fire times)
+    assert len(client.preview(created, count=5)) <= 2
+
+    # When it has had both
+    eventually(lambda: len(runs_of(client, schedule_id)) >= 2, timeout=30, what="two runs")
+
+    # Then the preview and describe offer no further fire time, and say why
+    schedule = client.get_schedule(schedule_id)
+    assert client.preview(schedule, count=5) == []
+    described = CliRunner().invoke(app, ["schedule", "describe", schedule_id], env=cli_env(suite))
+    assert described.exit_code == 0, described.stderr
+    assert "max runs reached (2): no more fire times" in described.stdout
+    assert "Next fire times" not in described.stdout
+    # and the planner indeed fired it no more than twice
+    assert len(runs_of(client, schedule_id)) == 2
+    client.close()

@@ -121,7 +121,7 @@ def test_duplicate_ids_pause_resume_and_delete(make_suite):
 def test_a_spec_and_policy_given_whole_come_back_whole(make_suite):
     suite = make_suite()
     spec = cronwave.Spec(cron=("0 2 * * *",), time_zone="Europe/Berlin", max_runs=3)
-    policy = cronwave.Policy(overlap=cronwave.Overlap.BUFFER_ONE, catchup=cronwave.Catchup.ALL)
+    policy = cronwave.Policy(overlap=cronwave.Overlap.BUFFER_ALL, catchup=cronwave.Catchup.ALL)
     with client_for(suite) as client:
         created = client.create_schedule(fresh("whole"), spec, policy, job_type="cronwave.noop")
 

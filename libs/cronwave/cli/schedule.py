@@ -68,6 +68,10 @@ def show_schedule(client: Client, schedule: Schedule) -> None:
     fires = next_fires(client, schedule)
     if isinstance(fires, str):
         console.print(Text(fires, style="yellow"))
+    elif not fires and schedule.spec.max_runs:
+        console.print(
+            Text(f"max runs reached ({schedule.spec.max_runs}): no more fire times", "yellow")
+        )
     else:
         title = "Next fire times" + (" (paused: these are skipped)" if schedule.paused else "")
         console.print(_render.fires_table(fires, schedule.time_zone, title))
@@ -131,7 +135,10 @@ def create(
     ] = None,
     catchup: Annotated[
         str | None,
-        typer.Option(help=f"Slots missed while down: {'|'.join(CATCHUPS.choices())}."),
+        typer.Option(
+            help=f"Slots missed while down: {'|'.join(CATCHUPS.choices())} "
+            "('all' needs --overlap buffer_all or allow_all)."
+        ),
     ] = None,
     catchup_window: Annotated[
         str | None,
@@ -303,7 +310,8 @@ def resume(
     schedule_id: ScheduleId,
     note: Annotated[str, typer.Option("--note", help="Why; kept in its history.")] = "",
 ) -> None:
-    """Fire a paused schedule again from its next slot (the slots of the pause are not run)."""
+    """Fire a paused schedule again from now on; the slots of the pause are neither run
+    nor recorded (the pause itself is, with its note)."""
     with connected() as client:
         schedule = client.resume_schedule(schedule_id, note=note)
         out().print(f"[green]resumed[/] schedule {schedule.schedule_id!r}")

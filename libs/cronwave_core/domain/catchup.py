@@ -25,6 +25,13 @@ instead of being enumerated. Slots inside the window are always listed.
 
 Catch-up runs come with a rate hint, ``min_spacing``: start them at least that far
 apart, so a long outage does not start a storm. Due runs are not paced.
+
+Catch-up runs meet the overlap policy like any other run, and paced ones are
+dispatched ahead of their start, so each finds the one before it in flight. Under
+``Catchup.ALL`` only ``BUFFER_ALL`` (one after another) and ``ALLOW_ALL`` (side by
+side) let every catch-up run start; ``SKIP``, ``BUFFER_ONE`` and ``CANCEL_OTHER`` would
+skip or cancel all but one of them, so ``check_coherent`` refuses those combinations
+when a schedule is created.
 """
 
 from __future__ import annotations
@@ -33,7 +40,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from cronwave_core.domain.calendar import next_fire_time, occurrences_after
-from cronwave_core.domain.spec import Catchup, Policy, Spec
+from cronwave_core.domain.spec import Catchup, Overlap, Policy, Spec
 from cronwave_core.errors import InvalidArgument
 
 OUTSIDE_CATCHUP_WINDOW = "outside_catchup_window"
@@ -82,6 +89,24 @@ class CatchupPlan:
     def to_run(self) -> tuple[datetime, ...]:
         """Due and catch-up fire times together, oldest first."""
         return tuple(sorted(self.due + self.catchup))
+
+
+#: The overlap policies under which every catch-up run of ``Catchup.ALL`` starts.
+CATCHUP_ALL_OVERLAPS = (Overlap.BUFFER_ALL, Overlap.ALLOW_ALL)
+
+
+def check_coherent(policy: Policy, field: str = "policy") -> None:
+    """Refuse a policy whose overlap rule would undo its catch-up rule: ``Catchup.ALL``
+    promises every late slot in the window a run, which only ``BUFFER_ALL`` and
+    ``ALLOW_ALL`` keep (see the module docstring)."""
+    if policy.catchup is Catchup.ALL and policy.overlap not in CATCHUP_ALL_OVERLAPS:
+        allowed = " or ".join(o.value for o in CATCHUP_ALL_OVERLAPS)
+        raise InvalidArgument(
+            f"{field}.overlap",
+            f"catch-up 'all' runs every late slot, but overlap '{policy.overlap.value}' "
+            f"would skip or cancel all but one of them; use overlap {allowed}, "
+            "or catch-up 'latest'",
+        )
 
 
 def plan_catchup(

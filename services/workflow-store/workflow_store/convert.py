@@ -17,6 +17,7 @@ from cronwave_proto.v1 import workflow_store_service_pb2 as api
 
 from cronwave_core.convert import dt_to_ts, duration_to_td, opt_ts, td_to_duration, ts_to_dt
 from cronwave_core.domain import calendar
+from cronwave_core.domain.catchup import check_coherent
 from cronwave_core.domain.runs import RUN_STATES
 from cronwave_core.domain.spec import (
     Policy,
@@ -57,6 +58,7 @@ def new_schedule_from_proto(msg: pb.Schedule, limits: Limits) -> NewSchedule:
     spec = Spec.from_proto(msg.spec)
     calendar.validate(spec)
     policy = Policy.from_proto(msg.policy)
+    check_coherent(policy)
     job_type = validate.name(msg.job_type, "job_type")
     payload = validate.payload_json(msg.payload_json, limits.payload_bytes)
     note = validate.text(msg.pause_note, "pause_note")
