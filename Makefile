@@ -35,10 +35,10 @@ lint: setup
 typecheck: setup
 	$(BIN)/mypy libs services tools
 
-# Most tests wait on real processes, so four run at once; the timing-truth tests
+# Most tests wait on real processes, so six run at once on two cores; the timing-truth tests
 # then run alone. (pytest exits 5 when a selection is empty.)
 pytest: setup
-	$(BIN)/python -m pytest -n 4 --dist worksteal -m "not serial" $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -n 6 --dist worksteal -m "not serial" $(PYTEST_ARGS)
 	$(BIN)/python -m pytest -m serial $(PYTEST_ARGS) || [ $$? -eq 5 ]
 
 bench: setup
