@@ -31,7 +31,8 @@ from cronwave.cli._console import choose_data_dir
 app = typer.Typer(
     name="cronwave",
     help="cronwave: exactly-once cron for jobs such as nightly billing.",
-    no_args_is_help=True,
+    # No arguments: the help on stdout, exit 2 (see ``main``).
+    invoke_without_command=True,
     pretty_exceptions_show_locals=False,
     # Plain help: typer's rich help imports rich.markdown and markdown_it, which would
     # double the time of every `--help`.
@@ -52,6 +53,7 @@ def _version(value: bool) -> None:
 
 @app.callback()
 def main(
+    ctx: typer.Context,
     _version_flag: Annotated[
         bool,
         typer.Option("--version", callback=_version, is_eager=True, help="Print the version."),
@@ -68,6 +70,9 @@ def main(
 ) -> None:
     """cronwave: exactly-once cron for jobs such as nightly billing."""
     choose_data_dir(data_dir)
+    if ctx.invoked_subcommand is None:
+        typer.echo(ctx.get_help())
+        raise typer.Exit(2)
 
 
 app.add_typer(suite_cmds.app)  # up
