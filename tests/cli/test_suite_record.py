@@ -80,7 +80,7 @@ def test_an_empty_or_garbled_data_dir_says_so(tmp_path):
         ({"addresses": {"store": "nowhere"}}, "addresses.store"),
         ({"addresses": {"queue": "127.0.0.1:1"}}, "addresses"),
         ({"pid": 0}, "pid"),
-        ({"started_at": datetime(2030, 1, 1)}, "started_at"),  # noqa: DTZ001 (the point)
+        ({"started_at": datetime(2030, 1, 1)}, "started_at"),
     ],
 )
 def test_a_malformed_record_is_refused_naming_the_field(change, field):
