@@ -298,13 +298,20 @@ def up(
             )
         console = out()
         console.print(f"starting cronwave in {config.data_dir} ...")
+        on_defaults = all(suite.ports[k] == DEFAULT_PORTS[k] for k in _suite_record.SERVICES)
+        listing = (
+            "cronwave schedule list"
+            if on_defaults
+            else (f"cronwave --data-dir {config.data_dir} schedule list")
+        )
         try:
             with running(suite):
                 console.print(suite_table(suite))
                 console.print(suite_facts(suite))
                 console.print(
-                    "[green]cronwave is up.[/] Try `cronwave schedule list` in another terminal; "
-                    "Ctrl-C stops everything."
+                    f"[green]cronwave is up.[/] Try `{listing}` in another terminal; "
+                    "Ctrl-C stops everything.",
+                    soft_wrap=True,
                 )
                 _watch(suite)
         except KeyboardInterrupt:
