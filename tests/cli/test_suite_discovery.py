@@ -18,6 +18,7 @@ from cronwave import _suite_record
 from cronwave.cli.main import app
 from cronwave.cli.suite_cmds import PORT_ORDER, port_in_use, up_ports
 from cronwave_core.errors import ConfigurationError
+from cronwave_core.settings import DEFAULT_PORTS
 from tests.harness.processes import ProcessTable
 from tests.helpers import eventually, fresh
 
@@ -169,6 +170,7 @@ def test_a_data_dir_variable_is_not_read_when_every_address_is_given(tmp_path):
 
 
 def test_up_ports_from_a_base_and_the_address_variables():
+    assert tuple(DEFAULT_PORTS) == PORT_ORDER
     assert up_ports(None, {}) == {
         "store": 7401, "leader": 7402, "dispatcher": 7403, "planner": 7404, "worker": 7405,
         "redis": 7479,

@@ -20,7 +20,6 @@ from cronwave.cli import _render
 from cronwave.cli._console import SERVICE_MODULES, fail, out, reported_errors, server_modules
 from cronwave.cli.suite_cmds import running, suite_config, suite_facts, suite_table
 from cronwave_core.errors import NotFound
-from cronwave_core.settings import NetworkSettings
 
 SCHEDULE_ID = "nightly-billing"
 JOB_TYPE = "billing.nightly"
@@ -130,6 +129,7 @@ def demo(
     with server_modules("cronwave demo", SERVICE_MODULES):
         from cronwave.cli import demo_billing
         from cronwave_core.domain import calendar
+        from cronwave_core.settings import NetworkSettings
         from cronwave_core.suite import Suite
     console = out()
     with reported_errors():
@@ -215,6 +215,7 @@ def billing(
     CRONWAVE_BILLING_DATABASE_URL and CRONWAVE_GATEWAY_DATABASE_URL name others."""
     with server_modules("cronwave demo billing", SERVICE_MODULES):
         from cronwave.cli import demo_billing
+        from cronwave_core.settings import NetworkSettings
         from cronwave_core.suite import Suite
     kill_after = parse_duration(kill_worker_after) if kill_worker_after else None
     limit = parse_duration(timeout)

@@ -33,7 +33,6 @@ from cronwave.cli._console import (
     server_modules,
 )
 from cronwave_core.errors import ConfigurationError, FailedPrecondition
-from cronwave_core.settings import DEFAULT_PORTS, ProcessSettings, check_env
 
 if TYPE_CHECKING:
     from cronwave_core.suite import Suite, SuiteConfig
@@ -76,6 +75,8 @@ def suite_config(
     from cronwave_core.suite import SuiteConfig
 
     env = os.environ if environ is None else environ
+    from cronwave_core.settings import check_env
+
     check_env(env)  # a malformed variable stops here, named
     return SuiteConfig(
         data_dir=data_dir.expanduser().resolve(),
@@ -89,7 +90,9 @@ def suite_config(
 
 
 #: The port each service gets from ``--port-base N``: N, N+1, ... in this order.
-PORT_ORDER = tuple(DEFAULT_PORTS)  # store, leader, dispatcher, planner, worker, redis
+#: (``cronwave_core.settings.DEFAULT_PORTS``'s order, spelled here so that the CLI's
+#: help needs no settings; ``tests/cli/test_suite_discovery.py`` holds them equal.)
+PORT_ORDER = ("store", "leader", "dispatcher", "planner", "worker", "redis")
 _LOOPBACK_HOSTS = ("127.0.0.1", "localhost")
 
 
@@ -98,6 +101,8 @@ def up_ports(port_base: int | None, environ: Mapping[str, str] | None = None) ->
     gets that address's port; the others ``port_base + i`` in ``PORT_ORDER`` when
     ``port_base`` is given, else their fixed defaults. ``ConfigurationError`` names a
     variable whose host is not loopback (the suite listens on 127.0.0.1 only)."""
+    from cronwave_core.settings import DEFAULT_PORTS
+
     env = os.environ if environ is None else environ
     ports = {
         key: (DEFAULT_PORTS[key] if port_base is None else port_base + i)
@@ -275,6 +280,7 @@ def up(
     runs, so `cronwave --data-dir DIR ...` talks to it."""
     with server_modules("cronwave up", SERVICE_MODULES):
         from cronwave_core.suite import Suite
+    from cronwave_core.settings import DEFAULT_PORTS, ProcessSettings
 
     with reported_errors():
         process = ProcessSettings.from_env()
