@@ -126,6 +126,12 @@ def test_two_suites_each_reached_through_its_data_dir(tmp_path, ups):
     )
     assert sid_b in mixed and sid_a not in mixed
 
+    # A second suite in a data dir whose suite runs is refused before it starts.
+    again = cli(["up", "--data-dir", str(dir_a), "--port-base", str(free_port_base())])
+    assert again.exit_code == 1, (again.stdout, again.stderr)
+    assert f"data dir {dir_a}: a suite already runs there (pid {up_a.pid})" in again.stderr
+    assert running_record(dir_a) == a
+
     up_a.send_signal(signal.SIGTERM)
     assert up_a.wait(timeout=60) == 0
     stopped = _suite_record.read(dir_a)
