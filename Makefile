@@ -16,7 +16,7 @@ $(STAMP): pyproject.toml
 	@test -n "$(PYTHON)" || { echo "cronwave needs Python 3.11 or newer on PATH"; exit 1; }
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade "pip>=24"
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	$(BIN)/python -m pip install --quiet -e '.[server,dev]'
 	@# Our modules' bytecode, written once: every service and job process loads it
 	@# instead of compiling the sources again (PYTHONDONTWRITEBYTECODE, where set,
 	@# would keep Python from caching it itself).

@@ -7,33 +7,45 @@ import json
 import time
 from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, date, datetime, timedelta
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-import grpc
 from cronwave_proto.v1 import common_pb2 as pb
 from cronwave_proto.v1 import cron_planner_service_pb2 as planner_pb
-from cronwave_proto.v1 import cron_planner_service_pb2_grpc as planner_grpc
 from cronwave_proto.v1 import dispatcher_service_pb2 as dispatcher_pb
-from cronwave_proto.v1 import dispatcher_service_pb2_grpc as dispatcher_grpc
 from cronwave_proto.v1 import leader_election_service_pb2 as leader_pb
-from cronwave_proto.v1 import leader_election_service_pb2_grpc as leader_grpc
 from cronwave_proto.v1 import workflow_store_service_pb2 as store_pb
-from cronwave_proto.v1 import workflow_store_service_pb2_grpc as store_grpc
 
 from cronwave import _enums
 from cronwave._errors import WaitTimeout
 from cronwave._models import Lease, PlannerStatus, Run, RunEvent, Schedule, _dt
 from cronwave._spec_input import policy_of, spec_of, timestamp, whole_or_keywords
 from cronwave_core.domain.spec import Interval, Overlap, Policy, Spec
-from cronwave_core.errors import CronwaveError, InvalidArgument, RunNotFound, Unavailable
-from cronwave_core.rpc import error_from_rpc, open_channel
-from cronwave_core.settings import DEFAULT_PORTS, NetworkSettings
+from cronwave_core.errors import InvalidArgument, RunNotFound, Unavailable
+
+if TYPE_CHECKING:
+    from cronwave_core.settings import NetworkSettings
 
 Resp = TypeVar("Resp")
 
-_LOOPBACK = "127.0.0.1"
 # A bound on one listing's pages (each holds at least one schedule).
 _MAX_PAGES = 100_000
+
+
+class _Given:
+    """The settings of a client that was given every address and its timeout."""
+
+    store_addr = dispatcher_addr = planner_addr = leader_addr = ""
+    rpc_timeout = timedelta(seconds=5)
+
+
+def _from_env(*given: object) -> NetworkSettings | _Given:
+    """``NetworkSettings.from_env()`` when one of ``given`` is missing (read then, so
+    that a client given everything never looks at the environment)."""
+    if all(value is not None for value in given):
+        return _Given()
+    from cronwave_core.settings import NetworkSettings
+
+    return NetworkSettings.from_env()
 
 
 class Client:
@@ -48,26 +60,36 @@ class Client:
     def __init__(
         self,
         *,
-        store_addr: str = f"{_LOOPBACK}:{DEFAULT_PORTS['store']}",
-        dispatcher_addr: str = f"{_LOOPBACK}:{DEFAULT_PORTS['dispatcher']}",
-        planner_addr: str = f"{_LOOPBACK}:{DEFAULT_PORTS['planner']}",
-        leader_addr: str = f"{_LOOPBACK}:{DEFAULT_PORTS['leader']}",
-        timeout: timedelta = timedelta(seconds=5),
+        store_addr: str | None = None,
+        dispatcher_addr: str | None = None,
+        planner_addr: str | None = None,
+        leader_addr: str | None = None,
+        timeout: timedelta | None = None,
     ) -> None:
+        """Each address not given is read from its variable (``CRONWAVE_STORE_ADDR``,
+        ``CRONWAVE_DISPATCHER_ADDR``, ``CRONWAVE_PLANNER_ADDR``,
+        ``CRONWAVE_LEADER_ADDR``), else it is the port ``cronwave up`` serves by
+        default on 127.0.0.1; ``timeout`` likewise from ``CRONWAVE_RPC_TIMEOUT``, else
+        5 s. A malformed variable raises ``ConfigurationError`` naming it."""
+        from_env = _from_env(store_addr, dispatcher_addr, planner_addr, leader_addr, timeout)
+        timeout = from_env.rpc_timeout if timeout is None else timeout
         if timeout <= timedelta(0):
             raise InvalidArgument("timeout", "must be a positive duration")
         self.timeout = timeout
         self._addrs = {
-            "workflow-store": store_addr,
-            "dispatcher": dispatcher_addr,
-            "cron-planner": planner_addr,
-            "leader-election": leader_addr,
+            "workflow-store": store_addr or from_env.store_addr,
+            "dispatcher": dispatcher_addr or from_env.dispatcher_addr,
+            "cron-planner": planner_addr or from_env.planner_addr,
+            "leader-election": leader_addr or from_env.leader_addr,
         }
-        self._channels = {name: open_channel(addr, timeout) for name, addr in self._addrs.items()}
-        self._store = store_grpc.WorkflowStoreServiceStub(self._channels["workflow-store"])
-        self._dispatcher = dispatcher_grpc.DispatcherServiceStub(self._channels["dispatcher"])
-        self._planner = planner_grpc.CronPlannerServiceStub(self._channels["cron-planner"])
-        self._leader = leader_grpc.LeaderElectionServiceStub(self._channels["leader-election"])
+        from cronwave import _transport  # grpc: loaded by the first client, not the import
+
+        self._transport = _transport
+        self._stubs = _transport.connect(self._addrs, timeout)
+        self._store = self._stubs.store
+        self._dispatcher = self._stubs.dispatcher
+        self._planner = self._stubs.planner
+        self._leader = self._stubs.leader
 
     @classmethod
     def from_settings(cls, settings: NetworkSettings) -> Client:
@@ -82,8 +104,7 @@ class Client:
         )
 
     def close(self) -> None:
-        for channel in self._channels.values():
-            channel.close()
+        self._stubs.close()
 
     def __enter__(self) -> Client:
         return self
@@ -98,21 +119,9 @@ class Client:
     def _call(self, service: str, method: Callable[..., Resp], request: Any) -> Resp:
         try:
             return method(request)
-        except grpc.RpcError as exc:
-            raise self._error(service, exc) from exc
-
-    def _error(self, service: str, exc: grpc.RpcError) -> CronwaveError:
-        code = exc.code() if hasattr(exc, "code") else None
-        where = f"{service} at {self._addrs[service]}"
-        if code == grpc.StatusCode.UNAVAILABLE:
-            details = exc.details() if hasattr(exc, "details") else ""
-            return Unavailable(f"{where} is unavailable: {details}")
-        if code == grpc.StatusCode.DEADLINE_EXCEEDED:
-            return Unavailable(
-                f"{where} did not answer within {self.timeout.total_seconds():g}s "
-                "(deadline exceeded); it may be overloaded or stopped"
-            )
-        return error_from_rpc(exc)
+        except self._transport.RpcError as exc:
+            where = f"{service} at {self._addrs[service]}"
+            raise self._transport.call_error(where, self.timeout, exc) from exc
 
     # schedules -----------------------------------------------------------------
     def create_schedule(

@@ -33,6 +33,8 @@ class Sizes:
     fault_matrix_schedules: int = 100
     fault_matrix_hold: timedelta = timedelta(seconds=10)
     fault_matrix_quiet: timedelta = timedelta(seconds=10)
+    # Fresh `cronwave` processes timed per command (cli).
+    cli_runs: int = 10
 
     @classmethod
     def tiny(cls) -> Sizes:
@@ -48,6 +50,7 @@ class Sizes:
             fault_matrix_schedules=10,
             fault_matrix_hold=timedelta(seconds=3),
             fault_matrix_quiet=timedelta(seconds=1),
+            cli_runs=2,
         )
 
     def scaled(self, **changes: Any) -> Sizes:

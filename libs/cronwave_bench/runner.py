@@ -20,6 +20,7 @@ from typing import Any
 
 from cronwave_bench.billing import run_billing
 from cronwave_bench.burst import run_burst
+from cronwave_bench.cli_latency import run_cli
 from cronwave_bench.context import BenchContext
 from cronwave_bench.fault_matrix import run_fault_matrix
 from cronwave_bench.harness import dispatch_lead, own_database
@@ -131,6 +132,7 @@ def run_fault_matrix_scenario(ctx: BenchContext) -> Result:
 
 
 SCENARIOS: dict[str, Scenario] = {
+    "cli": run_cli,
     "single": run_single,
     "burst": run_burst,
     "throughput": run_throughput,

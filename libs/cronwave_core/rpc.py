@@ -10,73 +10,25 @@ server's own decode and encode) is not inflated by serialization.
 
 from __future__ import annotations
 
-import collections
 from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
 import grpc
-from cronwave_proto.v1 import common_pb2
 from opentelemetry import trace
 from opentelemetry.instrumentation.grpc import client_interceptor, grpcext
 
-from cronwave_core import errors
+from cronwave_core.channels import CHANNEL_OPTIONS, DeadlineInterceptor
+from cronwave_core.status import (
+    error_from_item,
+    error_from_rpc,
+    error_from_status,
+    item_error,
+    status_code,
+)
 from cronwave_core.telemetry.rpc_hops import rpc_hop
 from cronwave_core.telemetry.spans import codec_call
 from cronwave_core.telemetry.tracing import tracing_enabled
-
-
-class _CallDetails(
-    collections.namedtuple(
-        "_CallDetails",
-        ("method", "timeout", "metadata", "credentials", "wait_for_ready", "compression"),
-    ),
-    grpc.ClientCallDetails,
-):
-    pass
-
-
-class DeadlineInterceptor(
-    grpc.UnaryUnaryClientInterceptor,
-    grpc.UnaryStreamClientInterceptor,
-):
-    """Gives every call that has no deadline the default one. Streams are exempt:
-    a watch stream lives as long as its caller wants it to."""
-
-    def __init__(self, default: timedelta) -> None:
-        self._timeout = default.total_seconds()
-
-    def _details(self, details: Any) -> Any:
-        if details.timeout is not None:
-            return details
-        return _CallDetails(
-            details.method,
-            self._timeout,
-            details.metadata,
-            details.credentials,
-            getattr(details, "wait_for_ready", None),
-            getattr(details, "compression", None),
-        )
-
-    def intercept_unary_unary(
-        self, continuation: Callable[..., Any], details: Any, request: Any
-    ) -> Any:
-        return continuation(self._details(details), request)
-
-    def intercept_unary_stream(
-        self, continuation: Callable[..., Any], details: Any, request: Any
-    ) -> Any:
-        return continuation(details, request)
-
-
-_OPTIONS = [
-    ("grpc.keepalive_time_ms", 10_000),
-    ("grpc.keepalive_timeout_ms", 5_000),
-    ("grpc.http2.max_pings_without_data", 0),
-    ("grpc.keepalive_permit_without_calls", 1),
-    ("grpc.initial_reconnect_backoff_ms", 100),
-    ("grpc.max_reconnect_backoff_ms", 1_000),
-]
 
 
 def _same(value: Any) -> Any:
@@ -189,7 +141,7 @@ def open_channel(address: str, timeout: timedelta, *, traced: bool = True) -> gr
     default deadline and, when ``traced`` and this process traces
     (``telemetry.tracing.tracing_enabled``), OpenTelemetry client spans and serialization
     spans."""
-    channel = grpc.insecure_channel(address, options=_OPTIONS)
+    channel = grpc.insecure_channel(address, options=CHANNEL_OPTIONS)
     traced = traced and tracing_enabled()
     if traced:
         # OpenTelemetry's interceptor is not a grpc one: it wraps through grpcext.
@@ -198,39 +150,13 @@ def open_channel(address: str, timeout: timedelta, *, traced: bool = True) -> gr
     return SerializingChannel(channel) if traced else channel
 
 
-def error_from_rpc(exc: grpc.RpcError) -> errors.CronwaveError:
-    """The cronwave error that a failed call stands for, message unchanged."""
-    code = exc.code() if hasattr(exc, "code") else None
-    details = exc.details() if hasattr(exc, "details") else str(exc)
-    return error_from_status(code.name if code is not None else "UNKNOWN", details or "")
-
-
-def error_from_status(name: str, details: str) -> errors.CronwaveError:
-    """The cronwave error for a gRPC status (by name) and its message."""
-    cls = errors.BY_STATUS.get(name, errors.CronwaveError)
-    if name == "INVALID_ARGUMENT":
-        field, _, rule = details.partition(": ")
-        return errors.InvalidArgument(field, rule)
-    err = cls.__new__(cls)
-    errors.CronwaveError.__init__(err, details or name)
-    err.status = name
-    return err
-
-
-_CODES = {code.value[0]: code for code in grpc.StatusCode}
-
-
-def status_code(number: int) -> grpc.StatusCode:
-    """The gRPC status code an ``ItemError.code`` number stands for."""
-    return _CODES.get(number, grpc.StatusCode.UNKNOWN)
-
-
-def error_from_item(item: common_pb2.ItemError) -> errors.CronwaveError:
-    """The cronwave error one item of a batch call was refused with."""
-    return error_from_status(status_code(item.code).name, item.message)
-
-
-def item_error(exc: errors.CronwaveError) -> common_pb2.ItemError:
-    """One item's refusal in a batch answer: the status its single call would end with."""
-    code = getattr(grpc.StatusCode, exc.status, grpc.StatusCode.UNKNOWN)
-    return common_pb2.ItemError(code=code.value[0], message=exc.message)
+__all__ = [
+    "DeadlineInterceptor",
+    "SerializingChannel",
+    "error_from_item",
+    "error_from_rpc",
+    "error_from_status",
+    "item_error",
+    "open_channel",
+    "status_code",
+]

@@ -99,7 +99,8 @@ class ProcessSettings(FromEnv):
         PREFIX + "DATA_DIR",
         Directory(),
         Derived(".cronwave", lambda _v, _env: Path(".cronwave").resolve()),
-        "SQLite files, span files, logs, embedded Redis files",
+        "SQLite files, span files, logs, embedded Redis files, and the addresses of the "
+        "suite running there (`suite.json`), which the CLI's client commands then use",
     )
     grace: timedelta = setting(
         PREFIX + "GRACE",

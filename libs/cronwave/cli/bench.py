@@ -11,11 +11,8 @@ from typing import Annotated
 
 import typer
 
-from cronwave.cli._console import err, fail, reported_errors
-from cronwave_bench.context import BenchContext, Sizes
-from cronwave_bench.harness import Backend
-from cronwave_bench.report import OK, markdown, write_json
-from cronwave_bench.runner import SCENARIOS, choose, header_lines, machine, run_scenarios
+from cronwave.cli._console import err, fail, reported_errors, server_modules
+from cronwave_bench.names import SCENARIO_NAMES
 
 app = typer.Typer()
 
@@ -25,7 +22,7 @@ def bench(
     scenarios: Annotated[
         list[str] | None,
         typer.Argument(
-            help=f"Scenarios to run, of: {', '.join(SCENARIOS)} (default: all).",
+            help=f"Scenarios to run, of: {', '.join(SCENARIO_NAMES)} (default: all).",
             show_default=False,
         ),
     ] = None,
@@ -56,6 +53,12 @@ def bench(
     settings (e.g. CRONWAVE_DISPATCH_LEAD) reach the suites' processes. Exits 1 when
     a scenario failed; a missed target is reported in the table, not in the exit code.
     """
+    with server_modules("cronwave bench"):
+        from cronwave_bench.context import BenchContext, Sizes
+        from cronwave_bench.harness import Backend
+        from cronwave_bench.report import OK, markdown, write_json
+        from cronwave_bench.runner import choose, header_lines, machine, run_scenarios
+
     with reported_errors():
         names = choose(scenarios or [])
         backend = Backend.from_env()

@@ -16,13 +16,10 @@ from rich.console import Console
 from cronwave._client import Client
 from cronwave._errors import WaitTimeout
 from cronwave._models import Run, RunEvent, Schedule
-from cronwave.cli import _render, demo_billing
-from cronwave.cli._console import fail, out, reported_errors
+from cronwave.cli import _render
+from cronwave.cli._console import SERVICE_MODULES, fail, out, reported_errors, server_modules
 from cronwave.cli.suite_cmds import running, suite_config, suite_facts, suite_table
-from cronwave_core.domain import calendar
 from cronwave_core.errors import NotFound
-from cronwave_core.settings import NetworkSettings
-from cronwave_core.suite import Suite
 
 SCHEDULE_ID = "nightly-billing"
 JOB_TYPE = "billing.nightly"
@@ -129,6 +126,11 @@ def demo(
     stops every process it started."""
     if ctx.invoked_subcommand is not None:
         return
+    with server_modules("cronwave demo", SERVICE_MODULES):
+        from cronwave.cli import demo_billing
+        from cronwave_core.domain import calendar
+        from cronwave_core.settings import NetworkSettings
+        from cronwave_core.suite import Suite
     console = out()
     with reported_errors():
         calendar.zone(zone, "--zone")  # a typo fails before anything starts
@@ -211,6 +213,10 @@ def billing(
 
     The databases are SQLite files in the data dir unless CRONWAVE_DATABASE_URL,
     CRONWAVE_BILLING_DATABASE_URL and CRONWAVE_GATEWAY_DATABASE_URL name others."""
+    with server_modules("cronwave demo billing", SERVICE_MODULES):
+        from cronwave.cli import demo_billing
+        from cronwave_core.settings import NetworkSettings
+        from cronwave_core.suite import Suite
     kill_after = parse_duration(kill_worker_after) if kill_worker_after else None
     limit = parse_duration(timeout)
     console = out()

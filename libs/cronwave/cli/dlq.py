@@ -5,21 +5,19 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC
-from typing import Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
-import grpc
 import typer
 from cronwave_proto.v1 import common_pb2
 from cronwave_proto.v1 import workflow_store_service_pb2 as store_pb
-from cronwave_proto.v1 import workflow_store_service_pb2_grpc as store_grpc
 from rich.markup import escape
 from rich.table import Table
 
-from cronwave.cli._console import out, reported_errors
+from cronwave.cli._console import network_settings, out, reported_errors
 from cronwave.cli._render import fmt_time
-from cronwave_core.errors import CronwaveError, Unavailable
-from cronwave_core.rpc import error_from_rpc, open_channel
-from cronwave_core.settings import NetworkSettings
+
+if TYPE_CHECKING:
+    from cronwave_core.settings import NetworkSettings
 
 app = typer.Typer(
     help="The dead-letter list: runs whose retries are spent, and poison messages.",
@@ -33,27 +31,23 @@ class _Store:
     """The workflow-store, with failures turned into ``CronwaveError``s."""
 
     def __init__(self, settings: NetworkSettings) -> None:
+        from cronwave_proto.v1 import workflow_store_service_pb2_grpc as store_grpc
+
+        from cronwave import _transport
+        from cronwave_core.channels import plain_channel
+
         self.address = settings.store_addr
         self.timeout = settings.rpc_timeout
-        self._channel = open_channel(settings.store_addr, settings.rpc_timeout, traced=False)
+        self._transport = _transport
+        self._channel = plain_channel(settings.store_addr, settings.rpc_timeout)
         self.stub = store_grpc.WorkflowStoreServiceStub(self._channel)
 
     def call(self, method: Callable[[Any], Resp], request: Any) -> Resp:
         try:
             return method(request)
-        except grpc.RpcError as exc:
-            raise self._error(exc) from exc
-
-    def _error(self, exc: grpc.RpcError) -> CronwaveError:
-        code = exc.code() if hasattr(exc, "code") else None
-        if code == grpc.StatusCode.UNAVAILABLE:
-            return Unavailable(f"workflow-store at {self.address} is unavailable: {exc.details()}")
-        if code == grpc.StatusCode.DEADLINE_EXCEEDED:
-            return Unavailable(
-                f"workflow-store at {self.address} did not answer within "
-                f"{self.timeout.total_seconds():g}s (deadline exceeded)"
-            )
-        return error_from_rpc(exc)
+        except self._transport.RpcError as exc:
+            where = f"workflow-store at {self.address}"
+            raise self._transport.call_error(where, self.timeout, exc) from exc
 
     def close(self) -> None:
         self._channel.close()
@@ -62,7 +56,7 @@ class _Store:
 @contextmanager
 def _store() -> Iterator[_Store]:
     with reported_errors():
-        store = _Store(NetworkSettings.from_env())
+        store = _Store(network_settings())
         try:
             yield store
         finally:

@@ -1,10 +1,15 @@
 """The ``cronwave`` app. Each command group is one module exposing a ``typer.Typer``
 named ``app``; adding a group is that module plus one ``add_typer`` line here
-(no ``name``: its commands join the top level, or the group they are added to)."""
+(no ``name``: its commands join the top level, or the group they are added to).
+
+Every module is imported to register its commands, on every call (``--help`` too), so
+a module imports only what its options need; what a command needs to run (the suite,
+the benchmarks, the waterfall, SQLAlchemy, Redis...) is imported inside the command.
+``tests/cli/test_light_install.py`` holds the CLI to it."""
 
 from __future__ import annotations
 
-from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -21,17 +26,24 @@ from cronwave.cli import (
     trace,
     waterfall,
 )
+from cronwave.cli._console import choose_data_dir
 
 app = typer.Typer(
     name="cronwave",
     help="cronwave: exactly-once cron for jobs such as nightly billing.",
-    no_args_is_help=True,
+    # No arguments: the help on stdout, exit 2 (see ``main``).
+    invoke_without_command=True,
     pretty_exceptions_show_locals=False,
+    # Plain help: typer's rich help imports rich.markdown and markdown_it, which would
+    # double the time of every `--help`.
+    rich_markup_mode=None,
 )
 
 
 def _version(value: bool) -> None:
     if value:
+        from importlib.metadata import PackageNotFoundError, version
+
         try:
             typer.echo(f"cronwave {version('cronwave')}")
         except PackageNotFoundError:
@@ -41,12 +53,26 @@ def _version(value: bool) -> None:
 
 @app.callback()
 def main(
+    ctx: typer.Context,
     _version_flag: Annotated[
         bool,
         typer.Option("--version", callback=_version, is_eager=True, help="Print the version."),
     ] = False,
+    data_dir: Annotated[
+        Path | None,
+        typer.Option(
+            "--data-dir",
+            help="Talk to the suite that `cronwave up --data-dir` runs there (default: "
+            "CRONWAVE_DATA_DIR; CRONWAVE_*_ADDR variables still win).",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     """cronwave: exactly-once cron for jobs such as nightly billing."""
+    choose_data_dir(data_dir)
+    if ctx.invoked_subcommand is None:
+        typer.echo(ctx.get_help())
+        raise typer.Exit(2)
 
 
 app.add_typer(suite_cmds.app)  # up

@@ -16,8 +16,6 @@ from cronwave._models import Schedule
 from cronwave.cli import _render
 from cronwave.cli import _schedule_args as args
 from cronwave.cli._console import connected, out, reported_errors
-from cronwave_core.domain.calendar import fire_times, validate
-from cronwave_core.domain.preview import format_preview_line
 from cronwave_core.domain.spec import (
     CATCHUPS,
     DST_GAPS,
@@ -213,6 +211,9 @@ def preview(
     """Print the next fire times, one a line: `<local ISO-8601> <UTC ISO-8601>`.
 
     Computed here by the planner's own calendar code; no running suite is needed."""
+    from cronwave_core.domain.calendar import fire_times, validate
+    from cronwave_core.domain.preview import format_preview_line
+
     with reported_errors():
         spec = Spec(
             cron=tuple(cron),
@@ -255,6 +256,8 @@ def backfill(
 ) -> None:
     """Run a schedule's fire times in [--from, --to) again, paced (the leading planner
     does it). Times without an offset are read in the schedule's zone."""
+    from cronwave_core.domain.preview import format_preview_line
+
     with connected() as client:
         schedule = client.get_schedule(schedule_id)
         start = args.parse_instant(from_, "--from", schedule.time_zone)

@@ -1,7 +1,8 @@
 """``cronwave up``: the whole suite in the foreground, until Ctrl-C or SIGTERM.
 
 Also what ``demo`` shares with it: a suite configured from the environment, started
-and always stopped by pid, and its table of processes."""
+and always stopped by pid, recorded in its data dir while it runs
+(``cronwave._suite_record``), and its table of processes."""
 
 from __future__ import annotations
 
@@ -15,15 +16,26 @@ import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.table import Table
 from rich.text import Text
 
-from cronwave.cli._console import err, fail, out, reported_errors
-from cronwave_core.settings import ProcessSettings, check_env
-from cronwave_core.suite import Suite, SuiteConfig
+from cronwave import _suite_record
+from cronwave.cli._console import (
+    SERVICE_MODULES,
+    chosen_data_dir,
+    err,
+    fail,
+    out,
+    reported_errors,
+    server_modules,
+)
+from cronwave_core.errors import ConfigurationError, FailedPrecondition
+
+if TYPE_CHECKING:
+    from cronwave_core.suite import Suite, SuiteConfig
 
 app = typer.Typer()
 
@@ -60,7 +72,11 @@ def suite_config(
     """A suite in ``data_dir`` that uses ``CRONWAVE_DATABASE_URL`` / ``CRONWAVE_REDIS_URL``
     when set (else SQLite in the data dir / an embedded redis-server) and passes every
     other ``CRONWAVE_*`` setting on to its processes."""
+    from cronwave_core.suite import SuiteConfig
+
     env = os.environ if environ is None else environ
+    from cronwave_core.settings import check_env
+
     check_env(env)  # a malformed variable stops here, named
     return SuiteConfig(
         data_dir=data_dir.expanduser().resolve(),
@@ -71,6 +87,48 @@ def suite_config(
         workers=workers,
         env={k: v for k, v in env.items() if k.startswith("CRONWAVE_") and k not in _SUITE_OWNED},
     )
+
+
+#: The port each service gets from ``--port-base N``: N, N+1, ... in this order.
+#: (``cronwave_core.settings.DEFAULT_PORTS``'s order, spelled here so that the CLI's
+#: help needs no settings; ``tests/cli/test_suite_discovery.py`` holds them equal.)
+PORT_ORDER = ("store", "leader", "dispatcher", "planner", "worker", "redis")
+_LOOPBACK_HOSTS = ("127.0.0.1", "localhost")
+
+
+def up_ports(port_base: int | None, environ: Mapping[str, str] | None = None) -> dict[str, int]:
+    """The ports ``cronwave up`` serves on: a service whose ``CRONWAVE_*_ADDR`` is set
+    gets that address's port; the others ``port_base + i`` in ``PORT_ORDER`` when
+    ``port_base`` is given, else their fixed defaults. ``ConfigurationError`` names a
+    variable whose host is not loopback (the suite listens on 127.0.0.1 only)."""
+    from cronwave_core.settings import DEFAULT_PORTS
+
+    env = os.environ if environ is None else environ
+    ports = {
+        key: (DEFAULT_PORTS[key] if port_base is None else port_base + i)
+        for i, key in enumerate(PORT_ORDER)
+    }
+    for key in PORT_ORDER:
+        var = f"CRONWAVE_{key.upper()}_ADDR"
+        value = env.get(var)
+        if key == "redis" or not value:
+            continue
+        host, _, port = value.rpartition(":")
+        if not port.isdigit() or not 0 < int(port) < 65536:
+            raise ConfigurationError(f"{var}: expected HOST:PORT, got {value!r}")
+        if host not in _LOOPBACK_HOSTS:
+            raise ConfigurationError(
+                f"{var}: `cronwave up` serves on 127.0.0.1 only, got {value!r}; "
+                f"give 127.0.0.1:{port} or unset it"
+            )
+        ports[key] = int(port)
+    doubled = sorted({p for p in ports.values() if list(ports.values()).count(p) > 1})
+    if doubled:
+        raise ConfigurationError(
+            f"two services of the suite would share port {doubled[0]}: "
+            "check --port-base and the CRONWAVE_*_ADDR variables"
+        )
+    return ports
 
 
 def port_in_use(port: int) -> bool:
@@ -137,11 +195,24 @@ def _interrupt(signum: int, _frame: Any) -> None:
 def running(suite: Suite) -> Iterator[Suite]:
     """Start ``suite`` and stop everything it started when the block ends, whatever
     ends it. SIGTERM inside the block acts like Ctrl-C, so ``finally`` runs; while
-    stopping, both are ignored so a second Ctrl-C cannot strand processes."""
+    stopping, both are ignored so a second Ctrl-C cannot strand processes.
+
+    Once healthy, the suite is recorded in its data dir (``suite.json``), marked
+    stopped once stopped; a data dir whose recorded suite still runs is refused
+    (``FailedPrecondition``) before anything starts."""
+    data_dir = suite.config.data_dir
+    other = _suite_record.read(data_dir)
+    if other is not None and other.running():
+        raise FailedPrecondition(
+            f"data dir {data_dir}: a suite already runs there (pid {other.pid}); use it, "
+            "or stop it first, or give another --data-dir"
+        )
     in_main = threading.current_thread() is threading.main_thread()
     previous = signal.signal(signal.SIGTERM, _interrupt) if in_main else None
+    record = None
     try:
         suite.start()
+        record = _suite_record.started(data_dir, _addresses(suite))
         yield suite
     finally:
         if in_main:
@@ -150,9 +221,16 @@ def running(suite: Suite) -> Iterator[Suite]:
         try:
             suite.stop()
         finally:
+            if record is not None:
+                _suite_record.stopped(data_dir, record)
             if in_main:
                 signal.signal(signal.SIGINT, prev_int)
                 signal.signal(signal.SIGTERM, previous)
+
+
+def _addresses(suite: Suite) -> dict[str, str]:
+    """The suite's gRPC addresses, by setting name (``store``: CRONWAVE_STORE_ADDR)."""
+    return {key: f"127.0.0.1:{suite.ports[key]}" for key in _suite_record.SERVICES}
 
 
 def _watch(suite: Suite, tick: float = 0.5) -> None:
@@ -183,12 +261,34 @@ def up(
     ] = None,
     planners: Annotated[int, typer.Option("--planners", min=1, help="Planner replicas.")] = 1,
     workers: Annotated[int, typer.Option("--workers", min=1, help="Worker processes.")] = 1,
+    port_base: Annotated[
+        int | None,
+        typer.Option(
+            "--port-base",
+            min=1024,
+            max=65535 - len(PORT_ORDER) + 1,
+            help=f"Serve on ports N..N+{len(PORT_ORDER) - 1} ({', '.join(PORT_ORDER)}) "
+            "instead of 7401-7405 and 7479.",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
-    """Run the whole suite on the fixed ports until Ctrl-C (or SIGTERM), then stop it."""
+    """Run the whole suite until Ctrl-C (or SIGTERM), then stop it.
+
+    Ports: a service's CRONWAVE_*_ADDR when set, else --port-base N + its place, else
+    the fixed defaults. The suite's addresses are recorded in the data dir while it
+    runs, so `cronwave --data-dir DIR ...` talks to it."""
+    with server_modules("cronwave up", SERVICE_MODULES):
+        from cronwave_core.suite import Suite
+    from cronwave_core.settings import DEFAULT_PORTS, ProcessSettings
+
     with reported_errors():
         process = ProcessSettings.from_env()
         config = suite_config(
-            data_dir or process.data_dir, ports=None, planners=planners, workers=workers
+            data_dir or chosen_data_dir() or process.data_dir,
+            ports=up_ports(port_base),
+            planners=planners,
+            workers=workers,
         )
         suite = Suite(config)
         busy = busy_ports(suite)
@@ -197,19 +297,27 @@ def up(
             fail(
                 "; ".join(f"port {port} ({owner}) is already in use" for owner, port in busy),
                 "Another `cronwave up` is probably running: use it (the CLI talks to it) or "
-                "stop it with Ctrl-C in its terminal. Otherwise free the port "
+                "stop it with Ctrl-C in its terminal, or run this one beside it with "
+                "--port-base (e.g. --port-base 7501). Otherwise free the port "
                 f"(`ss -ltnp 'sport = :{first}'` shows who holds it). `cronwave demo` runs on "
                 "free ports and does not need them.",
             )
         console = out()
         console.print(f"starting cronwave in {config.data_dir} ...")
+        on_defaults = all(suite.ports[k] == DEFAULT_PORTS[k] for k in _suite_record.SERVICES)
+        listing = (
+            "cronwave schedule list"
+            if on_defaults
+            else (f"cronwave --data-dir {config.data_dir} schedule list")
+        )
         try:
             with running(suite):
                 console.print(suite_table(suite))
                 console.print(suite_facts(suite))
                 console.print(
-                    "[green]cronwave is up.[/] Try `cronwave schedule list` in another terminal; "
-                    "Ctrl-C stops everything."
+                    f"[green]cronwave is up.[/] Try `{listing}` in another terminal; "
+                    "Ctrl-C stops everything.",
+                    soft_wrap=True,
                 )
                 _watch(suite)
         except KeyboardInterrupt:

@@ -15,11 +15,9 @@ from typing import Annotated
 
 import typer
 
-from cronwave.cli._console import reported_errors
+from cronwave.cli._console import reported_errors, server_modules
 from cronwave.cli.waterfall import SOURCE_HELP, resolve_source
 from cronwave_core.errors import InvalidArgument
-from cronwave_waterfall import trace_export_command
-from cronwave_waterfall.jaeger_query import JaegerQuery
 
 app = typer.Typer(help="Export traces of runs.", no_args_is_help=True)
 
@@ -38,7 +36,10 @@ def export(
     ] = None,
 ) -> None:
     """Write the run's trace as Jaeger JSON (Jaeger UI: Search, then Upload JSON) or OTLP JSON."""
-    with reported_errors():
+    with reported_errors(), server_modules("cronwave trace export"):
+        from cronwave_waterfall import trace_export_command
+        from cronwave_waterfall.jaeger_query import JaegerQuery
+
         if not run_id.strip():
             raise InvalidArgument("run_id", "required")
         chosen = resolve_source(source, data_dir)

@@ -15,18 +15,16 @@ import sys
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from cronwave.cli._console import out, reported_errors
+from cronwave.cli._console import out, reported_errors, server_modules
 from cronwave_core.errors import InvalidArgument
-from cronwave_core.settings import ProcessSettings
-from cronwave_core.telemetry.vocabulary import ATTR_TRIGGER
-from cronwave_waterfall import Run, render_html, render_json, render_terminal
-from cronwave_waterfall.command import deliver, select_waterfall
-from cronwave_waterfall.jaeger_query import JaegerQuery
-from cronwave_waterfall.sources import Source
+
+if TYPE_CHECKING:
+    from cronwave_waterfall import Run
+    from cronwave_waterfall.sources import Source
 
 app = typer.Typer()
 
@@ -40,6 +38,9 @@ PLANNED_HOPS = ("plan", "leader")
 
 def resolve_source(raw: str, data_dir: Path | None, service: str | None = None) -> Source:
     """What ``load_spans`` reads for a ``--source`` value (see the module docstring)."""
+    from cronwave_core.settings import ProcessSettings
+    from cronwave_waterfall.jaeger_query import JaegerQuery
+
     text = raw.strip()
     if text in ("", "local"):
         return data_dir if data_dir is not None else ProcessSettings.from_env().data_dir
@@ -58,6 +59,8 @@ def resolve_source(raw: str, data_dir: Path | None, service: str | None = None) 
 
 def trigger_of(run: Run) -> str:
     """Why the run exists, as its spans say (``scheduled``, ``manual``...; ``""``)."""
+    from cronwave_core.telemetry.vocabulary import ATTR_TRIGGER
+
     for span in run.spans:
         value = span.attributes.get(ATTR_TRIGGER)
         if value:
@@ -126,7 +129,10 @@ def waterfall_cmd(
     For each hop and each kind of time inside it: p50/p90/p99/p99.9, mean and count over
     the runs chosen; end-to-end (fire -> completion) and fire lateness (job start -
     fire); first, the one line that says where the p99 tail comes from."""
-    with reported_errors():
+    with reported_errors(), server_modules("cronwave waterfall"):
+        from cronwave_waterfall import render_html, render_json, render_terminal
+        from cronwave_waterfall.command import deliver, select_waterfall
+
         if fmt not in FORMATS:
             raise InvalidArgument("format", f"must be one of {', '.join(FORMATS)}, got {fmt!r}")
         result, chosen = select_waterfall(

@@ -48,14 +48,12 @@ from functools import lru_cache
 from croniter import croniter
 from croniter.croniter import CroniterBadDateError, CroniterError
 
+from cronwave_core.domain.spec import MAX_CRON_LENGTH
 from cronwave_core.errors import InvalidArgument
 
 MACROS = frozenset(
     {"@yearly", "@annually", "@monthly", "@weekly", "@daily", "@midnight", "@hourly"}
 )
-
-#: The longest cron expression a schedule may have, in characters.
-MAX_CRON_LENGTH = 1_000
 
 # A list item that croniter would expand with a hash or at random: H, H/5, R(0-30)...
 _HASHED = re.compile(r"^[hr](\(\d+-\d+\))?(/\d+)?$", re.IGNORECASE)

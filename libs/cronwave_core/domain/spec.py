@@ -19,11 +19,15 @@ from enum import StrEnum
 
 from cronwave_proto.v1 import common_pb2 as pb
 
-from cronwave_core.domain.calendar_cron import MAX_CRON_LENGTH
 from cronwave_core.errors import InvalidArgument
 from cronwave_core.fields import shown
 from cronwave_core.proto_enum import ProtoEnum
 from cronwave_core.wire import dt_to_ts, duration_to_td, opt_ts, td_to_duration, ts_to_dt
+
+#: The longest cron expression a schedule may have, in characters. Here, not beside
+#: the cron parser (``calendar_cron``), so that a spec is checked without loading
+#: croniter: the SDK builds specs, only the calendar reads them.
+MAX_CRON_LENGTH = 1_000
 
 
 class DstGap(StrEnum):

@@ -1,0 +1,66 @@
+"""The gRPC half of ``Client``, imported when the first client is made, so that
+``import cronwave`` (and the CLI's ``--help``) loads no grpc: plain channels with a
+deadline on every call (``cronwave_core.channels``, no tracing interceptor), the
+services' stubs, and what a failed call becomes."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import timedelta
+
+import grpc
+from cronwave_proto.v1 import cron_planner_service_pb2_grpc as planner_grpc
+from cronwave_proto.v1 import dispatcher_service_pb2_grpc as dispatcher_grpc
+from cronwave_proto.v1 import leader_election_service_pb2_grpc as leader_grpc
+from cronwave_proto.v1 import workflow_store_service_pb2_grpc as store_grpc
+
+from cronwave_core.channels import plain_channel
+from cronwave_core.errors import CronwaveError, Unavailable
+from cronwave_core.status import error_from_rpc
+
+RpcError = grpc.RpcError
+
+
+@dataclass(frozen=True)
+class Stubs:
+    """One channel and stub per service; ``close`` closes the channels."""
+
+    channels: Mapping[str, grpc.Channel]
+    store: store_grpc.WorkflowStoreServiceStub
+    dispatcher: dispatcher_grpc.DispatcherServiceStub
+    planner: planner_grpc.CronPlannerServiceStub
+    leader: leader_grpc.LeaderElectionServiceStub
+
+    def close(self) -> None:
+        for channel in self.channels.values():
+            channel.close()
+
+
+def connect(addrs: Mapping[str, str], timeout: timedelta) -> Stubs:
+    """Channels to ``addrs`` (by service name) with ``timeout`` as every call's deadline.
+    Nothing is dialled yet: a channel connects on its first call."""
+    channels = {name: plain_channel(addr, timeout) for name, addr in addrs.items()}
+    return Stubs(
+        channels=channels,
+        store=store_grpc.WorkflowStoreServiceStub(channels["workflow-store"]),
+        dispatcher=dispatcher_grpc.DispatcherServiceStub(channels["dispatcher"]),
+        planner=planner_grpc.CronPlannerServiceStub(channels["cron-planner"]),
+        leader=leader_grpc.LeaderElectionServiceStub(channels["leader-election"]),
+    )
+
+
+def call_error(where: str, timeout: timedelta, exc: grpc.RpcError) -> CronwaveError:
+    """What a failed call to ``where`` ("dispatcher at HOST:PORT") stands for: an
+    unreachable or silent service is ``Unavailable`` naming it, anything else the
+    error its status maps to, message unchanged."""
+    code = exc.code() if hasattr(exc, "code") else None
+    if code == grpc.StatusCode.UNAVAILABLE:
+        details = exc.details() if hasattr(exc, "details") else ""
+        return Unavailable(f"{where} is unavailable: {details}")
+    if code == grpc.StatusCode.DEADLINE_EXCEEDED:
+        return Unavailable(
+            f"{where} did not answer within {timeout.total_seconds():g}s "
+            "(deadline exceeded); it may be overloaded or stopped"
+        )
+    return error_from_rpc(exc)

@@ -1,0 +1,17 @@
+"""The scenarios' names, in the order ``cronwave bench`` runs them. Apart from the
+runner, so that the CLI lists them without importing a benchmark;
+``tests/bench/test_scenario_names.py`` keeps the two in step."""
+
+from __future__ import annotations
+
+SCENARIO_NAMES = (
+    "cli",
+    "single",
+    "burst",
+    "throughput",
+    "waterfall",
+    "failover",
+    "billing",
+    "planner-memory",
+    "fault-matrix",
+)

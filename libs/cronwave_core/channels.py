@@ -1,0 +1,73 @@
+"""Plain client channels: insecure (loopback or a private network), with a default
+deadline on every unary call. They import grpc alone: the SDK's client uses them as
+they are, and ``cronwave_core.rpc`` adds tracing on top for the services."""
+
+from __future__ import annotations
+
+import collections
+from collections.abc import Callable
+from datetime import timedelta
+from typing import Any
+
+import grpc
+
+
+class _CallDetails(
+    collections.namedtuple(
+        "_CallDetails",
+        ("method", "timeout", "metadata", "credentials", "wait_for_ready", "compression"),
+    ),
+    grpc.ClientCallDetails,
+):
+    pass
+
+
+class DeadlineInterceptor(
+    grpc.UnaryUnaryClientInterceptor,
+    grpc.UnaryStreamClientInterceptor,
+):
+    """Gives every call that has no deadline the default one. Streams are exempt:
+    a watch stream lives as long as its caller wants it to."""
+
+    def __init__(self, default: timedelta) -> None:
+        self._timeout = default.total_seconds()
+
+    def _details(self, details: Any) -> Any:
+        if details.timeout is not None:
+            return details
+        return _CallDetails(
+            details.method,
+            self._timeout,
+            details.metadata,
+            details.credentials,
+            getattr(details, "wait_for_ready", None),
+            getattr(details, "compression", None),
+        )
+
+    def intercept_unary_unary(
+        self, continuation: Callable[..., Any], details: Any, request: Any
+    ) -> Any:
+        return continuation(self._details(details), request)
+
+    def intercept_unary_stream(
+        self, continuation: Callable[..., Any], details: Any, request: Any
+    ) -> Any:
+        return continuation(details, request)
+
+
+CHANNEL_OPTIONS = [
+    ("grpc.keepalive_time_ms", 10_000),
+    ("grpc.keepalive_timeout_ms", 5_000),
+    ("grpc.http2.max_pings_without_data", 0),
+    ("grpc.keepalive_permit_without_calls", 1),
+    ("grpc.initial_reconnect_backoff_ms", 100),
+    ("grpc.max_reconnect_backoff_ms", 1_000),
+]
+
+
+def plain_channel(address: str, timeout: timedelta) -> grpc.Channel:
+    """An insecure channel to ``address`` whose unary calls without a deadline get
+    ``timeout``; reconnects back off from 100 ms to 1 s, and keepalive pings find a
+    dead peer within about 15 s. Streams have no default deadline."""
+    channel = grpc.insecure_channel(address, options=CHANNEL_OPTIONS)
+    return grpc.intercept_channel(channel, DeadlineInterceptor(timeout))
