@@ -13,12 +13,24 @@ The client SDK::
         run = client.trigger("nightly-billing")
         run = client.wait_run(run.run_id, timeout=timedelta(minutes=2))
         print(run.state, run.lateness)
+
+The job author's API (what a worker runs; see docs/jobs.md)::
+
+    @cronwave.job("acme.invoices", duration_limit=timedelta(minutes=30))
+    def invoices(ctx: cronwave.JobContext) -> dict:
+        ctx.logger.info("invoicing for %s", ctx.fire_time)
+        return {"invoices": 0}
 """
 
+from cronwave._checkpoint import Checkpoint
 from cronwave._client import Client
 from cronwave._enums import TERMINAL_STATES
 from cronwave._errors import WaitTimeout
+from cronwave._job import JobType, job
+from cronwave._job_context import JobContext
+from cronwave._job_errors import AttemptSuperseded, NonRetryable, WorkerStopping
 from cronwave._models import Lease, PlannerStatus, Run, RunEvent, Schedule
+from cronwave._retry import NO_RETRY, RetryPolicy
 from cronwave_core.domain.spec import Catchup, DstGap, DstRepeat, Interval, Overlap, Policy, Spec
 from cronwave_core.errors import (
     AlreadyExists,
@@ -36,9 +48,12 @@ from cronwave_core.errors import (
 )
 
 __all__ = [
+    "NO_RETRY",
     "TERMINAL_STATES",
     "AlreadyExists",
+    "AttemptSuperseded",
     "Catchup",
+    "Checkpoint",
     "Client",
     "ConfigurationError",
     "CronwaveError",
@@ -47,11 +62,15 @@ __all__ = [
     "FailedPrecondition",
     "Interval",
     "InvalidArgument",
+    "JobContext",
+    "JobType",
     "Lease",
+    "NonRetryable",
     "NotFound",
     "Overlap",
     "PlannerStatus",
     "Policy",
+    "RetryPolicy",
     "Run",
     "RunEvent",
     "RunNotFound",
@@ -63,4 +82,6 @@ __all__ = [
     "StaleFencingToken",
     "Unavailable",
     "WaitTimeout",
+    "WorkerStopping",
+    "job",
 ]
