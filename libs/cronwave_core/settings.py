@@ -319,7 +319,9 @@ class WorkerSettings(FromEnv):
         PREFIX + "JOB_MODULES",
         Names(),
         (),
-        "importable modules, each with `job_types(settings)` returning more job types",
+        "job modules a worker loads besides its built-ins and the entry points "
+        "`cronwave.jobs` (`cronwave worker --jobs` adds to it): a module's "
+        "`@cronwave.job` attributes, or what its `job_types(settings)` returns",
     )
     #: Set by a worker for the job processes it starts (``worker.job_process``).
     parent_pid: int = setting(

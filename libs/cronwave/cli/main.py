@@ -20,6 +20,7 @@ from cronwave.cli import (
     suite_cmds,
     trace,
     waterfall,
+    worker_cmd,
 )
 
 app = typer.Typer(
@@ -59,3 +60,4 @@ app.add_typer(bench.app)  # bench
 app.add_typer(waterfall.app)  # waterfall
 app.add_typer(trace.app, name="trace")
 app.add_typer(load.app)  # load
+app.add_typer(worker_cmd.app)  # worker

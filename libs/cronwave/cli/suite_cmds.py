@@ -22,6 +22,7 @@ from rich.table import Table
 from rich.text import Text
 
 from cronwave.cli._console import err, fail, out, reported_errors
+from cronwave.cli._jobs_option import HELP, with_job_modules
 from cronwave_core.settings import ProcessSettings, check_env
 from cronwave_core.suite import Suite, SuiteConfig
 
@@ -183,12 +184,17 @@ def up(
     ] = None,
     planners: Annotated[int, typer.Option("--planners", min=1, help="Planner replicas.")] = 1,
     workers: Annotated[int, typer.Option("--workers", min=1, help="Worker processes.")] = 1,
+    jobs: Annotated[str | None, typer.Option("--jobs", help=HELP)] = None,
 ) -> None:
     """Run the whole suite on the fixed ports until Ctrl-C (or SIGTERM), then stop it."""
     with reported_errors():
         process = ProcessSettings.from_env()
         config = suite_config(
-            data_dir or process.data_dir, ports=None, planners=planners, workers=workers
+            data_dir or process.data_dir,
+            ports=None,
+            planners=planners,
+            workers=workers,
+            environ=with_job_modules(os.environ, jobs),
         )
         suite = Suite(config)
         busy = busy_ports(suite)
