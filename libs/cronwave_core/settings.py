@@ -339,8 +339,8 @@ class WorkerSettings(FromEnv):
 
 @dataclass(frozen=True, kw_only=True)
 class DemoSettings(FromEnv):
-    """The billing demo: the ``billing.nightly`` job's database and its sandbox
-    payment gateway (``payment_gateway``)."""
+    """The billing demo (the job package ``examples/billing``): the ``billing.nightly``
+    job's database and its sandbox payment gateway (``cronwave_billing.gateway``)."""
 
     billing_database_url: str = setting(
         PREFIX + "BILLING_DATABASE_URL",
