@@ -22,16 +22,14 @@ The job author's API (what a worker runs; see docs/jobs.md)::
         return {"invoices": 0}
 """
 
+import importlib
+import typing
+
 from cronwave._checkpoint import Checkpoint
-from cronwave._client import Client
-from cronwave._enums import TERMINAL_STATES
-from cronwave._errors import WaitTimeout
 from cronwave._job import JobType, job
 from cronwave._job_context import JobContext
 from cronwave._job_errors import AttemptSuperseded, NonRetryable, WorkerStopping
-from cronwave._models import Lease, PlannerStatus, Run, RunEvent, Schedule
 from cronwave._retry import NO_RETRY, RetryPolicy
-from cronwave_core.domain.spec import Catchup, DstGap, DstRepeat, Interval, Overlap, Policy, Spec
 from cronwave_core.errors import (
     AlreadyExists,
     ConfigurationError,
@@ -46,6 +44,34 @@ from cronwave_core.errors import (
     StaleFencingToken,
     Unavailable,
 )
+
+if typing.TYPE_CHECKING:
+    from cronwave._client import Client
+    from cronwave._enums import TERMINAL_STATES
+    from cronwave._errors import WaitTimeout
+    from cronwave._models import Lease, PlannerStatus, Run, RunEvent, Schedule
+    from cronwave_core.domain.spec import (
+        Catchup,
+        DstGap,
+        DstRepeat,
+        Interval,
+        Overlap,
+        Policy,
+        Spec,
+    )
+
+#: The client's side loads on first use: a worker's job process imports the job API
+#: (above) and never pays for gRPC channels, protobuf models or calendars.
+_LAZY = {
+    "Client": "cronwave._client",
+    "TERMINAL_STATES": "cronwave._enums",
+    "WaitTimeout": "cronwave._errors",
+    **dict.fromkeys(("Lease", "PlannerStatus", "Run", "RunEvent", "Schedule"), "cronwave._models"),
+    **dict.fromkeys(
+        ("Catchup", "DstGap", "DstRepeat", "Interval", "Overlap", "Policy", "Spec"),
+        "cronwave_core.domain.spec",
+    ),
+}
 
 __all__ = [
     "NO_RETRY",
@@ -85,3 +111,16 @@ __all__ = [
     "WorkerStopping",
     "job",
 ]
+
+
+def __getattr__(name: str) -> typing.Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'cronwave' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})
