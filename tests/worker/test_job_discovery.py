@@ -1,7 +1,8 @@
 """Where a worker's job types come from, with real processes: a job module of the
 test's own (``CRONWAVE_JOB_MODULES``, ``cronwave worker --jobs``) and an installed
 package's entry point (a ``*.dist-info`` on PYTHONPATH, read by importlib.metadata)
-run on a 1-second schedule to SUCCEEDED; a module that cannot be imported, and two
+run on a 1-second schedule to SUCCEEDED (and a job raising a NonRetryable fails at its
+first attempt, not retried); a module that cannot be imported, and two
 modules with one job name, stop the worker's start-up, named."""
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from cronwave_core.rpc import open_channel
 from cronwave_core.suite import Suite, free_port
 from tests.harness.clients import client_for
 from tests.harness.processes import ProcessTable
-from tests.helpers import eventually
+from tests.helpers import eventually, fresh
 
 pytestmark = pytest.mark.slow
 
@@ -43,6 +44,18 @@ import cronwave
 def greet(ctx: cronwave.JobContext) -> dict:
     ctx.logger.info("greeting from %s", {name!r})
     return {{"job": {name!r}, "attempt": ctx.attempt}}
+"""
+
+
+DECLINING_JOB = """
+
+class CardDeclined(cronwave.NonRetryable):
+    pass
+
+
+@cronwave.job({name!r}, duration_limit=timedelta(minutes=1))
+def decline(ctx: cronwave.JobContext) -> dict:
+    raise CardDeclined("card declined")
 """
 
 
@@ -97,7 +110,7 @@ def succeeded(suite: Suite, schedule_id: str) -> Run:
     return eventually(look, timeout=60, interval=0.2, what=f"a SUCCEEDED run of {schedule_id}")
 
 
-def test_jobs_of_a_module_an_entry_point_and_worker_jobs_run_every_second_to_succeeded(
+def test_jobs_of_a_module_an_entry_point_and_worker_jobs_run_to_succeeded_a_non_retryable_once(
     make_suite, tmp_path: Path, table: ProcessTable
 ) -> None:
     # Given three job modules of the test's own in a directory on PYTHONPATH: one named
@@ -109,6 +122,11 @@ def test_jobs_of_a_module_an_entry_point_and_worker_jobs_run_every_second_to_suc
     jobs = {module: f"test.{module}" for module in (by_env, by_entry_point, by_cli)}
     cli_queue = module_name("cli_pool")
     write_job_module(code, by_env, jobs[by_env])
+    # (the first module also has a job that raises a NonRetryable, under the default
+    # policy of five attempts)
+    declining = f"test.{by_env}.declined"
+    with (code / f"{by_env}.py").open("a") as module:
+        module.write(DECLINING_JOB.format(name=declining))
     write_job_module(code, by_entry_point, jobs[by_entry_point])
     write_job_module(code, by_cli, jobs[by_cli], queue=cli_queue)
     write_entry_point(code, module_name("acme_jobs"), "acme", by_entry_point)
@@ -137,6 +155,10 @@ def test_jobs_of_a_module_an_entry_point_and_worker_jobs_run_every_second_to_suc
         )
         for module, job in jobs.items():
             client.create_schedule(module, job_type=job, intervals=[Interval(timedelta(seconds=1))])
+        declined_schedule = client.create_schedule(
+            fresh("declined"), job_type=declining, cron="0 0 1 1 *"
+        )
+        declined_run = client.trigger(declined_schedule.schedule_id)
 
     # Then each job type's schedule has a run that SUCCEEDED with the job's result
     runs = {module: succeeded(suite, module) for module in jobs}
@@ -160,6 +182,15 @@ def test_jobs_of_a_module_an_entry_point_and_worker_jobs_run_every_second_to_suc
 
     line = eventually(logged, timeout=20, what="the job's log line in the worker's log")
     assert f"schedule_id={by_env}" in line and "trace_id=" in line
+
+    # and the run whose job raised a NonRetryable ended FAILED at its first attempt
+    with client_for(suite) as client:
+        declined = client.wait_run(declined_run.run_id, timeout=timedelta(seconds=60))
+        kinds = [event.kind for event in client.run_events(declined.run_id)]
+    assert (declined.state, declined.attempt) == ("FAILED", 1)
+    assert declined.error.startswith("CardDeclined: card declined")
+    assert "retry_scheduled" not in kinds
+
     stop(cli_worker)
     assert cli_worker.returncode == 0
     cli_log.close()
