@@ -12,15 +12,18 @@ STAMP := $(VENV)/.installed
 
 setup: $(STAMP)
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml examples/billing/pyproject.toml
 	@test -n "$(PYTHON)" || { echo "cronwave needs Python 3.11 or newer on PATH"; exit 1; }
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade "pip>=24"
 	$(BIN)/python -m pip install --quiet -e '.[server,dev]'
+	@# The billing demo is a job package of its own, found by workers through its
+	@# entry point (group cronwave.jobs), as a user's job package would be.
+	$(BIN)/python -m pip install --quiet -e examples/billing
 	@# Our modules' bytecode, written once: every service and job process loads it
 	@# instead of compiling the sources again (PYTHONDONTWRITEBYTECODE, where set,
 	@# would keep Python from caching it itself).
-	$(BIN)/python -m compileall -q libs services tools > /dev/null
+	$(BIN)/python -m compileall -q libs services examples tools > /dev/null
 	@touch $(STAMP)
 
 demo: setup
@@ -29,11 +32,11 @@ demo: setup
 test: setup lint typecheck pytest
 
 lint: setup
-	$(BIN)/ruff check libs services tools tests
-	$(BIN)/ruff format --check libs services tools tests
+	$(BIN)/ruff check libs services examples tools tests
+	$(BIN)/ruff format --check libs services examples tools tests
 
 typecheck: setup
-	$(BIN)/mypy libs services tools
+	$(BIN)/mypy libs services examples tools
 
 # Most tests wait on real processes, so six run at once on two cores; the timing-truth tests
 # then run alone. (pytest exits 5 when a selection is empty.)

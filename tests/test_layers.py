@@ -1,5 +1,8 @@
 """The layers hold: cronwave_core's domain modules do no I/O (they import nothing of
-the infrastructure), and no library imports a service."""
+the infrastructure), no library imports a service, the SDK's job API imports nothing
+heavy, and the examples (job packages, such as the billing demo's) are the SDK's and
+the core's users: they import no service, and no library imports them (the demo
+command only looks for the billing example and starts its processes by name)."""
 
 from __future__ import annotations
 
@@ -16,6 +19,18 @@ VALUE_MODULES = {"errors", "fields", "proto_enum", "wire"}
 #: Infrastructure a domain module must not reach, directly.
 INFRASTRUCTURE = ("grpc", "redis", "sqlalchemy", "dramatiq", "psycopg", "opentelemetry")
 SERVICES = {p.name.replace("-", "_") for p in (ROOT / "services").iterdir() if p.is_dir()}
+EXAMPLES = ROOT / "examples"
+#: The top-level packages of the examples (examples/<example>/<package>/).
+EXAMPLE_PACKAGES = {
+    p.name for p in EXAMPLES.glob("*/*") if p.is_dir() and (p / "__init__.py").exists()
+}
+#: The job author's API: what a job module imports, in the worker and in its own tests.
+JOB_API = [
+    LIBS / "cronwave" / f"{name}.py"
+    for name in ("_job", "_job_context", "_job_errors", "_checkpoint", "_retry")
+]
+#: What the job API may import of cronwave_core: values with no I/O.
+JOB_API_CORE = {"cronwave_core.errors", "cronwave_core.fields"}
 
 
 def _imported(path: Path) -> set[str]:
@@ -67,3 +82,34 @@ def test_no_library_imports_a_service() -> None:
         if name.split(".")[0] in SERVICES
     ]
     assert found == []
+
+
+@pytest.mark.parametrize("path", JOB_API, ids=lambda p: p.name)
+def test_the_job_api_imports_nothing_heavy(path: Path) -> None:
+    heavy = sorted(
+        name
+        for name in _imported(path)
+        if name.split(".")[0] in (*INFRASTRUCTURE, "grpc", "cronwave_proto")
+        or (
+            name.startswith("cronwave_core")
+            and not any(name == core or name.startswith(core + ".") for core in JOB_API_CORE)
+        )
+    )
+    assert heavy == [], f"{path.relative_to(ROOT)} imports more than the job API needs"
+
+
+def test_no_library_imports_an_example_and_no_example_a_service() -> None:
+    assert {"cronwave_billing"} <= EXAMPLE_PACKAGES
+    libs_to_examples = [
+        f"{path.relative_to(ROOT)}: {name}"
+        for path in sorted(LIBS.rglob("*.py"))
+        for name in sorted(_imported(path))
+        if name.split(".")[0] in EXAMPLE_PACKAGES
+    ]
+    examples_to_services = [
+        f"{path.relative_to(ROOT)}: {name}"
+        for path in sorted(EXAMPLES.rglob("*.py"))
+        for name in sorted(_imported(path))
+        if name.split(".")[0] in SERVICES
+    ]
+    assert (libs_to_examples, examples_to_services) == ([], [])

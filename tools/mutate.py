@@ -84,7 +84,7 @@ MUTATIONS = (
         "the billing idempotency key differs per job process, so a resumed attempt charges again",
         (
             Edit(
-                "services/worker/worker/jobs/billing_gateway.py",
+                "examples/billing/cronwave_billing/gateway_client.py",
                 'return f"inv-{invoice_id}"',
                 "return f\"inv-{invoice_id}-{__import__('os').getpid()}\"",
             ),

@@ -13,13 +13,23 @@ The client SDK::
         run = client.trigger("nightly-billing")
         run = client.wait_run(run.run_id, timeout=timedelta(minutes=2))
         print(run.state, run.lateness)
+
+The job author's API (what a worker runs; see docs/jobs.md)::
+
+    @cronwave.job("acme.invoices", duration_limit=timedelta(minutes=30))
+    def invoices(ctx: cronwave.JobContext) -> dict:
+        ctx.logger.info("invoicing for %s", ctx.fire_time)
+        return {"invoices": 0}
 """
 
-from cronwave._client import Client
-from cronwave._enums import TERMINAL_STATES
-from cronwave._errors import WaitTimeout
-from cronwave._models import Lease, PlannerStatus, Run, RunEvent, Schedule
-from cronwave_core.domain.spec import Catchup, DstGap, DstRepeat, Interval, Overlap, Policy, Spec
+import importlib
+import typing
+
+from cronwave._checkpoint import Checkpoint
+from cronwave._job import JobType, job
+from cronwave._job_context import JobContext
+from cronwave._job_errors import AttemptSuperseded, NonRetryable, WorkerStopping
+from cronwave._retry import NO_RETRY, RetryPolicy
 from cronwave_core.errors import (
     AlreadyExists,
     ConfigurationError,
@@ -35,10 +45,41 @@ from cronwave_core.errors import (
     Unavailable,
 )
 
+if typing.TYPE_CHECKING:
+    from cronwave._client import Client
+    from cronwave._enums import TERMINAL_STATES
+    from cronwave._errors import WaitTimeout
+    from cronwave._models import Lease, PlannerStatus, Run, RunEvent, Schedule
+    from cronwave_core.domain.spec import (
+        Catchup,
+        DstGap,
+        DstRepeat,
+        Interval,
+        Overlap,
+        Policy,
+        Spec,
+    )
+
+#: The client's side loads on first use: a worker's job process imports the job API
+#: (above) and never pays for gRPC channels, protobuf models or calendars.
+_LAZY = {
+    "Client": "cronwave._client",
+    "TERMINAL_STATES": "cronwave._enums",
+    "WaitTimeout": "cronwave._errors",
+    **dict.fromkeys(("Lease", "PlannerStatus", "Run", "RunEvent", "Schedule"), "cronwave._models"),
+    **dict.fromkeys(
+        ("Catchup", "DstGap", "DstRepeat", "Interval", "Overlap", "Policy", "Spec"),
+        "cronwave_core.domain.spec",
+    ),
+}
+
 __all__ = [
+    "NO_RETRY",
     "TERMINAL_STATES",
     "AlreadyExists",
+    "AttemptSuperseded",
     "Catchup",
+    "Checkpoint",
     "Client",
     "ConfigurationError",
     "CronwaveError",
@@ -47,11 +88,15 @@ __all__ = [
     "FailedPrecondition",
     "Interval",
     "InvalidArgument",
+    "JobContext",
+    "JobType",
     "Lease",
+    "NonRetryable",
     "NotFound",
     "Overlap",
     "PlannerStatus",
     "Policy",
+    "RetryPolicy",
     "Run",
     "RunEvent",
     "RunNotFound",
@@ -63,4 +108,19 @@ __all__ = [
     "StaleFencingToken",
     "Unavailable",
     "WaitTimeout",
+    "WorkerStopping",
+    "job",
 ]
+
+
+def __getattr__(name: str) -> typing.Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'cronwave' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

@@ -21,6 +21,7 @@ from rich.console import Console
 from cronwave_bench.context import BenchContext
 from cronwave_bench.harness import SuiteOptions, own_database, suite_config
 from cronwave_bench.report import NOT_AVAILABLE, Result
+from cronwave_core.errors import ConfigurationError
 from cronwave_core.suite import Suite
 
 TARGET_SECONDS = 20.0
@@ -39,8 +40,14 @@ def billing_backend(env: Mapping[str, str]) -> str:
 def run_billing(ctx: BenchContext) -> Result:
     result = Result("billing")
     try:
-        from cronwave.cli.demo_billing import run_billing_demo, with_gateway
-    except ImportError as exc:
+        from cronwave.cli.demo_billing import (
+            require_billing_example,
+            run_billing_demo,
+            with_gateway,
+        )
+
+        require_billing_example()
+    except (ImportError, ConfigurationError) as exc:
         result.status = NOT_AVAILABLE
         result.notes.append(f"the billing demo is not part of this installation ({exc})")
         return result

@@ -125,3 +125,20 @@ def _finite(text: str) -> float:
     if not math.isfinite(number):
         raise _NotStandard(f"{shown(text)} is too large for a JSON number")
     return number
+
+
+# dramatiq's own rule for queue names, checked here so a bad name fails where it is
+# chosen (a job type's definition, its registration, dispatch) rather than inside the
+# broker.
+_QUEUE_NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9._-]*")
+
+
+def validate_queue_name(queue: str, field: str = "queue") -> str:
+    """``queue`` if the broker accepts it as a queue name, else ``InvalidArgument``."""
+    if not isinstance(queue, str) or not _QUEUE_NAME.fullmatch(queue):
+        raise InvalidArgument(
+            field,
+            f"{queue!r} is not a queue name: start with a letter or underscore, then "
+            "letters, digits, '.', '_' or '-'",
+        )
+    return queue

@@ -11,7 +11,6 @@ make it dramatiq's global broker (the worker does that in its ``main()``).
 
 from __future__ import annotations
 
-import re
 import time
 import uuid
 from collections.abc import Mapping, Sequence
@@ -23,6 +22,7 @@ from cronwave_proto.v1 import common_pb2
 
 from cronwave_core.convert import ts_to_dt
 from cronwave_core.errors import CronwaveError, InvalidArgument
+from cronwave_core.fields import validate_queue_name
 from cronwave_core.settings import RedisSettings
 from cronwave_core.telemetry.propagation import inject_context
 
@@ -48,10 +48,6 @@ DEFAULT_QUEUE = "default"
 
 #: Bumped when a field changes meaning; a worker refuses a version it does not know.
 FORMAT_VERSION = 1
-
-# dramatiq's own rule for queue names, checked here so a bad name fails where it is
-# chosen (job type registration, dispatch) rather than inside the broker.
-_QUEUE_NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9._-]*")
 
 
 class UndecodableRunMessage(CronwaveError):
@@ -120,17 +116,6 @@ def trigger_name(trigger: int) -> str:
     except ValueError:
         return str(trigger)
     return name.removeprefix("TRIGGER_KIND_").lower()
-
-
-def validate_queue_name(queue: str, field: str = "queue") -> str:
-    """``queue`` if the broker accepts it as a queue name, else ``InvalidArgument``."""
-    if not _QUEUE_NAME.fullmatch(queue):
-        raise InvalidArgument(
-            field,
-            f"{queue!r} is not a queue name: start with a letter or underscore, then "
-            "letters, digits, '.', '_' or '-'",
-        )
-    return queue
 
 
 def actor_name_for(queue: str) -> str:

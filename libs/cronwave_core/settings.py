@@ -320,7 +320,9 @@ class WorkerSettings(FromEnv):
         PREFIX + "JOB_MODULES",
         Names(),
         (),
-        "importable modules, each with `job_types(settings)` returning more job types",
+        "job modules a worker loads besides its built-ins and the entry points "
+        "`cronwave.jobs` (`cronwave worker --jobs` adds to it): a module's "
+        "`@cronwave.job` attributes, or what its `job_types(settings)` returns",
     )
     #: Set by a worker for the job processes it starts (``worker.job_process``).
     parent_pid: int = setting(
@@ -338,8 +340,8 @@ class WorkerSettings(FromEnv):
 
 @dataclass(frozen=True, kw_only=True)
 class DemoSettings(FromEnv):
-    """The billing demo: the ``billing.nightly`` job's database and its sandbox
-    payment gateway (``payment_gateway``)."""
+    """The billing demo (the job package ``examples/billing``): the ``billing.nightly``
+    job's database and its sandbox payment gateway (``cronwave_billing.gateway``)."""
 
     billing_database_url: str = setting(
         PREFIX + "BILLING_DATABASE_URL",

@@ -30,9 +30,15 @@ from cronwave_core.settings import DEFAULT_PORTS, GATEWAY_PORT, TEST_HOOKS
 # Start order: the store first (it migrates the database), the planner last.
 SERVICES = ("workflow-store", "leader-election", "dispatcher", "worker", "cron-planner")
 #: The billing demo's sandbox payment gateway: started, after the store, only by a
-#: suite configured with ``payment_gateway=True``.
+#: suite configured with ``payment_gateway=True``. It ships with the billing example
+#: (``pip install -e examples/billing``), which is started by module name, never
+#: imported here.
 GATEWAY = "payment-gateway"
-_MODULE = {name: name.replace("-", "_") for name in (*SERVICES, GATEWAY)}
+GATEWAY_MODULE = "cronwave_billing.gateway"
+_MODULE = {
+    **{name: name.replace("-", "_") for name in SERVICES},
+    GATEWAY: GATEWAY_MODULE,
+}
 _MODULE_SERVICE = {module: name for name, module in _MODULE.items()}
 _ADDR_VAR = {
     "workflow-store": "STORE_ADDR",

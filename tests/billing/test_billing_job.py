@@ -11,15 +11,15 @@ import pytest
 import sqlalchemy as sa
 from cronwave_proto.v1 import payment_gateway_service_pb2 as gateway_pb
 
+from cronwave import Checkpoint, JobContext
+from cronwave_billing.config import BillingSettings
+from cronwave_billing.gateway_client import idempotency_key
+from cronwave_billing.job import BillingJob, billing_job_type
+from cronwave_billing.schema import charges, create_billing_engine, customers, invoices
 from cronwave_core.errors import ConfigurationError, InvalidArgument, Unavailable
 from tests.billing.conftest import NewDatabase
 from tests.harness.beats import Beats
 from tests.harness.gateway import GatewayProcess, charged_twice
-from worker.jobs import JobContext
-from worker.jobs.billing import BillingJob, billing_job_type
-from worker.jobs.billing_config import BillingSettings
-from worker.jobs.billing_gateway import idempotency_key
-from worker.jobs.billing_schema import charges, create_billing_engine, customers, invoices
 
 pytestmark = pytest.mark.slow
 
@@ -41,7 +41,7 @@ def context(
         fire_time=fire_time,
         attempt=attempt,
         payload=payload,
-        checkpoint=checkpoint or {},
+        checkpoint=Checkpoint(checkpoint),
         job_type="billing.nightly",
         on_heartbeat=beats or Beats(),
     )
@@ -210,7 +210,9 @@ def test_an_unreachable_gateway_fails_the_attempt_with_what_to_do(billing_url: s
     job = BillingJob(BillingSettings(database_url=billing_url, gateway_addr="127.0.0.1:9"))
     with pytest.raises(Unavailable) as caught:
         job(context({"customers": 5, "gateway_attempts": 2, "gateway_timeout": 1}))
-    assert "127.0.0.1:9" in caught.value.message and "payment_gateway" in caught.value.message
+    assert (
+        "127.0.0.1:9" in caught.value.message and "cronwave_billing.gateway" in caught.value.message
+    )
 
 
 @pytest.mark.parametrize(

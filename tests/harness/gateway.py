@@ -53,7 +53,7 @@ def charged_twice(gateway_url: str) -> list[tuple[str, int]]:
 
 
 class GatewayProcess:
-    """``python -m payment_gateway`` on a free port, with its own database; its drills
+    """``python -m cronwave_billing.gateway`` on a free port, with its own database; its drills
     (``SetFaults``) work only when it is started with ``test_hooks``."""
 
     def __init__(

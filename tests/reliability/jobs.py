@@ -12,8 +12,8 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+from cronwave import JobContext, JobType, RetryPolicy
 from cronwave_core.settings import WorkerSettings
-from worker.jobs import JobContext, JobType, RetryPolicy
 
 HEARTBEAT_TIMEOUT = timedelta(seconds=1)
 RUNAWAY_LIMIT = timedelta(seconds=1)

@@ -7,12 +7,13 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from cronwave import NO_RETRY, JobType, RetryPolicy
 from cronwave_core.domain.instants import epoch_ns, wait_until_fire_time
 from cronwave_core.errors import ConfigurationError, InvalidArgument
 from cronwave_core.settings import DispatcherSettings, WorkerSettings
 from cronwave_core.suite import parse_worker_pools
-from worker.jobs import NO_RETRY, JobType, Registry, RetryPolicy, default_registry
-from worker.jobs.billing_config import BillingSettings
+from worker.jobs import Registry, default_registry
+from worker.jobs.wire import retry_from_proto, retry_to_proto
 from worker.outcome import Action, decide
 from worker.supervisor import AttemptResult, Outcome
 
@@ -74,11 +75,11 @@ def test_policy_round_trips_through_its_proto_and_zero_fields_mean_defaults() ->
         maximum_attempts=7,
         non_retryable_errors=("Declined",),
     )
-    assert RetryPolicy.from_proto(policy.to_proto()) == policy
-    assert RetryPolicy.from_proto(NO_RETRY.to_proto()) == NO_RETRY
-    empty = RetryPolicy().to_proto()
+    assert retry_from_proto(retry_to_proto(policy)) == policy
+    assert retry_from_proto(retry_to_proto(NO_RETRY)) == NO_RETRY
+    empty = retry_to_proto(RetryPolicy())
     empty.Clear()
-    assert RetryPolicy.from_proto(empty) == RetryPolicy()
+    assert retry_from_proto(empty) == RetryPolicy()
 
 
 def test_a_financial_job_type_does_not_retry_by_default_and_a_limit_is_required() -> None:
@@ -105,6 +106,8 @@ def test_the_decision_after_an_attempt() -> None:
         "failed 3 of 3 allowed attempt(s)",
     )
     assert decide(failed("Declined"), policy, 1).action is Action.COMPLETE
+    # a NonRetryable (or a subclass: its base names are matched) under any policy
+    assert decide(failed("CardDeclined", "NonRetryable"), policy, 1).action is Action.COMPLETE
     assert decide(failed("Flaky"), NO_RETRY, 1).action is Action.DEAD_LETTER
     for outcome in (Outcome.SUCCEEDED, Outcome.TIMED_OUT):
         assert decide(AttemptResult(outcome), policy, 1).action is Action.COMPLETE
@@ -114,7 +117,7 @@ def test_the_decision_after_an_attempt() -> None:
 def test_a_worker_registers_the_job_types_of_the_pools_it_serves() -> None:
     def names(queues: str) -> list[str]:
         env = {"CRONWAVE_WORKER_QUEUES": queues}
-        return default_registry(WorkerSettings.from_env(env), BillingSettings.from_env(env)).names()
+        return default_registry(WorkerSettings.from_env(env)).names()
 
     assert "cronwave.noop.critical" not in names("default")
     assert names("critical") == ["cronwave.noop.critical"]

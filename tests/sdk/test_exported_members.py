@@ -11,9 +11,12 @@ import pytest
 import cronwave
 
 EXPORTED = [
+    "NO_RETRY",
     "TERMINAL_STATES",
     "AlreadyExists",
+    "AttemptSuperseded",
     "Catchup",
+    "Checkpoint",
     "Client",
     "ConfigurationError",
     "CronwaveError",
@@ -22,11 +25,15 @@ EXPORTED = [
     "FailedPrecondition",
     "Interval",
     "InvalidArgument",
+    "JobContext",
+    "JobType",
     "Lease",
+    "NonRetryable",
     "NotFound",
     "Overlap",
     "PlannerStatus",
     "Policy",
+    "RetryPolicy",
     "Run",
     "RunEvent",
     "RunNotFound",
@@ -38,6 +45,8 @@ EXPORTED = [
     "StaleFencingToken",
     "Unavailable",
     "WaitTimeout",
+    "WorkerStopping",
+    "job",
 ]
 
 

@@ -9,9 +9,10 @@ from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from cronwave import JobContext
 from tests.harness.beats import Beats
 from tests.helpers import eventually
-from worker.jobs import JobContext, builtin_job_types
+from worker.jobs import builtin_job_types
 from worker.supervisor import BeatResult, Outcome, Supervisor
 
 

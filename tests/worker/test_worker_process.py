@@ -17,6 +17,8 @@ from tests.helpers import eventually, new_traceparent
 
 pytestmark = pytest.mark.slow
 
+#: The built-ins of the default queue, and the billing example's (installed by make
+#: setup, found through its entry point in the group cronwave.jobs).
 BUILTIN = ["billing.nightly", "cronwave.fail", "cronwave.noop", "cronwave.sleep"]
 
 

@@ -147,7 +147,10 @@ def test_unknown_job_type_message_lists_the_registered_ones(stub):
         stub.CreateSchedule, api.CreateScheduleRequest(schedule=schedule_msg(fresh("s"), "nope"))
     )
 
-    assert err.details() == f"job_type: unknown job type 'nope'; registered: {a}, {b}"
+    assert err.details().startswith(f"job_type: unknown job type 'nope'; registered: {a}, {b}; ")
+    # and it says how a job type gets registered
+    assert "@cronwave.job" in err.details() and "--jobs MODULE" in err.details()
+    assert "`cronwave.jobs`" in err.details()
 
 
 def test_job_type_registration(stub):

@@ -8,6 +8,7 @@ resumed attempt would start from), not from the worker's memory.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import signal
 import tempfile
@@ -35,7 +36,7 @@ from rich.table import Table
 from cronwave._client import Client
 from cronwave._models import Run
 from cronwave.cli._reconcile import Reconciliation, reconcile
-from cronwave_core.errors import CronwaveError
+from cronwave_core.errors import ConfigurationError, CronwaveError
 from cronwave_core.queueing import RunMessage, make_broker
 from cronwave_core.rpc import open_channel
 from cronwave_core.settings import DemoSettings, RedisSettings
@@ -382,7 +383,26 @@ def outcome_table(outcome: Outcome) -> Table:
     return table
 
 
+#: The billing demo's job package (examples/billing): its job and its gateway.
+EXAMPLE_PACKAGE = "cronwave_billing"
+
+
+def require_billing_example() -> None:
+    """Refuse, saying how to install it, when the billing example is not installed.
+    Looked up, not imported: the suite's workers load it through its entry point, and
+    the gateway is started by module name."""
+    if importlib.util.find_spec(EXAMPLE_PACKAGE) is None:
+        raise ConfigurationError(
+            f"the billing demo needs its job package ({EXAMPLE_PACKAGE}, the "
+            "cronwave-example-billing distribution), which is not installed: run "
+            "`pip install -e examples/billing` in a checkout of cronwave (`make setup` "
+            "does), then try again"
+        )
+
+
 def with_gateway(config: SuiteConfig) -> SuiteConfig:
-    """``config`` with the payment gateway on, at the suite's own address."""
+    """``config`` with the payment gateway on, at the suite's own address; refused
+    when the billing example is not installed (``require_billing_example``)."""
+    require_billing_example()
     env = {k: v for k, v in config.env.items() if k != "CRONWAVE_GATEWAY_ADDR"}
     return replace(config, payment_gateway=True, env=env)

@@ -25,6 +25,7 @@ from cronwave.cli import (
     suite_cmds,
     trace,
     waterfall,
+    worker_cmd,
 )
 from cronwave.cli._console import choose_data_dir
 
@@ -85,3 +86,4 @@ app.add_typer(bench.app)  # bench
 app.add_typer(waterfall.app)  # waterfall
 app.add_typer(trace.app, name="trace")
 app.add_typer(load.app)  # load
+app.add_typer(worker_cmd.app)  # worker

@@ -32,6 +32,7 @@ from cronwave.cli._console import (
     reported_errors,
     server_modules,
 )
+from cronwave.cli._jobs_option import HELP, with_job_modules
 from cronwave_core.errors import ConfigurationError, FailedPrecondition
 
 if TYPE_CHECKING:
@@ -272,6 +273,7 @@ def up(
             show_default=False,
         ),
     ] = None,
+    jobs: Annotated[str | None, typer.Option("--jobs", help=HELP)] = None,
 ) -> None:
     """Run the whole suite until Ctrl-C (or SIGTERM), then stop it.
 
@@ -289,6 +291,7 @@ def up(
             ports=up_ports(port_base),
             planners=planners,
             workers=workers,
+            environ=with_job_modules(os.environ, jobs),
         )
         suite = Suite(config)
         busy = busy_ports(suite)

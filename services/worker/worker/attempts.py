@@ -13,7 +13,7 @@ from cronwave_core.telemetry.propagation import inject_context
 from worker.chain import Delivery
 from worker.isolation import ProcessSupervisor
 from worker.job_process import JobProcessPool
-from worker.jobs import JobContext
+from worker.run_context import job_context
 from worker.supervisor import AttemptResult, Outcome, Supervisor, describe
 
 
@@ -81,7 +81,7 @@ class Attempts:
         supervisor = Supervisor(
             beat, heartbeat_interval=interval, duration_limit=limit, run_id=run.run_id
         )
-        ctx = JobContext(
+        ctx = job_context(
             run_id=run.run_id,
             schedule_id=run.schedule_id,
             fire_time=fire_time,

@@ -45,10 +45,10 @@ from typing import Any
 from cronwave_proto.v1 import common_pb2
 from opentelemetry.trace import INVALID_SPAN, Span
 
+from cronwave import JobType
 from cronwave_core.convert import ts_to_dt
 from cronwave_core.queueing import RunMessage
 from worker.draining import AttemptStop
-from worker.jobs import JobType
 from worker.outcome import Decision
 from worker.supervisor import AttemptResult, BeatResult
 

@@ -21,13 +21,14 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import IO, Any
 
+from cronwave import WorkerStopping
 from cronwave_core.domain.instants import wait_until_fire_time
 from cronwave_core.settings import TelemetrySettings, WorkerSettings
 from cronwave_core.telemetry.propagation import extracted_context
 from cronwave_core.telemetry.tracing import init_tracing
-from worker.jobs import JobContext, Registry, default_registry
-from worker.jobs.billing_config import BillingSettings
-from worker.jobs.context import Checkpoint, WorkerStopping
+from worker.jobs import Registry, default_registry
+from worker.log_format import configure_logging
+from worker.run_context import CheckpointData, job_context
 from worker.supervisor import describe, error_types
 
 log = logging.getLogger("cronwave.job_runner")
@@ -86,21 +87,21 @@ def run_one(spec: Mapping[str, Any], registry: Registry, channel: Channel) -> No
         job_type = registry.get(str(spec["job_type"]))
         fire_time = datetime.fromisoformat(str(spec["fire_time"]))
 
-        def on_heartbeat(checkpoint: Checkpoint | None) -> None:
+        def on_heartbeat(checkpoint: CheckpointData | None) -> None:
             channel.send({"op": "beat", "checkpoint": checkpoint})
             _check_stop()  # after the beat: the checkpoint goes with the run
 
-        ctx = JobContext(
-            run_id=str(spec["run_id"]),
-            schedule_id=str(spec.get("schedule_id", "")),
-            fire_time=fire_time,
-            attempt=int(spec.get("attempt", 0)),
-            payload=dict(spec.get("payload") or {}),
-            checkpoint=dict(spec.get("checkpoint") or {}),
-            job_type=job_type.name,
-            on_heartbeat=on_heartbeat,
-        )
         with extracted_context(dict(spec.get("trace") or {})):
+            ctx = job_context(
+                run_id=str(spec["run_id"]),
+                schedule_id=str(spec.get("schedule_id", "")),
+                fire_time=fire_time,
+                attempt=int(spec.get("attempt", 0)),
+                payload=dict(spec.get("payload") or {}),
+                checkpoint=dict(spec.get("checkpoint") or {}),
+                job_type=job_type.name,
+                on_heartbeat=on_heartbeat,
+            )
             started_ns = wait_until_fire_time(fire_time, sleep=_wait_sleep)
             _check_stop()
             result = job_type.fn(ctx)
@@ -152,12 +153,9 @@ def serve() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # a terminal's Ctrl-C is the worker's
     signal.signal(signal.SIGTERM, _on_sigterm)
     signal.signal(signal.SIGUSR1, _on_sigusr1)
-    logging.basicConfig(
-        level=logging.INFO,
-        format=f"%(asctime)s job[{os.getpid()}] %(levelname)s %(name)s %(message)s",
-    )
+    configure_logging(f"%(asctime)s job[{os.getpid()}] %(levelname)s %(name)s %(message)s")
     provider = init_tracing("worker", TelemetrySettings.from_env())
-    registry = default_registry(WorkerSettings.from_env(), BillingSettings.from_env())
+    registry = default_registry(WorkerSettings.from_env())
     channel = Channel(proto_out)
     try:
         channel.send({"op": "ready", "pid": os.getpid()})

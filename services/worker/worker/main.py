@@ -26,7 +26,7 @@ from typing import Any, NoReturn
 
 import dramatiq
 import grpc
-from cronwave_proto.v1 import common_pb2, worker_service_pb2
+from cronwave_proto.v1 import worker_service_pb2
 from cronwave_proto.v1 import worker_service_pb2_grpc as worker_grpc
 from cronwave_proto.v1 import workflow_store_service_pb2 as store_pb
 from cronwave_proto.v1 import workflow_store_service_pb2_grpc as store_grpc
@@ -34,8 +34,7 @@ from dramatiq.middleware import Retries, TimeLimit
 
 from cronwave_core.bootstrap import RunningServer, Service, full_names
 from cronwave_core.caching import RunStatusCache, redis_client
-from cronwave_core.convert import td_to_duration
-from cronwave_core.errors import CronwaveError
+from cronwave_core.errors import ConfigurationError, CronwaveError
 from cronwave_core.rpc import error_from_rpc, open_channel
 from cronwave_core.settings import (
     NetworkSettings,
@@ -53,8 +52,9 @@ from worker.dead_letters import DeadLetterRejected
 from worker.draining import Draining
 from worker.held_runs import HeldRuns
 from worker.job_process import JobProcessPool
-from worker.jobs import JobType, Registry, default_registry
-from worker.jobs.billing_config import BillingSettings
+from worker.jobs import Registry, default_registry
+from worker.jobs.wire import job_type_to_proto
+from worker.log_format import configure_logging
 from worker.middleware import standard
 from worker.middleware.faults import test_hooks
 from worker.runtime import RunProcessor, WorkerStats
@@ -74,18 +74,6 @@ def poll_ms(worker: WorkerSettings) -> int:
     the pickup lateness it adds. Lower means less pickup lateness and more Redis polling
     while idle (benchmarks and latency tests lower it)."""
     return max(1, round(worker.poll / timedelta(milliseconds=1)))
-
-
-def job_type_to_proto(job_type: JobType) -> common_pb2.JobType:
-    return common_pb2.JobType(
-        name=job_type.name,
-        duration_limit=td_to_duration(job_type.duration_limit),
-        heartbeat_timeout=td_to_duration(job_type.heartbeat_timeout),
-        retry=job_type.retry_policy.to_proto(),
-        queue=job_type.queue,
-        priority=job_type.priority,
-        financial=job_type.financial,
-    )
 
 
 def register_job_types(store: RunStore, registry: Registry) -> None:
@@ -195,9 +183,15 @@ def main() -> None:
     telemetry = TelemetrySettings.from_env()
     settings = WorkerSettings.from_env()
     hooks = TestHooks.from_env()
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s worker %(levelname)s %(message)s")
+    configure_logging("%(asctime)s worker %(levelname)s %(message)s")
+    try:
+        registry = default_registry(settings)
+    except ConfigurationError as exc:
+        # A job module that cannot be loaded stops start-up, named, before anything
+        # else has started.
+        log.error("worker: cannot start: %s", exc.message)
+        sys.exit(2)
     provider = init_tracing("worker", telemetry)
-    registry = default_registry(settings, BillingSettings.from_env())
     pool: JobProcessPool | None = None
     if settings.isolation == "process":
         pool = JobProcessPool(warm=settings.warm_processes, max_processes=settings.max_processes)

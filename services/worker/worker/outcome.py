@@ -7,7 +7,7 @@ import enum
 from dataclasses import dataclass
 from datetime import timedelta
 
-from worker.jobs.retry import RetryPolicy
+from cronwave import RetryPolicy
 from worker.supervisor import AttemptResult, Outcome
 
 

@@ -21,10 +21,11 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
+from cronwave import AttemptSuperseded, JobContext, WorkerStopping
+from cronwave._job import JobFn
 from cronwave_core.domain.instants import epoch_ns
 from worker.body_threads import BODIES, BodyTask, BodyThreads
-from worker.jobs.context import AttemptSuperseded, Checkpoint, JobContext, WorkerStopping
-from worker.jobs.registry import JobFn
+from worker.run_context import CheckpointData
 from worker.timing import GATE
 
 log = logging.getLogger("cronwave.worker")
@@ -123,7 +124,7 @@ class Supervisor:
         self._run_id = run_id
         self._monotonic = monotonic
         self._lock = threading.Lock()
-        self._checkpoint: Checkpoint | None = None
+        self._checkpoint: CheckpointData | None = None
         self._version = 0
         self._sent = 0
         self._stopped: type[Exception] | None = None
@@ -133,7 +134,7 @@ class Supervisor:
         self._wake = threading.Event()  # the body ended, or the worker's stop cut it short
 
     # called from the job's thread through JobContext.heartbeat ------------------
-    def on_heartbeat(self, checkpoint: Checkpoint | None) -> None:
+    def on_heartbeat(self, checkpoint: CheckpointData | None) -> None:
         with self._lock:
             stopped = self._stopped
             if stopped is None and checkpoint is not None:

@@ -29,6 +29,7 @@ from workflow_store.rows import (
 )
 from workflow_store.store_core import StoreCore
 from workflow_store.stored_json import policy_to_dict, spec_to_dict
+from workflow_store.unknown_job_type import unknown_job_type
 
 
 class ScheduleStore(StoreCore):
@@ -48,9 +49,7 @@ class ScheduleStore(StoreCore):
                 revision = self._bump_revision(s)
                 if s.get(m.JobType, new.job_type) is None:
                     names = s.scalars(sa.select(m.JobType.name).order_by(m.JobType.name)).all()
-                    registered = ", ".join(names) if names else "none (register one first)"
-                    what = f"unknown job type '{new.job_type}'" if new.job_type else "required"
-                    raise InvalidArgument("job_type", f"{what}; registered: {registered}")
+                    raise unknown_job_type(new.job_type, names)
                 row = s.get(m.Schedule, new.schedule_id)
                 if row is not None and not row.deleted:
                     raise ScheduleExists(new.schedule_id)

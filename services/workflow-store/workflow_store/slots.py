@@ -44,6 +44,7 @@ from workflow_store.records import (
 from workflow_store.rows import _event, _live_schedule, _run
 from workflow_store.store import Store
 from workflow_store.stored_json import policy_to_dict, spec_to_dict
+from workflow_store.unknown_job_type import unknown_job_type
 
 #: Reasons of placeholder rows start with this (see the module docstring).
 PENDING_PREFIX = "pending:"
@@ -303,7 +304,7 @@ def create_schedules(store: Store, news: Iterable[NewSchedule], chunk: int = 5_0
             jobs = set(s.scalars(sa.select(m.JobType.name)))
             for new in batch:
                 if new.job_type not in jobs:
-                    raise InvalidArgument("job_type", f"unknown job type '{new.job_type}'")
+                    raise unknown_job_type(new.job_type)
             last = int(
                 s.execute(
                     sa.update(m.StoreRevision)

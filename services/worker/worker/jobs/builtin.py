@@ -7,10 +7,8 @@ from collections.abc import Mapping
 from datetime import timedelta
 from typing import Any
 
+from cronwave import JobContext, JobType, RetryPolicy
 from cronwave_core.errors import InvalidArgument
-from worker.jobs.context import JobContext
-from worker.jobs.registry import JobType
-from worker.jobs.retry import RetryPolicy
 
 # Sleep in short slices: a time limit is delivered between Python instructions,
 # so one long C-level sleep could not be interrupted.

@@ -1,64 +1,11 @@
-"""Job types: what a worker can run, and the limits the store enforces on it."""
+"""The job types one worker process runs, by name."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass
-from datetime import timedelta
-from typing import Any
+from collections.abc import Iterable, Iterator
 
-from cronwave_core.errors import AlreadyExists, InvalidArgument, NotFound
-from cronwave_core.queueing import validate_queue_name
-from worker.jobs.context import JobContext
-from worker.jobs.retry import NO_RETRY, RetryPolicy
-
-JobFn = Callable[[JobContext], Mapping[str, Any]]
-
-
-@dataclass(frozen=True)
-class JobType:
-    """A named job function and its limits.
-
-    ``duration_limit`` bounds one attempt: past it the worker kills the attempt and
-    records it TIMED_OUT. ``heartbeat_timeout`` is how long the store waits without a
-    heartbeat before it considers the attempt dead and lets a new attempt resume the
-    run from its checkpoint; the worker beats three times per timeout. ``retry`` says
-    how an attempt that raised is retried (None: the default policy, or no retry for a
-    ``financial`` job type, whose effects move money). ``queue`` is the pool whose
-    workers run it; among runs a worker took at the same time, a lower ``priority``
-    goes first.
-    """
-
-    name: str
-    fn: JobFn
-    duration_limit: timedelta
-    heartbeat_timeout: timedelta = timedelta(seconds=30)
-    queue: str = "default"
-    financial: bool = False
-    retry: RetryPolicy | None = None
-    priority: int = 0
-
-    def __post_init__(self) -> None:
-        if self.retry is None:
-            object.__setattr__(self, "retry", NO_RETRY if self.financial else RetryPolicy())
-        if not self.name or self.name != self.name.strip():
-            raise InvalidArgument("job_type.name", "required, without surrounding spaces")
-        if self.duration_limit <= timedelta(0):
-            raise InvalidArgument("job_type.duration_limit", "must be a positive duration")
-        if self.heartbeat_timeout <= timedelta(0):
-            raise InvalidArgument("job_type.heartbeat_timeout", "must be a positive duration")
-        validate_queue_name(self.queue, "job_type.queue")
-
-    @property
-    def retry_policy(self) -> RetryPolicy:
-        assert self.retry is not None  # set in __post_init__
-        return self.retry
-
-    @property
-    def heartbeat_interval(self) -> timedelta:
-        """How often a running attempt beats: a third of the timeout, so two lost
-        beats in a row still do not make the store give up on it."""
-        return self.heartbeat_timeout / 3
+from cronwave import JobType
+from cronwave_core.errors import AlreadyExists, NotFound
 
 
 class Registry:

@@ -85,7 +85,7 @@ class GatewayBatches:
                     raise Unavailable(
                         f"payment gateway at {self.address} gave no answer to a batch of "
                         f"{len(items)} charges in {self.attempts} calls ({code.name}: "
-                        f"{exc.details()}); is it running (`python -m payment_gateway`, "
+                        f"{exc.details()}); is it running (`python -m cronwave_billing.gateway`, "
                         "CRONWAVE_GATEWAY_ADDR)? The charges it may have made are safe to ask "
                         "for again: run the job again"
                     ) from exc

@@ -5,6 +5,9 @@ from __future__ import annotations
 from cronwave_proto.v1 import payment_gateway_service_pb2
 from cronwave_proto.v1 import payment_gateway_service_pb2_grpc as pb_grpc
 
+from cronwave_billing.gateway.faults import NO_FAULTS, FaultHooks, Faults
+from cronwave_billing.gateway.ledger import Ledger, create_gateway_engine
+from cronwave_billing.gateway.servicer import PaymentGatewayServicer
 from cronwave_core.bootstrap import Service, full_names, serve
 from cronwave_core.settings import (
     DemoSettings,
@@ -13,9 +16,6 @@ from cronwave_core.settings import (
     TestHooks,
 )
 from cronwave_core.telemetry.tracing import init_tracing
-from payment_gateway.faults import NO_FAULTS, FaultHooks, Faults
-from payment_gateway.ledger import Ledger, create_gateway_engine
-from payment_gateway.servicer import PaymentGatewayServicer
 
 
 def faults_from_settings(hooks: TestHooks) -> FaultHooks:

@@ -30,14 +30,14 @@ from typing import Any, NoReturn
 import sqlalchemy as sa
 from cronwave_proto.v1 import payment_gateway_service_pb2 as gateway_pb
 
+from cronwave import JobContext, WorkerStopping
+from cronwave_billing.config import BillingSettings
+from cronwave_billing.gateway_client import GatewayBatches, GatewayRefused, idempotency_key
+from cronwave_billing.plan import BillingPlan, Progress
+from cronwave_billing.schema import charges, invoices
 from cronwave_core.bulk import any_of, insert_skipping_conflicts
 from cronwave_core.telemetry.spans import hop_span
 from cronwave_core.telemetry.vocabulary import Hop, Kind
-from worker.jobs.billing_config import BillingSettings
-from worker.jobs.billing_gateway import GatewayBatches, GatewayRefused, idempotency_key
-from worker.jobs.billing_plan import BillingPlan, Progress
-from worker.jobs.billing_schema import charges, invoices
-from worker.jobs.context import JobContext, WorkerStopping
 
 _STATUS = {gateway_pb.CHARGE_STATUS_SUCCEEDED: "succeeded"}
 

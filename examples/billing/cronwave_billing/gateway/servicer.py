@@ -12,13 +12,13 @@ from cronwave_proto.v1 import payment_gateway_service_pb2 as pb
 from cronwave_proto.v1 import payment_gateway_service_pb2_grpc as pb_grpc
 from google.protobuf.timestamp_pb2 import Timestamp
 
+from cronwave_billing.gateway.domain import SUCCEEDED, Charge, ChargeItem, ChargeResult
+from cronwave_billing.gateway.faults import NO_FAULTS, FaultHooks
+from cronwave_billing.gateway.ledger import Ledger
 from cronwave_core.convert import dt_to_ts, duration_to_td
 from cronwave_core.errors import InvalidArgument
 from cronwave_core.telemetry.spans import hop_span
 from cronwave_core.telemetry.vocabulary import Hop, Kind
-from payment_gateway.domain import SUCCEEDED, Charge, ChargeItem, ChargeResult
-from payment_gateway.faults import NO_FAULTS, FaultHooks
-from payment_gateway.ledger import Ledger
 
 DEFAULT_PAGE = 1_000
 MAX_PAGE = 10_000

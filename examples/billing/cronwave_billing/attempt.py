@@ -1,4 +1,4 @@
-"""One attempt of ``billing.nightly`` (see ``worker.jobs.billing`` for the phases and
+"""One attempt of ``billing.nightly`` (see ``cronwave_billing.job`` for the phases and
 why a repeated attempt charges no invoice twice)."""
 
 from __future__ import annotations
@@ -12,14 +12,12 @@ from typing import Any
 import sqlalchemy as sa
 from cronwave_proto.v1 import payment_gateway_service_pb2_grpc as gateway_grpc
 
-from cronwave_core.rpc import open_channel
-from cronwave_core.telemetry.spans import hop_span
-from cronwave_core.telemetry.vocabulary import Hop, Kind
-from worker.jobs.billing_charges import ChargePhase
-from worker.jobs.billing_config import BillingSettings
-from worker.jobs.billing_gateway import GatewayBatches
-from worker.jobs.billing_plan import CHARGES, DONE, INVOICES, BillingPlan, Progress
-from worker.jobs.billing_schema import (
+from cronwave import JobContext
+from cronwave_billing.charges import ChargePhase
+from cronwave_billing.config import BillingSettings
+from cronwave_billing.gateway_client import GatewayBatches
+from cronwave_billing.plan import CHARGES, DONE, INVOICES, BillingPlan, Progress
+from cronwave_billing.schema import (
     charges,
     create_billing_engine,
     customers,
@@ -27,7 +25,9 @@ from worker.jobs.billing_schema import (
     invoices,
     seed_statement,
 )
-from worker.jobs.context import JobContext
+from cronwave_core.rpc import open_channel
+from cronwave_core.telemetry.spans import hop_span
+from cronwave_core.telemetry.vocabulary import Hop, Kind
 
 SEED_CHUNK = 100_000
 
@@ -70,12 +70,12 @@ class _Attempt:
         self.invoices_created = 0
 
     def checkpoint(self, progress: Progress) -> Progress:
-        self.ctx.heartbeat(progress.to_checkpoint())
+        self.ctx.checkpoint.save(progress.to_checkpoint())
         return progress
 
     def run(self) -> Mapping[str, Any]:
         started = time.monotonic()
-        progress = Progress.resume(self.ctx.checkpoint, self.plan.period)
+        progress = Progress.resume(self.ctx.checkpoint.load(), self.plan.period)
         resumed = progress.phase != INVOICES or progress.last_customer_id > 0
         if resumed:
             self.ctx.logger.info("resuming %s from %s", self.plan.period, progress)

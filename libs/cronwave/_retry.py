@@ -3,7 +3,11 @@
 Only an error the job raised is retried. A worker that crashed, or paused past its
 heartbeat timeout, is not a failed attempt: the run is re-dispatched and resumes from
 its checkpoint under a new attempt token, and that does not count against
-``maximum_attempts``.
+``maximum_attempts``. An error that is a ``cronwave.NonRetryable`` is never retried,
+whatever the policy lists.
+
+The worker turns a policy into its wire form (``worker.jobs.wire``) when it registers
+the job type; this module knows nothing of protobuf.
 """
 
 from __future__ import annotations
@@ -12,11 +16,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import timedelta
 
-from cronwave_proto.v1 import common_pb2
-
-from cronwave_core.convert import td_to_duration
 from cronwave_core.errors import InvalidArgument
 
+#: The error type every policy treats as non-retryable (``cronwave.NonRetryable``, and
+#: so every subclass of it: an error's base type names are matched too).
+ALWAYS_NON_RETRYABLE = "NonRetryable"
 #: Every run ends: on the dead-letter list at worst, never in an endless retry loop.
 MAX_ATTEMPTS_CAP = 100
 
@@ -38,15 +42,25 @@ class RetryPolicy:
     non_retryable_errors: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
+        for name in ("initial_interval", "maximum_interval"):
+            if not isinstance(getattr(self, name), timedelta):
+                raise InvalidArgument(
+                    f"retry.{name}", "must be a datetime.timedelta, e.g. timedelta(seconds=5)"
+                )
         if self.initial_interval <= timedelta(0):
             raise InvalidArgument("retry.initial_interval", "must be a positive duration")
-        if not self.backoff_coefficient >= 1.0:  # also refuses NaN
+        if not isinstance(self.backoff_coefficient, int | float) or not (
+            self.backoff_coefficient >= 1.0  # also refuses NaN
+        ):
             raise InvalidArgument("retry.backoff_coefficient", "must be at least 1.0")
         if self.maximum_interval < self.initial_interval:
             raise InvalidArgument(
                 "retry.maximum_interval", "must be at least retry.initial_interval"
             )
-        if not 1 <= self.maximum_attempts <= MAX_ATTEMPTS_CAP:
+        if (
+            not isinstance(self.maximum_attempts, int)
+            or not 1 <= self.maximum_attempts <= MAX_ATTEMPTS_CAP
+        ):
             raise InvalidArgument(
                 "retry.maximum_attempts",
                 f"must be in [1, {MAX_ATTEMPTS_CAP}] (1 means no retry), "
@@ -72,8 +86,8 @@ class RetryPolicy:
 
     def retryable(self, error_types: Iterable[str]) -> bool:
         """False when any of ``error_types`` (an error's type and base type names) is
-        listed as non-retryable."""
-        return not set(error_types) & set(self.non_retryable_errors)
+        listed as non-retryable, or is ``NonRetryable``."""
+        return not set(error_types) & {*self.non_retryable_errors, ALWAYS_NON_RETRYABLE}
 
     def retry_after(self, attempt: int, error_types: Iterable[str]) -> timedelta | None:
         """The delay before retrying failed attempt ``attempt``, or None when the run
@@ -81,29 +95,6 @@ class RetryPolicy:
         if not self.retryable(error_types) or attempt >= self.maximum_attempts:
             return None
         return self.delay(attempt)
-
-    @classmethod
-    def from_proto(cls, msg: common_pb2.RetryPolicy) -> RetryPolicy:
-        """A zero field means the default, as in the proto's wire form."""
-        default = cls()
-        initial = msg.initial_interval.ToTimedelta() or default.initial_interval
-        return cls(
-            initial_interval=initial,
-            backoff_coefficient=msg.backoff_coefficient or default.backoff_coefficient,
-            maximum_interval=msg.maximum_interval.ToTimedelta()
-            or max(default.maximum_interval, initial),
-            maximum_attempts=msg.maximum_attempts or default.maximum_attempts,
-            non_retryable_errors=tuple(msg.non_retryable_errors),
-        )
-
-    def to_proto(self) -> common_pb2.RetryPolicy:
-        return common_pb2.RetryPolicy(
-            initial_interval=td_to_duration(self.initial_interval),
-            backoff_coefficient=self.backoff_coefficient,
-            maximum_interval=td_to_duration(self.maximum_interval),
-            maximum_attempts=self.maximum_attempts,
-            non_retryable_errors=list(self.non_retryable_errors),
-        )
 
 
 #: For jobs that move money: an error ends the attempt on the dead-letter list, for a

@@ -17,9 +17,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from cronwave_core.bulk import any_of, insert_skipping_conflicts
-from cronwave_core.errors import ConfigurationError
-from payment_gateway.domain import (
+from cronwave_billing.gateway.domain import (
     SUCCEEDED,
     Charge,
     ChargeCounts,
@@ -28,6 +26,8 @@ from payment_gateway.domain import (
     IdempotencyKeyReused,
     validate_items,
 )
+from cronwave_core.bulk import any_of, insert_skipping_conflicts
+from cronwave_core.errors import ConfigurationError
 
 metadata = sa.MetaData()
 

@@ -28,9 +28,8 @@ from collections.abc import Mapping
 from datetime import timedelta
 from typing import Any
 
-from worker.jobs.billing_config import BillingSettings
-from worker.jobs.context import JobContext
-from worker.jobs.registry import JobType
+from cronwave import JobContext, JobType
+from cronwave_billing.config import BillingSettings
 
 NAME = "billing.nightly"
 DURATION_LIMIT = timedelta(minutes=30)
@@ -49,7 +48,7 @@ class BillingJob:
         returns the period's totals and what this attempt did."""
         # Imported here: SQLAlchemy and the gateway's client are loaded by the first
         # attempt, not by every worker and job process that only registers the type.
-        from worker.jobs.billing_attempt import run_attempt
+        from cronwave_billing.attempt import run_attempt
 
         return run_attempt(ctx, self.config)
 

@@ -1,0 +1,3 @@
+from cronwave_billing.gateway.main import main
+
+main()

@@ -1,3 +1,0 @@
-from payment_gateway.main import main
-
-main()
