@@ -122,7 +122,7 @@ def test_client_commands_reach_a_suite_without_the_server_packages(make_suite, l
 
 @pytest.mark.parametrize(
     "args",
-    [["up"], ["demo"], ["load", "--runs", "1"], ["bench", "single"], ["waterfall"]],
+    [["up"], ["demo"], ["load", "--runs", "1"], ["bench", "single"], ["waterfall"], ["worker"]],
     ids=lambda args: args[0],
 )
 def test_a_server_command_says_to_install_the_server_extra(args, light_env, tmp_path):

@@ -10,11 +10,8 @@ from typing import Annotated
 
 import typer
 
-from cronwave.cli._console import err, reported_errors
+from cronwave.cli._console import SERVICE_MODULES, err, reported_errors, server_modules
 from cronwave.cli._jobs_option import HELP, with_job_modules
-from cronwave.cli.suite_cmds import port_in_use
-from cronwave_core.settings import DEFAULT_PORTS, check_env
-from cronwave_core.suite import free_port
 
 app = typer.Typer()
 
@@ -36,6 +33,11 @@ def worker(
     cannot be imported stops it at start-up, naming the module and the error. Its
     status port is CRONWAVE_WORKER_ADDR, else the fixed one when free, else a free
     one (beside a `cronwave up`, whose worker holds the fixed one)."""
+    with server_modules("cronwave worker", SERVICE_MODULES):
+        from cronwave_core.suite import free_port
+    from cronwave.cli.suite_cmds import port_in_use
+    from cronwave_core.settings import DEFAULT_PORTS, check_env
+
     with reported_errors():
         env = with_job_modules(os.environ, jobs)
         if queues is not None:
