@@ -367,6 +367,13 @@ class Client:
         )
         return Schedule.from_proto(resp.schedule), [Run.from_proto(r) for r in resp.cancelled]
 
+    def _job_type_names(self) -> list[str]:
+        """The job types registered with the store, by name."""
+        resp = self._call(
+            "workflow-store", self._store.ListJobTypes, store_pb.ListJobTypesRequest()
+        )
+        return sorted(job.name for job in resp.job_types)
+
     # runs ----------------------------------------------------------------------
     def trigger(self, schedule_id: str, *, idempotency_key: str = "") -> Run:
         """Start a run of ``schedule_id`` now, outside its calendar. Each call is a
