@@ -5,32 +5,31 @@ no longer declares). ``--dry-run`` shows the changes and makes none."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.markup import escape
 from rich.table import Table
 
-from cronwave._client import Client
-from cronwave.cli import _apply_file, _json
-from cronwave.cli._apply_plan import Action, Change, Plan, plan
+from cronwave.cli import _json
 from cronwave.cli._console import connected, fail, out
 from cronwave.cli._json import Output, OutputOption
 from cronwave_core.errors import CronwaveError, FailedPrecondition, InvalidArgument
 
+if TYPE_CHECKING:
+    from cronwave._client import Client
+    from cronwave.cli._apply_file import ApplyFile
+    from cronwave.cli._apply_plan import Plan
+
 app = typer.Typer()
 
-_DONE = {
-    Action.CREATE: "created",
-    Action.UPDATE: "updated",
-    Action.UNCHANGED: "unchanged",
-    Action.PRUNE: "pruned",
-}
+# Done and dry-run words, by the plan's action values.
+_DONE = {"create": "created", "update": "updated", "unchanged": "unchanged", "prune": "pruned"}
 _WOULD = {
-    Action.CREATE: "would create",
-    Action.UPDATE: "would update",
-    Action.UNCHANGED: "unchanged",
-    Action.PRUNE: "would prune",
+    "create": "would create",
+    "update": "would update",
+    "unchanged": "unchanged",
+    "prune": "would prune",
 }
 
 
@@ -56,6 +55,10 @@ def apply(
     """Create or update every schedule the file declares, idempotently: a second apply
     of the same file changes nothing. The whole file is checked first; a bad entry
     changes nothing."""
+    # The file's reader (PyYAML, the calendar) loads only when apply runs.
+    from cronwave.cli import _apply_file
+    from cronwave.cli._apply_plan import plan
+
     with connected() as client:
         declared = _apply_file.read(file)
         _check_job_types(client, declared)
@@ -67,7 +70,7 @@ def apply(
     _report(declared, changes, dry_run, output)
 
 
-def _check_job_types(client: Client, declared: _apply_file.ApplyFile) -> None:
+def _check_job_types(client: Client, declared: ApplyFile) -> None:
     registered = client._job_type_names()
     for entry in declared.schedules:
         if entry.job_type not in registered:
@@ -79,6 +82,8 @@ def _check_job_types(client: Client, declared: _apply_file.ApplyFile) -> None:
 
 
 def _check_prunable(client: Client, changes: Plan) -> None:
+    from cronwave.cli._apply_plan import Action
+
     for change in changes.of(Action.PRUNE):
         runs = client.list_runs(change.schedule_id, limit=5, states=("PENDING", "RUNNING"))
         if runs:
@@ -92,6 +97,8 @@ def _check_prunable(client: Client, changes: Plan) -> None:
 
 def _execute(client: Client, changes: Plan) -> None:
     """Make each change in order; a refusal midway says what was already done."""
+    from cronwave.cli._apply_plan import Action, Change
+
     done: list[Change] = []
     for change in changes.changes:
         try:
@@ -115,7 +122,7 @@ def _execute(client: Client, changes: Plan) -> None:
         done.append(change)
 
 
-def _report(declared: _apply_file.ApplyFile, changes: Plan, dry_run: bool, output: Output) -> None:
+def _report(declared: ApplyFile, changes: Plan, dry_run: bool, output: Output) -> None:
     if output is Output.JSON:
         _json.emit(_document(declared, changes, dry_run))
         return
@@ -138,7 +145,9 @@ def _report(declared: _apply_file.ApplyFile, changes: Plan, dry_run: bool, outpu
     console.print(table)
 
 
-def _document(declared: _apply_file.ApplyFile, changes: Plan, dry_run: bool) -> dict[str, Any]:
+def _document(declared: ApplyFile, changes: Plan, dry_run: bool) -> dict[str, Any]:
+    from cronwave.cli._apply_plan import Action
+
     return {
         "file": str(declared.path),
         "manager": declared.manager,
