@@ -104,6 +104,10 @@ schedules:
             "schedules[0] (id 'a'): intervals[0].phase: must be in [0, every)",
         ),
         (
+            "schedules: [{id: a, job_type: j, cron: '* * * * *', catchup: all}]\n",
+            "schedules[0] (id 'a'): overlap: catch-up 'all' runs every late slot",
+        ),
+        (
             "schedules: [{id: a, job_type: j, cron: '* * * * *', max_runs: true}]\n",
             "schedules[0] (id 'a'): max_runs: must be a whole number",
         ),

@@ -31,6 +31,7 @@ import yaml
 from cronwave._spec_input import policy_of, spec_of
 from cronwave.cli import _schedule_args as args
 from cronwave_core.domain import calendar
+from cronwave_core.domain.catchup import check_coherent
 from cronwave_core.domain.spec import Interval, Policy, Spec
 from cronwave_core.errors import InvalidArgument
 
@@ -207,7 +208,7 @@ def _declared(entry: dict[str, Any], sid: str, index: int) -> Declared:
     # Exactly the store's checks: the values as the store would read them.
     checked = Spec.from_proto(spec.to_proto())
     calendar.validate(checked)
-    Policy.from_proto(policy.to_proto())
+    check_coherent(Policy.from_proto(policy.to_proto()))
     return Declared(sid, job_type, spec, policy, payload, paused, index)
 
 
