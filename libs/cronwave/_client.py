@@ -14,11 +14,13 @@ from cronwave_proto.v1 import cron_planner_service_pb2 as planner_pb
 from cronwave_proto.v1 import dispatcher_service_pb2 as dispatcher_pb
 from cronwave_proto.v1 import leader_election_service_pb2 as leader_pb
 from cronwave_proto.v1 import workflow_store_service_pb2 as store_pb
+from google.protobuf import field_mask_pb2
 
 from cronwave import _enums
 from cronwave._errors import WaitTimeout
 from cronwave._models import Lease, PlannerStatus, Run, RunEvent, Schedule, _dt
 from cronwave._spec_input import policy_of, spec_of, timestamp, whole_or_keywords
+from cronwave._update_input import update_of
 from cronwave_core.domain.spec import Interval, Overlap, Policy, Spec
 from cronwave_core.errors import InvalidArgument, RunNotFound, Unavailable
 
@@ -148,6 +150,7 @@ class Client:
         end_at: datetime | None = None,
         max_runs: int = 0,
         jitter: timedelta | None = None,
+        if_absent: bool = False,
     ) -> Schedule:
         """Create a schedule that fires by ``spec`` and acts by ``policy``::
 
@@ -171,7 +174,9 @@ class Client:
         ``Overlap.BUFFER_ONE``); ``None`` and 0 are the defaults. A spec or policy
         is given whole or by keywords, not both. ``job_type`` must be registered by a
         worker. Raises ``InvalidArgument`` naming the bad field (nothing is written)
-        and ``AlreadyExists`` when the id is taken.
+        and ``AlreadyExists`` when the id is taken -- unless ``if_absent``: then the
+        schedule of that id is returned as it is, unchanged (the request is still
+        validated).
         """
         spec = whole_or_keywords(
             "spec",
@@ -217,12 +222,87 @@ class Client:
             payload_json=payload_json,
             paused=paused,
         )
+        return self._create(schedule, if_absent=if_absent)[0]
+
+    def _create(self, schedule: pb.Schedule, *, if_absent: bool) -> tuple[Schedule, bool]:
+        """CreateSchedule: the schedule, and whether this call created it."""
         resp = self._call(
             "workflow-store",
             self._store.CreateSchedule,
-            store_pb.CreateScheduleRequest(schedule=schedule),
+            store_pb.CreateScheduleRequest(schedule=schedule, if_absent=if_absent),
         )
-        return Schedule.from_proto(resp.schedule)
+        return Schedule.from_proto(resp.schedule), resp.created
+
+    def update_schedule(
+        self,
+        schedule_id: str,
+        spec: Spec | None = None,
+        policy: Policy | None = None,
+        *,
+        job_type: str | None = None,
+        payload: dict[str, Any] | None = None,
+        cron: str | Sequence[str] | None = None,
+        time_zone: str | None = None,
+        dst_gap: str | None = None,
+        dst_repeat: str | None = None,
+        overlap: str | None = None,
+        catchup: str | None = None,
+        catchup_window: timedelta | None = None,
+        catchup_max_runs: int | None = None,
+        exclude_dates: Iterable[date | str] | None = None,
+        intervals: Iterable[Interval] | None = None,
+        one_off: Iterable[datetime] | None = None,
+        start_at: datetime | None = None,
+        end_at: datetime | None = None,
+        max_runs: int | None = None,
+        jitter: timedelta | None = None,
+    ) -> Schedule:
+        """Change the fields given (not ``None``) of a live schedule, in place; every
+        other field keeps its value. ``spec`` or ``policy`` replaces that value whole;
+        the keywords are those of ``create_schedule`` and change one field each
+        (``cron=...`` keeps the zone). Validated as a create is, all or nothing:
+        ``InvalidArgument`` names the bad field and the schedule is unchanged;
+        ``NotFound`` for an unknown or deleted schedule.
+
+        The planner re-plans it from the moment of the change: a slot already run is
+        never run again, and a calendar change does not count the slots between the
+        old and the new calendar as missed. A run recorded before the change keeps the
+        payload and job type it was recorded with.
+        """
+        msg, paths = update_of(
+            schedule_id,
+            spec,
+            policy,
+            job_type=job_type,
+            payload=payload,
+            cron=cron,
+            time_zone=time_zone,
+            dst_gap=dst_gap,
+            dst_repeat=dst_repeat,
+            overlap=overlap,
+            catchup=catchup,
+            catchup_window=catchup_window,
+            catchup_max_runs=catchup_max_runs,
+            exclude_dates=exclude_dates,
+            intervals=intervals,
+            one_off=one_off,
+            start_at=start_at,
+            end_at=end_at,
+            max_runs=max_runs,
+            jitter=jitter,
+        )
+        return self._update(msg, paths)[0]
+
+    def _update(self, schedule: pb.Schedule, paths: Sequence[str]) -> tuple[Schedule, bool]:
+        """UpdateSchedule of ``paths``: the schedule, and whether anything changed."""
+        resp = self._call(
+            "workflow-store",
+            self._store.UpdateSchedule,
+            store_pb.UpdateScheduleRequest(
+                schedule=schedule, update_mask=field_mask_pb2.FieldMask(paths=list(paths))
+            ),
+        )
+        return Schedule.from_proto(resp.schedule), resp.changed
 
     def get_schedule(self, schedule_id: str) -> Schedule:
         resp = self._call(
@@ -271,14 +351,28 @@ class Client:
         )
         return Schedule.from_proto(resp.schedule)
 
-    def delete_schedule(self, schedule_id: str) -> Schedule:
-        """Delete ``schedule_id``; its runs and their history stay."""
+    def delete_schedule(self, schedule_id: str, *, force: bool = False) -> Schedule:
+        """Delete ``schedule_id``; its runs and their history stay. A schedule with a
+        run in flight (PENDING or RUNNING) is refused with ``FailedPrecondition``
+        naming the run, unless ``force``: then those runs are cancelled (error
+        ``schedule deleted``) in the same transaction as the deletion."""
+        return self._delete(schedule_id, force=force)[0]
+
+    def _delete(self, schedule_id: str, *, force: bool) -> tuple[Schedule, list[Run]]:
+        """DeleteSchedule: the deleted schedule and the runs ``force`` cancelled."""
         resp = self._call(
             "workflow-store",
             self._store.DeleteSchedule,
-            store_pb.DeleteScheduleRequest(schedule_id=schedule_id),
+            store_pb.DeleteScheduleRequest(schedule_id=schedule_id, force=force),
         )
-        return Schedule.from_proto(resp.schedule)
+        return Schedule.from_proto(resp.schedule), [Run.from_proto(r) for r in resp.cancelled]
+
+    def _job_type_names(self) -> list[str]:
+        """The job types registered with the store, by name."""
+        resp = self._call(
+            "workflow-store", self._store.ListJobTypes, store_pb.ListJobTypesRequest()
+        )
+        return sorted(job.name for job in resp.job_types)
 
     # runs ----------------------------------------------------------------------
     def trigger(self, schedule_id: str, *, idempotency_key: str = "") -> Run:

@@ -67,6 +67,9 @@ class Schedule:
     withheld: str = ""
     #: At most this many catch-up runs with ``catchup="all"`` (0: the default, 100).
     catchup_max_runs: int = 0
+    #: ``"apply:<manager>"`` when ``cronwave apply`` manages it (its ``--prune`` may
+    #: delete it); empty for a schedule made by hand.
+    managed_by: str = ""
 
     @property
     def payload(self) -> Any:
@@ -135,6 +138,7 @@ class Schedule:
             deleted=msg.deleted,
             withheld=msg.withheld,
             catchup_max_runs=policy.catchup_max_runs,
+            managed_by=msg.managed_by,
         )
 
 

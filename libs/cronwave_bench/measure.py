@@ -109,11 +109,12 @@ def wait_terminal(
 
 def delete_schedules(client: Client, schedule_ids: Sequence[str]) -> int:
     """Delete the schedules a scenario made (so a shared database is left as it was
-    found, apart from history); returns how many could not be deleted."""
+    found, apart from history), cancelling any run still in flight; returns how many
+    could not be deleted."""
 
     def one(sid: str) -> bool:
         try:
-            client.delete_schedule(sid)
+            client.delete_schedule(sid, force=True)
         except CronwaveError:
             return False
         return True

@@ -55,13 +55,30 @@ class ScheduleExists(AlreadyExists):
     def __init__(self, schedule_id: str) -> None:
         super().__init__(
             f"schedule_id: a schedule '{schedule_id}' already exists; "
-            "delete it first or choose another id"
+            "delete it first or choose another id (or create with --if-absent to keep it)"
         )
         self.schedule_id = schedule_id
 
 
 class FailedPrecondition(CronwaveError):
     status = "FAILED_PRECONDITION"
+
+
+class ScheduleBusy(FailedPrecondition):
+    """A delete of a schedule whose runs are still in flight (PENDING or RUNNING),
+    without force: deleting it would leave those runs going with no schedule."""
+
+    def __init__(self, schedule_id: str, runs: list[tuple[str, str]]) -> None:
+        shown = ", ".join(f"{run_id} ({state})" for run_id, state in runs[:5])
+        more = f" and {len(runs) - 5} more" if len(runs) > 5 else ""
+        first = runs[0][0] if runs else ""
+        super().__init__(
+            f"schedule_id: schedule '{schedule_id}' has {len(runs)} run(s) in flight: "
+            f"{shown}{more}; wait for them to end, cancel them (cronwave runs cancel "
+            f"{first}), or delete with --force (force=True), which cancels them"
+        )
+        self.schedule_id = schedule_id
+        self.run_ids = [run_id for run_id, _ in runs]
 
 
 class StaleFencingToken(FailedPrecondition):

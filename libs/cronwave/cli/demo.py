@@ -84,7 +84,7 @@ def scheduled_tick(client: Client, console: Console) -> Run:
     """One fire of a one-off no-op schedule by the planner; the schedule is deleted
     afterwards. Its run crosses all seven hops (plan and leader included)."""
     with contextlib.suppress(NotFound):
-        client.delete_schedule(TICK_ID)  # left by an interrupted demo
+        client.delete_schedule(TICK_ID, force=True)  # left by an interrupted demo
     at = datetime.now(UTC) + TICK_LEAD
     client.create_schedule(TICK_ID, job_type=TICK_JOB, one_off=[at])
     try:
@@ -98,7 +98,7 @@ def scheduled_tick(client: Client, console: Console) -> Run:
                 fail(f"the planner did not fire {TICK_ID} within {WAIT.total_seconds():g}s")
             run = client.wait_run(runs[0].run_id, timeout=WAIT)
     finally:
-        client.delete_schedule(TICK_ID)
+        client.delete_schedule(TICK_ID, force=True)
     console.print(
         f"the planner fired [bold]{TICK_ID}[/] ({TICK_JOB}) once: run {run.run_id} {run.state}"
     )

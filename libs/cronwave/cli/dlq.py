@@ -13,7 +13,9 @@ from cronwave_proto.v1 import workflow_store_service_pb2 as store_pb
 from rich.markup import escape
 from rich.table import Table
 
+from cronwave.cli import _json
 from cronwave.cli._console import network_settings, out, reported_errors
+from cronwave.cli._json import Output, OutputOption
 from cronwave.cli._render import fmt_time
 
 if TYPE_CHECKING:
@@ -88,6 +90,7 @@ def list_(
     all_: Annotated[
         bool, typer.Option("--all", help="Include entries that were already replayed.")
     ] = False,
+    output: OutputOption = Output.TABLE,
 ) -> None:
     """List the dead letters, newest first."""
     with _store() as store:
@@ -95,6 +98,9 @@ def list_(
             store.stub.ListDeadLetters,
             store_pb.ListDeadLettersRequest(limit=limit, include_replayed=all_),
         )
+    if output is Output.JSON:
+        _json.emit([_json.dead_letter(d) for d in response.dead_letters])
+        return
     if not response.dead_letters:
         out().print("no dead letters")
         return

@@ -7,8 +7,9 @@ from typing import Annotated
 import typer
 from rich.markup import escape
 
-from cronwave.cli import _render
+from cronwave.cli import _json, _render
 from cronwave.cli._console import connected, out
+from cronwave.cli._json import Output, OutputOption
 
 app = typer.Typer()
 
@@ -16,10 +17,14 @@ app = typer.Typer()
 @app.command()
 def leader(
     scope: Annotated[str, typer.Option("--scope", help="The lease's name.")] = "planner",
+    output: OutputOption = Output.TABLE,
 ) -> None:
     """Show who holds the lease: holder, fencing token, expiry."""
     with connected() as client:
         lease = client.leader(scope)
+        if output is Output.JSON:
+            _json.emit(_json.lease(lease))
+            return
         console = out()
         console.print(_render.lease_fields(lease))
         if not lease.held:

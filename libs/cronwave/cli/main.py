@@ -15,6 +15,7 @@ from typing import Annotated
 import typer
 
 from cronwave.cli import (
+    apply,
     bench,
     demo,
     dlq,
@@ -79,6 +80,7 @@ def main(
 app.add_typer(suite_cmds.app)  # up
 app.add_typer(demo.app)  # demo
 app.add_typer(schedule.app, name="schedule")
+app.add_typer(apply.app)  # apply
 app.add_typer(runs.app, name="runs")
 app.add_typer(dlq.app, name="dlq")
 app.add_typer(leader.app)  # leader

@@ -7,8 +7,9 @@ from typing import Annotated
 
 import typer
 
-from cronwave.cli import _render
+from cronwave.cli import _json, _render
 from cronwave.cli._console import connected, fail, out
+from cronwave.cli._json import Output, OutputOption
 
 app = typer.Typer(
     help="List runs, show a run with its events, wait for a run.", no_args_is_help=True
@@ -27,10 +28,14 @@ def list_(
         list[str] | None,
         typer.Option("--state", help="Only runs in this state (e.g. FAILED); repeatable."),
     ] = None,
+    output: OutputOption = Output.TABLE,
 ) -> None:
     """List runs, newest first."""
     with connected() as client:
         runs = client.list_runs(schedule, limit=limit, states=state or ())
+        if output is Output.JSON:
+            _json.emit([_json.run(r) for r in runs])
+            return
         if not runs:
             out().print("no runs")
             return
@@ -38,14 +43,28 @@ def list_(
 
 
 @app.command()
-def show(run_id: RunId) -> None:
+def show(run_id: RunId, output: OutputOption = Output.TABLE) -> None:
     """Show a run and its events in order."""
     with connected() as client:
         run = client.get_run(run_id)
         events = client.run_events(run_id)
+        if output is Output.JSON:
+            _json.emit({"run": _json.run(run), "events": [_json.event(e) for e in events]})
+            return
         console = out()
         console.print(_render.run_fields(run))
         console.print(_render.events_table(events))
+
+
+@app.command()
+def events(run_id: RunId, output: OutputOption = Output.TABLE) -> None:
+    """Show a run's history, oldest first."""
+    with connected() as client:
+        history = client.run_events(run_id)
+        if output is Output.JSON:
+            _json.emit([_json.event(e) for e in history])
+            return
+        out().print(_render.events_table(history))
 
 
 @app.command()
@@ -54,11 +73,16 @@ def wait(
     timeout: Annotated[
         float, typer.Option("--timeout", min=0.0, help="Seconds to wait at most.")
     ] = 60.0,
+    output: OutputOption = Output.TABLE,
 ) -> None:
     """Wait until a run is terminal. Exits 0 if it SUCCEEDED, 1 otherwise."""
     with connected() as client:
-        with out().status(f"waiting for run {run_id} ..."):
+        if output is Output.JSON:
             run = client.wait_run(run_id, timeout=timedelta(seconds=timeout))
-        out().print(_render.run_fields(run))
+            _json.emit(_json.run(run))
+        else:
+            with out().status(f"waiting for run {run_id} ..."):
+                run = client.wait_run(run_id, timeout=timedelta(seconds=timeout))
+            out().print(_render.run_fields(run))
     if run.state != "SUCCEEDED":
         fail(f"run {run.run_id} ended {run.state}" + (f": {run.error}" if run.error else ""))

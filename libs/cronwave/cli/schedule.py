@@ -1,5 +1,5 @@
-"""``cronwave schedule ...``: create, preview, backfill, list, describe, pause, resume,
-trigger, delete."""
+"""``cronwave schedule ...``: create, update, preview, backfill, list, show, describe,
+pause, resume, trigger, delete."""
 
 from __future__ import annotations
 
@@ -9,13 +9,17 @@ from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any
 
 import typer
+from cronwave_proto.v1 import common_pb2 as pb
 from rich.text import Text
 
 from cronwave._client import Client
 from cronwave._models import Schedule
-from cronwave.cli import _render
+from cronwave._spec_input import policy_of, spec_of
+from cronwave._update_input import update_of
+from cronwave.cli import _json, _render
 from cronwave.cli import _schedule_args as args
 from cronwave.cli._console import connected, out, reported_errors
+from cronwave.cli._json import Output, OutputOption
 from cronwave_core.domain.spec import (
     CATCHUPS,
     DST_GAPS,
@@ -28,7 +32,7 @@ from cronwave_core.domain.spec import (
 from cronwave_core.errors import CronwaveError, InvalidArgument
 
 app = typer.Typer(
-    help="Create, preview, backfill, inspect, pause, resume, trigger and delete schedules.",
+    help="Create, update, preview, backfill, inspect, pause, resume, trigger and delete schedules.",
     no_args_is_help=True,
 )
 
@@ -157,17 +161,120 @@ def create(
         str | None, typer.Option("--end", help="It fires only before this instant (exclusive).")
     ] = None,
     max_runs: Annotated[int, typer.Option(help="Fire at most this many times (0: no limit).")] = 0,
+    if_absent: Annotated[
+        bool,
+        typer.Option(
+            "--if-absent", help="If the id exists, keep that schedule as it is (no error)."
+        ),
+    ] = False,
 ) -> None:
     """Create a schedule: the union of its --cron, --every and --at times. Nothing is
-    written when a field is wrong."""
+    written when a field is wrong; an existing id is an error unless --if-absent."""
     with connected() as client:
-        schedule = client.create_schedule(
+        spec = spec_of(
+            cron,
+            time_zone=tz,
+            dst_gap=dst_gap,
+            dst_repeat=dst_repeat,
+            exclude_dates=args.parse_dates(exclude_date),
+            intervals=args.parse_intervals(every, phase),
+            one_off=[args.parse_instant(text, "--at", tz) for text in at],
+            start_at=args.parse_instant(start, "--start", tz) if start else None,
+            end_at=args.parse_instant(end, "--end", tz) if end else None,
+            max_runs=max_runs,
+            jitter=args.parse_duration(jitter, "--jitter") if jitter is not None else None,
+        )
+        policy = policy_of(
+            overlap=overlap,
+            catchup=catchup,
+            catchup_window=(
+                args.parse_duration(catchup_window, "--catchup-window")
+                if catchup_window is not None
+                else None
+            ),
+            catchup_max_runs=catchup_max_runs,
+        )
+        message = pb.Schedule(
+            schedule_id=schedule_id,
+            spec=spec.to_proto(),
+            policy=policy.to_proto(),
+            job_type=job_type,
+            payload_json=json.dumps(parse_payload(payload)),
+            paused=paused,
+        )
+        schedule, created = client._create(message, if_absent=if_absent)
+        if not created:
+            out().print(
+                f"[yellow]already exists[/]: schedule {schedule.schedule_id!r} was left unchanged"
+            )
+            show_schedule(client, schedule)
+            return
+        out().print(f"[green]created[/] schedule {schedule.schedule_id!r}")
+        show_schedule(client, schedule)
+
+
+@app.command()
+def update(
+    schedule_id: ScheduleId,
+    job_type: Annotated[
+        str | None, typer.Option("--job-type", help="Another registered job type.")
+    ] = None,
+    cron: Annotated[
+        list[str] | None,
+        typer.Option("--cron", help="Replaces the cron expressions; repeatable."),
+    ] = None,
+    every: Annotated[
+        list[str] | None, typer.Option("--every", help="Replaces the intervals; repeatable.")
+    ] = None,
+    phase: PhaseOption = [],  # noqa: B006
+    at: Annotated[
+        list[str] | None, typer.Option("--at", help="Replaces the one-off instants; repeatable.")
+    ] = None,
+    tz: Annotated[str | None, typer.Option("--tz", help="Another IANA zone.")] = None,
+    payload: Annotated[
+        str | None, typer.Option("--payload", help="Replaces the job input (a JSON object).")
+    ] = None,
+    dst_gap: DstGapOption = None,
+    dst_repeat: DstRepeatOption = None,
+    overlap: Annotated[
+        str | None,
+        typer.Option(help=f"Previous run still going: {'|'.join(OVERLAPS.choices())}."),
+    ] = None,
+    catchup: Annotated[
+        str | None,
+        typer.Option(help=f"Slots missed while down: {'|'.join(CATCHUPS.choices())}."),
+    ] = None,
+    catchup_window: Annotated[
+        str | None, typer.Option(help="Slots later than this after downtime are MISSED.")
+    ] = None,
+    catchup_max_runs: Annotated[
+        int | None, typer.Option(help="At most this many catch-up runs with --catchup all.")
+    ] = None,
+    jitter: Annotated[str | None, typer.Option(help="Deterministic start delay bound.")] = None,
+    exclude_date: Annotated[
+        list[str] | None,
+        typer.Option("--exclude-date", help="Replaces the excluded local dates; repeatable."),
+    ] = None,
+    start: Annotated[str | None, typer.Option("--start", help="First instant it may fire.")] = None,
+    end: Annotated[str | None, typer.Option("--end", help="It fires only before this.")] = None,
+    max_runs: Annotated[int | None, typer.Option(help="Fire at most this many times.")] = None,
+) -> None:
+    """Change the options given, in place; every other field keeps its value.
+
+    Validated as create is: a bad value changes nothing. The planner re-plans from now
+    on: a slot already run does not run again, and the slots between the old and the
+    new calendar are not counted as missed. Times without an offset are read in --tz,
+    else in the schedule's zone."""
+    with connected() as client:
+        zone = tz
+        if zone is None and (at or start or end):
+            zone = client.get_schedule(schedule_id).time_zone
+        message, paths = update_of(
             schedule_id,
+            job_type=job_type,
+            payload=parse_payload(payload) if payload is not None else None,
             cron=cron,
             time_zone=tz,
-            job_type=job_type,
-            payload=parse_payload(payload),
-            paused=paused,
             dst_gap=dst_gap,
             dst_repeat=dst_repeat,
             overlap=overlap,
@@ -178,15 +285,23 @@ def create(
                 else None
             ),
             catchup_max_runs=catchup_max_runs,
-            exclude_dates=args.parse_dates(exclude_date),
-            intervals=args.parse_intervals(every, phase),
-            one_off=[args.parse_instant(text, "--at", tz) for text in at],
-            start_at=args.parse_instant(start, "--start", tz) if start else None,
-            end_at=args.parse_instant(end, "--end", tz) if end else None,
+            exclude_dates=args.parse_dates(exclude_date) if exclude_date is not None else None,
+            intervals=args.parse_intervals(every, phase) if every is not None else None,
+            one_off=(
+                [args.parse_instant(text, "--at", zone or "UTC") for text in at]
+                if at is not None
+                else None
+            ),
+            start_at=args.parse_instant(start, "--start", zone or "UTC") if start else None,
+            end_at=args.parse_instant(end, "--end", zone or "UTC") if end else None,
             max_runs=max_runs,
             jitter=args.parse_duration(jitter, "--jitter") if jitter is not None else None,
         )
-        out().print(f"[green]created[/] schedule {schedule.schedule_id!r}")
+        schedule, changed = client._update(message, paths)
+        if changed:
+            out().print(f"[green]updated[/] schedule {schedule.schedule_id!r}: {', '.join(paths)}")
+        else:
+            out().print(f"unchanged: schedule {schedule.schedule_id!r} already had these values")
         show_schedule(client, schedule)
 
 
@@ -274,10 +389,14 @@ def backfill(
 @app.command("list")
 def list_(
     deleted: Annotated[bool, typer.Option("--deleted", help="Include deleted schedules.")] = False,
+    output: OutputOption = Output.TABLE,
 ) -> None:
     """List schedules."""
     with connected() as client:
         schedules = client.list_schedules(include_deleted=deleted)
+        if output is Output.JSON:
+            _json.emit([_json.schedule(s) for s in schedules])
+            return
         if not schedules:
             out().print("no schedules yet; create one with `cronwave schedule create`")
             return
@@ -285,10 +404,34 @@ def list_(
 
 
 @app.command()
-def describe(schedule_id: ScheduleId) -> None:
+def show(schedule_id: ScheduleId, output: OutputOption = Output.TABLE) -> None:
+    """Show a schedule's fields."""
+    with connected() as client:
+        schedule = client.get_schedule(schedule_id)
+    if output is Output.JSON:
+        _json.emit(_json.schedule(schedule))
+        return
+    out().print(_render.schedule_fields(schedule))
+
+
+@app.command()
+def describe(schedule_id: ScheduleId, output: OutputOption = Output.TABLE) -> None:
     """Show a schedule, its next fire times and its latest runs."""
     with connected() as client:
         schedule = client.get_schedule(schedule_id)
+        if output is Output.JSON:
+            fires = next_fires(client, schedule)
+            _json.emit(
+                {
+                    "schedule": _json.schedule(schedule),
+                    "next_fire_times": (
+                        [] if isinstance(fires, str) else [_json.instant(t) for t in fires]
+                    ),
+                    "next_fire_times_unavailable": fires if isinstance(fires, str) else None,
+                    "runs": [_json.run(r) for r in client.list_runs(schedule_id, limit=5)],
+                }
+            )
+            return
         show_schedule(client, schedule)
         runs = client.list_runs(schedule_id, limit=5)
         if runs:
@@ -331,8 +474,18 @@ def trigger(schedule_id: ScheduleId) -> None:
 
 
 @app.command()
-def delete(schedule_id: ScheduleId) -> None:
-    """Delete a schedule; its runs and their history stay."""
+def delete(
+    schedule_id: ScheduleId,
+    force: Annotated[
+        bool,
+        typer.Option("--force", help="Cancel its runs in flight (PENDING, RUNNING) and delete."),
+    ] = False,
+) -> None:
+    """Delete a schedule; its runs and their history stay. Refused while a run is in
+    flight, unless --force, which cancels those runs."""
     with connected() as client:
-        schedule = client.delete_schedule(schedule_id)
-        out().print(f"[red]deleted[/] schedule {schedule.schedule_id!r}")
+        schedule, cancelled = client._delete(schedule_id, force=force)
+        console = out()
+        for run in cancelled:
+            console.print(f"[yellow]cancelled[/] run {run.run_id} ({run.fire_time.isoformat()})")
+        console.print(f"[red]deleted[/] schedule {schedule.schedule_id!r}")

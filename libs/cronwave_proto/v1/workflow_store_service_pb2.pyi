@@ -2,6 +2,7 @@ import datetime
 
 from cronwave_proto.v1 import common_pb2 as _common_pb2
 from google.protobuf import duration_pb2 as _duration_pb2
+from google.protobuf import field_mask_pb2 as _field_mask_pb2
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf import descriptor as _descriptor
@@ -12,16 +13,36 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class CreateScheduleRequest(_message.Message):
-    __slots__ = ("schedule",)
+    __slots__ = ("schedule", "if_absent")
     SCHEDULE_FIELD_NUMBER: _ClassVar[int]
+    IF_ABSENT_FIELD_NUMBER: _ClassVar[int]
     schedule: _common_pb2.Schedule
-    def __init__(self, schedule: _Optional[_Union[_common_pb2.Schedule, _Mapping]] = ...) -> None: ...
+    if_absent: bool
+    def __init__(self, schedule: _Optional[_Union[_common_pb2.Schedule, _Mapping]] = ..., if_absent: _Optional[bool] = ...) -> None: ...
 
 class CreateScheduleResponse(_message.Message):
-    __slots__ = ("schedule",)
+    __slots__ = ("schedule", "created")
     SCHEDULE_FIELD_NUMBER: _ClassVar[int]
+    CREATED_FIELD_NUMBER: _ClassVar[int]
     schedule: _common_pb2.Schedule
-    def __init__(self, schedule: _Optional[_Union[_common_pb2.Schedule, _Mapping]] = ...) -> None: ...
+    created: bool
+    def __init__(self, schedule: _Optional[_Union[_common_pb2.Schedule, _Mapping]] = ..., created: _Optional[bool] = ...) -> None: ...
+
+class UpdateScheduleRequest(_message.Message):
+    __slots__ = ("schedule", "update_mask")
+    SCHEDULE_FIELD_NUMBER: _ClassVar[int]
+    UPDATE_MASK_FIELD_NUMBER: _ClassVar[int]
+    schedule: _common_pb2.Schedule
+    update_mask: _field_mask_pb2.FieldMask
+    def __init__(self, schedule: _Optional[_Union[_common_pb2.Schedule, _Mapping]] = ..., update_mask: _Optional[_Union[_field_mask_pb2.FieldMask, _Mapping]] = ...) -> None: ...
+
+class UpdateScheduleResponse(_message.Message):
+    __slots__ = ("schedule", "changed")
+    SCHEDULE_FIELD_NUMBER: _ClassVar[int]
+    CHANGED_FIELD_NUMBER: _ClassVar[int]
+    schedule: _common_pb2.Schedule
+    changed: bool
+    def __init__(self, schedule: _Optional[_Union[_common_pb2.Schedule, _Mapping]] = ..., changed: _Optional[bool] = ...) -> None: ...
 
 class GetScheduleRequest(_message.Message):
     __slots__ = ("schedule_id",)
@@ -82,16 +103,20 @@ class ResumeScheduleResponse(_message.Message):
     def __init__(self, schedule: _Optional[_Union[_common_pb2.Schedule, _Mapping]] = ...) -> None: ...
 
 class DeleteScheduleRequest(_message.Message):
-    __slots__ = ("schedule_id",)
+    __slots__ = ("schedule_id", "force")
     SCHEDULE_ID_FIELD_NUMBER: _ClassVar[int]
+    FORCE_FIELD_NUMBER: _ClassVar[int]
     schedule_id: str
-    def __init__(self, schedule_id: _Optional[str] = ...) -> None: ...
+    force: bool
+    def __init__(self, schedule_id: _Optional[str] = ..., force: _Optional[bool] = ...) -> None: ...
 
 class DeleteScheduleResponse(_message.Message):
-    __slots__ = ("schedule",)
+    __slots__ = ("schedule", "cancelled")
     SCHEDULE_FIELD_NUMBER: _ClassVar[int]
+    CANCELLED_FIELD_NUMBER: _ClassVar[int]
     schedule: _common_pb2.Schedule
-    def __init__(self, schedule: _Optional[_Union[_common_pb2.Schedule, _Mapping]] = ...) -> None: ...
+    cancelled: _containers.RepeatedCompositeFieldContainer[_common_pb2.Run]
+    def __init__(self, schedule: _Optional[_Union[_common_pb2.Schedule, _Mapping]] = ..., cancelled: _Optional[_Iterable[_Union[_common_pb2.Run, _Mapping]]] = ...) -> None: ...
 
 class WatchSchedulesRequest(_message.Message):
     __slots__ = ("since_revision",)

@@ -54,6 +54,11 @@ class WorkflowStoreServiceStub:
                 request_serializer=cronwave_dot_v1_dot_workflow__store__service__pb2.GetScheduleRequest.SerializeToString,
                 response_deserializer=cronwave_dot_v1_dot_workflow__store__service__pb2.GetScheduleResponse.FromString,
                 _registered_method=True)
+        self.UpdateSchedule = channel.unary_unary(
+                '/cronwave.v1.WorkflowStoreService/UpdateSchedule',
+                request_serializer=cronwave_dot_v1_dot_workflow__store__service__pb2.UpdateScheduleRequest.SerializeToString,
+                response_deserializer=cronwave_dot_v1_dot_workflow__store__service__pb2.UpdateScheduleResponse.FromString,
+                _registered_method=True)
         self.ListSchedules = channel.unary_unary(
                 '/cronwave.v1.WorkflowStoreService/ListSchedules',
                 request_serializer=cronwave_dot_v1_dot_workflow__store__service__pb2.ListSchedulesRequest.SerializeToString,
@@ -212,6 +217,15 @@ class WorkflowStoreServiceServicer:
 
     def GetSchedule(self, request, context):
         """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def UpdateSchedule(self, request, context):
+        """Changes the fields of a live schedule that update_mask names, validated as
+        CreateSchedule validates the whole: all or nothing. The planner re-plans it from
+        the change on; a slot already handled is never planned again.
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
@@ -434,6 +448,11 @@ def add_WorkflowStoreServiceServicer_to_server(servicer, server):
                     request_deserializer=cronwave_dot_v1_dot_workflow__store__service__pb2.GetScheduleRequest.FromString,
                     response_serializer=cronwave_dot_v1_dot_workflow__store__service__pb2.GetScheduleResponse.SerializeToString,
             ),
+            'UpdateSchedule': grpc.unary_unary_rpc_method_handler(
+                    servicer.UpdateSchedule,
+                    request_deserializer=cronwave_dot_v1_dot_workflow__store__service__pb2.UpdateScheduleRequest.FromString,
+                    response_serializer=cronwave_dot_v1_dot_workflow__store__service__pb2.UpdateScheduleResponse.SerializeToString,
+            ),
             'ListSchedules': grpc.unary_unary_rpc_method_handler(
                     servicer.ListSchedules,
                     request_deserializer=cronwave_dot_v1_dot_workflow__store__service__pb2.ListSchedulesRequest.FromString,
@@ -634,6 +653,33 @@ class WorkflowStoreService:
             '/cronwave.v1.WorkflowStoreService/GetSchedule',
             cronwave_dot_v1_dot_workflow__store__service__pb2.GetScheduleRequest.SerializeToString,
             cronwave_dot_v1_dot_workflow__store__service__pb2.GetScheduleResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def UpdateSchedule(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/cronwave.v1.WorkflowStoreService/UpdateSchedule',
+            cronwave_dot_v1_dot_workflow__store__service__pb2.UpdateScheduleRequest.SerializeToString,
+            cronwave_dot_v1_dot_workflow__store__service__pb2.UpdateScheduleResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -62,7 +62,8 @@ def new_schedule_from_proto(msg: pb.Schedule, limits: Limits) -> NewSchedule:
     job_type = validate.name(msg.job_type, "job_type")
     payload = validate.payload_json(msg.payload_json, limits.payload_bytes)
     note = validate.text(msg.pause_note, "pause_note")
-    return NewSchedule(schedule_id, spec, policy, job_type, payload, msg.paused, note)
+    managed_by = validate.key(msg.managed_by, "managed_by")
+    return NewSchedule(schedule_id, spec, policy, job_type, payload, msg.paused, note, managed_by)
 
 
 @lru_cache(maxsize=256)
@@ -83,6 +84,7 @@ def schedule_to_proto(rec: ScheduleRecord) -> pb.Schedule:
             revision=rec.revision,
             deleted=rec.deleted,
             withheld=rec.withheld,
+            managed_by=rec.managed_by,
         )
     return pb.Schedule(
         schedule_id=rec.schedule_id,
@@ -97,6 +99,7 @@ def schedule_to_proto(rec: ScheduleRecord) -> pb.Schedule:
         revision=rec.revision,
         deleted=rec.deleted,
         withheld=rec.withheld,
+        managed_by=rec.managed_by,
     )
 
 

@@ -94,6 +94,8 @@ class Schedule(Base):
     paused: Mapped[bool] = mapped_column(default=False)
     pause_note: Mapped[str] = mapped_column(sa.Text(), default="")
     deleted: Mapped[bool] = mapped_column(default=False)
+    # "apply:<manager>" when `cronwave apply` manages it; "" when made by hand.
+    managed_by: Mapped[str] = mapped_column(default="", server_default="")
     created_at: Mapped[datetime]
     updated_at: Mapped[datetime]
     # The store-wide revision of this schedule's last change; unique per change.

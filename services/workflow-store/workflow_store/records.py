@@ -35,6 +35,7 @@ class NewSchedule:
     payload_json: str
     paused: bool = False
     pause_note: str = ""
+    managed_by: str = ""
 
 
 @dataclass(frozen=True)
@@ -50,6 +51,7 @@ class ScheduleRecord:
     created_at: datetime
     updated_at: datetime
     revision: int
+    managed_by: str = ""
     # Only in listings: why part of the row was left out (see ``Store.list_schedules``);
     # ``identity_only``: all but its identity was (spec and policy are placeholders).
     withheld: str = ""

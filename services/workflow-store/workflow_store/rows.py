@@ -65,6 +65,7 @@ def _schedule(row: m.Schedule) -> ScheduleRecord:
         created_at=row.created_at,
         updated_at=row.updated_at,
         revision=row.revision,
+        managed_by=row.managed_by,
     )
 
 
@@ -101,6 +102,7 @@ def _listed(row: m.Schedule, limits: Limits) -> ScheduleRecord:
         created_at=row.created_at,
         updated_at=row.updated_at,
         revision=row.revision,
+        managed_by=row.managed_by,
         withheld=withheld,
     )
 
@@ -118,6 +120,7 @@ def _identity(row: m.Schedule, withheld: str) -> ScheduleRecord:
         created_at=row.created_at,
         updated_at=row.updated_at,
         revision=row.revision,
+        managed_by=row.managed_by,
         withheld=withheld,
         identity_only=True,
     )

@@ -14,6 +14,7 @@ from sqlalchemy.orm import Session
 from cronwave_core.errors import (
     InvalidArgument,
     ScheduleExists,
+    ScheduleNotFound,
 )
 from workflow_store import models as m
 from workflow_store.records import (
@@ -32,6 +33,14 @@ from workflow_store.stored_json import policy_to_dict, spec_to_dict
 from workflow_store.unknown_job_type import unknown_job_type
 
 
+class _Existing(Exception):  # control flow: never leaves this module
+    """Ends a create's transaction (rolled back) when ``if_absent`` finds the id live."""
+
+    def __init__(self, record: ScheduleRecord) -> None:
+        super().__init__(record.schedule_id)
+        self.record = record
+
+
 class ScheduleStore(StoreCore):
     """Schedules, their revisions and change stream, and job types."""
 
@@ -43,15 +52,24 @@ class ScheduleStore(StoreCore):
         Raises ``InvalidArgument`` (job_type) for an unregistered job type and
         ``ScheduleExists`` when a live schedule has the id.
         """
+        return self.create_schedule_if(new, if_absent=False)[1]
+
+    def create_schedule_if(
+        self, new: NewSchedule, *, if_absent: bool
+    ) -> tuple[bool, ScheduleRecord]:
+        """``create_schedule``, saying whether it created the schedule. With
+        ``if_absent``, a live schedule of the id is returned unchanged (False) instead
+        of ``ScheduleExists``; ``new`` is checked (its job type too) all the same."""
         now = self.clock()
         try:
             with self.db.write() as s:
                 revision = self._bump_revision(s)
-                if s.get(m.JobType, new.job_type) is None:
-                    names = s.scalars(sa.select(m.JobType.name).order_by(m.JobType.name)).all()
-                    raise unknown_job_type(new.job_type, names)
+                self._check_job_type(s, new.job_type)
                 row = s.get(m.Schedule, new.schedule_id)
                 if row is not None and not row.deleted:
+                    if if_absent:
+                        # Rolled back: the revision bump above is not kept.
+                        raise _Existing(_schedule(row))
                     raise ScheduleExists(new.schedule_id)
                 if row is None:
                     row = m.Schedule(id=new.schedule_id)
@@ -62,17 +80,66 @@ class ScheduleStore(StoreCore):
                 row.payload_json = new.payload_json
                 row.paused = new.paused
                 row.pause_note = new.pause_note if new.paused else ""
+                row.managed_by = new.managed_by
                 row.deleted = False
                 row.created_at = now
                 row.updated_at = now
                 row.revision = revision
                 s.flush()
                 record = _schedule(row)
+        except _Existing as existing:
+            return False, existing.record
         except IntegrityError as exc:
             # A concurrent create of the same id won the primary key.
+            if if_absent:
+                return False, self.get_schedule(new.schedule_id)
             raise ScheduleExists(new.schedule_id) from exc
         self._changed(revision)
-        return record
+        return True, record
+
+    def update_schedule(
+        self, schedule_id: str, revise: Callable[[ScheduleRecord], NewSchedule]
+    ) -> tuple[ScheduleRecord, bool]:
+        """Change a live schedule to ``revise(current)`` in one transaction, under the
+        row's lock, so two updates never lose each other's fields; ``revise`` validates
+        (raising ``InvalidArgument``, and nothing is written). The job type must be
+        registered, as for a create. An update that changes nothing writes nothing and
+        returns False; any other bumps the schedule's revision, which is how the
+        planner (through WatchSchedules) learns of it. Raises ``ScheduleNotFound`` for
+        an unknown or deleted schedule."""
+        with self.db.write() as s:
+            row = s.get(m.Schedule, schedule_id, with_for_update=True) if schedule_id else None
+            if row is None or row.deleted:
+                raise ScheduleNotFound(schedule_id)
+            current = _schedule(row)
+            new = revise(current)
+            values = {
+                "spec": spec_to_dict(new.spec),
+                "policy": policy_to_dict(new.policy),
+                "job_type": new.job_type,
+                "payload_json": new.payload_json,
+                "paused": new.paused,
+                "pause_note": new.pause_note if new.paused else "",
+                "managed_by": new.managed_by,
+            }
+            if all(getattr(row, name) == value for name, value in values.items()):
+                return current, False
+            if new.job_type != current.job_type:
+                self._check_job_type(s, new.job_type)
+            revision = self._bump_revision(s)
+            for name, value in values.items():
+                setattr(row, name, value)
+            row.updated_at = self.clock()
+            row.revision = revision
+            s.flush()
+            record = _schedule(row)
+        self._changed(revision)
+        return record, True
+
+    def _check_job_type(self, s: Session, job_type: str) -> None:
+        if s.get(m.JobType, job_type) is None:
+            names = s.scalars(sa.select(m.JobType.name).order_by(m.JobType.name)).all()
+            raise unknown_job_type(job_type, names)
 
     def get_schedule(self, schedule_id: str) -> ScheduleRecord:
         with self.db.read() as s:
@@ -108,10 +175,6 @@ class ScheduleStore(StoreCore):
 
     def resume_schedule(self, schedule_id: str, note: str) -> ScheduleRecord:
         return self._change_schedule(schedule_id, paused=False, pause_note=note)
-
-    def delete_schedule(self, schedule_id: str) -> ScheduleRecord:
-        """Soft delete: the row stays (runs refer to it; watchers see the deletion)."""
-        return self._change_schedule(schedule_id, deleted=True)
 
     def _change_schedule(self, schedule_id: str, **values: Any) -> ScheduleRecord:
         with self.db.write() as s:

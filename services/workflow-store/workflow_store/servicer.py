@@ -36,7 +36,7 @@ from cronwave_core.telemetry.vocabulary import (
     Kind,
     run_attributes,
 )
-from workflow_store import convert, paging, slots, validate
+from workflow_store import convert, paging, schedule_update, slots, validate
 from workflow_store.records import (
     MAX_BATCH,
     Completion,
@@ -144,8 +144,17 @@ class WorkflowStoreServicer(api_grpc.WorkflowStoreServiceServicer):
         self, request: api.CreateScheduleRequest, context: grpc.ServicerContext
     ) -> api.CreateScheduleResponse:
         new = convert.new_schedule_from_proto(request.schedule, self.store.limits)
-        record = self.store.create_schedule(new)
-        return api.CreateScheduleResponse(schedule=self._sent(record))
+        created, record = self.store.create_schedule_if(new, if_absent=request.if_absent)
+        return api.CreateScheduleResponse(schedule=self._sent(record), created=created)
+
+    def UpdateSchedule(
+        self, request: api.UpdateScheduleRequest, context: grpc.ServicerContext
+    ) -> api.UpdateScheduleResponse:
+        schedule_id = validate.schedule_id(request.schedule.schedule_id, "schedule.schedule_id")
+        paths = schedule_update.update_paths(request.update_mask)
+        revise = schedule_update.reviser(request.schedule, paths, self.store.limits)
+        record, changed = self.store.update_schedule(schedule_id, revise)
+        return api.UpdateScheduleResponse(schedule=self._sent(record), changed=changed)
 
     def GetSchedule(
         self, request: api.GetScheduleRequest, context: grpc.ServicerContext
@@ -189,8 +198,13 @@ class WorkflowStoreServicer(api_grpc.WorkflowStoreServiceServicer):
     def DeleteSchedule(
         self, request: api.DeleteScheduleRequest, context: grpc.ServicerContext
     ) -> api.DeleteScheduleResponse:
-        record = self.store.delete_schedule(validate.schedule_id(request.schedule_id))
-        return api.DeleteScheduleResponse(schedule=self._sent(record))
+        record, cancelled = self.store.delete_schedule(
+            validate.schedule_id(request.schedule_id), force=request.force
+        )
+        return api.DeleteScheduleResponse(
+            schedule=self._sent(record),
+            cancelled=[convert.run_to_proto(run, payload=False) for run in cancelled],
+        )
 
     def WatchSchedules(
         self, request: api.WatchSchedulesRequest, context: grpc.ServicerContext

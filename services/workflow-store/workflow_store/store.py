@@ -13,6 +13,7 @@ from workflow_store.attempt_store import AttemptStore
 from workflow_store.dead_letter_store import DeadLetterStore
 from workflow_store.fencing import FencingStore
 from workflow_store.run_store import RunStore
+from workflow_store.schedule_deletion import ScheduleDeletion
 from workflow_store.schedule_store import ScheduleStore
 from workflow_store.store_core import (
     DEFAULT_DEAD_LETTER_LIMIT,
@@ -37,8 +38,16 @@ __all__ = [
 ]
 
 
-class Store(ScheduleStore, RunStore, FencingStore, AttemptStore, SweepStore, DeadLetterStore):
+class Store(
+    ScheduleDeletion,
+    ScheduleStore,
+    RunStore,
+    FencingStore,
+    AttemptStore,
+    SweepStore,
+    DeadLetterStore,
+):
     """Schedules, job types, runs, attempts, fencing tokens, stalled runs and dead
     letters over a ``Database``: one class for the servicer, one module per concept
-    (``schedule_store``, ``run_store``, ``fencing``, ``attempt_store``,
+    (``schedule_store``, ``schedule_deletion``, ``run_store``, ``fencing``, ``attempt_store``,
     ``sweep_store``, ``dead_letter_store``), all on ``store_core.StoreCore``."""

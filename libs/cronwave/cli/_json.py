@@ -1,0 +1,157 @@
+"""``-o json``: what a list, show or describe command prints for scripts.
+
+One JSON document on stdout per command (an object, or a list of objects for a
+listing). Field names are snake_case and stable; instants are RFC 3339 in UTC with
+microseconds (``2030-01-01T02:00:00.000000Z``) or ``null``; durations are seconds as
+numbers (``catchup_window_seconds: 600.0``); policies and states are the names the
+CLI takes and shows (``"skip"``, ``"SUCCEEDED"``). docs/operations.md lists the fields.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+from enum import StrEnum
+from typing import Annotated, Any
+
+import typer
+
+from cronwave._models import Lease, Run, RunEvent, Schedule
+
+
+class Output(StrEnum):
+    TABLE = "table"
+    JSON = "json"
+
+
+OutputOption = Annotated[
+    Output,
+    typer.Option(
+        "--output", "-o", help="table (for people) or json (one document on stdout, for scripts)."
+    ),
+]
+
+
+def instant(value: datetime | None) -> str | None:
+    if value is None:
+        return None
+    return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def seconds(value: timedelta | None) -> float | None:
+    return None if value is None else value.total_seconds()
+
+
+def emit(document: Any) -> None:
+    """Print ``document`` as one JSON document on stdout."""
+    typer.echo(json.dumps(document, indent=2, ensure_ascii=False))
+
+
+def _decoded(text: str) -> Any:
+    try:
+        return json.loads(text) if text else None
+    except ValueError:
+        return text
+
+
+def schedule(s: Schedule) -> dict[str, Any]:
+    return {
+        "schedule_id": s.schedule_id,
+        "job_type": s.job_type,
+        "cron": list(s.cron),
+        "time_zone": s.time_zone,
+        "intervals": [
+            {"every_seconds": seconds(i.every), "phase_seconds": seconds(i.phase)}
+            for i in s.intervals
+        ],
+        "one_off": [instant(t) for t in s.one_off],
+        "exclude_dates": [d.isoformat() for d in s.exclude_dates],
+        "start_at": instant(s.start_at),
+        "end_at": instant(s.end_at),
+        "max_runs": s.max_runs,
+        "jitter_seconds": seconds(s.jitter),
+        "dst_gap": str(s.dst_gap),
+        "dst_repeat": str(s.dst_repeat),
+        "overlap": str(s.overlap),
+        "catchup": str(s.catchup),
+        "catchup_window_seconds": seconds(s.policy.catchup_window),
+        "catchup_max_runs": s.policy.catchup_max_runs,
+        "payload": _decoded(s.payload_json),
+        "paused": s.paused,
+        "pause_note": s.pause_note,
+        "managed_by": s.managed_by,
+        "deleted": s.deleted,
+        "withheld": s.withheld,
+        "created_at": instant(s.created_at),
+        "updated_at": instant(s.updated_at),
+        "revision": s.revision,
+    }
+
+
+def run(r: Run) -> dict[str, Any]:
+    return {
+        "run_id": r.run_id,
+        "schedule_id": r.schedule_id,
+        "fire_time": instant(r.fire_time),
+        "state": r.state,
+        "trigger": r.trigger,
+        "job_type": r.job_type,
+        "attempt": r.attempt,
+        "queue": r.queue,
+        "worker_id": r.worker_id,
+        "created_at": instant(r.created_at),
+        "started_at": instant(r.started_at),
+        "finished_at": instant(r.finished_at),
+        "heartbeat_at": instant(r.heartbeat_at),
+        "lateness_seconds": seconds(r.lateness),
+        "duration_seconds": seconds(r.duration),
+        "error": r.error,
+        "payload": _decoded(r.payload_json),
+        "result": _decoded(r.result_json),
+        "checkpoint": _decoded(r.checkpoint_json),
+        "idempotency_key": r.idempotency_key,
+        "fencing_token": r.fencing_token,
+        "trace_id": r.trace_id,
+    }
+
+
+def event(e: RunEvent) -> dict[str, Any]:
+    return {
+        "seq": e.seq,
+        "run_id": e.run_id,
+        "kind": e.kind,
+        "at": instant(e.at),
+        "attempt": e.attempt,
+        "detail": e.detail,
+    }
+
+
+def lease(lease_: Lease) -> dict[str, Any]:
+    return {
+        "scope": lease_.scope,
+        "held": lease_.held,
+        "holder": lease_.holder,
+        "fencing_token": lease_.fencing_token,
+        "ttl_seconds": seconds(lease_.ttl),
+        "expires_at": instant(lease_.expires_at),
+    }
+
+
+def dead_letter(d: Any) -> dict[str, Any]:
+    """A ``cronwave.v1.DeadLetter`` message."""
+    return {
+        "id": d.id,
+        "run_id": d.run_id,
+        "reason": d.reason,
+        "error": d.error,
+        "queue": d.queue,
+        "job_type": d.job_type,
+        "attempt": d.attempt,
+        "message_json": d.message_json,
+        "created_at": instant(d.created_at.ToDatetime(tzinfo=UTC))
+        if d.HasField("created_at")
+        else None,
+        "replayed_at": (
+            instant(d.replayed_at.ToDatetime(tzinfo=UTC)) if d.HasField("replayed_at") else None
+        ),
+    }

@@ -1,0 +1,68 @@
+"""Deleting a schedule, and what becomes of its runs in flight.
+
+A run in flight (PENDING or RUNNING) of a deleted schedule would go on with no
+schedule to answer for it, so a delete is refused while there is one, naming it;
+``force`` cancels them instead, as ``CancelRun`` cancels (the attempt holding one is
+refused at its next heartbeat or completion, and stops), in the deletion's own
+transaction: either the schedule is deleted and those runs cancelled, or nothing
+changed.
+"""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+from sqlalchemy.orm import Session
+
+from cronwave_core.domain.runs import IN_FLIGHT
+from cronwave_core.errors import ScheduleBusy, ScheduleNotFound
+from workflow_store import models as m
+from workflow_store.attempt_store import AttemptStore
+from workflow_store.records import RunRecord, ScheduleRecord
+from workflow_store.rows import _schedule
+from workflow_store.schedule_store import ScheduleStore
+
+#: The error a forced deletion records on the runs it cancels.
+DELETED_REASON = "schedule deleted"
+
+
+class ScheduleDeletion(ScheduleStore, AttemptStore):
+    def delete_schedule(
+        self, schedule_id: str, *, force: bool = False
+    ) -> tuple[ScheduleRecord, list[RunRecord]]:
+        """Soft delete: the row stays (runs refer to it; watchers see the deletion).
+        Returns the deleted schedule and the runs ``force`` cancelled. Raises
+        ``ScheduleNotFound`` for an unknown or deleted schedule and, without
+        ``force``, ``ScheduleBusy`` naming its runs in flight."""
+        result: tuple[ScheduleRecord, list[RunRecord], int] = self._rounds(
+            lambda s: self._delete(s, schedule_id, force)
+        )
+        record, cancelled, revision = result
+        self._changed(revision)
+        return record, cancelled
+
+    def _delete(
+        self, s: Session, schedule_id: str, force: bool
+    ) -> tuple[ScheduleRecord, list[RunRecord], int]:
+        revision = self._bump_revision(s)
+        row = s.get(m.Schedule, schedule_id, with_for_update=True) if schedule_id else None
+        if row is None or row.deleted:
+            raise ScheduleNotFound(schedule_id)
+        query = (
+            sa.select(m.Run.run_id, m.Run.state)
+            .where(m.Run.schedule_id == schedule_id)
+            .where(m.Run.state.in_(sorted(state.value for state in IN_FLIGHT)))
+            .order_by(m.Run.fire_time, m.Run.run_id)
+        )
+        in_flight = [(str(run_id), str(state).upper()) for run_id, state in s.execute(query)]
+        if in_flight and not force:
+            raise ScheduleBusy(schedule_id, in_flight)
+        cancelled = []
+        for run_id, _ in in_flight:
+            run, changed = self._cancel(s, run_id, DELETED_REASON)
+            if changed:
+                cancelled.append(run)
+        row.deleted = True
+        row.updated_at = self.clock()
+        row.revision = revision
+        s.flush()
+        return _schedule(row), cancelled, revision
