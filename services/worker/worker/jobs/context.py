@@ -63,11 +63,19 @@ class JobContext:
     checkpoint: Checkpoint = field(default_factory=dict)
     job_type: str = ""
     on_heartbeat: Callable[[Checkpoint | None], None] = _no_heartbeat
+    is_cancelled: Callable[[], bool] = lambda: False
     logger: logging.LoggerAdapter[logging.Logger] = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         base = logging.getLogger(f"cronwave.job.{self.job_type or 'unknown'}")
         self.logger = logging.LoggerAdapter(base, {"run_id": self.run_id})
+
+    @property
+    def cancelled(self) -> bool:
+        """True once the run is being cancelled: the job should stop soon (return or
+        raise); its body is stopped when the cancel's grace has passed. The run ends
+        CANCELLED whatever the body returns."""
+        return self.is_cancelled()
 
     def heartbeat(self, checkpoint: Mapping[str, Any] | None = None) -> None:
         """Report that the attempt is alive, and with ``checkpoint`` (JSON-able) how far
