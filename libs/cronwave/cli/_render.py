@@ -149,6 +149,7 @@ def run_fields(run: Run) -> Table:
         ("job type", run.job_type),
         ("attempt", str(run.attempt)),
         ("fire time", fmt_time(run.fire_time)),
+        ("claimed", fmt_time(run.claimed_at)),
         ("started", fmt_time(run.started_at)),
         ("finished", fmt_time(run.finished_at)),
         ("lateness", fmt_delta(run.lateness)),
@@ -158,6 +159,17 @@ def run_fields(run: Run) -> Table:
         ("fencing token", str(run.fencing_token)),
         ("trace id", run.trace_id or NONE),
     ]
+    if run.cancelling:
+        rows.append(
+            (
+                "cancel",
+                Text(
+                    f"requested ({run.cancel_reason}); the job is stopped by "
+                    f"{fmt_time(run.cancel_deadline)}",
+                    style="yellow",
+                ),
+            )
+        )
     if run.error:
         rows.append(("error", Text(run.error, style="red")))
     if run.result_json:

@@ -185,9 +185,10 @@ class Completion(RunMiddleware):
     def _record_body_start(self, delivery: Delivery, started_ns: int) -> None:
         """Append the run event ``started``, detail ``body_started_at=<ISO, µs>
         lateness_ms=<ms>``: when the job body began, readable without tracing (the
-        run's ``started_at`` is the first attempt's). A heartbeat records it while a long body runs, and a completion in its
-        own transaction (``body_started_at``) when the body ended first; this is for
-        an attempt that is not completed (superseded, dead-lettered).
+        run's ``started_at`` is the first attempt's). A heartbeat records it while a
+        long body runs, and a completion in its own transaction (``body_started_at``)
+        when the body ended first; this is for an attempt that is not completed
+        (superseded, dead-lettered).
         Best effort: a history the store cannot take is logged, not fatal."""
         run_id = delivery.run.run_id
         started = _EPOCH + timedelta(microseconds=started_ns // 1000)
