@@ -134,6 +134,10 @@ class ProcessSupervisor:
             waited = proc is None and not self._releasing  # a whole interval: beat
             if waited and self._send(force=True) is BeatResult.SUPERSEDED:
                 return AttemptResult(Outcome.SUPERSEDED)
+            if self.cancel.is_set():  # cancelled while it waited: nothing ran
+                if proc is not None:
+                    self._pool.release(proc, reusable=True)
+                return AttemptResult(Outcome.CANCELLED, error=self.cancel.reason or CANCELLED)
         with self._lock:
             if self._releasing:
                 self._pool.release(proc, reusable=True)  # it never saw the run
