@@ -19,7 +19,7 @@ A cancel (``cancel``, set by a beat's answer) reaches the body as SIGUSR2: its
 passed is stopped like a timed-out one; the attempt is CANCELLED either way, and the
 process, once signalled, is not reused. The body's start (the process's ``started``
 line) goes to the store through ``report_start`` while the body runs, unless its end
-is already there to be read.
+comes within ``START_REPORT_AFTER``.
 
 No gRPC here: the store is reached through the ``beat`` callable.
 """
@@ -39,7 +39,7 @@ from typing import Any
 from cronwave_core.domain.instants import epoch_ns
 from worker.cancellation import CANCELLED, CancelSignal
 from worker.job_process import JobProcess, JobProcessDied, JobProcessPool
-from worker.supervisor import AttemptResult, BeatResult, Outcome
+from worker.supervisor import START_REPORT_AFTER, AttemptResult, BeatResult, Outcome
 
 log = logging.getLogger("cronwave.worker")
 
@@ -179,7 +179,8 @@ class ProcessSupervisor:
                 op = message.get("op")
                 if op == "started":
                     self._started_ns = int(message.get("started_ns") or 0)
-                    pending = proc.receive(0.0)  # a short body's end is already here
+                    # A short body's end comes first: its completion carries the start.
+                    pending = proc.receive(START_REPORT_AFTER.total_seconds())
                     if pending is None and self._report_start is not None:
                         answer = self._report_start(self._started_ns)
                         if answer is BeatResult.SUPERSEDED:

@@ -30,6 +30,11 @@ from worker.timing import GATE
 
 log = logging.getLogger("cronwave.worker")
 
+#: A body still running this long after it began has its start sent to the store at
+#: once (a heartbeat); one that ends sooner leaves it to its completion, so a short run
+#: costs no extra store call.
+START_REPORT_AFTER = timedelta(milliseconds=50)
+
 
 class BeatResult(enum.Enum):
     OK = "ok"
@@ -117,9 +122,9 @@ class Supervisor:
     A cancel (``cancel``, set by a beat's answer) is seen by the job as
     ``ctx.cancelled``; a body still running when its grace has passed gets
     ``RunCancelled``. Either way the attempt is CANCELLED, whatever the body returned.
-    While the body runs, ``report_start`` tells the store once when it began, so the
-    run shows as started; a body that ends before that leaves its start to the
-    completion (no extra call for a short body).
+    A body still running ``START_REPORT_AFTER`` after it began has its start sent
+    once through ``report_start``, so the run shows as started while it runs; a
+    shorter body leaves its start to the completion (no extra call).
     """
 
     def __init__(
@@ -232,6 +237,8 @@ class Supervisor:
             if self._wake.wait(max(0.0, stop_at - self._monotonic())):
                 if not report or recorded or not self._start_pending(box):
                     break
+                if self._wake.wait(START_REPORT_AFTER.total_seconds()) and box.get("ended"):
+                    break  # a short body: its completion carries the start
                 answer = self._record_start(box)
                 if answer is None:
                     self._stop(thread, AttemptStopped)
