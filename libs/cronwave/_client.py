@@ -26,7 +26,13 @@ from cronwave._models import Lease, PlannerStatus, Run, RunEvent, Schedule, _dt
 from cronwave._spec_input import policy_of, spec_of, timestamp, whole_or_keywords
 from cronwave_core.domain.cancel import CancelRequest
 from cronwave_core.domain.spec import Interval, Overlap, Policy, Spec
-from cronwave_core.errors import CronwaveError, InvalidArgument, RunNotFound, Unavailable
+from cronwave_core.errors import (
+    CronwaveError,
+    InvalidArgument,
+    NotFound,
+    RunNotFound,
+    Unavailable,
+)
 from cronwave_core.rpc import error_from_rpc, open_channel
 from cronwave_core.settings import DEFAULT_PORTS, NetworkSettings
 
@@ -342,7 +348,10 @@ class Client:
         cancel = CancelRequest(run_id, reason, grace)
         request = store_pb.CancelRunRequest(run_id=cancel.run_id, reason=cancel.reason)
         request.grace.FromTimedelta(cancel.grace)
-        resp = self._call("workflow-store", self._store.CancelRun, request)
+        try:
+            resp = self._call("workflow-store", self._store.CancelRun, request)
+        except NotFound as exc:
+            raise RunNotFound(run_id) from exc
         return Run.from_proto(resp.run)
 
     def list_runs(

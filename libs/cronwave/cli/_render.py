@@ -149,7 +149,7 @@ def run_fields(run: Run) -> Table:
         ("job type", run.job_type),
         ("attempt", str(run.attempt)),
         ("fire time", fmt_time(run.fire_time)),
-        ("claimed", fmt_time(run.claimed_at)),
+        ("claim", fmt_time(run.claimed_at)),
         ("started", fmt_time(run.started_at)),
         ("finished", fmt_time(run.finished_at)),
         ("lateness", fmt_delta(run.lateness)),
