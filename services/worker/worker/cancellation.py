@@ -16,6 +16,9 @@ import time
 from collections.abc import Callable
 from datetime import timedelta
 
+#: The error a cancelled run is recorded with when the request gave no reason.
+CANCELLED = "cancelled"
+
 
 class CancelSignal:
     """Whether the attempt's run is to be cancelled, why, and by when (on this
@@ -49,6 +52,3 @@ class CancelSignal:
     def reason(self) -> str:
         return self._reason
 
-
-#: The error a cancelled run is recorded with when the request gave no reason.
-CANCELLED = "cancelled"
