@@ -51,4 +51,3 @@ class CancelSignal:
     @property
     def reason(self) -> str:
         return self._reason
-
