@@ -11,8 +11,10 @@ from datetime import UTC, timedelta
 import pytest
 from cronwave_proto.v1 import common_pb2
 from cronwave_proto.v1 import workflow_store_service_pb2 as store_pb
+from typer.testing import CliRunner
 
 from cronwave import InvalidArgument, RunNotFound
+from cronwave.cli.main import app
 from cronwave_core.convert import td_to_duration
 from tests.harness.clients import client_for
 from tests.harness.cluster import MakeRig, Rig
@@ -99,15 +101,19 @@ def test_a_job_that_polls_cancelled_returns_and_the_run_ends_cancelled_before_th
     run_id = rig.start(rig.schedule("drill.polite")).run.run_id
     running(rig, run_id)
 
-    # When its run is cancelled with a grace of two minutes
-    with client_for(rig.suite) as client:
-        asked = client.cancel_run(run_id, grace=timedelta(minutes=2), reason="polite stop")
+    # When its run is cancelled with a grace of two minutes, from the command line
+    shown = CliRunner().invoke(
+        app,
+        ["runs", "cancel", run_id, "--grace", "2m", "--reason", "polite stop"],
+        env={"CRONWAVE_STORE_ADDR": rig.suite.store_addr},
+    )
+    assert shown.exit_code == 0, (shown.stdout, shown.stderr)
+    assert "cancel requested" in shown.stdout and "RUNNING (cancelling)" in shown.stdout
 
     # Then the job returns on its own and the run ends CANCELLED before the grace ran out
     done = rig.wait_state(run_id, "CANCELLED", timeout=BOUND)
     (cancelled,) = events_of(rig.run_events(run_id), "cancelled")
-    assert asked.cancel_deadline is not None
-    assert at(cancelled) < asked.cancel_deadline
+    assert at(cancelled) < done.cancel_deadline.ToDatetime(tzinfo=UTC)
     # and what the job returned ({"saw_cancel": true}) is not kept
     assert done.error == "polite stop" and done.result_json == ""
     assert "cancel requested: polite stop" in rig.log("worker-default")
