@@ -21,8 +21,9 @@ from cronwave._errors import WaitTimeout
 from cronwave._models import Lease, PlannerStatus, Run, RunEvent, Schedule, _dt
 from cronwave._spec_input import policy_of, spec_of, timestamp, whole_or_keywords
 from cronwave._update_input import update_of
+from cronwave_core.domain.cancel import CancelRequest
 from cronwave_core.domain.spec import Interval, Overlap, Policy, Spec
-from cronwave_core.errors import InvalidArgument, RunNotFound, Unavailable
+from cronwave_core.errors import InvalidArgument, NotFound, RunNotFound, Unavailable
 
 if TYPE_CHECKING:
     from cronwave_core.settings import NetworkSettings
@@ -424,6 +425,31 @@ class Client:
         for run in resp.runs:  # a run the store does not have is left out
             return Run.from_proto(run)
         raise RunNotFound(run_id)
+
+    def cancel_run(
+        self,
+        run_id: str,
+        *,
+        grace: timedelta = timedelta(seconds=30),
+        reason: str = "",
+    ) -> Run:
+        """Cancel ``run_id`` and return it as the store now has it. A run no worker
+        holds is CANCELLED at once (its queued message is dropped). A running one is
+        marked cancel-requested (``Run.cancelling``): its job sees ``ctx.cancelled``
+        within the worker's cancel check interval, and its body is stopped once
+        ``grace`` has passed; the run then ends CANCELLED with ``reason``, whatever the
+        body returned, and is never retried or resumed. ``grace`` zero cancels a
+        running run at once, leaving its body to be stopped at its next heartbeat. A
+        run already finished is returned unchanged. Raises ``InvalidArgument`` for a
+        grace outside 0 .. 1 h, ``RunNotFound`` for an unknown run."""
+        cancel = CancelRequest(run_id, reason, grace)
+        request = store_pb.CancelRunRequest(run_id=cancel.run_id, reason=cancel.reason)
+        request.grace.FromTimedelta(cancel.grace)
+        try:
+            resp = self._call("workflow-store", self._store.CancelRun, request)
+        except NotFound as exc:
+            raise RunNotFound(run_id) from exc
+        return Run.from_proto(resp.run)
 
     def list_runs(
         self,

@@ -167,6 +167,12 @@ class Run:
     queue: str
     worker_id: str
     trace_id: str
+    #: When the current attempt claimed the run (before the fire time, by the
+    #: dispatch lead); ``started_at`` is when the job body first began.
+    claimed_at: datetime | None = None
+    #: Set while a cancel waits for the running body to stop: when it is stopped.
+    cancel_deadline: datetime | None = None
+    cancel_reason: str = ""
 
     @property
     def terminal(self) -> bool:
@@ -174,13 +180,19 @@ class Run:
         return self.state in _enums.TERMINAL_STATES
 
     @property
+    def cancelling(self) -> bool:
+        """True while a cancel waits for the running body to stop."""
+        return not self.terminal and self.cancel_deadline is not None
+
+    @property
     def lateness(self) -> timedelta | None:
-        """Fire lateness: when the job body started minus the nominal fire time."""
+        """Fire lateness: when the job body first began minus the nominal fire time
+        (None until it has)."""
         return self.started_at - self.fire_time if self.started_at else None
 
     @property
     def duration(self) -> timedelta | None:
-        """From the start of the (last) attempt to the terminal state."""
+        """From when the job body first began to the terminal state."""
         if self.started_at and self.finished_at:
             return self.finished_at - self.started_at
         return None
@@ -217,6 +229,9 @@ class Run:
             queue=msg.queue,
             worker_id=msg.worker_id,
             trace_id=msg.trace_id,
+            claimed_at=_opt_dt(msg, "claimed_at"),
+            cancel_deadline=_opt_dt(msg, "cancel_deadline"),
+            cancel_reason=msg.cancel_reason,
         )
 
 

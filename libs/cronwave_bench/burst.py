@@ -132,7 +132,7 @@ def _figures(
     duplicates += len(started) - len({(s.run.schedule_id, s.run.fire_time) for s in started})
     not_started = n - len({s.run.schedule_id for s in started if s.starts})
     recorded_ahead = [s for s in started if s.run.created_at and s.run.created_at < instant]
-    held = [s for s in started if s.run.started_at and s.run.started_at < instant and s.starts]
+    held = [s for s in started if s.run.claimed_at and s.run.claimed_at < instant and s.starts]
     held_last = max((s.first for s in held if s.first), default=None)
     created = sorted(s.run.created_at for s in started if s.run.created_at)
     record_rate = (

@@ -3,9 +3,9 @@ distributions the tables are made of.
 
 A run's body start is the worker's ``started`` run event, whose detail is
 ``body_started_at=<ISO-8601, microseconds>`` (written whether or not tracing is on);
-fire lateness is that instant minus the run's nominal fire time. ``started_at`` of a
-run is the claim, not the body: with the dispatch lead a run is claimed before its fire
-time and held until the instant.
+fire lateness is that instant minus the run's nominal fire time. A run's
+``started_at`` is its first body start (an attempt's claim is ``claimed_at``, with the
+dispatch lead before the fire time).
 """
 
 from __future__ import annotations

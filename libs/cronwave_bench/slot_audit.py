@@ -5,7 +5,7 @@ fault, each from just before the fault to the end of the quiet period after it.
 ``audit_window`` judges the window's slots -- (schedule, nominal fire time) pairs
 whose fire time falls in it -- from the store's runs and, where needed, their
 histories. The instants compared are the store's stamps (``created_at``,
-``started_at``, ``finished_at``), the worker's (``body_started_at``) and the drill's,
+``claimed_at``, ``finished_at``), the worker's (``body_started_at``) and the drill's,
 all on one host's clock.
 
 - **missing**: a slot with neither a run nor a MISSED record (``audit.audit``), or
@@ -223,9 +223,9 @@ def suspects(runs: Mapping[str, Sequence[common_pb2.Run]]) -> list[common_pb2.Ru
 
 def body_start_bounds(run: common_pb2.Run) -> tuple[datetime, datetime | None]:
     """Earliest and latest instants the run's (last) job body can have started: its
-    claim or its fire time, whichever is later; its completion, if it has one."""
+    (last) claim or its fire time, whichever is later; its completion, if it has one."""
     fire = ts_to_dt(run.fire_time)
-    low = max(ts_to_dt(run.started_at), fire) if run.HasField("started_at") else fire
+    low = max(ts_to_dt(run.claimed_at), fire) if run.HasField("claimed_at") else fire
     high = ts_to_dt(run.finished_at) if run.HasField("finished_at") else None
     return low, high
 

@@ -304,6 +304,13 @@ class WorkerSettings(FromEnv):
         timedelta(seconds=2),
         "between SIGTERM and SIGKILL of a job process",
     )
+    cancel_check: timedelta = setting(
+        PREFIX + "CANCEL_CHECK_INTERVAL",
+        Duration(minimum=timedelta(milliseconds=100), maximum=timedelta(seconds=60)),
+        timedelta(seconds=1),
+        "a running job's heartbeat comes at least this often, so a cancel reaches its "
+        "body within it (docs/operations.md, *Cancelling a run*)",
+    )
     max_processes: int = setting(
         PREFIX + "JOB_MAX_PROCESSES",
         Integer(1),

@@ -59,7 +59,7 @@ def run(
         created_at=dt_to_ts(fire + timedelta(seconds=created)),
     )
     if state != MISSED:
-        msg.started_at.CopyFrom(dt_to_ts(fire + timedelta(seconds=claimed)))
+        msg.claimed_at.CopyFrom(dt_to_ts(fire + timedelta(seconds=claimed)))
     if done is not None:
         msg.finished_at.CopyFrom(dt_to_ts(fire + timedelta(seconds=done)))
     return msg

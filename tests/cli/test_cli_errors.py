@@ -148,3 +148,16 @@ def test_demo_refuses_a_fault_without_the_test_switch_before_starting_anything(t
 
     assert_reported(result, "CRONWAVE_FAULT set, but CRONWAVE_TEST_HOOKS is not")
     assert not data_dir.exists()
+
+
+@pytest.mark.parametrize(
+    ("grace", "fragments"),
+    [
+        ("soon", ("--grace: 'soon' is not a duration",)),
+        ("2h", ("grace: must be at most 1h", "duration limit")),
+    ],
+)
+def test_a_bad_cancel_grace_is_named_before_anything_is_asked(nowhere, grace, fragments):
+    result = invoke(["runs", "cancel", "r1", "--grace", grace], env=nowhere)
+
+    assert_reported(result, *fragments)

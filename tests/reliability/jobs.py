@@ -1,6 +1,7 @@
 """Drill job types for the reliability tests, loaded by the workers under test through
 ``CRONWAVE_JOB_MODULES=tests.reliability.jobs``: short heartbeat timeouts, a scaled
-retry policy, runaway bodies, and jobs for the priority pools."""
+retry policy, runaway bodies, jobs for the priority pools, and one that stops when its
+run is cancelled."""
 
 from __future__ import annotations
 
@@ -118,6 +119,16 @@ def nap(ctx: JobContext) -> Mapping[str, Any]:
     return {}
 
 
+def polite(ctx: JobContext) -> Mapping[str, Any]:
+    """Works in 20 ms steps for up to ten minutes, until ``ctx.cancelled``; then
+    returns at once, saying it saw the cancel."""
+    for _ in range(30_000):
+        if ctx.cancelled:
+            return {"saw_cancel": True}
+        time.sleep(0.02)
+    return {"saw_cancel": False}
+
+
 def job_types(settings: WorkerSettings) -> list[JobType]:
     return [
         JobType(
@@ -139,4 +150,5 @@ def job_types(settings: WorkerSettings) -> list[JobType]:
         JobType("drill.stubborn", stubborn, duration_limit=RUNAWAY_LIMIT),
         JobType("drill.crash", crash, duration_limit=timedelta(minutes=1), retry=SCALED_RETRY),
         JobType("drill.bulk", nap, duration_limit=timedelta(minutes=1), queue="bulk"),
+        JobType("drill.polite", polite, duration_limit=timedelta(minutes=15)),
     ]

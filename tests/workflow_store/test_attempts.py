@@ -58,7 +58,8 @@ def test_concurrent_claims_have_one_winner(stub):
     got = get_one(stub, run.run_id)
     assert got.state == pb.RUN_STATE_RUNNING and got.attempt == 1
     assert got.worker_id == winner.run.worker_id
-    assert got.started_at == got.heartbeat_at
+    assert got.claimed_at == got.heartbeat_at
+    assert not got.HasField("started_at")  # no job body has begun
     events = stub.ListRunEvents(api.ListRunEventsRequest(run_id=run.run_id)).events
     assert [e.kind for e in events] == ["recorded", "claimed"]
     assert all(c.attempt_token == "" for c in claims if not c.claimed)
@@ -87,7 +88,7 @@ def test_zombie_attempt_is_refused_after_takeover(stub):
     current = get_one(stub, run.run_id)
     assert current.attempt == 2 and current.worker_id == "w2"
     assert current.checkpoint_json == '{"n": 1}'  # the next attempt resumes from it
-    assert current.started_at == first.run.started_at  # the run started once
+    assert current.claimed_at.ToDatetime() > first.run.claimed_at.ToDatetime()  # claimed anew
 
     # Then w1's heartbeat and completion are refused as a stale attempt
     stale_hb = rpc_error(
@@ -220,7 +221,7 @@ def test_heartbeat_stores_checkpoint_and_returns_deadline(stub):
     assert before + timedelta(seconds=41) < deadline < datetime.now(UTC) + timedelta(seconds=43)
     got = get_one(stub, run.run_id)
     assert got.checkpoint_json == '{"i": 9}'  # an empty checkpoint keeps the last one
-    assert got.heartbeat_at.ToDatetime() > got.started_at.ToDatetime()
+    assert got.heartbeat_at.ToDatetime() > got.claimed_at.ToDatetime()
     # A pending run has no attempt to heartbeat
     pending = record_run(stub, run.schedule_id, datetime(2032, 1, 1, tzinfo=UTC)).run
     err = rpc_error(

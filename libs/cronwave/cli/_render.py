@@ -63,6 +63,14 @@ def state(name: str) -> Text:
     return Text(name, style=STATE_STYLE.get(name, ""))
 
 
+def run_state(run: Run) -> Text:
+    """The run's state, and ``(cancelling)`` while a cancel waits for its body."""
+    text = state(run.state)
+    if run.cancelling:
+        text.append(" (cancelling)", style="yellow")
+    return text
+
+
 def _fields(title: str, rows: Sequence[tuple[str, str | Text]]) -> Table:
     table = Table(title=title, show_header=False, title_justify="left", box=None, padding=(0, 2))
     table.add_column(style="bold")
@@ -144,11 +152,12 @@ def run_fields(run: Run) -> Table:
     rows: list[tuple[str, str | Text]] = [
         ("run", run.run_id),
         ("schedule", run.schedule_id),
-        ("state", state(run.state)),
+        ("state", run_state(run)),
         ("trigger", run.trigger),
         ("job type", run.job_type),
         ("attempt", str(run.attempt)),
         ("fire time", fmt_time(run.fire_time)),
+        ("claim", fmt_time(run.claimed_at)),
         ("started", fmt_time(run.started_at)),
         ("finished", fmt_time(run.finished_at)),
         ("lateness", fmt_delta(run.lateness)),
@@ -158,6 +167,17 @@ def run_fields(run: Run) -> Table:
         ("fencing token", str(run.fencing_token)),
         ("trace id", run.trace_id or NONE),
     ]
+    if run.cancelling:
+        rows.append(
+            (
+                "cancel",
+                Text(
+                    f"requested ({run.cancel_reason}); the job is stopped by "
+                    f"{fmt_time(run.cancel_deadline)}",
+                    style="yellow",
+                ),
+            )
+        )
     if run.error:
         rows.append(("error", Text(run.error, style="red")))
     if run.result_json:
@@ -176,7 +196,7 @@ def runs_table(runs: Sequence[Run]) -> Table:
             Text(r.run_id),
             Text(r.schedule_id),
             fmt_time(r.fire_time),
-            state(r.state),
+            run_state(r),
             r.trigger,
             str(r.attempt),
             fmt_delta(r.lateness),

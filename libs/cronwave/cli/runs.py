@@ -1,4 +1,4 @@
-"""``cronwave runs ...``: list runs, show one with its history, wait for one."""
+"""``cronwave runs ...``: list runs, show one with its history, wait for one, cancel one."""
 
 from __future__ import annotations
 
@@ -10,9 +10,11 @@ import typer
 from cronwave.cli import _json, _render
 from cronwave.cli._console import connected, fail, out
 from cronwave.cli._json import Output, OutputOption
+from cronwave.cli._schedule_args import parse_duration
 
 app = typer.Typer(
-    help="List runs, show a run with its events, wait for a run.", no_args_is_help=True
+    help="List runs, show a run with its events, wait for a run, cancel a run.",
+    no_args_is_help=True,
 )
 
 RunId = Annotated[str, typer.Argument(help="The run's id (see `cronwave runs list`).")]
@@ -86,3 +88,32 @@ def wait(
             out().print(_render.run_fields(run))
     if run.state != "SUCCEEDED":
         fail(f"run {run.run_id} ended {run.state}" + (f": {run.error}" if run.error else ""))
+
+
+@app.command()
+def cancel(
+    run_id: RunId,
+    grace: Annotated[
+        str,
+        typer.Option(
+            "--grace",
+            help="How long a running job may take to stop on its own (e.g. 30s, 2m; at "
+            "most 1h; 0: at once). It sees ctx.cancelled meanwhile; past it, its body "
+            "is stopped.",
+        ),
+    ] = "30s",
+    reason: Annotated[
+        str, typer.Option("--reason", help="Recorded as the run's error.")
+    ] = "cancelled by an operator",
+) -> None:
+    """Cancel a run: it ends CANCELLED and is never retried or resumed. A run no worker
+    holds ends at once; a running one once its job returns or its grace is over."""
+    with connected() as client:
+        run = client.cancel_run(run_id, grace=parse_duration(grace, "--grace"), reason=reason)
+        console = out()
+        if run.cancelling:
+            console.print(
+                f"run {run.run_id}: cancel requested; its job is stopped by "
+                f"{_render.fmt_time(run.cancel_deadline)} at the latest"
+            )
+        console.print(_render.run_fields(run))

@@ -255,20 +255,28 @@ class ClaimRunResponse(_message.Message):
     def __init__(self, run: _Optional[_Union[_common_pb2.Run, _Mapping]] = ..., claimed: _Optional[bool] = ..., attempt_token: _Optional[str] = ...) -> None: ...
 
 class HeartbeatRequest(_message.Message):
-    __slots__ = ("run_id", "attempt_token", "checkpoint_json")
+    __slots__ = ("run_id", "attempt_token", "checkpoint_json", "body_started_at")
     RUN_ID_FIELD_NUMBER: _ClassVar[int]
     ATTEMPT_TOKEN_FIELD_NUMBER: _ClassVar[int]
     CHECKPOINT_JSON_FIELD_NUMBER: _ClassVar[int]
+    BODY_STARTED_AT_FIELD_NUMBER: _ClassVar[int]
     run_id: str
     attempt_token: str
     checkpoint_json: str
-    def __init__(self, run_id: _Optional[str] = ..., attempt_token: _Optional[str] = ..., checkpoint_json: _Optional[str] = ...) -> None: ...
+    body_started_at: _timestamp_pb2.Timestamp
+    def __init__(self, run_id: _Optional[str] = ..., attempt_token: _Optional[str] = ..., checkpoint_json: _Optional[str] = ..., body_started_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class HeartbeatResponse(_message.Message):
-    __slots__ = ("deadline",)
+    __slots__ = ("deadline", "cancel_requested", "cancel_grace", "cancel_reason")
     DEADLINE_FIELD_NUMBER: _ClassVar[int]
+    CANCEL_REQUESTED_FIELD_NUMBER: _ClassVar[int]
+    CANCEL_GRACE_FIELD_NUMBER: _ClassVar[int]
+    CANCEL_REASON_FIELD_NUMBER: _ClassVar[int]
     deadline: _timestamp_pb2.Timestamp
-    def __init__(self, deadline: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+    cancel_requested: bool
+    cancel_grace: _duration_pb2.Duration
+    cancel_reason: str
+    def __init__(self, deadline: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., cancel_requested: _Optional[bool] = ..., cancel_grace: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., cancel_reason: _Optional[str] = ...) -> None: ...
 
 class CompleteRunRequest(_message.Message):
     __slots__ = ("run_id", "attempt_token", "state", "error", "result_json", "retry_after", "body_started_at", "traceparent")
@@ -321,12 +329,14 @@ class ReleaseRunResponse(_message.Message):
     def __init__(self, run: _Optional[_Union[_common_pb2.Run, _Mapping]] = ..., released: _Optional[bool] = ...) -> None: ...
 
 class CancelRunRequest(_message.Message):
-    __slots__ = ("run_id", "reason")
+    __slots__ = ("run_id", "reason", "grace")
     RUN_ID_FIELD_NUMBER: _ClassVar[int]
     REASON_FIELD_NUMBER: _ClassVar[int]
+    GRACE_FIELD_NUMBER: _ClassVar[int]
     run_id: str
     reason: str
-    def __init__(self, run_id: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
+    grace: _duration_pb2.Duration
+    def __init__(self, run_id: _Optional[str] = ..., reason: _Optional[str] = ..., grace: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ...) -> None: ...
 
 class CancelRunResponse(_message.Message):
     __slots__ = ("run", "changed")

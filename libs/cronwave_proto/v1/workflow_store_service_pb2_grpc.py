@@ -340,7 +340,12 @@ class WorkflowStoreServiceServicer:
 
     def CancelRun(self, request, context):
         """Cancels a run that has not finished (an overlap policy, an operator), whatever
-        attempt holds it; that attempt's next heartbeat or completion is refused.
+        attempt holds it. Without a grace, or for a run no live attempt holds, the run is
+        CANCELLED at once and its attempt's next heartbeat or completion is refused.
+        With a grace, a running run is marked cancel-requested (cancel_deadline): its
+        attempt learns it at its next heartbeat, the body is stopped at the deadline if it
+        has not returned, and whatever the attempt then reports ends the run CANCELLED.
+        A cancel-requested run is never claimed, retried, released or re-queued again.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

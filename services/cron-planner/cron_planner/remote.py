@@ -192,7 +192,7 @@ class StoreClient:
                         r.attempt,
                         ts_to_dt(r.fire_time),
                         ts_to_dt(r.created_at) if r.HasField("created_at") else None,
-                        ts_to_dt(r.started_at) if r.HasField("started_at") else None,
+                        ts_to_dt(r.claimed_at) if r.HasField("claimed_at") else None,
                     )
                 )
         return found

@@ -86,7 +86,7 @@ class InFlight:
     attempt: int  # the attempt token the store expects from whoever completes it
     fire_time: datetime
     recorded_at: datetime | None = None  # when the store recorded it (None: unknown)
-    started_at: datetime | None = None  # when a worker first claimed it (None: never)
+    started_at: datetime | None = None  # when its current attempt was claimed (None: never)
 
 
 @dataclass

@@ -35,8 +35,8 @@ def _missing(what: str, middleware: str) -> ConfigurationError:
 
 class Attempts:
     """Runs the body of a delivery's claimed run; what it ran under comes from the
-    delivery (``beat``, ``heartbeat_interval``: Heartbeat; ``duration_limit``,
-    ``kill_grace``: TimeLimit)."""
+    delivery (``beat``, ``report_start``, ``cancel``, ``heartbeat_interval``:
+    Heartbeat; ``duration_limit``, ``kill_grace``: TimeLimit)."""
 
     def __init__(self, pool: JobProcessPool | None) -> None:
         self.pool = pool
@@ -75,11 +75,18 @@ class Attempts:
                 duration_limit=limit,
                 kill_grace=delivery.kill_grace or timedelta(0),
                 run_id=run.run_id,
+                report_start=delivery.report_start,
+                cancel=delivery.cancel,
             )
             stop.attach(in_process)
             return in_process.run(spec, fire_time)
         supervisor = Supervisor(
-            beat, heartbeat_interval=interval, duration_limit=limit, run_id=run.run_id
+            beat,
+            heartbeat_interval=interval,
+            duration_limit=limit,
+            run_id=run.run_id,
+            report_start=delivery.report_start,
+            cancel=delivery.cancel,
         )
         ctx = job_context(
             run_id=run.run_id,
@@ -90,6 +97,7 @@ class Attempts:
             checkpoint=checkpoint,
             job_type=run.job_type,
             on_heartbeat=supervisor.on_heartbeat,
+            is_cancelled=supervisor.cancel.is_set,
         )
         stop.attach(supervisor)
         return supervisor.run(job_type.fn, ctx, fire_time)

@@ -48,6 +48,7 @@ from opentelemetry.trace import INVALID_SPAN, Span
 from cronwave import JobType
 from cronwave_core.convert import ts_to_dt
 from cronwave_core.queueing import RunMessage
+from worker.cancellation import CancelSignal
 from worker.draining import AttemptStop
 from worker.outcome import Decision
 from worker.supervisor import AttemptResult, BeatResult
@@ -103,6 +104,10 @@ class Delivery:
     job_type: JobType | None = None
     # What the body runs under, filled before the execute step
     beat: Callable[[str], BeatResult] | None = None
+    #: Tells the store when the body began (ns since the epoch), while it runs.
+    report_start: Callable[[int], BeatResult] | None = None
+    #: Set when the store asks for the run's cancel; read by the body's supervisor.
+    cancel: CancelSignal | None = None
     heartbeat_interval: timedelta | None = None
     duration_limit: timedelta | None = None
     kill_grace: timedelta | None = None

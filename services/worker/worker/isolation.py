@@ -14,6 +14,13 @@ and the process answers ``released``. Past the grace period (``force_release``) 
 stopped like a timed-out body. Either way the attempt is RELEASED once the body has
 ended, with the newest checkpoint it reported.
 
+A cancel (``cancel``, set by a beat's answer) reaches the body as SIGUSR2: its
+``ctx.cancelled`` becomes True. A body still running when the cancel's grace has
+passed is stopped like a timed-out one; the attempt is CANCELLED either way, and the
+process, once signalled, is not reused. The body's start (the process's ``started``
+line) goes to the store through ``report_start`` while the body runs, unless its end
+comes within ``START_REPORT_AFTER``.
+
 No gRPC here: the store is reached through the ``beat`` callable.
 """
 
@@ -30,8 +37,9 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from cronwave_core.domain.instants import epoch_ns
+from worker.cancellation import CANCELLED, CancelSignal
 from worker.job_process import JobProcess, JobProcessDied, JobProcessPool
-from worker.supervisor import AttemptResult, BeatResult, Outcome
+from worker.supervisor import START_REPORT_AFTER, AttemptResult, BeatResult, Outcome
 
 log = logging.getLogger("cronwave.worker")
 
@@ -57,9 +65,16 @@ class ProcessSupervisor:
         kill_grace: timedelta,
         run_id: str = "",
         monotonic: Callable[[], float] = time.monotonic,
+        report_start: Callable[[int], BeatResult] | None = None,
+        cancel: CancelSignal | None = None,
     ) -> None:
         self._pool = pool
         self._beat = beat
+        self._report_start = report_start
+        self.cancel = cancel or CancelSignal(monotonic)
+        self._told_cancel = False  # SIGUSR2 sent
+        self._started_ns = 0
+        self._recorded = False  # the store has the body's start
         self._interval = max(heartbeat_interval.total_seconds(), 0.01)
         self._flush = min(self._interval, CHECKPOINT_FLUSH.total_seconds())
         self._limit = duration_limit
@@ -119,6 +134,10 @@ class ProcessSupervisor:
             waited = proc is None and not self._releasing  # a whole interval: beat
             if waited and self._send(force=True) is BeatResult.SUPERSEDED:
                 return AttemptResult(Outcome.SUPERSEDED)
+            if self.cancel.is_set():  # cancelled while it waited: nothing ran
+                if proc is not None:
+                    self._pool.release(proc, reusable=True)
+                return AttemptResult(Outcome.CANCELLED, error=self.cancel.reason or CANCELLED)
         with self._lock:
             if self._releasing:
                 self._pool.release(proc, reusable=True)  # it never saw the run
@@ -130,12 +149,16 @@ class ProcessSupervisor:
         deadline = start + early + self._limit.total_seconds()
         next_beat = start + self._interval
         flush_at = 0.0  # when the newest unsent checkpoint must go out; 0 = none pending
+        pending: Mapping[str, Any] | None = None  # a message read ahead
         try:
             proc.send({"op": "run", **spec})
             while True:
                 now = self._monotonic()
                 if self._forced:
                     return self._released(proc, started_ns=0, stop=True)
+                cancel_at = self.cancel.deadline
+                if cancel_at is not None and now >= cancel_at:
+                    return self._cancelled(proc, stop=True)
                 if now >= deadline:
                     return self._timed_out(proc)
                 if now >= next_beat or (flush_at and now >= flush_at):
@@ -144,13 +167,27 @@ class ProcessSupervisor:
                     if now >= next_beat:
                         next_beat = self._monotonic() + self._interval
                     flush_at = 0.0 if self._version == self._sent else now + self._flush
-                wake = min(deadline, next_beat, flush_at or deadline)
+                self._tell_cancel(proc)
+                wake = min(deadline, next_beat, flush_at or deadline, cancel_at or deadline)
                 if self._releasing:
                     wake = min(wake, now + _STOP_POLL_S)
-                message = proc.receive(max(0.0, wake - self._monotonic()))
+                message, pending = pending, None
+                if message is None:
+                    message = proc.receive(max(0.0, wake - self._monotonic()))
                 if message is None:
                     continue
                 op = message.get("op")
+                if op == "started":
+                    self._started_ns = int(message.get("started_ns") or 0)
+                    # A short body's end comes first: its completion carries the start.
+                    pending = proc.receive(START_REPORT_AFTER.total_seconds())
+                    if pending is None and self._report_start is not None:
+                        answer = self._report_start(self._started_ns)
+                        if answer is BeatResult.SUPERSEDED:
+                            return self._superseded(proc)
+                        self._recorded = answer is BeatResult.OK
+                        self._tell_cancel(proc)
+                    continue
                 if op == "beat":
                     if message.get("checkpoint") is not None:
                         self._checkpoint = message["checkpoint"]
@@ -174,9 +211,35 @@ class ProcessSupervisor:
                 error_types=("JobProcessDied",),
             )
 
+    def _tell_cancel(self, proc: JobProcess) -> None:
+        """Once a cancel is known: SIGUSR2, so the body's ``ctx.cancelled`` is True."""
+        if self._told_cancel or not self._started_ns or not self.cancel.is_set():
+            return  # a body not begun is told once it has (its flag is reset then)
+        with self._lock:
+            self._signalled = True
+        self._told_cancel = True
+        _signal(proc, signal.SIGUSR2)
+
+    def _cancelled(self, proc: JobProcess, *, stop: bool) -> AttemptResult:
+        """CANCELLED once the body has ended (``stop``: it is made to)."""
+        if stop:
+            proc.stop(self._grace)
+        self._pool.release(proc, reusable=False)
+        return AttemptResult(
+            Outcome.CANCELLED,
+            error=self.cancel.reason or CANCELLED,
+            body_started_ns=self._started_ns,
+            start_recorded=self._recorded,
+        )
+
     def _finished(
         self, proc: JobProcess, message: Mapping[str, Any], sent_ns: int, fire_time: datetime
     ) -> AttemptResult:
+        if self.cancel.is_set():  # what it returned is not kept
+            self._started_ns = int(message.get("started_ns") or self._started_ns)
+            with self._lock:
+                self._signalled = True
+            return self._cancelled(proc, stop=False)
         received_ns = time.time_ns()
         with self._lock:
             reusable = not self._signalled  # a stop signal may still be on its way
@@ -193,6 +256,13 @@ class ProcessSupervisor:
         # failed attempt resumes from it.
         if self._send(force=False) is BeatResult.SUPERSEDED:
             return AttemptResult(Outcome.SUPERSEDED, body_started_ns=started_ns)
+        if self.cancel.is_set():  # that beat brought the cancel
+            return AttemptResult(
+                Outcome.CANCELLED,
+                error=self.cancel.reason or CANCELLED,
+                body_started_ns=started_ns,
+                start_recorded=self._recorded,
+            )
         if message.get("op") == "done":
             result = message.get("result")
             return AttemptResult(
@@ -200,6 +270,7 @@ class ProcessSupervisor:
                 result=dict(result) if isinstance(result, Mapping) else {},
                 body_started_ns=started_ns,
                 overhead_ns=overhead,
+                start_recorded=self._recorded,
             )
         return AttemptResult(
             Outcome.FAILED,
@@ -207,6 +278,7 @@ class ProcessSupervisor:
             error_types=tuple(str(t) for t in message.get("error_types") or ()),
             body_started_ns=started_ns,
             overhead_ns=overhead,
+            start_recorded=self._recorded,
         )
 
     def _released(self, proc: JobProcess, started_ns: int, *, stop: bool) -> AttemptResult:
@@ -231,6 +303,8 @@ class ProcessSupervisor:
             error=f"DurationLimitExceeded: exceeded the duration limit of {limit:g}s; "
             "the job process was killed",
             error_types=("DurationLimitExceeded",),
+            body_started_ns=self._started_ns,
+            start_recorded=self._recorded,
         )
 
     def _superseded(self, proc: JobProcess) -> AttemptResult:

@@ -4,7 +4,11 @@ job bodies one at a time and speaks the JSON-lines protocol with its worker.
 SIGTERM raises ``JobStopped`` in the body (finally blocks run); the worker sends
 SIGKILL after a grace period. SIGUSR1 says the worker is stopping: the body's next
 heartbeat sends its checkpoint and raises ``WorkerStopping``, a body still waiting for
-its fire time does not start, and the process answers ``released``.
+its fire time does not start, and the process answers ``released``. SIGUSR2 says the
+run is being cancelled: the body's ``ctx.cancelled`` becomes True.
+
+The process writes ``{"op": "started"}`` when a body begins, so its worker can tell
+the store while the body runs.
 """
 
 from __future__ import annotations
@@ -49,6 +53,22 @@ class _StopRequest:
 
 STOP = _StopRequest()
 
+
+class _CancelRequest:
+    """Set by SIGUSR2 (a plain flag, as ``_StopRequest``), read by ``ctx.cancelled``.
+    Cleared when a run begins: a process told of a cancel is not given another run,
+    so no late signal can reach the next one."""
+
+    requested = False
+
+
+CANCEL = _CancelRequest()
+
+
+def _is_cancelled() -> bool:
+    return CANCEL.requested
+
+
 #: A body waiting for its fire time looks at the stop request this often.
 _WAIT_SLICE_S = 0.05
 
@@ -83,6 +103,7 @@ class Channel:
 def run_one(spec: Mapping[str, Any], registry: Registry, channel: Channel) -> None:
     """Run the body ``spec`` names and report its outcome on ``channel``."""
     started_ns = 0
+    CANCEL.requested = False
     try:
         job_type = registry.get(str(spec["job_type"]))
         fire_time = datetime.fromisoformat(str(spec["fire_time"]))
@@ -101,9 +122,11 @@ def run_one(spec: Mapping[str, Any], registry: Registry, channel: Channel) -> No
                 checkpoint=dict(spec.get("checkpoint") or {}),
                 job_type=job_type.name,
                 on_heartbeat=on_heartbeat,
+                is_cancelled=_is_cancelled,
             )
             started_ns = wait_until_fire_time(fire_time, sleep=_wait_sleep)
             _check_stop()
+            channel.send({"op": "started", "started_ns": started_ns})
             result = job_type.fn(ctx)
         ended_ns = time.time_ns()
         if result is None:
@@ -139,6 +162,10 @@ def _on_sigusr1(_signum: int, _frame: Any) -> None:
     STOP.requested = True
 
 
+def _on_sigusr2(_signum: int, _frame: Any) -> None:
+    CANCEL.requested = True
+
+
 def serve() -> None:
     """Run bodies until stdin closes. The protocol keeps the original stdout and
     stdin; the job gets stderr and nothing."""
@@ -154,6 +181,7 @@ def serve() -> None:
     signal.signal(signal.SIGTERM, _on_sigterm)
     signal.signal(signal.SIGUSR1, _on_sigusr1)
     configure_logging(f"%(asctime)s job[{os.getpid()}] %(levelname)s %(name)s %(message)s")
+    signal.signal(signal.SIGUSR2, _on_sigusr2)
     provider = init_tracing("worker", TelemetrySettings.from_env())
     registry = default_registry(WorkerSettings.from_env())
     channel = Channel(proto_out)

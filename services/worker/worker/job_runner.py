@@ -6,7 +6,8 @@ exception raised into a thread can stop. The protocol is JSON lines, data only:
 
 - worker -> job process, on stdin: ``{"op": "run", ...the run...}``
 - job process -> worker, on the stdout it was started with: ``{"op": "ready"}`` once,
-  then per run any number of ``{"op": "beat", "checkpoint": ...}`` and one
+  then per run ``{"op": "started"}`` when its body begins, any number of
+  ``{"op": "beat", "checkpoint": ...}`` and one
   ``{"op": "done", "result": ...}`` or ``{"op": "error", "error": ...}``.
 
 The job's own prints go to stderr (the worker's log), never into the protocol.

@@ -226,6 +226,7 @@ def main() -> None:
         broker=broker,
         run_status=RunStatusCache(cache_redis, redis_settings.namespace),
         kill_grace=settings.kill_grace,
+        cancel_check=settings.cancel_check,
         test_hooks=test_hooks(hooks),
     )
     processor = RunProcessor(

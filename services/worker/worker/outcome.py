@@ -12,7 +12,7 @@ from worker.supervisor import AttemptResult, Outcome
 
 
 class Action(enum.Enum):
-    COMPLETE = "complete"  # a terminal state: SUCCEEDED, FAILED or TIMED_OUT
+    COMPLETE = "complete"  # a terminal state: SUCCEEDED, FAILED, TIMED_OUT or CANCELLED
     RETRY = "retry"  # FAILED with retry_after: PENDING again, due after the delay
     DEAD_LETTER = "dead_letter"  # the retries are spent
     NOTHING = "nothing"  # superseded (a newer attempt's to finish) or released (handed back)

@@ -4,7 +4,7 @@ id of the attempt's span, which the context's logger writes on every line."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any
 
@@ -33,6 +33,7 @@ def job_context(
     checkpoint: Mapping[str, Any],
     job_type: str,
     on_heartbeat: Report,
+    is_cancelled: Callable[[], bool],
 ) -> JobContext:
     """The context of one attempt; call it inside the attempt's trace context."""
     return JobContext(
@@ -45,4 +46,5 @@ def job_context(
         job_type=job_type,
         trace_id=current_trace_id(),
         on_heartbeat=on_heartbeat,
+        is_cancelled=is_cancelled,
     )

@@ -25,10 +25,16 @@ from cronwave import AttemptSuperseded, JobContext, WorkerStopping
 from cronwave._job import JobFn
 from cronwave_core.domain.instants import epoch_ns
 from worker.body_threads import BODIES, BodyTask, BodyThreads
+from worker.cancellation import CANCELLED, CancelSignal
 from worker.run_context import CheckpointData
 from worker.timing import GATE
 
 log = logging.getLogger("cronwave.worker")
+
+#: A body still running this long after it began has its start sent to the store at
+#: once (a heartbeat); one that ends sooner leaves it to its completion, so a short run
+#: costs no extra store call.
+START_REPORT_AFTER = timedelta(milliseconds=50)
 
 
 class BeatResult(enum.Enum):
@@ -45,12 +51,17 @@ class AttemptStopped(Exception):
     """Raised inside a job body whose attempt a newer attempt superseded."""
 
 
+class RunCancelled(Exception):
+    """Raised inside a job body still running when its cancel's grace has passed."""
+
+
 class Outcome(enum.Enum):
     SUCCEEDED = "succeeded"
     FAILED = "failed"
     TIMED_OUT = "timed_out"
     SUPERSEDED = "superseded"  # not ours to complete
     RELEASED = "released"  # stopped for the worker's shutdown: handed back, not completed
+    CANCELLED = "cancelled"  # the run was cancelled while the attempt ran
 
 
 @dataclass
@@ -66,6 +77,8 @@ class AttemptResult:
     # RELEASED: the newest checkpoint the job reported and the store has not been
     # sent yet, as JSON; "" when the store's is the newest.
     checkpoint_json: str = ""
+    # The store has the body's start already (a heartbeat sent it while it ran).
+    start_recorded: bool = False
 
 
 def error_types(exc: BaseException) -> tuple[str, ...]:
@@ -106,6 +119,13 @@ class Supervisor:
     the attempt is RELEASED with that checkpoint; a body that has not begun (held for
     its fire time) never begins. ``force_release`` (the grace period is over) raises
     ``WorkerStopping`` into the body and releases the attempt at once.
+
+    A cancel (``cancel``, set by a beat's answer) is seen by the job as
+    ``ctx.cancelled``; a body still running when its grace has passed gets
+    ``RunCancelled``. Either way the attempt is CANCELLED, whatever the body returned.
+    A body still running ``START_REPORT_AFTER`` after it began has its start sent
+    once through ``report_start``, so the run shows as started while it runs; a
+    shorter body leaves its start to the completion (no extra call).
     """
 
     def __init__(
@@ -116,8 +136,13 @@ class Supervisor:
         run_id: str = "",
         monotonic: Callable[[], float] = time.monotonic,
         threads: BodyThreads = BODIES,
+        *,
+        report_start: Callable[[int], BeatResult] | None = None,
+        cancel: CancelSignal | None = None,
     ) -> None:
         self._beat = beat
+        self._report_start = report_start
+        self.cancel = cancel or CancelSignal(monotonic)
         self._threads = threads
         self._interval = max(heartbeat_interval.total_seconds(), 0.01)
         self._limit = duration_limit
@@ -165,10 +190,11 @@ class Supervisor:
 
     # the supervising thread -----------------------------------------------------
     def run(self, fn: JobFn, ctx: JobContext, fire_time: datetime | None = None) -> AttemptResult:
-        """Run ``fn(ctx)`` to its end, its duration limit or its supersession; not
-        before ``fire_time`` (the body's thread waits for it at the process's
-        ``FireGate``, and the duration limit counts from then)."""
+        """Run ``fn(ctx)`` to its end, its duration limit, its supersession or its
+        cancel; not before ``fire_time`` (the body's thread waits for it at the
+        process's ``FireGate``, and the duration limit counts from then)."""
         box: dict[str, Any] = {}
+        report = self._report_start is not None
 
         def body() -> None:
             try:
@@ -178,6 +204,8 @@ class Supervisor:
                         return
                     self._begun = True
                 box["started_ns"] = started_ns
+                if report:
+                    self._wake.set()  # the supervising thread reports the start
                 box["result"] = fn(ctx)
             except BaseException as exc:  # everything the job raised is its outcome
                 box["error"] = exc
@@ -189,7 +217,9 @@ class Supervisor:
 
         def guarded() -> None:
             # A stop delivered after the body returned lands here, harmlessly.
-            with contextlib.suppress(DurationLimitExceeded, AttemptStopped, WorkerStopping):
+            with contextlib.suppress(
+                DurationLimitExceeded, AttemptStopped, WorkerStopping, RunCancelled
+            ):
                 body()
 
         # The job sees the supervising thread's trace context (its spans nest under
@@ -199,11 +229,30 @@ class Supervisor:
         early = (epoch_ns(fire_time) - time.time_ns()) / 1e9 if fire_time else 0.0
         deadline = start + max(early, 0.0) + self._limit.total_seconds()
         next_beat = start + self._interval
+        recorded = False  # the store has the body's start
         thread = self._threads.start(
             functools.partial(job_context.run, guarded), f"job-{self._run_id}"
         )
-        while not self._wake.wait(max(0.0, min(deadline, next_beat) - self._monotonic())):
+        while True:
+            stop_at = min(deadline, next_beat, self.cancel.deadline or deadline)
+            if self._wake.wait(max(0.0, stop_at - self._monotonic())):
+                if not report or recorded or not self._start_pending(box):
+                    break
+                if self._wake.wait(START_REPORT_AFTER.total_seconds()) and box.get("ended"):
+                    break  # a short body: its completion carries the start
+                answer = self._record_start(box)
+                if answer is None:
+                    self._stop(thread, AttemptStopped)
+                    return AttemptResult(
+                        Outcome.SUPERSEDED, body_started_ns=box.get("started_ns", 0)
+                    )
+                recorded = answer
+                continue
             now = self._monotonic()
+            cancel_at = self.cancel.deadline
+            if cancel_at is not None and now >= cancel_at:
+                self._stop(thread, RunCancelled)
+                return self._cancelled(box, recorded)
             if now >= deadline:
                 self._stop(thread, DurationLimitExceeded)
                 return AttemptResult(
@@ -212,6 +261,7 @@ class Supervisor:
                         DurationLimitExceeded(f"exceeded the duration limit of {self._limit}")
                     ),
                     body_started_ns=box.get("started_ns", 0),
+                    start_recorded=recorded,
                 )
             if now >= next_beat:
                 if self._send(force=True) is BeatResult.SUPERSEDED:
@@ -231,16 +281,23 @@ class Supervisor:
             return self._released(started_ns)
         if isinstance(box.get("error"), WorkerStopping):
             return self._released(started_ns)
+        if self.cancel.is_set():  # what it returned is not kept
+            return self._cancelled(box, recorded)
         # The last progress goes to the store before the outcome, so a retry of a
         # failed attempt resumes from it.
         if self._send(force=False) is BeatResult.SUPERSEDED:
             return AttemptResult(Outcome.SUPERSEDED, body_started_ns=started_ns)
+        if self.cancel.is_set():  # that beat brought the cancel
+            return self._cancelled(box, recorded)
         error = box.get("error")
         if isinstance(error, AttemptSuperseded | AttemptStopped):
             return AttemptResult(Outcome.SUPERSEDED, body_started_ns=started_ns)
         if isinstance(error, DurationLimitExceeded):
             return AttemptResult(
-                Outcome.TIMED_OUT, error=describe(error), body_started_ns=started_ns
+                Outcome.TIMED_OUT,
+                error=describe(error),
+                body_started_ns=started_ns,
+                start_recorded=recorded,
             )
         if error is not None:
             return AttemptResult(
@@ -248,6 +305,7 @@ class Supervisor:
                 error=describe(error),
                 body_started_ns=started_ns,
                 error_types=error_types(error),
+                start_recorded=recorded,
             )
         result = box.get("result")
         if result is None:
@@ -257,6 +315,7 @@ class Supervisor:
                 Outcome.FAILED,
                 error=f"TypeError: a job returns a JSON object, got {type(result).__name__}",
                 body_started_ns=started_ns,
+                start_recorded=recorded,
             )
         try:
             json.dumps(dict(result), allow_nan=False)  # the store takes standard JSON only
@@ -265,8 +324,44 @@ class Supervisor:
                 Outcome.FAILED,
                 error=f"TypeError: the job's result is not JSON data: {exc}",
                 body_started_ns=started_ns,
+                start_recorded=recorded,
             )
-        return AttemptResult(Outcome.SUCCEEDED, result=dict(result), body_started_ns=started_ns)
+        return AttemptResult(
+            Outcome.SUCCEEDED,
+            result=dict(result),
+            body_started_ns=started_ns,
+            start_recorded=recorded,
+        )
+
+    def _start_pending(self, box: dict[str, Any]) -> bool:
+        """Whether the wake-up was the body's start, still running and unreported; the
+        wake is then cleared, and set again if the body ended (or the worker's stop
+        came) in between, so neither is missed."""
+        with self._lock:
+            pending = "started_ns" in box and not box.get("ended") and not self._forced
+        if not pending:
+            return False
+        self._wake.clear()
+        if box.get("ended") or self._forced:
+            self._wake.set()
+        return True
+
+    def _record_start(self, box: dict[str, Any]) -> bool | None:
+        """Tell the store when the body began; True when it took it, None when a newer
+        attempt owns the run."""
+        assert self._report_start is not None
+        outcome = self._report_start(int(box["started_ns"]))
+        if outcome is BeatResult.SUPERSEDED:
+            return None
+        return outcome is BeatResult.OK
+
+    def _cancelled(self, box: dict[str, Any], recorded: bool) -> AttemptResult:
+        return AttemptResult(
+            Outcome.CANCELLED,
+            error=self.cancel.reason or CANCELLED,
+            body_started_ns=box.get("started_ns", 0),
+            start_recorded=recorded,
+        )
 
     def _released(self, started_ns: int) -> AttemptResult:
         """RELEASED, with the checkpoint the store does not have yet (its release

@@ -10,6 +10,7 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
+from cronwave_core.domain.cancel import CancelRequest
 from cronwave_core.errors import (
     CronwaveError,
     FailedPrecondition,
@@ -20,6 +21,7 @@ from cronwave_core.errors import (
 from workflow_store.ids import new_attempt_token, same_token
 from workflow_store.records import (
     COMPLETIONS,
+    Beat,
     Claim,
     ClaimRequest,
     Completion,
@@ -102,7 +104,7 @@ class AttemptStore(StoreCore):
                 state=RunState.RUNNING.value,
                 attempt=run["attempt"] + 1,
                 attempt_token=new_attempt_token(),
-                started_at=run["started_at"] or now,
+                claimed_at=now,
                 heartbeat_at=now,
                 worker_id=claim.worker_id,
                 next_sweep_at=None,
@@ -115,28 +117,47 @@ class AttemptStore(StoreCore):
         return results
 
     def _claimable(self, s: Session, run: dict[str, Any], now: datetime) -> bool:
-        """Whether a claim may start a new attempt: not terminal, not a retry whose
-        delay has not passed (an early duplicate message), not held by a live attempt."""
+        """Whether a claim may start a new attempt: not terminal, not cancel-requested
+        (its body is stopping, never to run again), not a retry whose delay has not
+        passed (an early duplicate message), not held by a live attempt."""
         state = RunState(run["state"])
-        if state.terminal:
+        if state.terminal or run.get("cancel_deadline") is not None:
             return False
         if state is RunState.PENDING and run["due_at"] is not None and run["due_at"] > now:
             return False
         if state is RunState.RUNNING:
-            alive_since = run["heartbeat_at"] or run["started_at"]
+            alive_since = run["heartbeat_at"] or run["claimed_at"]
             if alive_since is not None and now - alive_since < self._heartbeat_timeout(
                 s, run["job_type"]
             ):
                 return False
         return True
 
-    def heartbeat(self, run_id: str, attempt_token: str, checkpoint_json: str) -> datetime:
-        """Prove the attempt is alive; returns the deadline of its next heartbeat.
-        Raises ``StaleAttempt`` for a superseded attempt, ``FailedPrecondition`` when
-        the run is not running."""
-        return self._rounds(lambda s: self._heartbeat(s, run_id, attempt_token, checkpoint_json))
+    def heartbeat(
+        self,
+        run_id: str,
+        attempt_token: str,
+        checkpoint_json: str,
+        body_started_at: datetime | None = None,
+    ) -> Beat:
+        """Prove the attempt is alive; returns the deadline of its next heartbeat and,
+        for a cancel-requested run, how long its body has left to stop. With
+        ``body_started_at`` (sent once, while the body runs) the run's ``started_at``
+        is set unless an earlier attempt's body began first, and the event ``started``
+        is recorded. Raises ``StaleAttempt`` for a superseded attempt,
+        ``FailedPrecondition`` when the run is not running."""
+        return self._rounds(
+            lambda s: self._heartbeat(s, run_id, attempt_token, checkpoint_json, body_started_at)
+        )
 
-    def _heartbeat(self, s: Session, run_id: str, token: str, checkpoint: str) -> datetime:
+    def _heartbeat(
+        self,
+        s: Session,
+        run_id: str,
+        token: str,
+        checkpoint: str,
+        body_started_at: datetime | None,
+    ) -> Beat:
         now = self.clock()
         row = _get_run(s, run_id)
         state = RunState(row.state)
@@ -153,8 +174,16 @@ class AttemptStore(StoreCore):
         values: dict[str, Any] = {"heartbeat_at": now}
         if checkpoint:
             values["checkpoint_json"] = checkpoint
+        if body_started_at is not None and row.started_at is None:
+            values["started_at"] = body_started_at
         self._conditional_update(s, row, **values)
-        return now + self._heartbeat_timeout(s, row.job_type)
+        if body_started_at is not None:
+            _event(s, row, "started", now, _body_started(body_started_at, row.fire_time))
+        deadline = now + self._heartbeat_timeout(s, row.job_type)
+        if row.cancel_deadline is None:
+            return Beat(deadline)
+        left = max(row.cancel_deadline - now, timedelta(0))
+        return Beat(deadline, cancel_grace=left, cancel_reason=row.cancel_reason)
 
     def complete_run(
         self,
@@ -221,9 +250,22 @@ class AttemptStore(StoreCore):
                 continue
             before.setdefault(run["run_id"], (run["state"], run["attempt_token"]))
             if req.body_started_at is not None:
+                run["started_at"] = run["started_at"] or req.body_started_at
                 detail = _body_started(req.body_started_at, run["fire_time"])
                 events.append(_event_values(run, "started", detail, now))
-            if req.retry_after > timedelta(0):
+            if run["cancel_deadline"] is not None:
+                # Cancel-requested: whatever the attempt reports, the run is cancelled,
+                # and nothing the job returned is kept.
+                run.update(
+                    state=RunState.CANCELLED.value,
+                    finished_at=now,
+                    error=run["cancel_reason"],
+                    result_json="",
+                )
+                events.append(
+                    _event_values(run, RunState.CANCELLED.value, run["cancel_reason"], now)
+                )
+            elif req.retry_after > timedelta(0):
                 run.update(
                     state=RunState.PENDING.value,
                     error=req.error,
@@ -275,6 +317,17 @@ class AttemptStore(StoreCore):
             raise FailedPrecondition(
                 f"run is {state.value}: run '{run_id}' has no running attempt to release"
             )
+        if row.cancel_deadline is not None:  # cancel-requested: it ends here, not resumed
+            self._conditional_update(
+                s,
+                row,
+                state=RunState.CANCELLED.value,
+                finished_at=now,
+                error=row.cancel_reason,
+                **({"checkpoint_json": checkpoint} if checkpoint else {}),
+            )
+            _event(s, row, RunState.CANCELLED.value, now, row.cancel_reason)
+            return _run(row), False
         values: dict[str, Any] = {
             "state": RunState.PENDING.value,
             "attempt_token": new_attempt_token(),  # nobody holds it: the old one is void
@@ -288,22 +341,47 @@ class AttemptStore(StoreCore):
         _event(s, row, "released", now, reason[:200])
         return _run(row), True
 
-    def cancel_run(self, run_id: str, reason: str) -> tuple[RunRecord, bool]:
+    def cancel_run(self, request: CancelRequest) -> tuple[RunRecord, bool]:
         """Cancel a run that has not finished, whichever attempt holds it (an overlap
-        policy, an operator): state CANCELLED with ``reason`` as its error. The
-        attempt that held it is refused at its next heartbeat or completion, and so
-        stops. A run already terminal is returned unchanged (``False``)."""
-        return self._rounds(lambda s: self._cancel(s, run_id, reason))
+        policy, an operator). Returns the run and whether this changed it; a run
+        already terminal is returned unchanged (``False``).
 
-    def _cancel(self, s: Session, run_id: str, reason: str) -> tuple[RunRecord, bool]:
+        Without a grace, or when no live attempt holds the run (PENDING, or its
+        heartbeat lapsed), the run is CANCELLED at once with the reason as its error:
+        its queued message is dropped by the claim, and an attempt that held it is
+        refused at its next heartbeat or completion. With a grace, a running run is
+        marked cancel-requested instead (``cancel_deadline`` = now + grace, event
+        ``cancel_requested``): it stays RUNNING while its attempt learns of it at its
+        next heartbeat and stops its body by the deadline, and whatever that attempt
+        then reports (a completion, a hand-back) ends the run CANCELLED; it is never
+        claimed again, and the sweeper ends it CANCELLED should the attempt's heartbeat
+        lapse. A second request may bring the deadline closer, never move it away."""
+        return self._rounds(lambda s: self._cancel(s, request))
+
+    def _cancel(self, s: Session, request: CancelRequest) -> tuple[RunRecord, bool]:
         now = self.clock()
-        row = _get_run(s, run_id)
-        if RunState(row.state).terminal:
+        row = _get_run(s, request.run_id)
+        state = RunState(row.state)
+        if state.terminal:
             return _run(row), False
-        self._conditional_update(
-            s, row, state=RunState.CANCELLED.value, finished_at=now, error=reason
+        alive_since = row.heartbeat_at or row.claimed_at
+        alive = (
+            state is RunState.RUNNING
+            and alive_since is not None
+            and now - alive_since < self._heartbeat_timeout(s, row.job_type)
         )
-        _event(s, row, RunState.CANCELLED.value, now, reason)
+        if request.grace > timedelta(0) and alive:
+            deadline = now + request.grace
+            if row.cancel_deadline is not None and row.cancel_deadline <= deadline:
+                return _run(row), False
+            self._conditional_update(s, row, cancel_deadline=deadline, cancel_reason=request.reason)
+            detail = f"grace={request.grace.total_seconds():g}s reason={request.reason}"
+            _event(s, row, "cancel_requested", now, detail)
+            return _run(row), True
+        self._conditional_update(
+            s, row, state=RunState.CANCELLED.value, finished_at=now, error=request.reason
+        )
+        _event(s, row, RunState.CANCELLED.value, now, request.reason)
         return _run(row), True
 
 

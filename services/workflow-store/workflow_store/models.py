@@ -157,7 +157,10 @@ class Run(Base):
     worker_id: Mapped[str]
     trace_id: Mapped[str]
     created_at: Mapped[datetime]
+    # When the job body first began (reported by the worker); NULL until it has.
     started_at: Mapped[datetime | None]
+    # When the current attempt claimed the run; NULL until a worker has.
+    claimed_at: Mapped[datetime | None]
     finished_at: Mapped[datetime | None]
     heartbeat_at: Mapped[datetime | None]
     error: Mapped[str] = mapped_column(sa.Text())
@@ -170,6 +173,10 @@ class Run(Base):
     # wait doubles with each re-send, so a backlog is not flooded). A claim clears it.
     next_sweep_at: Mapped[datetime | None]
     requeues: Mapped[int] = mapped_column(sa.Integer(), server_default=sa.text("0"), default=0)
+    # Set while a cancel with a grace waits for the running body to stop: when the
+    # worker stops it. Whatever the attempt reports then ends the run CANCELLED.
+    cancel_deadline: Mapped[datetime | None]
+    cancel_reason: Mapped[str] = mapped_column(sa.Text(), server_default=sa.text("''"), default="")
 
 
 class RunEvent(Base):

@@ -120,6 +120,9 @@ class RunRecord:
     result_json: str
     checkpoint_json: str
     due_at: datetime | None = None
+    claimed_at: datetime | None = None
+    cancel_deadline: datetime | None = None
+    cancel_reason: str = ""
 
 
 @dataclass(frozen=True)
@@ -143,6 +146,17 @@ class Claim:
     run: RunRecord
     claimed: bool
     attempt_token: str
+
+
+@dataclass(frozen=True)
+class Beat:
+    """A heartbeat's answer: the deadline of the next one, and, while a cancel with a
+    grace waits for the body (``cancel_grace`` set), how long the body has left and
+    why it is cancelled."""
+
+    deadline: datetime
+    cancel_grace: timedelta | None = None
+    cancel_reason: str = ""
 
 
 @dataclass(frozen=True)

@@ -168,6 +168,9 @@ def _run(row: m.Run) -> RunRecord:
         result_json=row.result_json,
         checkpoint_json=row.checkpoint_json,
         due_at=row.due_at,
+        claimed_at=row.claimed_at,
+        cancel_deadline=row.cancel_deadline,
+        cancel_reason=row.cancel_reason or "",
     )
 
 
@@ -196,6 +199,9 @@ def _run_of(values: Mapping[Any, Any]) -> RunRecord:
         result_json=values["result_json"],
         checkpoint_json=values["checkpoint_json"],
         due_at=values["due_at"],
+        claimed_at=values.get("claimed_at"),
+        cancel_deadline=values.get("cancel_deadline"),
+        cancel_reason=values.get("cancel_reason") or "",
     )
 
 

@@ -292,6 +292,7 @@ def _new_run(schedule: Any, req: RecordRequest, queue: str, now: datetime) -> di
         "trace_id": req.trace_id,
         "created_at": now,
         "started_at": None,
+        "claimed_at": None,
         "finished_at": None,
         "heartbeat_at": None,
         "error": "",

@@ -13,6 +13,7 @@ from __future__ import annotations
 import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
+from cronwave_core.domain.cancel import CancelRequest
 from cronwave_core.domain.runs import IN_FLIGHT
 from cronwave_core.errors import ScheduleBusy, ScheduleNotFound
 from workflow_store import models as m
@@ -58,7 +59,7 @@ class ScheduleDeletion(ScheduleStore, AttemptStore):
             raise ScheduleBusy(schedule_id, in_flight)
         cancelled = []
         for run_id, _ in in_flight:
-            run, changed = self._cancel(s, run_id, DELETED_REASON)
+            run, changed = self._cancel(s, CancelRequest(run_id, DELETED_REASON))
             if changed:
                 cancelled.append(run)
         row.deleted = True

@@ -17,7 +17,8 @@ from cronwave_proto.v1 import workflow_store_service_pb2 as api
 from cronwave_proto.v1 import workflow_store_service_pb2_grpc as api_grpc
 from opentelemetry.trace import Span
 
-from cronwave_core.convert import dt_to_ts, duration_to_td
+from cronwave_core.convert import dt_to_ts, duration_to_td, opt_ts, td_to_duration
+from cronwave_core.domain.cancel import MAX_CANCEL_REASON, CancelRequest
 from cronwave_core.domain.runs import Trigger
 from cronwave_core.errors import CronwaveError, InvalidArgument
 from cronwave_core.rpc import item_error
@@ -344,11 +345,17 @@ class WorkflowStoreServicer(api_grpc.WorkflowStoreServiceServicer):
         checkpoint = validate.json_text(
             request.checkpoint_json, "checkpoint_json", object_only=True
         )
+        body_started_at = opt_ts(request, "body_started_at")
         with _db_span("Heartbeat", Hop.EXECUTE, run_id):
-            deadline = self.store.heartbeat(
-                run_id, convert.attempt_token(request.attempt_token), checkpoint
+            beat = self.store.heartbeat(
+                run_id, convert.attempt_token(request.attempt_token), checkpoint, body_started_at
             )
-        return api.HeartbeatResponse(deadline=dt_to_ts(deadline))
+        response = api.HeartbeatResponse(deadline=dt_to_ts(beat.deadline))
+        if beat.cancel_grace is not None:
+            response.cancel_requested = True
+            response.cancel_grace.CopyFrom(td_to_duration(beat.cancel_grace))
+            response.cancel_reason = beat.cancel_reason
+        return response
 
     def CompleteRuns(
         self, request: api.CompleteRunsRequest, context: grpc.ServicerContext
@@ -388,10 +395,11 @@ class WorkflowStoreServicer(api_grpc.WorkflowStoreServiceServicer):
         self, request: api.CancelRunRequest, context: grpc.ServicerContext
     ) -> api.CancelRunResponse:
         run_id = validate.key(request.run_id, "run_id", required=True)
-        if len(request.reason) > 1000:
-            raise InvalidArgument("reason", "must be at most 1000 characters")
+        if len(request.reason) > MAX_CANCEL_REASON:
+            raise InvalidArgument("reason", f"must be at most {MAX_CANCEL_REASON} characters")
         reason = validate.text(request.reason, "reason")
-        run, changed = self.store.cancel_run(run_id, reason or "cancelled")
+        grace = duration_to_td(request.grace, "grace")
+        run, changed = self.store.cancel_run(CancelRequest(run_id, reason, grace))
         return api.CancelRunResponse(run=convert.run_to_proto(run), changed=changed)
 
     # -- fencing ---------------------------------------------------------------------------

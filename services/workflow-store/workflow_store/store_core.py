@@ -59,13 +59,21 @@ _CLAIM_COLUMNS = (
     "state",
     "attempt",
     "attempt_token",
-    "started_at",
+    "claimed_at",
     "heartbeat_at",
     "worker_id",
     "next_sweep_at",
     "requeues",
 )
-_COMPLETE_COLUMNS = ("state", "finished_at", "error", "result_json", "due_at")
+_COMPLETE_COLUMNS = (
+    "state",
+    "started_at",
+    "finished_at",
+    "error",
+    "result_json",
+    "due_at",
+    "cancel_deadline",
+)
 T = TypeVar("T")
 
 

@@ -142,7 +142,7 @@ class SweepStore(StoreCore):
         timeouts = dict(s.execute(sa.select(m.JobType.name, m.JobType.heartbeat_timeout)).all())
         shortest = min(timeouts.values(), default=DEFAULT_HEARTBEAT_TIMEOUT)
         shortest = min(shortest, DEFAULT_HEARTBEAT_TIMEOUT)
-        alive_since = sa.func.coalesce(m.Run.heartbeat_at, m.Run.started_at)
+        alive_since = sa.func.coalesce(m.Run.heartbeat_at, m.Run.claimed_at)
         # Candidates only: each run's own timeout is applied below.
         candidates = s.scalars(
             sa.select(m.Run)
@@ -157,9 +157,12 @@ class SweepStore(StoreCore):
         ).all()
         found: list[StalledRun] = []
         for row in candidates:
-            last = row.heartbeat_at or row.started_at
+            last = row.heartbeat_at or row.claimed_at
             timeout = timeouts.get(row.job_type, DEFAULT_HEARTBEAT_TIMEOUT)
             if last is None or now - last < timeout:
+                continue
+            if row.cancel_deadline is not None:  # its worker died while it was cancelling
+                _cancel_lapsed(s, row, now, last)
                 continue
             detail = (
                 f"{StallReason.HEARTBEAT_LAPSED.value}: no heartbeat from {row.worker_id} "
@@ -187,3 +190,14 @@ class SweepStore(StoreCore):
         s.flush()
         _event(s, row, "requeued", now, detail)
         return StalledRun(_run(row), reason)
+
+
+def _cancel_lapsed(s: Session, row: m.Run, now: datetime, last: datetime) -> None:
+    """A cancel-requested run whose attempt stopped heartbeating ends CANCELLED, never
+    re-sent: no attempt is left to finish it."""
+    row.state = RunState.CANCELLED.value
+    row.finished_at = now
+    row.error = row.cancel_reason
+    s.flush()
+    detail = f"{row.cancel_reason} (no heartbeat from {row.worker_id} since {iso(last)})"
+    _event(s, row, RunState.CANCELLED.value, now, detail[:1000])

@@ -48,6 +48,7 @@ def standard(
     broker: RedisBroker | None = None,
     run_status: RunStatusCache | None = None,
     kill_grace: timedelta = timedelta(seconds=2),
+    cancel_check: timedelta = timedelta(seconds=1),
     test_hooks: Sequence[RunMiddleware] = (),
 ) -> list[RunMiddleware]:
     """The worker's middleware in ``ORDER``, then ``test_hooks`` (innermost: see
@@ -56,7 +57,7 @@ def standard(
         Tracing(worker_id),
         DeadLettering(store, registry),
         Claim(store, registry, worker_id),
-        Heartbeat(store),
+        Heartbeat(store, cancel_check),
         TimeLimit(kill_grace),
         Completion(store, registry, broker, run_status),
     ]

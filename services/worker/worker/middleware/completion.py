@@ -44,6 +44,7 @@ _STATE = {
     Outcome.SUCCEEDED: common_pb2.RUN_STATE_SUCCEEDED,
     Outcome.FAILED: common_pb2.RUN_STATE_FAILED,
     Outcome.TIMED_OUT: common_pb2.RUN_STATE_TIMED_OUT,
+    Outcome.CANCELLED: common_pb2.RUN_STATE_CANCELLED,
 }
 
 
@@ -84,7 +85,7 @@ class Completion(RunMiddleware):
         if result is None or delivery.job_type is None:
             raise Skip
         if result.outcome is Outcome.SUPERSEDED:
-            if result.body_started_ns:
+            if result.body_started_ns and not result.start_recorded:
                 self._record_body_start(delivery, result.body_started_ns)
             log.warning(
                 "run %s attempt %d: superseded by a newer attempt; not completing",
@@ -116,7 +117,7 @@ class Completion(RunMiddleware):
             )
         )
         if decision.action is Action.DEAD_LETTER:
-            if result.body_started_ns:
+            if result.body_started_ns and not result.start_recorded:
                 self._record_body_start(delivery, result.body_started_ns)
             self._log(delivery)
             raise Poison(
@@ -139,7 +140,7 @@ class Completion(RunMiddleware):
         )
         if decision.action is Action.RETRY:
             request.retry_after.CopyFrom(td_to_duration(decision.retry_after))
-        if result.body_started_ns:
+        if result.body_started_ns and not result.start_recorded:
             request.body_started_at.FromNanoseconds(result.body_started_ns)
         span = delivery.span
         try:
@@ -157,7 +158,8 @@ class Completion(RunMiddleware):
             span.set_attribute("cronwave.completed", False)
         else:
             span.set_attribute("cronwave.completed", response.changed)
-            if decision.action is Action.RETRY and response.changed:
+            retrying = response.run.state == common_pb2.RUN_STATE_PENDING  # not cancelled
+            if decision.action is Action.RETRY and response.changed and retrying:
                 self._enqueue_retry(response.run, decision.retry_after)
         self._log(delivery)
 
@@ -183,9 +185,10 @@ class Completion(RunMiddleware):
     def _record_body_start(self, delivery: Delivery, started_ns: int) -> None:
         """Append the run event ``started``, detail ``body_started_at=<ISO, µs>
         lateness_ms=<ms>``: when the job body began, readable without tracing (the
-        run's ``started_at`` is its claim, which the dispatch lead puts before the fire
-        time). A completion records it in its own transaction (``body_started_at``);
-        this is for an attempt that is not completed (superseded, dead-lettered).
+        run's ``started_at`` is the first attempt's). A heartbeat records it while a
+        long body runs, and a completion in its own transaction (``body_started_at``)
+        when the body ended first; this is for an attempt that is not completed
+        (superseded, dead-lettered).
         Best effort: a history the store cannot take is logged, not fatal."""
         run_id = delivery.run.run_id
         started = _EPOCH + timedelta(microseconds=started_ns // 1000)
