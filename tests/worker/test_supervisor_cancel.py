@@ -10,9 +10,9 @@ import time
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from cronwave import JobContext
 from tests.harness.beats import Beats
 from worker.cancellation import CancelSignal
-from worker.jobs import JobContext
 from worker.supervisor import BeatResult, Outcome, Supervisor
 
 

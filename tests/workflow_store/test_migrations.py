@@ -51,7 +51,8 @@ def _row(table: sa.Table, **values: object) -> dict[str, object]:
 
 @pytest.mark.both_backends
 def test_revision_0006_keeps_the_claim_of_existing_runs_as_claimed_at(database_url: str):
-    # Given a database at revision 0004 with a run claimed at 02:00:01
+    # Given a database at revision 0004 with a schedule, a run claimed at 02:00:01 and
+    # its event (rows that foreign keys tie together)
     engine = create_engine(database_url, instrument=False)
     claimed = datetime(2026, 12, 1, 2, 0, 1, tzinfo=UTC)
     try:
@@ -65,6 +66,8 @@ def test_revision_0006_keeps_the_claim_of_existing_runs_as_claimed_at(database_u
                 sa.insert(runs),
                 [_row(runs, run_id="r1", schedule_id="s1", state="running", started_at=claimed)],
             )
+            events = sa.Table("run_events", meta, autoload_with=conn)
+            conn.execute(sa.insert(events), [_row(events, run_id="r1", kind="claimed")])
 
         # When it is migrated to head
         migrate(engine)

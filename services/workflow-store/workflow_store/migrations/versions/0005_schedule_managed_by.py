@@ -21,10 +21,12 @@ depends_on: str | Sequence[str] | None = None
 
 
 def upgrade() -> None:
-    with op.batch_alter_table("schedules") as batch:
-        batch.add_column(
-            sa.Column("managed_by", sa.String(), nullable=False, server_default=sa.text("''"))
-        )
+    # A plain ALTER TABLE ... ADD COLUMN on both backends: SQLite's batch mode would
+    # copy and drop the table, which its runs' foreign keys refuse.
+    op.add_column(
+        "schedules",
+        sa.Column("managed_by", sa.String(), nullable=False, server_default=sa.text("''")),
+    )
 
 
 def downgrade() -> None:

@@ -28,12 +28,14 @@ Instant = sa.DateTime(timezone=True)
 
 
 def upgrade() -> None:
-    with op.batch_alter_table("runs") as batch:
-        batch.add_column(sa.Column("claimed_at", Instant, nullable=True))
-        batch.add_column(sa.Column("cancel_deadline", Instant, nullable=True))
-        batch.add_column(
-            sa.Column("cancel_reason", sa.Text(), nullable=False, server_default=sa.text("''"))
-        )
+    # Plain ALTER TABLE ... ADD COLUMN on both backends: SQLite's batch mode would copy
+    # and drop the table, which the foreign keys of its events refuse.
+    op.add_column("runs", sa.Column("claimed_at", Instant, nullable=True))
+    op.add_column("runs", sa.Column("cancel_deadline", Instant, nullable=True))
+    op.add_column(
+        "runs",
+        sa.Column("cancel_reason", sa.Text(), nullable=False, server_default=sa.text("''")),
+    )
     op.execute("UPDATE runs SET claimed_at = started_at")
 
 
