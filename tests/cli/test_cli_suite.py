@@ -178,7 +178,7 @@ def test_up_serves_the_fixed_ports_until_sigterm_then_stops_everything(tmp_path)
     try:
         eventually(lambda: "cronwave is up" in log.read_text(), timeout=120, what="up started")
         pids = [int(p) for p in re.findall(r"│ \S+\s+│ \S+\s+│ (\d+)\s+│", log.read_text())]
-        assert len(pids) == 6, log.read_text()  # redis + five services
+        assert len(pids) == 7, log.read_text()  # redis, five services, the billing gateway
 
         with cronwave.Client(timeout=timedelta(seconds=10)) as client:  # the default ports
             sid = fresh("up")
@@ -195,6 +195,6 @@ def test_up_serves_the_fixed_ports_until_sigterm_then_stops_everything(tmp_path)
             for pid in pids:
                 if _alive(pid):
                     os.kill(pid, signal.SIGKILL)
-    assert "stopped 6 processes" in log.read_text()
+    assert "stopped 7 processes" in log.read_text()
     assert not [pid for pid in pids if _alive(pid)]
     assert not [p for p in DEFAULT_PORTS.values() if port_in_use(p)]

@@ -387,11 +387,16 @@ def outcome_table(outcome: Outcome) -> Table:
 EXAMPLE_PACKAGE = "cronwave_billing"
 
 
+def billing_example_installed() -> bool:
+    """Whether the billing example's job package is installed (looked up, not imported)."""
+    return importlib.util.find_spec(EXAMPLE_PACKAGE) is not None
+
+
 def require_billing_example() -> None:
     """Refuse, saying how to install it, when the billing example is not installed.
     Looked up, not imported: the suite's workers load it through its entry point, and
     the gateway is started by module name."""
-    if importlib.util.find_spec(EXAMPLE_PACKAGE) is None:
+    if not billing_example_installed():
         raise ConfigurationError(
             f"the billing demo needs its job package ({EXAMPLE_PACKAGE}, the "
             "cronwave-example-billing distribution), which is not installed: run "

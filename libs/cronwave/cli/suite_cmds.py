@@ -275,7 +275,8 @@ def up(
     ] = None,
     jobs: Annotated[str | None, typer.Option("--jobs", help=HELP)] = None,
 ) -> None:
-    """Run the whole suite until Ctrl-C (or SIGTERM), then stop it.
+    """Run the whole suite until Ctrl-C (or SIGTERM), then stop it; with the billing
+    example installed, its sandbox payment gateway too.
 
     Ports: a service's CRONWAVE_*_ADDR when set, else --port-base N + its place, else
     the fixed defaults. The suite's addresses are recorded in the data dir while it
@@ -293,6 +294,12 @@ def up(
             workers=workers,
             environ=with_job_modules(os.environ, jobs),
         )
+        from cronwave.cli import demo_billing
+
+        if demo_billing.billing_example_installed():
+            # Its workers register billing.nightly (the example's entry point), so the
+            # job's sandbox payment gateway runs beside them, as under `cronwave demo`.
+            config = demo_billing.with_gateway(config)
         suite = Suite(config)
         busy = busy_ports(suite)
         if busy:

@@ -1,0 +1,77 @@
+"""README's Python example, run as written against a real `cronwave up`: the billing
+run it triggers succeeds (`up` runs the billing example's payment gateway beside the
+workers that register its job)."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from cronwave.cli.suite_cmds import PORT_ORDER
+from tests.cli.test_suite_discovery import cronwave_argv, free_port_base
+from tests.harness.processes import ProcessTable
+from tests.helpers import REPO, eventually
+
+pytestmark = pytest.mark.slow
+
+SECTION = "The same from Python:"
+
+
+def python_example() -> str:
+    text = (REPO / "README.md").read_text()
+    block = re.search(r"```python\n(.*?)```", text[text.index(SECTION) :], re.S)
+    assert block, "the README's Python example is gone"
+    return block.group(1)
+
+
+def test_the_readme_python_example_runs_as_written_under_cronwave_up(tmp_path: Path) -> None:
+    # Given `cronwave up` (on a port base of its own, so the test runs beside others)
+    base = free_port_base()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CRONWAVE_")}
+    log_path = tmp_path / "up.log"
+    table = ProcessTable("cronwave up and its suite")
+    with log_path.open("wb") as log:
+        up = table.spawn(
+            [*cronwave_argv(), "up", "--data-dir", str(tmp_path / "up"), "--port-base", str(base)],
+            stdout=log,
+            stderr=log,
+            env=env,
+        )
+
+    def stop() -> None:
+        if up.poll() is None:
+            up.send_signal(signal.SIGTERM)
+            up.wait(timeout=60)
+
+    try:
+        eventually(lambda: "cronwave is up" in log_path.read_text(), timeout=120, what="up started")
+        assert "payment-gateway" in log_path.read_text()
+
+        # When the README's example runs, as written, with the suite's addresses
+        ports = {key: base + i for i, key in enumerate(PORT_ORDER)}
+        client_env = {
+            **env,
+            **{f"CRONWAVE_{key.upper()}_ADDR": f"127.0.0.1:{ports[key]}" for key in (
+                "store", "dispatcher", "planner", "leader")},
+        }  # fmt: skip
+        done = subprocess.run(
+            [sys.executable, "-c", python_example()],
+            cwd=tmp_path,
+            env=client_env,
+            capture_output=True,
+            text=True,
+            timeout=180,
+        )
+
+        # Then the billing run it triggered succeeded, and its events say so
+        assert done.returncode == 0, (done.stdout, done.stderr)
+        assert done.stdout.startswith("SUCCEEDED "), done.stdout
+        assert "'succeeded'" in done.stdout
+    finally:
+        table.close([stop])
