@@ -7,7 +7,6 @@ bootstrap's error interceptor.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import AbstractContextManager
 from datetime import timedelta
 from typing import TypeVar
 
@@ -15,27 +14,14 @@ import grpc
 from cronwave_proto.v1 import common_pb2
 from cronwave_proto.v1 import workflow_store_service_pb2 as api
 from cronwave_proto.v1 import workflow_store_service_pb2_grpc as api_grpc
-from opentelemetry.trace import Span
 
 from cronwave_core.convert import dt_to_ts, duration_to_td, opt_ts, td_to_duration
 from cronwave_core.domain.cancel import MAX_CANCEL_REASON, CancelRequest
 from cronwave_core.domain.runs import Trigger
 from cronwave_core.errors import CronwaveError, InvalidArgument
 from cronwave_core.rpc import item_error
-from cronwave_core.telemetry import fanout
-from cronwave_core.telemetry.spans import hop_span
-from cronwave_core.telemetry.tracing import tracing_enabled
 from cronwave_core.telemetry.vocabulary import (
-    ATTR_ATTEMPT,
-    ATTR_FIRE_TIME,
-    ATTR_JOB_TYPE,
-    ATTR_QUEUE,
-    ATTR_RUN_ID,
-    ATTR_SCHEDULE_ID,
-    ATTR_WORKER_ID,
     Hop,
-    Kind,
-    run_attributes,
 )
 from workflow_store import convert, paging, schedule_update, slots, validate
 from workflow_store.records import (
@@ -43,40 +29,13 @@ from workflow_store.records import (
     Completion,
     Recorded,
     RecordRequest,
-    RunRecord,
     ScheduleRecord,
 )
+from workflow_store.rpc_spans import annotate_batch, db_span, mark_run
 from workflow_store.store import Store
 
 M = TypeVar("M")
 T = TypeVar("T")
-
-
-def _db_span(
-    name: str, hop: Hop, run_id: str = "", schedule_id: str = "", fire_time: str = ""
-) -> AbstractContextManager[Span]:
-    """The span of an RPC's database work within its hop of the run's waterfall."""
-    attrs = {}
-    if run_id:
-        attrs[ATTR_RUN_ID] = run_id
-    if schedule_id:
-        attrs[ATTR_SCHEDULE_ID] = schedule_id
-    if fire_time:
-        attrs[ATTR_FIRE_TIME] = fire_time
-    return hop_span(f"workflow-store {name}", hop=hop, kind=Kind.DATABASE, attributes=attrs)
-
-
-def _mark(span: Span, run: RunRecord) -> None:
-    span.set_attributes(
-        {
-            **run_attributes(run.run_id, run.schedule_id, convert.iso(run.fire_time)),
-            ATTR_JOB_TYPE: run.job_type,
-            ATTR_QUEUE: run.queue,
-            ATTR_ATTEMPT: run.attempt,
-        }
-    )
-    if run.worker_id:
-        span.set_attribute(ATTR_WORKER_ID, run.worker_id)
 
 
 def _items(field: str, messages: Sequence[M], parse: Callable[[M], T]) -> list[T]:
@@ -91,20 +50,6 @@ def _items(field: str, messages: Sequence[M], parse: Callable[[M], T]) -> list[T
         except InvalidArgument as exc:
             raise InvalidArgument(f"{field}[{i}].{exc.field}", exc.rule) from None
     return items
-
-
-def _annotate(messages: Sequence[object], runs: Sequence[RunRecord | None]) -> None:
-    """Name each item's run in the copies of this batch's spans (``fanout``): a
-    claim or completion names only the run id, the store knows the rest."""
-    if not tracing_enabled():
-        return
-    annotations = []
-    for message, run in zip(messages, runs, strict=True):
-        traceparent = getattr(message, "traceparent", "")
-        if run is not None and traceparent:
-            attributes = run_attributes(run.run_id, run.schedule_id, run.fire_time.isoformat())
-            annotations.append((traceparent, attributes))
-    fanout.annotate_many(annotations)
 
 
 def _missed_slot(msg: api.MissedSlot) -> slots.MissedSlot:
@@ -243,12 +188,14 @@ class WorkflowStoreServicer(api_grpc.WorkflowStoreServiceServicer):
                 f"only for one run (a batch of payloads could pass gRPC's "
                 f"message limit), got {len(reqs)} runs",
             )
-        with _db_span("RecordRuns", Hop.PERSIST):
+        with db_span("RecordRuns", Hop.PERSIST):
             results = [
                 self._settled(req, result)
                 for req, result in zip(reqs, self.store.record_runs(reqs), strict=True)
             ]
-            _annotate(request.runs, [r.run if isinstance(r, Recorded) else None for r in results])
+            annotate_batch(
+                request.runs, [r.run if isinstance(r, Recorded) else None for r in results]
+            )
         return api.RecordRunsResponse(
             results=[
                 api.RecordRunResult(error=item_error(r))
@@ -280,7 +227,7 @@ class WorkflowStoreServicer(api_grpc.WorkflowStoreServiceServicer):
         ids = _items("runs", request.runs, convert.run_id_from_proto)
         runs = self.store.get_runs(ids)
         by_id = {r.run_id: r for r in runs}
-        _annotate(request.runs, [by_id.get(run_id) for run_id in ids])
+        annotate_batch(request.runs, [by_id.get(run_id) for run_id in ids])
         return api.GetRunsResponse(runs=[convert.run_to_proto(r) for r in runs])
 
     def ListRuns(
@@ -318,9 +265,9 @@ class WorkflowStoreServicer(api_grpc.WorkflowStoreServiceServicer):
         self, request: api.ClaimRunsRequest, context: grpc.ServicerContext
     ) -> api.ClaimRunsResponse:
         claims = _items("claims", request.claims, convert.claim_from_proto)
-        with _db_span("ClaimRuns", Hop.PICKUP):
+        with db_span("ClaimRuns", Hop.PICKUP):
             results = self.store.claim_runs(claims)
-            _annotate(
+            annotate_batch(
                 request.claims, [None if isinstance(r, CronwaveError) else r.run for r in results]
             )
         return api.ClaimRunsResponse(
@@ -346,7 +293,7 @@ class WorkflowStoreServicer(api_grpc.WorkflowStoreServiceServicer):
             request.checkpoint_json, "checkpoint_json", object_only=True
         )
         body_started_at = opt_ts(request, "body_started_at")
-        with _db_span("Heartbeat", Hop.EXECUTE, run_id):
+        with db_span("Heartbeat", Hop.EXECUTE, run_id):
             beat = self.store.heartbeat(
                 run_id, convert.attempt_token(request.attempt_token), checkpoint, body_started_at
             )
@@ -361,9 +308,9 @@ class WorkflowStoreServicer(api_grpc.WorkflowStoreServiceServicer):
         self, request: api.CompleteRunsRequest, context: grpc.ServicerContext
     ) -> api.CompleteRunsResponse:
         completions = _items("completions", request.completions, convert.completion_from_proto)
-        with _db_span("CompleteRuns", Hop.COMPLETE):
+        with db_span("CompleteRuns", Hop.COMPLETE):
             results = self.store.complete_runs(completions)
-            _annotate(
+            annotate_batch(
                 request.completions,
                 [r.run if isinstance(r, Completion) else None for r in results],
             )
@@ -386,9 +333,9 @@ class WorkflowStoreServicer(api_grpc.WorkflowStoreServiceServicer):
         )
         reason = validate.text(request.reason, "reason")
         validate.key(request.traceparent, "traceparent")
-        with _db_span("ReleaseRun", Hop.EXECUTE, run_id) as span:
+        with db_span("ReleaseRun", Hop.EXECUTE, run_id) as span:
             run, released = self.store.release_run(run_id, token, checkpoint, reason)
-            _mark(span, run)
+            mark_run(span, run)
         return api.ReleaseRunResponse(run=convert.run_to_proto(run), released=released)
 
     def CancelRun(
@@ -441,7 +388,7 @@ class WorkflowStoreServicer(api_grpc.WorkflowStoreServiceServicer):
     ) -> api.RecordMissedSlotsResponse:
         missed = _items("slots", request.slots, _missed_slot)
         token, scope = convert.fencing(request.fencing_token, request.fencing_scope)
-        with _db_span("RecordMissedSlots", Hop.PLAN):
+        with db_span("RecordMissedSlots", Hop.PLAN):
             recorded, unknown = slots.record_missed_slots(self.store, missed, token, scope)
         return api.RecordMissedSlotsResponse(recorded=recorded, unknown_schedules=unknown)
 
@@ -483,10 +430,10 @@ class WorkflowStoreServicer(api_grpc.WorkflowStoreServiceServicer):
         self, request: api.DeadLetterRunRequest, context: grpc.ServicerContext
     ) -> api.DeadLetterRunResponse:
         req = convert.dead_letter_from_proto(request)
-        with _db_span("DeadLetterRun", Hop.COMPLETE, req.run_id) as span:
+        with db_span("DeadLetterRun", Hop.COMPLETE, req.run_id) as span:
             outcome = self.store.dead_letter(req)
             if outcome.run is not None:
-                _mark(span, outcome.run)
+                mark_run(span, outcome.run)
         return api.DeadLetterRunResponse(
             dead_letter=convert.dead_letter_to_proto(outcome.letter) if outcome.letter else None,
             run=convert.run_to_proto(outcome.run) if outcome.run else None,
