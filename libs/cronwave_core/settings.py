@@ -235,7 +235,8 @@ class PlannerSettings(FromEnv):
         timedelta(seconds=5),
         "how far ahead of its fire time a slot is dispatched: recorded, queued and "
         "claimed before the instant, its body started at the instant (`0` dispatches "
-        "at the instant; see docs/benchmarks.md)",
+        "at the instant; never more than half the gap since the previous slot; see "
+        "docs/architecture.md)",
     )
 
 
