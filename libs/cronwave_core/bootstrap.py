@@ -27,7 +27,8 @@ from opentelemetry.instrumentation.grpc import server_interceptor
 
 from cronwave_core.errors import CronwaveError, InvalidArgument
 from cronwave_core.fault_interceptors import server_faults
-from cronwave_core.settings import TestHooks
+from cronwave_core.metrics import MetricsServer, serve_metrics
+from cronwave_core.settings import MetricsSettings, TestHooks
 from cronwave_core.telemetry import fanout
 from cronwave_core.telemetry.rpc_hops import rpc_hop
 from cronwave_core.telemetry.spans import codec_call
@@ -247,12 +248,17 @@ class RunningServer:
         grace: timedelta,
         traced: bool = True,
         hooks: TestHooks | None = None,
+        metrics: MetricsSettings | None = None,
     ) -> None:
         """``grace``: how long ``stop`` lets in-flight calls finish (``CRONWAVE_GRACE``);
         ``traced``: server spans and serialization timing (``CRONWAVE_TRACING``);
-        ``hooks``: the process's test hooks (faults only where they are enabled)."""
+        ``hooks``: the process's test hooks (faults only where they are enabled);
+        ``metrics``: where ``start`` serves ``/metrics`` (None: read from the
+        environment, ``CRONWAVE_METRICS_ADDR``)."""
         self.service = service
         self.grace = grace
+        self.metrics = metrics if metrics is not None else MetricsSettings.from_env()
+        self.metrics_server: MetricsServer | None = None
         interceptors: list[Any] = []
         if traced:
             interceptors.append(server_interceptor())
@@ -296,6 +302,16 @@ class RunningServer:
         self._stop_lock = threading.Lock()
 
     def start(self) -> None:
+        """Serve ``/metrics`` (when configured), then the gRPC server. A metrics port
+        that is taken stops start-up, as a taken gRPC port does."""
+        if self.metrics.metrics_addr:
+            try:
+                self.metrics_server = serve_metrics(self.metrics.metrics_addr)
+            except OSError as exc:
+                raise CronwaveError(
+                    f"{self.service.name}: cannot serve metrics on "
+                    f"{self.metrics.metrics_addr} ({exc}); is another process using the port?"
+                ) from exc
         self.server.start()
         for name in (*self.service.service_names, ""):
             self.health.set(name, health_pb2.HealthCheckResponse.SERVING)
@@ -311,6 +327,8 @@ class RunningServer:
             except Exception:
                 log.exception("%s: on_stopping failed", self.service.name)
             self.server.stop(self.grace.total_seconds()).wait()
+            if self.metrics_server is not None:
+                self.metrics_server.stop()
             try:
                 self.service.on_stop()
             finally:

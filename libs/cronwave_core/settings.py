@@ -178,6 +178,21 @@ class TelemetrySettings(FromEnv):
 
 
 @dataclass(frozen=True, kw_only=True)
+class MetricsSettings(FromEnv):
+    """A service process's Prometheus endpoint (``cronwave_core.metrics``)."""
+
+    #: None (unset or empty): no endpoint.
+    metrics_addr: str | None = setting(
+        PREFIX + "METRICS_ADDR",
+        Address(),
+        None,
+        "serve Prometheus metrics at `http://HOST:PORT/metrics` (one port per process); "
+        "unset: none. The suite (`cronwave up`, the tests) gives each of its processes a "
+        "free loopback port and prints it (see *Metrics*)",
+    )
+
+
+@dataclass(frozen=True, kw_only=True)
 class StoreSettings(FromEnv):
     """The workflow-store: the only process that touches the scheduler's database."""
 
@@ -451,6 +466,7 @@ COMPONENTS: tuple[type[FromEnv], ...] = (
     NetworkSettings,
     RedisSettings,
     TelemetrySettings,
+    MetricsSettings,
     StoreSettings,
     LeaseSettings,
     PlannerSettings,

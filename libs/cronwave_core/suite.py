@@ -25,7 +25,7 @@ import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from cronwave_core.errors import ConfigurationError, Unavailable
-from cronwave_core.settings import DEFAULT_PORTS, GATEWAY_PORT, TEST_HOOKS
+from cronwave_core.settings import DEFAULT_PORTS, GATEWAY_PORT, PREFIX, TEST_HOOKS
 
 # Start order: the store first (it migrates the database), the planner last.
 SERVICES = ("workflow-store", "leader-election", "dispatcher", "worker", "cron-planner")
@@ -61,6 +61,7 @@ _GRPC_SERVICE = {
 #: A service whose port another process took before it could listen is started again
 #: on a new port, at most this many times in all.
 _PORT_ATTEMPTS = 3
+METRICS_ADDR = PREFIX + "METRICS_ADDR"
 #: What a service logs when it cannot listen (gRPC's bind error, or
 #: cronwave_core.bootstrap's own).
 _PORT_TAKEN = ("Address already in use", "cannot listen on")
@@ -160,6 +161,7 @@ class Proc:
     env: dict[str, str]
     log_path: Path
     address: str = ""  # gRPC address; empty for redis
+    metrics_address: str = ""  # HOST:PORT of its /metrics; empty: none (redis, or off)
     popen: subprocess.Popen[bytes] | None = None
     service: str | None = None  # which service it runs; None for redis
     index: int = 0  # its replica number
@@ -354,7 +356,12 @@ class Suite:
         # -P: the caller's working directory must not shadow a module of ours.
         argv = [sys.executable, "-P", "-m", _MODULE[service]]
         addr = env["CRONWAVE_" + _ADDR_VAR[service]]
+        # Each process its own /metrics port, unless the suite's env says where (or,
+        # empty, that there is none).
+        if METRICS_ADDR not in self.config.env:
+            env[METRICS_ADDR] = f"127.0.0.1:{free_port()}"
         proc = Proc(name, argv, env, self.log_dir / f"{name}.log", addr)
+        proc.metrics_address = env.get(METRICS_ADDR, "")
         proc.service, proc.index, proc.extra_env = service, index, dict(extra_env or {})
         self._spawn(proc)
         self.procs[name] = proc

@@ -159,12 +159,13 @@ def mask(url: str) -> str:
 
 def suite_table(suite: Suite) -> Table:
     table = Table(title="cronwave suite", title_justify="left")
-    for name in ("service", "address", "pid", "log"):
+    for name in ("service", "address", "metrics", "pid", "log"):
         table.add_column(name, no_wrap=name != "log", overflow="fold")
     procs = ([suite.redis] if suite.redis else []) + list(suite.procs.values())
     for proc in procs:
         address = proc.address or suite.redis_url
-        table.add_row(proc.name, address, str(proc.pid), Text(str(proc.log_path)))
+        metrics = f"http://{proc.metrics_address}/metrics" if proc.metrics_address else "-"
+        table.add_row(proc.name, address, metrics, str(proc.pid), Text(str(proc.log_path)))
     return table
 
 

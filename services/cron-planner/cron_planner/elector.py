@@ -40,6 +40,8 @@ import grpc
 from cronwave_proto.v1 import leader_election_service_pb2 as pb
 from cronwave_proto.v1 import leader_election_service_pb2_grpc as pb_grpc
 
+from cron_planner.metrics import LEADER_CHANGES
+
 log = logging.getLogger("cronwave.planner.elector")
 
 DEFAULT_SCOPE = "planner"
@@ -153,6 +155,7 @@ class Elector:
             self._resign_token = self._token
             self._token, self._valid_until = 0, 0.0
         self._poke.set()
+        LEADER_CHANGES.labels(self.scope, "lost").inc()
         self._on_change()
 
     # the loop ------------------------------------------------------------------
@@ -210,6 +213,7 @@ class Elector:
         log.info(
             "%s leads scope '%s' with fencing token %d", self.candidate, self.scope, self._token
         )
+        LEADER_CHANGES.labels(self.scope, "acquired").inc()
         self._on_change()
         return True
 
@@ -249,6 +253,7 @@ class Elector:
                 return
             self._token, self._valid_until = 0, 0.0
         log.warning("%s lost the lease (token %d): %s", self.candidate, token, reason)
+        LEADER_CHANGES.labels(self.scope, "lost").inc()
         self._on_change()
 
     def _resign(self, token: int) -> None:

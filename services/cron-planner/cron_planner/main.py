@@ -6,6 +6,7 @@ import grpc
 from cronwave_proto.v1 import cron_planner_service_pb2 as pb
 from cronwave_proto.v1 import cron_planner_service_pb2_grpc as pb_grpc
 
+from cron_planner import metrics
 from cron_planner.app import Planner
 from cron_planner.servicer import CronPlannerServicer
 from cronwave_core.bootstrap import Service, full_names, serve
@@ -19,6 +20,7 @@ def main() -> None:
     telemetry = TelemetrySettings.from_env()
     provider = init_tracing("cron-planner", telemetry)
     planner = Planner.from_env()
+    metrics.install(planner.elector.scope, planner.elector.is_leader)
     servicer = CronPlannerServicer(planner.status, planner.clock.now, planner.backfill)
 
     def register(server: grpc.Server) -> None:

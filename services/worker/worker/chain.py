@@ -16,12 +16,13 @@ the first one opens, it closes last. The declared order (``ORDER``) is
 1. tracing: outermost, so every span the others draw sits in the message's trace
    context and the spans of waiting (pickup, hold) and of the body (execute) cover
    everything the inner middleware do in those phases;
-2. dead-lettering: before the steps, so a poison message or run any later hook finds
+2. metrics: the attempt's fire lateness and body duration, once the body returned;
+3. dead-lettering: before the steps, so a poison message or run any later hook finds
    (``Poison``) reaches the store's dead-letter list;
-3. claim: the run must be this worker's before anything is run for it;
-4. heartbeat and 5. time limit: what the body runs under (the store's heartbeat, the
+4. claim: the run must be this worker's before anything is run for it;
+5. heartbeat and 6. time limit: what the body runs under (the store's heartbeat, the
    job type's duration limit), set before the execute step;
-6. completion: innermost, it acts on the attempt's outcome last of all.
+7. completion: innermost, it acts on the attempt's outcome last of all.
 
 Test hooks (latency faults, drills; ``worker.middleware.faults``) go after
 completion: their delays fall inside the spans and steps of the chain, and a drill

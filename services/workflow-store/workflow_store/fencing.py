@@ -16,6 +16,7 @@ from cronwave_core.errors import (
     StaleFencingToken,
     UnissuedFencingToken,
 )
+from workflow_store import metrics
 from workflow_store import models as m
 from workflow_store.store_core import (
     _LOCK_FENCES,
@@ -99,9 +100,11 @@ class _Fences:
         otherwise it is the newest."""
         issued = self.issued.get(scope, 0)
         if token > issued:
+            metrics.FENCING_REJECTIONS.labels("unissued").inc()
             return UnissuedFencingToken(scope, token, scope_known=issued > 0)
         newest = self.newest[scope]
         if token < newest:
+            metrics.FENCING_REJECTIONS.labels("stale").inc()
             return StaleFencingToken(scope, token, newest)
         self.newest[scope] = token
         return None

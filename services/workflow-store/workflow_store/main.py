@@ -15,6 +15,7 @@ from cronwave_core.settings import (
     TestHooks,
 )
 from cronwave_core.telemetry.tracing import init_tracing
+from workflow_store import metrics
 from workflow_store.db import Database, create_engine, migrate
 from workflow_store.servicer import WorkflowStoreServicer
 from workflow_store.store import Store
@@ -33,6 +34,7 @@ def main() -> None:
     migrate(engine)
     db = Database(engine)
     store = Store(db)
+    metrics.install(db)
     servicer = WorkflowStoreServicer(store)
 
     def register(server: grpc.Server) -> None:

@@ -6,6 +6,7 @@ bootstrap's error interceptor.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterator, Sequence
 from datetime import timedelta
 from typing import TypeVar
@@ -23,7 +24,7 @@ from cronwave_core.rpc import item_error
 from cronwave_core.telemetry.vocabulary import (
     Hop,
 )
-from workflow_store import convert, paging, schedule_update, slots, validate
+from workflow_store import convert, metrics, paging, schedule_update, slots, validate
 from workflow_store.records import (
     MAX_BATCH,
     Completion,
@@ -188,6 +189,7 @@ class WorkflowStoreServicer(api_grpc.WorkflowStoreServiceServicer):
                 f"only for one run (a batch of payloads could pass gRPC's "
                 f"message limit), got {len(reqs)} runs",
             )
+        began = time.perf_counter()
         with db_span("RecordRuns", Hop.PERSIST):
             results = [
                 self._settled(req, result)
@@ -196,6 +198,7 @@ class WorkflowStoreServicer(api_grpc.WorkflowStoreServiceServicer):
             annotate_batch(
                 request.runs, [r.run if isinstance(r, Recorded) else None for r in results]
             )
+        metrics.batch("RecordRuns", len(reqs), time.perf_counter() - began)
         return api.RecordRunsResponse(
             results=[
                 api.RecordRunResult(error=item_error(r))
@@ -265,11 +268,13 @@ class WorkflowStoreServicer(api_grpc.WorkflowStoreServiceServicer):
         self, request: api.ClaimRunsRequest, context: grpc.ServicerContext
     ) -> api.ClaimRunsResponse:
         claims = _items("claims", request.claims, convert.claim_from_proto)
+        began = time.perf_counter()
         with db_span("ClaimRuns", Hop.PICKUP):
             results = self.store.claim_runs(claims)
             annotate_batch(
                 request.claims, [None if isinstance(r, CronwaveError) else r.run for r in results]
             )
+        metrics.batch("ClaimRuns", len(claims), time.perf_counter() - began)
         return api.ClaimRunsResponse(
             results=[
                 api.ClaimRunResult(error=item_error(r))
@@ -308,12 +313,15 @@ class WorkflowStoreServicer(api_grpc.WorkflowStoreServiceServicer):
         self, request: api.CompleteRunsRequest, context: grpc.ServicerContext
     ) -> api.CompleteRunsResponse:
         completions = _items("completions", request.completions, convert.completion_from_proto)
+        began = time.perf_counter()
         with db_span("CompleteRuns", Hop.COMPLETE):
             results = self.store.complete_runs(completions)
             annotate_batch(
                 request.completions,
                 [r.run if isinstance(r, Completion) else None for r in results],
             )
+        metrics.batch("CompleteRuns", len(completions), time.perf_counter() - began)
+        metrics.completed(results)
         return api.CompleteRunsResponse(
             results=[
                 api.CompleteRunResult(error=item_error(r))
@@ -388,8 +396,14 @@ class WorkflowStoreServicer(api_grpc.WorkflowStoreServiceServicer):
     ) -> api.RecordMissedSlotsResponse:
         missed = _items("slots", request.slots, _missed_slot)
         token, scope = convert.fencing(request.fencing_token, request.fencing_scope)
+        began = time.perf_counter()
+        written: list[slots.MissedSlot] = []
         with db_span("RecordMissedSlots", Hop.PLAN):
-            recorded, unknown = slots.record_missed_slots(self.store, missed, token, scope)
+            recorded, unknown = slots.record_missed_slots(
+                self.store, missed, token, scope, written_slots=written
+            )
+        metrics.batch("RecordMissedSlots", len(missed), time.perf_counter() - began)
+        metrics.missed(written)
         return api.RecordMissedSlotsResponse(recorded=recorded, unknown_schedules=unknown)
 
     def ListPendingFires(

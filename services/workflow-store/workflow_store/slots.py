@@ -103,12 +103,17 @@ def latest_fire_times(
 
 
 def record_missed_slots(
-    store: Store, slots: Sequence[MissedSlot], token: int, scope: str
+    store: Store,
+    slots: Sequence[MissedSlot],
+    token: int,
+    scope: str,
+    written_slots: list[MissedSlot] | None = None,
 ) -> tuple[int, list[str]]:
     """Record ``slots`` as MISSED in one transaction, fenced by ``token``. Returns the
     rows written (new ones, and placeholders given their reason) and the ids that name
     no live schedule (their slots are left out). Raises ``StaleFencingToken``; then
-    nothing is written."""
+    nothing is written. ``written_slots``, when given, gets the slots whose row was
+    written, once the transaction committed (for the metrics)."""
     if len(slots) > MAX_MISSED_BATCH:
         raise InvalidArgument("slots", f"at most {MAX_MISSED_BATCH} per call, got {len(slots)}")
     for i, slot in enumerate(slots):
@@ -118,17 +123,21 @@ def record_missed_slots(
             raise InvalidArgument(f"slots[{i}].reason", "required: why the slot was missed")
     for _ in range(_ROUNDS):
         try:
-            return _record_missed_slots(store, slots, token, scope)
+            written, unknown, rows = _record_missed_slots(store, slots, token, scope)
         except IntegrityError:
             continue  # a concurrent writer recorded one of the slots first: decide again
+        if written_slots is not None:
+            written_slots.extend(rows)
+        return written, unknown
     raise FailedPrecondition("slots: concurrent writers keep recording the same slots; retry")
 
 
 def _record_missed_slots(
     store: Store, slots: Sequence[MissedSlot], token: int, scope: str
-) -> tuple[int, list[str]]:
+) -> tuple[int, list[str], list[MissedSlot]]:
     now = store.clock()
     written = 0
+    rows: list[MissedSlot] = []
     unknown: list[str] = []
     with store.db.write() as s:
         if token > 0:
@@ -159,6 +168,7 @@ def _record_missed_slots(
                     found.fencing_token = max(found.fencing_token, token)
                     _event(s, found, "missed", now, slot.reason)
                     written += 1
+                    rows.append(slot)
                 continue
             schedule = schedules[slot.schedule_id]
             job = jobs.get(schedule.job_type)
@@ -168,7 +178,8 @@ def _record_missed_slots(
             _event(s, new, "missed", now, slot.reason)
             existing[key] = new
             written += 1
-    return written, unknown
+            rows.append(slot)
+    return written, unknown, rows
 
 
 def _takes_reason(current: str, new: str) -> bool:

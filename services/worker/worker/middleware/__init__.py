@@ -15,6 +15,7 @@ from worker.middleware.claim import Claim
 from worker.middleware.completion import Completion
 from worker.middleware.dead_lettering import DeadLettering
 from worker.middleware.heartbeat import Heartbeat
+from worker.middleware.metrics import Metrics
 from worker.middleware.time_limit import TimeLimit
 from worker.middleware.tracing import Tracing
 from worker.store_port import RunStore
@@ -25,6 +26,7 @@ __all__ = [
     "Completion",
     "DeadLettering",
     "Heartbeat",
+    "Metrics",
     "TimeLimit",
     "Tracing",
     "standard",
@@ -32,6 +34,7 @@ __all__ = [
 
 ORDER: tuple[type[RunMiddleware], ...] = (
     Tracing,
+    Metrics,
     DeadLettering,
     Claim,
     Heartbeat,
@@ -55,6 +58,7 @@ def standard(
     ``worker.chain``)."""
     chain: list[RunMiddleware] = [
         Tracing(worker_id),
+        Metrics(),
         DeadLettering(store, registry),
         Claim(store, registry, worker_id),
         Heartbeat(store, cancel_check),

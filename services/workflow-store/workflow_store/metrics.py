@@ -1,0 +1,116 @@
+"""The workflow-store's Prometheus metrics (served by the bootstrap, see
+``cronwave_core.metrics``). Counted after the transaction that decided them commits,
+in the servicer; nothing here does I/O on a call's path."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
+
+import sqlalchemy as sa
+from prometheus_client import REGISTRY, Counter, Gauge, Histogram
+from prometheus_client.core import GaugeMetricFamily
+
+from cronwave_core.domain.runs import RunState
+from cronwave_core.metrics import CachedGauges, register, schedules, small
+from workflow_store import models as m
+from workflow_store.records import Completion
+
+if TYPE_CHECKING:  # fencing.py imports this module, and slots.py imports the store
+    from workflow_store.db import Database
+    from workflow_store.slots import MissedSlot
+
+#: A slot's reason while it is still to be decided (``slots.PENDING_PREFIX``).
+_PLACEHOLDER = "pending:"
+
+_schedule = schedules()
+_job_type = small()
+_reason = small()
+
+RUNS = Counter(
+    "cronwave_runs",
+    "Runs that reached a terminal state, by schedule, job type and state",
+    ["schedule", "job_type", "state"],
+)
+LAST_SUCCESS = Gauge(
+    "cronwave_schedule_last_success_timestamp_seconds",
+    "When the schedule's latest SUCCEEDED run completed (Unix time), as seen by this store",
+    ["schedule"],
+)
+MISSED = Counter(
+    "cronwave_missed_slots",
+    "Slots recorded MISSED, by schedule and reason (overlap_skip, paused, catchup_skip...)",
+    ["schedule", "reason"],
+)
+FENCING_REJECTIONS = Counter(
+    "cronwave_fencing_rejections",
+    "Fenced writes refused: reason stale (older than the newest token) or unissued",
+    ["reason"],
+)
+RPC_DURATION = Histogram(
+    "cronwave_store_rpc_duration_seconds",
+    "Handling time of the store's batch RPCs, by method",
+    ["method"],
+)
+BATCH_SIZE = Histogram(
+    "cronwave_store_batch_size",
+    "Items per batch RPC, by method",
+    ["method"],
+    buckets=(1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000),
+)
+
+
+def completed(results: Sequence[object]) -> None:
+    """Count the completions that made a run terminal (a repeated one changes nothing,
+    and a retry back to PENDING is not an end)."""
+    for r in results:
+        if not isinstance(r, Completion) or not r.changed or not r.run.state.terminal:
+            continue
+        run = r.run
+        schedule = _schedule.fold(run.schedule_id or "_none")
+        RUNS.labels(schedule, _job_type.fold(run.job_type), run.state.value).inc()
+        if run.state is RunState.SUCCEEDED and run.finished_at is not None:
+            LAST_SUCCESS.labels(schedule).set(run.finished_at.timestamp())
+
+
+def missed(slots: Sequence[MissedSlot]) -> None:
+    """Count the slots whose row became MISSED with a final reason (a placeholder,
+    ``pending:...``, is a slot still to be decided, not a missed one)."""
+    for slot in slots:
+        if not slot.reason.startswith(_PLACEHOLDER):
+            MISSED.labels(_schedule.fold(slot.schedule_id), _reason.fold(slot.reason)).inc()
+
+
+def batch(method: str, size: int, seconds: float) -> None:
+    RPC_DURATION.labels(method).observe(seconds)
+    BATCH_SIZE.labels(method).observe(size)
+
+
+def run_gauges(db: Database, ttl_seconds: float = 5.0) -> CachedGauges:
+    """``cronwave_runs_pending`` and ``cronwave_runs_running``: one grouped count over
+    the indexed ``state`` column per ``ttl_seconds`` at most, on scrape."""
+
+    def collect() -> list[GaugeMetricFamily]:
+        counts = dict.fromkeys((RunState.PENDING.value, RunState.RUNNING.value), 0)
+        query = (
+            sa.select(m.Run.state, sa.func.count())
+            .where(m.Run.state.in_(list(counts)))
+            .group_by(m.Run.state)
+        )
+        with db.read() as s:
+            for state, count in s.execute(query):
+                counts[state] = int(count)
+        pending = GaugeMetricFamily("cronwave_runs_pending", "Runs PENDING (queued or due)")
+        pending.add_metric([], counts[RunState.PENDING.value])
+        running = GaugeMetricFamily("cronwave_runs_running", "Runs RUNNING (claimed)")
+        running.add_metric([], counts[RunState.RUNNING.value])
+        return [pending, running]
+
+    return CachedGauges(collect, ttl_seconds)
+
+
+def install(db: Database) -> Callable[[], None]:
+    """Register the scrape-time gauges; returns their removal (for tests)."""
+    gauges = run_gauges(db)
+    register(gauges)
+    return lambda: REGISTRY.unregister(gauges)

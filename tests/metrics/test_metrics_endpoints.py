@@ -1,0 +1,164 @@
+"""Every service serves Prometheus metrics over HTTP, and the figures match what
+happened: a whole suite of real processes, scraped on loopback."""
+
+from __future__ import annotations
+
+import re
+import urllib.request
+from collections.abc import Iterator
+from datetime import UTC, datetime
+
+import grpc
+import pytest
+from cronwave_proto.v1 import common_pb2
+from cronwave_proto.v1 import dispatcher_service_pb2 as dispatcher_pb
+from cronwave_proto.v1 import leader_election_service_pb2 as leader_pb
+from cronwave_proto.v1 import leader_election_service_pb2_grpc as leader_grpc
+from cronwave_proto.v1 import workflow_store_service_pb2 as store_pb
+from prometheus_client.metrics_core import Metric
+from prometheus_client.parser import text_string_to_metric_families
+
+from cronwave_core.convert import dt_to_ts, ts_to_dt
+from cronwave_core.suite import Suite
+from tests.harness.cluster import Cluster
+from tests.harness.suites import SuiteFactory, make_suite  # noqa: F401  (fixture)
+from tests.helpers import eventually
+
+SERVICES = ("workflow-store", "leader-election", "dispatcher", "worker", "cron-planner")
+
+
+def scrape(suite: Suite, name: str) -> dict[str, Metric]:
+    address = suite.procs[name].metrics_address
+    assert address, f"{name} has no metrics address"
+    with urllib.request.urlopen(f"http://{address}/metrics", timeout=10) as reply:
+        assert reply.status == 200
+        text = reply.read().decode()
+    return {family.name: family for family in text_string_to_metric_families(text)}
+
+
+def value(families: dict[str, Metric], sample: str, **labels: str) -> float:
+    """The value of the one sample ``sample`` with exactly ``labels`` (0 if none)."""
+    family = sample.removesuffix("_total").removesuffix("_count").removesuffix("_sum")
+    found = [
+        s.value
+        for s in families[family].samples
+        if s.name == sample and all(s.labels.get(k) == v for k, v in labels.items())
+    ]
+    assert len(found) <= 1, found
+    return found[0] if found else 0.0
+
+
+@pytest.fixture
+def suite(make_suite: SuiteFactory) -> Iterator[Suite]:  # noqa: F811
+    yield make_suite()
+
+
+def leader_token(suite: Suite) -> int:
+    """The fencing token of the planner's lease, once a planner holds it."""
+    with grpc.insecure_channel(suite.leader_addr) as channel:
+        leases = leader_grpc.LeaderElectionServiceStub(channel)
+
+        def held() -> int:
+            lease = leases.Observe(leader_pb.ObserveRequest(scope="planner"), timeout=10).lease
+            assert lease.holder, "nobody holds the planner's lease yet"
+            return int(lease.fencing_token)
+
+        return eventually(held, what="the planner's lease")
+
+
+def trigger(cluster: Cluster, schedule_id: str) -> common_pb2.Run:
+    reply = cluster.dispatcher.TriggerRun(
+        dispatcher_pb.TriggerRunRequest(schedule_id=schedule_id), timeout=10
+    )
+    return cluster.finished(reply.run.run_id)
+
+
+def test_every_service_serves_the_metrics_of_what_happened(suite: Suite) -> None:
+    cluster = Cluster(suite)
+    try:
+        # Given two succeeded runs of one schedule and a failed run of another
+        ok = cluster.schedule("cronwave.noop")
+        bad = cluster.schedule("cronwave.fail", {"message": "card declined"})
+        succeeded = [trigger(cluster, ok), trigger(cluster, ok)]
+        failed = trigger(cluster, bad)
+        assert {r.state for r in succeeded} == {common_pb2.RUN_STATE_SUCCEEDED}
+        assert failed.state == common_pb2.RUN_STATE_FAILED
+        # and a slot the leader recorded MISSED (an overlap skip), with its token
+        token = leader_token(suite)
+        missed = store_pb.MissedSlot(
+            schedule_id=ok,
+            fire_time=dt_to_ts(datetime(2024, 1, 1, 2, tzinfo=UTC)),
+            reason="overlap_skip",
+        )
+        recorded = cluster.store.RecordMissedSlots(
+            store_pb.RecordMissedSlotsRequest(slots=[missed], fencing_token=token), timeout=10
+        )
+        assert recorded.recorded == 1
+        # and a write with a token the store never issued (refused)
+        with pytest.raises(grpc.RpcError):
+            cluster.store.RecordMissedSlots(
+                store_pb.RecordMissedSlotsRequest(slots=[missed], fencing_token=token + 1000),
+                timeout=10,
+            )
+
+        # When every service is scraped over HTTP
+        scraped = {name: scrape(suite, name) for name in SERVICES}
+
+        # Then the store counted the runs where they completed, by schedule, job type
+        # and state, as the SDK saw them
+        store = scraped["workflow-store"]
+        runs = "cronwave_runs_total"
+        assert value(store, runs, schedule=ok, job_type="cronwave.noop", state="succeeded") == 2
+        assert value(store, runs, schedule=bad, job_type="cronwave.fail", state="failed") == 1
+        assert value(store, runs, schedule=bad, state="succeeded") == 0
+        last = max(ts_to_dt(r.finished_at) for r in succeeded).timestamp()
+        gauge = "cronwave_schedule_last_success_timestamp_seconds"
+        assert value(store, gauge, schedule=ok) == pytest.approx(last, abs=0.01)
+        assert value(store, gauge, schedule=bad) == 0
+        missed_total = "cronwave_missed_slots_total"
+        assert value(store, missed_total, schedule=ok, reason="overlap_skip") == 1
+        assert value(store, "cronwave_fencing_rejections_total", reason="unissued") == 1
+        assert value(store, "cronwave_store_rpc_duration_seconds_count", method="CompleteRuns") >= 1
+        assert value(store, "cronwave_store_batch_size_sum", method="CompleteRuns") >= 3
+        assert value(store, "cronwave_runs_running") == 0
+        assert "cronwave_runs_pending" in store
+        # and the worker the lateness per schedule and the duration per job type
+        worker = scraped["worker"]
+        lateness = "cronwave_fire_lateness_seconds_count"
+        assert value(worker, lateness, schedule=ok) == 2
+        assert value(worker, lateness, schedule=bad) == 1
+        duration = "cronwave_run_duration_seconds_count"
+        assert value(worker, duration, job_type="cronwave.noop") == 2
+        assert value(worker, duration, job_type="cronwave.fail") == 1
+        # and the planner that it leads its scope
+        planner = scraped["cron-planner"]
+        assert value(planner, "cronwave_leader", scope="planner") == 1
+        changes = "cronwave_leader_changes_total"
+        assert value(planner, changes, scope="planner", change="acquired") == 1
+        # and every service serves its process metrics
+        for name, families in scraped.items():
+            assert "process_cpu_seconds" in families, name
+    finally:
+        cluster.close()
+
+
+_UNIT_WORDS = re.compile(r"(duration|lateness|latency|timestamp|seconds|time)")
+
+
+def test_metric_names_follow_the_prometheus_conventions(suite: Suite) -> None:
+    # Given every service's metrics
+    families = [f for name in SERVICES for f in scrape(suite, name).values()]
+    ours = [f for f in families if f.name.startswith("cronwave_")]
+    assert len({f.name for f in ours}) >= 12
+    for family in ours:
+        # Then a counter's samples end in _total
+        if family.type == "counter":
+            assert family.samples == [] or all(
+                s.name == family.name + "_total" for s in family.samples
+            ), family.name
+        # and a time is in seconds, named so (no _ms, no _millis)
+        if _UNIT_WORDS.search(family.name):
+            assert family.name.endswith("_seconds"), family.name
+        assert not re.search(r"_(ms|millis|milliseconds|us|minutes|hours)(_|$)", family.name)
+        # and a name is snake case
+        assert re.fullmatch(r"[a-z][a-z0-9_]*", family.name), family.name
