@@ -3,7 +3,8 @@
 Every server gets the library health service, reflection from its descriptors, the
 interceptors in a declared order (tracing, errors, serialization, then the service's
 own, then, in a process started for tests only, the latency faults of
-``cronwave_core.fault_interceptors``), and on SIGTERM or SIGINT:
+``cronwave_core.fault_interceptors``), the process's Prometheus endpoint
+(``CRONWAVE_METRICS_ADDR``, ``cronwave_core.metrics``), and on SIGTERM or SIGINT:
 health NOT_SERVING (``enter_graceful_shutdown``), ``stop(grace)``, the service's own
 cleanup, then exit.
 """

@@ -122,6 +122,7 @@ def test_every_service_serves_the_metrics_of_what_happened(suite: Suite) -> None
         assert value(store, "cronwave_store_batch_size_sum", method="CompleteRuns") >= 3
         assert value(store, "cronwave_runs_running") == 0
         assert "cronwave_runs_pending" in store
+        assert "cronwave_dead_letters" in store
         # and the worker the lateness per schedule and the duration per job type
         worker = scraped["worker"]
         lateness = "cronwave_fire_lateness_seconds_count"
@@ -130,6 +131,7 @@ def test_every_service_serves_the_metrics_of_what_happened(suite: Suite) -> None
         duration = "cronwave_run_duration_seconds_count"
         assert value(worker, duration, job_type="cronwave.noop") == 2
         assert value(worker, duration, job_type="cronwave.fail") == 1
+        assert value(worker, "cronwave_queue_depth", queue="default") == 0
         # and the planner that it leads its scope
         planner = scraped["cron-planner"]
         assert value(planner, "cronwave_leader", scope="planner") == 1

@@ -45,6 +45,7 @@ from cronwave_core.settings import (
     WorkerSettings,
 )
 from cronwave_core.telemetry.tracing import init_tracing
+from worker import metrics_gauges
 from worker.acks import BatchAckBroker
 from worker.actors import declare_actors
 from worker.attempts import Isolation
@@ -219,6 +220,7 @@ def main() -> None:
     held = HeldRuns()
     draining = Draining()
     cache_redis = redis_client(redis_settings.redis_url)
+    metrics_gauges.install(cache_redis, redis_settings.namespace, settings.queues)
     middleware = standard(
         store,
         registry,

@@ -26,6 +26,7 @@ _PLACEHOLDER = "pending:"
 _schedule = schedules()
 _job_type = small()
 _reason = small()
+_queue = small()
 
 RUNS = Counter(
     "cronwave_runs",
@@ -87,8 +88,9 @@ def batch(method: str, size: int, seconds: float) -> None:
 
 
 def run_gauges(db: Database, ttl_seconds: float = 5.0) -> CachedGauges:
-    """``cronwave_runs_pending`` and ``cronwave_runs_running``: one grouped count over
-    the indexed ``state`` column per ``ttl_seconds`` at most, on scrape."""
+    """``cronwave_runs_pending`` and ``cronwave_runs_running`` (one grouped count over
+    the indexed ``state`` column) and ``cronwave_dead_letters`` (the dead letters not
+    replayed, by queue), per ``ttl_seconds`` at most, on scrape."""
 
     def collect() -> list[GaugeMetricFamily]:
         counts = dict.fromkeys((RunState.PENDING.value, RunState.RUNNING.value), 0)
@@ -97,14 +99,30 @@ def run_gauges(db: Database, ttl_seconds: float = 5.0) -> CachedGauges:
             .where(m.Run.state.in_(list(counts)))
             .group_by(m.Run.state)
         )
+        letters = (
+            sa.select(m.DeadLetter.queue, sa.func.count())
+            .where(m.DeadLetter.replayed_at.is_(None))
+            .group_by(m.DeadLetter.queue)
+        )
+        dead = GaugeMetricFamily(
+            "cronwave_dead_letters",
+            "Dead letters not replayed, by queue (the dead-letter list's depth)",
+            labels=["queue"],
+        )
+        by_queue: dict[str, int] = {}
         with db.read() as s:
             for state, count in s.execute(query):
                 counts[state] = int(count)
+            for queue, count in s.execute(letters):
+                folded = _queue.fold(queue)
+                by_queue[folded] = by_queue.get(folded, 0) + int(count)
+        for queue, count in sorted(by_queue.items()):
+            dead.add_metric([queue], count)
         pending = GaugeMetricFamily("cronwave_runs_pending", "Runs PENDING (queued or due)")
         pending.add_metric([], counts[RunState.PENDING.value])
         running = GaugeMetricFamily("cronwave_runs_running", "Runs RUNNING (claimed)")
         running.add_metric([], counts[RunState.RUNNING.value])
-        return [pending, running]
+        return [pending, running, dead]
 
     return CachedGauges(collect, ttl_seconds)
 
