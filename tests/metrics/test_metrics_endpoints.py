@@ -137,9 +137,10 @@ def test_every_service_serves_the_metrics_of_what_happened(suite: Suite) -> None
         assert value(planner, "cronwave_leader", scope="planner") == 1
         changes = "cronwave_leader_changes_total"
         assert value(planner, changes, scope="planner", change="acquired") == 1
-        # and every service serves its process metrics
+        # and every service serves its process metrics, and counts its lost spans
         for name, families in scraped.items():
             assert "process_cpu_seconds" in families, name
+            assert value(families, "cronwave_spans_dropped_total", reason="export_failed") == 0
     finally:
         cluster.close()
 

@@ -21,6 +21,7 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
 from cronwave_core.settings import TelemetrySettings
 from cronwave_core.telemetry import fanout
 from cronwave_core.telemetry.export import JsonLinesSpanExporter
+from cronwave_core.telemetry.export_metrics import CountingExporter
 from cronwave_core.telemetry.lean import LeanTracerProvider
 from cronwave_core.telemetry.propagation import RunAttributesProcessor
 
@@ -61,7 +62,7 @@ def init_tracing(service: str, settings: TelemetrySettings) -> TracerProvider:
         exporter = JsonLinesSpanExporter(settings.spans_dir, service, fanout.REGISTRY)
     provider.add_span_processor(
         BatchSpanProcessor(
-            exporter,
+            CountingExporter(exporter),
             max_queue_size=65536,
             max_export_batch_size=4096,
             schedule_delay_millis=500,
