@@ -6,7 +6,6 @@ import os
 import re
 import signal
 import subprocess
-import sys
 from datetime import timedelta
 from pathlib import Path
 
@@ -18,6 +17,7 @@ from cronwave.cli.main import app
 from cronwave.cli.suite_cmds import port_in_use
 from cronwave_core.settings import DEFAULT_PORTS
 from cronwave_core.suite import Suite
+from tests.harness.cli import cronwave_argv
 from tests.helpers import eventually, fresh
 
 pytestmark = pytest.mark.slow
@@ -168,10 +168,9 @@ def test_up_serves_the_fixed_ports_until_sigterm_then_stops_everything(tmp_path)
         pytest.skip(f"default ports {busy} are in use (a `cronwave up` runs here)")
     log = tmp_path / "up.out"
     env = {k: v for k, v in os.environ.items() if not k.startswith("CRONWAVE_")}
-    code = "import sys; from cronwave.cli.main import app; sys.argv[0] = 'cronwave'; app()"
     with log.open("wb") as out:
         proc = subprocess.Popen(
-            [sys.executable, "-c", code, "up", "--data-dir", str(tmp_path / "up")],
+            [*cronwave_argv(), "up", "--data-dir", str(tmp_path / "up")],
             stdout=out, stderr=subprocess.STDOUT, env=env,
         )  # fmt: skip
     pids: list[int] = []

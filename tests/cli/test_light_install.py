@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.harness.cli import CLI
 from tests.harness.clients import client_for
 from tests.helpers import fresh
 
@@ -49,7 +50,6 @@ class LightInstall:
 
 sys.meta_path.insert(0, LightInstall())
 '''
-CLI = "import sys; from cronwave.cli.main import app; sys.argv[0] = 'cronwave'; app()"
 
 
 @pytest.fixture

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from cronwave.cli.suite_cmds import PORT_ORDER
-from tests.cli.test_suite_discovery import cronwave_argv, free_port_base
+from tests.harness.cli import cronwave_argv, free_port_base
 from tests.harness.processes import ProcessTable
 from tests.helpers import REPO, eventually
 

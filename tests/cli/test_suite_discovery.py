@@ -6,9 +6,7 @@ stopped, or that never held one, is an error that says what to do."""
 from __future__ import annotations
 
 import os
-import random
 import signal
-import sys
 from pathlib import Path
 
 import pytest
@@ -16,9 +14,10 @@ from typer.testing import CliRunner
 
 from cronwave import _suite_record
 from cronwave.cli.main import app
-from cronwave.cli.suite_cmds import PORT_ORDER, port_in_use, up_ports
+from cronwave.cli.suite_cmds import PORT_ORDER, up_ports
 from cronwave_core.errors import ConfigurationError
 from cronwave_core.settings import DEFAULT_PORTS
+from tests.harness.cli import cronwave_argv, free_port_base
 from tests.harness.processes import ProcessTable
 from tests.helpers import eventually, fresh
 
@@ -31,17 +30,6 @@ CLEAN = {
 }
 
 
-def free_port_base(count: int = len(PORT_ORDER) + 1, tries: int = 50) -> int:
-    """A port N with N..N+count-1 free now (the kernel may give one away later; the
-    suite's start then fails, naming the port)."""
-    rng = random.Random()
-    for _ in range(tries):
-        base = rng.randrange(20_000, 60_000)
-        if not any(port_in_use(base + i) for i in range(count)):
-            return base
-    raise AssertionError(f"no {count} free ports in a row after {tries} tries")
-
-
 def cli(args: list[str], **env: str | None):
     return CliRunner().invoke(app, args, env={**CLEAN, **env})
 
@@ -50,11 +38,6 @@ def ok(args: list[str], **env: str | None) -> str:
     result = cli(args, **env)
     assert result.exit_code == 0, (args, result.stdout, result.stderr)
     return result.stdout
-
-
-def cronwave_argv() -> list[str]:
-    code = "import sys; from cronwave.cli.main import app; sys.argv[0] = 'cronwave'; app()"
-    return [sys.executable, "-c", code]
 
 
 @pytest.fixture
