@@ -1,0 +1,73 @@
+"""Who is calling: an ``Identity`` made by the authorisation interceptor from the
+caller's certificate or bearer token, available to the servicer (and what it calls)
+for the duration of the call through ``current()``; ``current_peer()`` is where the
+call came from (gRPC's peer string, ``ipv4:127.0.0.1:53122``).
+
+Servicers read it to record who did what (the audit trail); they never decide
+access with it: that is ``cronwave_core.security.rules``, applied before the
+servicer runs."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from contextvars import ContextVar
+from dataclasses import dataclass
+
+#: Roles of people and programs, each allowed what the one before it is.
+ROLES = ("viewer", "operator", "admin")
+
+
+@dataclass(frozen=True)
+class Identity:
+    """``kind``: ``service`` (a cronwave service's certificate), ``user`` (a person or
+    program: a user certificate or an API key) or ``insecure`` (a plaintext loopback
+    suite, where nobody is authenticated). ``role``: a user's role (``ROLES``).
+    ``via``: ``certificate``, ``api-key`` or ``insecure``; ``key_id`` the API key's
+    id when ``via`` is ``api-key``."""
+
+    kind: str
+    name: str
+    role: str | None = None
+    via: str = "certificate"
+    key_id: str = ""
+
+    def __str__(self) -> str:
+        if self.kind == "service":
+            return f"service {self.name}"
+        if self.kind == "insecure":
+            return "an unauthenticated caller (insecure mode)"
+        how = f"API key {self.key_id}" if self.via == "api-key" else self.via
+        return f"user {self.name} ({self.role or 'no role'}, {how})"
+
+    @property
+    def audit_name(self) -> str:
+        """What the audit trail records: ``service:worker``, ``user:alice``,
+        ``insecure``."""
+        return "insecure" if self.kind == "insecure" else f"{self.kind}:{self.name}"
+
+
+INSECURE = Identity("insecure", "insecure", role="admin", via="insecure")
+
+_identity: ContextVar[Identity | None] = ContextVar("cronwave_identity", default=None)
+_peer: ContextVar[str] = ContextVar("cronwave_peer", default="")
+
+
+def current() -> Identity | None:
+    """The caller of the call being served on this thread, or None outside one."""
+    return _identity.get()
+
+
+def current_peer() -> str:
+    return _peer.get()
+
+
+@contextlib.contextmanager
+def serving(identity: Identity, peer: str) -> Iterator[None]:
+    """Make ``identity`` and ``peer`` current while the call runs."""
+    token, peer_token = _identity.set(identity), _peer.set(peer)
+    try:
+        yield
+    finally:
+        _identity.reset(token)
+        _peer.reset(peer_token)
