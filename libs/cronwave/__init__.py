@@ -37,11 +37,13 @@ from cronwave_core.errors import (
     FailedPrecondition,
     InvalidArgument,
     NotFound,
+    PermissionDenied,
     RunNotFound,
     ScheduleExists,
     ScheduleNotFound,
     StaleAttempt,
     StaleFencingToken,
+    Unauthenticated,
     Unavailable,
 )
 
@@ -106,7 +108,9 @@ __all__ = [
     "Spec",
     "StaleAttempt",
     "StaleFencingToken",
+    "Unauthenticated",
     "Unavailable",
+    "PermissionDenied",
     "WaitTimeout",
     "WorkerStopping",
     "job",

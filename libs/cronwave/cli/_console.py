@@ -161,8 +161,12 @@ def suite_env(environ: Mapping[str, str] | None = None) -> dict[str, str]:
         data_dir = Path(env["CRONWAVE_DATA_DIR"])
     if data_dir is None:
         return env
-    record = _suite_record.running_suite(data_dir.expanduser().resolve())
-    return {**record.env(), **{k: v for k, v in env.items() if v}}
+    data_dir = data_dir.expanduser().resolve()
+    record = _suite_record.running_suite(data_dir)
+    found = {**record.env(), "CRONWAVE_TLS_DIR": str(data_dir / "tls")}
+    if record.extra.get("insecure"):
+        found["CRONWAVE_INSECURE"] = "1"
+    return {**found, **{k: v for k, v in env.items() if v}}
 
 
 def network_settings() -> NetworkSettings:
@@ -172,8 +176,19 @@ def network_settings() -> NetworkSettings:
     return NetworkSettings.from_env(suite_env())
 
 
+def tls_settings() -> TlsSettings:
+    """The certificates and API key a client command calls with: ``CRONWAVE_TLS_*`` and
+    ``CRONWAVE_TOKEN``, else the local administrator's certificate of the suite in the
+    data dir."""
+    from cronwave_core.settings import TlsSettings
+
+    return TlsSettings.from_env(suite_env())
+
+
 @contextmanager
 def connected() -> Iterator[Client]:
     """A client for ``network_settings()``, errors reported."""
-    with reported_errors(), Client.from_settings(network_settings()) as client:
+    with reported_errors():
+        client = Client.from_settings(network_settings(), tls_settings())
+    with reported_errors(), client:
         yield client

@@ -14,12 +14,12 @@ from rich.markup import escape
 from rich.table import Table
 
 from cronwave.cli import _json
-from cronwave.cli._console import network_settings, out, reported_errors
+from cronwave.cli._console import network_settings, out, reported_errors, tls_settings
 from cronwave.cli._json import Output, OutputOption
 from cronwave.cli._render import fmt_time
 
 if TYPE_CHECKING:
-    from cronwave_core.settings import NetworkSettings
+    from cronwave_core.settings import NetworkSettings, TlsSettings
 
 app = typer.Typer(
     help="The dead-letter list: runs whose retries are spent, and poison messages.",
@@ -32,7 +32,7 @@ Resp = TypeVar("Resp")
 class _Store:
     """The workflow-store, with failures turned into ``CronwaveError``s."""
 
-    def __init__(self, settings: NetworkSettings) -> None:
+    def __init__(self, settings: NetworkSettings, tls: TlsSettings) -> None:
         from cronwave_proto.v1 import workflow_store_service_pb2_grpc as store_grpc
 
         from cronwave import _transport
@@ -41,7 +41,7 @@ class _Store:
         self.address = settings.store_addr
         self.timeout = settings.rpc_timeout
         self._transport = _transport
-        self._channel = plain_channel(settings.store_addr, settings.rpc_timeout)
+        self._channel = plain_channel(settings.store_addr, settings.rpc_timeout, tls)
         self.stub = store_grpc.WorkflowStoreServiceStub(self._channel)
 
     def call(self, method: Callable[[Any], Resp], request: Any) -> Resp:
@@ -58,7 +58,7 @@ class _Store:
 @contextmanager
 def _store() -> Iterator[_Store]:
     with reported_errors():
-        store = _Store(network_settings())
+        store = _Store(network_settings(), tls_settings())
         try:
             yield store
         finally:

@@ -7,9 +7,10 @@ administrator; later calls reuse them (a certificate near its end is issued agai
 Identities live in a URI subject alternative name (SPIFFE-style):
 
 - ``spiffe://cronwave/service/<name>``: a service (``workflow-store``, ``worker``, ...);
-- ``spiffe://cronwave/user/<name>``: a person or program; its role comes from the
-  certificate's ``cronwave-role`` organisational unit (``viewer``, ``operator``,
-  ``admin``).
+- ``spiffe://cronwave/user/<name>``: a person or program, with its role in a second
+  URI, ``urn:cronwave:role:<role>`` (``viewer``, ``operator``, ``admin``);
+- ``spiffe://cronwave/client/<name>``: a program that may connect but has no role of
+  its own: its calls carry an API key, which says who calls.
 
 A server certificate also names ``localhost``, ``127.0.0.1`` and the service's name
 (the Kubernetes Service of ``deploy/k8s``) as DNS/IP names, so a client verifies the
@@ -41,8 +42,10 @@ SERVICE_IDENTITIES = (
 )
 #: The local administrator's certificate: what the CLI on the suite's machine uses.
 LOCAL_ADMIN = "local-admin"
+#: A certificate with no role: a program that calls with an API key.
+CLIENT = "client"
 SPIFFE_PREFIX = "spiffe://cronwave/"
-ROLE_UNIT_PREFIX = "cronwave-role="
+ROLE_URN_PREFIX = "urn:cronwave:role:"
 _CA_DAYS = 3650
 _LEAF_DAYS = 397
 #: A certificate with less than this left is issued again by ``ensure_pki``.
@@ -64,6 +67,10 @@ def service_uri(name: str) -> str:
 
 def user_uri(name: str) -> str:
     return f"{SPIFFE_PREFIX}user/{name}"
+
+
+def client_uri(name: str) -> str:
+    return f"{SPIFFE_PREFIX}client/{name}"
 
 
 def _now() -> dt.datetime:
@@ -144,9 +151,9 @@ class LocalCA:
         both to serve and to call."""
         key = ec.generate_private_key(ec.SECP256R1())
         attrs = [x509.NameAttribute(NameOID.COMMON_NAME, common_name)]
-        if role is not None:
-            attrs.append(x509.NameAttribute(NameOID.ORGANIZATIONAL_UNIT_NAME, ROLE_UNIT_PREFIX + role))
         sans: list[x509.GeneralName] = [x509.UniformResourceIdentifier(uri)]
+        if role is not None:
+            sans.append(x509.UniformResourceIdentifier(ROLE_URN_PREFIX + role))
         sans += [x509.DNSName(name) for name in dns_names]
         if dns_names:
             sans.append(x509.IPAddress(ipaddress.ip_address("127.0.0.1")))
@@ -192,8 +199,8 @@ def _fresh(path: Path) -> bool:
 
 def ensure_pki(data_dir: Path) -> Path:
     """``<data_dir>/tls`` with the CA, a certificate per service
-    (``SERVICE_IDENTITIES``) and the local administrator's (``LOCAL_ADMIN``, role
-    admin); what exists and is not near its end is kept. Returns the folder."""
+    (``SERVICE_IDENTITIES``), the local administrator's (``LOCAL_ADMIN``, role
+    admin) and one with no role (``CLIENT``, for API-key callers); what exists and is not near its end is kept. Returns the folder."""
     ca = LocalCA(data_dir / "tls")
     for name in SERVICE_IDENTITIES:
         if not _fresh(ca.dir / f"{name}.pem"):
@@ -202,6 +209,9 @@ def ensure_pki(data_dir: Path) -> Path:
     if not _fresh(ca.dir / f"{LOCAL_ADMIN}.pem"):
         key, cert = ca.issue(user_uri(LOCAL_ADMIN), LOCAL_ADMIN, role="admin")
         ca.write(LOCAL_ADMIN, key, cert)
+    if not _fresh(ca.dir / f"{CLIENT}.pem"):
+        key, cert = ca.issue(client_uri(CLIENT), CLIENT)
+        ca.write(CLIENT, key, cert)
     return ca.dir
 
 
