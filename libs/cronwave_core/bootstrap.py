@@ -4,8 +4,8 @@ Every server listens with mutual TLS (``cronwave_core.security.tls``; plaintext 
 loopback only when ``CRONWAVE_INSECURE=1``) and gets the library health service,
 reflection from its descriptors, the interceptors in a declared order (tracing,
 errors, authentication and the per-RPC rules (``cronwave_core.security.authz``),
-serialization, then the service's own, then, in a process started for tests only, the latency faults of
-``cronwave_core.fault_interceptors``), the process's Prometheus endpoint
+serialization, then the service's own, then, in a process started for tests only,
+the latency faults of ``cronwave_core.fault_interceptors``), the process's Prometheus endpoint
 (``CRONWAVE_METRICS_ADDR``, ``cronwave_core.metrics``), and on SIGTERM or SIGINT:
 health NOT_SERVING (``enter_graceful_shutdown``), ``stop(grace)``, the service's own
 cleanup, then exit.

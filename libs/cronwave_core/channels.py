@@ -68,9 +68,7 @@ CHANNEL_OPTIONS = [
 ]
 
 
-def plain_channel(
-    address: str, timeout: timedelta, tls: TlsSettings | None = None
-) -> grpc.Channel:
+def plain_channel(address: str, timeout: timedelta, tls: TlsSettings | None = None) -> grpc.Channel:
     """A channel to ``address`` (TLS as ``tls`` says, this process's settings when
     None) whose unary calls without a deadline get ``timeout``; reconnects back off
     from 100 ms to 1 s, and keepalive pings find a dead peer within about 15 s.

@@ -79,9 +79,7 @@ class Variable:
         return self.kind.show(self.default)
 
 
-def setting(
-    variable: str, kind: Kind[Any], default: Any, doc: str, *, secret: bool = False
-) -> Any:
+def setting(variable: str, kind: Kind[Any], default: Any, doc: str, *, secret: bool = False) -> Any:
     """A dataclass field read from ``variable``. A ``Derived`` default leaves the field
     without a dataclass default: code that builds the class by hand passes it. A
     ``secret`` one (a token) is left out of the class's repr, so a logged settings

@@ -199,8 +199,11 @@ class SuiteConfig:
     # gateway's SetFaults work. Never for `cronwave up` / `cronwave demo`.
     test_hooks: bool = False
     # Plaintext and no authentication (CRONWAVE_INSECURE=1; loopback only). Else the
-    # suite's local CA and certificates are made in <data dir>/tls when absent.
+    # suite's local CA and certificates are made in the TLS dir when absent.
     insecure: bool = False
+    # None: CRONWAVE_TLS_DIR when set (so that the suites of one test session share a
+    # CA), else <data dir>/tls.
+    tls_dir: Path | None = None
 
 
 class Suite:
@@ -222,9 +225,10 @@ class Suite:
         self.redis_url = config.redis_url or f"redis://127.0.0.1:{ports['redis']}/0"
         self.procs: dict[str, Proc] = {}
         self.redis: Proc | None = None
-        self.tls_dir = config.data_dir / "tls"
+        tls_env = os.environ.get(PREFIX + "TLS_DIR")
+        self.tls_dir = config.tls_dir or (Path(tls_env) if tls_env else config.data_dir / "tls")
         if not config.insecure:
-            ensure_pki(config.data_dir)
+            ensure_pki(self.tls_dir)
 
     # connecting ----------------------------------------------------------------
     def tls(self, identity: str = LOCAL_ADMIN, token: str = "") -> TlsSettings:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import re
 
-import grpc
 import pytest
 from cronwave_proto.v1 import common_pb2
 from cronwave_proto.v1 import cron_planner_service_pb2 as planner_pb
@@ -30,11 +29,11 @@ MIB = 1024 * KIB
 
 
 def store(suite: Suite) -> store_grpc.WorkflowStoreServiceStub:
-    return store_grpc.WorkflowStoreServiceStub(grpc.insecure_channel(suite.store_addr))
+    return store_grpc.WorkflowStoreServiceStub(suite.channel("workflow-store"))
 
 
 def status(suite: Suite) -> planner_pb.GetPlannerStatusResponse:
-    stub = planner_grpc.CronPlannerServiceStub(grpc.insecure_channel(suite.planner_addr))
+    stub = planner_grpc.CronPlannerServiceStub(suite.channel("cron-planner"))
     return stub.GetPlannerStatus(planner_pb.GetPlannerStatusRequest(), timeout=5)
 
 

@@ -16,6 +16,7 @@ from cronwave_proto.v1 import workflow_store_service_pb2 as store_pb
 from cronwave_proto.v1 import workflow_store_service_pb2_grpc as store_grpc
 
 from cronwave_core.convert import ts_to_dt
+from cronwave_core.security.tls import new_channel
 from cronwave_core.suite import Suite
 from tests.harness.suites import SuiteFactory
 from tests.helpers import eventually, fresh, stored_spans
@@ -31,11 +32,11 @@ LEASE_ENV = {
 
 
 def store(suite: Suite) -> store_grpc.WorkflowStoreServiceStub:
-    return store_grpc.WorkflowStoreServiceStub(grpc.insecure_channel(suite.store_addr))
+    return store_grpc.WorkflowStoreServiceStub(suite.channel("workflow-store"))
 
 
 def planner(address: str) -> planner_grpc.CronPlannerServiceStub:
-    return planner_grpc.CronPlannerServiceStub(grpc.insecure_channel(address))
+    return planner_grpc.CronPlannerServiceStub(new_channel(address, ()))
 
 
 def status(address: str) -> planner_pb.GetPlannerStatusResponse:

@@ -230,7 +230,7 @@ def databases(suite: Suite, database_url: str) -> Iterator[Databases]:
 
 
 def send(suite: Suite, service: str, method: str, body: bytes) -> tuple[grpc.StatusCode, str]:
-    with grpc.insecure_channel(suite.address(service)) as channel:
+    with suite.channel(service) as channel:
         call = channel.unary_unary(f"/{method}", request_serializer=None)
         try:
             call(body, timeout=30)

@@ -10,7 +10,6 @@ import uuid
 from collections import Counter
 from datetime import UTC, datetime, timedelta
 
-import grpc
 import pytest
 import redis
 from cronwave_proto.v1 import common_pb2
@@ -120,7 +119,7 @@ def test_an_empty_redis_restart_skips_no_slot_for_a_run_lost_in_the_queue(
     # Given a suite whose every service uses a Redis of the test's own, under a steady
     # load of 1-second noop schedules that skip a slot while a run is in flight
     suite = make_suite()
-    channel = grpc.insecure_channel(suite.store_addr)
+    channel = suite.channel("workflow-store")
     store = store_grpc.WorkflowStoreServiceStub(channel)
     created = _create_schedules(store)
     ids = list(created)
@@ -162,7 +161,7 @@ def test_an_empty_redis_restart_skips_no_slot_for_a_run_lost_in_the_queue(
         return runs
 
     runs = eventually(all_ended, timeout=60, interval=0.2, what="every run ended")
-    worker = worker_grpc.WorkerServiceStub(grpc.insecure_channel(suite.procs["worker"].address))
+    worker = worker_grpc.WorkerServiceStub(suite.channel(suite.procs["worker"].address))
     executions = worker.GetWorkerStatus(worker_pb.GetWorkerStatusRequest(), timeout=5).runs_started
     channel.close()
 

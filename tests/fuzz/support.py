@@ -115,7 +115,7 @@ def settled(suite: Suite) -> None:
     """Wait until the suite's own start-up writes are done: the planner leads (its
     grant is the last write the store sees from a quiet suite; renewals keep the
     token), so from here on only requests write."""
-    with grpc.insecure_channel(suite.planner_addr) as channel:
+    with suite.channel("cron-planner") as channel:
         stub = planner_grpc.CronPlannerServiceStub(channel)
 
         def leading() -> bool:

@@ -209,7 +209,7 @@ def test_no_request_gets_unknown_internals_or_a_half_write(
     settled(suite)
     gateway_url = f"sqlite:///{suite.config.data_dir / 'gateway.db'}"
     databases = Databases([database_url, gateway_url])
-    channels = {name: grpc.insecure_channel(suite.address(name)) for _, name, _ in SERVICES}
+    channels = {name: suite.channel(name) for _, name, _ in SERVICES}
     cleanup = Cleanup(channels)
     tally: collections.Counter[tuple[str, str]] = collections.Counter()
     try:

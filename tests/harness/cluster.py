@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Any
 
 import dramatiq
-import grpc
 import pytest
 from cronwave_proto.v1 import common_pb2
 from cronwave_proto.v1 import dispatcher_service_pb2 as dispatcher_pb
@@ -53,9 +52,9 @@ class Cluster:
     def __init__(self, suite: Suite) -> None:
         self.suite = suite
         self._channels = [
-            grpc.insecure_channel(suite.store_addr),
-            grpc.insecure_channel(suite.dispatcher_addr),
-            grpc.insecure_channel(suite.address("worker")),
+            suite.channel("workflow-store"),
+            suite.channel("dispatcher"),
+            suite.channel("worker"),
         ]
         self.store = store_grpc.WorkflowStoreServiceStub(self._channels[0])
         self.dispatcher = dispatcher_grpc.DispatcherServiceStub(self._channels[1])

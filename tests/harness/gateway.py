@@ -95,7 +95,7 @@ class GatewayProcess:
 
     def start(self) -> GatewayProcess:
         self.suite.start_service(GATEWAY)
-        self.channel = grpc.insecure_channel(self.addr)
+        self.channel = self.suite.channel(self.addr)
         self.stub = gateway_grpc.PaymentGatewayServiceStub(self.channel)
         return self
 
@@ -160,7 +160,7 @@ class BillingSuite:
         for service in ("workflow-store", GATEWAY, "dispatcher"):
             self.suite.start_service(service)
         self.client = client_for(self.suite)
-        self.channel = grpc.insecure_channel(self.suite.gateway_addr)
+        self.channel = self.suite.channel("payment-gateway")
         self.gateway = gateway_grpc.PaymentGatewayServiceStub(self.channel)
         return self
 

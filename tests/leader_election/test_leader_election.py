@@ -21,7 +21,7 @@ from tests.helpers import eventually, fresh, record_one, stored_spans
 
 
 def stub(suite: Suite) -> pb_grpc.LeaderElectionServiceStub:
-    channel = grpc.insecure_channel(suite.leader_addr)
+    channel = suite.channel("leader-election", "cron-planner")
     return pb_grpc.LeaderElectionServiceStub(channel)
 
 
@@ -246,7 +246,7 @@ def _spans(directory: Path) -> list[dict[str, object]]:
 
 
 def _store(suite: Suite) -> store_grpc.WorkflowStoreServiceStub:
-    return store_grpc.WorkflowStoreServiceStub(grpc.insecure_channel(suite.store_addr))
+    return store_grpc.WorkflowStoreServiceStub(suite.channel("workflow-store"))
 
 
 def _record_with_token(suite: Suite, scope: str, token: int) -> None:

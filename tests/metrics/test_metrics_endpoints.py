@@ -55,7 +55,7 @@ def suite(make_suite: SuiteFactory) -> Iterator[Suite]:  # noqa: F811
 
 def leader_token(suite: Suite) -> int:
     """The fencing token of the planner's lease, once a planner holds it."""
-    with grpc.insecure_channel(suite.leader_addr) as channel:
+    with suite.channel("leader-election", "cron-planner") as channel:
         leases = leader_grpc.LeaderElectionServiceStub(channel)
 
         def held() -> int:

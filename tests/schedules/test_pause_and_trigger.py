@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-import grpc
 import pytest
 from cronwave_proto.v1 import workflow_store_service_pb2 as store_pb
 from cronwave_proto.v1 import workflow_store_service_pb2_grpc as store_grpc
@@ -66,7 +65,7 @@ def test_pause_stops_at_once_and_resume_does_not_catch_up_the_pause(
     described = runner.invoke(app, ["schedule", "describe", schedule_id], env=cli_env(suite))
     assert "db migration" in described.stdout
     # and the planner has heard of it over its watch
-    store = store_grpc.WorkflowStoreServiceStub(grpc.insecure_channel(suite.store_addr))
+    store = store_grpc.WorkflowStoreServiceStub(suite.channel("workflow-store"))
     revision = store.GetSchedule(
         store_pb.GetScheduleRequest(schedule_id=schedule_id), timeout=10
     ).schedule.revision

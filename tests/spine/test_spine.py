@@ -8,7 +8,6 @@ import threading
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-import grpc
 import pytest
 from cronwave_proto.v1 import dispatcher_service_pb2 as dispatcher_pb
 from cronwave_proto.v1 import dispatcher_service_pb2_grpc as dispatcher_grpc
@@ -43,7 +42,7 @@ def test_a_scheduled_fire_started_eight_times_at_once_is_one_run(make_suite) -> 
     lock = threading.Lock()
 
     def start() -> None:
-        with grpc.insecure_channel(suite.dispatcher_addr) as channel:
+        with suite.channel("dispatcher") as channel:
             stub = dispatcher_grpc.DispatcherServiceStub(channel)
             barrier.wait(timeout=10)
             reply = stub.StartRuns(
@@ -123,7 +122,7 @@ def test_kill_9_and_restart_loses_no_schedule_or_run(make_suite, victim: str) ->
 
 def test_bad_input_names_the_field_and_stores_nothing(make_suite) -> None:
     suite = make_suite()
-    with grpc.insecure_channel(suite.store_addr) as channel:
+    with suite.channel("workflow-store") as channel:
         store = store_grpc.WorkflowStoreServiceStub(channel)
         before = store.ListSchedules(store_pb.ListSchedulesRequest(), timeout=5)
     with client_for(suite) as client:
@@ -140,7 +139,7 @@ def test_bad_input_names_the_field_and_stores_nothing(make_suite) -> None:
         # When a dispatch names a schedule that does not exist
         with pytest.raises(cronwave.NotFound):
             client.trigger("no-such-schedule")
-    with grpc.insecure_channel(suite.store_addr) as channel:
+    with suite.channel("workflow-store") as channel:
         store = store_grpc.WorkflowStoreServiceStub(channel)
         after = store.ListSchedules(store_pb.ListSchedulesRequest(), timeout=5)
         runs = store.ListRuns(store_pb.ListRunsRequest(), timeout=5)

@@ -7,7 +7,6 @@ from __future__ import annotations
 import signal
 from datetime import UTC, datetime, timedelta
 
-import grpc
 import pytest
 import redis
 from cronwave_proto.v1 import common_pb2
@@ -33,7 +32,7 @@ FIRE = datetime(2024, 6, 1, 2, 0, tzinfo=UTC)
 def _lease_token(suite: Suite) -> int:
     """The planner lease's fencing token, once a planner holds it: the token a start
     on the leader's behalf carries (the store accepts only tokens it issued)."""
-    with grpc.insecure_channel(suite.leader_addr) as channel:
+    with suite.channel("leader-election", "cron-planner") as channel:
         leader = leader_grpc.LeaderElectionServiceStub(channel)
 
         def token() -> int:
@@ -45,7 +44,7 @@ def _lease_token(suite: Suite) -> int:
 
 def _start(suite: Suite, schedule_id: str, timeout: float = 10) -> dispatcher_pb.StartRunResponse:
     token = _lease_token(suite)
-    with grpc.insecure_channel(suite.dispatcher_addr) as channel:
+    with suite.channel("dispatcher") as channel:
         reply = dispatcher_grpc.DispatcherServiceStub(channel).StartRuns(
             dispatcher_pb.StartRunsRequest(
                 starts=[
@@ -130,7 +129,7 @@ def test_route_look_ups_take_the_path_the_caller_asks_for(make_suite) -> None:
     with client_for(suite) as client:
         client.create_schedule(sid, cron="0 2 * * *", job_type="cronwave.noop")
         # When it is triggered five times, steering the route look-up of some
-        with grpc.insecure_channel(suite.dispatcher_addr) as channel:
+        with suite.channel("dispatcher") as channel:
             stub = dispatcher_grpc.DispatcherServiceStub(channel)
             run_ids = []
             for control in controls:

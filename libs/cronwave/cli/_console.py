@@ -27,7 +27,7 @@ from cronwave._client import Client
 from cronwave_core.errors import CronwaveError, Unavailable
 
 if TYPE_CHECKING:
-    from cronwave_core.settings import NetworkSettings
+    from cronwave_core.settings import NetworkSettings, TlsSettings
 
 UNAVAILABLE_HINT = (
     "is `cronwave up` running? The CLI connects to CRONWAVE_STORE_ADDR, "
@@ -163,7 +163,8 @@ def suite_env(environ: Mapping[str, str] | None = None) -> dict[str, str]:
         return env
     data_dir = data_dir.expanduser().resolve()
     record = _suite_record.running_suite(data_dir)
-    found = {**record.env(), "CRONWAVE_TLS_DIR": str(data_dir / "tls")}
+    tls_dir = record.extra.get("tls_dir") or str(data_dir / "tls")
+    found = {**record.env(), "CRONWAVE_TLS_DIR": str(tls_dir)}
     if record.extra.get("insecure"):
         found["CRONWAVE_INSECURE"] = "1"
     return {**found, **{k: v for k, v in env.items() if v}}

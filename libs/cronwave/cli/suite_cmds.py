@@ -228,7 +228,7 @@ def running(suite: Suite) -> Iterator[Suite]:
     record = None
     try:
         suite.start()
-        extra = {"insecure": True} if suite.config.insecure else {}
+        extra = {"insecure": True} if suite.config.insecure else {"tls_dir": str(suite.tls_dir)}
         record = _suite_record.started(data_dir, _addresses(suite), **extra)
         yield suite
     finally:

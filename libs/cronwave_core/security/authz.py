@@ -28,6 +28,7 @@ from cronwave_core.security.pki import ROLE_URN_PREFIX, SPIFFE_PREFIX
 #: malformed.
 KeyCheck = Callable[[str], Identity | None]
 
+
 def certificate_identity(auth: Mapping[str, Any]) -> Identity | None:
     """The identity in a verified client certificate's URIs (gRPC's auth context),
     or None when it names none we know."""

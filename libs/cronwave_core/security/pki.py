@@ -1,8 +1,9 @@
 """A local certificate authority and the certificates it issues (``cryptography``).
 
-``cronwave up`` and the test suites call ``ensure_pki(data_dir)``: the first time it
-creates ``<data dir>/tls/`` with a CA and one certificate per service and for the local
-administrator; later calls reuse them (a certificate near its end is issued again).
+``cronwave up`` and the test suites call ``ensure_pki(tls_dir)``: the first time it
+creates the folder (``<data dir>/tls`` by default) with a CA and one certificate per
+service and for the local administrator; later calls reuse them (a certificate near
+its end is issued again).
 
 Identities live in a URI subject alternative name (SPIFFE-style):
 
@@ -123,11 +124,16 @@ class LocalCA:
                 .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
                 .add_extension(
                     x509.KeyUsage(
-                        digital_signature=False, content_commitment=False,
-                        key_encipherment=False, data_encipherment=False, key_agreement=False,
-                        key_cert_sign=True, crl_sign=True, encipher_only=False,
+                        digital_signature=False,
+                        content_commitment=False,
+                        key_encipherment=False,
+                        data_encipherment=False,
+                        key_agreement=False,
+                        key_cert_sign=True,
+                        crl_sign=True,
+                        encipher_only=False,
                         decipher_only=False,
-                    ),  # fmt: skip
+                    ),
                     critical=True,
                 )
                 .add_extension(
@@ -197,11 +203,12 @@ def _fresh(path: Path) -> bool:
     return cert.not_valid_after_utc - _now() > _RENEW_BEFORE
 
 
-def ensure_pki(data_dir: Path) -> Path:
-    """``<data_dir>/tls`` with the CA, a certificate per service
+def ensure_pki(tls_dir: Path) -> Path:
+    """``tls_dir`` (``<data dir>/tls`` by default) with the CA, a certificate per service
     (``SERVICE_IDENTITIES``), the local administrator's (``LOCAL_ADMIN``, role
-    admin) and one with no role (``CLIENT``, for API-key callers); what exists and is not near its end is kept. Returns the folder."""
-    ca = LocalCA(data_dir / "tls")
+    admin) and one with no role (``CLIENT``, for API-key callers); what exists and
+    is not near its end is kept. Returns the folder."""
+    ca = LocalCA(tls_dir)
     for name in SERVICE_IDENTITIES:
         if not _fresh(ca.dir / f"{name}.pem"):
             key, cert = ca.issue(service_uri(name), name, dns_names=(name, "localhost"))

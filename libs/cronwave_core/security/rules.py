@@ -149,6 +149,4 @@ def check(method: str, identity: Identity, rules: Mapping[str, Rule] = RULES) ->
             f"(called by {identity})"
         )
     if not rule.allows(identity):
-        raise PermissionDenied(
-            f"{identity} may not call {method}: it needs {rule.describe()}"
-        )
+        raise PermissionDenied(f"{identity} may not call {method}: it needs {rule.describe()}")

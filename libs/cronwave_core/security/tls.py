@@ -131,9 +131,7 @@ def channel_credentials(ca: Path, cert: Path, key: Path, token: str = "") -> Any
     pem, _ = files.current(time.monotonic())
     creds = grpc.ssl_channel_credentials(pem.ca, pem.key, pem.cert)
     if token:
-        creds = grpc.composite_channel_credentials(
-            creds, grpc.access_token_call_credentials(token)
-        )
+        creds = grpc.composite_channel_credentials(creds, grpc.access_token_call_credentials(token))
     return creds
 
 
