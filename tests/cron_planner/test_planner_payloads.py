@@ -15,6 +15,7 @@ from cronwave_proto.v1 import workflow_store_service_pb2_grpc as store_grpc
 
 from cronwave_core.suite import Suite
 from tests.harness.suites import SuiteFactory
+from tests.harness.tls import hop_channel
 from tests.helpers import eventually, fresh, plant_schedule_row
 
 pytestmark = pytest.mark.slow
@@ -29,11 +30,11 @@ MIB = 1024 * KIB
 
 
 def store(suite: Suite) -> store_grpc.WorkflowStoreServiceStub:
-    return store_grpc.WorkflowStoreServiceStub(suite.channel("workflow-store"))
+    return store_grpc.WorkflowStoreServiceStub(hop_channel(suite, "workflow-store"))
 
 
 def status(suite: Suite) -> planner_pb.GetPlannerStatusResponse:
-    stub = planner_grpc.CronPlannerServiceStub(suite.channel("cron-planner"))
+    stub = planner_grpc.CronPlannerServiceStub(hop_channel(suite, "cron-planner"))
     return stub.GetPlannerStatus(planner_pb.GetPlannerStatusRequest(), timeout=5)
 
 

@@ -19,6 +19,7 @@ from cronwave_core.convert import ts_to_dt
 from cronwave_core.security.tls import new_channel
 from cronwave_core.suite import Suite
 from tests.harness.suites import SuiteFactory
+from tests.harness.tls import hop_channel
 from tests.helpers import eventually, fresh, stored_spans
 
 pytestmark = pytest.mark.slow
@@ -32,7 +33,7 @@ LEASE_ENV = {
 
 
 def store(suite: Suite) -> store_grpc.WorkflowStoreServiceStub:
-    return store_grpc.WorkflowStoreServiceStub(suite.channel("workflow-store"))
+    return store_grpc.WorkflowStoreServiceStub(hop_channel(suite, "workflow-store"))
 
 
 def planner(address: str) -> planner_grpc.CronPlannerServiceStub:

@@ -14,6 +14,7 @@ from cronwave.cli.main import app
 from cronwave_core.suite import Suite
 from tests.harness.clients import client_for
 from tests.harness.suites import SuiteFactory
+from tests.harness.tls import hop_channel
 from tests.helpers import eventually, fresh
 from tests.schedules.conftest import LEASE_ENV, runs_of
 
@@ -65,7 +66,7 @@ def test_pause_stops_at_once_and_resume_does_not_catch_up_the_pause(
     described = runner.invoke(app, ["schedule", "describe", schedule_id], env=cli_env(suite))
     assert "db migration" in described.stdout
     # and the planner has heard of it over its watch
-    store = store_grpc.WorkflowStoreServiceStub(suite.channel("workflow-store"))
+    store = store_grpc.WorkflowStoreServiceStub(hop_channel(suite, "workflow-store"))
     revision = store.GetSchedule(
         store_pb.GetScheduleRequest(schedule_id=schedule_id), timeout=10
     ).schedule.revision
