@@ -32,8 +32,9 @@ from cronwave_core.errors import CronwaveError, InvalidArgument
 from cronwave_core.fault_interceptors import server_faults
 from cronwave_core.metrics import MetricsServer, serve_metrics
 from cronwave_core.security.authz import AuthInterceptor, KeyCheck
+from cronwave_core.security.keys import CachedKeyCheck, RemoteKeyCheck
 from cronwave_core.security.tls import CredentialFiles, check_bind, server_credentials
-from cronwave_core.settings import MetricsSettings, TestHooks, TlsSettings
+from cronwave_core.settings import MetricsSettings, NetworkSettings, TestHooks, TlsSettings
 from cronwave_core.telemetry import fanout
 from cronwave_core.telemetry.rpc_hops import rpc_hop
 from cronwave_core.telemetry.spans import codec_call
@@ -242,8 +243,8 @@ class Service:
     on_stopping: Callable[[], None] = lambda: None
     interceptors: Sequence[grpc.ServerInterceptor] = field(default_factory=tuple)
     max_workers: int = 32
-    # How API keys sent to this service are verified (None: it accepts none, only
-    # certificates); see cronwave_core.security.authz.
+    # How API keys sent to this service are checked (None: with the workflow-store's
+    # AuthenticateApiKey, cached); see cronwave_core.security.keys.
     check_key: KeyCheck | None = None
 
 
@@ -277,8 +278,14 @@ class RunningServer:
             interceptors.append(server_interceptor())
         interceptors.append(ErrorInterceptor(service.name))
         # Inside the error interceptor, so a refusal becomes its status and message.
+        check_key = service.check_key
+        if check_key is None and not tls.insecure:
+            # Every service but the store asks the store about API keys.
+            network = NetworkSettings.from_env()
+            remote = RemoteKeyCheck(network.store_addr, network.rpc_timeout)
+            check_key = CachedKeyCheck(remote, tls.auth_cache_ttl)
         interceptors.append(
-            AuthInterceptor(service.name, insecure=tls.insecure, check_key=service.check_key)
+            AuthInterceptor(service.name, insecure=tls.insecure, check_key=check_key)
         )
         if traced:
             # Inside the error interceptor, so a CronwaveError raised by the servicer

@@ -189,10 +189,16 @@ class LocalCA:
         return _key_pem(key), cert.public_bytes(serialization.Encoding.PEM)
 
     def write(self, stem: str, key_pem: bytes, cert_pem: bytes) -> CertFiles:
-        files = CertFiles(self.dir / f"{stem}.pem", self.dir / f"{stem}-key.pem", self.cert_path)
-        _write(files.key, key_pem, private=True)
-        _write(files.cert, cert_pem, private=False)
-        return files
+        return write_pair(self.dir, stem, key_pem, cert_pem, self.cert_path)
+
+
+def write_pair(directory: Path, stem: str, key_pem: bytes, cert_pem: bytes, ca: Path) -> CertFiles:
+    """``<directory>/<stem>.pem`` and ``<stem>-key.pem`` (the key readable by its owner
+    only)."""
+    files = CertFiles(directory / f"{stem}.pem", directory / f"{stem}-key.pem", ca)
+    _write(files.key, key_pem, private=True)
+    _write(files.cert, cert_pem, private=False)
+    return files
 
 
 def _fresh(path: Path) -> bool:

@@ -21,6 +21,7 @@ PLANNER = "cronwave.v1.CronPlannerService"
 LEADER = "cronwave.v1.LeaderElectionService"
 WORKER = "cronwave.v1.WorkerService"
 GATEWAY = "cronwave.v1.PaymentGatewayService"
+KEYS = "cronwave.v1.ApiKeyService"
 HEALTH = "grpc.health.v1.Health"
 REFLECTION = "grpc.reflection.v1alpha.ServerReflection"
 
@@ -112,6 +113,11 @@ RULES: Mapping[str, Rule] = {
     f"/{STORE}/ListPendingFires": _rule("cron-planner", "dispatcher"),
     f"/{STORE}/RequeueStalledRuns": _rule("dispatcher"),
     f"/{STORE}/RequeueLostRuns": _rule("dispatcher"),
+    # workflow-store: API keys (admins), checked by every service
+    f"/{KEYS}/CreateApiKey": _rule(role=_ADMIN),
+    f"/{KEYS}/ListApiKeys": _rule(role=_ADMIN),
+    f"/{KEYS}/RevokeApiKey": _rule(role=_ADMIN),
+    f"/{KEYS}/AuthenticateApiKey": _rule(*_READERS),
     # dispatcher: only a planner starts scheduled fires; a person triggers
     f"/{DISPATCHER}/StartRuns": _rule("cron-planner"),
     f"/{DISPATCHER}/TriggerRun": _rule("console", role=_OPERATE),

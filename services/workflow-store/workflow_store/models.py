@@ -223,3 +223,18 @@ class DeadLetter(Base):
     message_json: Mapped[str] = mapped_column(sa.Text())
     created_at: Mapped[datetime]
     replayed_at: Mapped[datetime | None]
+
+
+class ApiKey(Base):
+    """An API key (``cronwave_core.security.keys``): only the SHA-256 of its secret is
+    kept. A revoked key keeps its row, so the audit trail's names stay resolvable."""
+
+    __tablename__ = "api_keys"
+
+    key_id: Mapped[str] = mapped_column(primary_key=True)
+    name: Mapped[str]
+    role: Mapped[str]
+    secret_hash: Mapped[str]
+    created_at: Mapped[datetime]
+    created_by: Mapped[str]
+    revoked_at: Mapped[datetime | None]
