@@ -141,6 +141,7 @@ RULES: Mapping[str, Rule] = {
     # every server's health (probes, `cronwave up` waiting) and reflection
     f"/{HEALTH}/Check": Rule(anyone=True),
     f"/{HEALTH}/Watch": Rule(anyone=True),
+    f"/{HEALTH}/List": Rule(anyone=True),
     f"/{REFLECTION}/ServerReflectionInfo": _rule(*_READERS, role=_VIEW),
 }
 
