@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from datetime import timedelta
+from pathlib import Path
 
 import grpc
 import pytest
@@ -102,3 +103,15 @@ def test_a_method_without_a_rule_is_refused_even_to_the_administrator(
     assert refused.value.code() == grpc.StatusCode.PERMISSION_DENIED
     assert "/cronwave.test.Unruled/Ping has no authorisation rule" in refused.value.details()
     assert "user local-admin" in refused.value.details()
+
+
+def test_the_operations_guide_shows_every_rule() -> None:
+    guide = (Path(__file__).parents[2] / "docs" / "operations.md").read_text()
+    for method, rule in RULES.items():
+        service, name = method.strip("/").split("/")
+        row = next(
+            (line for line in guide.splitlines() if f"`{service.split('.')[-1]}/{name}`" in line),
+            None,
+        )
+        assert row is not None, f"docs/operations.md (Security) does not list {method}"
+        assert (rule.role or "-") in row.split("|")[-2], (method, row)
