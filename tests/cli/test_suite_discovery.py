@@ -27,6 +27,8 @@ CLEAN = {
     "CRONWAVE_PLANNER_ADDR": None,
     "CRONWAVE_LEADER_ADDR": None,
     "CRONWAVE_DATA_DIR": None,
+    # The test session's CA is not these suites': each has its own in its data dir.
+    "CRONWAVE_TLS_DIR": None,
 }
 
 
