@@ -52,6 +52,9 @@ DEFAULT_PORTS = {
 #: The billing demo's sandbox payment gateway; apart from DEFAULT_PORTS because only a
 #: suite asked for it runs one.
 GATEWAY_PORT = 7406
+#: The web console (``services/console``); apart from DEFAULT_PORTS because only a
+#: suite asked for it (``cronwave up``, ``cronwave demo``) runs one.
+CONSOLE_PORT = 7407
 
 #: The switch that says "this process was started for tests or drills"; never set in
 #: production. Without it no fault hook is installed and ``TEST_ONLY`` is refused.
@@ -362,6 +365,36 @@ class WorkerSettings(FromEnv):
 
 
 @dataclass(frozen=True, kw_only=True)
+class ConsoleSettings(FromEnv):
+    """The web console (``services/console``): where it listens and what it links to."""
+
+    console_addr: str = _addr(
+        "CONSOLE_ADDR",
+        CONSOLE_PORT,
+        "the web console's HTTP address; on any but a loopback address it is read-only "
+        "(see *The web console*)",
+    )
+    jaeger_url: str | None = setting(
+        PREFIX + "JAEGER_URL",
+        Url("the Jaeger UI's base URL, such as http://localhost:16686", "http", "https"),
+        None,
+        "a run's page links its trace at `<url>/trace/<trace id>`; unset: no link",
+    )
+    console_slots: int = setting(
+        PREFIX + "CONSOLE_SLOTS",
+        Integer(minimum=1, maximum=200),
+        24,
+        "how many recent slots each schedule's strip shows",
+    )
+    console_late_after: timedelta = setting(
+        PREFIX + "CONSOLE_LATE_AFTER",
+        Duration(),
+        timedelta(seconds=5),
+        "fire lateness above which a run that succeeded is shown as late",
+    )
+
+
+@dataclass(frozen=True, kw_only=True)
 class DemoSettings(FromEnv):
     """The billing demo (the job package ``examples/billing``): the ``billing.nightly``
     job's database and its sandbox payment gateway (``cronwave_billing.gateway``)."""
@@ -472,6 +505,7 @@ COMPONENTS: tuple[type[FromEnv], ...] = (
     PlannerSettings,
     DispatcherSettings,
     WorkerSettings,
+    ConsoleSettings,
     DemoSettings,
     TestHooks,
 )

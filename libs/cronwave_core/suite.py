@@ -16,6 +16,8 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -25,7 +27,7 @@ import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from cronwave_core.errors import ConfigurationError, Unavailable
-from cronwave_core.settings import DEFAULT_PORTS, GATEWAY_PORT, PREFIX, TEST_HOOKS
+from cronwave_core.settings import CONSOLE_PORT, DEFAULT_PORTS, GATEWAY_PORT, PREFIX, TEST_HOOKS
 
 # Start order: the store first (it migrates the database), the planner last.
 SERVICES = ("workflow-store", "leader-election", "dispatcher", "worker", "cron-planner")
@@ -35,9 +37,16 @@ SERVICES = ("workflow-store", "leader-election", "dispatcher", "worker", "cron-p
 #: imported here.
 GATEWAY = "payment-gateway"
 GATEWAY_MODULE = "cronwave_billing.gateway"
+#: The web console (``services/console``, HTTP, not gRPC): started last, only by a
+#: suite configured with ``console=True`` (``cronwave up``, ``cronwave demo``).
+CONSOLE = "console"
+#: What the console's ``/healthz`` answers, so that another server on the port is
+#: not taken for it.
+CONSOLE_HEALTH = b"cronwave-console ok"
 _MODULE = {
     **{name: name.replace("-", "_") for name in SERVICES},
     GATEWAY: GATEWAY_MODULE,
+    CONSOLE: "console",
 }
 _MODULE_SERVICE = {module: name for name, module in _MODULE.items()}
 _ADDR_VAR = {
@@ -47,6 +56,7 @@ _ADDR_VAR = {
     "cron-planner": "PLANNER_ADDR",
     "worker": "WORKER_ADDR",
     GATEWAY: "GATEWAY_ADDR",
+    CONSOLE: "CONSOLE_ADDR",
 }
 #: The gRPC service each process serves: its health is asked by that name, so a
 #: server of another suite that took the port meanwhile is not taken for ours.
@@ -72,6 +82,7 @@ _PORT_KEY = {
     "cron-planner": "planner",
     "worker": "worker",
     GATEWAY: "gateway",
+    CONSOLE: "console",
 }
 
 
@@ -124,6 +135,25 @@ def wait_healthy(
             except grpc.RpcError as exc:
                 last = str(exc.code())
             time.sleep(0.05)
+    raise Unavailable(f"{address} not healthy after {timeout.total_seconds():.0f}s ({last})")
+
+
+def wait_http_healthy(address: str, timeout: timedelta, alive: Callable[[], bool]) -> None:
+    """Block until the console at ``address`` answers its ``/healthz``, or raise
+    ``Unavailable`` -- at once when ``alive`` says its process has exited."""
+    deadline = time.monotonic() + timeout.total_seconds()
+    last = "no answer"
+    while time.monotonic() < deadline:
+        if not alive():
+            raise Unavailable(f"{address}: the process exited before it was healthy")
+        try:
+            with urllib.request.urlopen(f"http://{address}/healthz", timeout=1.0) as resp:
+                if resp.status == 200 and resp.read(64).startswith(CONSOLE_HEALTH):
+                    return
+                last = f"HTTP {resp.status}"
+        except (urllib.error.URLError, OSError) as exc:
+            last = str(exc)
+        time.sleep(0.05)
     raise Unavailable(f"{address} not healthy after {timeout.total_seconds():.0f}s ({last})")
 
 
@@ -194,6 +224,8 @@ class SuiteConfig:
     # Started for tests or drills: CRONWAVE_TEST_HOOKS=1, so CRONWAVE_FAULT and the
     # gateway's SetFaults work. Never for `cronwave up` / `cronwave demo`.
     test_hooks: bool = False
+    # Also run the web console (HTTP), on ports["console"] (fixed defaults: 7407).
+    console: bool = False
 
 
 class Suite:
@@ -211,6 +243,9 @@ class Suite:
         if config.payment_gateway:
             given = (config.ports or {}).get("gateway")
             ports["gateway"] = given or (GATEWAY_PORT if config.ports is None else free_port())
+        if config.console:
+            given = (config.ports or {}).get("console")
+            ports["console"] = given or (CONSOLE_PORT if config.ports is None else free_port())
         self.ports = ports
         self.redis_url = config.redis_url or f"redis://127.0.0.1:{ports['redis']}/0"
         self.procs: dict[str, Proc] = {}
@@ -239,6 +274,11 @@ class Suite:
     @property
     def gateway_addr(self) -> str:
         return self.address(GATEWAY)
+
+    @property
+    def console_url(self) -> str:
+        """The web console's URL (a suite configured with ``console=True``)."""
+        return f"http://{self.address(CONSOLE)}/"
 
     def base_env(self) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if not k.startswith("CRONWAVE_")}
@@ -282,6 +322,8 @@ class Suite:
                     self.stop_proc(proc)
                 if attempt == _PORT_ATTEMPTS:
                     raise Unavailable(f"the suite's ports kept being taken: {self.ports}")
+            if self.config.console:
+                self.start_service(CONSOLE)
         except BaseException:
             self.stop()
             raise
@@ -376,12 +418,15 @@ class Suite:
         assert service is not None and proc.address, "not a spawned service"
         for attempt in range(1, _PORT_ATTEMPTS + 1):
             try:
-                wait_healthy(
-                    proc.address,
-                    self.config.start_timeout,
-                    _GRPC_SERVICE[service],
-                    alive=proc.alive,
-                )
+                if service == CONSOLE:
+                    wait_http_healthy(proc.address, self.config.start_timeout, proc.alive)
+                else:
+                    wait_healthy(
+                        proc.address,
+                        self.config.start_timeout,
+                        _GRPC_SERVICE[service],
+                        alive=proc.alive,
+                    )
                 return proc
             except Unavailable as exc:
                 tail = proc.log_path.read_text(errors="replace")[-2000:]
@@ -408,7 +453,9 @@ class Suite:
         if old.alive():
             self.stop_proc(old)
         self._spawn(old)
-        if old.address:
+        if old.service == CONSOLE:
+            wait_http_healthy(old.address, self.config.start_timeout, old.alive)
+        elif old.address:
             service = _GRPC_SERVICE[_MODULE_SERVICE[old.argv[-1]]]
             wait_healthy(old.address, self.config.start_timeout, service, alive=old.alive)
         elif old is self.redis:
