@@ -48,7 +48,9 @@ def _schedule_action(
         try:
             target = act(console, schedule_id, fields.get("note", "")[:MAX_NOTE])
         except NotFound:
-            return console.error(request, 404, "Not found", f"There is no schedule “{schedule_id}”.")
+            return console.error(
+                request, 404, "Not found", f"There is no schedule “{schedule_id}”."
+            )
         except InvalidArgument as exc:
             return console.error(request, 400, "Bad request", exc.message)
         return RedirectResponse(str(target), status_code=303)

@@ -75,9 +75,7 @@ class Backend:
 
     def _channel(self, address: str) -> grpc.Channel:
         if address not in self._channels:
-            self._channels[address] = open_channel(
-                address, self.network.rpc_timeout, traced=False
-            )
+            self._channels[address] = open_channel(address, self.network.rpc_timeout, traced=False)
         return self._channels[address]
 
     def close(self) -> None:

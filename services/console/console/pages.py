@@ -94,9 +94,7 @@ def attempts_of(events: list[RunEvent]) -> list[Attempt]:
     for event in events:
         if event.attempt > 0:
             grouped.setdefault(event.attempt, []).append(event)
-    return [
-        Attempt(n, evs[0].at, evs[-1].at, evs[-1].kind, len(evs)) for n, evs in grouped.items()
-    ]
+    return [Attempt(n, evs[0].at, evs[-1].at, evs[-1].kind, len(evs)) for n, evs in grouped.items()]
 
 
 def _run_context(console: Console, request: Request) -> dict[str, Any] | None:

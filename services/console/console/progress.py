@@ -40,7 +40,9 @@ def progress_of(checkpoint_json: str) -> Progress | None:
         return None
     if not isinstance(data, dict) or not data:
         return None
-    fields = tuple((str(k), json.dumps(v) if not isinstance(v, str) else v) for k, v in data.items())
+    fields = tuple(
+        (str(k), json.dumps(v) if not isinstance(v, str) else v) for k, v in data.items()
+    )
     charged, invoices = _count(data, "charged"), _count(data, "invoices")
     customers = _count(data, "customers")
     if charged is not None and data.get("phase") != "invoices" and invoices:

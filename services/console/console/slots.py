@@ -32,8 +32,7 @@ MISSED_REASONS = {
     "the catch-up window",
     "superseded_by_latest": "not run: catch-up policy latest ran only the newest late slot",
     "catchup_cap": "not run: catch-up policy all reached its cap of late runs",
-    "overlap_skip": "not run: the previous run was still running and the overlap policy "
-    "is skip",
+    "overlap_skip": "not run: the previous run was still running and the overlap policy is skip",
     "dst_gap_skip": "not run: the wall-clock time did not exist (DST spring-forward gap) "
     "and the DST gap policy is skip",
 }
