@@ -76,7 +76,7 @@ def dst_days(spec: Spec, now: datetime, horizon: timedelta = DST_HORIZON) -> lis
         before, after = begin.utcoffset() or timedelta(0), end.utcoffset() or timedelta(0)
         forward = after > before
         policy = f"dst_gap={spec.dst_gap}" if forward else f"dst_repeat={spec.dst_repeat}"
-        slots = []
+        slots: list[Upcoming] = []
         for occ in calendar.occurrences_after(spec, begin.astimezone(UTC) - timedelta(seconds=1)):
             if occ.at >= end.astimezone(UTC) + timedelta(seconds=1) or len(slots) >= 48:
                 break
