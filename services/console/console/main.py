@@ -25,7 +25,9 @@ from cronwave_core.settings import (
     MetricsSettings,
     NetworkSettings,
     ProcessSettings,
+    TelemetrySettings,
 )
+from cronwave_waterfall import JaegerQuery
 
 log = logging.getLogger("console")
 
@@ -57,9 +59,12 @@ def main() -> None:
     sock = listen(settings.console_addr)
     metrics_server = serve_metrics(metrics.metrics_addr) if metrics.metrics_addr else None
     backend = Backend(network)
+    jaeger = None
+    if settings.jaeger_url and TelemetrySettings.from_env().otlp_endpoint:
+        jaeger = JaegerQuery.from_url(settings.jaeger_url)
     app = build_app(
         backend,
-        SpanRuns(process.data_dir / "spans"),
+        SpanRuns(process.data_dir / "spans", jaeger),
         Guard(host),
         slots=settings.console_slots,
         late_after=settings.console_late_after,

@@ -1,24 +1,35 @@
 """The waterfalls the console draws, from the suite's spans (``cronwave_waterfall``,
 the code behind ``cronwave waterfall``): one run's, and that of the runs of a scenario.
 
-Spans are read from the local span store (``<data dir>/spans``). Reading them again
-for every page would cost as much as the page is worth, so the runs built from them
-are kept until a span file changes (size or modification time).
+Spans are read from the local span store (``<data dir>/spans``) -- or, where the
+services export them over OTLP (``OTEL_EXPORTER_OTLP_ENDPOINT``, as in Kubernetes) and
+``CRONWAVE_JAEGER_URL`` is set, from that Jaeger's query service (the last hour's
+traces through the dispatcher, which every run crosses). Reading them again for every
+page would cost as much as the page is worth, so the runs built from them are kept
+until a span file changes (size or modification time), or for ``JAEGER_TTL``.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
+import time
 from dataclasses import dataclass, replace
+from datetime import timedelta
 from pathlib import Path
 
-from cronwave_waterfall import RunFilter, render_fragment, waterfall
+from cronwave_core.errors import CronwaveError
+from cronwave_waterfall import JaegerQuery, RunFilter, query_jaeger, render_fragment, waterfall
 from cronwave_waterfall.local_store import read_local_store, span_files
 from cronwave_waterfall.runs import Run, build_runs, trigger_of
+
+log = logging.getLogger("console")
 
 #: The triggers a scenario can pick (``cronwave_core.domain.runs.Trigger``'s values).
 TRIGGERS = ("scheduled", "manual", "backfill", "catchup")
 CACHE_HITS = ("local", "redis", "miss")
+#: How long spans read from Jaeger are kept before it is asked again.
+JAEGER_TTL = timedelta(seconds=10)
 
 
 @dataclass(frozen=True)
@@ -45,15 +56,27 @@ class Scenario:
 
 
 class SpanRuns:
-    """The runs of the spans under ``spans_dir``, rebuilt when a span file changes."""
+    """The runs of the spans under ``spans_dir`` (or of ``jaeger``'s), rebuilt when
+    a span file changes (or after ``JAEGER_TTL``)."""
 
-    def __init__(self, spans_dir: Path) -> None:
+    def __init__(self, spans_dir: Path, jaeger: JaegerQuery | None = None) -> None:
         self.spans_dir = spans_dir
+        self.jaeger = jaeger
         self._lock = threading.Lock()
-        self._key: tuple[tuple[str, int, int], ...] | None = None
+        self._key: object = None
         self._runs: list[Run] = []
 
     def runs(self) -> list[Run]:
+        if self.jaeger is not None:
+            key: object = int(time.monotonic() // JAEGER_TTL.total_seconds())
+            with self._lock:
+                if key != self._key:
+                    try:
+                        self._runs = build_runs(query_jaeger(self.jaeger))
+                    except CronwaveError as exc:  # keep what was read last
+                        log.warning("spans from Jaeger: %s", exc)
+                    self._key = key
+                return self._runs
         files = span_files(self.spans_dir) if self.spans_dir.is_dir() else []
         key = tuple((str(f), st.st_size, st.st_mtime_ns) for f in files for st in [f.stat()])
         with self._lock:
