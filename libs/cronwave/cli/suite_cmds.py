@@ -350,7 +350,7 @@ def up(
                 console.print(suite_table(suite))
                 console.print(suite_facts(suite))
                 console.print(
-                    f"[green]cronwave is up.[/] The console is at {suite.console_url} ; try "
+                    f"[green]cronwave is up.[/] Console: {suite.console_url} ; try "
                     f"`{listing}` in another terminal; Ctrl-C stops everything.",
                     soft_wrap=True,
                 )
