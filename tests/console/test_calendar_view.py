@@ -38,9 +38,7 @@ def test_a_fall_back_day_with_twice_fires_both_occurrences() -> None:
 def test_a_spring_forward_day_with_shift_fires_after_the_gap() -> None:
     spec = Spec(cron=("30 2 * * *",), time_zone="Europe/Berlin")
     spring = dst_days(spec, NOW, horizon=timedelta(days=365))[0]
-    assert [(u.local.strftime("%H:%M %Z"), u.skipped) for u in spring.slots] == [
-        ("03:00 CEST", "")
-    ]
+    assert [(u.local.strftime("%H:%M %Z"), u.skipped) for u in spring.slots] == [("03:00 CEST", "")]
 
 
 def test_a_zone_without_dst_has_no_dst_days_and_upcoming_is_in_both_zones() -> None:

@@ -10,7 +10,6 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from playwright.sync_api import Page, expect
 
-from cronwave import Client
 from cronwave_core.suite import Suite
 from tests.console.conftest import LEASE_ENV
 from tests.harness.clients import client_for
@@ -93,9 +92,7 @@ def billing(make_suite: SuiteFactory) -> Suite:
     )
 
 
-def test_a_running_billing_runs_charged_count_rises_on_its_page(
-    billing: Suite, page: Page
-) -> None:
+def test_a_running_billing_runs_charged_count_rises_on_its_page(billing: Suite, page: Page) -> None:
     # Given a billing run charging its customers
     with client_for(billing) as client:
         schedule_id = fresh("console-billing")
@@ -116,8 +113,6 @@ def test_a_running_billing_runs_charged_count_rises_on_its_page(
             first = eventually(charging, timeout=60, interval=0.1, what="charges begun")
             total = int(page.locator("#progress-total").inner_text())
             assert 0 < first < total
-            eventually(
-                lambda: charging() > first, timeout=60, interval=0.1, what="more charged"
-            )
+            eventually(lambda: charging() > first, timeout=60, interval=0.1, what="more charged")
         finally:
             client.cancel_run(run.run_id, grace=timedelta(0))
