@@ -9,7 +9,9 @@ from playwright.sync_api import Page, expect
 
 from cronwave import Client
 from cronwave_core.domain.calendar import next_fire_time
-from cronwave_core.suite import Suite
+from cronwave_core.suite import Suite, free_port
+from tests.harness.clients import client_for
+from tests.harness.suites import SuiteFactory
 from tests.helpers import eventually, fresh
 
 pytestmark = pytest.mark.slow
@@ -127,3 +129,25 @@ def test_the_schedules_page_lists_state_job_type_and_next_fire(
     expect(row).to_contain_text("(Europe/Berlin)")
     expect(row.locator(".slot")).to_have_count(1)
     expect(row.locator(".slot.ran")).to_have_count(1)
+
+
+def test_a_console_off_loopback_is_read_only_and_refuses_changes_with_a_403_page(
+    make_suite: SuiteFactory, page: Page
+) -> None:
+    # Given a console that listens on every address, not loopback only
+    port = free_port()
+    suite = make_suite(console=True, env={"CRONWAVE_CONSOLE_ADDR": f"0.0.0.0:{port}"})
+    url = f"http://127.0.0.1:{port}/"
+    with client_for(suite) as client:
+        schedule_id = nightly(client)
+        # When a person opens a schedule's page
+        page.goto(f"{url}schedules/{schedule_id}")
+        # Then they are a viewer: no buttons that change anything
+        expect(page.locator("nav .role")).to_have_text("viewer (read-only)")
+        expect(page.get_by_role("button", name="Pause")).to_have_count(0)
+        expect(page.get_by_role("button", name="Trigger now")).to_have_count(0)
+        # And a change sent anyway is refused with a page saying why; nothing changed
+        response = page.request.post(f"{url}schedules/{schedule_id}/pause")
+        assert response.status == 403
+        assert "read-only" in response.text()
+        assert client.get_schedule(schedule_id).paused is False

@@ -90,7 +90,7 @@ def classify(run: Run, late_after: timedelta) -> Slot:
         why = run.error or run.cancel_reason or run.state.lower()
         return Slot(run, "failed", f"{run.state.lower().replace('_', ' ')}: {why}")
     if run.state == "RUNNING":
-        return Slot(run, "running", f"running since {human(lateness)} after its fire time")
+        return Slot(run, "running", f"running; began {human(lateness)} after its fire time")
     return Slot(run, "running", "pending: waiting for a worker")
 
 
