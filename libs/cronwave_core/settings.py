@@ -378,7 +378,9 @@ class ConsoleSettings(FromEnv):
         PREFIX + "JAEGER_URL",
         Url("the Jaeger UI's base URL, such as http://localhost:16686", "http", "https"),
         None,
-        "a run's page links its trace at `<url>/trace/<trace id>`; unset: no link",
+        "a run's page links its trace at `<url>/trace/<trace id>`, and with "
+        "`OTEL_EXPORTER_OTLP_ENDPOINT` set the console reads its waterfalls' spans from "
+        "that Jaeger; unset: no link",
     )
     console_slots: int = setting(
         PREFIX + "CONSOLE_SLOTS",
