@@ -131,6 +131,34 @@ def test_the_schedules_page_lists_state_job_type_and_next_fire(
     expect(row.locator(".slot.ran")).to_have_count(1)
 
 
+def test_a_schedules_calendar_marks_its_dst_days_with_the_policy_applied(
+    suite: Suite, client: Client, page: Page
+) -> None:
+    # Given a 02:30 Berlin schedule whose slot in the spring-forward gap is skipped
+    schedule_id = fresh("console-dst")
+    client.create_schedule(
+        schedule_id,
+        cron="30 2 * * *",
+        time_zone="Europe/Berlin",
+        dst_gap="skip",
+        dst_repeat="twice",
+        job_type="cronwave.noop",
+    )
+    # When a person opens its page
+    page.goto(f"{suite.console_url}schedules/{schedule_id}")
+    # Then the next spring-forward day says the 02:30 slot does not exist and is
+    # recorded missed, and the next fall-back day shows both 02:30s
+    spring = page.locator(".dst", has_text="spring forward")
+    expect(spring).to_contain_text("dst_gap=skip")
+    expect(spring).to_contain_text("02:30:00 does not exist that day")
+    expect(spring).to_contain_text("recorded as missed")
+    autumn = page.locator(".dst", has_text="fall back")
+    expect(autumn).to_contain_text("dst_repeat=twice")
+    expect(autumn.locator("li")).to_have_count(2)
+    expect(autumn).to_contain_text("02:30:00 CEST")
+    expect(autumn).to_contain_text("02:30:00 CET")
+
+
 def test_a_console_off_loopback_is_read_only_and_refuses_changes_with_a_403_page(
     make_suite: SuiteFactory, page: Page
 ) -> None:

@@ -5,6 +5,7 @@ otherwise -- none shows a traceback or an address; the log has the details)."""
 from __future__ import annotations
 
 import logging
+import re
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
@@ -76,8 +77,19 @@ def _environment() -> Environment:
     env.filters["utc"] = lambda t: "-" if t is None else f"{t:%Y-%m-%d %H:%M:%S}Z"
     env.filters["local"] = lambda t, zone: "-" if t is None else _local(t, zone)
     env.filters["offset"] = _offset
-    env.globals["waterfall_style"] = STYLE
+    env.globals["waterfall_style"] = scoped(STYLE, ".wf")
     return env
+
+
+def scoped(css: str, scope: str) -> str:
+    """``css`` (plain rules, no at-rules) applied inside ``scope`` only: the waterfall's
+    page styles its whole document, the console only its chart. ``body`` rules go."""
+    rules = []
+    for selectors, declarations in re.findall(r"([^{}]+)\{([^}]*)\}", css):
+        kept = [f"{scope} {sel.strip()}" for sel in selectors.split(",") if sel.strip() != "body"]
+        if kept:
+            rules.append(f"{', '.join(kept)} {{{declarations}}}")
+    return "\n".join(rules)
 
 
 def _offset(delta: timedelta) -> str:
@@ -90,7 +102,8 @@ def _local(moment: Any, zone: str) -> str:
     from cronwave_core.domain.calendar import zone as tz
 
     local = moment.astimezone(tz(zone))
-    return f"{local:%Y-%m-%d %H:%M:%S} {local.tzname()} ({zone})"
+    name = local.tzname()
+    return f"{local:%Y-%m-%d %H:%M:%S} {name}" + ("" if name == zone else f" ({zone})")
 
 
 def healthz(_request: Request) -> Response:

@@ -30,6 +30,7 @@ class Upcoming:
     at: datetime  # UTC
     local: datetime  # in the schedule's zone
     skipped: str  # the reason the DST policy skipped it, else ""
+    slot: datetime | None = None  # the wall-clock time a cron expression named (naive)
 
 
 @dataclass(frozen=True)
@@ -50,7 +51,7 @@ def upcoming(spec: Spec, now: datetime, count: int = 20) -> list[Upcoming]:
 
 
 def _upcoming(occ: Occurrence, zone: ZoneInfo) -> Upcoming:
-    return Upcoming(occ.at, occ.at.astimezone(zone), occ.skipped)
+    return Upcoming(occ.at, occ.at.astimezone(zone), occ.skipped, occ.slot)
 
 
 def _transitions(zone: ZoneInfo, start: datetime, end: datetime) -> Iterator[date]:
