@@ -30,6 +30,7 @@ from cronwave_core.config import (
     Derived,
     Directory,
     Duration,
+    FromEnv,
     Integer,
     Names,
     Switch,
@@ -37,6 +38,7 @@ from cronwave_core.config import (
     Url,
     setting,
 )
+from cronwave_core.console_settings import ConsoleSettings
 from cronwave_core.errors import ConfigurationError
 
 PREFIX = "CRONWAVE_"
@@ -52,9 +54,6 @@ DEFAULT_PORTS = {
 #: The billing demo's sandbox payment gateway; apart from DEFAULT_PORTS because only a
 #: suite asked for it runs one.
 GATEWAY_PORT = 7406
-#: The web console (``services/console``); apart from DEFAULT_PORTS because only a
-#: suite asked for it (``cronwave up``, ``cronwave demo``) runs one.
-CONSOLE_PORT = 7407
 
 #: The switch that says "this process was started for tests or drills"; never set in
 #: production. Without it no fault hook is installed and ``TEST_ONLY`` is refused.
@@ -66,14 +65,6 @@ TEST_ONLY = (
     PREFIX + "GATEWAY_TIMEOUT_AFTER_COMMIT",
     PREFIX + "BILLING_CRASH_AFTER_CHARGES",
 )
-
-
-class FromEnv:
-    """``from_env`` for a settings dataclass (``cronwave_core.config.load``)."""
-
-    @classmethod
-    def from_env(cls, env: Mapping[str, str] | None = None) -> Self:
-        return config.load(cls, os.environ if env is None else env)
 
 
 def _addr(name: str, port: int, doc: str) -> Any:
@@ -362,38 +353,6 @@ class WorkerSettings(FromEnv):
     def __post_init__(self) -> None:
         if self.warm_processes > self.max_processes:
             object.__setattr__(self, "warm_processes", self.max_processes)
-
-
-@dataclass(frozen=True, kw_only=True)
-class ConsoleSettings(FromEnv):
-    """The web console (``services/console``): where it listens and what it links to."""
-
-    console_addr: str = _addr(
-        "CONSOLE_ADDR",
-        CONSOLE_PORT,
-        "the web console's HTTP address; on any but a loopback address it is read-only "
-        "(see *The web console*)",
-    )
-    jaeger_url: str | None = setting(
-        PREFIX + "JAEGER_URL",
-        Url("the Jaeger UI's base URL, such as http://localhost:16686", "http", "https"),
-        None,
-        "a run's page links its trace at `<url>/trace/<trace id>`, and with "
-        "`OTEL_EXPORTER_OTLP_ENDPOINT` set the console reads its waterfalls' spans from "
-        "that Jaeger; unset: no link",
-    )
-    console_slots: int = setting(
-        PREFIX + "CONSOLE_SLOTS",
-        Integer(minimum=1, maximum=200),
-        24,
-        "how many recent slots each schedule's strip shows",
-    )
-    console_late_after: timedelta = setting(
-        PREFIX + "CONSOLE_LATE_AFTER",
-        Duration(),
-        timedelta(seconds=5),
-        "fire lateness above which a run that succeeded is shown as late",
-    )
 
 
 @dataclass(frozen=True, kw_only=True)

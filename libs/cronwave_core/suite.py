@@ -26,8 +26,9 @@ from pathlib import Path
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+from cronwave_core.console_settings import CONSOLE_PORT
 from cronwave_core.errors import ConfigurationError, Unavailable
-from cronwave_core.settings import CONSOLE_PORT, DEFAULT_PORTS, GATEWAY_PORT, PREFIX, TEST_HOOKS
+from cronwave_core.settings import DEFAULT_PORTS, GATEWAY_PORT, PREFIX, TEST_HOOKS
 
 # Start order: the store first (it migrates the database), the planner last.
 SERVICES = ("workflow-store", "leader-election", "dispatcher", "worker", "cron-planner")

@@ -15,7 +15,8 @@ from typer.testing import CliRunner
 import cronwave
 from cronwave.cli.main import app
 from cronwave.cli.suite_cmds import port_in_use
-from cronwave_core.settings import CONSOLE_PORT, DEFAULT_PORTS
+from cronwave_core.console_settings import CONSOLE_PORT
+from cronwave_core.settings import DEFAULT_PORTS
 from cronwave_core.suite import Suite
 from tests.harness.cli import cronwave_argv
 from tests.helpers import eventually, fresh

@@ -139,7 +139,7 @@ def console_port(port_base: int | None, environ: Mapping[str, str] | None = None
     """The web console's port under ``cronwave up``: ``CRONWAVE_CONSOLE_ADDR``'s when
     set, else the one after the suite's last (``port_base + 6``) with ``--port-base``,
     else 7407."""
-    from cronwave_core.settings import CONSOLE_PORT
+    from cronwave_core.console_settings import CONSOLE_PORT
 
     env = os.environ if environ is None else environ
     value = env.get("CRONWAVE_CONSOLE_ADDR")

@@ -20,8 +20,8 @@ from console.backend import Backend
 from console.guard import Guard
 from console.traces import SpanRuns
 from cronwave_core.metrics import serve_metrics
+from cronwave_core.console_settings import ConsoleSettings
 from cronwave_core.settings import (
-    ConsoleSettings,
     MetricsSettings,
     NetworkSettings,
     ProcessSettings,
