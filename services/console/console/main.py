@@ -19,8 +19,8 @@ from console.app import build_app
 from console.backend import Backend
 from console.guard import Guard
 from console.traces import SpanRuns
-from cronwave_core.metrics import serve_metrics
 from cronwave_core.console_settings import ConsoleSettings
+from cronwave_core.metrics import serve_metrics
 from cronwave_core.settings import (
     MetricsSettings,
     NetworkSettings,
