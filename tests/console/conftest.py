@@ -28,6 +28,9 @@ LEASE_ENV = {
     "CRONWAVE_LEASE_RENEW_INTERVAL": "0.5",
     "CRONWAVE_LEASE_RETRY_INTERVAL": "0.2",
 }
+#: A Jaeger UI's address for the run pages' trace links (never reached: the services
+#: write spans to files here, which the waterfalls read).
+JAEGER_URL = "http://jaeger.example:16686"
 #: Every wait of a page (navigation, a locator) ends within this.
 PAGE_TIMEOUT_MS = 20_000
 
@@ -82,7 +85,7 @@ def page(context: BrowserContext) -> Page:
 @pytest.fixture
 def suite(make_suite: SuiteFactory) -> Suite:
     """Store, leader-election, dispatcher, a worker, a planner and the console."""
-    return make_suite(console=True, env=LEASE_ENV)
+    return make_suite(console=True, env={**LEASE_ENV, "CRONWAVE_JAEGER_URL": JAEGER_URL})
 
 
 @pytest.fixture

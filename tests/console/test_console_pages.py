@@ -10,6 +10,7 @@ from playwright.sync_api import Page, expect
 from cronwave import Client
 from cronwave_core.domain.calendar import next_fire_time
 from cronwave_core.suite import Suite, free_port
+from tests.console.conftest import JAEGER_URL
 from tests.harness.clients import client_for
 from tests.harness.suites import SuiteFactory
 from tests.helpers import eventually, fresh
@@ -92,7 +93,10 @@ def test_a_triggered_run_shows_its_events_and_its_waterfall(
     expect(page.locator("#events")).to_contain_text("succeeded")
     expect(page.locator("#attempts tbody tr")).to_have_count(1)
     run_id = page.locator("h1").inner_text().removeprefix("Run ").strip()
-    assert client.get_run(run_id).state == "SUCCEEDED"
+    run = client.get_run(run_id)
+    assert run.state == "SUCCEEDED"
+    # And it links the run's trace in the Jaeger the console was given
+    expect(page.locator("#jaeger")).to_have_attribute("href", f"{JAEGER_URL}/trace/{run.trace_id}")
 
     # And once the run's spans are written, its page draws its waterfall by hop
     def drawn() -> bool:
