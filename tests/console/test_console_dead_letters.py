@@ -55,3 +55,22 @@ def test_a_dead_letter_is_listed_and_replayed_from_the_console(
     expect(page.locator("h1")).to_have_text(f"Run {run_id}")
     assert "replayed" in [e.kind for e in client.run_events(run_id)]
     expect(page.locator("#events")).to_contain_text("replayed")
+
+
+def test_replaying_a_run_that_is_not_dead_lettered_says_why(
+    suite: Suite, client: Client, page: Page
+) -> None:
+    # Given a run that succeeded, and the page token of an operator's browser
+    schedule_id = fresh("console-ok")
+    client.create_schedule(schedule_id, cron="0 2 * * *", job_type="cronwave.noop")
+    run = client.wait_run(client.trigger(schedule_id).run_id, timeout=timedelta(seconds=30))
+    page.goto(f"{suite.console_url}schedules/{schedule_id}")
+    token = page.locator("input[name=csrf_token]").first.get_attribute("value") or ""
+    # When a replay of it is posted
+    response = page.request.post(
+        f"{suite.console_url}dead-letters/{run.run_id}/replay", form={"csrf_token": token}
+    )
+    # Then the console answers with the store's reason, and the run is unchanged
+    assert response.status == 409, response.text()
+    assert "Not done" in response.text()
+    assert client.get_run(run.run_id).state == "SUCCEEDED"

@@ -12,7 +12,7 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
 from console.guard import COOKIE, FIELD, OPERATOR
-from cronwave_core.errors import InvalidArgument, NotFound
+from cronwave_core.errors import CronwaveError, InvalidArgument, NotFound, Unavailable
 
 if TYPE_CHECKING:
     from console.app import Console
@@ -53,6 +53,10 @@ def _schedule_action(
             )
         except InvalidArgument as exc:
             return console.error(request, 400, "Bad request", exc.message)
+        except Unavailable:
+            raise  # the 503 page
+        except CronwaveError as exc:  # e.g. FailedPrecondition: the store said why
+            return console.error(request, 409, "Not done", exc.message)
         return RedirectResponse(str(target), status_code=303)
 
     return handler
@@ -88,4 +92,8 @@ def replay(console: Console, request: Request, fields: dict[str, str]) -> Respon
         return console.error(request, 404, "Not found", f"There is no dead letter “{run_id}”.")
     except InvalidArgument as exc:
         return console.error(request, 400, "Bad request", exc.message)
+    except Unavailable:
+        raise  # the 503 page
+    except CronwaveError as exc:  # e.g. the run is not dead-lettered
+        return console.error(request, 409, "Not done", exc.message)
     return RedirectResponse(f"/runs/{quote(run_id)}", status_code=303)
