@@ -65,4 +65,4 @@ config-table: setup
 	$(BIN)/python tools/config_table.py
 
 clean:
-	rm -rf $(VENV) .cronwave .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .cronwave .pytest_cache .mypy_cache .ruff_cache .ci-artifacts
