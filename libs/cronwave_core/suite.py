@@ -16,8 +16,6 @@ import socket
 import subprocess
 import sys
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -28,6 +26,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from cronwave_core.console_settings import CONSOLE_PORT
 from cronwave_core.errors import ConfigurationError, Unavailable
+from cronwave_core.http_health import wait_http_healthy
 from cronwave_core.settings import DEFAULT_PORTS, GATEWAY_PORT, PREFIX, TEST_HOOKS
 
 # Start order: the store first (it migrates the database), the planner last.
@@ -41,9 +40,6 @@ GATEWAY_MODULE = "cronwave_billing.gateway"
 #: The web console (``services/console``, HTTP, not gRPC): started last, only by a
 #: suite configured with ``console=True`` (``cronwave up``, ``cronwave demo``).
 CONSOLE = "console"
-#: What the console's ``/healthz`` answers, so that another server on the port is
-#: not taken for it.
-CONSOLE_HEALTH = b"cronwave-console ok"
 _MODULE = {
     **{name: name.replace("-", "_") for name in SERVICES},
     GATEWAY: GATEWAY_MODULE,
@@ -136,25 +132,6 @@ def wait_healthy(
             except grpc.RpcError as exc:
                 last = str(exc.code())
             time.sleep(0.05)
-    raise Unavailable(f"{address} not healthy after {timeout.total_seconds():.0f}s ({last})")
-
-
-def wait_http_healthy(address: str, timeout: timedelta, alive: Callable[[], bool]) -> None:
-    """Block until the console at ``address`` answers its ``/healthz``, or raise
-    ``Unavailable`` -- at once when ``alive`` says its process has exited."""
-    deadline = time.monotonic() + timeout.total_seconds()
-    last = "no answer"
-    while time.monotonic() < deadline:
-        if not alive():
-            raise Unavailable(f"{address}: the process exited before it was healthy")
-        try:
-            with urllib.request.urlopen(f"http://{address}/healthz", timeout=1.0) as resp:
-                if resp.status == 200 and resp.read(64).startswith(CONSOLE_HEALTH):
-                    return
-                last = f"HTTP {resp.status}"
-        except (urllib.error.URLError, OSError) as exc:
-            last = str(exc)
-        time.sleep(0.05)
     raise Unavailable(f"{address} not healthy after {timeout.total_seconds():.0f}s ({last})")
 
 

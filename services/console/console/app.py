@@ -25,7 +25,7 @@ from console.guard import COOKIE, Guard
 from console.slots import human
 from console.traces import SpanRuns
 from cronwave_core.errors import InvalidArgument, NotFound, Unavailable
-from cronwave_core.suite import CONSOLE_HEALTH
+from cronwave_core.http_health import CONSOLE_HEALTH
 from cronwave_waterfall.render_html import STYLE
 
 log = logging.getLogger("console")
