@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import urllib.request
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -59,6 +60,13 @@ def test_pause_and_resume_from_the_console_change_the_schedule(
     page.get_by_role("button", name="Resume").click()
     expect(page.locator("#schedule-state")).to_have_text("active")
     assert client.get_schedule(schedule_id).paused is False
+
+    # And the console's metrics count the two changes
+    metrics = suite.procs["console"].metrics_address
+    with urllib.request.urlopen(f"http://{metrics}/metrics", timeout=10) as resp:
+        text = resp.read().decode()
+    assert 'cronwave_console_requests_total{page="pause",status="303"} 1.0' in text
+    assert 'cronwave_console_requests_total{page="resume",status="303"} 1.0' in text
 
 
 def test_a_change_without_the_pages_token_is_refused(

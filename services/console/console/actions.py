@@ -79,6 +79,7 @@ def _trigger(console: Console, schedule_id: str, _note: str) -> str:
 pause = _schedule_action(_pause)
 resume = _schedule_action(_resume)
 trigger = _schedule_action(_trigger)
+pause.__name__, resume.__name__, trigger.__name__ = "pause", "resume", "trigger"
 
 
 def replay(console: Console, request: Request, fields: dict[str, str]) -> Response:

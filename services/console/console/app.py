@@ -13,6 +13,7 @@ from typing import Any
 
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, PlainTextResponse, Response
@@ -22,6 +23,7 @@ from starlette.staticfiles import StaticFiles
 from console import actions, pages
 from console.backend import Backend
 from console.guard import COOKIE, Guard
+from console.metrics import REQUESTS
 from console.slots import human
 from console.traces import SpanRuns
 from cronwave_core.errors import InvalidArgument, NotFound, Unavailable
@@ -123,16 +125,17 @@ def build_app(
 
     def bound(handler: Any) -> Any:
         def endpoint(request: Request) -> Response:
-            return handler(console, request)
+            response: Response = handler(console, request)
+            REQUESTS.labels(handler.__name__, str(response.status_code)).inc()
+            return response
 
         return endpoint
 
     async def bound_post(request: Request, handler: Any) -> Response:
         form = await request.form()
         fields = {k: v for k, v in form.items() if isinstance(v, str)}
-        from starlette.concurrency import run_in_threadpool
-
         result: Response = await run_in_threadpool(handler, console, request, fields)
+        REQUESTS.labels(handler.__name__, str(result.status_code)).inc()
         return result
 
     def post(handler: Any) -> Any:
