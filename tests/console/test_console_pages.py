@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import urllib.request
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, time, timedelta
 
 import pytest
 from playwright.sync_api import Page, expect
 
+from console.calendar_view import dst_days
 from cronwave import Client
 from cronwave_core.domain.calendar import next_fire_time
+from cronwave_core.domain.spec import DstGap, Spec
 from cronwave_core.suite import Suite, free_port
 from tests.console.conftest import JAEGER_URL
 from tests.harness.clients import client_for
@@ -146,8 +148,13 @@ def test_the_schedules_page_lists_state_job_type_and_next_fire(
 def test_a_schedules_calendar_marks_its_dst_days_with_the_policy_applied(
     suite: Suite, client: Client, page: Page
 ) -> None:
-    # Given a 02:30 Berlin schedule whose slot in the spring-forward gap is skipped
+    # Given a 02:30 Berlin schedule whose slot in the spring-forward gap is skipped,
+    # starting the day before the next spring-forward day
     schedule_id = fresh("console-dst")
+    spec = Spec(cron=("30 2 * * *",), time_zone="Europe/Berlin", dst_gap=DstGap.SKIP)
+    spring_day = next(
+        d.day for d in dst_days(spec, datetime.now(UTC)) if d.change == "spring forward"
+    )
     client.create_schedule(
         schedule_id,
         cron="30 2 * * *",
@@ -155,6 +162,7 @@ def test_a_schedules_calendar_marks_its_dst_days_with_the_policy_applied(
         dst_gap="skip",
         dst_repeat="twice",
         job_type="cronwave.noop",
+        start_at=datetime.combine(spring_day - timedelta(days=1), time(0), UTC),
     )
     # When a person opens its page
     page.goto(f"{suite.console_url}schedules/{schedule_id}")
@@ -169,6 +177,12 @@ def test_a_schedules_calendar_marks_its_dst_days_with_the_policy_applied(
     expect(autumn.locator("li")).to_have_count(2)
     expect(autumn).to_contain_text("02:30:00 CEST")
     expect(autumn).to_contain_text("02:30:00 CET")
+    # And in the calendar, that day's slot is marked: it will be missed, on a DST day
+    marked = page.locator("#calendar tr.upcoming", has_text="DST day")
+    expect(marked).to_have_count(1)
+    expect(marked).to_contain_text(f"{spring_day} 02:30:00 (no such time)")
+    expect(marked).to_contain_text("will be missed")
+    expect(marked).to_contain_text("spring forward, dst_gap=skip")
 
 
 def test_a_console_off_loopback_is_read_only_and_refuses_changes_with_a_403_page(

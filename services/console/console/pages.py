@@ -75,13 +75,15 @@ def schedule(console: Console, request: Request) -> Response:
     now = _now()
     runs = console.backend.runs(schedule_id, limit=100)
     past = strip(runs, console.late_after)
+    dst_days = calendar_view.dst_days(found.spec, now)
     return console.render(
         request,
         "schedule.html",
         schedule=found,
         past=past,
         upcoming=[] if found.paused else calendar_view.upcoming(found.spec, now, 20),
-        dst_days=calendar_view.dst_days(found.spec, now),
+        dst_days=dst_days,
+        dst_policy={d.day: f"{d.change}, {d.policy}" for d in dst_days},
         deadlines=console.backend.deadline_history(schedule_id),
         next_fire=_next_fire(found, now),
         now=now,
