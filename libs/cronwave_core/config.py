@@ -19,12 +19,13 @@ Rules every variable follows:
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import MISSING, dataclass, field, fields
 from datetime import timedelta
 from pathlib import Path
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Self, TypeVar
 
 from cronwave_core.errors import ConfigurationError
 
@@ -131,6 +132,14 @@ def load(cls: type[T], env: Mapping[str, str]) -> T:
         elif f.name not in values and f.default is MISSING:
             raise TypeError(f"{cls.__name__}.{f.name} is neither a setting nor derived")
     return cls(**values)
+
+
+class FromEnv:
+    """``from_env`` for a settings dataclass (``load``)."""
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> Self:
+        return load(cls, os.environ if env is None else env)
 
 
 # -- kinds ---------------------------------------------------------------------------

@@ -31,6 +31,7 @@ from cronwave_core.config import (
     Directory,
     Duration,
     File,
+    FromEnv,
     Integer,
     Names,
     Switch,
@@ -38,6 +39,7 @@ from cronwave_core.config import (
     Url,
     setting,
 )
+from cronwave_core.console_settings import ConsoleSettings
 from cronwave_core.errors import ConfigurationError
 
 PREFIX = "CRONWAVE_"
@@ -64,14 +66,6 @@ TEST_ONLY = (
     PREFIX + "GATEWAY_TIMEOUT_AFTER_COMMIT",
     PREFIX + "BILLING_CRASH_AFTER_CHARGES",
 )
-
-
-class FromEnv:
-    """``from_env`` for a settings dataclass (``cronwave_core.config.load``)."""
-
-    @classmethod
-    def from_env(cls, env: Mapping[str, str] | None = None) -> Self:
-        return config.load(cls, os.environ if env is None else env)
 
 
 def _addr(name: str, port: int, doc: str) -> Any:
@@ -541,6 +535,7 @@ COMPONENTS: tuple[type[FromEnv], ...] = (
     PlannerSettings,
     DispatcherSettings,
     WorkerSettings,
+    ConsoleSettings,
     DemoSettings,
     TestHooks,
 )

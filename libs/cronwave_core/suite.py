@@ -24,7 +24,9 @@ from pathlib import Path
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+from cronwave_core.console_settings import CONSOLE_PORT
 from cronwave_core.errors import ConfigurationError, Unavailable
+from cronwave_core.http_health import wait_http_healthy
 from cronwave_core.security.pki import LOCAL_ADMIN, ensure_pki
 from cronwave_core.security.tls import new_channel
 from cronwave_core.settings import DEFAULT_PORTS, GATEWAY_PORT, PREFIX, TEST_HOOKS, TlsSettings
@@ -37,9 +39,13 @@ SERVICES = ("workflow-store", "leader-election", "dispatcher", "worker", "cron-p
 #: imported here.
 GATEWAY = "payment-gateway"
 GATEWAY_MODULE = "cronwave_billing.gateway"
+#: The web console (``services/console``, HTTP, not gRPC): started last, only by a
+#: suite configured with ``console=True`` (``cronwave up``, ``cronwave demo``).
+CONSOLE = "console"
 _MODULE = {
     **{name: name.replace("-", "_") for name in SERVICES},
     GATEWAY: GATEWAY_MODULE,
+    CONSOLE: "console",
 }
 _MODULE_SERVICE = {module: name for name, module in _MODULE.items()}
 _ADDR_VAR = {
@@ -49,6 +55,7 @@ _ADDR_VAR = {
     "cron-planner": "PLANNER_ADDR",
     "worker": "WORKER_ADDR",
     GATEWAY: "GATEWAY_ADDR",
+    CONSOLE: "CONSOLE_ADDR",
 }
 #: The gRPC service each process serves: its health is asked by that name, so a
 #: server of another suite that took the port meanwhile is not taken for ours.
@@ -74,6 +81,7 @@ _PORT_KEY = {
     "cron-planner": "planner",
     "worker": "worker",
     GATEWAY: "gateway",
+    CONSOLE: "console",
 }
 
 
@@ -204,6 +212,8 @@ class SuiteConfig:
     # None: CRONWAVE_TLS_DIR when set (so that the suites of one test session share a
     # CA), else <data dir>/tls.
     tls_dir: Path | None = None
+    # Also run the web console (HTTP), on ports["console"] (fixed defaults: 7407).
+    console: bool = False
 
 
 class Suite:
@@ -221,6 +231,9 @@ class Suite:
         if config.payment_gateway:
             given = (config.ports or {}).get("gateway")
             ports["gateway"] = given or (GATEWAY_PORT if config.ports is None else free_port())
+        if config.console:
+            given = (config.ports or {}).get("console")
+            ports["console"] = given or (CONSOLE_PORT if config.ports is None else free_port())
         self.ports = ports
         self.redis_url = config.redis_url or f"redis://127.0.0.1:{ports['redis']}/0"
         self.procs: dict[str, Proc] = {}
@@ -273,6 +286,11 @@ class Suite:
     def gateway_addr(self) -> str:
         return self.address(GATEWAY)
 
+    @property
+    def console_url(self) -> str:
+        """The web console's URL (a suite configured with ``console=True``)."""
+        return f"http://{self.address(CONSOLE)}/"
+
     def base_env(self) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if not k.startswith("CRONWAVE_")}
         env["CRONWAVE_DATA_DIR"] = str(self.config.data_dir)
@@ -318,6 +336,8 @@ class Suite:
                     self.stop_proc(proc)
                 if attempt == _PORT_ATTEMPTS:
                     raise Unavailable(f"the suite's ports kept being taken: {self.ports}")
+            if self.config.console:
+                self.start_service(CONSOLE)
         except BaseException:
             self.stop()
             raise
@@ -414,13 +434,16 @@ class Suite:
         assert service is not None and proc.address, "not a spawned service"
         for attempt in range(1, _PORT_ATTEMPTS + 1):
             try:
-                wait_healthy(
-                    proc.address,
-                    self.config.start_timeout,
-                    _GRPC_SERVICE[service],
-                    alive=proc.alive,
-                    tls=self.tls(),
-                )
+                if service == CONSOLE:
+                    wait_http_healthy(proc.address, self.config.start_timeout, proc.alive)
+                else:
+                    wait_healthy(
+                        proc.address,
+                        self.config.start_timeout,
+                        _GRPC_SERVICE[service],
+                        alive=proc.alive,
+                        tls=self.tls(),
+                    )
                 return proc
             except Unavailable as exc:
                 tail = proc.log_path.read_text(errors="replace")[-2000:]
@@ -447,7 +470,9 @@ class Suite:
         if old.alive():
             self.stop_proc(old)
         self._spawn(old)
-        if old.address:
+        if old.service == CONSOLE:
+            wait_http_healthy(old.address, self.config.start_timeout, old.alive)
+        elif old.address:
             service = _GRPC_SERVICE[_MODULE_SERVICE[old.argv[-1]]]
             wait_healthy(
                 old.address, self.config.start_timeout, service, alive=old.alive, tls=self.tls()
