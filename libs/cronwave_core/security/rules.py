@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from cronwave_core.errors import PermissionDenied
-from cronwave_core.security.identity import ROLES, Identity
+from cronwave_core.security.identity import ROLES, SERVICE_IDENTITIES, Identity
 
 STORE = "cronwave.v1.WorkflowStoreService"
 DISPATCHER = "cronwave.v1.DispatcherService"
@@ -26,17 +26,7 @@ HEALTH = "grpc.health.v1.Health"
 REFLECTION = "grpc.reflection.v1alpha.ServerReflection"
 
 #: Every cronwave service (for reads any of them may make).
-ALL_SERVICES = frozenset(
-    {
-        "workflow-store",
-        "leader-election",
-        "dispatcher",
-        "cron-planner",
-        "worker",
-        "payment-gateway",
-        "console",
-    }
-)
+ALL_SERVICES = frozenset(SERVICE_IDENTITIES)
 
 
 @dataclass(frozen=True)
