@@ -38,8 +38,9 @@ from cronwave_core.config import (
     setting,
 )
 from cronwave_core.errors import ConfigurationError
+from cronwave_core.settings_base import PREFIX, FromEnv
+from cronwave_core.settings_deadlines import DeadlineSettings
 
-PREFIX = "CRONWAVE_"
 
 DEFAULT_PORTS = {
     "store": 7401,
@@ -63,14 +64,6 @@ TEST_ONLY = (
     PREFIX + "GATEWAY_TIMEOUT_AFTER_COMMIT",
     PREFIX + "BILLING_CRASH_AFTER_CHARGES",
 )
-
-
-class FromEnv:
-    """``from_env`` for a settings dataclass (``cronwave_core.config.load``)."""
-
-    @classmethod
-    def from_env(cls, env: Mapping[str, str] | None = None) -> Self:
-        return config.load(cls, os.environ if env is None else env)
 
 
 def _addr(name: str, port: int, doc: str) -> Any:
@@ -468,6 +461,7 @@ COMPONENTS: tuple[type[FromEnv], ...] = (
     TelemetrySettings,
     MetricsSettings,
     StoreSettings,
+    DeadlineSettings,
     LeaseSettings,
     PlannerSettings,
     DispatcherSettings,
