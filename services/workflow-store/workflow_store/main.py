@@ -8,6 +8,7 @@ from cronwave_proto.v1 import workflow_store_service_pb2_grpc as api_grpc
 
 from cronwave_core.bootstrap import Service, full_names, serve
 from cronwave_core.settings import (
+    DeadlineSettings,
     NetworkSettings,
     ProcessSettings,
     StoreSettings,
@@ -17,6 +18,8 @@ from cronwave_core.settings import (
 from cronwave_core.telemetry.tracing import init_tracing
 from workflow_store import metrics
 from workflow_store.db import Database, create_engine, migrate
+from workflow_store.deadline_sweep import DeadlineSweep
+from workflow_store.notifier import Notifications
 from workflow_store.servicer import WorkflowStoreServicer
 from workflow_store.store import Store
 
@@ -29,6 +32,7 @@ def main() -> None:
     telemetry = TelemetrySettings.from_env()
     store_settings = StoreSettings.from_env()
     hooks = TestHooks.from_env()
+    deadlines = DeadlineSettings.from_env()
     provider = init_tracing(NAME, telemetry)
     engine = create_engine(store_settings.database_url)
     migrate(engine)
@@ -36,22 +40,36 @@ def main() -> None:
     store = Store(db)
     metrics.install(db)
     servicer = WorkflowStoreServicer(store)
+    notifications = Notifications(
+        store.record_delivery,
+        timeout=deadlines.notify_timeout,
+        attempts=deadlines.notify_attempts,
+        backoff=deadlines.notify_backoff,
+    )
+    sweep = DeadlineSweep(store, notifications, deadlines)
 
     def register(server: grpc.Server) -> None:
         api_grpc.add_WorkflowStoreServiceServicer_to_server(servicer, server)
+
+    def on_stopping() -> None:
+        sweep.stop()
+        notifications.stop()
+        store.close_watchers()
 
     def on_stop() -> None:
         store.wake_watchers()
         db.dispose()
         provider.shutdown()
 
+    notifications.start()
+    sweep.start()
     serve(
         Service(
             name=NAME,
             address=network.store_addr,
             register=register,
             service_names=full_names([api.DESCRIPTOR]),
-            on_stopping=store.close_watchers,
+            on_stopping=on_stopping,
             on_stop=on_stop,
             # Watch streams hold a thread each for as long as their callers listen.
             max_workers=64,
