@@ -47,8 +47,7 @@ class DeadlineSettings(FromEnv):
         PREFIX + "NOTIFY_URLS",
         _Urls(),
         (),
-        "webhooks every schedule's breaches are sent to, besides the schedule's own "
-        "(`--notify`)",
+        "webhooks every schedule's breaches are sent to, besides the schedule's own (`--notify`)",
     )
     notify_format: str = setting(
         PREFIX + "NOTIFY_FORMAT",
@@ -73,6 +72,5 @@ class DeadlineSettings(FromEnv):
         PREFIX + "NOTIFY_BACKOFF",
         Duration(positive=True, maximum=timedelta(minutes=10)),
         timedelta(seconds=1),
-        "the wait before a delivery's second POST, doubled before each next one (at most "
-        "5 min)",
+        "the wait before a delivery's second POST, doubled before each next one (at most 5 min)",
     )

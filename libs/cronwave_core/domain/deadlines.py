@@ -80,9 +80,7 @@ def notifier_url(url: str, field: str) -> str:
     except ValueError:
         raise InvalidArgument(field, f"{shown(url)} is not a valid URL") from None
     if parts.scheme not in ("http", "https"):
-        raise InvalidArgument(
-            field, f"must be an http:// or https:// URL, got {shown(url)}"
-        )
+        raise InvalidArgument(field, f"must be an http:// or https:// URL, got {shown(url)}")
     if not parts.hostname:
         raise InvalidArgument(field, f"{shown(url)} has no host")
     del port
@@ -109,7 +107,9 @@ class Notifier:
 def deadline_value(deadline: timedelta, field: str = "policy.deadline") -> timedelta:
     """A positive duration of at most ``MAX_DEADLINE``."""
     if deadline <= timedelta(0):
-        raise InvalidArgument(field, f"must be a positive duration, got {deadline.total_seconds():g}s")
+        raise InvalidArgument(
+            field, f"must be a positive duration, got {deadline.total_seconds():g}s"
+        )
     if deadline > MAX_DEADLINE:
         raise InvalidArgument(field, f"must be at most {MAX_DEADLINE.days} days")
     return deadline

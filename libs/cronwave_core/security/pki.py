@@ -116,9 +116,14 @@ class LocalCA:
                 .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
                 .add_extension(
                     x509.KeyUsage(
-                        digital_signature=False, content_commitment=False,
-                        key_encipherment=False, data_encipherment=False, key_agreement=False,
-                        key_cert_sign=True, crl_sign=True, encipher_only=False,
+                        digital_signature=False,
+                        content_commitment=False,
+                        key_encipherment=False,
+                        data_encipherment=False,
+                        key_agreement=False,
+                        key_cert_sign=True,
+                        crl_sign=True,
+                        encipher_only=False,
                         decipher_only=False,
                     ),  # fmt: skip
                     critical=True,
@@ -145,7 +150,9 @@ class LocalCA:
         key = ec.generate_private_key(ec.SECP256R1())
         attrs = [x509.NameAttribute(NameOID.COMMON_NAME, common_name)]
         if role is not None:
-            attrs.append(x509.NameAttribute(NameOID.ORGANIZATIONAL_UNIT_NAME, ROLE_UNIT_PREFIX + role))
+            attrs.append(
+                x509.NameAttribute(NameOID.ORGANIZATIONAL_UNIT_NAME, ROLE_UNIT_PREFIX + role)
+            )
         sans: list[x509.GeneralName] = [x509.UniformResourceIdentifier(uri)]
         sans += [x509.DNSName(name) for name in dns_names]
         if dns_names:

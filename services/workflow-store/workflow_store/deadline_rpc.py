@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import grpc
+from cronwave_proto.v1 import common_pb2
 from cronwave_proto.v1 import workflow_store_service_pb2 as api
 
 from cronwave_core.convert import dt_to_ts
@@ -32,7 +33,9 @@ def breach_to_proto(b: BreachRecord) -> api.DeadlineBreach:
         reason=b.reason,
         cause=b.cause,
         run_id=b.run_id,
-        run_state=b.run_state.to_proto() if b.run_state else 0,
+        run_state=(
+            b.run_state.to_proto() if b.run_state else common_pb2.RUN_STATE_UNSPECIFIED
+        ),
         detected_at=dt_to_ts(b.detected_at),
         deliveries=[delivery_to_proto(d) for d in b.deliveries],
     )

@@ -258,4 +258,3 @@ def _breach(row: m.DeadlineBreach, deliveries: tuple[DeliveryRecord, ...]) -> Br
         detected_at=row.detected_at,
         deliveries=deliveries,
     )
-

@@ -169,7 +169,9 @@ class Notifications:
         for attempt in range(1, self._attempts + 1):
             status, error = self._post(delivery.url, job.body)
             if 200 <= status < 300:
-                self._safe_record(delivery.delivery_id, DeliveryStatus.DELIVERED, attempt, status, "")
+                self._safe_record(
+                    delivery.delivery_id, DeliveryStatus.DELIVERED, attempt, status, ""
+                )
                 return
             last = attempt == self._attempts
             outcome = DeliveryStatus.FAILED if last else DeliveryStatus.PENDING

@@ -67,9 +67,7 @@ def upgrade() -> None:
         ),
         sa.PrimaryKeyConstraint("id", name=op.f("pk_deadline_deliveries")),
     )
-    op.create_index(
-        op.f("ix_deadline_deliveries_breach_id"), "deadline_deliveries", ["breach_id"]
-    )
+    op.create_index(op.f("ix_deadline_deliveries_breach_id"), "deadline_deliveries", ["breach_id"])
     op.create_index(op.f("ix_deadline_deliveries_status"), "deadline_deliveries", ["status"])
     op.create_table(
         "deadline_cursors",
