@@ -15,9 +15,9 @@ from cronwave_proto.v1 import workflow_store_service_pb2 as store_pb
 from google.protobuf import field_mask_pb2
 
 from cronwave import _enums
+from cronwave._deadline_calls import DeadlineCalls
 from cronwave._errors import WaitTimeout
 from cronwave._models import Run, RunEvent, Schedule
-from cronwave._deadline_calls import DeadlineCalls
 from cronwave._planner_calls import PlannerCalls
 from cronwave._spec_input import policy_of, spec_of, whole_or_keywords
 from cronwave._update_input import update_of

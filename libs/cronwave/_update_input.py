@@ -15,7 +15,6 @@ from cronwave._spec_input import policy_of, spec_of
 from cronwave_core.domain.spec import Interval, Policy, Spec
 from cronwave_core.errors import InvalidArgument
 
-
 #: A keyword whose policy field has another name.
 _POLICY_PATHS = {"notify": "policy.notifiers", "notify_format": "policy.notifiers"}
 

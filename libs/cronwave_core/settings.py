@@ -41,7 +41,6 @@ from cronwave_core.errors import ConfigurationError
 from cronwave_core.settings_base import PREFIX, FromEnv
 from cronwave_core.settings_deadlines import DeadlineSettings
 
-
 DEFAULT_PORTS = {
     "store": 7401,
     "leader": 7402,

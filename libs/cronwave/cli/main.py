@@ -23,6 +23,7 @@ from cronwave.cli import (
     load,
     runs,
     schedule,
+    status,
     suite_cmds,
     trace,
     waterfall,
@@ -84,6 +85,7 @@ app.add_typer(apply.app)  # apply
 app.add_typer(runs.app, name="runs")
 app.add_typer(dlq.app, name="dlq")
 app.add_typer(leader.app)  # leader
+app.add_typer(status.app)  # status
 app.add_typer(bench.app)  # bench
 app.add_typer(waterfall.app)  # waterfall
 app.add_typer(trace.app, name="trace")

@@ -33,9 +33,7 @@ def breach_to_proto(b: BreachRecord) -> api.DeadlineBreach:
         reason=b.reason,
         cause=b.cause,
         run_id=b.run_id,
-        run_state=(
-            b.run_state.to_proto() if b.run_state else common_pb2.RUN_STATE_UNSPECIFIED
-        ),
+        run_state=(b.run_state.to_proto() if b.run_state else common_pb2.RUN_STATE_UNSPECIFIED),
         detected_at=dt_to_ts(b.detected_at),
         deliveries=[delivery_to_proto(d) for d in b.deliveries],
     )

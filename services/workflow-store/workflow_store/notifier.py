@@ -18,7 +18,6 @@ from __future__ import annotations
 import json
 import logging
 import queue
-import socket
 import threading
 import urllib.error
 import urllib.request
@@ -203,11 +202,11 @@ class Notifications:
                 return int(answer.status), ""
         except urllib.error.HTTPError as exc:
             return int(exc.code), f"HTTP {exc.code}"
-        except (TimeoutError, socket.timeout):
+        except TimeoutError:
             return 0, f"timed out after {self._timeout:g}s"
         except urllib.error.URLError as exc:
             reason = exc.reason
-            if isinstance(reason, TimeoutError | socket.timeout):
+            if isinstance(reason, TimeoutError):
                 return 0, f"timed out after {self._timeout:g}s"
             text = reason.strerror if isinstance(reason, OSError) and reason.strerror else reason
             return 0, f"connection failed: {text}"
