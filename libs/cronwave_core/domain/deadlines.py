@@ -12,7 +12,8 @@ slot (its run, if any). The store's deadline sweep asks it; nothing else decides
 | FAILED / TIMED_OUT / CANCELLED | ``failed`` / ``timed_out`` / ``cancelled`` | the run's error |
 | DEAD_LETTERED | ``dead_lettered`` | the run's error |
 | RUNNING | ``still_running`` | claimed or started when |
-| PENDING (never claimed) | ``not_started`` | ``pending: never claimed`` |
+| PENDING after a failed attempt (a retry is due) | ``failed`` | the attempt's error |
+| PENDING (never claimed, or handed back) | ``not_started`` | ``pending: ...`` |
 | MISSED ``pending:*`` (decided, not started yet) | ``not_started`` | its placeholder reason |
 | MISSED ``paused`` or ``dst_gap_skip`` | none: the operator or the DST policy said so | |
 | MISSED for another reason | ``missed`` | the MISSED reason (``overlap_skip`` ...) |
@@ -142,6 +143,7 @@ class SlotRun:
     finished_at: datetime | None = None
     started_at: datetime | None = None
     claimed_at: datetime | None = None
+    attempt: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -175,6 +177,10 @@ def judge(run: SlotRun | None, deadline_at: datetime) -> Verdict | None:
             return Verdict(BreachReason.STILL_RUNNING, f"started at {_iso(run.started_at)}")
         return Verdict(BreachReason.STILL_RUNNING, "claimed, the job body has not begun")
     if state is RunState.PENDING:
+        if run.error:
+            return Verdict(BreachReason.FAILED, f"attempt {run.attempt} failed: {run.error}")
+        if run.attempt:
+            return Verdict(BreachReason.NOT_STARTED, "pending: handed back, not running")
         return Verdict(BreachReason.NOT_STARTED, "pending: never claimed")
     if state is RunState.MISSED:
         reason = run.error

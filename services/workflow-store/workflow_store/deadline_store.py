@@ -113,6 +113,7 @@ class DeadlineStore(StoreCore):
                 finished_at=run.finished_at,
                 started_at=run.started_at,
                 claimed_at=run.claimed_at,
+                attempt=run.attempt,
             )
         )
         verdict = judge(slot, deadline_at)
