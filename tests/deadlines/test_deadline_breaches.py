@@ -54,7 +54,9 @@ def test_a_killed_worker_breaches_the_deadline_and_the_store_says_so_everywhere(
 
         # When the worker is killed (kill -9) while the run is in its body
         def running() -> str:
-            (run,) = c.list_runs(schedule_id)
+            runs = c.list_runs(schedule_id)
+            assert len(runs) == 1, "not recorded yet"
+            run = runs[0]
             assert run.state == "RUNNING" and run.started_at is not None, run.state
             return run.run_id
 

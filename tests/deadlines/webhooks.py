@@ -67,10 +67,13 @@ def _handler(receiver: Receiver) -> type[BaseHTTPRequestHandler]:
             if answer == "hold":
                 receiver.released.wait(HOLD_SECONDS)
                 answer = 200
-            self.send_response(int(answer))
-            self.send_header("Content-Length", "2")
-            self.end_headers()
-            self.wfile.write(b"{}")
+            try:
+                self.send_response(int(answer))
+                self.send_header("Content-Length", "2")
+                self.end_headers()
+                self.wfile.write(b"{}")
+            except (BrokenPipeError, ConnectionResetError):
+                pass  # a held answer: the notifier gave up on it (its timeout)
 
         def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
             return
