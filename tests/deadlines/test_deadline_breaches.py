@@ -12,7 +12,6 @@ from datetime import timedelta
 
 import pytest
 
-from cronwave_core.suite import Suite
 from tests.deadlines import webhooks
 from tests.deadlines.support import (
     NOTIFY_ENV,

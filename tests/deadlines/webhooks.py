@@ -55,7 +55,7 @@ class Receiver:
 
 def _handler(receiver: Receiver) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:  # noqa: N802 (http.server's name)
+        def do_POST(self) -> None:
             length = min(int(self.headers.get("Content-Length") or 0), 1 << 20)
             raw = self.rfile.read(length)
             try:
@@ -75,7 +75,7 @@ def _handler(receiver: Receiver) -> type[BaseHTTPRequestHandler]:
             except (BrokenPipeError, ConnectionResetError):
                 pass  # a held answer: the notifier gave up on it (its timeout)
 
-        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
+        def log_message(self, format: str, *args: Any) -> None:
             return
 
     return Handler
