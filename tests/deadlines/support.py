@@ -86,7 +86,12 @@ def scrape(suite: Suite, service: str = "workflow-store") -> dict[str, Any]:
 
 
 def counted(suite: Suite, schedule_id: str, reason: str) -> float:
-    family = scrape(suite).get(BREACHES.removesuffix("_total"))
+    return counted_in(suite, "workflow-store", schedule_id, reason)
+
+
+def counted_in(suite: Suite, service: str, schedule_id: str, reason: str = "not_started") -> float:
+    """The breaches of ``schedule_id`` for ``reason`` that process ``service`` counted."""
+    family = scrape(suite, service).get(BREACHES.removesuffix("_total"))
     if family is None:
         return 0.0
     return sum(

@@ -12,12 +12,14 @@ from datetime import timedelta
 
 import pytest
 
+import cronwave
 from tests.deadlines import webhooks
 from tests.deadlines.support import (
     NOTIFY_ENV,
     breaches_of,
     client,
     counted,
+    counted_in,
     cronwave_cli,
     soon,
     status_json,
@@ -226,3 +228,54 @@ def test_a_failing_webhook_is_retried_then_recorded_failed_and_blocks_nothing(
         assert len(hooks.posts("/ok")) == 1
         # and the sweep went on meanwhile: the later schedule's breach is recorded too
         assert wait_breach(c, later).reason == "not_started"
+
+
+@pytest.mark.both_backends
+def test_two_store_replicas_record_count_and_send_each_breach_once(
+    make_suite: SuiteFactory,  # noqa: F811
+    hooks: webhooks.Receiver,
+) -> None:
+    # Given two workflow-store replicas on one database, both sweeping, and no planner
+    suite = make_suite(planners=0, env=NOTIFY_ENV)
+    suite.start_service("workflow-store", index=1)
+    schedule_id = fresh("pulse")
+    with client(suite) as c:
+        # and a schedule with a slot every second, none of which anybody starts
+        created = c.create_schedule(
+            schedule_id,
+            intervals=[cronwave.Interval(timedelta(seconds=1))],
+            job_type="cronwave.noop",
+            deadline=timedelta(seconds=1),
+            notify=[hooks.url("/once")],
+        )
+        eventually(lambda: len(breaches_of(c, schedule_id)) >= 5, timeout=60, what="5 breaches")
+        paused = c.pause_schedule(schedule_id, note="enough")
+        assert created.updated_at is not None and paused.updated_at is not None
+
+        # When every slot before the pause has been judged
+        first = int(created.updated_at.timestamp()) + 1
+        slots = list(range(first, int(paused.updated_at.timestamp()) + 1))
+        if paused.updated_at.timestamp() == slots[-1]:
+            slots.pop()  # a slot at the pause instant itself is not before it
+
+        def all_judged() -> list[cronwave.DeadlineBreach]:
+            found = c.deadline_breaches(schedule_id, limit=1000)
+            assert len(found) >= len(slots), f"{len(found)} of {len(slots)}"
+            return found
+
+        breaches = eventually(all_judged, timeout=60, what="a breach per slot")
+
+        # Then each slot breached exactly once, as not_started
+        assert sorted(int(b.fire_time.timestamp()) for b in breaches) == slots
+        assert {b.reason for b in breaches} == {"not_started"}
+        # and the replicas' counters add up to one count per breach
+        total = sum(
+            counted_in(suite, name, schedule_id) for name in ("workflow-store", "workflow-store-1")
+        )
+        assert total == len(slots)
+        # and the webhook got each breach once
+        posts = eventually(
+            lambda: (p := hooks.posts("/once")) and len(p) >= len(slots) and p,
+            what="a POST per breach",
+        )
+        assert sorted(p.body["breach_id"] for p in posts) == sorted(b.breach_id for b in breaches)
