@@ -20,7 +20,8 @@ calendar unless it is paused; the slots of its previous calendar (the one before
 last change this process saw, unless that one was paused) up to the change; and every
 run a planner recorded (SCHEDULED, CATCHUP) in the range. A slot before a change of
 which no run was recorded and that this process did not see under the earlier version
-(it was down) is not judged. Manual triggers and backfills have no deadline.
+(it was not running) is not judged, and the runs recorded then are judged one deadline
+after the change at the latest. Manual triggers and backfills have no deadline.
 """
 
 from __future__ import annotations
@@ -164,7 +165,9 @@ class DeadlineSweep:
             if t is not None and t < w.version_at:
                 candidates.append(t)
         elif w.cursor < w.version_at:
-            candidates.append(w.cursor)  # recorded runs before the change, seen by rows only
+            # Runs recorded before a change this process did not see (it started since):
+            # judged from their rows, at the latest one deadline after the change.
+            candidates.append(w.version_at)
         if not w.paused:
             t = calendar.next_fire_time(w.spec, max(w.cursor, w.version_at))
             if t is not None:
