@@ -76,8 +76,15 @@ _LAZY = {
     "TERMINAL_STATES": "cronwave._enums",
     "WaitTimeout": "cronwave._errors",
     **dict.fromkeys(
-        ("DeadlineBreach", "DeadlineDelivery", "Lease", "PlannerStatus", "Run", "RunEvent")
-        + ("Schedule",),
+        (
+            "DeadlineBreach",
+            "DeadlineDelivery",
+            "Lease",
+            "PlannerStatus",
+            "Run",
+            "RunEvent",
+            "Schedule",
+        ),
         "cronwave._models",
     ),
     **dict.fromkeys(("Notifier", "NotifyFormat"), "cronwave_core.domain.deadlines"),
