@@ -27,6 +27,8 @@ from workflow_store.deadline_records import (
     DeliveryStatus,
     SlotCheck,
 )
+from workflow_store.records import ScheduleRecord
+from workflow_store.rows import _listed
 from workflow_store.store_core import StoreCore
 
 #: A schedule's recorded runs judged in one sweep at most; the rest wait for the next.
@@ -44,6 +46,31 @@ def _iso(at: datetime) -> str:
 
 
 class DeadlineStore(StoreCore):
+    def deadline_changes(self, after: int, limit: int) -> list[tuple[str, int, bool]]:
+        """The schedules changed after revision ``after``, oldest change first: id,
+        revision, and whether it is live with a deadline (a look at the stored policy's
+        text, so the sweep reads whole rows only of those; a false yes is harmless)."""
+        has = sa.and_(
+            m.Schedule.deleted.is_(False),
+            sa.cast(m.Schedule.policy, sa.Text).like('%"deadline"%'),
+        )
+        query = (
+            sa.select(m.Schedule.id, m.Schedule.revision, has.label("has"))
+            .where(m.Schedule.revision > after)
+            .order_by(m.Schedule.revision)
+            .limit(limit)
+        )
+        with self.db.read() as s:
+            return [(r.id, int(r.revision), bool(r.has)) for r in s.execute(query)]
+
+    def schedules_named(self, schedule_ids: Sequence[str]) -> dict[str, ScheduleRecord]:
+        """The schedules of ``schedule_ids``, as listings show them."""
+        if not schedule_ids:
+            return {}
+        with self.db.read() as s:
+            rows = s.scalars(sa.select(m.Schedule).where(m.Schedule.id.in_(list(schedule_ids))))
+            return {r.id: _listed(r, self.limits) for r in rows}
+
     def deadline_cursors(self, schedule_ids: Sequence[str]) -> dict[str, datetime]:
         """How far each schedule's slots were judged (schedules never judged are absent)."""
         if not schedule_ids:

@@ -176,15 +176,23 @@ class DeadlineSweep:
 
     def _refresh(self) -> None:
         for _ in range(PAGES_PER_TICK):
-            page = self._store.schedules_since(self._revision, PAGE)
-            if not page:
+            changes = self._store.deadline_changes(self._revision, PAGE)
+            if not changes:
                 return
-            fresh = [r for r in page if _has_deadline(r) and r.schedule_id not in self._index]
-            cursors = self._store.deadline_cursors([r.schedule_id for r in fresh])
-            for record in page:
-                self._revision = max(self._revision, record.revision)
+            named = [schedule_id for schedule_id, _, has in changes if has]
+            records = self._store.schedules_named(named)
+            fresh = [i for i in named if i not in self._index]
+            cursors = self._store.deadline_cursors(fresh)
+            for schedule_id, revision, _ in changes:
+                self._revision = max(self._revision, revision)
+                record = records.get(schedule_id)
+                if record is None or record.revision != revision:
+                    # no deadline, or changed again since: that change comes later
+                    if record is None:
+                        self._index.pop(schedule_id, None)
+                    continue
                 self._apply(record, cursors)
-            if len(page) < PAGE:
+            if len(changes) < PAGE:
                 return
 
     def _apply(self, record: ScheduleRecord, cursors: dict[str, datetime]) -> None:
