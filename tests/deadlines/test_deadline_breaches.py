@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 import signal
 from collections.abc import Iterator
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -279,3 +279,40 @@ def test_two_store_replicas_record_count_and_send_each_breach_once(
             what="a POST per breach",
         )
         assert sorted(p.body["breach_id"] for p in posts) == sorted(b.breach_id for b in breaches)
+
+
+def test_a_deadline_that_passed_while_the_store_was_down_is_caught_up(
+    make_suite: SuiteFactory,  # noqa: F811
+    hooks: webhooks.Receiver,
+) -> None:
+    # Given a slot with a short deadline, no planner, and the store stopped before it
+    suite = make_suite(planners=0, env=NOTIFY_ENV)
+    schedule_id = fresh("outage")
+    with client(suite) as c:
+        created = c.create_schedule(
+            schedule_id,
+            one_off=[soon(3)],
+            job_type="cronwave.noop",
+            deadline=timedelta(seconds=1),
+            notify=[hooks.url("/late")],
+        )
+    slot = created.one_off[0]
+    suite.stop_proc(suite.procs["workflow-store"])
+
+    # When its deadline passes while the store is down, and the store comes back
+    eventually(
+        lambda: datetime.now(UTC) > slot + timedelta(seconds=2),
+        timeout=30,
+        interval=0.2,
+        what="the deadline passed",
+    )
+    suite.restart("workflow-store")
+
+    # Then the restarted store records the breach it could not see, and sends it
+    with client(suite) as c:
+        breach = wait_breach(c, schedule_id)
+    assert breach.reason == "not_started"
+    assert breach.fire_time == slot
+    assert breach.detected_at > breach.deadline_at + timedelta(seconds=1)
+    post = eventually(lambda: hooks.posts("/late"), what="the POST")[0]
+    assert post.body["breach_id"] == breach.breach_id
