@@ -26,7 +26,7 @@ from cronwave_core.domain.spec import Interval, Policy, Spec
 from cronwave_core.errors import InvalidArgument, NotFound, RunNotFound, Unavailable
 
 if TYPE_CHECKING:
-    from cronwave_core.settings import NetworkSettings
+    from cronwave_core.settings import NetworkSettings, TlsSettings
 
 Resp = TypeVar("Resp")
 
@@ -68,12 +68,16 @@ class Client(PlannerCalls, DeadlineCalls):
         planner_addr: str | None = None,
         leader_addr: str | None = None,
         timeout: timedelta | None = None,
+        tls: TlsSettings | None = None,
     ) -> None:
         """Each address not given is read from its variable (``CRONWAVE_STORE_ADDR``,
         ``CRONWAVE_DISPATCHER_ADDR``, ``CRONWAVE_PLANNER_ADDR``,
         ``CRONWAVE_LEADER_ADDR``), else it is the port ``cronwave up`` serves by
         default on 127.0.0.1; ``timeout`` likewise from ``CRONWAVE_RPC_TIMEOUT``, else
-        5 s. A malformed variable raises ``ConfigurationError`` naming it."""
+        5 s. ``tls``: the certificates and the API key to call with (None: from
+        ``CRONWAVE_TLS_*`` and ``CRONWAVE_TOKEN``, by default the local
+        administrator's certificate in ``<data dir>/tls``). A malformed variable raises
+        ``ConfigurationError`` naming it."""
         from_env = _from_env(store_addr, dispatcher_addr, planner_addr, leader_addr, timeout)
         timeout = from_env.rpc_timeout if timeout is None else timeout
         if timeout <= timedelta(0):
@@ -88,17 +92,23 @@ class Client(PlannerCalls, DeadlineCalls):
         from cronwave import _transport  # grpc: loaded by the first client, not the import
 
         self._transport = _transport
-        self._stubs = _transport.connect(self._addrs, timeout)
+        if tls is None:
+            from cronwave_core.settings import TlsSettings
+
+            tls = TlsSettings.from_env()
+        self._stubs = _transport.connect(self._addrs, timeout, tls)
         self._store = self._stubs.store
         self._dispatcher = self._stubs.dispatcher
         self._planner = self._stubs.planner
         self._leader = self._stubs.leader
 
     @classmethod
-    def from_settings(cls, settings: NetworkSettings) -> Client:
+    def from_settings(cls, settings: NetworkSettings, tls: TlsSettings | None = None) -> Client:
         """A client for the addresses and RPC timeout in ``settings``
-        (``CRONWAVE_STORE_ADDR``, ..., ``CRONWAVE_RPC_TIMEOUT``)."""
+        (``CRONWAVE_STORE_ADDR``, ..., ``CRONWAVE_RPC_TIMEOUT``), with ``tls`` (see
+        ``__init__``)."""
         return cls(
+            tls=tls,
             store_addr=settings.store_addr,
             dispatcher_addr=settings.dispatcher_addr,
             planner_addr=settings.planner_addr,

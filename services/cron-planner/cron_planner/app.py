@@ -23,6 +23,7 @@ from cronwave_core.settings import (
     PlannerSettings,
     RedisSettings,
     TestHooks,
+    TlsSettings,
 )
 
 
@@ -54,16 +55,19 @@ class Planner:
         hooks: TestHooks,
         clock: Clock | None = None,
         idle: timedelta | None = None,
+        tls: TlsSettings | None = None,
     ) -> None:
         """``idle`` bounds how long the fire loop waits with nothing due (a change or a
-        leadership change wakes it at once anyway); tests on a manual clock raise it."""
+        leadership change wakes it at once anyway); tests on a manual clock raise it.
+        ``tls``: the certificate it calls with (None: this process's
+        ``CRONWAVE_TLS_*``)."""
         self.settings = settings
         self.clock = clock or SystemClock()
         timeout = network.rpc_timeout
-        self._leader_channel = open_channel(network.leader_addr, timeout, traced=False)
-        self._store_channel = open_channel(network.store_addr, timeout)
-        self._watch_channel = open_channel(network.store_addr, timeout, traced=False)
-        self._dispatcher_channel = open_channel(network.dispatcher_addr, timeout)
+        self._leader_channel = open_channel(network.leader_addr, timeout, traced=False, tls=tls)
+        self._store_channel = open_channel(network.store_addr, timeout, tls=tls)
+        self._watch_channel = open_channel(network.store_addr, timeout, traced=False, tls=tls)
+        self._dispatcher_channel = open_channel(network.dispatcher_addr, timeout, tls=tls)
         self.index = ScheduleIndex(lead=settings.dispatch_lead)
         self.elector = Elector(
             self._leader_channel,
@@ -123,6 +127,7 @@ class Planner:
             TestHooks.from_env(env),
             clock=clock,
             idle=idle,
+            tls=TlsSettings.from_env(env),
         )
 
     def _on_change(self) -> None:

@@ -271,3 +271,18 @@ class DeadlineCursor(Base):
 
     schedule_id: Mapped[str] = mapped_column(sa.ForeignKey("schedules.id"), primary_key=True)
     checked_through: Mapped[datetime]
+
+
+class ApiKey(Base):
+    """An API key (``cronwave_core.security.keys``): only the SHA-256 of its secret is
+    kept. A revoked key keeps its row, so the audit trail's names stay resolvable."""
+
+    __tablename__ = "api_keys"
+
+    key_id: Mapped[str] = mapped_column(primary_key=True)
+    name: Mapped[str]
+    role: Mapped[str]
+    secret_hash: Mapped[str]
+    created_at: Mapped[datetime]
+    created_by: Mapped[str]
+    revoked_at: Mapped[datetime | None]
