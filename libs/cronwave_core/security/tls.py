@@ -167,6 +167,15 @@ def process_tls() -> TlsSettings:
         return _process[0]
 
 
+def set_process_tls(tls: TlsSettings) -> TlsSettings:
+    """Make ``tls`` this process's settings (a program that runs job code in-process,
+    as a worker would); returns the previous ones."""
+    previous = process_tls()
+    with _channel_lock:
+        _process[0] = tls
+    return previous
+
+
 def new_channel(
     address: str, options: Sequence[tuple[str, Any]], tls: TlsSettings | None = None
 ) -> grpc.Channel:
