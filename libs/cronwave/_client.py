@@ -291,7 +291,7 @@ class Client(PlannerCalls, DeadlineCalls):
         The planner re-plans it from the moment of the change: a slot already run is
         never run again, and a calendar change does not count the slots between the
         old and the new calendar as missed. A run recorded before the change keeps the
-        payload and job type it was recorded with.
+        payload and job type it was recorded with. ``notify`` replaces the webhooks.
         """
         msg, paths = update_of(
             schedule_id,
