@@ -21,7 +21,9 @@ last change this process saw, unless that one was paused) up to the change; and 
 run a planner recorded (SCHEDULED, CATCHUP) in the range. A slot before a change of
 which no run was recorded and that this process did not see under the earlier version
 (it was not running) is not judged, and the runs recorded then are judged one deadline
-after the change at the latest. Manual triggers and backfills have no deadline.
+after the change at the latest. A schedule with ``max_runs`` and no ``start_at`` is
+judged by its recorded runs only (the planner alone counts its fires). Manual triggers
+and backfills have no deadline.
 """
 
 from __future__ import annotations
@@ -153,7 +155,7 @@ class DeadlineSweep:
         if w.previous is not None and w.cursor < w.version_at:
             end = min(through, w.version_at)
             found.extend(_between(w.previous, w.cursor, end, exclusive_end=True))
-        if not w.paused:
+        if _planned_by_calendar(w):
             found.extend(_between(w.spec, max(w.cursor, w.version_at), through))
         return sorted(set(found))[: SLOTS_PER_CHECK + 1]
 
@@ -168,7 +170,7 @@ class DeadlineSweep:
             # Runs recorded before a change this process did not see (it started since):
             # judged from their rows, at the latest one deadline after the change.
             candidates.append(w.version_at)
-        if not w.paused:
+        if not w.paused:  # (with max_runs uncounted too: the planner fires by it)
             t = calendar.next_fire_time(w.spec, max(w.cursor, w.version_at))
             if t is not None:
                 candidates.append(t)
@@ -219,6 +221,13 @@ class DeadlineSweep:
         )
         watched.next_due = self._next_due(watched)
         self._index[record.schedule_id] = watched
+
+
+def _planned_by_calendar(w: _Watched) -> bool:
+    """Whether the calendar alone says which slots are due: not while paused, nor for
+    a ``max_runs`` counted without ``start_at`` (only the planner knows how many fires
+    it has handled; its recorded runs are judged instead)."""
+    return not w.paused and not (w.spec.max_runs and w.spec.start_at is None)
 
 
 def _has_deadline(record: ScheduleRecord) -> bool:
