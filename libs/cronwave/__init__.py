@@ -51,7 +51,16 @@ if typing.TYPE_CHECKING:
     from cronwave._client import Client
     from cronwave._enums import TERMINAL_STATES
     from cronwave._errors import WaitTimeout
-    from cronwave._models import Lease, PlannerStatus, Run, RunEvent, Schedule
+    from cronwave._models import (
+        DeadlineBreach,
+        DeadlineDelivery,
+        Lease,
+        PlannerStatus,
+        Run,
+        RunEvent,
+        Schedule,
+    )
+    from cronwave_core.domain.deadlines import Notifier, NotifyFormat
     from cronwave_core.domain.spec import (
         Catchup,
         DstGap,
@@ -68,7 +77,19 @@ _LAZY = {
     "Client": "cronwave._client",
     "TERMINAL_STATES": "cronwave._enums",
     "WaitTimeout": "cronwave._errors",
-    **dict.fromkeys(("Lease", "PlannerStatus", "Run", "RunEvent", "Schedule"), "cronwave._models"),
+    **dict.fromkeys(
+        (
+            "DeadlineBreach",
+            "DeadlineDelivery",
+            "Lease",
+            "PlannerStatus",
+            "Run",
+            "RunEvent",
+            "Schedule",
+        ),
+        "cronwave._models",
+    ),
+    **dict.fromkeys(("Notifier", "NotifyFormat"), "cronwave_core.domain.deadlines"),
     **dict.fromkeys(
         ("Catchup", "DstGap", "DstRepeat", "Interval", "Overlap", "Policy", "Spec"),
         "cronwave_core.domain.spec",
@@ -85,6 +106,8 @@ __all__ = [
     "Client",
     "ConfigurationError",
     "CronwaveError",
+    "DeadlineBreach",
+    "DeadlineDelivery",
     "DstGap",
     "DstRepeat",
     "FailedPrecondition",
@@ -95,6 +118,8 @@ __all__ = [
     "Lease",
     "NonRetryable",
     "NotFound",
+    "Notifier",
+    "NotifyFormat",
     "Overlap",
     "PermissionDenied",
     "PlannerStatus",

@@ -41,8 +41,8 @@ from cronwave_core.config import (
 )
 from cronwave_core.console_settings import ConsoleSettings
 from cronwave_core.errors import ConfigurationError
-
-PREFIX = "CRONWAVE_"
+from cronwave_core.settings_base import PREFIX, FromEnv
+from cronwave_core.settings_deadlines import DeadlineSettings
 
 DEFAULT_PORTS = {
     "store": 7401,
@@ -531,6 +531,7 @@ COMPONENTS: tuple[type[FromEnv], ...] = (
     TelemetrySettings,
     MetricsSettings,
     StoreSettings,
+    DeadlineSettings,
     LeaseSettings,
     PlannerSettings,
     DispatcherSettings,

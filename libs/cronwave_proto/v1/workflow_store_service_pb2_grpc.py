@@ -194,6 +194,11 @@ class WorkflowStoreServiceStub:
                 request_serializer=cronwave_dot_v1_dot_workflow__store__service__pb2.ReplayDeadLetterRequest.SerializeToString,
                 response_deserializer=cronwave_dot_v1_dot_workflow__store__service__pb2.ReplayDeadLetterResponse.FromString,
                 _registered_method=True)
+        self.ListDeadlineBreaches = channel.unary_unary(
+                '/cronwave.v1.WorkflowStoreService/ListDeadlineBreaches',
+                request_serializer=cronwave_dot_v1_dot_workflow__store__service__pb2.ListDeadlineBreachesRequest.SerializeToString,
+                response_deserializer=cronwave_dot_v1_dot_workflow__store__service__pb2.ListDeadlineBreachesResponse.FromString,
+                _registered_method=True)
 
 
 class WorkflowStoreServiceServicer:
@@ -440,6 +445,15 @@ class WorkflowStoreServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListDeadlineBreaches(self, request, context):
+        """Slots that missed their schedule's deadline (SchedulePolicy.deadline), newest
+        first, each with the deliveries of its notifications. The store's deadline sweep
+        records each breach once per (schedule, fire time).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_WorkflowStoreServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -592,6 +606,11 @@ def add_WorkflowStoreServiceServicer_to_server(servicer, server):
                     servicer.ReplayDeadLetter,
                     request_deserializer=cronwave_dot_v1_dot_workflow__store__service__pb2.ReplayDeadLetterRequest.FromString,
                     response_serializer=cronwave_dot_v1_dot_workflow__store__service__pb2.ReplayDeadLetterResponse.SerializeToString,
+            ),
+            'ListDeadlineBreaches': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListDeadlineBreaches,
+                    request_deserializer=cronwave_dot_v1_dot_workflow__store__service__pb2.ListDeadlineBreachesRequest.FromString,
+                    response_serializer=cronwave_dot_v1_dot_workflow__store__service__pb2.ListDeadlineBreachesResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -1414,6 +1433,33 @@ class WorkflowStoreService:
             '/cronwave.v1.WorkflowStoreService/ReplayDeadLetter',
             cronwave_dot_v1_dot_workflow__store__service__pb2.ReplayDeadLetterRequest.SerializeToString,
             cronwave_dot_v1_dot_workflow__store__service__pb2.ReplayDeadLetterResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListDeadlineBreaches(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/cronwave.v1.WorkflowStoreService/ListDeadlineBreaches',
+            cronwave_dot_v1_dot_workflow__store__service__pb2.ListDeadlineBreachesRequest.SerializeToString,
+            cronwave_dot_v1_dot_workflow__store__service__pb2.ListDeadlineBreachesResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -25,6 +25,7 @@ from cronwave_core.telemetry.vocabulary import (
     Hop,
 )
 from workflow_store import convert, metrics, paging, schedule_update, slots, validate
+from workflow_store.deadline_rpc import DeadlineServicer
 from workflow_store.records import (
     MAX_BATCH,
     Completion,
@@ -76,7 +77,7 @@ def _completion_to_proto(completion: Completion) -> api.CompleteRunResponse:
     )
 
 
-class WorkflowStoreServicer(api_grpc.WorkflowStoreServiceServicer):
+class WorkflowStoreServicer(DeadlineServicer, api_grpc.WorkflowStoreServiceServicer):
     def __init__(
         self,
         store: Store,
