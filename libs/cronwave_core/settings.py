@@ -31,7 +31,6 @@ from cronwave_core.config import (
     Directory,
     Duration,
     File,
-    FromEnv,
     Integer,
     Names,
     Switch,

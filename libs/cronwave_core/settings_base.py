@@ -1,19 +1,10 @@
-"""What every settings class shares: the variables' prefix and ``from_env``."""
+"""What every settings module shares: the variables' prefix, and ``FromEnv``
+(``cronwave_core.config``)."""
 
 from __future__ import annotations
 
-import os
-from collections.abc import Mapping
-from typing import Self
-
-from cronwave_core import config
+from cronwave_core.config import FromEnv
 
 PREFIX = "CRONWAVE_"
 
-
-class FromEnv:
-    """``from_env`` for a settings dataclass (``cronwave_core.config.load``)."""
-
-    @classmethod
-    def from_env(cls, env: Mapping[str, str] | None = None) -> Self:
-        return config.load(cls, os.environ if env is None else env)
+__all__ = ["PREFIX", "FromEnv"]
