@@ -15,7 +15,7 @@ from cronwave_proto.v1 import workflow_store_service_pb2 as store_pb
 from cronwave_proto.v1 import workflow_store_service_pb2_grpc as store_grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from cronwave import Client, Lease, Run, RunEvent, Schedule
+from cronwave import Client, DeadlineBreach, Lease, Run, RunEvent, Schedule
 from cronwave_core.errors import CronwaveError, RunNotFound, Unavailable
 from cronwave_core.rpc import error_from_rpc, open_channel
 from cronwave_core.settings import NetworkSettings
@@ -111,12 +111,9 @@ class Backend:
     def events(self, run_id: str) -> list[RunEvent]:
         return self.client.run_events(run_id)
 
-    def deadline_history(self, schedule_id: str) -> list[Any] | None:
-        """The schedule's deadline breaches, newest first -- ``None`` while the store
-        records none (this version: deadlines are not stored yet). The hook the
-        schedule page shows its deadline history from."""
-        del schedule_id
-        return None
+    def deadline_history(self, schedule_id: str | None, limit: int = 50) -> list[DeadlineBreach]:
+        """Deadline breaches, newest first: of one schedule, or of all (None)."""
+        return self.client.deadline_breaches(schedule_id, limit=limit)
 
     def dead_letters(self, include_replayed: bool = False, limit: int = 200) -> list[DeadLetter]:
         resp = self._call(

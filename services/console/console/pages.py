@@ -13,7 +13,7 @@ from starlette.responses import Response
 
 from console import calendar_view
 from console.progress import progress_of
-from console.slots import Slot, classify, strip
+from console.slots import Slot, by_slot, classify, deadline_reason, strip
 from console.traces import CACHE_HITS, TRIGGERS, Scenario
 from cronwave import Run, RunEvent, Schedule
 from cronwave_core.domain import calendar
@@ -59,9 +59,10 @@ def _missing(console: Console, request: Request, what: str, ident: str) -> Respo
 def schedules(console: Console, request: Request) -> Response:
     now = _now()
     rows = []
+    breaches = by_slot(console.backend.deadline_history(None, limit=1000))
     for schedule in console.backend.schedules():
         runs = console.backend.runs(schedule.schedule_id, limit=console.slots)
-        cells = strip(runs, console.late_after)
+        cells = strip(runs, console.late_after, breaches)
         rows.append(Row(schedule, cells[-1] if cells else None, _next_fire(schedule, now), cells))
     return console.render(request, "schedules.html", rows=rows, now=now)
 
@@ -74,7 +75,8 @@ def schedule(console: Console, request: Request) -> Response:
         return _missing(console, request, "schedule", schedule_id)
     now = _now()
     runs = console.backend.runs(schedule_id, limit=100)
-    past = strip(runs, console.late_after)
+    deadlines = console.backend.deadline_history(schedule_id)
+    past = strip(runs, console.late_after, by_slot(deadlines))
     dst_days = calendar_view.dst_days(found.spec, now)
     return console.render(
         request,
@@ -84,7 +86,7 @@ def schedule(console: Console, request: Request) -> Response:
         upcoming=[] if found.paused else calendar_view.upcoming(found.spec, now, 20),
         dst_days=dst_days,
         dst_policy={d.day: f"{d.change}, {d.policy}" for d in dst_days},
-        deadlines=console.backend.deadline_history(schedule_id),
+        deadlines=[(b, deadline_reason(b)) for b in deadlines],
         next_fire=_next_fire(found, now),
         now=now,
     )

@@ -5,6 +5,8 @@ ran      SUCCEEDED, fire lateness at most the console's ``late_after``
 late     SUCCEEDED, fire lateness above ``late_after``
 failed   FAILED, TIMED_OUT, CANCELLED or DEAD_LETTERED
 missed   MISSED: the slot was not run (catch-up policy, overlap policy, DST gap, ...)
+failed-deadline  the slot had not SUCCEEDED by its schedule's deadline (the store
+         recorded a breach), whatever its run did later
 running  PENDING or RUNNING: not finished yet
 ======== ==========================================================================
 
@@ -14,13 +16,15 @@ was down at the fire time and the catch-up policy is skip".
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 
-from cronwave import Run
+from cronwave import DeadlineBreach, Run
 
-OUTCOMES = ("ran", "late", "failed", "missed", "running")
+OUTCOMES = ("ran", "late", "failed", "missed", "running", "failed-deadline")
+#: A slot that had not SUCCEEDED by its schedule's deadline (a breach the store recorded).
+DEADLINE_MISSED = "failed-deadline"
 _FAILED = {"FAILED", "TIMED_OUT", "CANCELLED", "DEAD_LETTERED"}
 
 #: The MISSED reasons the planner records (``cronwave_core.domain.catchup``,
@@ -94,6 +98,29 @@ def classify(run: Run, late_after: timedelta) -> Slot:
     return Slot(run, "running", "pending: waiting for a worker")
 
 
-def strip(runs: Sequence[Run], late_after: timedelta) -> list[Slot]:
-    """The strip of ``runs``, oldest fire time first."""
-    return [classify(r, late_after) for r in sorted(runs, key=lambda r: r.fire_time)]
+def strip(
+    runs: Sequence[Run],
+    late_after: timedelta,
+    breaches: Mapping[tuple[str, datetime], DeadlineBreach] | None = None,
+) -> list[Slot]:
+    """The strip of ``runs``, oldest fire time first. A slot whose deadline was missed
+    (``breaches``, by schedule and fire time) is ``failed-deadline`` whatever became
+    of its run later, with the breach's reason first."""
+    cells = []
+    for run in sorted(runs, key=lambda r: r.fire_time):
+        slot = classify(run, late_after)
+        breach = (breaches or {}).get((run.schedule_id, run.fire_time))
+        if breach is not None:
+            slot = Slot(run, DEADLINE_MISSED, f"{deadline_reason(breach)}; {slot.reason}")
+        cells.append(slot)
+    return cells
+
+
+def deadline_reason(breach: DeadlineBreach) -> str:
+    """``deadline missed at 02:45:00Z: still_running (the run had not ended)``."""
+    cause = f" ({breach.cause})" if breach.cause else ""
+    return f"deadline missed at {breach.deadline_at:%Y-%m-%d %H:%M:%S}Z: {breach.reason}{cause}"
+
+
+def by_slot(breaches: Sequence[DeadlineBreach]) -> dict[tuple[str, datetime], DeadlineBreach]:
+    return {(b.schedule_id, b.fire_time): b for b in breaches}
