@@ -261,6 +261,21 @@ class MetricsSettings(FromEnv):
 
 
 @dataclass(frozen=True, kw_only=True)
+class LogSettings(FromEnv):
+    """A process's log lines (``cronwave_core.logs``)."""
+
+    #: None (unset or empty): JSON unless stderr is a terminal.
+    log_format: str | None = setting(
+        PREFIX + "LOG_FORMAT",
+        Choice("json", "text"),
+        None,
+        "`json`: one JSON object a line (`time`, `level`, `service`, `logger`, `message`, "
+        "and a run's `run_id`, `schedule_id`, `trace_id`, `span_id`); `text`: one "
+        "readable line. Unset: `text` when stderr is a terminal, else `json` (see *Logs*)",
+    )
+
+
+@dataclass(frozen=True, kw_only=True)
 class StoreSettings(FromEnv):
     """The workflow-store: the only process that touches the scheduler's database."""
 
@@ -536,6 +551,7 @@ COMPONENTS: tuple[type[FromEnv], ...] = (
     RedisSettings,
     TelemetrySettings,
     MetricsSettings,
+    LogSettings,
     StoreSettings,
     LeaseSettings,
     PlannerSettings,
