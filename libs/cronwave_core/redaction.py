@@ -4,7 +4,7 @@ API key (``cwk_…``).
 Every log line goes through ``redact`` (``cronwave_core.logs``), and so does every
 place that shows a configured URL (``cronwave up``'s table, a settings error, the
 store's start-up line), so a ``CRONWAVE_DATABASE_URL`` or ``CRONWAVE_REDIS_URL`` that
-carries a password, or a ``CRONWAVE_TOKEN``, is never written out whole. What is
+carries a password, or a caller's API key, is never written out whole. What is
 masked keeps its shape (``postgresql+psycopg://billing:***@db/cronwave``,
 ``Bearer ***``, ``cwk_***``), so a line still says which URL or which kind of
 credential it was about.
