@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any, Generic, TypeVar
 
 from cronwave_core.errors import ConfigurationError
+from cronwave_core.redaction import redact
 
 T = TypeVar("T")
 _KEY = "cronwave.setting"
@@ -115,7 +116,9 @@ def read(spec: Variable, env: Mapping[str, str], values: Mapping[str, Any]) -> A
     try:
         return spec.kind.parse(raw)
     except ValueError:
-        raise ConfigurationError(f"{spec.name}: expected {spec.kind.rule}, got {raw!r}") from None
+        # A malformed URL may still carry a password or a key: never echoed whole.
+        shown = redact(raw)
+        raise ConfigurationError(f"{spec.name}: expected {spec.kind.rule}, got {shown!r}") from None
 
 
 def load(cls: type[T], env: Mapping[str, str]) -> T:
