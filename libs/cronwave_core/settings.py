@@ -206,6 +206,7 @@ class RedisSettings(FromEnv):
         f"redis://127.0.0.1:{DEFAULT_PORTS['redis']}/0",
         "broker, leases, caches; `cronwave up` starts an embedded redis-server there "
         "unless this is set",
+        secret=True,  # may carry a password
     )
     namespace: str = setting(
         PREFIX + "NAMESPACE", Text(), "cronwave", "prefix of every Redis key and queue"
@@ -285,6 +286,7 @@ class StoreSettings(FromEnv):
         _in_data_dir("cronwave.db"),
         "the scheduler's database (workflow-store only); `postgresql+psycopg://user@host/db` "
         "in production",
+        secret=True,  # may carry a password
     )
 
 
@@ -454,6 +456,7 @@ class DemoSettings(FromEnv):
         _DATABASE,
         _in_data_dir("billing.db"),
         "the billing job's own database",
+        secret=True,
     )
     billing_heartbeat_timeout: timedelta = setting(
         PREFIX + "BILLING_HEARTBEAT_TIMEOUT",
@@ -469,6 +472,7 @@ class DemoSettings(FromEnv):
         _DATABASE,
         _in_data_dir("gateway.db"),
         "the payment gateway's own database",
+        secret=True,
     )
 
 
