@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import logging
 import sys
+import threading
 import time
 from typing import IO, Any
 
@@ -173,4 +174,27 @@ def configure_logging(
         root.removeHandler(old)
     root.addHandler(handler)
     root.setLevel(level)
+    # What Python would print to stderr by itself goes through the handler too, so
+    # every line of the log has the format (and the masking).
+    logging.captureWarnings(True)
+    sys.excepthook = _log_uncaught
+    threading.excepthook = _log_thread_uncaught
     return handler
+
+
+def _log_uncaught(kind: type[BaseException], exc: BaseException, tb: Any) -> None:
+    if issubclass(kind, KeyboardInterrupt):
+        sys.__excepthook__(kind, exc, tb)
+        return
+    logging.getLogger("cronwave").critical("uncaught exception", exc_info=(kind, exc, tb))
+
+
+def _log_thread_uncaught(args: threading.ExceptHookArgs) -> None:
+    if args.exc_type is SystemExit:
+        return
+    name = args.thread.name if args.thread is not None else "?"
+    logging.getLogger("cronwave").error(
+        "uncaught exception in thread %s",
+        name,
+        exc_info=(args.exc_type, args.exc_value or args.exc_type(), args.exc_traceback),
+    )

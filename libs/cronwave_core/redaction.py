@@ -23,7 +23,9 @@ MASK = "***"
 # scheme://user:password@ — the password is what lies between the first ':' after the
 # scheme's '//' and the '@' (an '@' or '/' inside a password must be percent-encoded).
 _URL_PASSWORD = re.compile(r"(?P<head>\b[A-Za-z][A-Za-z0-9+.\-]*://[^:/@\s\"'<>]*):[^@\s\"'<>/]+@")
-_BEARER = re.compile(r"(?P<head>\bBearer\s+)[A-Za-z0-9\-._~+/]+=*", re.IGNORECASE)
+# As the authorization header spells it; a token is at least 8 characters, so prose
+# ("Bearer of news") is left alone. An API key is masked by its prefix anyway.
+_BEARER = re.compile(r"(?P<head>\b(?:Bearer|BEARER|bearer)\s+)[A-Za-z0-9\-._~+/]{8,}=*")
 _API_KEY = re.compile(r"\bcwk_[A-Za-z0-9_\-]+")
 
 
@@ -31,7 +33,7 @@ def redact(text: str) -> str:
     """``text`` with every URL password, bearer token and ``cwk_`` API key masked."""
     if "://" in text:
         text = _URL_PASSWORD.sub(rf"\g<head>:{MASK}@", text)
-    if "earer" in text or "EARER" in text:
+    if "earer" in text or "EARER" in text:  # Bearer, bearer, BEARER
         text = _BEARER.sub(rf"\g<head>{MASK}", text)
     if "cwk_" in text:
         text = _API_KEY.sub(f"cwk_{MASK}", text)
