@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import re
 import urllib.request
+import uuid
 from collections.abc import Iterator
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -16,8 +18,11 @@ import pytest
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
+from cronwave import Interval
 from cronwave_core.suite import Suite
+from tests.harness.clients import client_for
 from tests.harness.suites import SuiteFactory, make_suite  # noqa: F401  (fixture)
+from tests.helpers import eventually
 
 REPO = Path(__file__).resolve().parents[2]
 RULES = REPO / "deploy" / "prometheus" / "alerts.yaml"
@@ -109,14 +114,37 @@ def suite(make_suite: SuiteFactory) -> Iterator[Suite]:  # noqa: F811
     yield make_suite()
 
 
+def page(suite: Suite, name: str) -> str:
+    address = suite.procs[name].metrics_address
+    assert address, f"{name} serves no metrics"
+    with urllib.request.urlopen(f"http://{address}/metrics", timeout=10) as reply:
+        return str(reply.read().decode())
+
+
+def fired(suite: Suite) -> float:
+    """The planner's ``cronwave_slots_fired_total{trigger="scheduled"}``."""
+    for family in text_string_to_metric_families(page(suite, "cron-planner")):
+        for sample in family.samples:
+            scheduled = sample.labels.get("trigger") == "scheduled"
+            if sample.name == "cronwave_slots_fired_total" and scheduled:
+                return float(sample.value)
+    return 0.0
+
+
 def test_every_metric_the_rules_use_is_exported(suite: Suite) -> None:
-    # Given what every service of a real suite serves
+    # Given a real suite whose planner fires a schedule due every second (the canary
+    # PlannerNotFiring relies on), counted as it fires
+    with client_for(suite) as client:
+        client.create_schedule(
+            f"canary-{uuid.uuid4().hex[:8]}",
+            intervals=[Interval(timedelta(seconds=1))],
+            job_type="cronwave.noop",
+        )
+    eventually(lambda: fired(suite) >= 2, timeout=60, what="two slots fired and counted")
+    # and what every service serves
     served: set[str] = set()
     for name in SERVICES:
-        address = suite.procs[name].metrics_address
-        assert address, f"{name} serves no metrics"
-        with urllib.request.urlopen(f"http://{address}/metrics", timeout=10) as reply:
-            served |= exported(reply.read().decode())
+        served |= exported(page(suite, name))
 
     # When the rules' expressions are read
     used = {name for rule in rules() for name in metric_names(promql_parser.parse(rule["expr"]))}
