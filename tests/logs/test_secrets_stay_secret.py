@@ -57,6 +57,8 @@ def locked_redis(tmp_path: Path, planted: str) -> Iterator[str]:
         client = redis.Redis.from_url(url, socket_timeout=1)
         try:
             return bool(client.ping())
+        except redis.ConnectionError:  # not listening yet
+            return False
         finally:
             client.close()
 
