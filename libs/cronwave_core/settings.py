@@ -132,6 +132,7 @@ class RedisSettings(FromEnv):
         f"redis://127.0.0.1:{DEFAULT_PORTS['redis']}/0",
         "broker, leases, caches; `cronwave up` starts an embedded redis-server there "
         "unless this is set",
+        secret=True,  # may carry a password
     )
     namespace: str = setting(
         PREFIX + "NAMESPACE", Text(), "cronwave", "prefix of every Redis key and queue"
@@ -187,6 +188,21 @@ class MetricsSettings(FromEnv):
 
 
 @dataclass(frozen=True, kw_only=True)
+class LogSettings(FromEnv):
+    """A process's log lines (``cronwave_core.logs``)."""
+
+    #: None (unset or empty): JSON unless stderr is a terminal.
+    log_format: str | None = setting(
+        PREFIX + "LOG_FORMAT",
+        Choice("json", "text"),
+        None,
+        "`json`: one JSON object a line (`time`, `level`, `service`, `logger`, `message`, "
+        "and a run's `run_id`, `schedule_id`, `trace_id`, `span_id`); `text`: one "
+        "readable line. Unset: `text` when stderr is a terminal, else `json` (see *Logs*)",
+    )
+
+
+@dataclass(frozen=True, kw_only=True)
 class StoreSettings(FromEnv):
     """The workflow-store: the only process that touches the scheduler's database."""
 
@@ -196,6 +212,7 @@ class StoreSettings(FromEnv):
         _in_data_dir("cronwave.db"),
         "the scheduler's database (workflow-store only); `postgresql+psycopg://user@host/db` "
         "in production",
+        secret=True,  # may carry a password
     )
 
 
@@ -365,6 +382,7 @@ class DemoSettings(FromEnv):
         _DATABASE,
         _in_data_dir("billing.db"),
         "the billing job's own database",
+        secret=True,
     )
     billing_heartbeat_timeout: timedelta = setting(
         PREFIX + "BILLING_HEARTBEAT_TIMEOUT",
@@ -380,6 +398,7 @@ class DemoSettings(FromEnv):
         _DATABASE,
         _in_data_dir("gateway.db"),
         "the payment gateway's own database",
+        secret=True,
     )
 
 
@@ -462,6 +481,7 @@ COMPONENTS: tuple[type[FromEnv], ...] = (
     RedisSettings,
     TelemetrySettings,
     MetricsSettings,
+    LogSettings,
     StoreSettings,
     DeadlineSettings,
     LeaseSettings,

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import errno
 import os
-import re
 import signal
 import socket
 import threading
@@ -186,8 +185,10 @@ def busy_ports(suite: Suite) -> list[tuple[str, int]]:
 
 
 def mask(url: str) -> str:
-    """``url`` without its password."""
-    return re.sub(r"://([^:/@]*):[^@/]*@", r"://\1:***@", url)
+    """``url`` as it may be shown: without its password (``cronwave_core.redaction``)."""
+    from cronwave_core.redaction import redact_url
+
+    return redact_url(url)
 
 
 def suite_table(suite: Suite) -> Table:
@@ -196,7 +197,7 @@ def suite_table(suite: Suite) -> Table:
         table.add_column(name, no_wrap=name != "log", overflow="fold")
     procs = ([suite.redis] if suite.redis else []) + list(suite.procs.values())
     for proc in procs:
-        address = proc.address or suite.redis_url
+        address = proc.address or mask(suite.redis_url)
         metrics = f"http://{proc.metrics_address}/metrics" if proc.metrics_address else "-"
         table.add_row(proc.name, address, metrics, str(proc.pid), Text(str(proc.log_path)))
     return table
