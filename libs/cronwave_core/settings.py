@@ -41,6 +41,7 @@ from cronwave_core.console_settings import ConsoleSettings
 from cronwave_core.errors import ConfigurationError
 from cronwave_core.settings_base import PREFIX, FromEnv
 from cronwave_core.settings_deadlines import DeadlineSettings
+from cronwave_core.settings_logs import LogSettings
 from cronwave_core.settings_tls import TlsSettings
 
 DEFAULT_PORTS = {
@@ -184,21 +185,6 @@ class MetricsSettings(FromEnv):
         "serve Prometheus metrics at `http://HOST:PORT/metrics` (one port per process); "
         "unset: none. The suite (`cronwave up`, the tests) gives each of its processes a "
         "free loopback port and prints it (see *Metrics*)",
-    )
-
-
-@dataclass(frozen=True, kw_only=True)
-class LogSettings(FromEnv):
-    """A process's log lines (``cronwave_core.logs``)."""
-
-    #: None (unset or empty): JSON unless stderr is a terminal.
-    log_format: str | None = setting(
-        PREFIX + "LOG_FORMAT",
-        Choice("json", "text"),
-        None,
-        "`json`: one JSON object a line (`time`, `level`, `service`, `logger`, `message`, "
-        "and a run's `run_id`, `schedule_id`, `trace_id`, `span_id`); `text`: one "
-        "readable line. Unset: `text` when stderr is a terminal, else `json` (see *Logs*)",
     )
 
 

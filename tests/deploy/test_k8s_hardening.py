@@ -21,6 +21,7 @@ SERVICES = {
     "dispatcher": 7403,
     "cron-planner": 7404,
     "worker": 7405,
+    "console": 7407,
 }
 BACKENDS = {"redis": 6379, "postgres": 5432}
 #: Who calls whom (docs/architecture.md; docs/operations.md, "Network policies").
@@ -217,7 +218,7 @@ def test_prometheus_may_scrape_the_metrics_port_only(name: str) -> None:
     scrapes = [
         rule
         for rule in policy["spec"]["ingress"]
-        if any("namespaceSelector" in peer for peer in rule["from"])
+        if any("namespaceSelector" in peer for peer in rule.get("from", []))
     ]
     assert [port["port"] for rule in scrapes for port in rule["ports"]] == [9464]
     assert scrapes[0]["from"][0]["podSelector"]["matchLabels"] == {
