@@ -16,7 +16,7 @@ import cronwave
 from cronwave.cli.main import app
 from cronwave.cli.suite_cmds import port_in_use
 from cronwave_core.console_settings import CONSOLE_PORT
-from cronwave_core.settings import DEFAULT_PORTS
+from cronwave_core.settings import DEFAULT_PORTS, TlsSettings
 from cronwave_core.suite import Suite
 from tests.harness.cli import cronwave_argv
 from tests.helpers import eventually, fresh
@@ -182,7 +182,9 @@ def test_up_serves_the_fixed_ports_until_sigterm_then_stops_everything(tmp_path)
         assert len(pids) == 8, log.read_text()
         assert f"Console: http://127.0.0.1:{CONSOLE_PORT}/ " in log.read_text()
 
-        with cronwave.Client(timeout=timedelta(seconds=10)) as client:  # the default ports
+        # The default ports, and the certificates `cronwave up` made in its data dir
+        tls = TlsSettings.from_env({"CRONWAVE_DATA_DIR": str(tmp_path / "up")})
+        with cronwave.Client(timeout=timedelta(seconds=10), tls=tls) as client:
             sid = fresh("up")
             client.create_schedule(sid, cron="0 2 * * *", job_type="cronwave.noop")
             run = client.wait_run(client.trigger(sid).run_id, timeout=timedelta(seconds=60))
