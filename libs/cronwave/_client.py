@@ -31,6 +31,8 @@ Resp = TypeVar("Resp")
 
 # A bound on one listing's pages (each holds at least one schedule).
 _MAX_PAGES = 100_000
+#: The most schedules one ListSchedules page may ask for (the store's default limit).
+_PAGE = 1_000
 
 
 class _Given:
@@ -321,7 +323,7 @@ class Client(PlannerCalls):
         after = ""
         for _ in range(_MAX_PAGES):
             request = store_pb.ListSchedulesRequest(
-                limit=limit - len(schedules) if limit else 0,
+                limit=min(limit - len(schedules), _PAGE) if limit else 0,
                 include_deleted=include_deleted,
                 after_schedule_id=after,
             )

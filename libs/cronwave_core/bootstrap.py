@@ -28,6 +28,7 @@ from opentelemetry.instrumentation.grpc import server_interceptor
 
 from cronwave_core.errors import CronwaveError, InvalidArgument
 from cronwave_core.fault_interceptors import server_faults
+from cronwave_core.limits import DEFAULT_LIMITS
 from cronwave_core.metrics import MetricsServer, serve_metrics
 from cronwave_core.settings import MetricsSettings, TestHooks
 from cronwave_core.telemetry import fanout
@@ -238,6 +239,10 @@ class Service:
     on_stopping: Callable[[], None] = lambda: None
     interceptors: Sequence[grpc.ServerInterceptor] = field(default_factory=tuple)
     max_workers: int = 32
+    # The server's gRPC receive cap: above every request limit the servicer checks
+    # (cronwave_core.limits), so an oversized field is refused naming it; only a
+    # message past this meets gRPC's own refusal, which names no field.
+    max_receive_bytes: int = DEFAULT_LIMITS.receive_bytes
 
 
 class RunningServer:
@@ -285,6 +290,7 @@ class RunningServer:
                 ("grpc.keepalive_permit_without_calls", 1),
                 ("grpc.http2.min_ping_interval_without_data_ms", 5_000),
                 ("grpc.http2.min_recv_ping_interval_without_data_ms", 5_000),
+                ("grpc.max_receive_message_length", service.max_receive_bytes),
             ],
         )
         self.health = health.HealthServicer()

@@ -15,10 +15,12 @@ from cron_planner.fire_loop import FireLoop
 from cron_planner.remote import DispatcherClient, LeaderClient, StoreClient
 from cron_planner.schedule_index import ScheduleIndex
 from cronwave_core.caching import redis_client
+from cronwave_core.limits import DEFAULT_LIMITS, RequestLimits
 from cronwave_core.queue_epoch import LossView
 from cronwave_core.rpc import open_channel
 from cronwave_core.settings import (
     LeaseSettings,
+    LimitSettings,
     NetworkSettings,
     PlannerSettings,
     RedisSettings,
@@ -54,9 +56,11 @@ class Planner:
         hooks: TestHooks,
         clock: Clock | None = None,
         idle: timedelta | None = None,
+        limits: RequestLimits = DEFAULT_LIMITS,
     ) -> None:
-        """``idle`` bounds how long the fire loop waits with nothing due (a change or a
-        leadership change wakes it at once anyway); tests on a manual clock raise it."""
+        """``limits``: the request limits (a backfill's slots). ``idle`` bounds how long
+        the fire loop waits with nothing due (a change or a leadership change wakes it
+        at once anyway); tests on a manual clock raise it."""
         self.settings = settings
         self.clock = clock or SystemClock()
         timeout = network.rpc_timeout
@@ -97,6 +101,7 @@ class Planner:
             store,
             self.loop.submit,
             loaded=lambda: self.feed.loaded.is_set(),
+            max_fires=limits.backfill_slots,
         )
         self.feed = ScheduleFeed(
             self._watch_channel,
@@ -123,6 +128,7 @@ class Planner:
             TestHooks.from_env(env),
             clock=clock,
             idle=idle,
+            limits=LimitSettings.from_env(env).limits(),
         )
 
     def _on_change(self) -> None:

@@ -60,8 +60,8 @@ def new_schedule_from_proto(msg: pb.Schedule, limits: Limits) -> NewSchedule:
     policy = Policy.from_proto(msg.policy)
     check_coherent(policy)
     job_type = validate.name(msg.job_type, "job_type")
-    payload = validate.payload_json(msg.payload_json, limits.payload_bytes)
-    note = validate.text(msg.pause_note, "pause_note")
+    payload = validate.payload_json(msg.payload_json)
+    note = validate.note(msg.pause_note, "pause_note")
     managed_by = validate.key(msg.managed_by, "managed_by")
     return NewSchedule(schedule_id, spec, policy, job_type, payload, msg.paused, note, managed_by)
 

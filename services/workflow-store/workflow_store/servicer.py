@@ -17,7 +17,7 @@ from cronwave_proto.v1 import workflow_store_service_pb2 as api
 from cronwave_proto.v1 import workflow_store_service_pb2_grpc as api_grpc
 
 from cronwave_core.convert import dt_to_ts, duration_to_td, opt_ts, td_to_duration
-from cronwave_core.domain.cancel import MAX_CANCEL_REASON, CancelRequest
+from cronwave_core.domain.cancel import CancelRequest
 from cronwave_core.domain.runs import Trigger
 from cronwave_core.errors import CronwaveError, InvalidArgument
 from cronwave_core.rpc import item_error
@@ -59,7 +59,7 @@ def _missed_slot(msg: api.MissedSlot) -> slots.MissedSlot:
     return slots.MissedSlot(
         schedule_id=validate.key(msg.schedule_id, "schedule_id"),
         fire_time=convert.required_time(msg, "fire_time", "fire_time"),
-        reason=validate.text(msg.reason, "reason"),
+        reason=validate.note(msg.reason, "reason"),
         trigger=Trigger.from_proto(msg.trigger),
     )
 
@@ -118,7 +118,8 @@ class WorkflowStoreServicer(api_grpc.WorkflowStoreServiceServicer):
             self._sent,
             lambda msg: msg.ByteSize(),
             after=validate.key(request.after_schedule_id, "after_schedule_id"),
-            limit=request.limit,
+            # 0: a full page (the byte bound may end it sooner)
+            limit=validate.limits().page(request.limit) or validate.limits().page_size,
             budget=self.store.limits.page_bytes,
         )
         return api.ListSchedulesResponse(schedules=schedules, revision=revision)
@@ -130,7 +131,7 @@ class WorkflowStoreServicer(api_grpc.WorkflowStoreServiceServicer):
         self, request: api.PauseScheduleRequest, context: grpc.ServicerContext
     ) -> api.PauseScheduleResponse:
         record = self.store.pause_schedule(
-            validate.schedule_id(request.schedule_id), validate.text(request.note, "note")
+            validate.schedule_id(request.schedule_id), validate.note(request.note, "note")
         )
         return api.PauseScheduleResponse(schedule=self._sent(record))
 
@@ -138,7 +139,7 @@ class WorkflowStoreServicer(api_grpc.WorkflowStoreServiceServicer):
         self, request: api.ResumeScheduleRequest, context: grpc.ServicerContext
     ) -> api.ResumeScheduleResponse:
         record = self.store.resume_schedule(
-            validate.schedule_id(request.schedule_id), validate.text(request.note, "note")
+            validate.schedule_id(request.schedule_id), validate.note(request.note, "note")
         )
         return api.ResumeScheduleResponse(schedule=self._sent(record))
 
@@ -339,7 +340,7 @@ class WorkflowStoreServicer(api_grpc.WorkflowStoreServiceServicer):
         checkpoint = validate.json_text(
             request.checkpoint_json, "checkpoint_json", object_only=True
         )
-        reason = validate.text(request.reason, "reason")
+        reason = validate.note(request.reason, "reason")
         validate.key(request.traceparent, "traceparent")
         with db_span("ReleaseRun", Hop.EXECUTE, run_id) as span:
             run, released = self.store.release_run(run_id, token, checkpoint, reason)
@@ -350,9 +351,7 @@ class WorkflowStoreServicer(api_grpc.WorkflowStoreServiceServicer):
         self, request: api.CancelRunRequest, context: grpc.ServicerContext
     ) -> api.CancelRunResponse:
         run_id = validate.key(request.run_id, "run_id", required=True)
-        if len(request.reason) > MAX_CANCEL_REASON:
-            raise InvalidArgument("reason", f"must be at most {MAX_CANCEL_REASON} characters")
-        reason = validate.text(request.reason, "reason")
+        reason = validate.note(request.reason, "reason")
         grace = duration_to_td(request.grace, "grace")
         run, changed = self.store.cancel_run(CancelRequest(run_id, reason, grace))
         return api.CancelRunResponse(run=convert.run_to_proto(run), changed=changed)
@@ -457,7 +456,8 @@ class WorkflowStoreServicer(api_grpc.WorkflowStoreServiceServicer):
     def ListDeadLetters(
         self, request: api.ListDeadLettersRequest, context: grpc.ServicerContext
     ) -> api.ListDeadLettersResponse:
-        letters = self.store.list_dead_letters(request.limit, request.include_replayed)
+        limit = validate.limits().page(request.limit)
+        letters = self.store.list_dead_letters(limit, request.include_replayed)
         return api.ListDeadLettersResponse(
             dead_letters=[convert.dead_letter_to_proto(d) for d in letters]
         )
