@@ -71,11 +71,12 @@ def text(value: str, field: str) -> str:
     return fields.text(value, field)
 
 
-def payload_json(value: str, field: str = "schedule.payload_json") -> str:
+def payload_json(value: str, field: str = "payload_json") -> str:
     """The payload text, ``"{}"`` when empty; it must be a JSON object of at most the
     limits' ``payload_bytes`` of UTF-8. The size is checked first, so an oversized text
-    is never parsed; its refusal names the request's field in full."""
-    _limits[0].payload_size(value, field)
+    is never parsed; its refusal names the request's field in full
+    (``schedule.payload_json``)."""
+    _limits[0].payload_size(value, f"schedule.{field}")
     if not value.strip():
         return "{}"
     parsed = fields.json_document(value, field)
