@@ -25,6 +25,8 @@ from cronwave_core.telemetry.vocabulary import (
     Hop,
 )
 from workflow_store import convert, metrics, paging, schedule_update, slots, validate
+from workflow_store.audit_rpc import AuditRpcs, actor
+from workflow_store.audit_store import Actor
 from workflow_store.records import (
     MAX_BATCH,
     Completion,
@@ -76,7 +78,7 @@ def _completion_to_proto(completion: Completion) -> api.CompleteRunResponse:
     )
 
 
-class WorkflowStoreServicer(api_grpc.WorkflowStoreServiceServicer):
+class WorkflowStoreServicer(AuditRpcs, api_grpc.WorkflowStoreServiceServicer):
     def __init__(
         self,
         store: Store,
@@ -91,7 +93,9 @@ class WorkflowStoreServicer(api_grpc.WorkflowStoreServiceServicer):
         self, request: api.CreateScheduleRequest, context: grpc.ServicerContext
     ) -> api.CreateScheduleResponse:
         new = convert.new_schedule_from_proto(request.schedule, self.store.limits)
-        created, record = self.store.create_schedule_if(new, if_absent=request.if_absent)
+        created, record = self.store.create_schedule_if(
+            new, if_absent=request.if_absent, actor=actor(context)
+        )
         return api.CreateScheduleResponse(schedule=self._sent(record), created=created)
 
     def UpdateSchedule(
@@ -100,7 +104,7 @@ class WorkflowStoreServicer(api_grpc.WorkflowStoreServiceServicer):
         schedule_id = validate.schedule_id(request.schedule.schedule_id, "schedule.schedule_id")
         paths = schedule_update.update_paths(request.update_mask)
         revise = schedule_update.reviser(request.schedule, paths, self.store.limits)
-        record, changed = self.store.update_schedule(schedule_id, revise)
+        record, changed = self.store.update_schedule(schedule_id, revise, actor(context))
         return api.UpdateScheduleResponse(schedule=self._sent(record), changed=changed)
 
     def GetSchedule(
@@ -131,7 +135,9 @@ class WorkflowStoreServicer(api_grpc.WorkflowStoreServiceServicer):
         self, request: api.PauseScheduleRequest, context: grpc.ServicerContext
     ) -> api.PauseScheduleResponse:
         record = self.store.pause_schedule(
-            validate.schedule_id(request.schedule_id), validate.note(request.note, "note")
+            validate.schedule_id(request.schedule_id),
+            validate.note(request.note, "note"),
+            actor(context),
         )
         return api.PauseScheduleResponse(schedule=self._sent(record))
 
@@ -139,7 +145,9 @@ class WorkflowStoreServicer(api_grpc.WorkflowStoreServiceServicer):
         self, request: api.ResumeScheduleRequest, context: grpc.ServicerContext
     ) -> api.ResumeScheduleResponse:
         record = self.store.resume_schedule(
-            validate.schedule_id(request.schedule_id), validate.note(request.note, "note")
+            validate.schedule_id(request.schedule_id),
+            validate.note(request.note, "note"),
+            actor(context),
         )
         return api.ResumeScheduleResponse(schedule=self._sent(record))
 
@@ -147,7 +155,7 @@ class WorkflowStoreServicer(api_grpc.WorkflowStoreServiceServicer):
         self, request: api.DeleteScheduleRequest, context: grpc.ServicerContext
     ) -> api.DeleteScheduleResponse:
         record, cancelled = self.store.delete_schedule(
-            validate.schedule_id(request.schedule_id), force=request.force
+            validate.schedule_id(request.schedule_id), force=request.force, actor=actor(context)
         )
         return api.DeleteScheduleResponse(
             schedule=self._sent(record),
@@ -169,7 +177,9 @@ class WorkflowStoreServicer(api_grpc.WorkflowStoreServiceServicer):
     def RegisterJobType(
         self, request: api.RegisterJobTypeRequest, context: grpc.ServicerContext
     ) -> api.RegisterJobTypeResponse:
-        record = self.store.register_job_type(convert.job_type_from_proto(request.job_type))
+        record = self.store.register_job_type(
+            convert.job_type_from_proto(request.job_type), actor(context)
+        )
         return api.RegisterJobTypeResponse(job_type=convert.job_type_to_proto(record))
 
     def ListJobTypes(
@@ -191,10 +201,11 @@ class WorkflowStoreServicer(api_grpc.WorkflowStoreServiceServicer):
                 f"message limit), got {len(reqs)} runs",
             )
         began = time.perf_counter()
+        who = actor(context)
         with db_span("RecordRuns", Hop.PERSIST):
             results = [
-                self._settled(req, result)
-                for req, result in zip(reqs, self.store.record_runs(reqs), strict=True)
+                self._settled(req, result, who)
+                for req, result in zip(reqs, self.store.record_runs(reqs, who), strict=True)
             ]
             annotate_batch(
                 request.runs, [r.run if isinstance(r, Recorded) else None for r in results]
@@ -214,14 +225,14 @@ class WorkflowStoreServicer(api_grpc.WorkflowStoreServiceServicer):
         )
 
     def _settled(
-        self, req: RecordRequest, result: Recorded | CronwaveError
+        self, req: RecordRequest, result: Recorded | CronwaveError, who: Actor
     ) -> Recorded | CronwaveError:
         """The answer to one item: a slot that already had a row is settled by the
         placeholder rules (``slots.settle``)."""
         if isinstance(result, CronwaveError) or result.created:
             return result
         try:
-            return slots.settle(self.store, req, result.run)
+            return slots.settle(self.store, req, result.run, who)
         except CronwaveError as exc:
             return exc
 
@@ -353,7 +364,7 @@ class WorkflowStoreServicer(api_grpc.WorkflowStoreServiceServicer):
         run_id = validate.key(request.run_id, "run_id", required=True)
         reason = validate.note(request.reason, "reason")
         grace = duration_to_td(request.grace, "grace")
-        run, changed = self.store.cancel_run(CancelRequest(run_id, reason, grace))
+        run, changed = self.store.cancel_run(CancelRequest(run_id, reason, grace), actor(context))
         return api.CancelRunResponse(run=convert.run_to_proto(run), changed=changed)
 
     # -- fencing ---------------------------------------------------------------------------
@@ -465,5 +476,5 @@ class WorkflowStoreServicer(api_grpc.WorkflowStoreServiceServicer):
     def ReplayDeadLetter(
         self, request: api.ReplayDeadLetterRequest, context: grpc.ServicerContext
     ) -> api.ReplayDeadLetterResponse:
-        run = self.store.replay_dead_letter(validate.key(request.run_id, "run_id"))
+        run = self.store.replay_dead_letter(validate.key(request.run_id, "run_id"), actor(context))
         return api.ReplayDeadLetterResponse(run=convert.run_to_proto(run))
