@@ -15,6 +15,7 @@ from cronwave_core.queueing import make_broker
 from cronwave_core.rpc import open_channel
 from cronwave_core.settings import (
     DispatcherSettings,
+    LimitSettings,
     NetworkSettings,
     ProcessSettings,
     RedisSettings,
@@ -63,6 +64,7 @@ def main() -> None:
         routes=caches.RouteCache(routes),
         dedup=caches.DedupCache(dedup),
         run_status=RunStatusCache(cache_redis, redis_settings.namespace),
+        limits=LimitSettings.from_env().limits(),
     )
     watch = EpochWatch(broker.client, redis_settings.namespace)
     sweeper = Sweeper(store, broker, dispatcher, watch=watch)
