@@ -49,7 +49,7 @@ if typing.TYPE_CHECKING:
     from cronwave._client import Client
     from cronwave._enums import TERMINAL_STATES
     from cronwave._errors import WaitTimeout
-    from cronwave._models import Lease, PlannerStatus, Run, RunEvent, Schedule
+    from cronwave._models import AuditEvent, Lease, PlannerStatus, Run, RunEvent, Schedule
     from cronwave_core.domain.spec import (
         Catchup,
         DstGap,
@@ -66,7 +66,9 @@ _LAZY = {
     "Client": "cronwave._client",
     "TERMINAL_STATES": "cronwave._enums",
     "WaitTimeout": "cronwave._errors",
-    **dict.fromkeys(("Lease", "PlannerStatus", "Run", "RunEvent", "Schedule"), "cronwave._models"),
+    **dict.fromkeys(
+        ("AuditEvent", "Lease", "PlannerStatus", "Run", "RunEvent", "Schedule"), "cronwave._models"
+    ),
     **dict.fromkeys(
         ("Catchup", "DstGap", "DstRepeat", "Interval", "Overlap", "Policy", "Spec"),
         "cronwave_core.domain.spec",
@@ -78,6 +80,7 @@ __all__ = [
     "TERMINAL_STATES",
     "AlreadyExists",
     "AttemptSuperseded",
+    "AuditEvent",
     "Catchup",
     "Checkpoint",
     "Client",

@@ -16,7 +16,7 @@ from google.protobuf import field_mask_pb2
 
 from cronwave import _enums
 from cronwave._errors import WaitTimeout
-from cronwave._models import Run, RunEvent, Schedule
+from cronwave._models import AuditEvent, Run, RunEvent, Schedule
 from cronwave._planner_calls import PlannerCalls
 from cronwave._spec_input import policy_of, spec_of, whole_or_keywords
 from cronwave._update_input import update_of
@@ -451,6 +451,31 @@ class Client(PlannerCalls):
             store_pb.ListRunEventsRequest(run_id=run_id),
         )
         return [RunEvent.from_proto(e) for e in resp.events]
+
+    def audit_events(self, schedule_id: str = "", *, limit: int = 50) -> list[AuditEvent]:
+        """The audit trail, newest first: of ``schedule_id`` (its creation, changes,
+        pauses, deletion, and its runs' manual triggers, backfills, cancels and
+        replays), or of everything when it is empty; at most ``limit`` events (read a
+        page of up to 1,000 at a time)."""
+        if limit < 1:
+            raise InvalidArgument("limit", f"must be at least 1, got {limit}")
+        events: list[AuditEvent] = []
+        before = 0
+        while len(events) < limit:
+            resp = self._call(
+                "workflow-store",
+                self._store.ListAuditEvents,
+                store_pb.ListAuditEventsRequest(
+                    schedule_id=schedule_id,
+                    limit=min(limit - len(events), _PAGE),
+                    before_id=before,
+                ),
+            )
+            events.extend(AuditEvent.from_proto(e) for e in resp.events)
+            before = resp.next_before_id
+            if not before or not resp.events:
+                break
+        return events
 
     def wait_run(
         self,

@@ -11,6 +11,7 @@ from typing import Any
 from cronwave_proto.v1 import common_pb2 as pb
 from cronwave_proto.v1 import cron_planner_service_pb2 as planner_pb
 from cronwave_proto.v1 import leader_election_service_pb2 as leader_pb
+from cronwave_proto.v1 import workflow_store_service_pb2 as store_pb
 from google.protobuf.timestamp_pb2 import Timestamp
 
 from cronwave import _enums
@@ -256,6 +257,36 @@ class RunEvent:
             at=_dt(msg.at),
             detail=msg.detail,
             attempt=msg.attempt,
+        )
+
+
+@dataclass(frozen=True)
+class AuditEvent:
+    """One entry of the audit trail: who (``actor``: ``user:alice``,
+    ``service:dispatcher``, ``insecure``, ``unauthenticated``) called which mutating
+    ``rpc``, when, from where (``peer``), and what it changed (``changes``: field ->
+    ``{"old": ..., "new": ...}``, or sizes in bytes for payloads and large values)."""
+
+    id: int
+    at: datetime
+    actor: str
+    peer: str
+    rpc: str
+    schedule_id: str
+    run_id: str
+    changes: dict[str, Any]
+
+    @classmethod
+    def from_proto(cls, msg: store_pb.AuditEvent) -> AuditEvent:
+        return cls(
+            id=msg.id,
+            at=_dt(msg.at),
+            actor=msg.actor,
+            peer=msg.peer,
+            rpc=msg.rpc,
+            schedule_id=msg.schedule_id,
+            run_id=msg.run_id,
+            changes=json.loads(msg.changes_json) if msg.changes_json else {},
         )
 
 

@@ -16,6 +16,7 @@ import typer
 
 from cronwave.cli import (
     apply,
+    audit,
     bench,
     demo,
     dlq,
@@ -83,6 +84,7 @@ app.add_typer(schedule.app, name="schedule")
 app.add_typer(apply.app)  # apply
 app.add_typer(runs.app, name="runs")
 app.add_typer(dlq.app, name="dlq")
+app.add_typer(audit.app, name="audit")
 app.add_typer(leader.app)  # leader
 app.add_typer(bench.app)  # bench
 app.add_typer(waterfall.app)  # waterfall
