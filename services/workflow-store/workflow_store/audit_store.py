@@ -112,7 +112,8 @@ def schedule_changes(old: Mapping[str, Any], new: Mapping[str, Any]) -> dict[str
             continue
         if name == "payload_json":
             changes[name] = size_change(before or "", value)
-        elif isinstance(value, dict) and isinstance(before, dict):
+        elif isinstance(value, dict) and isinstance(before, dict | None):
+            before = before or {}
             for key in sorted(set(before) | set(value)):
                 if before.get(key) != value.get(key):
                     changes[f"{name}.{key}"] = change(before.get(key), value.get(key))
