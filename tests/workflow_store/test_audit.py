@@ -234,7 +234,7 @@ def test_cronwave_audit_list_shows_a_schedules_events(store: StoreProcess) -> No
     assert listed[0]["changes"]["paused"] == {"old": False, "new": True}
     assert as_table.returncode == 0, as_table.stderr
     assert "PauseSchedule" in as_table.stdout and "CreateSchedule" in as_table.stdout
-    assert "paused: false -> true" in as_table.stdout
+    assert "paused: false -> true" in as_table.stdout, as_table.stdout
 
 
 def test_audit_rows_are_kept_in_the_change_transaction_across_a_restart(

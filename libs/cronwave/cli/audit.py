@@ -35,15 +35,21 @@ def audit_json(e: AuditEvent) -> dict[str, Any]:
 
 
 def _changes(changes: dict[str, Any]) -> str:
-    parts = []
+    """One line per field: ``old -> new``, or the new value alone where there was none
+    (a create), sizes in bytes for payloads and large values."""
+    lines = []
     for name, value in changes.items():
         if isinstance(value, dict) and "old" in value and "new" in value:
-            parts.append(f"{name}: {json.dumps(value['old'])} -> {json.dumps(value['new'])}")
+            new = json.dumps(value["new"])
+            if value["old"] is None:
+                lines.append(f"{name}: {new}")
+            else:
+                lines.append(f"{name}: {json.dumps(value['old'])} -> {new}")
         elif isinstance(value, dict) and "new_bytes" in value:
-            parts.append(f"{name}: {value['old_bytes']} -> {value['new_bytes']} bytes")
+            lines.append(f"{name}: {value['old_bytes']} -> {value['new_bytes']} bytes")
         else:
-            parts.append(f"{name}: {json.dumps(value)}")
-    return "; ".join(parts)
+            lines.append(f"{name}: {json.dumps(value)}")
+    return "\n".join(lines)
 
 
 def audit_table(events: list[AuditEvent]) -> Table:
