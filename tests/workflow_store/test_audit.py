@@ -22,6 +22,7 @@ from tests.harness.cli import cronwave_argv
 from tests.harness.store import (
     StoreProcess,
     create_schedule,
+    record_missed,
     record_run,
     register_job_type,
     schedule_msg,
@@ -188,6 +189,43 @@ def test_manual_runs_cancels_and_replays_are_audited_and_scheduled_fires_are_not
     assert changes(events[1]) == {"trigger": "manual", "fire_time": "2030-01-02T00:00:00+00:00"}
     assert changes(events[0])["state"] == {"old": "PENDING", "new": "CANCELLED"}
     assert changes(events[0])["reason"] == "wrong day"
+
+
+def test_backfill_runs_revived_placeholders_and_replays_are_audited(
+    stub: api_grpc.WorkflowStoreServiceStub,
+) -> None:
+    # Given a schedule with a backfill placeholder (recorded MISSED by the planner) and
+    # a PENDING run its worker refused as poison
+    schedule_id = create_schedule(stub).schedule_id
+    placeholder_at = datetime(2030, 1, 3, tzinfo=UTC)
+    written, _ = record_missed(stub, schedule_id, placeholder_at, reason="pending:backfill")
+    poisoned = record_run(
+        stub, schedule_id, datetime(2030, 1, 5, tzinfo=UTC), 0, pb.TRIGGER_KIND_MANUAL
+    ).run.run_id
+    stub.DeadLetterRun(
+        api.DeadLetterRunRequest(run_id=poisoned, reason="undecodable", error="bad kwargs")
+    )
+
+    # When a backfill records a new slot and the placeholder's, and the run is replayed
+    fresh_run = record_run(
+        stub, schedule_id, datetime(2030, 1, 4, tzinfo=UTC), 1, pb.TRIGGER_KIND_BACKFILL
+    )
+    revived = record_run(stub, schedule_id, placeholder_at, 1, pb.TRIGGER_KIND_BACKFILL)
+    stub.ReplayDeadLetter(api.ReplayDeadLetterRequest(run_id=poisoned))
+
+    # Then each backfill run and the replay wrote one row; the placeholder and the
+    # dead-lettering (the services' own work) wrote none
+    assert written == 1 and fresh_run.created and revived.created
+    events = audit(stub, schedule_id)
+    assert [(e.rpc, e.run_id) for e in events] == [
+        ("ReplayDeadLetter", poisoned),
+        ("RecordRuns", revived.run.run_id),
+        ("RecordRuns", fresh_run.run.run_id),
+        ("RecordRuns", poisoned),
+        ("CreateSchedule", ""),
+    ]
+    assert changes(events[1])["trigger"] == changes(events[2])["trigger"] == "backfill"
+    assert changes(events[0]) == {"state": {"old": "DEAD_LETTERED", "new": "PENDING"}}
 
 
 def test_audit_events_page_newest_first(stub: api_grpc.WorkflowStoreServiceStub) -> None:
