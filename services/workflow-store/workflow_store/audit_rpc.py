@@ -7,7 +7,7 @@ from cronwave_proto.v1 import workflow_store_service_pb2 as api
 
 from cronwave_core.convert import dt_to_ts
 from workflow_store import validate
-from workflow_store.audit_store import Actor, AuditRecord
+from workflow_store.audit_store import DEFAULT_AUDIT_LIMIT, Actor, AuditRecord
 from workflow_store.store import Store
 
 
@@ -40,9 +40,8 @@ class AuditRpcs:
         schedule_id = validate.key(request.schedule_id, "schedule_id")
         limit = validate.limits().page(request.limit)
         records = self.store.list_audit_events(schedule_id, limit, request.before_id)
-        wanted = limit or len(records)
-        more = len(records) == wanted and records
+        full = len(records) == (limit or DEFAULT_AUDIT_LIMIT)
         return api.ListAuditEventsResponse(
             events=[audit_event_to_proto(r) for r in records],
-            next_before_id=records[-1].id if more else 0,
+            next_before_id=records[-1].id if full and records else 0,
         )

@@ -26,7 +26,6 @@ from cronwave_core.domain.spec import (
 from cronwave_core.errors import InvalidArgument
 from cronwave_core.fields import lease_name, shown
 from workflow_store import validate
-from workflow_store.limits import Limits
 from workflow_store.records import (
     COMPLETIONS,
     DEFAULT_FENCING_SCOPE,
@@ -52,8 +51,9 @@ from workflow_store.records import (
 )
 
 
-def new_schedule_from_proto(msg: pb.Schedule, limits: Limits) -> NewSchedule:
-    """A CreateSchedule request's schedule, validated; server-owned fields ignored."""
+def new_schedule_from_proto(msg: pb.Schedule) -> NewSchedule:
+    """A CreateSchedule request's schedule, validated by the request limits in force
+    (``validate.limits()``); server-owned fields ignored."""
     schedule_id = validate.schedule_id(msg.schedule_id)
     spec = Spec.from_proto(msg.spec)
     calendar.validate(spec)

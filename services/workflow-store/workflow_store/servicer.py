@@ -92,7 +92,7 @@ class WorkflowStoreServicer(AuditRpcs, api_grpc.WorkflowStoreServiceServicer):
     def CreateSchedule(
         self, request: api.CreateScheduleRequest, context: grpc.ServicerContext
     ) -> api.CreateScheduleResponse:
-        new = convert.new_schedule_from_proto(request.schedule, self.store.limits)
+        new = convert.new_schedule_from_proto(request.schedule)
         created, record = self.store.create_schedule_if(
             new, if_absent=request.if_absent, actor=actor(context)
         )
@@ -103,7 +103,7 @@ class WorkflowStoreServicer(AuditRpcs, api_grpc.WorkflowStoreServiceServicer):
     ) -> api.UpdateScheduleResponse:
         schedule_id = validate.schedule_id(request.schedule.schedule_id, "schedule.schedule_id")
         paths = schedule_update.update_paths(request.update_mask)
-        revise = schedule_update.reviser(request.schedule, paths, self.store.limits)
+        revise = schedule_update.reviser(request.schedule, paths)
         record, changed = self.store.update_schedule(schedule_id, revise, actor(context))
         return api.UpdateScheduleResponse(schedule=self._sent(record), changed=changed)
 

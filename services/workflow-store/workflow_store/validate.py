@@ -27,16 +27,19 @@ MAX_ERROR_NAMES = 100
 SCHEDULE_ID = re.compile(r"[a-z0-9][a-z0-9._-]{0,62}")
 JOB_TYPE_NAME = re.compile(r"[a-z0-9][a-z0-9._-]*")
 
-_limits = [DEFAULT_LIMITS]
+_limits = DEFAULT_LIMITS
 
 
 def use(limits: RequestLimits) -> None:
-    """Make ``limits`` the ones every later check applies (the store's ``main()``)."""
-    _limits[0] = limits
+    """Make ``limits`` the ones every later check applies: the store's ``main()`` calls
+    it once, before it serves."""
+    global _limits
+    _limits = limits
 
 
 def limits() -> RequestLimits:
-    return _limits[0]
+    """The request limits in force."""
+    return _limits
 
 
 def schedule_id(value: str, field: str = "schedule_id") -> str:
@@ -53,17 +56,17 @@ def schedule_id(value: str, field: str = "schedule_id") -> str:
 
 def key(value: str, field: str, *, required: bool = False) -> str:
     """A run id, idempotency key, trace id or page cursor."""
-    return _limits[0].identifier(value, field, required=required)
+    return _limits.identifier(value, field, required=required)
 
 
 def name(value: str, field: str, *, required: bool = False) -> str:
     """A job type, queue, worker, event kind or error type name."""
-    return _limits[0].identifier(value, field, required=required)
+    return _limits.identifier(value, field, required=required)
 
 
 def note(value: str, field: str) -> str:
     """A note or reason a person or a policy gives (pause note, cancel reason)."""
-    return _limits[0].note(value, field)
+    return _limits.note(value, field)
 
 
 def text(value: str, field: str) -> str:
@@ -76,7 +79,7 @@ def payload_json(value: str, field: str = "payload_json") -> str:
     limits' ``payload_bytes`` of UTF-8. The size is checked first, so an oversized text
     is never parsed; its refusal names the request's field in full
     (``schedule.payload_json``)."""
-    _limits[0].payload_size(value, f"schedule.{field}")
+    _limits.payload_size(value, f"schedule.{field}")
     if not value.strip():
         return "{}"
     parsed = fields.json_document(value, field)
