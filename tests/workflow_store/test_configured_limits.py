@@ -3,12 +3,15 @@ a refusal names the configured limit."""
 
 from __future__ import annotations
 
+from datetime import timedelta
 from pathlib import Path
 
 import grpc
 import pytest
 from cronwave_proto.v1 import workflow_store_service_pb2 as api
 
+import cronwave
+from cronwave_core.limits import MIB
 from tests.harness.store import StoreProcess, register_job_type, schedule_msg
 from tests.helpers import fresh
 
@@ -37,3 +40,30 @@ def test_a_store_applies_the_limits_it_was_started_with(tmp_path: Path, database
         assert list(stub.ListSchedules(api.ListSchedulesRequest(limit=10)).schedules) == []
     finally:
         proc.stop()
+
+
+def test_the_sdk_names_the_field_of_a_10_mb_payload_and_the_sizes_past_the_cap(
+    store: StoreProcess,
+) -> None:
+    # Given a client of a store with the default limits
+    job = register_job_type(store.stub())
+    with cronwave.Client(store_addr=store.address, timeout=timedelta(seconds=60)) as client:
+        # When a schedule with a 10 MB payload is created, and one past the store's
+        # 16 MiB receive cap
+        with pytest.raises(cronwave.InvalidArgument) as ten_mb:
+            client.create_schedule(
+                fresh("ten"), cron="0 2 * * *", job_type=job, payload={"b": "x" * 10_000_000}
+            )
+        with pytest.raises(cronwave.CronwaveError) as past_cap:
+            client.create_schedule(
+                fresh("huge"), cron="0 2 * * *", job_type=job, payload={"b": "x" * 17 * MIB}
+            )
+
+    # Then the first is refused naming the field, the limit and the size, and the
+    # second with both sizes and what to do
+    assert str(ten_mb.value) == "schedule.payload_json: at most 262144 bytes, got 10000009"
+    assert past_cap.value.status == "RESOURCE_EXHAUSTED"
+    message = str(past_cap.value)
+    assert "over the receiving side's limit of 16777216 bytes" in message, message
+    assert "a payload is at most 256 KiB" in message
+    assert store.alive()
