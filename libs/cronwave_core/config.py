@@ -19,12 +19,13 @@ Rules every variable follows:
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import MISSING, dataclass, field, fields
 from datetime import timedelta
 from pathlib import Path
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Self, TypeVar
 
 from cronwave_core.errors import ConfigurationError
 
@@ -288,3 +289,11 @@ class Directory(Kind[Path]):
 
     def show(self, value: Path) -> str:
         return str(value)
+
+
+class FromEnv:
+    """``from_env`` for a settings dataclass (``load``)."""
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> Self:
+        return load(cls, os.environ if env is None else env)

@@ -23,7 +23,7 @@ KIB = 1024
 MIB = 1024 * KIB
 
 #: The characters of an id or a name a caller chooses (run ids, idempotency keys,
-#: worker ids, queues, fencing scopes, cursors, event kinds, error types): ASCII
+#: worker ids, queues, cursors, event kinds, error types): ASCII
 #: letters and digits and these punctuation marks, nothing else (no space, no control
 #: or non-ASCII character).
 ID_PUNCTUATION = "._-:@/+=#"
@@ -33,15 +33,15 @@ _ID = re.compile(r"[A-Za-z0-9._\-:@/+=#]+")
 
 @dataclass(frozen=True)
 class RequestLimits:
-    """``payload_bytes``: a schedule's (or a trigger's) payload, UTF-8 bytes of its
-    JSON. ``id_chars``: an id or name a caller chooses, in characters of
+    """``payload_bytes``: a schedule's payload, UTF-8 bytes of its JSON. ``id_chars``: an id or name a caller chooses, in characters of
     ``ID_ALPHABET_RULE`` (schedule ids and job type names keep their own, narrower
     patterns, within the same length). ``note_bytes``: a note or reason (a pause
     note, a cancel or release reason, a missed slot's reason). ``page_size``: the
     most items a listing returns in one page (ListSchedules, ListDeadLetters,
     ListAuditEvents). ``backfill_slots``: the most fire times one backfill covers.
-    ``receive_bytes``: the gRPC transport cap of a server, far above the others so the
-    servicer names the field that is too large."""
+    ``receive_bytes``: the workflow-store's gRPC receive cap, far above the others so
+    the servicer names the field that is too large (the other services' caps are fixed
+    by their requests' sizes)."""
 
     payload_bytes: int = 256 * KIB
     id_chars: int = 128
