@@ -33,7 +33,8 @@ _ID = re.compile(r"[A-Za-z0-9._\-:@/+=#]+")
 
 @dataclass(frozen=True)
 class RequestLimits:
-    """``payload_bytes``: a schedule's payload, UTF-8 bytes of its JSON. ``id_chars``: an id or name a caller chooses, in characters of
+    """``payload_bytes``: a schedule's payload, UTF-8 bytes of its JSON.
+    ``id_chars``: an id or name a caller chooses, in characters of
     ``ID_ALPHABET_RULE`` (schedule ids and job type names keep their own, narrower
     patterns, within the same length). ``note_bytes``: a note or reason (a pause
     note, a cancel or release reason, a missed slot's reason). ``page_size``: the
