@@ -12,6 +12,8 @@ a skipped or xfailed test fails the run unless tests/skips_allowed.txt lists it
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -20,6 +22,7 @@ from typing import TypeVar
 import pytest
 import sqlalchemy as sa
 
+from cronwave_core.security.pki import ensure_pki
 from tests import skip_guard
 
 T = TypeVar("T")
@@ -51,6 +54,21 @@ def pytest_configure(config: pytest.Config) -> None:
         "need a database run once, on PostgreSQL when configured, else SQLite",
     )
     skip_guard.install(config)
+    # One CA per test process: every suite a test starts uses it (SuiteConfig.tls_dir
+    # defaults to CRONWAVE_TLS_DIR), and so does every channel a test opens, as the
+    # local administrator unless it asks for a service's certificate.
+    tls_dir = Path(tempfile.mkdtemp(prefix="cronwave-tls-"))
+    ensure_pki(tls_dir)
+    os.environ["CRONWAVE_TLS_DIR"] = str(tls_dir)
+    _TLS_DIRS.append(tls_dir)
+
+
+_TLS_DIRS: list[Path] = []
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    for tls_dir in _TLS_DIRS:
+        shutil.rmtree(tls_dir, ignore_errors=True)
 
 
 # Tests whose figures a busy machine would distort: they run after the parallel

@@ -15,8 +15,9 @@ from cronwave_proto.v1 import workflow_store_service_pb2 as store_pb
 from google.protobuf import field_mask_pb2
 
 from cronwave import _enums
+from cronwave._audit_calls import AuditCalls
 from cronwave._errors import WaitTimeout
-from cronwave._models import AuditEvent, Run, RunEvent, Schedule
+from cronwave._models import Run, RunEvent, Schedule
 from cronwave._planner_calls import PlannerCalls
 from cronwave._spec_input import policy_of, spec_of, whole_or_keywords
 from cronwave._update_input import update_of
@@ -25,7 +26,7 @@ from cronwave_core.domain.spec import Interval, Policy, Spec
 from cronwave_core.errors import InvalidArgument, NotFound, RunNotFound, Unavailable
 
 if TYPE_CHECKING:
-    from cronwave_core.settings import NetworkSettings
+    from cronwave_core.settings import NetworkSettings, TlsSettings
 
 Resp = TypeVar("Resp")
 
@@ -52,7 +53,7 @@ def _from_env(*given: object) -> NetworkSettings | _Given:
     return NetworkSettings.from_env()
 
 
-class Client(PlannerCalls):
+class Client(AuditCalls, PlannerCalls):
     """A connection to a cronwave suite.
 
     Every call has a deadline (``timeout``) and raises a ``CronwaveError`` subclass
@@ -69,12 +70,16 @@ class Client(PlannerCalls):
         planner_addr: str | None = None,
         leader_addr: str | None = None,
         timeout: timedelta | None = None,
+        tls: TlsSettings | None = None,
     ) -> None:
         """Each address not given is read from its variable (``CRONWAVE_STORE_ADDR``,
         ``CRONWAVE_DISPATCHER_ADDR``, ``CRONWAVE_PLANNER_ADDR``,
         ``CRONWAVE_LEADER_ADDR``), else it is the port ``cronwave up`` serves by
         default on 127.0.0.1; ``timeout`` likewise from ``CRONWAVE_RPC_TIMEOUT``, else
-        5 s. A malformed variable raises ``ConfigurationError`` naming it."""
+        5 s. ``tls``: the certificates and the API key to call with (None: from
+        ``CRONWAVE_TLS_*`` and ``CRONWAVE_TOKEN``, by default the local
+        administrator's certificate in ``<data dir>/tls``). A malformed variable raises
+        ``ConfigurationError`` naming it."""
         from_env = _from_env(store_addr, dispatcher_addr, planner_addr, leader_addr, timeout)
         timeout = from_env.rpc_timeout if timeout is None else timeout
         if timeout <= timedelta(0):
@@ -89,17 +94,23 @@ class Client(PlannerCalls):
         from cronwave import _transport  # grpc: loaded by the first client, not the import
 
         self._transport = _transport
-        self._stubs = _transport.connect(self._addrs, timeout)
+        if tls is None:
+            from cronwave_core.settings import TlsSettings
+
+            tls = TlsSettings.from_env()
+        self._stubs = _transport.connect(self._addrs, timeout, tls)
         self._store = self._stubs.store
         self._dispatcher = self._stubs.dispatcher
         self._planner = self._stubs.planner
         self._leader = self._stubs.leader
 
     @classmethod
-    def from_settings(cls, settings: NetworkSettings) -> Client:
+    def from_settings(cls, settings: NetworkSettings, tls: TlsSettings | None = None) -> Client:
         """A client for the addresses and RPC timeout in ``settings``
-        (``CRONWAVE_STORE_ADDR``, ..., ``CRONWAVE_RPC_TIMEOUT``)."""
+        (``CRONWAVE_STORE_ADDR``, ..., ``CRONWAVE_RPC_TIMEOUT``), with ``tls`` (see
+        ``__init__``)."""
         return cls(
+            tls=tls,
             store_addr=settings.store_addr,
             dispatcher_addr=settings.dispatcher_addr,
             planner_addr=settings.planner_addr,
@@ -451,31 +462,6 @@ class Client(PlannerCalls):
             store_pb.ListRunEventsRequest(run_id=run_id),
         )
         return [RunEvent.from_proto(e) for e in resp.events]
-
-    def audit_events(self, schedule_id: str = "", *, limit: int = 50) -> list[AuditEvent]:
-        """The audit trail, newest first: of ``schedule_id`` (its creation, changes,
-        pauses, deletion, and its runs' manual triggers, backfills, cancels and
-        replays), or of everything when it is empty; at most ``limit`` events (read a
-        page of up to 1,000 at a time)."""
-        if limit < 1:
-            raise InvalidArgument("limit", f"must be at least 1, got {limit}")
-        events: list[AuditEvent] = []
-        before = 0
-        while len(events) < limit:
-            resp = self._call(
-                "workflow-store",
-                self._store.ListAuditEvents,
-                store_pb.ListAuditEventsRequest(
-                    schedule_id=schedule_id,
-                    limit=min(limit - len(events), _PAGE),
-                    before_id=before,
-                ),
-            )
-            events.extend(AuditEvent.from_proto(e) for e in resp.events)
-            before = resp.next_before_id
-            if not before or not resp.events:
-                break
-        return events
 
     def wait_run(
         self,

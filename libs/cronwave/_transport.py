@@ -18,6 +18,7 @@ from cronwave_proto.v1 import workflow_store_service_pb2_grpc as store_grpc
 
 from cronwave_core.channels import plain_channel
 from cronwave_core.errors import CronwaveError, Unavailable
+from cronwave_core.settings import TlsSettings
 from cronwave_core.status import error_from_rpc, error_from_status
 
 RpcError = grpc.RpcError
@@ -38,10 +39,11 @@ class Stubs:
             channel.close()
 
 
-def connect(addrs: Mapping[str, str], timeout: timedelta) -> Stubs:
-    """Channels to ``addrs`` (by service name) with ``timeout`` as every call's deadline.
-    Nothing is dialled yet: a channel connects on its first call."""
-    channels = {name: plain_channel(addr, timeout) for name, addr in addrs.items()}
+def connect(addrs: Mapping[str, str], timeout: timedelta, tls: TlsSettings) -> Stubs:
+    """Channels to ``addrs`` (by service name) with ``timeout`` as every call's deadline,
+    and mutual TLS as ``tls`` says. Nothing is dialled yet: a channel connects on its
+    first call."""
+    channels = {name: plain_channel(addr, timeout, tls) for name, addr in addrs.items()}
     return Stubs(
         channels=channels,
         store=store_grpc.WorkflowStoreServiceStub(channels["workflow-store"]),

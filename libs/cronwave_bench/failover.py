@@ -118,7 +118,7 @@ class Drill:
 
     def _channel(self, address: str) -> grpc.Channel:
         if address not in self._channels:
-            self._channels[address] = grpc.insecure_channel(address)
+            self._channels[address] = self.suite.channel(address)
         return self._channels[address]
 
     # the schedule ------------------------------------------------------------

@@ -200,7 +200,7 @@ class FaultInjector:
         return [n for n in self.suite.procs if n.startswith("worker")]
 
     def worker_status(self, name: str) -> worker_pb.GetWorkerStatusResponse:
-        with grpc.insecure_channel(self.suite.procs[name].address) as channel:
+        with self.suite.channel(self.suite.procs[name].address) as channel:
             stub = worker_grpc.WorkerServiceStub(channel)
             return stub.GetWorkerStatus(worker_pb.GetWorkerStatusRequest(), timeout=_RPC)
 

@@ -1,9 +1,11 @@
 """The one way a cronwave service starts and stops.
 
-Every server gets the library health service, reflection from its descriptors, the
-interceptors in a declared order (tracing, errors, serialization, then the service's
-own, then, in a process started for tests only, the latency faults of
-``cronwave_core.fault_interceptors``), the process's Prometheus endpoint
+Every server listens with mutual TLS (``cronwave_core.security.tls``; plaintext on
+loopback only when ``CRONWAVE_INSECURE=1``) and gets the library health service,
+reflection from its descriptors, the interceptors in a declared order (tracing,
+errors, authentication and the per-RPC rules (``cronwave_core.security.authz``),
+serialization, then the service's own, then, in a process started for tests only,
+the latency faults of ``cronwave_core.fault_interceptors``), the process's Prometheus endpoint
 (``CRONWAVE_METRICS_ADDR``, ``cronwave_core.metrics``), and on SIGTERM or SIGINT:
 health NOT_SERVING (``enter_graceful_shutdown``), ``stop(grace)``, the service's own
 cleanup, then exit.
@@ -30,7 +32,10 @@ from cronwave_core.errors import CronwaveError, InvalidArgument
 from cronwave_core.fault_interceptors import server_faults
 from cronwave_core.limits import DEFAULT_LIMITS
 from cronwave_core.metrics import MetricsServer, serve_metrics
-from cronwave_core.settings import MetricsSettings, TestHooks
+from cronwave_core.security.authz import AuthInterceptor, KeyCheck
+from cronwave_core.security.keys import CachedKeyCheck, RemoteKeyCheck
+from cronwave_core.security.tls import CredentialFiles, check_bind, server_credentials
+from cronwave_core.settings import MetricsSettings, NetworkSettings, TestHooks, TlsSettings
 from cronwave_core.telemetry import fanout
 from cronwave_core.telemetry.rpc_hops import rpc_hop
 from cronwave_core.telemetry.spans import codec_call
@@ -243,6 +248,9 @@ class Service:
     # (cronwave_core.limits), so an oversized field is refused naming it; only a
     # message past this meets gRPC's own refusal, which names no field.
     max_receive_bytes: int = DEFAULT_LIMITS.receive_bytes
+    # How API keys sent to this service are checked (None: with the workflow-store's
+    # AuthenticateApiKey, cached); see cronwave_core.security.keys.
+    check_key: KeyCheck | None = None
 
 
 class RunningServer:
@@ -255,20 +263,35 @@ class RunningServer:
         traced: bool = True,
         hooks: TestHooks | None = None,
         metrics: MetricsSettings | None = None,
+        tls: TlsSettings | None = None,
     ) -> None:
         """``grace``: how long ``stop`` lets in-flight calls finish (``CRONWAVE_GRACE``);
         ``traced``: server spans and serialization timing (``CRONWAVE_TRACING``);
         ``hooks``: the process's test hooks (faults only where they are enabled);
         ``metrics``: where ``start`` serves ``/metrics`` (None: read from the
-        environment, ``CRONWAVE_METRICS_ADDR``)."""
+        environment, ``CRONWAVE_METRICS_ADDR``); ``tls``: its certificate and whether
+        it is insecure (None: ``CRONWAVE_TLS_*`` and ``CRONWAVE_INSECURE``)."""
         self.service = service
         self.grace = grace
         self.metrics = metrics if metrics is not None else MetricsSettings.from_env()
+        tls = tls if tls is not None else TlsSettings.from_env()
+        if tls.insecure:
+            check_bind(service.address, service.name)
         self.metrics_server: MetricsServer | None = None
         interceptors: list[Any] = []
         if traced:
             interceptors.append(server_interceptor())
         interceptors.append(ErrorInterceptor(service.name))
+        # Inside the error interceptor, so a refusal becomes its status and message.
+        check_key = service.check_key
+        if check_key is None and not tls.insecure:
+            # Every service but the store asks the store about API keys.
+            network = NetworkSettings.from_env()
+            remote = RemoteKeyCheck(network.store_addr, network.rpc_timeout)
+            check_key = CachedKeyCheck(remote, tls.auth_cache_ttl)
+        interceptors.append(
+            AuthInterceptor(service.name, insecure=tls.insecure, check_key=check_key)
+        )
         if traced:
             # Inside the error interceptor, so a CronwaveError raised by the servicer
             # still becomes its status; outside the service's own, which see messages.
@@ -299,7 +322,11 @@ class RunningServer:
         reflection.enable_server_reflection(
             (*service.service_names, health.SERVICE_NAME, reflection.SERVICE_NAME), self.server
         )
-        self.port = self.server.add_insecure_port(service.address)
+        if tls.insecure:
+            self.port = self.server.add_insecure_port(service.address)
+        else:
+            files = CredentialFiles(tls.ca, tls.cert, tls.key)
+            self.port = self.server.add_secure_port(service.address, server_credentials(files))
         if self.port == 0:
             raise CronwaveError(
                 f"{service.name}: cannot listen on {service.address}; is another process "

@@ -1,4 +1,4 @@
-"""Plain client channels: insecure (loopback or a private network), with a default
+"""Plain client channels: mutual TLS (``cronwave_core.security.tls``) and a default
 deadline on every unary call. They import grpc alone: the SDK's client uses them as
 they are, and ``cronwave_core.rpc`` adds tracing on top for the services."""
 
@@ -10,6 +10,9 @@ from datetime import timedelta
 from typing import Any
 
 import grpc
+
+from cronwave_core.security.tls import new_channel
+from cronwave_core.settings import TlsSettings
 
 
 class _CallDetails(
@@ -65,9 +68,10 @@ CHANNEL_OPTIONS = [
 ]
 
 
-def plain_channel(address: str, timeout: timedelta) -> grpc.Channel:
-    """An insecure channel to ``address`` whose unary calls without a deadline get
-    ``timeout``; reconnects back off from 100 ms to 1 s, and keepalive pings find a
-    dead peer within about 15 s. Streams have no default deadline."""
-    channel = grpc.insecure_channel(address, options=CHANNEL_OPTIONS)
+def plain_channel(address: str, timeout: timedelta, tls: TlsSettings | None = None) -> grpc.Channel:
+    """A channel to ``address`` (TLS as ``tls`` says, this process's settings when
+    None) whose unary calls without a deadline get ``timeout``; reconnects back off
+    from 100 ms to 1 s, and keepalive pings find a dead peer within about 15 s.
+    Streams have no default deadline."""
+    channel = new_channel(address, CHANNEL_OPTIONS, tls)
     return grpc.intercept_channel(channel, DeadlineInterceptor(timeout))

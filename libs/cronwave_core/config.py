@@ -80,13 +80,15 @@ class Variable:
         return self.kind.show(self.default)
 
 
-def setting(variable: str, kind: Kind[Any], default: Any, doc: str) -> Any:
+def setting(variable: str, kind: Kind[Any], default: Any, doc: str, *, secret: bool = False) -> Any:
     """A dataclass field read from ``variable``. A ``Derived`` default leaves the field
-    without a dataclass default: code that builds the class by hand passes it."""
+    without a dataclass default: code that builds the class by hand passes it. A
+    ``secret`` one (a token) is left out of the class's repr, so a logged settings
+    object does not carry it."""
     spec = Variable(variable, kind, default, " ".join(doc.split()))
     if isinstance(default, Derived):
-        return field(metadata={_KEY: spec})
-    return field(default=default, metadata={_KEY: spec})
+        return field(metadata={_KEY: spec}, repr=not secret)
+    return field(default=default, metadata={_KEY: spec}, repr=not secret)
 
 
 def derived(compute: Callable[[Mapping[str, Any], Mapping[str, str]], T]) -> Any:
@@ -283,6 +285,16 @@ class Url(Kind[str]):
 
 class Directory(Kind[Path]):
     rule = "a directory path"
+
+    def parse(self, raw: str) -> Path:
+        return Path(raw).expanduser().resolve()
+
+    def show(self, value: Path) -> str:
+        return str(value)
+
+
+class File(Kind[Path]):
+    rule = "a file path"
 
     def parse(self, raw: str) -> Path:
         return Path(raw).expanduser().resolve()

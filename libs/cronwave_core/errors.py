@@ -137,6 +137,20 @@ class Unimplemented(CronwaveError):
     status = "UNIMPLEMENTED"
 
 
+class Unauthenticated(CronwaveError):
+    """The caller could not be identified: no usable certificate role and no valid
+    API key."""
+
+    status = "UNAUTHENTICATED"
+
+
+class PermissionDenied(CronwaveError):
+    """The caller is known but the RPC's rule does not allow it; the message names
+    the identity and the permission missing."""
+
+    status = "PERMISSION_DENIED"
+
+
 class ConfigurationError(CronwaveError):
     """A setting is missing or malformed; the process does not start."""
 
@@ -149,4 +163,6 @@ BY_STATUS: dict[str, type[CronwaveError]] = {
     "ALREADY_EXISTS": AlreadyExists,
     "FAILED_PRECONDITION": FailedPrecondition,
     "UNAVAILABLE": Unavailable,
+    "UNAUTHENTICATED": Unauthenticated,
+    "PERMISSION_DENIED": PermissionDenied,
 }

@@ -19,6 +19,8 @@ from opentelemetry import trace
 from opentelemetry.instrumentation.grpc import client_interceptor, grpcext
 
 from cronwave_core.channels import CHANNEL_OPTIONS, DeadlineInterceptor
+from cronwave_core.security.tls import new_channel
+from cronwave_core.settings import TlsSettings
 from cronwave_core.status import (
     error_from_item,
     error_from_rpc,
@@ -136,12 +138,18 @@ class SerializingChannel(grpc.Channel):
         self.close()
 
 
-def open_channel(address: str, timeout: timedelta, *, traced: bool = True) -> grpc.Channel:
-    """An insecure channel to ``address`` (loopback or a private network) with a
-    default deadline and, when ``traced`` and this process traces
-    (``telemetry.tracing.tracing_enabled``), OpenTelemetry client spans and serialization
-    spans."""
-    channel = grpc.insecure_channel(address, options=CHANNEL_OPTIONS)
+def open_channel(
+    address: str,
+    timeout: timedelta,
+    *,
+    traced: bool = True,
+    tls: TlsSettings | None = None,
+) -> grpc.Channel:
+    """A channel to ``address`` with mutual TLS as ``tls`` says (this process's
+    ``CRONWAVE_TLS_*`` when None), a default deadline and, when ``traced`` and this
+    process traces (``telemetry.tracing.tracing_enabled``), OpenTelemetry client spans
+    and serialization spans."""
+    channel = new_channel(address, CHANNEL_OPTIONS, tls)
     traced = traced and tracing_enabled()
     if traced:
         # OpenTelemetry's interceptor is not a grpc one: it wraps through grpcext.

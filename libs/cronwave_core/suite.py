@@ -25,7 +25,9 @@ import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from cronwave_core.errors import ConfigurationError, Unavailable
-from cronwave_core.settings import DEFAULT_PORTS, GATEWAY_PORT, PREFIX, TEST_HOOKS
+from cronwave_core.security.pki import LOCAL_ADMIN, ensure_pki
+from cronwave_core.security.tls import new_channel
+from cronwave_core.settings import DEFAULT_PORTS, GATEWAY_PORT, PREFIX, TEST_HOOKS, TlsSettings
 
 # Start order: the store first (it migrates the database), the planner last.
 SERVICES = ("workflow-store", "leader-election", "dispatcher", "worker", "cron-planner")
@@ -106,12 +108,14 @@ def wait_healthy(
     timeout: timedelta,
     service: str = "",
     alive: Callable[[], bool] = lambda: True,
+    tls: TlsSettings | None = None,
 ) -> None:
     """Block until ``address`` answers SERVING, or raise ``Unavailable`` — at once
-    when ``alive`` says the process behind it has exited."""
+    when ``alive`` says the process behind it has exited. ``tls``: how to connect
+    (None: this process's settings)."""
     deadline = time.monotonic() + timeout.total_seconds()
     last = "no answer"
-    with grpc.insecure_channel(address) as channel:
+    with new_channel(address, (), tls) as channel:
         stub = health_pb2_grpc.HealthStub(channel)
         while time.monotonic() < deadline:
             if not alive():
@@ -194,6 +198,12 @@ class SuiteConfig:
     # Started for tests or drills: CRONWAVE_TEST_HOOKS=1, so CRONWAVE_FAULT and the
     # gateway's SetFaults work. Never for `cronwave up` / `cronwave demo`.
     test_hooks: bool = False
+    # Plaintext and no authentication (CRONWAVE_INSECURE=1; loopback only). Else the
+    # suite's local CA and certificates are made in the TLS dir when absent.
+    insecure: bool = False
+    # None: CRONWAVE_TLS_DIR when set (so that the suites of one test session share a
+    # CA), else <data dir>/tls.
+    tls_dir: Path | None = None
 
 
 class Suite:
@@ -215,6 +225,29 @@ class Suite:
         self.redis_url = config.redis_url or f"redis://127.0.0.1:{ports['redis']}/0"
         self.procs: dict[str, Proc] = {}
         self.redis: Proc | None = None
+        tls_env = os.environ.get(PREFIX + "TLS_DIR")
+        self.tls_dir = config.tls_dir or (Path(tls_env) if tls_env else config.data_dir / "tls")
+        if not config.insecure:
+            ensure_pki(self.tls_dir)
+
+    # connecting ----------------------------------------------------------------
+    def tls(self, identity: str = LOCAL_ADMIN, token: str = "") -> TlsSettings:
+        """How to call this suite as ``identity`` (a certificate in its TLS dir: a
+        service's name, ``local-admin`` or ``client``), sending ``token`` when given."""
+        return TlsSettings(
+            insecure=self.config.insecure,
+            tls_dir=self.tls_dir,
+            identity=identity,
+            ca=self.tls_dir / "ca.pem",
+            cert=self.tls_dir / f"{identity}.pem",
+            key=self.tls_dir / f"{identity}-key.pem",
+            token=token,
+        )
+
+    def channel(self, target: str, identity: str = LOCAL_ADMIN, token: str = "") -> grpc.Channel:
+        """A channel to ``target`` (a service's name, or ``HOST:PORT``) as ``identity``."""
+        address = self.address(target) if target in _PORT_KEY else target
+        return new_channel(address, (), self.tls(identity, token))
 
     # addresses ---------------------------------------------------------------
     def address(self, service: str) -> str:
@@ -250,6 +283,9 @@ class Suite:
             if _PORT_KEY[service] in self.ports:
                 env["CRONWAVE_" + var] = self.address(service)
         env["CRONWAVE_GRACE"] = str(self.config.grace.total_seconds())
+        env["CRONWAVE_TLS_DIR"] = str(self.tls_dir)
+        if self.config.insecure:
+            env["CRONWAVE_INSECURE"] = "1"
         env["PYTHONUNBUFFERED"] = "1"
         env.update(self.config.env)
         if self.config.test_hooks:
@@ -353,6 +389,8 @@ class Suite:
             env["CRONWAVE_" + _ADDR_VAR[service]] = f"127.0.0.1:{free_port()}"
         if service == "cron-planner":
             env.setdefault("CRONWAVE_CANDIDATE", f"{name}@{socket.gethostname()}")
+        # Each process presents its service's certificate (unless the env names files).
+        env.setdefault("CRONWAVE_TLS_IDENTITY", service)
         # -P: the caller's working directory must not shadow a module of ours.
         argv = [sys.executable, "-P", "-m", _MODULE[service]]
         addr = env["CRONWAVE_" + _ADDR_VAR[service]]
@@ -381,6 +419,7 @@ class Suite:
                     self.config.start_timeout,
                     _GRPC_SERVICE[service],
                     alive=proc.alive,
+                    tls=self.tls(),
                 )
                 return proc
             except Unavailable as exc:
@@ -410,7 +449,9 @@ class Suite:
         self._spawn(old)
         if old.address:
             service = _GRPC_SERVICE[_MODULE_SERVICE[old.argv[-1]]]
-            wait_healthy(old.address, self.config.start_timeout, service, alive=old.alive)
+            wait_healthy(
+                old.address, self.config.start_timeout, service, alive=old.alive, tls=self.tls()
+            )
         elif old is self.redis:
             wait_redis(self.ports["redis"], self.config.start_timeout)
         return old

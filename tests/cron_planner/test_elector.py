@@ -16,6 +16,8 @@ from cronwave_proto.v1 import leader_election_service_pb2_grpc as pb_grpc
 from cron_planner.elector import Elector, safety_margin
 from cronwave_core.rpc import open_channel
 from cronwave_core.suite import Suite
+from tests.harness.tls import as_identity
+from tests.harness.tls import channel as channel_as
 from tests.helpers import eventually, fresh
 
 TTL = timedelta(seconds=2)
@@ -35,7 +37,9 @@ def make_elector(leader_addr: str) -> Iterator[Callable[..., Elector]]:
     channels: list[grpc.Channel] = []
 
     def make(candidate: str, ttl: timedelta = TTL) -> Elector:
-        channel = open_channel(leader_addr, timedelta(seconds=1), traced=False)
+        channel = open_channel(
+            leader_addr, timedelta(seconds=1), traced=False, tls=as_identity("cron-planner")
+        )
         channels.append(channel)
         elector = Elector(
             channel,
@@ -57,7 +61,7 @@ def make_elector(leader_addr: str) -> Iterator[Callable[..., Elector]]:
 
 
 def observe(leader_addr: str) -> pb.Lease:
-    with grpc.insecure_channel(leader_addr) as channel:
+    with channel_as(leader_addr, "cron-planner") as channel:
         stub = pb_grpc.LeaderElectionServiceStub(channel)
         return stub.Observe(pb.ObserveRequest(scope="planner"), timeout=5).lease
 
@@ -128,7 +132,7 @@ def test_a_refused_renewal_steps_down_at_once(
     # When its lease vanishes and a rival takes the scope
     client = redis.Redis.from_url(redis_url)
     client.delete(f"{namespace}:lease:planner")
-    with grpc.insecure_channel(leader_addr) as channel:
+    with channel_as(leader_addr, "cron-planner") as channel:
         rival = pb_grpc.LeaderElectionServiceStub(channel).Campaign(
             pb.CampaignRequest(scope="planner", candidate="rival"), timeout=5
         )

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import re
 
-import grpc
 import pytest
 from cronwave_proto.v1 import common_pb2
 from cronwave_proto.v1 import cron_planner_service_pb2 as planner_pb
@@ -16,6 +15,7 @@ from cronwave_proto.v1 import workflow_store_service_pb2_grpc as store_grpc
 
 from cronwave_core.suite import Suite
 from tests.harness.suites import SuiteFactory
+from tests.harness.tls import hop_channel
 from tests.helpers import eventually, fresh, plant_schedule_row
 
 pytestmark = pytest.mark.slow
@@ -30,11 +30,11 @@ MIB = 1024 * KIB
 
 
 def store(suite: Suite) -> store_grpc.WorkflowStoreServiceStub:
-    return store_grpc.WorkflowStoreServiceStub(grpc.insecure_channel(suite.store_addr))
+    return store_grpc.WorkflowStoreServiceStub(hop_channel(suite, "workflow-store"))
 
 
 def status(suite: Suite) -> planner_pb.GetPlannerStatusResponse:
-    stub = planner_grpc.CronPlannerServiceStub(grpc.insecure_channel(suite.planner_addr))
+    stub = planner_grpc.CronPlannerServiceStub(hop_channel(suite, "cron-planner"))
     return stub.GetPlannerStatus(planner_pb.GetPlannerStatusRequest(), timeout=5)
 
 

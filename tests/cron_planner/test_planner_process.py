@@ -16,8 +16,10 @@ from cronwave_proto.v1 import workflow_store_service_pb2 as store_pb
 from cronwave_proto.v1 import workflow_store_service_pb2_grpc as store_grpc
 
 from cronwave_core.convert import ts_to_dt
+from cronwave_core.security.tls import new_channel
 from cronwave_core.suite import Suite
 from tests.harness.suites import SuiteFactory
+from tests.harness.tls import hop_channel
 from tests.helpers import eventually, fresh, stored_spans
 
 pytestmark = pytest.mark.slow
@@ -31,11 +33,11 @@ LEASE_ENV = {
 
 
 def store(suite: Suite) -> store_grpc.WorkflowStoreServiceStub:
-    return store_grpc.WorkflowStoreServiceStub(grpc.insecure_channel(suite.store_addr))
+    return store_grpc.WorkflowStoreServiceStub(hop_channel(suite, "workflow-store"))
 
 
 def planner(address: str) -> planner_grpc.CronPlannerServiceStub:
-    return planner_grpc.CronPlannerServiceStub(grpc.insecure_channel(address))
+    return planner_grpc.CronPlannerServiceStub(new_channel(address, ()))
 
 
 def status(address: str) -> planner_pb.GetPlannerStatusResponse:

@@ -23,6 +23,7 @@ from google.protobuf.timestamp_pb2 import Timestamp
 from cronwave_core.suite import Suite
 from tests.fuzz.support import Databases, changed, leaks, settled, strings_in
 from tests.harness.suites import SuiteFactory
+from tests.harness.tls import hop_channel
 from tests.helpers import fresh
 
 pytestmark = pytest.mark.slow
@@ -230,7 +231,7 @@ def databases(suite: Suite, database_url: str) -> Iterator[Databases]:
 
 
 def send(suite: Suite, service: str, method: str, body: bytes) -> tuple[grpc.StatusCode, str]:
-    with grpc.insecure_channel(suite.address(service)) as channel:
+    with hop_channel(suite, service) as channel:
         call = channel.unary_unary(f"/{method}", request_serializer=None)
         try:
             call(body, timeout=30)

@@ -10,7 +10,6 @@ import uuid
 from collections import Counter
 from datetime import UTC, datetime, timedelta
 
-import grpc
 import pytest
 import redis
 from cronwave_proto.v1 import common_pb2
@@ -26,6 +25,7 @@ from cronwave_core.convert import ts_to_dt
 from cronwave_core.domain.calendar import fire_times
 from cronwave_core.domain.spec import Spec
 from tests.harness.suites import SuiteFactory
+from tests.harness.tls import hop_channel
 from tests.helpers import eventually
 
 pytestmark = pytest.mark.slow
@@ -120,7 +120,7 @@ def test_an_empty_redis_restart_skips_no_slot_for_a_run_lost_in_the_queue(
     # Given a suite whose every service uses a Redis of the test's own, under a steady
     # load of 1-second noop schedules that skip a slot while a run is in flight
     suite = make_suite()
-    channel = grpc.insecure_channel(suite.store_addr)
+    channel = hop_channel(suite, "workflow-store")
     store = store_grpc.WorkflowStoreServiceStub(channel)
     created = _create_schedules(store)
     ids = list(created)
@@ -162,7 +162,7 @@ def test_an_empty_redis_restart_skips_no_slot_for_a_run_lost_in_the_queue(
         return runs
 
     runs = eventually(all_ended, timeout=60, interval=0.2, what="every run ended")
-    worker = worker_grpc.WorkerServiceStub(grpc.insecure_channel(suite.procs["worker"].address))
+    worker = worker_grpc.WorkerServiceStub(hop_channel(suite, suite.procs["worker"].address))
     executions = worker.GetWorkerStatus(worker_pb.GetWorkerStatusRequest(), timeout=5).runs_started
     channel.close()
 

@@ -16,6 +16,7 @@ from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.message import Message
 
 from cronwave_core.suite import Suite
+from tests.harness.tls import hop_channel
 from tests.helpers import eventually
 
 #: What no request may end with: bad input gets a status that names what is wrong.
@@ -115,7 +116,7 @@ def settled(suite: Suite) -> None:
     """Wait until the suite's own start-up writes are done: the planner leads (its
     grant is the last write the store sees from a quiet suite; renewals keep the
     token), so from here on only requests write."""
-    with grpc.insecure_channel(suite.planner_addr) as channel:
+    with hop_channel(suite, "cron-planner") as channel:
         stub = planner_grpc.CronPlannerServiceStub(channel)
 
         def leading() -> bool:

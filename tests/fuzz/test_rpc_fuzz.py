@@ -40,6 +40,7 @@ from cronwave_core.suite import Suite
 from tests.fuzz.strategies import messages, weighted
 from tests.fuzz.support import FIELD_RULE, NEVER, Databases, leaks, settled, strings_in
 from tests.harness.suites import SuiteFactory
+from tests.harness.tls import hop_channel
 
 pytestmark = pytest.mark.slow
 
@@ -209,7 +210,7 @@ def test_no_request_gets_unknown_internals_or_a_half_write(
     settled(suite)
     gateway_url = f"sqlite:///{suite.config.data_dir / 'gateway.db'}"
     databases = Databases([database_url, gateway_url])
-    channels = {name: grpc.insecure_channel(suite.address(name)) for _, name, _ in SERVICES}
+    channels = {name: hop_channel(suite, name) for _, name, _ in SERVICES}
     cleanup = Cleanup(channels)
     tally: collections.Counter[tuple[str, str]] = collections.Counter()
     try:

@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Any
 
 import dramatiq
-import grpc
 import pytest
 from cronwave_proto.v1 import common_pb2
 from cronwave_proto.v1 import dispatcher_service_pb2 as dispatcher_pb
@@ -31,6 +30,7 @@ from cronwave_core.settings import RedisSettings
 from cronwave_core.suite import Suite, SuiteConfig
 from tests.harness.processes import ProcessTable, job_processes
 from tests.harness.suites import TrackedSuite
+from tests.harness.tls import hop_channel
 from tests.helpers import REPO, eventually, fresh, get_one, issue_tokens, only, stored_spans
 
 # The planner scope's fencing tokens the store issues when no leader-election runs.
@@ -53,9 +53,9 @@ class Cluster:
     def __init__(self, suite: Suite) -> None:
         self.suite = suite
         self._channels = [
-            grpc.insecure_channel(suite.store_addr),
-            grpc.insecure_channel(suite.dispatcher_addr),
-            grpc.insecure_channel(suite.address("worker")),
+            hop_channel(suite, "workflow-store"),
+            hop_channel(suite, "dispatcher"),
+            hop_channel(suite, "worker"),
         ]
         self.store = store_grpc.WorkflowStoreServiceStub(self._channels[0])
         self.dispatcher = dispatcher_grpc.DispatcherServiceStub(self._channels[1])

@@ -21,6 +21,7 @@ from cronwave_core.suite import GATEWAY, Proc, SuiteConfig
 from tests.harness.clients import client_for
 from tests.harness.processes import ProcessTable
 from tests.harness.suites import TrackedSuite
+from tests.harness.tls import hop_channel
 from tests.helpers import eventually, fresh
 
 GRACE = timedelta(seconds=2)
@@ -95,7 +96,7 @@ class GatewayProcess:
 
     def start(self) -> GatewayProcess:
         self.suite.start_service(GATEWAY)
-        self.channel = grpc.insecure_channel(self.addr)
+        self.channel = hop_channel(self.suite, self.addr)
         self.stub = gateway_grpc.PaymentGatewayServiceStub(self.channel)
         return self
 
@@ -160,7 +161,7 @@ class BillingSuite:
         for service in ("workflow-store", GATEWAY, "dispatcher"):
             self.suite.start_service(service)
         self.client = client_for(self.suite)
-        self.channel = grpc.insecure_channel(self.suite.gateway_addr)
+        self.channel = hop_channel(self.suite, "payment-gateway")
         self.gateway = gateway_grpc.PaymentGatewayServiceStub(self.channel)
         return self
 

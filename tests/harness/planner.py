@@ -87,7 +87,12 @@ class ClockedPlanners:
 
     def start(self, at: datetime) -> ClockedPlanner:
         """A planner whose clock reads ``at``, once it leads."""
-        env = {**self.suite.base_env(), **self.env, "CRONWAVE_CANDIDATE": fresh("clocked")}
+        env = {
+            **self.suite.base_env(),
+            **self.env,
+            "CRONWAVE_CANDIDATE": fresh("clocked"),
+            "CRONWAVE_TLS_IDENTITY": "cron-planner",
+        }
         clock = ManualClock(at)
         planner = Planner.from_env(env, clock=clock, idle=timedelta(hours=1))
         clocked = ClockedPlanner(planner, clock)

@@ -18,11 +18,12 @@ from cronwave_proto.v1 import common_pb2 as pb
 from cronwave_proto.v1 import workflow_store_service_pb2 as api
 from cronwave_proto.v1 import workflow_store_service_pb2_grpc as api_grpc
 
+from cronwave_core.channels import DeadlineInterceptor
 from cronwave_core.convert import dt_to_ts, td_to_duration
 from cronwave_core.errors import Unavailable
-from cronwave_core.rpc import open_channel
 from cronwave_core.suite import free_port, wait_healthy
 from tests.harness.processes import ProcessTable
+from tests.harness.tls import hop_channel
 from tests.helpers import fresh, get_one, issue_tokens, record_one
 
 # The planner scope's fencing tokens a store started here has issued.
@@ -60,6 +61,8 @@ class StoreProcess:
             CRONWAVE_DATABASE_URL=database_url,
             CRONWAVE_STORE_ADDR=self.address,
             CRONWAVE_GRACE="2",
+            CRONWAVE_TLS_DIR=os.environ["CRONWAVE_TLS_DIR"],
+            CRONWAVE_TLS_IDENTITY="workflow-store",
             PYTHONPATH=_pythonpath(),
             PYTHONUNBUFFERED="1",
         )
@@ -92,7 +95,9 @@ class StoreProcess:
         """No leader-election runs beside this store: have it issue the planner
         scope's tokens 1..TOKENS_ISSUED, as ten lease grants would have, so tests can
         fence writes with any of them."""
-        channel = open_channel(self.address, timedelta(seconds=15), traced=False)
+        channel = grpc.intercept_channel(
+            hop_channel(None, self.address), DeadlineInterceptor(timedelta(seconds=15))
+        )
         try:
             issue_tokens(api_grpc.WorkflowStoreServiceStub(channel), TOKENS_ISSUED)
         finally:
@@ -102,7 +107,9 @@ class StoreProcess:
         return self.log_path.read_text(errors="replace")[-4000:]
 
     def stub(self) -> api_grpc.WorkflowStoreServiceStub:
-        channel = open_channel(self.address, timedelta(seconds=15), traced=False)
+        channel = grpc.intercept_channel(
+            hop_channel(None, self.address), DeadlineInterceptor(timedelta(seconds=15))
+        )
         self._channels.append(channel)
         return api_grpc.WorkflowStoreServiceStub(channel)
 

@@ -17,11 +17,12 @@ from cronwave_proto.v1 import workflow_store_service_pb2 as store_pb
 from cronwave_proto.v1 import workflow_store_service_pb2_grpc as store_grpc
 
 from cronwave_core.suite import Suite
+from tests.harness.tls import hop_channel
 from tests.helpers import eventually, fresh, record_one, stored_spans
 
 
 def stub(suite: Suite) -> pb_grpc.LeaderElectionServiceStub:
-    channel = grpc.insecure_channel(suite.leader_addr)
+    channel = hop_channel(suite, "leader-election")
     return pb_grpc.LeaderElectionServiceStub(channel)
 
 
@@ -246,7 +247,7 @@ def _spans(directory: Path) -> list[dict[str, object]]:
 
 
 def _store(suite: Suite) -> store_grpc.WorkflowStoreServiceStub:
-    return store_grpc.WorkflowStoreServiceStub(grpc.insecure_channel(suite.store_addr))
+    return store_grpc.WorkflowStoreServiceStub(hop_channel(suite, "workflow-store"))
 
 
 def _record_with_token(suite: Suite, scope: str, token: int) -> None:

@@ -22,6 +22,7 @@ from cronwave_core.convert import dt_to_ts, ts_to_dt
 from cronwave_core.suite import Suite
 from tests.harness.cluster import Cluster
 from tests.harness.suites import SuiteFactory, make_suite  # noqa: F401  (fixture)
+from tests.harness.tls import hop_channel
 from tests.helpers import eventually
 
 SERVICES = ("workflow-store", "leader-election", "dispatcher", "worker", "cron-planner")
@@ -55,7 +56,7 @@ def suite(make_suite: SuiteFactory) -> Iterator[Suite]:  # noqa: F811
 
 def leader_token(suite: Suite) -> int:
     """The fencing token of the planner's lease, once a planner holds it."""
-    with grpc.insecure_channel(suite.leader_addr) as channel:
+    with hop_channel(suite, "leader-election") as channel:
         leases = leader_grpc.LeaderElectionServiceStub(channel)
 
         def held() -> int:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-import grpc
 import pytest
 from cronwave_proto.v1 import common_pb2
 from cronwave_proto.v1 import workflow_store_service_pb2 as store_pb
@@ -16,6 +15,7 @@ from cronwave import Client, FailedPrecondition, InvalidArgument, Run
 from cronwave_core.suite import Suite
 from tests.harness.store import record_missed
 from tests.harness.suites import SuiteFactory
+from tests.harness.tls import hop_channel
 from tests.helpers import eventually, fresh
 from tests.schedules.conftest import LEASE_ENV, runs_of
 
@@ -154,7 +154,7 @@ def _all_succeeded(client: Client, schedule_id: str, count: int) -> list[Run] | 
 
 def _record_missed(suite: Suite, schedule_id: str, fire_time: datetime) -> str:
     """Record ``fire_time`` MISSED as the leading planner would (its fencing token)."""
-    with grpc.insecure_channel(suite.store_addr) as channel:
+    with hop_channel(suite, "workflow-store") as channel:
         stub = store_grpc.WorkflowStoreServiceStub(channel)
         token = stub.GetFencingToken(store_pb.GetFencingTokenRequest(), timeout=10).fencing_token
         recorded, run = record_missed(

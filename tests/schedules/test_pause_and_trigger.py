@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-import grpc
 import pytest
 from cronwave_proto.v1 import workflow_store_service_pb2 as store_pb
 from cronwave_proto.v1 import workflow_store_service_pb2_grpc as store_grpc
@@ -15,6 +14,7 @@ from cronwave.cli.main import app
 from cronwave_core.suite import Suite
 from tests.harness.clients import client_for
 from tests.harness.suites import SuiteFactory
+from tests.harness.tls import hop_channel
 from tests.helpers import eventually, fresh
 from tests.schedules.conftest import LEASE_ENV, runs_of
 
@@ -66,7 +66,7 @@ def test_pause_stops_at_once_and_resume_does_not_catch_up_the_pause(
     described = runner.invoke(app, ["schedule", "describe", schedule_id], env=cli_env(suite))
     assert "db migration" in described.stdout
     # and the planner has heard of it over its watch
-    store = store_grpc.WorkflowStoreServiceStub(grpc.insecure_channel(suite.store_addr))
+    store = store_grpc.WorkflowStoreServiceStub(hop_channel(suite, "workflow-store"))
     revision = store.GetSchedule(
         store_pb.GetScheduleRequest(schedule_id=schedule_id), timeout=10
     ).schedule.revision

@@ -8,7 +8,6 @@ import threading
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-import grpc
 import pytest
 from cronwave_proto.v1 import dispatcher_service_pb2 as dispatcher_pb
 from cronwave_proto.v1 import dispatcher_service_pb2_grpc as dispatcher_grpc
@@ -19,6 +18,7 @@ import cronwave
 from cronwave_core.convert import dt_to_ts
 from cronwave_core.suite import SERVICES
 from tests.harness.clients import client_for
+from tests.harness.tls import hop_channel
 from tests.helpers import eventually, fresh, only
 
 pytestmark = pytest.mark.slow
@@ -43,7 +43,7 @@ def test_a_scheduled_fire_started_eight_times_at_once_is_one_run(make_suite) -> 
     lock = threading.Lock()
 
     def start() -> None:
-        with grpc.insecure_channel(suite.dispatcher_addr) as channel:
+        with hop_channel(suite, "dispatcher") as channel:
             stub = dispatcher_grpc.DispatcherServiceStub(channel)
             barrier.wait(timeout=10)
             reply = stub.StartRuns(
@@ -123,7 +123,7 @@ def test_kill_9_and_restart_loses_no_schedule_or_run(make_suite, victim: str) ->
 
 def test_bad_input_names_the_field_and_stores_nothing(make_suite) -> None:
     suite = make_suite()
-    with grpc.insecure_channel(suite.store_addr) as channel:
+    with hop_channel(suite, "workflow-store") as channel:
         store = store_grpc.WorkflowStoreServiceStub(channel)
         before = store.ListSchedules(store_pb.ListSchedulesRequest(), timeout=5)
     with client_for(suite) as client:
@@ -140,7 +140,7 @@ def test_bad_input_names_the_field_and_stores_nothing(make_suite) -> None:
         # When a dispatch names a schedule that does not exist
         with pytest.raises(cronwave.NotFound):
             client.trigger("no-such-schedule")
-    with grpc.insecure_channel(suite.store_addr) as channel:
+    with hop_channel(suite, "workflow-store") as channel:
         store = store_grpc.WorkflowStoreServiceStub(channel)
         after = store.ListSchedules(store_pb.ListSchedulesRequest(), timeout=5)
         runs = store.ListRuns(store_pb.ListRunsRequest(), timeout=5)

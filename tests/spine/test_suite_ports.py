@@ -14,7 +14,9 @@ import pytest
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from cronwave_core.errors import Unavailable
+from cronwave_core.security.tls import CredentialFiles, server_credentials
 from cronwave_core.suite import Suite, SuiteConfig, wait_healthy
+from tests.harness.tls import as_identity
 
 
 def _config(tmp_path: Path, database_url: str, redis_url: str, namespace: str) -> SuiteConfig:
@@ -58,7 +60,10 @@ def test_a_server_of_another_service_on_the_port_is_not_taken_for_healthy() -> N
     servicer.set("cronwave.v1.WorkflowStoreService", health_pb2.HealthCheckResponse.SERVING)
     servicer.set("", health_pb2.HealthCheckResponse.SERVING)
     health_pb2_grpc.add_HealthServicer_to_server(servicer, server)
-    port = server.add_insecure_port("127.0.0.1:0")
+    tls = as_identity("workflow-store")
+    port = server.add_secure_port(
+        "127.0.0.1:0", server_credentials(CredentialFiles(tls.ca, tls.cert, tls.key))
+    )
     server.start()
     try:
         address = f"127.0.0.1:{port}"

@@ -7,7 +7,6 @@ from __future__ import annotations
 import signal
 from datetime import UTC, datetime, timedelta
 
-import grpc
 import pytest
 import redis
 from cronwave_proto.v1 import common_pb2
@@ -22,6 +21,7 @@ from cronwave_core.suite import Suite
 from cronwave_core.telemetry.vocabulary import ATTR_CACHE_HIT, ATTR_CACHE_NAME, ATTR_SCHEDULE_ID
 from cronwave_waterfall import build_runs, compare_scenarios
 from tests.harness.clients import client_for
+from tests.harness.tls import hop_channel
 from tests.helpers import eventually, fresh, new_traceparent, only
 from tests.tracing.support import spans_of, traced_suite
 
@@ -33,7 +33,7 @@ FIRE = datetime(2024, 6, 1, 2, 0, tzinfo=UTC)
 def _lease_token(suite: Suite) -> int:
     """The planner lease's fencing token, once a planner holds it: the token a start
     on the leader's behalf carries (the store accepts only tokens it issued)."""
-    with grpc.insecure_channel(suite.leader_addr) as channel:
+    with hop_channel(suite, "leader-election") as channel:
         leader = leader_grpc.LeaderElectionServiceStub(channel)
 
         def token() -> int:
@@ -45,7 +45,7 @@ def _lease_token(suite: Suite) -> int:
 
 def _start(suite: Suite, schedule_id: str, timeout: float = 10) -> dispatcher_pb.StartRunResponse:
     token = _lease_token(suite)
-    with grpc.insecure_channel(suite.dispatcher_addr) as channel:
+    with hop_channel(suite, "dispatcher") as channel:
         reply = dispatcher_grpc.DispatcherServiceStub(channel).StartRuns(
             dispatcher_pb.StartRunsRequest(
                 starts=[
@@ -130,7 +130,7 @@ def test_route_look_ups_take_the_path_the_caller_asks_for(make_suite) -> None:
     with client_for(suite) as client:
         client.create_schedule(sid, cron="0 2 * * *", job_type="cronwave.noop")
         # When it is triggered five times, steering the route look-up of some
-        with grpc.insecure_channel(suite.dispatcher_addr) as channel:
+        with hop_channel(suite, "dispatcher") as channel:
             stub = dispatcher_grpc.DispatcherServiceStub(channel)
             run_ids = []
             for control in controls:

@@ -27,7 +27,7 @@ from cronwave._client import Client
 from cronwave_core.errors import CronwaveError, Unavailable
 
 if TYPE_CHECKING:
-    from cronwave_core.settings import NetworkSettings
+    from cronwave_core.settings import NetworkSettings, TlsSettings
 
 UNAVAILABLE_HINT = (
     "is `cronwave up` running? The CLI connects to CRONWAVE_STORE_ADDR, "
@@ -161,8 +161,13 @@ def suite_env(environ: Mapping[str, str] | None = None) -> dict[str, str]:
         data_dir = Path(env["CRONWAVE_DATA_DIR"])
     if data_dir is None:
         return env
-    record = _suite_record.running_suite(data_dir.expanduser().resolve())
-    return {**record.env(), **{k: v for k, v in env.items() if v}}
+    data_dir = data_dir.expanduser().resolve()
+    record = _suite_record.running_suite(data_dir)
+    tls_dir = record.extra.get("tls_dir") or str(data_dir / "tls")
+    found = {**record.env(), "CRONWAVE_TLS_DIR": str(tls_dir)}
+    if record.extra.get("insecure"):
+        found["CRONWAVE_INSECURE"] = "1"
+    return {**found, **{k: v for k, v in env.items() if v}}
 
 
 def network_settings() -> NetworkSettings:
@@ -172,8 +177,19 @@ def network_settings() -> NetworkSettings:
     return NetworkSettings.from_env(suite_env())
 
 
+def tls_settings() -> TlsSettings:
+    """The certificates and API key a client command calls with: ``CRONWAVE_TLS_*`` and
+    ``CRONWAVE_TOKEN``, else the local administrator's certificate of the suite in the
+    data dir."""
+    from cronwave_core.settings import TlsSettings
+
+    return TlsSettings.from_env(suite_env())
+
+
 @contextmanager
 def connected() -> Iterator[Client]:
     """A client for ``network_settings()``, errors reported."""
-    with reported_errors(), Client.from_settings(network_settings()) as client:
+    with reported_errors():
+        client = Client.from_settings(network_settings(), tls_settings())
+    with reported_errors(), client:
         yield client

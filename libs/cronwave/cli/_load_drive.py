@@ -28,7 +28,8 @@ from cronwave.cli.suite_cmds import running, suite_config
 from cronwave_core.caching import METADATA_KEY, TERMINAL_STATES, RunStatusCache, redis_client
 from cronwave_core.errors import InvalidArgument, Unavailable
 from cronwave_core.rpc import open_channel
-from cronwave_core.settings import NetworkSettings, ProcessSettings, RedisSettings
+from cronwave_core.security.tls import new_channel
+from cronwave_core.settings import NetworkSettings, ProcessSettings, RedisSettings, TlsSettings
 from cronwave_core.suite import Suite
 
 POLL = 0.01  # seconds between two reads of the run-status cache
@@ -44,6 +45,7 @@ class Target:
     redis_url: str
     namespace: str
     rpc_timeout: timedelta = timedelta(seconds=10)
+    tls: TlsSettings | None = None  # None: this process's CRONWAVE_TLS_*
 
 
 @dataclass
@@ -143,10 +145,11 @@ def drive(
         store_addr=target.store_addr,
         dispatcher_addr=target.dispatcher_addr,
         timeout=target.rpc_timeout,
+        tls=target.tls,
     ) as client:
         report.schedule_ids = create_schedules(client, max(1, min(schedules, runs)), job_type)
     cache_client = redis_client(target.redis_url, timedelta(seconds=2))
-    channel = open_channel(target.dispatcher_addr, target.rpc_timeout, traced=False)
+    channel = open_channel(target.dispatcher_addr, target.rpc_timeout, traced=False, tls=target.tls)
     phase = _Phase(
         target,
         dispatcher_grpc.DispatcherServiceStub(channel),
@@ -285,7 +288,7 @@ def _from_store(target: Target, run_ids: list[str]) -> dict[str, common_pb2.Run]
     """The runs among ``run_ids`` that have ended, as the store says (one read per
     1,000 runs)."""
     found: dict[str, common_pb2.Run] = {}
-    with grpc.insecure_channel(target.store_addr) as channel:
+    with new_channel(target.store_addr, (), target.tls) as channel:
         store = store_grpc.WorkflowStoreServiceStub(channel)
         for i in range(0, len(run_ids), _READ_BATCH):
             request = store_pb.GetRunsRequest(
@@ -305,8 +308,8 @@ def children_cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def _reachable(address: str, timeout: float = 1.0) -> bool:
-    with grpc.insecure_channel(address) as channel:
+def _reachable(address: str, tls: TlsSettings, timeout: float = 1.0) -> bool:
+    with new_channel(address, (), tls) as channel:
         try:
             reply = health_pb2_grpc.HealthStub(channel).Check(
                 health_pb2.HealthCheckRequest(), timeout=timeout
@@ -321,17 +324,30 @@ def suite_target(data_dir: Path | None, connect: bool) -> Iterator[tuple[Target,
     """The configured suite when it answers, else (unless ``connect``) a private one."""
     network = NetworkSettings.from_env()
     redis = RedisSettings.from_env()
-    if _reachable(network.store_addr) and _reachable(network.dispatcher_addr):
-        yield (
-            Target(network.store_addr, network.dispatcher_addr, redis.redis_url, redis.namespace),
-            None,
-        )
+    tls = TlsSettings.from_env()
+    if (tls.insecure or tls.ca.exists()) and _reachable(network.store_addr, tls):
+        if _reachable(network.dispatcher_addr, tls):
+            yield (
+                Target(
+                    network.store_addr,
+                    network.dispatcher_addr,
+                    redis.redis_url,
+                    redis.namespace,
+                    tls=tls,
+                ),
+                None,
+            )
+            return
         return
     if connect:
         raise Unavailable(f"no suite answers at {network.store_addr} and {network.dispatcher_addr}")
     suite = Suite(suite_config(data_dir or ProcessSettings.from_env().data_dir, ports={}))
     with running(suite):
-        yield (
-            Target(suite.store_addr, suite.dispatcher_addr, suite.redis_url, redis.namespace),
-            suite,
+        target = Target(
+            suite.store_addr,
+            suite.dispatcher_addr,
+            suite.redis_url,
+            redis.namespace,
+            tls=suite.tls(),
         )
+        yield target, suite

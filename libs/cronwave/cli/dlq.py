@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC
-from typing import TYPE_CHECKING, Annotated, Any, TypeVar
+from typing import Annotated, Any, TypeVar
 
 import typer
 from cronwave_proto.v1 import common_pb2
@@ -14,12 +14,10 @@ from rich.markup import escape
 from rich.table import Table
 
 from cronwave.cli import _json
-from cronwave.cli._console import network_settings, out, reported_errors
+from cronwave.cli._console import out
 from cronwave.cli._json import Output, OutputOption
 from cronwave.cli._render import fmt_time
-
-if TYPE_CHECKING:
-    from cronwave_core.settings import NetworkSettings
+from cronwave.cli._stub import StoreStub, store_stub
 
 app = typer.Typer(
     help="The dead-letter list: runs whose retries are spent, and poison messages.",
@@ -29,40 +27,12 @@ app = typer.Typer(
 Resp = TypeVar("Resp")
 
 
-class _Store:
-    """The workflow-store, with failures turned into ``CronwaveError``s."""
-
-    def __init__(self, settings: NetworkSettings) -> None:
-        from cronwave_proto.v1 import workflow_store_service_pb2_grpc as store_grpc
-
-        from cronwave import _transport
-        from cronwave_core.channels import plain_channel
-
-        self.address = settings.store_addr
-        self.timeout = settings.rpc_timeout
-        self._transport = _transport
-        self._channel = plain_channel(settings.store_addr, settings.rpc_timeout)
-        self.stub = store_grpc.WorkflowStoreServiceStub(self._channel)
-
-    def call(self, method: Callable[[Any], Resp], request: Any) -> Resp:
-        try:
-            return method(request)
-        except self._transport.RpcError as exc:
-            where = f"workflow-store at {self.address}"
-            raise self._transport.call_error(where, self.timeout, exc) from exc
-
-    def close(self) -> None:
-        self._channel.close()
-
-
 @contextmanager
-def _store() -> Iterator[_Store]:
-    with reported_errors():
-        store = _Store(network_settings())
-        try:
-            yield store
-        finally:
-            store.close()
+def _store() -> Iterator[StoreStub[Any]]:
+    from cronwave_proto.v1 import workflow_store_service_pb2_grpc as store_grpc
+
+    with store_stub(store_grpc.WorkflowStoreServiceStub) as store:
+        yield store
 
 
 def letters_table(letters: Any) -> Table:

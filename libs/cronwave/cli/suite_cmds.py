@@ -43,6 +43,15 @@ app = typer.Typer()
 # Variables the suite sets for its processes itself; the rest of CRONWAVE_* passes through.
 _SUITE_OWNED = {
     "CRONWAVE_DATA_DIR",
+    # Each process's certificate is the suite's to choose; the caller's own (and its
+    # API key) are not passed on.
+    "CRONWAVE_INSECURE",
+    "CRONWAVE_TLS_DIR",
+    "CRONWAVE_TLS_IDENTITY",
+    "CRONWAVE_TLS_CA",
+    "CRONWAVE_TLS_CERT",
+    "CRONWAVE_TLS_KEY",
+    "CRONWAVE_TOKEN",
     "CRONWAVE_DATABASE_URL",
     "CRONWAVE_REDIS_URL",
     "CRONWAVE_STORE_ADDR",
@@ -69,17 +78,22 @@ def suite_config(
     planners: int = 1,
     workers: int = 1,
     environ: Mapping[str, str] | None = None,
+    insecure: bool = False,
 ) -> SuiteConfig:
     """A suite in ``data_dir`` that uses ``CRONWAVE_DATABASE_URL`` / ``CRONWAVE_REDIS_URL``
     when set (else SQLite in the data dir / an embedded redis-server) and passes every
-    other ``CRONWAVE_*`` setting on to its processes."""
+    other ``CRONWAVE_*`` setting on to its processes but their certificates: with
+    mutual TLS unless ``insecure`` (or ``CRONWAVE_INSECURE=1``)."""
     from cronwave_core.suite import SuiteConfig
 
     env = os.environ if environ is None else environ
     from cronwave_core.settings import check_env
 
     check_env(env)  # a malformed variable stops here, named
+    from cronwave_core.settings import TlsSettings
+
     return SuiteConfig(
+        insecure=insecure or TlsSettings.from_env(env).insecure,
         data_dir=data_dir.expanduser().resolve(),
         database_url=env.get("CRONWAVE_DATABASE_URL") or None,
         redis_url=env.get("CRONWAVE_REDIS_URL") or None,
@@ -214,7 +228,8 @@ def running(suite: Suite) -> Iterator[Suite]:
     record = None
     try:
         suite.start()
-        record = _suite_record.started(data_dir, _addresses(suite))
+        extra = {"insecure": True} if suite.config.insecure else {"tls_dir": str(suite.tls_dir)}
+        record = _suite_record.started(data_dir, _addresses(suite), **extra)
         yield suite
     finally:
         if in_main:
@@ -275,6 +290,15 @@ def up(
         ),
     ] = None,
     jobs: Annotated[str | None, typer.Option("--jobs", help=HELP)] = None,
+    insecure: Annotated[
+        bool,
+        typer.Option(
+            "--insecure",
+            help="Plaintext gRPC with no authentication, on loopback only "
+            "(CRONWAVE_INSECURE=1). Default: mutual TLS with the suite's own CA in "
+            "<data dir>/tls.",
+        ),
+    ] = False,
 ) -> None:
     """Run the whole suite until Ctrl-C (or SIGTERM), then stop it; with the billing
     example installed, its sandbox payment gateway too.
@@ -294,6 +318,7 @@ def up(
             planners=planners,
             workers=workers,
             environ=with_job_modules(os.environ, jobs),
+            insecure=insecure,
         )
         from cronwave.cli import demo_billing
 

@@ -1,15 +1,17 @@
 """A local certificate authority and the certificates it issues (``cryptography``).
 
-``cronwave up`` and the test suites call ``ensure_pki(data_dir)``: the first time it
-creates ``<data dir>/tls/`` with a CA and one certificate per service and for the local
-administrator; later calls reuse them (a certificate near its end is issued again).
+``cronwave up`` and the test suites call ``ensure_pki(tls_dir)``: the first time it
+creates the folder (``<data dir>/tls`` by default) with a CA and one certificate per
+service and for the local administrator; later calls reuse them (a certificate near
+its end is issued again).
 
 Identities live in a URI subject alternative name (SPIFFE-style):
 
 - ``spiffe://cronwave/service/<name>``: a service (``workflow-store``, ``worker``, ...);
-- ``spiffe://cronwave/user/<name>``: a person or program; its role comes from the
-  certificate's ``cronwave-role`` organisational unit (``viewer``, ``operator``,
-  ``admin``).
+- ``spiffe://cronwave/user/<name>``: a person or program, with its role in a second
+  URI, ``urn:cronwave:role:<role>`` (``viewer``, ``operator``, ``admin``);
+- ``spiffe://cronwave/client/<name>``: a program that may connect but has no role of
+  its own: its calls carry an API key, which says who calls.
 
 A server certificate also names ``localhost``, ``127.0.0.1`` and the service's name
 (the Kubernetes Service of ``deploy/k8s``) as DNS/IP names, so a client verifies the
@@ -41,8 +43,10 @@ SERVICE_IDENTITIES = (
 )
 #: The local administrator's certificate: what the CLI on the suite's machine uses.
 LOCAL_ADMIN = "local-admin"
+#: A certificate with no role: a program that calls with an API key.
+CLIENT = "client"
 SPIFFE_PREFIX = "spiffe://cronwave/"
-ROLE_UNIT_PREFIX = "cronwave-role="
+ROLE_URN_PREFIX = "urn:cronwave:role:"
 _CA_DAYS = 3650
 _LEAF_DAYS = 397
 #: A certificate with less than this left is issued again by ``ensure_pki``.
@@ -64,6 +68,10 @@ def service_uri(name: str) -> str:
 
 def user_uri(name: str) -> str:
     return f"{SPIFFE_PREFIX}user/{name}"
+
+
+def client_uri(name: str) -> str:
+    return f"{SPIFFE_PREFIX}client/{name}"
 
 
 def _now() -> dt.datetime:
@@ -116,11 +124,16 @@ class LocalCA:
                 .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
                 .add_extension(
                     x509.KeyUsage(
-                        digital_signature=False, content_commitment=False,
-                        key_encipherment=False, data_encipherment=False, key_agreement=False,
-                        key_cert_sign=True, crl_sign=True, encipher_only=False,
+                        digital_signature=False,
+                        content_commitment=False,
+                        key_encipherment=False,
+                        data_encipherment=False,
+                        key_agreement=False,
+                        key_cert_sign=True,
+                        crl_sign=True,
+                        encipher_only=False,
                         decipher_only=False,
-                    ),  # fmt: skip
+                    ),
                     critical=True,
                 )
                 .add_extension(
@@ -144,9 +157,9 @@ class LocalCA:
         both to serve and to call."""
         key = ec.generate_private_key(ec.SECP256R1())
         attrs = [x509.NameAttribute(NameOID.COMMON_NAME, common_name)]
-        if role is not None:
-            attrs.append(x509.NameAttribute(NameOID.ORGANIZATIONAL_UNIT_NAME, ROLE_UNIT_PREFIX + role))
         sans: list[x509.GeneralName] = [x509.UniformResourceIdentifier(uri)]
+        if role is not None:
+            sans.append(x509.UniformResourceIdentifier(ROLE_URN_PREFIX + role))
         sans += [x509.DNSName(name) for name in dns_names]
         if dns_names:
             sans.append(x509.IPAddress(ipaddress.ip_address("127.0.0.1")))
@@ -176,10 +189,16 @@ class LocalCA:
         return _key_pem(key), cert.public_bytes(serialization.Encoding.PEM)
 
     def write(self, stem: str, key_pem: bytes, cert_pem: bytes) -> CertFiles:
-        files = CertFiles(self.dir / f"{stem}.pem", self.dir / f"{stem}-key.pem", self.cert_path)
-        _write(files.key, key_pem, private=True)
-        _write(files.cert, cert_pem, private=False)
-        return files
+        return write_pair(self.dir, stem, key_pem, cert_pem, self.cert_path)
+
+
+def write_pair(directory: Path, stem: str, key_pem: bytes, cert_pem: bytes, ca: Path) -> CertFiles:
+    """``<directory>/<stem>.pem`` and ``<stem>-key.pem`` (the key readable by its owner
+    only)."""
+    files = CertFiles(directory / f"{stem}.pem", directory / f"{stem}-key.pem", ca)
+    _write(files.key, key_pem, private=True)
+    _write(files.cert, cert_pem, private=False)
+    return files
 
 
 def _fresh(path: Path) -> bool:
@@ -190,11 +209,12 @@ def _fresh(path: Path) -> bool:
     return cert.not_valid_after_utc - _now() > _RENEW_BEFORE
 
 
-def ensure_pki(data_dir: Path) -> Path:
-    """``<data_dir>/tls`` with the CA, a certificate per service
-    (``SERVICE_IDENTITIES``) and the local administrator's (``LOCAL_ADMIN``, role
-    admin); what exists and is not near its end is kept. Returns the folder."""
-    ca = LocalCA(data_dir / "tls")
+def ensure_pki(tls_dir: Path) -> Path:
+    """``tls_dir`` (``<data dir>/tls`` by default) with the CA, a certificate per service
+    (``SERVICE_IDENTITIES``), the local administrator's (``LOCAL_ADMIN``, role
+    admin) and one with no role (``CLIENT``, for API-key callers); what exists and
+    is not near its end is kept. Returns the folder."""
+    ca = LocalCA(tls_dir)
     for name in SERVICE_IDENTITIES:
         if not _fresh(ca.dir / f"{name}.pem"):
             key, cert = ca.issue(service_uri(name), name, dns_names=(name, "localhost"))
@@ -202,6 +222,9 @@ def ensure_pki(data_dir: Path) -> Path:
     if not _fresh(ca.dir / f"{LOCAL_ADMIN}.pem"):
         key, cert = ca.issue(user_uri(LOCAL_ADMIN), LOCAL_ADMIN, role="admin")
         ca.write(LOCAL_ADMIN, key, cert)
+    if not _fresh(ca.dir / f"{CLIENT}.pem"):
+        key, cert = ca.issue(client_uri(CLIENT), CLIENT)
+        ca.write(CLIENT, key, cert)
     return ca.dir
 
 

@@ -25,6 +25,7 @@ from cronwave_core.settings import (
     PlannerSettings,
     RedisSettings,
     TestHooks,
+    TlsSettings,
 )
 
 
@@ -57,17 +58,19 @@ class Planner:
         clock: Clock | None = None,
         idle: timedelta | None = None,
         limits: RequestLimits = DEFAULT_LIMITS,
+        tls: TlsSettings | None = None,
     ) -> None:
         """``limits``: the request limits (a backfill's slots). ``idle`` bounds how long
         the fire loop waits with nothing due (a change or a leadership change wakes it
-        at once anyway); tests on a manual clock raise it."""
+        at once anyway); tests on a manual clock raise it. ``tls``: the certificate it
+        calls with (None: this process's ``CRONWAVE_TLS_*``)."""
         self.settings = settings
         self.clock = clock or SystemClock()
         timeout = network.rpc_timeout
-        self._leader_channel = open_channel(network.leader_addr, timeout, traced=False)
-        self._store_channel = open_channel(network.store_addr, timeout)
-        self._watch_channel = open_channel(network.store_addr, timeout, traced=False)
-        self._dispatcher_channel = open_channel(network.dispatcher_addr, timeout)
+        self._leader_channel = open_channel(network.leader_addr, timeout, traced=False, tls=tls)
+        self._store_channel = open_channel(network.store_addr, timeout, tls=tls)
+        self._watch_channel = open_channel(network.store_addr, timeout, traced=False, tls=tls)
+        self._dispatcher_channel = open_channel(network.dispatcher_addr, timeout, tls=tls)
         self.index = ScheduleIndex(lead=settings.dispatch_lead)
         self.elector = Elector(
             self._leader_channel,
@@ -129,6 +132,7 @@ class Planner:
             clock=clock,
             idle=idle,
             limits=LimitSettings.from_env(env).limits(),
+            tls=TlsSettings.from_env(env),
         )
 
     def _on_change(self) -> None:

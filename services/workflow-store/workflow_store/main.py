@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import grpc
+from cronwave_proto.v1 import api_key_service_pb2 as keys_pb
+from cronwave_proto.v1 import api_key_service_pb2_grpc as keys_grpc
 from cronwave_proto.v1 import workflow_store_service_pb2 as api
 from cronwave_proto.v1 import workflow_store_service_pb2_grpc as api_grpc
 
@@ -14,9 +16,11 @@ from cronwave_core.settings import (
     StoreSettings,
     TelemetrySettings,
     TestHooks,
+    TlsSettings,
 )
 from cronwave_core.telemetry.tracing import init_tracing
 from workflow_store import metrics, validate
+from workflow_store.api_keys import ApiKeys, ApiKeyServicer
 from workflow_store.db import Database, create_engine, migrate
 from workflow_store.limits import Limits
 from workflow_store.servicer import WorkflowStoreServicer
@@ -40,9 +44,12 @@ def main() -> None:
     store = Store(db, limits=Limits(payload_bytes=limits.payload_bytes))
     metrics.install(db)
     servicer = WorkflowStoreServicer(store)
+    api_keys = ApiKeys(db)
+    tls = TlsSettings.from_env()
 
     def register(server: grpc.Server) -> None:
         api_grpc.add_WorkflowStoreServiceServicer_to_server(servicer, server)
+        keys_grpc.add_ApiKeyServiceServicer_to_server(ApiKeyServicer(api_keys), server)
 
     def on_stop() -> None:
         store.wake_watchers()
@@ -54,7 +61,8 @@ def main() -> None:
             name=NAME,
             address=network.store_addr,
             register=register,
-            service_names=full_names([api.DESCRIPTOR]),
+            service_names=full_names([api.DESCRIPTOR, keys_pb.DESCRIPTOR]),
+            check_key=api_keys.key_check(tls.auth_cache_ttl),
             on_stopping=store.close_watchers,
             on_stop=on_stop,
             # Watch streams hold a thread each for as long as their callers listen.

@@ -225,6 +225,21 @@ class DeadLetter(Base):
     replayed_at: Mapped[datetime | None]
 
 
+class ApiKey(Base):
+    """An API key (``cronwave_core.security.keys``): only the SHA-256 of its secret is
+    kept. A revoked key keeps its row, so the audit trail's names stay resolvable."""
+
+    __tablename__ = "api_keys"
+
+    key_id: Mapped[str] = mapped_column(primary_key=True)
+    name: Mapped[str]
+    role: Mapped[str]
+    secret_hash: Mapped[str]
+    created_at: Mapped[datetime]
+    created_by: Mapped[str]
+    revoked_at: Mapped[datetime | None]
+
+
 class AuditEvent(Base):
     """One mutation a caller asked for, appended in the transaction of the change
     itself: who (``actor``, an identity's audit name), what (``rpc`` and ``changes``,

@@ -1,0 +1,156 @@
+"""The server interceptor that says who is calling and whether it may.
+
+For every call: the caller is the API key of its bearer token when it sends one
+(``authorization: Bearer cwk_...``), else the identity in its client certificate
+(``cronwave_core.security.pki``); a call with neither a valid key nor a certificate
+with a role or a service name is ``UNAUTHENTICATED``. Then the method's rule
+(``cronwave_core.security.rules``) decides: ``PERMISSION_DENIED`` names the caller
+and what the method needs. An allowed call runs with its identity current
+(``identity.serving``), for the audit trail.
+
+Insecure mode (``CRONWAVE_INSECURE=1``, loopback only) authenticates nobody: every
+call runs as ``identity.INSECURE``, and a method without a rule is still refused.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
+
+import grpc
+
+from cronwave_core.errors import Unauthenticated
+from cronwave_core.security import rules
+from cronwave_core.security.identity import INSECURE, ROLES, Identity, serving
+from cronwave_core.security.pki import ROLE_URN_PREFIX, SPIFFE_PREFIX
+
+#: Verifies an API key: its identity, or None for a key that is unknown, revoked or
+#: malformed.
+KeyCheck = Callable[[str], Identity | None]
+
+
+def certificate_identity(auth: Mapping[str, Any]) -> Identity | None:
+    """The identity in a verified client certificate's URIs (gRPC's auth context),
+    or None when it names none we know."""
+    uris = [u.decode() for u in auth.get("peer_uri", ()) if isinstance(u, bytes)]
+    role = next((u[len(ROLE_URN_PREFIX) :] for u in uris if u.startswith(ROLE_URN_PREFIX)), None)
+    for uri in uris:
+        if not uri.startswith(SPIFFE_PREFIX):
+            continue
+        kind, _, name = uri[len(SPIFFE_PREFIX) :].partition("/")
+        if not name:
+            continue
+        if kind == "service":
+            return Identity("service", name)
+        if kind == "user":
+            return Identity("user", name, role=role if role in ROLES else None)
+        if kind == "client":
+            return Identity("user", name, role=None)
+    return None
+
+
+def _bearer(metadata: Any) -> str | None:
+    for key, value in metadata or ():
+        if key == "authorization":
+            scheme, _, token = str(value).partition(" ")
+            return token.strip() if scheme.lower() == "bearer" else ""
+    return None
+
+
+class AuthInterceptor(grpc.ServerInterceptor):
+    """Authentication and the per-RPC rules (see the module docstring). ``check_key``
+    verifies API keys (None: this server accepts none)."""
+
+    def __init__(
+        self,
+        service: str,
+        *,
+        insecure: bool = False,
+        check_key: KeyCheck | None = None,
+        rule_table: Mapping[str, rules.Rule] = rules.RULES,
+    ) -> None:
+        self.service = service
+        self.insecure = insecure
+        self.check_key = check_key
+        self.rules = rule_table
+
+    def identify(self, context: grpc.ServicerContext) -> Identity:
+        """Who makes this call, or ``Unauthenticated``."""
+        if self.insecure:
+            return INSECURE
+        token = _bearer(context.invocation_metadata())
+        if token is not None:
+            if not token:
+                raise Unauthenticated(
+                    "the authorization header is malformed or its key empty; send "
+                    "`authorization: Bearer <API key>`"
+                )
+            if self.check_key is None:
+                raise Unauthenticated(f"{self.service} does not accept API keys")
+            identity = self.check_key(token)
+            if identity is None:
+                raise Unauthenticated(
+                    "the API key is not valid: unknown, revoked or malformed "
+                    "(`cronwave auth list-keys` shows the keys)"
+                )
+            return identity
+        identity = certificate_identity(context.auth_context())
+        if identity is None or (identity.kind == "user" and identity.role is None):
+            who = f"user {identity.name}" if identity else "the caller's certificate"
+            raise Unauthenticated(
+                f"{who} carries no role: call with an API key "
+                "(CRONWAVE_TOKEN, from `cronwave auth create-key`) or a certificate "
+                "that names a role or a service"
+            )
+        return identity
+
+    def intercept_service(self, continuation: Callable[..., Any], details: Any) -> Any:
+        handler = continuation(details)
+        if handler is None:
+            return None
+        method: str = details.method
+        identify = self.identify
+        table = self.rules
+
+        def admit(context: grpc.ServicerContext) -> Identity:
+            identity = identify(context)
+            rules.check(method, identity, table)
+            return identity
+
+        if handler.unary_unary:
+            inner_uu = handler.unary_unary
+
+            def unary_unary(request: Any, context: grpc.ServicerContext) -> Any:
+                with serving(admit(context), context.peer()):
+                    return inner_uu(request, context)
+
+            return handler._replace(unary_unary=unary_unary)
+        if handler.unary_stream:
+            inner_us = handler.unary_stream
+
+            def unary_stream(request: Any, context: grpc.ServicerContext) -> Iterator[Any]:
+                identity = admit(context)
+                with serving(identity, context.peer()):
+                    yield from inner_us(request, context)
+
+            return handler._replace(unary_stream=unary_stream)
+        if handler.stream_unary:
+            inner_su = handler.stream_unary
+
+            def stream_unary(requests: Iterator[Any], context: grpc.ServicerContext) -> Any:
+                with serving(admit(context), context.peer()):
+                    return inner_su(requests, context)
+
+            return handler._replace(stream_unary=stream_unary)
+        if handler.stream_stream:
+            inner_ss = handler.stream_stream
+
+            def stream_stream(
+                requests: Iterator[Any], context: grpc.ServicerContext
+            ) -> Iterator[Any]:
+                identity = admit(context)
+                with serving(identity, context.peer()):
+                    yield from inner_ss(requests, context)
+
+            return handler._replace(stream_stream=stream_stream)
+        return handler

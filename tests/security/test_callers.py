@@ -1,0 +1,271 @@
+"""Who may call what, against a whole suite of real processes over mutual TLS on
+loopback: callers without a certificate, with a certificate of no role, with API
+keys of each role, and with another service's certificate."""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import grpc
+import pytest
+from cronwave_proto.v1 import api_key_service_pb2 as keys_pb
+from cronwave_proto.v1 import api_key_service_pb2_grpc as keys_grpc
+from cronwave_proto.v1 import common_pb2
+from cronwave_proto.v1 import dispatcher_service_pb2 as dispatcher_pb
+from cronwave_proto.v1 import dispatcher_service_pb2_grpc as dispatcher_grpc
+from cronwave_proto.v1 import leader_election_service_pb2 as leader_pb
+from cronwave_proto.v1 import leader_election_service_pb2_grpc as leader_grpc
+from cronwave_proto.v1 import payment_gateway_service_pb2 as gateway_pb
+from cronwave_proto.v1 import payment_gateway_service_pb2_grpc as gateway_grpc
+from cronwave_proto.v1 import workflow_store_service_pb2 as store_pb
+from cronwave_proto.v1 import workflow_store_service_pb2_grpc as store_grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from cronwave_core.convert import dt_to_ts, td_to_duration
+from cronwave_core.security.pki import ensure_pki
+from cronwave_core.suite import Suite
+from tests.harness.suites import SuiteFactory, make_suite  # noqa: F401  (fixture)
+from tests.harness.tls import channel
+from tests.helpers import eventually, fresh
+
+SERVICES = ("workflow-store", "leader-election", "dispatcher", "worker", "cron-planner")
+#: How long the suite's services trust an API key they have checked.
+CACHE_TTL = timedelta(seconds=1)
+
+
+@pytest.fixture
+def suite(make_suite: SuiteFactory) -> Iterator[Suite]:  # noqa: F811
+    yield make_suite(env={"CRONWAVE_AUTH_CACHE_TTL": "1s"}, payment_gateway=True)
+
+
+def refused(call: Callable[[], Any]) -> grpc.RpcError:
+    with pytest.raises(grpc.RpcError) as caught:
+        call()
+    return caught.value
+
+
+def health(address: str, creds: grpc.ChannelCredentials | None) -> Callable[[], Any]:
+    def check() -> Any:
+        target = (
+            grpc.insecure_channel(address) if creds is None else grpc.secure_channel(address, creds)
+        )
+        with target:
+            stub = health_pb2_grpc.HealthStub(target)
+            return stub.Check(health_pb2.HealthCheckRequest(), timeout=5)
+
+    return check
+
+
+def create_key(suite: Suite, name: str, role: str) -> tuple[str, str]:
+    with channel(suite.store_addr, "local-admin") as admin:
+        reply = keys_grpc.ApiKeyServiceStub(admin).CreateApiKey(
+            keys_pb.CreateApiKeyRequest(name=name, role=role), timeout=10
+        )
+    return reply.key.key_id, reply.token
+
+
+def schedule(schedule_id: str) -> common_pb2.Schedule:
+    return common_pb2.Schedule(
+        schedule_id=schedule_id,
+        job_type="cronwave.noop",
+        spec=common_pb2.ScheduleSpec(
+            intervals=[common_pb2.IntervalSpec(every=td_to_duration(timedelta(hours=1)))]
+        ),
+    )
+
+
+def test_without_a_certificate_of_the_suite_no_service_answers(suite: Suite) -> None:
+    ca = (suite.tls_dir / "ca.pem").read_bytes()
+    other = Path(tempfile.mkdtemp(prefix="other-ca-"))
+    ensure_pki(other)  # a certificate from another CA, with the administrator's name
+    foreign = grpc.ssl_channel_credentials(
+        ca, (other / "local-admin-key.pem").read_bytes(), (other / "local-admin.pem").read_bytes()
+    )
+    for name in (*SERVICES, "payment-gateway"):
+        address = suite.address(name)
+        # plaintext, TLS with no client certificate, a certificate of another CA
+        for creds in (None, grpc.ssl_channel_credentials(ca), foreign):
+            error = refused(health(address, creds))
+            assert error.code() == grpc.StatusCode.UNAVAILABLE, (name, error)
+
+
+def test_a_certificate_without_a_role_or_key_is_unauthenticated_everywhere(suite: Suite) -> None:
+    for name in SERVICES:
+        with channel(suite.address(name), "client") as anonymous:
+            check = health_pb2_grpc.HealthStub(anonymous).Check
+            error = refused(lambda c=check: c(health_pb2.HealthCheckRequest(), timeout=10))
+        assert error.code() == grpc.StatusCode.UNAUTHENTICATED, (name, error)
+        assert "user client carries no role" in error.details()
+
+
+def test_each_role_may_do_what_it_needs_and_nothing_more(suite: Suite) -> None:
+    viewer_id, viewer = create_key(suite, "vera", "viewer")
+    _, operator = create_key(suite, "otto", "operator")
+    with channel(suite.store_addr, "local-admin") as admin:
+        store_grpc.WorkflowStoreServiceStub(admin).CreateSchedule(
+            store_pb.CreateScheduleRequest(schedule=schedule("billing")), timeout=10
+        )
+    # A viewer reads, and cannot delete
+    with channel(suite.store_addr, "client", viewer) as as_viewer:
+        store = store_grpc.WorkflowStoreServiceStub(as_viewer)
+        listed = store.ListSchedules(store_pb.ListSchedulesRequest(), timeout=10)
+        assert [s.schedule_id for s in listed.schedules] == ["billing"]
+        error = refused(
+            lambda: store.DeleteSchedule(
+                store_pb.DeleteScheduleRequest(schedule_id="billing"), timeout=10
+            )
+        )
+    assert error.code() == grpc.StatusCode.PERMISSION_DENIED
+    assert error.details() == (
+        f"user vera (viewer, API key {viewer_id}) may not call "
+        "/cronwave.v1.WorkflowStoreService/DeleteSchedule: it needs role admin"
+    )
+    # An operator pauses, and cannot create keys
+    with channel(suite.store_addr, "client", operator) as as_operator:
+        store = store_grpc.WorkflowStoreServiceStub(as_operator)
+        paused = store.PauseSchedule(
+            store_pb.PauseScheduleRequest(schedule_id="billing"), timeout=10
+        )
+        assert paused.schedule.paused
+        keys = keys_grpc.ApiKeyServiceStub(as_operator)
+        error = refused(
+            lambda: keys.CreateApiKey(
+                keys_pb.CreateApiKeyRequest(name="mallory", role="admin"), timeout=10
+            )
+        )
+    assert error.code() == grpc.StatusCode.PERMISSION_DENIED
+    assert "needs role admin" in error.details()
+    # Keys work at every service, not only the store that keeps them
+    with channel(suite.leader_addr, "client", viewer) as to_leader:
+        lease = leader_grpc.LeaderElectionServiceStub(to_leader).Observe(
+            leader_pb.ObserveRequest(scope="planner"), timeout=10
+        )
+    assert lease.lease.scope == "planner"
+    # Nothing of the refused calls was written
+    with channel(suite.store_addr, "local-admin") as admin:
+        listed = keys_grpc.ApiKeyServiceStub(admin).ListApiKeys(
+            keys_pb.ListApiKeysRequest(include_revoked=True), timeout=10
+        )
+        names = sorted(k.name for k in listed.keys)
+        assert names == ["otto", "vera"]
+        got = store_grpc.WorkflowStoreServiceStub(admin).GetSchedule(
+            store_pb.GetScheduleRequest(schedule_id="billing"), timeout=10
+        )
+        assert got.schedule.schedule_id == "billing"
+
+
+def test_a_revoked_key_is_refused_within_its_cache_time(suite: Suite) -> None:
+    key_id, token = create_key(suite, "ci", "operator")
+    with channel(suite.dispatcher_addr, "client", token) as as_ci:
+        # The dispatcher has checked it once (with the store) and trusts it now
+        dispatcher = dispatcher_grpc.DispatcherServiceStub(as_ci)
+        error = refused(
+            lambda: dispatcher.TriggerRun(
+                dispatcher_pb.TriggerRunRequest(schedule_id="nothing-here"), timeout=10
+            )
+        )
+        assert error.code() == grpc.StatusCode.NOT_FOUND  # allowed; no such schedule
+        with channel(suite.store_addr, "local-admin") as admin:
+            keys_grpc.ApiKeyServiceStub(admin).RevokeApiKey(
+                keys_pb.RevokeApiKeyRequest(key_id=key_id), timeout=10
+            )
+        revoked_at = datetime.now(UTC)
+
+        def refused_now() -> bool:
+            error = refused(
+                lambda: dispatcher.TriggerRun(
+                    dispatcher_pb.TriggerRunRequest(schedule_id="nothing-here"), timeout=10
+                )
+            )
+            return error.code() == grpc.StatusCode.UNAUTHENTICATED
+
+        eventually(refused_now, timeout=15, interval=0.2, what="the revoked key refused")
+    # Bounded by the cache time, plus this test's own polling and a loaded machine
+    assert datetime.now(UTC) - revoked_at < CACHE_TTL + timedelta(seconds=14)
+
+
+def test_a_service_may_make_only_its_own_hops(suite: Suite) -> None:
+    # A process holding the dispatcher's certificate cannot claim a run
+    with channel(suite.store_addr, "dispatcher") as as_dispatcher:
+        store = store_grpc.WorkflowStoreServiceStub(as_dispatcher)
+        claim = store_pb.ClaimRunsRequest(
+            claims=[store_pb.ClaimRunRequest(run_id="run_x", worker_id="w")]
+        )
+        error = refused(lambda: store.ClaimRuns(claim, timeout=10))
+    assert error.code() == grpc.StatusCode.PERMISSION_DENIED
+    assert error.details() == (
+        "service dispatcher may not call /cronwave.v1.WorkflowStoreService/ClaimRuns: "
+        "it needs service worker"
+    )
+    # One holding a worker's certificate cannot start fires, nor campaign
+    with channel(suite.dispatcher_addr, "worker") as as_worker:
+        start = dispatcher_pb.StartRunsRequest(
+            starts=[dispatcher_pb.StartRunRequest(schedule_id="billing")]
+        )
+        error = refused(
+            lambda: dispatcher_grpc.DispatcherServiceStub(as_worker).StartRuns(start, timeout=10)
+        )
+    assert error.code() == grpc.StatusCode.PERMISSION_DENIED
+    assert "needs service cron-planner" in error.details()
+    with channel(suite.leader_addr, "worker") as as_worker:
+        campaign = leader_pb.CampaignRequest(scope="planner", candidate="intruder")
+        error = refused(
+            lambda: leader_grpc.LeaderElectionServiceStub(as_worker).Campaign(campaign, timeout=10)
+        )
+    assert error.code() == grpc.StatusCode.PERMISSION_DENIED
+    # The administrator cannot make a service's hop either
+    with channel(suite.store_addr, "local-admin") as admin:
+        error = refused(
+            lambda: store_grpc.WorkflowStoreServiceStub(admin).ClaimRuns(claim, timeout=10)
+        )
+    assert error.code() == grpc.StatusCode.PERMISSION_DENIED
+
+
+def test_a_forged_fencing_token_over_a_planners_connection_is_still_refused(
+    suite: Suite,
+) -> None:
+    with channel(suite.store_addr, "local-admin") as admin:
+        store_grpc.WorkflowStoreServiceStub(admin).CreateSchedule(
+            store_pb.CreateScheduleRequest(schedule=schedule(fresh("fenced"))), timeout=10
+        )
+    with channel(suite.store_addr, "cron-planner") as as_planner:
+        store = store_grpc.WorkflowStoreServiceStub(as_planner)
+        missed = store_pb.RecordMissedSlotsRequest(
+            slots=[
+                store_pb.MissedSlot(
+                    schedule_id="any",
+                    fire_time=dt_to_ts(datetime(2026, 1, 1, tzinfo=UTC)),
+                    reason="forged",
+                )
+            ],
+            fencing_token=10**12,
+            fencing_scope="planner",
+        )
+        error = refused(lambda: store.RecordMissedSlots(missed, timeout=10))
+    assert error.code() == grpc.StatusCode.FAILED_PRECONDITION
+    assert "fencing_token: 1000000000000 was never issued" in error.details()
+
+
+def test_only_the_workers_jobs_may_charge(suite: Suite) -> None:
+    charge = gateway_pb.ChargeRequest(
+        item=gateway_pb.ChargeItem(
+            idempotency_key="k1",
+            customer_id="c1",
+            invoice_id="inv-1",
+            amount_cents=100,
+            currency="eur",
+        )
+    )
+    with channel(suite.gateway_addr, "local-admin") as admin:
+        gateway = gateway_grpc.PaymentGatewayServiceStub(admin)
+        error = refused(lambda: gateway.Charge(charge, timeout=10))
+        assert error.code() == grpc.StatusCode.PERMISSION_DENIED
+        assert "needs service worker" in error.details()
+        assert gateway.CountCharges(gateway_pb.CountChargesRequest(), timeout=10).charges == 0
+    with channel(suite.gateway_addr, "worker") as as_worker:
+        reply = gateway_grpc.PaymentGatewayServiceStub(as_worker).Charge(charge, timeout=10)
+    assert reply.result.charge.customer_id == "c1"
