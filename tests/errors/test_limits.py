@@ -21,9 +21,11 @@ from google.protobuf.message import Message
 from google.protobuf.timestamp_pb2 import Timestamp
 
 from cronwave_core.limits import ID_ALPHABET_RULE, KIB, MIB
+from cronwave_core.security.tls import new_channel
 from cronwave_core.suite import Suite
 from tests.fuzz.support import Databases, changed, settled
 from tests.harness.suites import SuiteFactory
+from tests.harness.tls import as_identity, caller_for
 from tests.helpers import eventually, fresh
 
 pytestmark = pytest.mark.slow
@@ -139,9 +141,11 @@ def databases(suite: Suite, database_url: str) -> Iterator[Databases]:
 
 
 def send(suite: Suite, service: str, method: str, body: bytes) -> tuple[grpc.StatusCode, str]:
-    # A client's own receive cap is not under test: raise it past what any reply holds.
+    """``body`` to ``method``, called as an identity its rule allows (``caller_for``).
+    A client's own caps are not under test: they are lifted past any message here."""
     options = [("grpc.max_send_message_length", -1), ("grpc.max_receive_message_length", -1)]
-    with grpc.insecure_channel(suite.address(service), options=options) as channel:
+    identity = as_identity(caller_for(f"/{method}"))
+    with new_channel(suite.address(service), options, identity) as channel:
         call = channel.unary_unary(f"/{method}", request_serializer=None)
         try:
             call(body, timeout=60)

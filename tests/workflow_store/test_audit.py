@@ -27,10 +27,15 @@ from tests.harness.store import (
     register_job_type,
     schedule_msg,
 )
+from tests.harness.tls import caller_for
 from tests.helpers import fresh
 
-# No authorisation interceptor runs in this build of the store: the caller is unknown.
-WHO = "unauthenticated"
+
+def who(rpc: str) -> str:
+    """The audit name of the identity the harness calls ``rpc`` as (``caller_for``):
+    the local administrator's certificate where a role may call it, else a service's."""
+    caller = caller_for(f"/cronwave.v1.WorkflowStoreService/{rpc}")
+    return "user:local-admin" if caller == "local-admin" else f"service:{caller}"
 
 
 def run_cli(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
@@ -54,7 +59,7 @@ def changes(event: api.AuditEvent) -> dict:
 
 
 def assert_who_when_where(event: api.AuditEvent, before: datetime, after: datetime) -> None:
-    assert event.actor == WHO
+    assert event.actor == who(event.rpc)
     assert event.peer.startswith(("ipv4:127.0.0.1:", "ipv6:[::1]:")), event.peer
     assert before <= ts_to_dt(event.at, "at") <= after
 
@@ -187,6 +192,9 @@ def test_manual_runs_cancels_and_replays_are_audited_and_scheduled_fires_are_not
         ("CreateSchedule", ""),
     ]
     assert changes(events[1]) == {"trigger": "manual", "fire_time": "2030-01-02T00:00:00+00:00"}
+    # the run was recorded by the hop that records runs, the cancel asked by a person
+    assert events[1].actor == "service:dispatcher"
+    assert events[0].actor == "user:local-admin"
     assert changes(events[0])["state"] == {"old": "PENDING", "new": "CANCELLED"}
     assert changes(events[0])["reason"] == "wrong day"
 
@@ -268,7 +276,7 @@ def test_cronwave_audit_list_shows_a_schedules_events(store: StoreProcess) -> No
     assert as_json.returncode == 0, as_json.stderr
     listed = json.loads(as_json.stdout)
     assert [e["rpc"] for e in listed] == ["PauseSchedule", "CreateSchedule"]
-    assert listed[0]["actor"] == WHO and listed[0]["schedule_id"] == schedule_id
+    assert listed[0]["actor"] == "user:local-admin" and listed[0]["schedule_id"] == schedule_id
     assert listed[0]["changes"]["paused"] == {"old": False, "new": True}
     assert as_table.returncode == 0, as_table.stderr
     assert "PauseSchedule" in as_table.stdout and "CreateSchedule" in as_table.stdout
