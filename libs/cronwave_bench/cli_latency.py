@@ -45,7 +45,8 @@ def cronwave_command() -> list[str]:
 
 
 def client_env(suite: Suite, environ: Mapping[str, str] | None = None) -> dict[str, str]:
-    """This process's environment, less its ``CRONWAVE_*``, plus the suite's addresses."""
+    """This process's environment, less its ``CRONWAVE_*``, plus the suite's addresses
+    and its certificates."""
     source = os.environ if environ is None else environ
     env = {k: v for k, v in source.items() if not k.startswith("CRONWAVE_")}
     env.update(
@@ -53,7 +54,10 @@ def client_env(suite: Suite, environ: Mapping[str, str] | None = None) -> dict[s
         CRONWAVE_DISPATCHER_ADDR=suite.dispatcher_addr,
         CRONWAVE_PLANNER_ADDR=suite.planner_addr,
         CRONWAVE_LEADER_ADDR=suite.leader_addr,
+        CRONWAVE_TLS_DIR=str(suite.tls_dir),
     )
+    if suite.config.insecure:
+        env["CRONWAVE_INSECURE"] = "1"
     return env
 
 

@@ -23,7 +23,7 @@ from pathlib import Path
 import sqlalchemy as sa
 
 from cronwave._client import Client
-from cronwave_core.settings import PlannerSettings, check_env
+from cronwave_core.settings import PlannerSettings, TlsSettings, check_env
 from cronwave_core.suite import Suite, SuiteConfig
 
 #: Variables a suite sets for its processes itself; every other CRONWAVE_* variable of
@@ -139,6 +139,9 @@ def suite_config(backend: Backend, data_dir: Path, options: SuiteOptions) -> Sui
         workers=options.workers,
         env=env,
         grace=timedelta(seconds=3),
+        # Mutual TLS, as a fresh `cronwave up`, unless the bench runs with
+        # CRONWAVE_INSECURE=1 (a row measured so says it).
+        insecure=TlsSettings.from_env().insecure,
     )
 
 
@@ -150,6 +153,7 @@ def client_for(suite: Suite, timeout: timedelta = timedelta(seconds=30)) -> Clie
         planner_addr=suite.planner_addr,
         leader_addr=suite.leader_addr,
         timeout=timeout,
+        tls=suite.tls(),
     )
 
 

@@ -20,6 +20,7 @@ from cronwave_core.errors import ConfigurationError, InvalidArgument, Unavailabl
 from tests.billing.conftest import NewDatabase
 from tests.harness.beats import Beats
 from tests.harness.gateway import GatewayProcess, charged_twice
+from tests.harness.tls import process_identity
 
 pytestmark = pytest.mark.slow
 
@@ -53,8 +54,10 @@ def billing_url(new_database: NewDatabase) -> str:
 
 
 @pytest.fixture
-def job(billing_url: str, gateway: GatewayProcess) -> BillingJob:
-    return BillingJob(BillingSettings(database_url=billing_url, gateway_addr=gateway.addr))
+def job(billing_url: str, gateway: GatewayProcess) -> Iterator[BillingJob]:
+    # The job runs in this process, which calls the gateway as a worker would.
+    with process_identity("worker"):
+        yield BillingJob(BillingSettings(database_url=billing_url, gateway_addr=gateway.addr))
 
 
 @pytest.fixture

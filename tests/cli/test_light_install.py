@@ -105,6 +105,7 @@ def test_client_commands_reach_a_suite_without_the_server_packages(make_suite, l
         "CRONWAVE_PLANNER_ADDR": suite.planner_addr,
         "CRONWAVE_LEADER_ADDR": suite.leader_addr,
         "CRONWAVE_RPC_TIMEOUT": "10",
+        "CRONWAVE_TLS_DIR": str(suite.tls_dir),
     }
 
     listed = cronwave(["schedule", "list"], env)

@@ -59,6 +59,7 @@ def test_the_readme_first_job_runs_as_written(make_suite, tmp_path: Path) -> Non
         "CRONWAVE_PLANNER_ADDR": suite.planner_addr,
         "CRONWAVE_LEADER_ADDR": suite.leader_addr,
         "CRONWAVE_RPC_TIMEOUT": "10",
+        "CRONWAVE_TLS_DIR": str(suite.tls_dir),
     }
 
     # When the other commands run, each as written, in that directory

@@ -59,6 +59,8 @@ def test_the_readme_python_example_runs_as_written_under_cronwave_up(tmp_path: P
             **env,
             **{f"CRONWAVE_{key.upper()}_ADDR": f"127.0.0.1:{ports[key]}" for key in (
                 "store", "dispatcher", "planner", "leader")},
+            # Its certificates, as `cronwave up` left them in its data dir.
+            "CRONWAVE_DATA_DIR": str(tmp_path / "up"),
         }  # fmt: skip
         done = subprocess.run(
             [sys.executable, "-c", python_example()],

@@ -27,6 +27,8 @@ CLEAN = {
     "CRONWAVE_PLANNER_ADDR": None,
     "CRONWAVE_LEADER_ADDR": None,
     "CRONWAVE_DATA_DIR": None,
+    # The test session's CA is not these suites': each has its own in its data dir.
+    "CRONWAVE_TLS_DIR": None,
 }
 
 
@@ -103,11 +105,19 @@ def test_two_suites_each_reached_through_its_data_dir(tmp_path, ups):
     assert sid_a in listed_a and sid_b not in listed_a
     assert sid_b in listed_b and sid_a not in listed_b
 
-    # An address variable wins over the data dir's (the listing is the store's).
+    # An address variable wins over the data dir's (the listing is the store's); so
+    # does the TLS dir (each suite has a CA of its own).
     mixed = ok(
-        ["--data-dir", str(dir_a), "schedule", "list"], CRONWAVE_STORE_ADDR=b.addresses["store"]
+        ["--data-dir", str(dir_a), "schedule", "list"],
+        CRONWAVE_STORE_ADDR=b.addresses["store"],
+        CRONWAVE_TLS_DIR=str(dir_b / "tls"),
     )
     assert sid_b in mixed and sid_a not in mixed
+    # With a's CA, b's store is not trusted
+    foreign = cli(
+        ["--data-dir", str(dir_a), "schedule", "list"], CRONWAVE_STORE_ADDR=b.addresses["store"]
+    )
+    assert foreign.exit_code == 1
 
     # A second suite in a data dir whose suite runs is refused before it starts.
     again = cli(["up", "--data-dir", str(dir_a), "--port-base", str(free_port_base())])
@@ -142,11 +152,13 @@ def test_a_data_dir_that_never_held_a_suite_is_named(tmp_path):
 
 def test_a_data_dir_variable_is_not_read_when_every_address_is_given(tmp_path):
     # Every address given: the variable's data dir (here one with no suite) is not read,
-    # so the command fails for the addresses, not for the data dir.
+    # so the command fails for the addresses, not for the data dir. (Its certificates
+    # are given too: by default they would be the data dir's.)
     addr = "127.0.0.1:1"
     result = cli(
         ["schedule", "list"],
         CRONWAVE_DATA_DIR=str(tmp_path),
+        CRONWAVE_TLS_DIR=os.environ["CRONWAVE_TLS_DIR"],
         CRONWAVE_STORE_ADDR=addr,
         CRONWAVE_DISPATCHER_ADDR=addr,
         CRONWAVE_PLANNER_ADDR=addr,

@@ -34,6 +34,7 @@ from cronwave_core.suite import free_port
 from tests.conftest import PG_URL, _pg_admin_url
 from tests.fuzz.support import leaks
 from tests.harness.store import StoreProcess
+from tests.harness.tls import as_identity, hop_channel
 from tests.helpers import eventually, fresh
 from workflow_store.servicer import WorkflowStoreServicer
 
@@ -88,7 +89,9 @@ def server(tmp_path: Path) -> Iterator[str]:
         register=register,
         service_names=full_names([api.DESCRIPTOR, planner_pb.DESCRIPTOR]),
     )
-    running = RunningServer(service, timedelta(seconds=1), traced=True)
+    running = RunningServer(
+        service, timedelta(seconds=1), traced=True, tls=as_identity("workflow-store")
+    )
     running.start()
     try:
         yield f"127.0.0.1:{port}"
@@ -109,7 +112,7 @@ def rpc_error(call: Any, request: Any, **kwargs: Any) -> grpc.RpcError:
 def test_an_unexpected_error_is_internal_with_a_correlation_id_and_logged(
     server: str, caplog: pytest.LogCaptureFixture
 ) -> None:
-    with grpc.insecure_channel(server) as channel:
+    with hop_channel(None, server) as channel:
         stub = api_grpc.WorkflowStoreServiceStub(channel)
         for what, call, request in [
             ("unary", stub.GetSchedule, api.GetScheduleRequest(schedule_id="nightly")),
@@ -131,7 +134,7 @@ def test_an_unexpected_error_is_internal_with_a_correlation_id_and_logged(
 
 
 def test_a_cronwave_error_and_a_status_the_servicer_set_are_kept(server: str) -> None:
-    with grpc.insecure_channel(server) as channel:
+    with hop_channel(None, server) as channel:
         store = api_grpc.WorkflowStoreServiceStub(channel)
         missing = rpc_error(store.GetSchedule, api.GetScheduleRequest(schedule_id="gone"))
         planner = planner_grpc.CronPlannerServiceStub(channel)
@@ -147,7 +150,7 @@ def test_a_cronwave_error_and_a_status_the_servicer_set_are_kept(server: str) ->
 def test_a_body_that_does_not_decode_is_an_invalid_argument(
     server: str, metadata: tuple[tuple[str, str], ...]
 ) -> None:
-    with grpc.insecure_channel(server) as channel:
+    with hop_channel(None, server) as channel:
         raw = channel.unary_unary(
             "/cronwave.v1.WorkflowStoreService/GetSchedule", request_serializer=None
         )
@@ -207,7 +210,7 @@ def test_a_store_whose_database_is_gone_answers_unavailable_and_logs_why(tmp_pat
 
 
 def test_the_correlation_id_is_new_for_every_failure(server: str) -> None:
-    with grpc.insecure_channel(server) as channel:
+    with hop_channel(None, server) as channel:
         stub = api_grpc.WorkflowStoreServiceStub(channel)
         ids = set()
         for _ in range(3):

@@ -3,13 +3,15 @@ process and points CRONWAVE_TLS_DIR at it), for a test that calls as a service."
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+from collections.abc import Iterator
 from typing import Any
 
 import grpc
 
 from cronwave_core.security.rules import RULES
-from cronwave_core.security.tls import new_channel, process_tls
+from cronwave_core.security.tls import new_channel, process_tls, set_process_tls
 from cronwave_core.settings import TlsSettings
 from cronwave_core.suite import Suite
 
@@ -25,6 +27,17 @@ def as_identity(identity: str, token: str = "") -> TlsSettings:
         key=tls.tls_dir / f"{identity}-key.pem",
         token=token,
     )
+
+
+@contextlib.contextmanager
+def process_identity(identity: str) -> Iterator[None]:
+    """Within the block this test process calls as ``identity`` wherever it opens a
+    channel with the process's settings (job code run in the test, as a worker)."""
+    previous = set_process_tls(as_identity(identity))
+    try:
+        yield
+    finally:
+        set_process_tls(previous)
 
 
 def channel(address: str, identity: str = "local-admin", token: str = "") -> grpc.Channel:

@@ -9,18 +9,23 @@ import ssl
 import subprocess
 import sys
 from collections.abc import Iterator
+from concurrent import futures
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import grpc
 import pytest
 from cronwave_proto.v1 import workflow_store_service_pb2 as store_pb
 from cronwave_proto.v1 import workflow_store_service_pb2_grpc as store_grpc
 from cryptography import x509
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from cronwave import Client
 from cronwave_core.domain.spec import Interval
-from cronwave_core.security.pki import LocalCA, service_uri
+from cronwave_core.security.pki import LocalCA, ensure_pki, service_uri
+from cronwave_core.security.tls import CredentialFiles, new_channel, server_credentials
+from cronwave_core.settings import TlsSettings
 from cronwave_core.suite import Suite, free_port
 from tests.harness.suites import SuiteFactory, make_suite  # noqa: F401  (fixture)
 from tests.helpers import eventually, fresh
@@ -115,3 +120,65 @@ def test_a_servers_certificate_is_read_again_when_its_files_change(own_ca_suite:
         what="the renewed certificate served",
     )
     assert suite.procs["workflow-store"].alive()
+
+
+class _PeerCertificates(grpc.ServerInterceptor):
+    """Records the serial number of the certificate each call's client presented."""
+
+    def __init__(self) -> None:
+        self.serials: list[int] = []
+
+    def intercept_service(self, continuation: Any, details: Any) -> Any:
+        handler = continuation(details)
+        inner = handler.unary_unary
+
+        def unary_unary(request: Any, context: grpc.ServicerContext) -> Any:
+            (pem,) = context.auth_context()["x509_pem_cert"]
+            self.serials.append(x509.load_pem_x509_certificate(pem).serial_number)
+            return inner(request, context)
+
+        return handler._replace(unary_unary=unary_unary)
+
+
+def test_a_channel_presents_its_renewed_certificate_without_being_made_again(
+    tmp_path: Path,
+) -> None:
+    tls_dir = ensure_pki(tmp_path / "tls")
+    # Given a server and a long-lived channel to it, as a worker's to its store
+    seen = _PeerCertificates()
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=2), interceptors=[seen])
+    health_pb2_grpc.add_HealthServicer_to_server(health.HealthServicer(), server)
+    files = CredentialFiles(
+        tls_dir / "ca.pem", tls_dir / "workflow-store.pem", tls_dir / "workflow-store-key.pem"
+    )
+    port = server.add_secure_port("127.0.0.1:0", server_credentials(files))
+    server.start()
+    worker = TlsSettings(
+        insecure=False,
+        tls_dir=tls_dir,
+        identity="worker",
+        ca=tls_dir / "ca.pem",
+        cert=tls_dir / "worker.pem",
+        key=tls_dir / "worker-key.pem",
+        token="",
+    )
+    try:
+        with new_channel(f"127.0.0.1:{port}", (), worker) as channel:
+            check = health_pb2_grpc.HealthStub(channel).Check
+            check(health_pb2.HealthCheckRequest(), timeout=10)
+            first = seen.serials[-1]
+            # When the worker's certificate is renewed in place
+            ca = LocalCA(tls_dir)
+            key, cert = ca.issue(service_uri("worker"), "worker")
+            ca.write("worker", key, cert)
+            renewed = x509.load_pem_x509_certificate(cert).serial_number
+            assert renewed != first
+
+            # Then the same stub's calls present the new one
+            def presented() -> bool:
+                check(health_pb2.HealthCheckRequest(), timeout=10)
+                return seen.serials[-1] == renewed
+
+            eventually(presented, timeout=20, interval=0.25, what="the renewed certificate sent")
+    finally:
+        server.stop(0)

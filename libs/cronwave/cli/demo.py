@@ -147,6 +147,7 @@ def demo(
                     planner_addr=suite.planner_addr,
                     leader_addr=suite.leader_addr,
                     timeout=settings.rpc_timeout,
+                    tls=suite.tls(),
                 ) as client:
                     run = run_demo(client, console, zone, customers)
                     scheduled_tick(client, console)

@@ -83,7 +83,7 @@ def fresh_data_dir() -> Path:
 
 def heartbeat_timeout(suite: Suite, timeout: timedelta) -> timedelta:
     """The billing job type's heartbeat timeout, as the worker registered it."""
-    channel = open_channel(suite.store_addr, timeout, traced=False)
+    channel = open_channel(suite.store_addr, timeout, traced=False, tls=suite.tls())
     try:
         store = store_grpc.WorkflowStoreServiceStub(channel)
         for job_type in store.ListJobTypes(store_pb.ListJobTypesRequest()).job_types:
@@ -304,6 +304,7 @@ def run_billing_demo(
         planner_addr=suite.planner_addr,
         leader_addr=suite.leader_addr,
         timeout=rpc_timeout,
+        tls=suite.tls(),
     ) as client:
         schedule = client.create_schedule(
             f"billing-demo-{stamp}",
@@ -325,7 +326,7 @@ def run_billing_demo(
         console.print(f"triggered run [bold]{run.run_id}[/]")
         run = watch.follow(run.run_id, started, timeout)
         elapsed = time.monotonic() - started
-    channel = open_channel(suite.gateway_addr, rpc_timeout, traced=False)
+    channel = open_channel(suite.gateway_addr, rpc_timeout, traced=False, tls=suite.tls())
     try:
         gateway = gateway_grpc.PaymentGatewayServiceStub(channel)
         reconciliation = reconcile(billing_url(suite), gateway, period, timeout=rpc_timeout * 6)

@@ -194,6 +194,13 @@ def suite_facts(suite: Suite) -> Table:
         ("database", mask(database)),
         ("redis", redis),
         ("spans", f"OTLP {otlp}" if otlp else str(config.data_dir / "spans")),
+        (
+            "security",
+            "insecure: plaintext, no authentication, loopback only"
+            if config.insecure
+            else f"mutual TLS, CA and certificates in {suite.tls_dir}; the CLI calls as "
+            "local-admin (`cronwave auth create-key` for others)",
+        ),
     ]
     table = Table(show_header=False, box=None, padding=(0, 2))
     table.add_column(style="bold")

@@ -42,6 +42,8 @@ def worker(
         env = with_job_modules(os.environ, jobs)
         if queues is not None:
             env["CRONWAVE_WORKER_QUEUES"] = queues
+        # It presents the worker's certificate of the TLS dir, unless told otherwise.
+        env.setdefault("CRONWAVE_TLS_IDENTITY", "worker")
         check_env(env)  # a malformed variable stops here, named
         if not env.get(WORKER_ADDR_VAR):
             port = DEFAULT_PORTS["worker"]

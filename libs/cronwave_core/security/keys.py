@@ -22,8 +22,12 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable
 from datetime import timedelta
+from typing import TYPE_CHECKING
 
 from cronwave_core.security.identity import Identity
+
+if TYPE_CHECKING:
+    from cronwave_proto.v1.api_key_service_pb2_grpc import ApiKeyServiceStub
 
 PREFIX = "cwk_"
 _ALPHABET = "abcdefghijklmnopqrstuvwxyz0123456789"
@@ -89,10 +93,10 @@ class RemoteKeyCheck:
     def __init__(self, store_addr: str, timeout: timedelta) -> None:
         self._addr = store_addr
         self._timeout = timeout.total_seconds()
-        self._stub: object | None = None
+        self._stub: ApiKeyServiceStub | None = None
         self._lock = threading.Lock()
 
-    def _store(self) -> object:
+    def _store(self) -> ApiKeyServiceStub:
         with self._lock:
             if self._stub is None:
                 from cronwave_proto.v1 import api_key_service_pb2_grpc as keys_grpc
@@ -112,7 +116,7 @@ class RemoteKeyCheck:
 
         stub = self._store()
         try:
-            reply = stub.AuthenticateApiKey(  # type: ignore[attr-defined]
+            reply = stub.AuthenticateApiKey(
                 keys_pb.AuthenticateApiKeyRequest(token=token), timeout=self._timeout
             )
         except grpc.RpcError as exc:

@@ -8,8 +8,8 @@ dialled (``127.0.0.1``, ``localhost`` or the service's name). A bearer token
 key's user, and the certificate only lets it connect.
 
 The files are read again when they change: a server on its next handshake
-(``grpc.dynamic_ssl_server_credentials``), a client for every channel it opens
-after the change (a channel keeps the credentials it was made with).
+(``grpc.dynamic_ssl_server_credentials``), a channel on its next call
+(``ReloadingChannel`` moves to a new channel made with them).
 
 ``CRONWAVE_INSECURE=1`` turns all of it off, for a suite on loopback: a server then
 refuses any other address (``check_bind``). Imports grpc alone (the light SDK uses it).
@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import ipaddress
 import threading
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -100,7 +101,6 @@ def server_credentials(files: CredentialFiles) -> grpc.ServerCredentials:
     """Mutual TLS for a server: its certificate from ``files``, reloaded on the first
     handshake after they change; every client must present a certificate the CA
     signed."""
-    import time
 
     def config(pem: Pem) -> Any:
         return grpc.ssl_server_certificate_configuration([(pem.key, pem.cert)], pem.ca)
@@ -118,21 +118,125 @@ _channel_lock = threading.Lock()
 _channel_files: dict[tuple[Path, Path, Path], CredentialFiles] = {}
 
 
-def channel_credentials(ca: Path, cert: Path, key: Path, token: str = "") -> Any:
-    """Credentials of a new channel: this identity's certificate (as the files are
-    now), the CA to verify the server with, and ``token`` as a bearer token on every
-    call when given."""
-    import time
-
+def _files(ca: Path, cert: Path, key: Path) -> CredentialFiles:
     with _channel_lock:
         files = _channel_files.get((ca, cert, key))
         if files is None:
             files = _channel_files[(ca, cert, key)] = CredentialFiles(ca, cert, key)
-    pem, _ = files.current(time.monotonic())
+        return files
+
+
+def _credentials(pem: Pem, token: str) -> Any:
     creds = grpc.ssl_channel_credentials(pem.ca, pem.key, pem.cert)
     if token:
         creds = grpc.composite_channel_credentials(creds, grpc.access_token_call_credentials(token))
     return creds
+
+
+def channel_credentials(ca: Path, cert: Path, key: Path, token: str = "") -> Any:
+    """Credentials of a new channel: this identity's certificate (as the files are
+    now), the CA to verify the server with, and ``token`` as a bearer token on every
+    call when given."""
+    pem, _ = _files(ca, cert, key).current(time.monotonic())
+    return _credentials(pem, token)
+
+
+#: How long a channel replaced after its files changed keeps serving the calls (and
+#: streams) begun on it before it is closed.
+_RETIRE_SECONDS = 60.0
+
+
+class ReloadingChannel(grpc.Channel):
+    """A mutual-TLS channel whose credentials follow their files: the first call after
+    they changed (looked at at most once a second) goes over a new channel made with
+    the new files, and so do all later ones; the old channel is closed a minute
+    later. Multi-callables made before the change (a stub's) follow too."""
+
+    def __init__(self, address: str, options: Sequence[tuple[str, Any]], tls: TlsSettings) -> None:
+        self._address, self._options, self._token = address, list(options), tls.token
+        self._files = _files(tls.ca, tls.cert, tls.key)
+        self._lock = threading.Lock()
+        self._checked = time.monotonic()
+        self.generation = 0
+        pem, _ = self._files.current(self._checked)
+        self._stamp = pem.stamp
+        self._channel = grpc.secure_channel(address, _credentials(pem, self._token), self._options)
+
+    def current(self) -> tuple[grpc.Channel, int]:
+        """The channel to call over now, and its generation."""
+        now = time.monotonic()
+        if now - self._checked < _RELOAD_CHECK_SECONDS:
+            return self._channel, self.generation
+        with self._lock:
+            self._checked = now
+            pem, _ = self._files.current(now)
+            if pem.stamp != self._stamp:
+                old = self._channel
+                self._channel = grpc.secure_channel(
+                    self._address, _credentials(pem, self._token), self._options
+                )
+                self._stamp = pem.stamp
+                self.generation += 1
+                retire = threading.Timer(_RETIRE_SECONDS, old.close)
+                retire.daemon = True
+                retire.start()
+            return self._channel, self.generation
+
+    def unary_unary(self, method: str, *args: Any, **kwargs: Any) -> Any:
+        return _Following(self, "unary_unary", method, args, kwargs)
+
+    def unary_stream(self, method: str, *args: Any, **kwargs: Any) -> Any:
+        return _Following(self, "unary_stream", method, args, kwargs)
+
+    def stream_unary(self, method: str, *args: Any, **kwargs: Any) -> Any:
+        return _Following(self, "stream_unary", method, args, kwargs)
+
+    def stream_stream(self, method: str, *args: Any, **kwargs: Any) -> Any:
+        return _Following(self, "stream_stream", method, args, kwargs)
+
+    def subscribe(self, callback: Any, try_to_connect: bool = False) -> None:
+        self.current()[0].subscribe(callback, try_to_connect)
+
+    def unsubscribe(self, callback: Any) -> None:
+        self.current()[0].unsubscribe(callback)
+
+    def close(self) -> None:
+        with self._lock:
+            self._channel.close()
+
+    def __enter__(self) -> ReloadingChannel:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class _Following:
+    """A multi-callable of whichever channel a ``ReloadingChannel`` calls over now."""
+
+    def __init__(
+        self, owner: ReloadingChannel, kind: str, method: str, args: Any, kwargs: Any
+    ) -> None:
+        self._owner, self._kind, self._method = owner, kind, method
+        self._args, self._kwargs = args, kwargs
+        self._made: tuple[int, Any] = (-1, None)
+
+    def _callable(self) -> Any:
+        channel, generation = self._owner.current()
+        made_for, made = self._made
+        if made_for != generation:
+            made = getattr(channel, self._kind)(self._method, *self._args, **self._kwargs)
+            self._made = (generation, made)
+        return made
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self._callable()(*args, **kwargs)
+
+    def with_call(self, *args: Any, **kwargs: Any) -> Any:
+        return self._callable().with_call(*args, **kwargs)
+
+    def future(self, *args: Any, **kwargs: Any) -> Any:
+        return self._callable().future(*args, **kwargs)
 
 
 def is_loopback(address: str) -> bool:
@@ -167,6 +271,15 @@ def process_tls() -> TlsSettings:
         return _process[0]
 
 
+def set_process_tls(tls: TlsSettings) -> TlsSettings:
+    """Make ``tls`` this process's settings (a program that runs job code in-process,
+    as a worker would); returns the previous ones."""
+    previous = process_tls()
+    with _channel_lock:
+        _process[0] = tls
+    return previous
+
+
 def new_channel(
     address: str, options: Sequence[tuple[str, Any]], tls: TlsSettings | None = None
 ) -> grpc.Channel:
@@ -175,5 +288,4 @@ def new_channel(
     tls = tls or process_tls()
     if tls.insecure:
         return grpc.insecure_channel(address, options=options)
-    creds = channel_credentials(tls.ca, tls.cert, tls.key, tls.token)
-    return grpc.secure_channel(address, creds, options=options)
+    return ReloadingChannel(address, options, tls)

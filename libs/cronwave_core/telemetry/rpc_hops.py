@@ -28,6 +28,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from cronwave_proto.v1 import (
+    api_key_service_pb2,
     cron_planner_service_pb2,
     dispatcher_service_pb2,
     leader_election_service_pb2,
@@ -106,6 +107,8 @@ SERVICES: tuple[ServiceHops, ...] = (
             "RecordMissedSlots": None,
         },
     ),
+    # API keys are checked for callers, not for a run.
+    ServiceHops(api_key_service_pb2.DESCRIPTOR.services_by_name["ApiKeyService"], default=None),
     ServiceHops(
         dispatcher_service_pb2.DESCRIPTOR.services_by_name["DispatcherService"],
         default=Hop.DISPATCH,
