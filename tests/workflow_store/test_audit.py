@@ -12,12 +12,15 @@ from datetime import UTC, datetime, timedelta
 
 import grpc
 import pytest
+from cronwave_proto.v1 import api_key_service_pb2 as keys_pb
+from cronwave_proto.v1 import api_key_service_pb2_grpc as keys_grpc
 from cronwave_proto.v1 import common_pb2 as pb
 from cronwave_proto.v1 import workflow_store_service_pb2 as api
 from cronwave_proto.v1 import workflow_store_service_pb2_grpc as api_grpc
 from google.protobuf.field_mask_pb2 import FieldMask
 
 from cronwave_core.convert import dt_to_ts, ts_to_dt
+from cronwave_core.security.keys import parse_token
 from tests.harness.cli import cronwave_argv
 from tests.harness.store import (
     StoreProcess,
@@ -27,7 +30,7 @@ from tests.harness.store import (
     register_job_type,
     schedule_msg,
 )
-from tests.harness.tls import caller_for
+from tests.harness.tls import caller_for, hop_channel
 from tests.helpers import fresh
 
 
@@ -234,6 +237,30 @@ def test_backfill_runs_revived_placeholders_and_replays_are_audited(
     ]
     assert changes(events[1])["trigger"] == changes(events[2])["trigger"] == "backfill"
     assert changes(events[0]) == {"state": {"old": "DEAD_LETTERED", "new": "PENDING"}}
+
+
+def test_api_key_creation_and_revocation_are_audited_without_the_secret(
+    store: StoreProcess,
+) -> None:
+    # Given the store's API key service, called by the local administrator
+    with hop_channel(None, store.address) as channel:
+        keys = keys_grpc.ApiKeyServiceStub(channel)
+
+        # When a key is created, revoked, and revoked again (nothing changes)
+        created = keys.CreateApiKey(keys_pb.CreateApiKeyRequest(name="ci-bot", role="viewer"))
+        keys.RevokeApiKey(keys_pb.RevokeApiKeyRequest(key_id=created.key.key_id))
+        keys.RevokeApiKey(keys_pb.RevokeApiKeyRequest(key_id=created.key.key_id))
+
+    # Then one row each for the creation and the revocation, naming the key, never
+    # its token
+    events = [e for e in audit(store.stub()) if e.rpc.endswith("ApiKey")]
+    assert [e.rpc for e in events] == ["RevokeApiKey", "CreateApiKey"]
+    assert all(e.actor == "user:local-admin" for e in events)
+    assert changes(events[1]) == {"key_id": created.key.key_id, "name": "ci-bot", "role": "viewer"}
+    assert changes(events[0])["revoked"] == {"old": False, "new": True}
+    parsed = parse_token(created.token)
+    assert parsed is not None
+    assert all(parsed[1] not in e.changes_json for e in events)
 
 
 def test_audit_events_page_newest_first(stub: api_grpc.WorkflowStoreServiceStub) -> None:

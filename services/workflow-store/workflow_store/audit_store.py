@@ -2,7 +2,7 @@
 
 Every mutation a caller asks for (a schedule's create, update, pause, resume and
 delete; a cancel; a dead letter's replay; a manual or backfill run recorded; a job
-type registered) appends one ``audit_events`` row inside the transaction of the change,
+type registered; an API key created or revoked) appends one ``audit_events`` row inside the transaction of the change,
 so a change and its audit row commit together or not at all: a refused request, a
 conflict or a rolled-back transaction leaves neither. A call that changes nothing (an
 update to the values a schedule already has, ``if_absent`` finding the schedule)
@@ -122,6 +122,33 @@ def schedule_changes(old: Mapping[str, Any], new: Mapping[str, Any]) -> dict[str
     return changes
 
 
+def append(
+    s: Session,
+    actor: Actor | None,
+    rpc: str,
+    changes: Mapping[str, Any],
+    at: datetime,
+    *,
+    schedule_id: str = "",
+    run_id: str = "",
+) -> None:
+    """Append one audit row in ``s``'s transaction; nothing without an ``actor`` (a
+    call from inside the store, not a caller's request)."""
+    if actor is None:
+        return
+    s.execute(
+        sa.insert(m.AuditEvent).values(
+            at=at,
+            actor=actor.who,
+            peer=actor.peer,
+            rpc=rpc,
+            schedule_id=schedule_id,
+            run_id=run_id,
+            changes=_json(dict(changes)),
+        )
+    )
+
+
 class AuditStore(StoreCore):
     """Appends audit rows in a caller's transaction, and lists them."""
 
@@ -135,21 +162,8 @@ class AuditStore(StoreCore):
         schedule_id: str = "",
         run_id: str = "",
     ) -> None:
-        """Append one row in ``s``'s transaction; nothing without an ``actor`` (a call
-        from inside the store, not a caller's request)."""
-        if actor is None:
-            return
-        s.execute(
-            sa.insert(m.AuditEvent).values(
-                at=self.clock(),
-                actor=actor.who,
-                peer=actor.peer,
-                rpc=rpc,
-                schedule_id=schedule_id,
-                run_id=run_id,
-                changes=_json(dict(changes)),
-            )
-        )
+        """``append`` at the store's clock."""
+        append(s, actor, rpc, changes, self.clock(), schedule_id=schedule_id, run_id=run_id)
 
     def _audit_recorded(
         self, s: Session, actor: Actor | None, req: RecordRequestLike, run_id: str
