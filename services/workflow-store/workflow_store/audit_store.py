@@ -2,9 +2,10 @@
 
 Every mutation a caller asks for (a schedule's create, update, pause, resume and
 delete; a cancel; a dead letter's replay; a manual or backfill run recorded; a job
-type registered; an API key created or revoked) appends one ``audit_events`` row inside the transaction of the change,
-so a change and its audit row commit together or not at all: a refused request, a
-conflict or a rolled-back transaction leaves neither. A call that changes nothing (an
+type registered; an API key created or revoked) appends one ``audit_events`` row
+inside the transaction of the change, so a change and its audit row commit together
+or not at all: a refused request, a conflict or a rolled-back transaction leaves
+neither. A call that changes nothing (an
 update to the values a schedule already has, ``if_absent`` finding the schedule)
 writes none either.
 
