@@ -248,7 +248,9 @@ def test_a_backfill_over_its_slot_limit_is_refused_naming_the_limit(
 def test_a_message_past_a_servers_receive_cap_is_resource_exhausted_and_it_serves_on(
     suite: Suite, databases: Databases, service: str, method: str, cap: int
 ) -> None:
-    # Given a message one byte past the server's receive cap (field 1, a string)
+    # Given a settled suite (its start-up writes done), and a message one byte past
+    # the server's receive cap (field 1, a string)
+    settled(suite)
     size = cap + 1
     body = b"\x0a" + _varint(size - 1 - len(_varint(size))) + b"x" * (size - 1 - len(_varint(size)))
     assert len(body) == size
