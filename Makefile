@@ -17,6 +17,11 @@ $(STAMP): pyproject.toml examples/billing/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade "pip>=24"
 	$(BIN)/python -m pip install --quiet -e '.[server,dev]'
+	@# The console's browser tests drive Debian's chromium (playwright cannot download
+	@# its own browsers here): installed once, when /usr/bin/chromium is missing.
+	@test -x /usr/bin/chromium || { \
+		SUDO=$$(test "$$(id -u)" -eq 0 || echo sudo); \
+		$$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq chromium; }
 	@# The billing demo is a job package of its own, found by workers through its
 	@# entry point (group cronwave.jobs), as a user's job package would be.
 	$(BIN)/python -m pip install --quiet -e examples/billing
@@ -60,4 +65,4 @@ config-table: setup
 	$(BIN)/python tools/config_table.py
 
 clean:
-	rm -rf $(VENV) .cronwave .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .cronwave .pytest_cache .mypy_cache .ruff_cache .ci-artifacts

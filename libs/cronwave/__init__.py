@@ -51,7 +51,17 @@ if typing.TYPE_CHECKING:
     from cronwave._client import Client
     from cronwave._enums import TERMINAL_STATES
     from cronwave._errors import WaitTimeout
-    from cronwave._models import AuditEvent, Lease, PlannerStatus, Run, RunEvent, Schedule
+    from cronwave._models import (
+        AuditEvent,
+        DeadlineBreach,
+        DeadlineDelivery,
+        Lease,
+        PlannerStatus,
+        Run,
+        RunEvent,
+        Schedule,
+    )
+    from cronwave_core.domain.deadlines import Notifier, NotifyFormat
     from cronwave_core.domain.spec import (
         Catchup,
         DstGap,
@@ -69,8 +79,19 @@ _LAZY = {
     "TERMINAL_STATES": "cronwave._enums",
     "WaitTimeout": "cronwave._errors",
     **dict.fromkeys(
-        ("AuditEvent", "Lease", "PlannerStatus", "Run", "RunEvent", "Schedule"), "cronwave._models"
+        (
+            "AuditEvent",
+            "DeadlineBreach",
+            "DeadlineDelivery",
+            "Lease",
+            "PlannerStatus",
+            "Run",
+            "RunEvent",
+            "Schedule",
+        ),
+        "cronwave._models",
     ),
+    **dict.fromkeys(("Notifier", "NotifyFormat"), "cronwave_core.domain.deadlines"),
     **dict.fromkeys(
         ("Catchup", "DstGap", "DstRepeat", "Interval", "Overlap", "Policy", "Spec"),
         "cronwave_core.domain.spec",
@@ -88,6 +109,8 @@ __all__ = [
     "Client",
     "ConfigurationError",
     "CronwaveError",
+    "DeadlineBreach",
+    "DeadlineDelivery",
     "DstGap",
     "DstRepeat",
     "FailedPrecondition",
@@ -98,6 +121,8 @@ __all__ = [
     "Lease",
     "NonRetryable",
     "NotFound",
+    "Notifier",
+    "NotifyFormat",
     "Overlap",
     "PermissionDenied",
     "PlannerStatus",

@@ -16,6 +16,7 @@ from google.protobuf import field_mask_pb2
 
 from cronwave import _enums
 from cronwave._audit_calls import AuditCalls
+from cronwave._deadline_calls import DeadlineCalls
 from cronwave._errors import WaitTimeout
 from cronwave._models import Run, RunEvent, Schedule
 from cronwave._planner_calls import PlannerCalls
@@ -53,7 +54,7 @@ def _from_env(*given: object) -> NetworkSettings | _Given:
     return NetworkSettings.from_env()
 
 
-class Client(AuditCalls, PlannerCalls):
+class Client(AuditCalls, PlannerCalls, DeadlineCalls):
     """A connection to a cronwave suite.
 
     Every call has a deadline (``timeout``) and raises a ``CronwaveError`` subclass
@@ -163,6 +164,9 @@ class Client(AuditCalls, PlannerCalls):
         end_at: datetime | None = None,
         max_runs: int = 0,
         jitter: timedelta | None = None,
+        deadline: timedelta | None = None,
+        notify: Sequence[str] = (),
+        notify_format: str | None = None,
         if_absent: bool = False,
     ) -> Schedule:
         """Create a schedule that fires by ``spec`` and acts by ``policy``::
@@ -180,6 +184,9 @@ class Client(AuditCalls, PlannerCalls):
         than the policy's ``catchup_window`` are recorded MISSED; ``Catchup.ALL`` runs
         at most ``catchup_max_runs`` of the others. ``jitter`` delays each start by a
         deterministic amount below it (the nominal fire time is unchanged).
+        ``deadline``: each slot must have SUCCEEDED within it of its fire time; a
+        breach is sent to the ``notify`` webhooks (http(s) URLs; ``notify_format``
+        ``json`` or ``slack``) and listed by ``deadline_breaches``.
 
         The same fields may be given as keywords instead (``cron="0 2 * * *",
         overlap="skip"``), each policy by the value of its enum (``DstGap``,
@@ -219,9 +226,13 @@ class Client(AuditCalls, PlannerCalls):
                 catchup=catchup,
                 catchup_window=catchup_window,
                 catchup_max_runs=catchup_max_runs,
+                deadline=deadline,
+                notify=notify,
+                notify_format=notify_format,
             ),
-            given=any(v is not None for v in (overlap, catchup, catchup_window))
-            or catchup_max_runs != 0,
+            given=any(v is not None for v in (overlap, catchup, catchup_window, deadline))
+            or catchup_max_runs != 0
+            or bool(notify),
         )
         try:
             payload_json = json.dumps({} if payload is None else payload)
@@ -269,6 +280,9 @@ class Client(AuditCalls, PlannerCalls):
         end_at: datetime | None = None,
         max_runs: int | None = None,
         jitter: timedelta | None = None,
+        deadline: timedelta | None = None,
+        notify: Sequence[str] | None = None,
+        notify_format: str | None = None,
     ) -> Schedule:
         """Change the fields given (not ``None``) of a live schedule, in place; every
         other field keeps its value. ``spec`` or ``policy`` replaces that value whole;
@@ -280,7 +294,7 @@ class Client(AuditCalls, PlannerCalls):
         The planner re-plans it from the moment of the change: a slot already run is
         never run again, and a calendar change does not count the slots between the
         old and the new calendar as missed. A run recorded before the change keeps the
-        payload and job type it was recorded with.
+        payload and job type it was recorded with. ``notify`` replaces the webhooks.
         """
         msg, paths = update_of(
             schedule_id,
@@ -303,6 +317,9 @@ class Client(AuditCalls, PlannerCalls):
             end_at=end_at,
             max_runs=max_runs,
             jitter=jitter,
+            deadline=deadline,
+            notify=notify,
+            notify_format=notify_format,
         )
         return self._update(msg, paths)[0]
 

@@ -15,6 +15,7 @@ from cronwave_proto.v1 import workflow_store_service_pb2 as store_pb
 from google.protobuf.timestamp_pb2 import Timestamp
 
 from cronwave import _enums
+from cronwave_core.domain.deadlines import Notifier, NotifyFormat
 from cronwave_core.domain.spec import Catchup, DstGap, DstRepeat, Interval, Overlap, Policy, Spec
 
 _DEFAULT_POLICY = Policy()
@@ -71,6 +72,10 @@ class Schedule:
     #: ``"apply:<manager>"`` when ``cronwave apply`` manages it (its ``--prune`` may
     #: delete it); empty for a schedule made by hand.
     managed_by: str = ""
+    #: Each slot must have SUCCEEDED within this long of its fire time (None: no
+    #: deadline); a breach goes to ``notifiers``.
+    deadline: timedelta | None = None
+    notifiers: tuple[Notifier, ...] = ()
 
     @property
     def payload(self) -> Any:
@@ -103,6 +108,8 @@ class Schedule:
             catchup=self.catchup,
             catchup_window=_DEFAULT_POLICY.catchup_window if window is None else window,
             catchup_max_runs=self.catchup_max_runs or _DEFAULT_POLICY.catchup_max_runs,
+            deadline=self.deadline,
+            notifiers=self.notifiers,
         )
 
     @classmethod
@@ -140,6 +147,10 @@ class Schedule:
             withheld=msg.withheld,
             catchup_max_runs=policy.catchup_max_runs,
             managed_by=msg.managed_by,
+            deadline=policy.deadline.ToTimedelta() if policy.HasField("deadline") else None,
+            notifiers=tuple(
+                Notifier(n.url, NotifyFormat.from_proto(n.format)) for n in policy.notifiers
+            ),
         )
 
 
@@ -340,4 +351,63 @@ class PlannerStatus:
             next_schedule_id=msg.next_schedule_id,
             fired=msg.fired,
             revision=msg.revision,
+        )
+
+
+@dataclass(frozen=True)
+class DeadlineDelivery:
+    """One notification of a breach to one webhook: ``status`` is ``pending``,
+    ``delivered`` or ``failed``; ``http_status`` the last answer's (0: none)."""
+
+    url: str
+    format: str
+    status: str
+    attempts: int
+    http_status: int
+    error: str
+    updated_at: datetime | None
+
+
+@dataclass(frozen=True)
+class DeadlineBreach:
+    """A slot that had not SUCCEEDED by its schedule's deadline. ``reason``: failed,
+    timed_out, cancelled, dead_lettered, still_running, not_started, missed or
+    succeeded_late; ``cause`` says more; ``run_id`` is empty when no run was
+    recorded for the slot."""
+
+    breach_id: int
+    schedule_id: str
+    fire_time: datetime
+    deadline_at: datetime
+    reason: str
+    cause: str
+    run_id: str
+    run_state: str
+    detected_at: datetime
+    deliveries: tuple[DeadlineDelivery, ...]
+
+    @classmethod
+    def from_proto(cls, msg: store_pb.DeadlineBreach) -> DeadlineBreach:
+        return cls(
+            breach_id=msg.id,
+            schedule_id=msg.schedule_id,
+            fire_time=_dt(msg.fire_time),
+            deadline_at=_dt(msg.deadline_at),
+            reason=msg.reason,
+            cause=msg.cause,
+            run_id=msg.run_id,
+            run_state=_enums.state_name(msg.run_state) if msg.run_state else "",
+            detected_at=_dt(msg.detected_at),
+            deliveries=tuple(
+                DeadlineDelivery(
+                    url=d.url,
+                    format=NotifyFormat.from_proto(d.format).value,
+                    status=d.status,
+                    attempts=d.attempts,
+                    http_status=d.http_status,
+                    error=d.error,
+                    updated_at=_opt_dt(d, "updated_at"),
+                )
+                for d in msg.deliveries
+            ),
         )

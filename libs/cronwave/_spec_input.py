@@ -11,6 +11,7 @@ from typing import TypeVar
 from google.protobuf.timestamp_pb2 import Timestamp
 
 from cronwave_core.convert import dt_to_ts
+from cronwave_core.domain.deadlines import Notifier, NotifyFormat, deadline_value, notifier_url
 from cronwave_core.domain.spec import Catchup, DstGap, DstRepeat, Interval, Overlap, Policy, Spec
 from cronwave_core.errors import InvalidArgument
 from cronwave_core.fields import shown
@@ -79,13 +80,31 @@ def policy_of(
     catchup: str | None = None,
     catchup_window: timedelta | None = None,
     catchup_max_runs: int = 0,
+    deadline: timedelta | None = None,
+    notify: Sequence[str] = (),
+    notify_format: str | None = None,
 ) -> Policy:
     """The ``Policy`` of ``create_schedule``'s keywords (``None`` and 0: the default)."""
+    if deadline is not None:
+        deadline_value(deadline)
     return Policy(
         overlap=Overlap.parse(overlap) if overlap else _POLICY.overlap,
         catchup=Catchup.parse(catchup) if catchup else _POLICY.catchup,
         catchup_window=_POLICY.catchup_window if catchup_window is None else catchup_window,
         catchup_max_runs=catchup_max_runs or _POLICY.catchup_max_runs,
+        deadline=deadline,
+        notifiers=notifiers_of(notify, notify_format),
+    )
+
+
+def notifiers_of(urls: Sequence[str], notify_format: str | None) -> tuple[Notifier, ...]:
+    """One notifier per URL, each with ``notify_format`` (``json`` or ``slack``)."""
+    if isinstance(urls, str):
+        urls = (urls,)
+    fmt = NotifyFormat.parse(notify_format, "notify_format") if notify_format else None
+    return tuple(
+        Notifier(notifier_url(url, f"policy.notifiers[{i}].url"), fmt or NotifyFormat.JSON)
+        for i, url in enumerate(urls)
     )
 
 

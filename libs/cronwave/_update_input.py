@@ -15,6 +15,9 @@ from cronwave._spec_input import policy_of, spec_of
 from cronwave_core.domain.spec import Interval, Policy, Spec
 from cronwave_core.errors import InvalidArgument
 
+#: A keyword whose policy field has another name.
+_POLICY_PATHS = {"notify": "policy.notifiers", "notify_format": "policy.notifiers"}
+
 
 def update_of(
     schedule_id: str,
@@ -38,6 +41,9 @@ def update_of(
     end_at: datetime | None = None,
     max_runs: int | None = None,
     jitter: timedelta | None = None,
+    deadline: timedelta | None = None,
+    notify: Sequence[str] | None = None,
+    notify_format: str | None = None,
 ) -> tuple[pb.Schedule, list[str]]:
     """The schedule message and the mask paths of ``Client.update_schedule``'s
     arguments. Raises ``InvalidArgument`` when nothing is to change, or a spec or
@@ -60,6 +66,8 @@ def update_of(
         "catchup": catchup,
         "catchup_window": catchup_window,
         "catchup_max_runs": catchup_max_runs,
+        "deadline": deadline,
+        "notify": notify,
     }
     given_spec = {k: v for k, v in spec_keywords.items() if v is not None}
     given_policy = {k: v for k, v in policy_keywords.items() if v is not None}
@@ -79,8 +87,11 @@ def update_of(
         msg.policy.CopyFrom(policy.to_proto())
         paths.append("policy")
     elif given_policy:
+        if notify is not None:
+            given_policy["notify_format"] = notify_format
         msg.policy.CopyFrom(policy_of(**given_policy).to_proto())
-        paths.extend(f"policy.{name}" for name in given_policy)
+        named = (_POLICY_PATHS.get(name, f"policy.{name}") for name in given_policy)
+        paths.extend(dict.fromkeys(named))
     if job_type is not None:
         msg.job_type = job_type
         paths.append("job_type")

@@ -23,6 +23,7 @@ from pathlib import Path
 import sqlalchemy as sa
 
 from cronwave._client import Client
+from cronwave_core.redaction import redact_url
 from cronwave_core.settings import PlannerSettings, TlsSettings, check_env
 from cronwave_core.suite import Suite, SuiteConfig
 
@@ -51,8 +52,8 @@ def _quiet(_line: str) -> None:
 
 
 def mask(url: str) -> str:
-    """``url`` without its password."""
-    return re.sub(r"://([^:/@]*):[^@/]*@", r"://\1:***@", url)
+    """``url`` as it may be shown: without its password (``cronwave_core.redaction``)."""
+    return redact_url(url)
 
 
 @dataclass(frozen=True)

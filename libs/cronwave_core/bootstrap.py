@@ -31,6 +31,7 @@ from opentelemetry.instrumentation.grpc import server_interceptor
 from cronwave_core.errors import CronwaveError, InvalidArgument
 from cronwave_core.fault_interceptors import server_faults
 from cronwave_core.limits import DEFAULT_LIMITS
+from cronwave_core.logs import configure_logging
 from cronwave_core.metrics import MetricsServer, serve_metrics
 from cronwave_core.security.authz import AuthInterceptor, KeyCheck
 from cronwave_core.security.keys import CachedKeyCheck, RemoteKeyCheck
@@ -376,9 +377,7 @@ def serve(
     service: Service, grace: timedelta, traced: bool = True, hooks: TestHooks | None = None
 ) -> None:
     """Start ``service`` and block until SIGTERM or SIGINT has stopped it gracefully."""
-    logging.basicConfig(
-        level=logging.INFO, format=f"%(asctime)s {service.name} %(levelname)s %(message)s"
-    )
+    configure_logging(service.name)
     server = RunningServer(service, grace, traced=traced, hooks=hooks)
 
     def on_signal(signum: int, _frame: Any) -> None:

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any, Generic, Self, TypeVar
 
 from cronwave_core.errors import ConfigurationError
+from cronwave_core.redaction import redact
 
 T = TypeVar("T")
 _KEY = "cronwave.setting"
@@ -70,6 +71,7 @@ class Variable:
     kind: Kind[Any]
     default: Any
     doc: str
+    secret: bool = False  # never echoed whole (a password, a key)
 
     @property
     def shown_default(self) -> str:
@@ -85,7 +87,7 @@ def setting(variable: str, kind: Kind[Any], default: Any, doc: str, *, secret: b
     without a dataclass default: code that builds the class by hand passes it. A
     ``secret`` one (a token) is left out of the class's repr, so a logged settings
     object does not carry it."""
-    spec = Variable(variable, kind, default, " ".join(doc.split()))
+    spec = Variable(variable, kind, default, " ".join(doc.split()), secret)
     if isinstance(default, Derived):
         return field(metadata={_KEY: spec}, repr=not secret)
     return field(default=default, metadata={_KEY: spec}, repr=not secret)
@@ -116,7 +118,13 @@ def read(spec: Variable, env: Mapping[str, str], values: Mapping[str, Any]) -> A
     try:
         return spec.kind.parse(raw)
     except ValueError:
-        raise ConfigurationError(f"{spec.name}: expected {spec.kind.rule}, got {raw!r}") from None
+        # A malformed URL may still carry a password or a key: never echoed whole, and
+        # a secret's value not at all unless its password can be told apart and masked.
+        if spec.secret and "://" not in raw:
+            got = "a value not shown here (it may hold a secret)"
+        else:
+            got = repr(redact(raw))
+        raise ConfigurationError(f"{spec.name}: expected {spec.kind.rule}, got {got}") from None
 
 
 def load(cls: type[T], env: Mapping[str, str]) -> T:
@@ -132,6 +140,14 @@ def load(cls: type[T], env: Mapping[str, str]) -> T:
         elif f.name not in values and f.default is MISSING:
             raise TypeError(f"{cls.__name__}.{f.name} is neither a setting nor derived")
     return cls(**values)
+
+
+class FromEnv:
+    """``from_env`` for a settings dataclass (``load``)."""
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> Self:
+        return load(cls, os.environ if env is None else env)
 
 
 # -- kinds ---------------------------------------------------------------------------
@@ -301,11 +317,3 @@ class File(Kind[Path]):
 
     def show(self, value: Path) -> str:
         return str(value)
-
-
-class FromEnv:
-    """``from_env`` for a settings dataclass (``load``)."""
-
-    @classmethod
-    def from_env(cls, env: Mapping[str, str] | None = None) -> Self:
-        return load(cls, os.environ if env is None else env)

@@ -5,11 +5,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from cronwave_core.config import FromEnv, Integer, setting
+from cronwave_core.config import Integer, setting
 from cronwave_core.errors import ConfigurationError
 from cronwave_core.limits import RequestLimits
-
-PREFIX = "CRONWAVE_"
+from cronwave_core.settings_base import PREFIX, FromEnv
 
 
 @dataclass(frozen=True, kw_only=True)

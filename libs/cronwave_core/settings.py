@@ -30,8 +30,6 @@ from cronwave_core.config import (
     Derived,
     Directory,
     Duration,
-    File,
-    FromEnv,
     Integer,
     Names,
     Switch,
@@ -39,10 +37,12 @@ from cronwave_core.config import (
     Url,
     setting,
 )
+from cronwave_core.console_settings import ConsoleSettings
 from cronwave_core.errors import ConfigurationError
 from cronwave_core.limit_settings import LimitSettings
-
-PREFIX = "CRONWAVE_"
+from cronwave_core.settings_base import PREFIX, FromEnv
+from cronwave_core.settings_deadlines import DeadlineSettings
+from cronwave_core.settings_tls import TlsSettings
 
 DEFAULT_PORTS = {
     "store": 7401,
@@ -123,73 +123,6 @@ class NetworkSettings(FromEnv):
     )
 
 
-def _tls_file(suffix: str) -> Derived[Path]:
-    return Derived(
-        f"<TLS dir>/<identity>{suffix}",
-        lambda values, _env: values["tls_dir"] / f"{values['identity']}{suffix}",
-    )
-
-
-@dataclass(frozen=True, kw_only=True)
-class TlsSettings(FromEnv):
-    """Mutual TLS on every connection, and the bearer token a client sends (see
-    *Security*). The files are read again when they change."""
-
-    insecure: bool = setting(
-        PREFIX + "INSECURE",
-        Switch(),
-        False,
-        "`1`: plaintext gRPC and no authentication, for a suite on loopback only (a "
-        "service refuses to listen on any other address); `cronwave up --insecure`",
-    )
-    tls_dir: Path = setting(
-        PREFIX + "TLS_DIR",
-        Directory(),
-        Derived("<data dir>/tls", lambda _v, env: _data_dir(env) / "tls"),
-        "where the suite's local CA and certificates are (`cronwave up` creates them)",
-    )
-    identity: str = setting(
-        PREFIX + "TLS_IDENTITY",
-        Text(),
-        "local-admin",
-        "whose certificate in the TLS dir this process presents: a service's name "
-        "(the suite sets it per process), `local-admin`, or `client` (no role: an "
-        "API key says who calls)",
-    )
-    ca: Path = setting(
-        PREFIX + "TLS_CA", File(), Derived(
-            "<TLS dir>/ca.pem", lambda values, _env: values["tls_dir"] / "ca.pem"
-        ), "PEM CA certificate(s) every peer's certificate is verified against",
-    )  # fmt: skip
-    cert: Path = setting(
-        PREFIX + "TLS_CERT",
-        File(),
-        _tls_file(".pem"),
-        "this process's PEM certificate (Kubernetes: `tls.crt` of its Secret)",
-    )
-    key: Path = setting(
-        PREFIX + "TLS_KEY",
-        File(),
-        _tls_file("-key.pem"),
-        "this process's PEM private key",
-    )
-    token: str = setting(
-        PREFIX + "TOKEN",
-        Text(),
-        "",
-        "an API key (`cronwave auth create-key`) the CLI and SDK send as a bearer token; "
-        "it, not the certificate, then says who calls",
-        secret=True,
-    )
-    auth_cache_ttl: timedelta = setting(
-        PREFIX + "AUTH_CACHE_TTL",
-        Duration(),
-        timedelta(seconds=10),
-        "how long a service trusts an API key it has checked; a revoked key is refused "
-        "within this time",
-    )
-
-
 @dataclass(frozen=True, kw_only=True)
 class RedisSettings(FromEnv):
     """The Redis of the broker, the leases and the caches."""
@@ -200,6 +133,7 @@ class RedisSettings(FromEnv):
         f"redis://127.0.0.1:{DEFAULT_PORTS['redis']}/0",
         "broker, leases, caches; `cronwave up` starts an embedded redis-server there "
         "unless this is set",
+        secret=True,  # may carry a password
     )
     namespace: str = setting(
         PREFIX + "NAMESPACE", Text(), "cronwave", "prefix of every Redis key and queue"
@@ -255,6 +189,21 @@ class MetricsSettings(FromEnv):
 
 
 @dataclass(frozen=True, kw_only=True)
+class LogSettings(FromEnv):
+    """A process's log lines (``cronwave_core.logs``)."""
+
+    #: None (unset or empty): JSON unless stderr is a terminal.
+    log_format: str | None = setting(
+        PREFIX + "LOG_FORMAT",
+        Choice("json", "text"),
+        None,
+        "`json`: one JSON object a line (`time`, `level`, `service`, `logger`, `message`, "
+        "and a run's `run_id`, `schedule_id`, `trace_id`, `span_id`); `text`: one "
+        "readable line. Unset: `text` when stderr is a terminal, else `json` (see *Logs*)",
+    )
+
+
+@dataclass(frozen=True, kw_only=True)
 class StoreSettings(FromEnv):
     """The workflow-store: the only process that touches the scheduler's database."""
 
@@ -264,6 +213,7 @@ class StoreSettings(FromEnv):
         _in_data_dir("cronwave.db"),
         "the scheduler's database (workflow-store only); `postgresql+psycopg://user@host/db` "
         "in production",
+        secret=True,  # may carry a password
     )
 
 
@@ -433,6 +383,7 @@ class DemoSettings(FromEnv):
         _DATABASE,
         _in_data_dir("billing.db"),
         "the billing job's own database",
+        secret=True,
     )
     billing_heartbeat_timeout: timedelta = setting(
         PREFIX + "BILLING_HEARTBEAT_TIMEOUT",
@@ -448,6 +399,7 @@ class DemoSettings(FromEnv):
         _DATABASE,
         _in_data_dir("gateway.db"),
         "the payment gateway's own database",
+        secret=True,
     )
 
 
@@ -531,11 +483,14 @@ COMPONENTS: tuple[type[FromEnv], ...] = (
     TelemetrySettings,
     MetricsSettings,
     LimitSettings,
+    LogSettings,
     StoreSettings,
+    DeadlineSettings,
     LeaseSettings,
     PlannerSettings,
     DispatcherSettings,
     WorkerSettings,
+    ConsoleSettings,
     DemoSettings,
     TestHooks,
 )

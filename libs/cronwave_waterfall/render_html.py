@@ -33,7 +33,7 @@ CHART_W = 760
 ROW_H = 26
 BAR_H = 16
 
-_STYLE = """
+STYLE = """
 body { font-family: system-ui, sans-serif; margin: 24px; color: #222; }
 .headline { font-size: 1.15em; font-weight: 600; background: #fff4d6;
   border-left: 4px solid #e0a800; padding: 8px 12px; margin: 8px 0 16px; }
@@ -226,14 +226,13 @@ def _legend() -> str:
     return f'<div class="legend">{"".join(items)}</div>'
 
 
-def render_html(
-    waterfall: Waterfall | Sequence[Waterfall], title: str = "cronwave waterfall"
-) -> str:
-    """A complete HTML document (see the module docstring)."""
+def render_fragment(waterfall: Waterfall | Sequence[Waterfall]) -> str:
+    """The page's content without the document around it: headline, legend, chart and
+    tables, for a page of one's own (the web console) that includes ``STYLE``."""
     waterfalls = [waterfall] if isinstance(waterfall, Waterfall) else list(waterfall)
     compare = not isinstance(waterfall, Waterfall)
     scale = _scale_for(waterfalls)
-    body = [f"<h1>{_e(title)}</h1>"]
+    body = []
     for w in waterfalls:
         prefix = f"[{w.scenario}] " if compare else ""
         body.append(f'<div class="headline">{_e(prefix + w.tail.headline)}</div>')
@@ -251,9 +250,15 @@ def render_html(
         body.append(_svg(w, scale))
         body.append(_table(w))
         body.append(_tail_table(w))
+    return "\n".join(body)
+
+
+def render_html(
+    waterfall: Waterfall | Sequence[Waterfall], title: str = "cronwave waterfall"
+) -> str:
+    """A complete HTML document (see the module docstring)."""
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
-        f"<title>{_e(title)}</title><style>{_STYLE}</style></head>\n<body>\n"
-        + "\n".join(body)
-        + "\n</body></html>\n"
+        f"<title>{_e(title)}</title><style>{STYLE}</style></head>\n<body>\n"
+        f"<h1>{_e(title)}</h1>\n" + render_fragment(waterfall) + "\n</body></html>\n"
     )

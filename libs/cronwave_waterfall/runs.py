@@ -44,6 +44,7 @@ from cronwave_core.telemetry.vocabulary import (
     ATTR_CACHE_NAME,
     ATTR_FIRE_TIME,
     ATTR_SCHEDULE_ID,
+    ATTR_TRIGGER,
     HOPS,
 )
 from cronwave_waterfall import intervals
@@ -134,6 +135,15 @@ def _number(raw: object) -> float | None:
         except ValueError:
             return None
     return None
+
+
+def trigger_of(run: Run) -> str:
+    """Why the run exists, as its spans say (``scheduled``, ``manual``...; ``""``)."""
+    for span in run.spans:
+        value = span.attributes.get(ATTR_TRIGGER)
+        if value:
+            return str(value)
+    return ""
 
 
 def hop_order(hops: Iterable[str]) -> list[str]:

@@ -15,6 +15,7 @@ from typer.testing import CliRunner
 import cronwave
 from cronwave.cli.main import app
 from cronwave.cli.suite_cmds import port_in_use
+from cronwave_core.console_settings import CONSOLE_PORT
 from cronwave_core.settings import DEFAULT_PORTS
 from cronwave_core.suite import Suite
 from tests.harness.cli import cronwave_argv
@@ -163,7 +164,7 @@ def _alive(pid: int) -> bool:
 # here, which skips the test (and fails a CI run: tests/skips_allowed.txt).
 @pytest.mark.serial
 def test_up_serves_the_fixed_ports_until_sigterm_then_stops_everything(tmp_path):
-    busy = [p for p in DEFAULT_PORTS.values() if port_in_use(p)]
+    busy = [p for p in (*DEFAULT_PORTS.values(), CONSOLE_PORT) if port_in_use(p)]
     if busy:
         pytest.skip(f"default ports {busy} are in use (a `cronwave up` runs here)")
     log = tmp_path / "up.out"
@@ -177,7 +178,9 @@ def test_up_serves_the_fixed_ports_until_sigterm_then_stops_everything(tmp_path)
     try:
         eventually(lambda: "cronwave is up" in log.read_text(), timeout=120, what="up started")
         pids = [int(p) for p in re.findall(r"│ \S+\s+│ \S+\s+│ (\d+)\s+│", log.read_text())]
-        assert len(pids) == 7, log.read_text()  # redis, five services, the billing gateway
+        # redis, five services, the billing gateway, the console
+        assert len(pids) == 8, log.read_text()
+        assert f"Console: http://127.0.0.1:{CONSOLE_PORT}/ " in log.read_text()
 
         with cronwave.Client(timeout=timedelta(seconds=10)) as client:  # the default ports
             sid = fresh("up")
@@ -194,6 +197,6 @@ def test_up_serves_the_fixed_ports_until_sigterm_then_stops_everything(tmp_path)
             for pid in pids:
                 if _alive(pid):
                     os.kill(pid, signal.SIGKILL)
-    assert "stopped 7 processes" in log.read_text()
+    assert "stopped 8 processes" in log.read_text()
     assert not [pid for pid in pids if _alive(pid)]
-    assert not [p for p in DEFAULT_PORTS.values() if port_in_use(p)]
+    assert not [p for p in (*DEFAULT_PORTS.values(), CONSOLE_PORT) if port_in_use(p)]

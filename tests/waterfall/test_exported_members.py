@@ -24,6 +24,7 @@ def test_exported_members():
         "query_jaeger",
         "read_jaeger",
         "read_otlp",
+        "render_fragment",
         "render_html",
         "render_json",
         "render_terminal",

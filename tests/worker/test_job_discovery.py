@@ -7,6 +7,7 @@ modules with one job name, stop the worker's start-up, named."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -169,19 +170,19 @@ def test_jobs_of_a_module_an_entry_point_and_worker_jobs_run_to_succeeded_a_non_
     run = runs[by_env]
     log = suite.log_dir / "worker.log"
 
-    def logged() -> str:
-        line = next(
+    def logged() -> dict[str, str]:
+        lines = [json.loads(line) for line in log.read_text().splitlines() if line.startswith("{")]
+        return next(
             (
                 line
-                for line in log.read_text().splitlines()
-                if f"run_id={run.run_id}" in line and "greeting from" in line
+                for line in lines
+                if line.get("run_id") == run.run_id and "greeting from" in line["message"]
             ),
-            "",
+            {},
         )
-        return line
 
     line = eventually(logged, timeout=20, what="the job's log line in the worker's log")
-    assert f"schedule_id={by_env}" in line and "trace_id=" in line
+    assert line["schedule_id"] == by_env and line["trace_id"] and line["service"] == "worker"
 
     # and the run whose job raised a NonRetryable ended FAILED at its first attempt
     with client_for(suite) as client:

@@ -32,6 +32,7 @@ from cronwave._spec_input import policy_of, spec_of
 from cronwave.cli import _schedule_args as args
 from cronwave_core.domain import calendar
 from cronwave_core.domain.catchup import check_coherent
+from cronwave_core.domain.deadlines import notifier_url
 from cronwave_core.domain.spec import Interval, Policy, Spec
 from cronwave_core.errors import InvalidArgument
 
@@ -58,6 +59,9 @@ FIELDS = (
     "catchup",
     "catchup_window",
     "catchup_max_runs",
+    "deadline",
+    "notify",
+    "notify_format",
     "payload",
     "paused",
 )
@@ -204,6 +208,9 @@ def _declared(entry: dict[str, Any], sid: str, index: int) -> Declared:
         catchup=_typed(entry, "catchup", str, "a name such as latest"),
         catchup_window=_optional(entry, "catchup_window", lambda v: _duration(v, "catchup_window")),
         catchup_max_runs=_typed(entry, "catchup_max_runs", int, "a whole number") or 0,
+        deadline=_optional(entry, "deadline", lambda v: _duration(v, "deadline")),
+        notify=[_url(v, f"notify[{i}]") for i, v in enumerate(_list(entry, "notify"))],
+        notify_format=_typed(entry, "notify_format", str, "json or slack"),
     )
     # Exactly the store's checks: the values as the store would read them.
     checked = Spec.from_proto(spec.to_proto())
@@ -241,6 +248,12 @@ def _duration(value: object, field: str) -> timedelta:
     if isinstance(value, str):
         return args.parse_duration(value, field)
     raise InvalidArgument(field, f"must be a duration such as 30s or 15m, got {value!r}")
+
+
+def _url(value: object, field: str) -> str:
+    if not isinstance(value, str):
+        raise InvalidArgument(field, f"must be an http:// or https:// URL, got {value!r}")
+    return notifier_url(value, field)
 
 
 def _date(value: object, field: str) -> date:

@@ -102,6 +102,9 @@ SERVICE_MODULES = (
     "orjson",
     "redis",
     "sqlalchemy",
+    "starlette",
+    "uvicorn",
+    "jinja2",
 )
 
 

@@ -76,6 +76,8 @@ def schedule(s: Schedule) -> dict[str, Any]:
         "catchup": str(s.catchup),
         "catchup_window_seconds": seconds(s.policy.catchup_window),
         "catchup_max_runs": s.policy.catchup_max_runs,
+        "deadline_seconds": seconds(s.deadline),
+        "notifiers": [{"url": n.url, "format": str(n.format)} for n in s.notifiers],
         "payload": _decoded(s.payload_json),
         "paused": s.paused,
         "pause_note": s.pause_note,

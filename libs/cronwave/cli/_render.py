@@ -114,6 +114,10 @@ def schedule_fields(schedule: Schedule) -> Table:
         rows.append(("window", f"{fmt_time(schedule.start_at)} .. {fmt_time(schedule.end_at)}"))
     if schedule.max_runs:
         rows.append(("max runs", str(schedule.max_runs)))
+    if schedule.deadline is not None:
+        rows.append(("deadline", fmt_delta(schedule.deadline)))
+    if schedule.notifiers:
+        rows.append(("notify", ", ".join(f"{n.url} ({n.format})" for n in schedule.notifiers)))
     rows += [
         ("created", fmt_time(schedule.created_at)),
         ("updated", fmt_time(schedule.updated_at)),

@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import re
 import time
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Annotated
@@ -135,7 +136,8 @@ def demo(
     with reported_errors():
         calendar.zone(zone, "--zone")  # a typo fails before anything starts
         settings = NetworkSettings.from_env()
-        suite = Suite(demo_billing.with_gateway(suite_config(data_dir, ports={})))
+        config = demo_billing.with_gateway(suite_config(data_dir, ports={}))
+        suite = Suite(replace(config, console=True))
         console.print(f"starting a private cronwave suite in {suite.config.data_dir} ...")
         try:
             with running(suite):

@@ -25,6 +25,7 @@ from cronwave.cli import (
     load,
     runs,
     schedule,
+    status,
     suite_cmds,
     trace,
     waterfall,
@@ -88,6 +89,7 @@ app.add_typer(dlq.app, name="dlq")
 app.add_typer(audit.app, name="audit")
 app.add_typer(auth.app, name="auth")
 app.add_typer(leader.app)  # leader
+app.add_typer(status.app)  # status
 app.add_typer(bench.app)  # bench
 app.add_typer(waterfall.app)  # waterfall
 app.add_typer(trace.app, name="trace")

@@ -20,10 +20,23 @@ from cronwave.cli import _json, _render
 from cronwave.cli import _schedule_args as args
 from cronwave.cli._console import connected, out, reported_errors
 from cronwave.cli._json import Output, OutputOption
+from cronwave.cli._schedule_options import (
+    AtOption,
+    CronOption,
+    DeadlineOption,
+    DstGapOption,
+    DstRepeatOption,
+    EveryOption,
+    ExcludeOption,
+    NotifyFormatOption,
+    NotifyOption,
+    NotifyUpdateOption,
+    PhaseOption,
+    TzOption,
+    deadline_keywords,
+)
 from cronwave_core.domain.spec import (
     CATCHUPS,
-    DST_GAPS,
-    DST_REPEATS,
     OVERLAPS,
     DstGap,
     DstRepeat,
@@ -79,43 +92,6 @@ def show_schedule(client: Client, schedule: Schedule) -> None:
         console.print(_render.fires_table(fires, schedule.time_zone, title))
 
 
-CronOption = Annotated[
-    list[str],
-    typer.Option("--cron", help="Cron expression (5 or 6 fields, macros, L W #); repeatable."),
-]
-EveryOption = Annotated[
-    list[str],
-    typer.Option("--every", help="An interval such as 15m (epoch + phase + k*every); repeatable."),
-]
-PhaseOption = Annotated[
-    list[str], typer.Option("--phase", help="Offset of the --every before it, e.g. 5m.")
-]
-AtOption = Annotated[
-    list[str], typer.Option("--at", help="A one-off ISO-8601 instant; repeatable.")
-]
-ExcludeOption = Annotated[
-    list[str],
-    typer.Option("--exclude-date", help="A local date (YYYY-MM-DD) with no runs; repeatable."),
-]
-TzOption = Annotated[
-    str,
-    typer.Option("--tz", help="IANA zone the cron and times without an offset are read in."),
-]
-DstGapOption = Annotated[
-    str | None,
-    typer.Option(
-        "--dst-gap", help=f"Slot in a spring-forward gap: {'|'.join(DST_GAPS.choices())}."
-    ),
-]
-DstRepeatOption = Annotated[
-    str | None,
-    typer.Option(
-        "--dst-repeat",
-        help=f"Slot in a fall-back hour: {'|'.join(DST_REPEATS.choices())}.",
-    ),
-]
-
-
 @app.command()
 def create(
     schedule_id: ScheduleId,
@@ -161,6 +137,9 @@ def create(
         str | None, typer.Option("--end", help="It fires only before this instant (exclusive).")
     ] = None,
     max_runs: Annotated[int, typer.Option(help="Fire at most this many times (0: no limit).")] = 0,
+    deadline: DeadlineOption = None,
+    notify: NotifyOption = [],  # noqa: B006
+    notify_format: NotifyFormatOption = None,
     if_absent: Annotated[
         bool,
         typer.Option(
@@ -193,6 +172,7 @@ def create(
                 else None
             ),
             catchup_max_runs=catchup_max_runs,
+            **deadline_keywords(deadline, notify, notify_format),
         )
         message = pb.Schedule(
             schedule_id=schedule_id,
@@ -258,6 +238,9 @@ def update(
     start: Annotated[str | None, typer.Option("--start", help="First instant it may fire.")] = None,
     end: Annotated[str | None, typer.Option("--end", help="It fires only before this.")] = None,
     max_runs: Annotated[int | None, typer.Option(help="Fire at most this many times.")] = None,
+    deadline: DeadlineOption = None,
+    notify: NotifyUpdateOption = None,
+    notify_format: NotifyFormatOption = None,
 ) -> None:
     """Change the options given, in place; every other field keeps its value.
 
@@ -296,6 +279,7 @@ def update(
             end_at=args.parse_instant(end, "--end", zone or "UTC") if end else None,
             max_runs=max_runs,
             jitter=args.parse_duration(jitter, "--jitter") if jitter is not None else None,
+            **deadline_keywords(deadline, notify, notify_format),
         )
         schedule, changed = client._update(message, paths)
         if changed:

@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import errno
 import os
-import re
 import signal
 import socket
 import threading
 import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -59,6 +59,7 @@ _SUITE_OWNED = {
     "CRONWAVE_DISPATCHER_ADDR",
     "CRONWAVE_PLANNER_ADDR",
     "CRONWAVE_WORKER_ADDR",
+    "CRONWAVE_CONSOLE_ADDR",
 }
 
 PORT_OWNERS = {
@@ -68,6 +69,7 @@ PORT_OWNERS = {
     "planner": "cron-planner",
     "worker": "worker",
     "redis": "embedded redis",
+    "console": "console",
 }
 
 
@@ -146,6 +148,22 @@ def up_ports(port_base: int | None, environ: Mapping[str, str] | None = None) ->
     return ports
 
 
+def console_port(port_base: int | None, environ: Mapping[str, str] | None = None) -> int:
+    """The web console's port under ``cronwave up``: ``CRONWAVE_CONSOLE_ADDR``'s when
+    set, else the one after the suite's last (``port_base + 6``) with ``--port-base``,
+    else 7407."""
+    from cronwave_core.console_settings import CONSOLE_PORT
+
+    env = os.environ if environ is None else environ
+    value = env.get("CRONWAVE_CONSOLE_ADDR")
+    if value:
+        port = value.rpartition(":")[2]
+        if not port.isdigit() or not 0 < int(port) < 65536:
+            raise ConfigurationError(f"CRONWAVE_CONSOLE_ADDR: expected HOST:PORT, got {value!r}")
+        return int(port)
+    return CONSOLE_PORT if port_base is None else port_base + len(PORT_ORDER)
+
+
 def port_in_use(port: int) -> bool:
     """True when something listens on (or holds) 127.0.0.1:``port``."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
@@ -167,8 +185,10 @@ def busy_ports(suite: Suite) -> list[tuple[str, int]]:
 
 
 def mask(url: str) -> str:
-    """``url`` without its password."""
-    return re.sub(r"://([^:/@]*):[^@/]*@", r"://\1:***@", url)
+    """``url`` as it may be shown: without its password (``cronwave_core.redaction``)."""
+    from cronwave_core.redaction import redact_url
+
+    return redact_url(url)
 
 
 def suite_table(suite: Suite) -> Table:
@@ -177,7 +197,7 @@ def suite_table(suite: Suite) -> Table:
         table.add_column(name, no_wrap=name != "log", overflow="fold")
     procs = ([suite.redis] if suite.redis else []) + list(suite.procs.values())
     for proc in procs:
-        address = proc.address or suite.redis_url
+        address = proc.address or mask(suite.redis_url)
         metrics = f"http://{proc.metrics_address}/metrics" if proc.metrics_address else "-"
         table.add_row(proc.name, address, metrics, str(proc.pid), Text(str(proc.log_path)))
     return table
@@ -202,6 +222,8 @@ def suite_facts(suite: Suite) -> Table:
             "local-admin (`cronwave auth create-key` for others)",
         ),
     ]
+    if config.console:
+        rows.append(("console", suite.console_url))
     table = Table(show_header=False, box=None, padding=(0, 2))
     table.add_column(style="bold")
     table.add_column(overflow="fold")
@@ -290,9 +312,10 @@ def up(
         typer.Option(
             "--port-base",
             min=1024,
-            max=65535 - len(PORT_ORDER) + 1,
+            max=65535 - len(PORT_ORDER),
             help=f"Serve on ports N..N+{len(PORT_ORDER) - 1} ({', '.join(PORT_ORDER)}) "
-            "instead of 7401-7405 and 7479.",
+            f"and the web console on N+{len(PORT_ORDER)}, instead of 7401-7405, 7479 and "
+            "7407.",
             show_default=False,
         ),
     ] = None,
@@ -327,6 +350,8 @@ def up(
             environ=with_job_modules(os.environ, jobs),
             insecure=insecure,
         )
+        ports = {**up_ports(port_base), "console": console_port(port_base)}
+        config = replace(config, ports=ports, console=True)
         from cronwave.cli import demo_billing
 
         if demo_billing.billing_example_installed():
@@ -358,8 +383,8 @@ def up(
                 console.print(suite_table(suite))
                 console.print(suite_facts(suite))
                 console.print(
-                    f"[green]cronwave is up.[/] Try `{listing}` in another terminal; "
-                    "Ctrl-C stops everything.",
+                    f"[green]cronwave is up.[/] Console: {suite.console_url} ; try "
+                    f"`{listing}` in another terminal; Ctrl-C stops everything.",
                     soft_wrap=True,
                 )
                 _watch(suite)

@@ -59,13 +59,9 @@ def resolve_source(raw: str, data_dir: Path | None, service: str | None = None) 
 
 def trigger_of(run: Run) -> str:
     """Why the run exists, as its spans say (``scheduled``, ``manual``...; ``""``)."""
-    from cronwave_core.telemetry.vocabulary import ATTR_TRIGGER
+    from cronwave_waterfall.runs import trigger_of as of
 
-    for span in run.spans:
-        value = span.attributes.get(ATTR_TRIGGER)
-        if value:
-            return str(value)
-    return ""
+    return of(run)
 
 
 def coverage_note(runs: Sequence[Run]) -> str:

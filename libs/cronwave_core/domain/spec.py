@@ -19,6 +19,12 @@ from enum import StrEnum
 
 from cronwave_proto.v1 import common_pb2 as pb
 
+from cronwave_core.domain.deadlines import (
+    MAX_NOTIFIERS,
+    Notifier,
+    deadline_value,
+    notifiers_value,
+)
 from cronwave_core.errors import InvalidArgument
 from cronwave_core.fields import shown
 from cronwave_core.proto_enum import ProtoEnum
@@ -210,6 +216,15 @@ class Policy:
     catchup: Catchup = Catchup.LATEST
     catchup_window: timedelta = timedelta(minutes=10)
     catchup_max_runs: int = 100
+    #: Each slot must have SUCCEEDED within this long of its fire time (None: no
+    #: deadline); ``domain.deadlines`` says what a breach is.
+    deadline: timedelta | None = None
+    notifiers: tuple[Notifier, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.deadline is not None:
+            deadline_value(self.deadline)
+        notifiers_value(self.notifiers)
 
     @classmethod
     def from_proto(cls, msg: pb.SchedulePolicy) -> Policy:
@@ -228,15 +243,35 @@ class Policy:
             catchup=Catchup.from_proto(msg.catchup),
             catchup_window=_DEFAULT_POLICY.catchup_window if window is None else window,
             catchup_max_runs=msg.catchup_max_runs or _DEFAULT_POLICY.catchup_max_runs,
+            deadline=(
+                deadline_value(duration_to_td(msg.deadline, "policy.deadline"))
+                if msg.HasField("deadline")
+                else None
+            ),
+            notifiers=_notifiers(msg),
         )
 
     def to_proto(self) -> pb.SchedulePolicy:
-        return pb.SchedulePolicy(
+        msg = pb.SchedulePolicy(
             overlap=self.overlap.to_proto(),
             catchup=self.catchup.to_proto(),
             catchup_window=td_to_duration(self.catchup_window),
             catchup_max_runs=self.catchup_max_runs,
+            notifiers=[n.to_proto() for n in self.notifiers],
         )
+        if self.deadline is not None:
+            msg.deadline.CopyFrom(td_to_duration(self.deadline))
+        return msg
+
+
+def _notifiers(msg: pb.SchedulePolicy) -> tuple[Notifier, ...]:
+    if len(msg.notifiers) > MAX_NOTIFIERS:
+        raise InvalidArgument(
+            "policy.notifiers", f"at most {MAX_NOTIFIERS}, got {len(msg.notifiers)}"
+        )
+    return tuple(
+        Notifier.from_proto(n, f"policy.notifiers[{i}]") for i, n in enumerate(msg.notifiers)
+    )
 
 
 @dataclass(frozen=True, slots=True)

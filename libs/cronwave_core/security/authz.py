@@ -21,8 +21,14 @@ import grpc
 
 from cronwave_core.errors import Unauthenticated
 from cronwave_core.security import rules
-from cronwave_core.security.identity import INSECURE, ROLES, Identity, serving
-from cronwave_core.security.pki import ROLE_URN_PREFIX, SPIFFE_PREFIX
+from cronwave_core.security.identity import (
+    INSECURE,
+    ROLE_URN_PREFIX,
+    ROLES,
+    SPIFFE_PREFIX,
+    Identity,
+    serving,
+)
 
 #: Verifies an API key: its identity, or None for a key that is unknown, revoked or
 #: malformed.

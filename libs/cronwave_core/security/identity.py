@@ -16,6 +16,20 @@ from dataclasses import dataclass
 
 #: Roles of people and programs, each allowed what the one before it is.
 ROLES = ("viewer", "operator", "admin")
+#: The services of a suite, each known by its certificate (``pki``).
+SERVICE_IDENTITIES = (
+    "workflow-store",
+    "leader-election",
+    "dispatcher",
+    "cron-planner",
+    "worker",
+    "payment-gateway",
+    "console",
+)
+#: A certificate's identity is a URI under this prefix (``pki``).
+SPIFFE_PREFIX = "spiffe://cronwave/"
+#: A user certificate's role is a second URI, this prefix and the role.
+ROLE_URN_PREFIX = "urn:cronwave:role:"
 
 
 @dataclass(frozen=True)

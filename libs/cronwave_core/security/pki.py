@@ -31,22 +31,12 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-#: The services of a suite, each with a certificate that serves and calls.
-SERVICE_IDENTITIES = (
-    "workflow-store",
-    "leader-election",
-    "dispatcher",
-    "cron-planner",
-    "worker",
-    "payment-gateway",
-    "console",
-)
+from cronwave_core.security.identity import ROLE_URN_PREFIX, SERVICE_IDENTITIES, SPIFFE_PREFIX
+
 #: The local administrator's certificate: what the CLI on the suite's machine uses.
 LOCAL_ADMIN = "local-admin"
 #: A certificate with no role: a program that calls with an API key.
 CLIENT = "client"
-SPIFFE_PREFIX = "spiffe://cronwave/"
-ROLE_URN_PREFIX = "urn:cronwave:role:"
 _CA_DAYS = 3650
 _LEAF_DAYS = 397
 #: A certificate with less than this left is issued again by ``ensure_pki``.

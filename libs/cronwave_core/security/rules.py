@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from cronwave_core.errors import PermissionDenied
-from cronwave_core.security.identity import ROLES, Identity
+from cronwave_core.security.identity import ROLES, SERVICE_IDENTITIES, Identity
 
 STORE = "cronwave.v1.WorkflowStoreService"
 DISPATCHER = "cronwave.v1.DispatcherService"
@@ -26,17 +26,7 @@ HEALTH = "grpc.health.v1.Health"
 REFLECTION = "grpc.reflection.v1alpha.ServerReflection"
 
 #: Every cronwave service (for reads any of them may make).
-ALL_SERVICES = frozenset(
-    {
-        "workflow-store",
-        "leader-election",
-        "dispatcher",
-        "cron-planner",
-        "worker",
-        "payment-gateway",
-        "console",
-    }
-)
+ALL_SERVICES = frozenset(SERVICE_IDENTITIES)
 
 
 @dataclass(frozen=True)
@@ -106,6 +96,7 @@ RULES: Mapping[str, Rule] = {
     f"/{STORE}/ListDeadLetters": _rule("console", role=_VIEW),
     f"/{STORE}/ReplayDeadLetter": _rule(role=_OPERATE),
     f"/{STORE}/ListAuditEvents": _rule("console", role=_VIEW),
+    f"/{STORE}/ListDeadlineBreaches": _rule("console", role=_VIEW),
     # workflow-store: fencing and the planner's bookkeeping
     f"/{STORE}/GetFencingToken": _rule("leader-election", "cron-planner", role=_VIEW),
     f"/{STORE}/IssueFencingToken": _rule("leader-election"),

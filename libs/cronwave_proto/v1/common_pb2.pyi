@@ -59,6 +59,12 @@ class CatchupPolicy(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     CATCHUP_POLICY_SKIP: _ClassVar[CatchupPolicy]
     CATCHUP_POLICY_LATEST: _ClassVar[CatchupPolicy]
     CATCHUP_POLICY_ALL: _ClassVar[CatchupPolicy]
+
+class NotifyFormat(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    NOTIFY_FORMAT_UNSPECIFIED: _ClassVar[NotifyFormat]
+    NOTIFY_FORMAT_JSON: _ClassVar[NotifyFormat]
+    NOTIFY_FORMAT_SLACK: _ClassVar[NotifyFormat]
 RUN_STATE_UNSPECIFIED: RunState
 RUN_STATE_PENDING: RunState
 RUN_STATE_RUNNING: RunState
@@ -90,6 +96,9 @@ CATCHUP_POLICY_UNSPECIFIED: CatchupPolicy
 CATCHUP_POLICY_SKIP: CatchupPolicy
 CATCHUP_POLICY_LATEST: CatchupPolicy
 CATCHUP_POLICY_ALL: CatchupPolicy
+NOTIFY_FORMAT_UNSPECIFIED: NotifyFormat
+NOTIFY_FORMAT_JSON: NotifyFormat
+NOTIFY_FORMAT_SLACK: NotifyFormat
 
 class IntervalSpec(_message.Message):
     __slots__ = ("every", "phase")
@@ -125,17 +134,29 @@ class ScheduleSpec(_message.Message):
     jitter: _duration_pb2.Duration
     def __init__(self, cron: _Optional[_Iterable[str]] = ..., time_zone: _Optional[str] = ..., dst_gap: _Optional[_Union[DstGapPolicy, str]] = ..., dst_repeat: _Optional[_Union[DstRepeatPolicy, str]] = ..., exclude_dates: _Optional[_Iterable[str]] = ..., start_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., end_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., max_runs: _Optional[int] = ..., intervals: _Optional[_Iterable[_Union[IntervalSpec, _Mapping]]] = ..., one_off: _Optional[_Iterable[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]]] = ..., jitter: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ...) -> None: ...
 
+class Notifier(_message.Message):
+    __slots__ = ("url", "format")
+    URL_FIELD_NUMBER: _ClassVar[int]
+    FORMAT_FIELD_NUMBER: _ClassVar[int]
+    url: str
+    format: NotifyFormat
+    def __init__(self, url: _Optional[str] = ..., format: _Optional[_Union[NotifyFormat, str]] = ...) -> None: ...
+
 class SchedulePolicy(_message.Message):
-    __slots__ = ("overlap", "catchup", "catchup_window", "catchup_max_runs")
+    __slots__ = ("overlap", "catchup", "catchup_window", "catchup_max_runs", "deadline", "notifiers")
     OVERLAP_FIELD_NUMBER: _ClassVar[int]
     CATCHUP_FIELD_NUMBER: _ClassVar[int]
     CATCHUP_WINDOW_FIELD_NUMBER: _ClassVar[int]
     CATCHUP_MAX_RUNS_FIELD_NUMBER: _ClassVar[int]
+    DEADLINE_FIELD_NUMBER: _ClassVar[int]
+    NOTIFIERS_FIELD_NUMBER: _ClassVar[int]
     overlap: OverlapPolicy
     catchup: CatchupPolicy
     catchup_window: _duration_pb2.Duration
     catchup_max_runs: int
-    def __init__(self, overlap: _Optional[_Union[OverlapPolicy, str]] = ..., catchup: _Optional[_Union[CatchupPolicy, str]] = ..., catchup_window: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., catchup_max_runs: _Optional[int] = ...) -> None: ...
+    deadline: _duration_pb2.Duration
+    notifiers: _containers.RepeatedCompositeFieldContainer[Notifier]
+    def __init__(self, overlap: _Optional[_Union[OverlapPolicy, str]] = ..., catchup: _Optional[_Union[CatchupPolicy, str]] = ..., catchup_window: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., catchup_max_runs: _Optional[int] = ..., deadline: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., notifiers: _Optional[_Iterable[_Union[Notifier, _Mapping]]] = ...) -> None: ...
 
 class Schedule(_message.Message):
     __slots__ = ("schedule_id", "spec", "policy", "job_type", "payload_json", "paused", "pause_note", "created_at", "updated_at", "revision", "deleted", "withheld", "managed_by")

@@ -689,3 +689,61 @@ class ListAuditEventsResponse(_message.Message):
     events: _containers.RepeatedCompositeFieldContainer[AuditEvent]
     next_before_id: int
     def __init__(self, events: _Optional[_Iterable[_Union[AuditEvent, _Mapping]]] = ..., next_before_id: _Optional[int] = ...) -> None: ...
+
+class DeadlineDelivery(_message.Message):
+    __slots__ = ("url", "format", "status", "attempts", "http_status", "error", "updated_at")
+    URL_FIELD_NUMBER: _ClassVar[int]
+    FORMAT_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPTS_FIELD_NUMBER: _ClassVar[int]
+    HTTP_STATUS_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    UPDATED_AT_FIELD_NUMBER: _ClassVar[int]
+    url: str
+    format: _common_pb2.NotifyFormat
+    status: str
+    attempts: int
+    http_status: int
+    error: str
+    updated_at: _timestamp_pb2.Timestamp
+    def __init__(self, url: _Optional[str] = ..., format: _Optional[_Union[_common_pb2.NotifyFormat, str]] = ..., status: _Optional[str] = ..., attempts: _Optional[int] = ..., http_status: _Optional[int] = ..., error: _Optional[str] = ..., updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class DeadlineBreach(_message.Message):
+    __slots__ = ("id", "schedule_id", "fire_time", "deadline_at", "reason", "cause", "run_id", "run_state", "detected_at", "deliveries")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    SCHEDULE_ID_FIELD_NUMBER: _ClassVar[int]
+    FIRE_TIME_FIELD_NUMBER: _ClassVar[int]
+    DEADLINE_AT_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    CAUSE_FIELD_NUMBER: _ClassVar[int]
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    RUN_STATE_FIELD_NUMBER: _ClassVar[int]
+    DETECTED_AT_FIELD_NUMBER: _ClassVar[int]
+    DELIVERIES_FIELD_NUMBER: _ClassVar[int]
+    id: int
+    schedule_id: str
+    fire_time: _timestamp_pb2.Timestamp
+    deadline_at: _timestamp_pb2.Timestamp
+    reason: str
+    cause: str
+    run_id: str
+    run_state: _common_pb2.RunState
+    detected_at: _timestamp_pb2.Timestamp
+    deliveries: _containers.RepeatedCompositeFieldContainer[DeadlineDelivery]
+    def __init__(self, id: _Optional[int] = ..., schedule_id: _Optional[str] = ..., fire_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., deadline_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., reason: _Optional[str] = ..., cause: _Optional[str] = ..., run_id: _Optional[str] = ..., run_state: _Optional[_Union[_common_pb2.RunState, str]] = ..., detected_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., deliveries: _Optional[_Iterable[_Union[DeadlineDelivery, _Mapping]]] = ...) -> None: ...
+
+class ListDeadlineBreachesRequest(_message.Message):
+    __slots__ = ("schedule_id", "limit", "before_id")
+    SCHEDULE_ID_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    BEFORE_ID_FIELD_NUMBER: _ClassVar[int]
+    schedule_id: str
+    limit: int
+    before_id: int
+    def __init__(self, schedule_id: _Optional[str] = ..., limit: _Optional[int] = ..., before_id: _Optional[int] = ...) -> None: ...
+
+class ListDeadlineBreachesResponse(_message.Message):
+    __slots__ = ("breaches",)
+    BREACHES_FIELD_NUMBER: _ClassVar[int]
+    breaches: _containers.RepeatedCompositeFieldContainer[DeadlineBreach]
+    def __init__(self, breaches: _Optional[_Iterable[_Union[DeadlineBreach, _Mapping]]] = ...) -> None: ...

@@ -199,6 +199,11 @@ class WorkflowStoreServiceStub:
                 request_serializer=cronwave_dot_v1_dot_workflow__store__service__pb2.ListAuditEventsRequest.SerializeToString,
                 response_deserializer=cronwave_dot_v1_dot_workflow__store__service__pb2.ListAuditEventsResponse.FromString,
                 _registered_method=True)
+        self.ListDeadlineBreaches = channel.unary_unary(
+                '/cronwave.v1.WorkflowStoreService/ListDeadlineBreaches',
+                request_serializer=cronwave_dot_v1_dot_workflow__store__service__pb2.ListDeadlineBreachesRequest.SerializeToString,
+                response_deserializer=cronwave_dot_v1_dot_workflow__store__service__pb2.ListDeadlineBreachesResponse.FromString,
+                _registered_method=True)
 
 
 class WorkflowStoreServiceServicer:
@@ -455,6 +460,15 @@ class WorkflowStoreServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListDeadlineBreaches(self, request, context):
+        """Slots that missed their schedule's deadline (SchedulePolicy.deadline), newest
+        first, each with the deliveries of its notifications. The store's deadline sweep
+        records each breach once per (schedule, fire time).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_WorkflowStoreServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -612,6 +626,11 @@ def add_WorkflowStoreServiceServicer_to_server(servicer, server):
                     servicer.ListAuditEvents,
                     request_deserializer=cronwave_dot_v1_dot_workflow__store__service__pb2.ListAuditEventsRequest.FromString,
                     response_serializer=cronwave_dot_v1_dot_workflow__store__service__pb2.ListAuditEventsResponse.SerializeToString,
+            ),
+            'ListDeadlineBreaches': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListDeadlineBreaches,
+                    request_deserializer=cronwave_dot_v1_dot_workflow__store__service__pb2.ListDeadlineBreachesRequest.FromString,
+                    response_serializer=cronwave_dot_v1_dot_workflow__store__service__pb2.ListDeadlineBreachesResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -1461,6 +1480,33 @@ class WorkflowStoreService:
             '/cronwave.v1.WorkflowStoreService/ListAuditEvents',
             cronwave_dot_v1_dot_workflow__store__service__pb2.ListAuditEventsRequest.SerializeToString,
             cronwave_dot_v1_dot_workflow__store__service__pb2.ListAuditEventsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListDeadlineBreaches(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/cronwave.v1.WorkflowStoreService/ListDeadlineBreaches',
+            cronwave_dot_v1_dot_workflow__store__service__pb2.ListDeadlineBreachesRequest.SerializeToString,
+            cronwave_dot_v1_dot_workflow__store__service__pb2.ListDeadlineBreachesResponse.FromString,
             options,
             channel_credentials,
             insecure,

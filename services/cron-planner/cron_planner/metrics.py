@@ -1,5 +1,6 @@
-"""The cron-planner's Prometheus metrics: whether this replica leads its scope, and
-how often that changed (served by the bootstrap, see ``cronwave_core.metrics``)."""
+"""The cron-planner's Prometheus metrics: whether this replica leads its scope, how
+often that changed, and the slots it fired (served by the bootstrap, see
+``cronwave_core.metrics``)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,15 @@ LEADER_CHANGES = Counter(
     "Times this planner replica became leader (change=acquired) or stopped leading "
     "(change=lost: lease lost, refused, or stepped down on a stale token), by scope",
     ["scope", "change"],
+)
+
+#: The planner's liveness as an operator judges it: slots fired, not a process that
+#: answers (the alert PlannerNotFiring, deploy/prometheus/alerts.yaml).
+SLOTS_FIRED = Counter(
+    "cronwave_slots_fired",
+    "Slots this planner replica fired and the dispatcher accepted (a run recorded, or "
+    "the one already recorded returned), by trigger: scheduled, catchup, backfill",
+    ["trigger"],
 )
 
 

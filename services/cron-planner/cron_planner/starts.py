@@ -34,6 +34,7 @@ from cron_planner.backoff import Backoff
 from cron_planner.buffers import Buffers
 from cron_planner.clock import Clock
 from cron_planner.fire_stats import FireStats
+from cron_planner.metrics import SLOTS_FIRED
 from cron_planner.missed_rows import MissedRows
 from cron_planner.overlap_gate import OverlapGate
 from cron_planner.planning import plan_slot
@@ -334,6 +335,7 @@ class Starter:
     def _started(self, p: _Prepared, run_id: str) -> None:
         p.root.set_attribute(ATTR_RUN_ID, run_id)
         self._stats.fired += 1
+        SLOTS_FIRED.labels(p.fire.trigger.value).inc()
         if p.fire.trigger is Trigger.CATCHUP:
             self._stats.catchups += 1
         elif p.fire.trigger is Trigger.BACKFILL:

@@ -180,7 +180,7 @@ def serve() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # a terminal's Ctrl-C is the worker's
     signal.signal(signal.SIGTERM, _on_sigterm)
     signal.signal(signal.SIGUSR1, _on_sigusr1)
-    configure_logging(f"%(asctime)s job[{os.getpid()}] %(levelname)s %(name)s %(message)s")
+    configure_logging(job_process=True)
     signal.signal(signal.SIGUSR2, _on_sigusr2)
     provider = init_tracing("worker", TelemetrySettings.from_env())
     registry = default_registry(WorkerSettings.from_env())

@@ -1,25 +1,17 @@
-"""The worker's and its job processes' log lines: a line a job wrote through
-``ctx.logger`` ends with the run it belongs to (``run_id=… schedule_id=… trace_id=…``),
-so a run's lines can be found with grep and its trace opened from them."""
+"""The worker's and its job processes' log lines (``cronwave_core.logs``): a line a job
+wrote through ``ctx.logger`` carries the run it belongs to (``run_id``, ``schedule_id``,
+``trace_id``, ``span_id``), so a run's lines can be found and its trace opened from
+them. Job processes write to the worker's stderr, so their lines are in its log."""
 
 from __future__ import annotations
 
-import logging
+import os
 
-from cronwave._job_context import LOG_FIELDS
-
-
-class RunLogFormatter(logging.Formatter):
-    """``fmt``, plus the run's fields for a record that carries them."""
-
-    def format(self, record: logging.LogRecord) -> str:
-        line = super().format(record)
-        fields = [f"{name}={value}" for name in LOG_FIELDS if (value := getattr(record, name, ""))]
-        return f"{line} [{' '.join(fields)}]" if fields else line
+from cronwave_core.logs import configure_logging as _configure
 
 
-def configure_logging(fmt: str) -> None:
-    """INFO and up to stderr, in ``fmt`` with the run's fields (``RunLogFormatter``)."""
-    logging.basicConfig(level=logging.INFO, format=fmt)
-    for handler in logging.getLogger().handlers:
-        handler.setFormatter(RunLogFormatter(fmt))
+def configure_logging(job_process: bool = False) -> None:
+    """INFO and up to stderr as the service ``worker``; a job process's text lines
+    say ``job[<pid>]`` (its JSON lines: their ``logger``, ``cronwave.job.<job type>``
+    for a job's own)."""
+    _configure("worker", label=f"job[{os.getpid()}]" if job_process else None)

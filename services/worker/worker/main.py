@@ -185,7 +185,7 @@ def main() -> None:
     telemetry = TelemetrySettings.from_env()
     settings = WorkerSettings.from_env()
     hooks = TestHooks.from_env()
-    configure_logging("%(asctime)s worker %(levelname)s %(message)s")
+    configure_logging()
     try:
         registry = default_registry(settings)
     except ConfigurationError as exc:

@@ -10,6 +10,7 @@ from cronwave_proto.v1 import workflow_store_service_pb2_grpc as api_grpc
 
 from cronwave_core.bootstrap import Service, full_names, serve
 from cronwave_core.settings import (
+    DeadlineSettings,
     LimitSettings,
     NetworkSettings,
     ProcessSettings,
@@ -22,7 +23,9 @@ from cronwave_core.telemetry.tracing import init_tracing
 from workflow_store import metrics, validate
 from workflow_store.api_keys import ApiKeys, ApiKeyServicer
 from workflow_store.db import Database, create_engine, migrate
+from workflow_store.deadline_sweep import DeadlineSweep
 from workflow_store.limits import Limits
+from workflow_store.notifier import Notifications
 from workflow_store.servicer import WorkflowStoreServicer
 from workflow_store.store import Store
 
@@ -37,6 +40,7 @@ def main() -> None:
     hooks = TestHooks.from_env()
     limits = LimitSettings.from_env().limits()
     validate.use(limits)
+    deadlines = DeadlineSettings.from_env()
     provider = init_tracing(NAME, telemetry)
     engine = create_engine(store_settings.database_url)
     migrate(engine)
@@ -44,6 +48,13 @@ def main() -> None:
     store = Store(db, limits=Limits(payload_bytes=limits.payload_bytes))
     metrics.install(db)
     servicer = WorkflowStoreServicer(store)
+    notifications = Notifications(
+        store.record_delivery,
+        timeout=deadlines.notify_timeout,
+        attempts=deadlines.notify_attempts,
+        backoff=deadlines.notify_backoff,
+    )
+    sweep = DeadlineSweep(store, notifications, deadlines)
     api_keys = ApiKeys(db)
     tls = TlsSettings.from_env()
 
@@ -51,11 +62,18 @@ def main() -> None:
         api_grpc.add_WorkflowStoreServiceServicer_to_server(servicer, server)
         keys_grpc.add_ApiKeyServiceServicer_to_server(ApiKeyServicer(api_keys), server)
 
+    def on_stopping() -> None:
+        sweep.stop()
+        notifications.stop()
+        store.close_watchers()
+
     def on_stop() -> None:
         store.wake_watchers()
         db.dispose()
         provider.shutdown()
 
+    notifications.start()
+    sweep.start()
     serve(
         Service(
             name=NAME,
@@ -63,7 +81,7 @@ def main() -> None:
             register=register,
             service_names=full_names([api.DESCRIPTOR, keys_pb.DESCRIPTOR]),
             check_key=api_keys.key_check(tls.auth_cache_ttl),
-            on_stopping=store.close_watchers,
+            on_stopping=on_stopping,
             on_stop=on_stop,
             # Watch streams hold a thread each for as long as their callers listen.
             max_workers=64,

@@ -53,6 +53,13 @@ RPC_DURATION = Histogram(
     "Handling time of the store's batch RPCs, by method",
     ["method"],
 )
+DEADLINE_BREACHES = Counter(
+    "cronwave_deadline_breaches",
+    "Slots that had not SUCCEEDED by their schedule's deadline, by schedule and reason"
+    " (failed, timed_out, cancelled, dead_lettered, still_running, not_started, missed,"
+    " succeeded_late), counted by the store process whose deadline sweep recorded them",
+    ["schedule", "reason"],
+)
 BATCH_SIZE = Histogram(
     "cronwave_store_batch_size",
     "Items per batch RPC, by method",
@@ -80,6 +87,11 @@ def missed(slots: Sequence[MissedSlot]) -> None:
     for slot in slots:
         if not slot.reason.startswith(_PLACEHOLDER):
             MISSED.labels(_schedule.fold(slot.schedule_id), _reason.fold(slot.reason)).inc()
+
+
+def deadline_breached(schedule_id: str, reason: str) -> None:
+    """Count one recorded breach (after its transaction committed)."""
+    DEADLINE_BREACHES.labels(_schedule.fold(schedule_id), _reason.fold(reason)).inc()
 
 
 def batch(method: str, size: int, seconds: float) -> None:

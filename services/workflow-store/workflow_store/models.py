@@ -225,6 +225,54 @@ class DeadLetter(Base):
     replayed_at: Mapped[datetime | None]
 
 
+class DeadlineBreach(Base):
+    """A slot that had not SUCCEEDED by its schedule's deadline, recorded once per
+    (schedule, fire time) by the deadline sweep (``deadline_store``). ``run_id`` is
+    empty when no run was recorded for the slot (the planner was down), so it is not
+    a foreign key."""
+
+    __tablename__ = "deadline_breaches"
+    __table_args__ = (
+        sa.UniqueConstraint("schedule_id", "fire_time"),
+        sa.Index("ix_deadline_breaches_schedule_id_id", "schedule_id", "id"),
+    )
+
+    id: Mapped[int] = mapped_column(BigSerial, primary_key=True, autoincrement=True)
+    schedule_id: Mapped[str] = mapped_column(sa.ForeignKey("schedules.id"))
+    fire_time: Mapped[datetime]
+    deadline_at: Mapped[datetime]
+    reason: Mapped[str]
+    cause: Mapped[str] = mapped_column(sa.Text())
+    run_id: Mapped[str]
+    run_state: Mapped[str]
+    detected_at: Mapped[datetime]
+
+
+class DeadlineDelivery(Base):
+    """One breach's notification to one webhook: pending until delivered or given up."""
+
+    __tablename__ = "deadline_deliveries"
+
+    id: Mapped[int] = mapped_column(BigSerial, primary_key=True, autoincrement=True)
+    breach_id: Mapped[int] = mapped_column(sa.ForeignKey("deadline_breaches.id"), index=True)
+    url: Mapped[str] = mapped_column(sa.Text())
+    format: Mapped[str]
+    status: Mapped[str] = mapped_column(index=True)
+    attempts: Mapped[int] = mapped_column(sa.Integer())
+    http_status: Mapped[int] = mapped_column(sa.Integer())
+    error: Mapped[str] = mapped_column(sa.Text())
+    updated_at: Mapped[datetime]
+
+
+class DeadlineCursor(Base):
+    """Per schedule with a deadline: every slot up to ``checked_through`` was judged."""
+
+    __tablename__ = "deadline_cursors"
+
+    schedule_id: Mapped[str] = mapped_column(sa.ForeignKey("schedules.id"), primary_key=True)
+    checked_through: Mapped[datetime]
+
+
 class ApiKey(Base):
     """An API key (``cronwave_core.security.keys``): only the SHA-256 of its secret is
     kept. A revoked key keeps its row, so the audit trail's names stay resolvable."""

@@ -27,6 +27,7 @@ from cronwave_core.telemetry.vocabulary import (
 from workflow_store import convert, metrics, paging, schedule_update, slots, validate
 from workflow_store.audit_rpc import AuditRpcs, actor
 from workflow_store.audit_store import Actor
+from workflow_store.deadline_rpc import DeadlineServicer
 from workflow_store.records import (
     MAX_BATCH,
     Completion,
@@ -78,7 +79,7 @@ def _completion_to_proto(completion: Completion) -> api.CompleteRunResponse:
     )
 
 
-class WorkflowStoreServicer(AuditRpcs, api_grpc.WorkflowStoreServiceServicer):
+class WorkflowStoreServicer(AuditRpcs, DeadlineServicer, api_grpc.WorkflowStoreServiceServicer):
     def __init__(
         self,
         store: Store,

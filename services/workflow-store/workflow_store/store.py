@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from workflow_store.attempt_store import AttemptStore
 from workflow_store.dead_letter_store import DeadLetterStore
+from workflow_store.deadline_store import DeadlineStore
 from workflow_store.fencing import FencingStore
 from workflow_store.run_store import RunStore
 from workflow_store.schedule_deletion import ScheduleDeletion
@@ -46,8 +47,11 @@ class Store(
     AttemptStore,
     SweepStore,
     DeadLetterStore,
+    DeadlineStore,
 ):
-    """Schedules, job types, runs, attempts, fencing tokens, stalled runs and dead
-    letters over a ``Database``: one class for the servicer, one module per concept
+    """Schedules, job types, runs, attempts, fencing tokens, stalled runs, dead
+    letters and deadline breaches over a ``Database``: one class for the servicer, one
+    module per concept
     (``schedule_store``, ``schedule_deletion``, ``run_store``, ``fencing``, ``attempt_store``,
-    ``sweep_store``, ``dead_letter_store``), all on ``store_core.StoreCore``."""
+    ``sweep_store``, ``dead_letter_store``, ``deadline_store``), all on
+    ``store_core.StoreCore``."""

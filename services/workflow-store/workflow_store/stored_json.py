@@ -176,6 +176,9 @@ def _spec_direct(data: dict[str, Any]) -> Spec:
 
 
 def policy_to_dict(policy: Policy) -> dict[str, Any]:
+    if policy.deadline is not None or policy.notifiers:
+        # Rare enough for the generic form, which ``policy_from_dict`` reads back.
+        return json_format.MessageToDict(policy.to_proto(), preserving_proto_field_name=True)
     try:
         data: dict[str, Any] = {
             "overlap": OVERLAPS.names[policy.overlap],

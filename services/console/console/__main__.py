@@ -1,0 +1,3 @@
+from console.main import main
+
+main()

@@ -1,0 +1,175 @@
+"""What the console asks of the suite, over gRPC: the SDK ``Client`` for schedules,
+runs, events, the lease and previews, a store stub for dead letters, and the health
+service of each process. Every call has the client's deadline; every failure is a
+``CronwaveError`` (``Unavailable`` naming the service that did not answer)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, TypeVar
+
+import grpc
+from cronwave_proto.v1 import workflow_store_service_pb2 as store_pb
+from cronwave_proto.v1 import workflow_store_service_pb2_grpc as store_grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from cronwave import Client, DeadlineBreach, Lease, Run, RunEvent, Schedule
+from cronwave_core.errors import CronwaveError, RunNotFound, Unavailable
+from cronwave_core.rpc import error_from_rpc, open_channel
+from cronwave_core.settings import NetworkSettings
+
+Resp = TypeVar("Resp")
+
+#: The gRPC service each process answers health checks for, and its address setting.
+SERVICES = (
+    ("workflow-store", "cronwave.v1.WorkflowStoreService", "store_addr"),
+    ("leader-election", "cronwave.v1.LeaderElectionService", "leader_addr"),
+    ("dispatcher", "cronwave.v1.DispatcherService", "dispatcher_addr"),
+    ("cron-planner", "cronwave.v1.CronPlannerService", "planner_addr"),
+    ("worker", "cronwave.v1.WorkerService", "worker_addr"),
+)
+
+
+@dataclass(frozen=True)
+class DeadLetter:
+    """One entry of the dead-letter list."""
+
+    run_id: str
+    reason: str
+    error: str
+    queue: str
+    job_type: str
+    attempt: int
+    created_at: datetime | None
+    replayed_at: datetime | None
+
+
+@dataclass(frozen=True)
+class Health:
+    """One process's answer to its health check: ``SERVING``, another status, or why
+    it gave none."""
+
+    service: str
+    address: str
+    status: str
+
+    @property
+    def serving(self) -> bool:
+        return self.status == "SERVING"
+
+
+def _when(msg: Any, name: str) -> datetime | None:
+    return getattr(msg, name).ToDatetime(tzinfo=UTC) if msg.HasField(name) else None
+
+
+class Backend:
+    """The suite as the console sees it; ``close`` closes every channel."""
+
+    def __init__(self, network: NetworkSettings) -> None:
+        self.network = network
+        self.client = Client.from_settings(network)
+        self._channels: dict[str, grpc.Channel] = {}
+        self._store = store_grpc.WorkflowStoreServiceStub(self._channel(network.store_addr))
+
+    def _channel(self, address: str) -> grpc.Channel:
+        if address not in self._channels:
+            self._channels[address] = open_channel(address, self.network.rpc_timeout, traced=False)
+        return self._channels[address]
+
+    def close(self) -> None:
+        self.client.close()
+        for channel in self._channels.values():
+            channel.close()
+
+    def _call(self, method: Callable[[Any], Resp], request: Any) -> Resp:
+        try:
+            return method(request)
+        except grpc.RpcError as exc:
+            if exc.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
+                raise Unavailable(
+                    f"workflow-store at {self.network.store_addr} did not answer"
+                ) from exc
+            raise error_from_rpc(exc) from exc
+
+    # reads ---------------------------------------------------------------------
+    def schedules(self) -> list[Schedule]:
+        return self.client.list_schedules()
+
+    def schedule(self, schedule_id: str) -> Schedule:
+        """Raises ``NotFound`` for an unknown or deleted schedule."""
+        return self.client.get_schedule(schedule_id)
+
+    def runs(self, schedule_id: str | None = None, limit: int = 50) -> list[Run]:
+        return self.client.list_runs(schedule_id, limit=limit)
+
+    def run(self, run_id: str) -> Run:
+        """Raises ``RunNotFound`` for an unknown run."""
+        return self.client.get_run(run_id)
+
+    def events(self, run_id: str) -> list[RunEvent]:
+        return self.client.run_events(run_id)
+
+    def deadline_history(self, schedule_id: str | None, limit: int = 50) -> list[DeadlineBreach]:
+        """Deadline breaches, newest first: of one schedule, or of all (None)."""
+        return self.client.deadline_breaches(schedule_id, limit=limit)
+
+    def dead_letters(self, include_replayed: bool = False, limit: int = 200) -> list[DeadLetter]:
+        resp = self._call(
+            self._store.ListDeadLetters,
+            store_pb.ListDeadLettersRequest(limit=limit, include_replayed=include_replayed),
+        )
+        return [
+            DeadLetter(
+                run_id=d.run_id,
+                reason=d.reason,
+                error=d.error,
+                queue=d.queue,
+                job_type=d.job_type,
+                attempt=d.attempt,
+                created_at=_when(d, "created_at"),
+                replayed_at=_when(d, "replayed_at"),
+            )
+            for d in resp.dead_letters
+        ]
+
+    def lease(self) -> Lease | None:
+        """The planners' lease, or ``None`` when leader-election does not answer."""
+        try:
+            return self.client.leader()
+        except CronwaveError:
+            return None
+
+    def health(self) -> list[Health]:
+        """Each service's health, asked with a short deadline."""
+        out = []
+        for name, service, attr in SERVICES:
+            address = getattr(self.network, attr)
+            stub = health_pb2_grpc.HealthStub(self._channel(address))
+            try:
+                resp = stub.Check(health_pb2.HealthCheckRequest(service=service), timeout=1.0)
+                status = health_pb2.HealthCheckResponse.ServingStatus.Name(resp.status)
+            except grpc.RpcError as exc:
+                status = "UNREACHABLE" if exc.code() != grpc.StatusCode.NOT_FOUND else "UNKNOWN"
+            out.append(Health(name, address, status))
+        return out
+
+    # operator actions ------------------------------------------------------------
+    def pause(self, schedule_id: str, note: str) -> Schedule:
+        return self.client.pause_schedule(schedule_id, note=note)
+
+    def resume(self, schedule_id: str, note: str) -> Schedule:
+        return self.client.resume_schedule(schedule_id, note=note)
+
+    def trigger(self, schedule_id: str) -> Run:
+        return self.client.trigger(schedule_id)
+
+    def replay(self, run_id: str) -> Run:
+        """Replay a dead-lettered run; ``RunNotFound`` when the store has no such run."""
+        resp = self._call(
+            self._store.ReplayDeadLetter, store_pb.ReplayDeadLetterRequest(run_id=run_id)
+        )
+        if not resp.run.run_id:
+            raise RunNotFound(run_id)
+        return Run.from_proto(resp.run)

@@ -1,0 +1,88 @@
+"""The console process: ``python -P -m console``.
+
+Reads its settings once (``ConsoleSettings``, ``NetworkSettings``, ``ProcessSettings``,
+``MetricsSettings``), binds its address itself -- so a taken port is reported as
+``cannot listen on ADDRESS`` and the suite starts it again on another -- and serves the
+application with uvicorn, which on SIGTERM stops taking connections, lets the requests
+in progress finish, and exits 0.
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+import sys
+
+import uvicorn
+
+from console.app import build_app
+from console.backend import Backend
+from console.guard import Guard
+from console.traces import SpanRuns
+from cronwave_core.console_settings import ConsoleSettings
+from cronwave_core.metrics import serve_metrics
+from cronwave_core.settings import (
+    MetricsSettings,
+    NetworkSettings,
+    ProcessSettings,
+    TelemetrySettings,
+)
+from cronwave_waterfall import JaegerQuery
+
+log = logging.getLogger("console")
+
+
+def listen(address: str) -> socket.socket:
+    """A listening socket on ``address`` (``HOST:PORT``); exits naming it when taken."""
+    host, _, port = address.rpartition(":")
+    host = host.strip("[]") or "127.0.0.1"
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, int(port)))
+    except OSError as exc:
+        sock.close()
+        log.error("cannot listen on %s: %s", address, exc.strerror or exc)
+        sys.exit(1)
+    sock.listen(128)
+    return sock
+
+
+def main() -> None:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s console %(message)s")
+    settings = ConsoleSettings.from_env()
+    network = NetworkSettings.from_env()
+    process = ProcessSettings.from_env()
+    metrics = MetricsSettings.from_env()
+    host = settings.console_addr.rpartition(":")[0].strip("[]")
+    sock = listen(settings.console_addr)
+    metrics_server = serve_metrics(metrics.metrics_addr) if metrics.metrics_addr else None
+    backend = Backend(network)
+    jaeger = None
+    if settings.jaeger_url and TelemetrySettings.from_env().otlp_endpoint:
+        jaeger = JaegerQuery.from_url(settings.jaeger_url)
+    app = build_app(
+        backend,
+        SpanRuns(process.data_dir / "spans", jaeger),
+        Guard(host),
+        slots=settings.console_slots,
+        late_after=settings.console_late_after,
+        jaeger_url=settings.jaeger_url,
+    )
+    config = uvicorn.Config(
+        app,
+        log_level="warning",
+        timeout_graceful_shutdown=max(1, int(process.grace.total_seconds())),
+    )
+    log.info("console on http://%s/ (%s)", settings.console_addr, Guard(host).role_of())
+    try:
+        uvicorn.Server(config).run(sockets=[sock])
+    finally:
+        backend.close()
+        if metrics_server is not None:
+            metrics_server.stop()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,222 @@
+"""Webhook deliveries of deadline breaches: a bounded queue and delivery threads, so
+neither the deadline sweep nor any RPC waits for a webhook.
+
+Each delivery is one JSON POST (the breach, or Slack's ``{"text": ...}``) with a
+timeout, retried with exponential backoff until a 2xx answer or the last attempt;
+every attempt's outcome is written to its delivery row (attempts, the answer's HTTP
+status, the error), and the last one's status is ``delivered`` or ``failed``. A
+delivery that does not fit in the queue is recorded ``failed`` at once (never waited
+for). Redirects are not followed: a webhook answers itself or fails.
+
+The standard library's ``urllib`` is enough here: one POST per breach and notifier,
+at the rate slots breach their deadlines, needs no connection pool, and the store's
+install stays free of an HTTP client package.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import queue
+import threading
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from cronwave_core.domain.deadlines import NotifyFormat
+from workflow_store.deadline_records import BreachRecord, DeliveryRecord, DeliveryStatus
+
+log = logging.getLogger("cronwave.store.notify")
+
+#: Deliveries waiting for a thread at most; more are recorded failed at once.
+QUEUE_SIZE = 1_000
+THREADS = 2
+MAX_BACKOFF = timedelta(minutes=5)
+_USER_AGENT = "cronwave-deadline-notifier"
+
+Record = Callable[[int, DeliveryStatus, int, int, str], None]
+
+
+@dataclass(frozen=True)
+class _Job:
+    delivery: DeliveryRecord
+    body: bytes
+
+
+def _iso(at: datetime) -> str:
+    return at.isoformat().replace("+00:00", "Z")
+
+
+def breach_document(breach: BreachRecord) -> dict[str, Any]:
+    """The JSON body of a ``json`` notifier."""
+    return {
+        "event": "cronwave.deadline_breached",
+        "breach_id": breach.breach_id,
+        "schedule_id": breach.schedule_id,
+        "fire_time": _iso(breach.fire_time),
+        "deadline_at": _iso(breach.deadline_at),
+        "deadline_seconds": breach.deadline.total_seconds(),
+        "reason": breach.reason,
+        "cause": breach.cause,
+        "run_id": breach.run_id or None,
+        "run_state": breach.run_state.name if breach.run_state else None,
+        "detected_at": _iso(breach.detected_at),
+    }
+
+
+def slack_text(breach: BreachRecord) -> str:
+    run = f" (run {breach.run_id})" if breach.run_id else ""
+    cause = f": {breach.cause}" if breach.cause else ""
+    return (
+        f"cronwave: schedule `{breach.schedule_id}` missed its deadline for the slot of "
+        f"{_iso(breach.fire_time)} (due {_iso(breach.deadline_at)}): "
+        f"{breach.reason}{cause}{run}"
+    )
+
+
+def body(breach: BreachRecord, fmt: NotifyFormat) -> bytes:
+    doc: dict[str, Any] = (
+        {"text": slack_text(breach)} if fmt is NotifyFormat.SLACK else breach_document(breach)
+    )
+    return json.dumps(doc).encode()
+
+
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    def redirect_request(self, *_args: Any, **_kwargs: Any) -> None:
+        return None
+
+
+class Notifications:
+    """The delivery queue and its threads. ``submit`` never blocks."""
+
+    def __init__(
+        self,
+        record: Record,
+        *,
+        timeout: timedelta,
+        attempts: int,
+        backoff: timedelta,
+        queue_size: int = QUEUE_SIZE,
+        threads: int = THREADS,
+    ) -> None:
+        self._record = record
+        self._timeout = timeout.total_seconds()
+        self._attempts = attempts
+        self._backoff = backoff
+        self._queue: queue.Queue[_Job | None] = queue.Queue(maxsize=queue_size)
+        self._stop = threading.Event()
+        self._threads = [
+            threading.Thread(target=self._work, name=f"deadline-notify-{i}", daemon=True)
+            for i in range(threads)
+        ]
+        self._opener = urllib.request.build_opener(_NoRedirect())
+
+    def start(self) -> None:
+        for thread in self._threads:
+            thread.start()
+
+    def stop(self, timeout: timedelta = timedelta(seconds=2)) -> None:
+        """Stop taking deliveries; a delivery waiting for its next attempt stays
+        ``pending`` with the attempts it made."""
+        self._stop.set()
+        for _ in self._threads:
+            try:
+                self._queue.put_nowait(None)
+            except queue.Full:
+                break
+        for thread in self._threads:
+            if thread.is_alive():
+                thread.join(timeout.total_seconds() / max(len(self._threads), 1))
+
+    def submit(self, breach: BreachRecord) -> None:
+        for delivery in breach.deliveries:
+            job = _Job(delivery, body(breach, delivery.format))
+            try:
+                self._queue.put_nowait(job)
+            except queue.Full:
+                log.error(
+                    "deadline breach of %s@%s not sent to a notifier: the delivery queue "
+                    "is full (%d)",
+                    breach.schedule_id,
+                    _iso(breach.fire_time),
+                    self._queue.maxsize,
+                )
+                self._safe_record(
+                    delivery.delivery_id,
+                    DeliveryStatus.FAILED,
+                    0,
+                    0,
+                    f"not sent: the delivery queue was full ({self._queue.maxsize})",
+                )
+
+    def _work(self) -> None:
+        while not self._stop.is_set():
+            job = self._queue.get()
+            if job is None:
+                return
+            try:
+                self._deliver(job)
+            except Exception:
+                log.exception("a deadline notification failed unexpectedly")
+
+    def _deliver(self, job: _Job) -> None:
+        delivery = job.delivery
+        wait = self._backoff
+        for attempt in range(1, self._attempts + 1):
+            status, error = self._post(delivery.url, job.body)
+            if 200 <= status < 300:
+                self._safe_record(
+                    delivery.delivery_id, DeliveryStatus.DELIVERED, attempt, status, ""
+                )
+                return
+            last = attempt == self._attempts
+            outcome = DeliveryStatus.FAILED if last else DeliveryStatus.PENDING
+            self._safe_record(delivery.delivery_id, outcome, attempt, status, error)
+            if last:
+                log.warning(
+                    "deadline notification %d to %s failed after %d attempts: %s",
+                    delivery.delivery_id,
+                    delivery.url,
+                    attempt,
+                    error,
+                )
+                return
+            if self._stop.wait(wait.total_seconds()):
+                return
+            wait = min(wait * 2, MAX_BACKOFF)
+
+    def _post(self, url: str, data: bytes) -> tuple[int, str]:
+        """The answer's HTTP status (0: none) and, unless 2xx, why it failed."""
+        request = urllib.request.Request(
+            url,
+            data=data,
+            method="POST",
+            headers={"Content-Type": "application/json", "User-Agent": _USER_AGENT},
+        )
+        try:
+            with self._opener.open(request, timeout=self._timeout) as answer:
+                answer.read(65_536)
+                return int(answer.status), ""
+        except urllib.error.HTTPError as exc:
+            return int(exc.code), f"HTTP {exc.code}"
+        except TimeoutError:
+            return 0, f"timed out after {self._timeout:g}s"
+        except urllib.error.URLError as exc:
+            reason = exc.reason
+            if isinstance(reason, TimeoutError):
+                return 0, f"timed out after {self._timeout:g}s"
+            text = reason.strerror if isinstance(reason, OSError) and reason.strerror else reason
+            return 0, f"connection failed: {text}"
+        except (OSError, ValueError) as exc:
+            return 0, f"connection failed: {type(exc).__name__}"
+
+    def _safe_record(
+        self, delivery_id: int, status: DeliveryStatus, attempts: int, http: int, error: str
+    ) -> None:
+        try:
+            self._record(delivery_id, status, attempts, http, error)
+        except Exception:
+            log.exception("the outcome of deadline notification %d was not recorded", delivery_id)

@@ -1,0 +1,207 @@
+"""What a person sees in the console, in a real browser, against a real suite."""
+
+from __future__ import annotations
+
+import urllib.request
+from datetime import UTC, datetime, time, timedelta
+
+import pytest
+from playwright.sync_api import Page, expect
+
+from console.calendar_view import dst_days
+from cronwave import Client
+from cronwave_core.domain.calendar import next_fire_time
+from cronwave_core.domain.spec import DstGap, Spec
+from cronwave_core.suite import Suite, free_port
+from tests.console.conftest import JAEGER_URL
+from tests.harness.clients import client_for
+from tests.harness.suites import SuiteFactory
+from tests.helpers import eventually, fresh
+
+pytestmark = pytest.mark.slow
+
+
+def nightly(client: Client) -> str:
+    schedule_id = fresh("console")
+    client.create_schedule(
+        schedule_id, cron="0 2 * * *", time_zone="Europe/Berlin", job_type="cronwave.noop"
+    )
+    return schedule_id
+
+
+def test_an_unknown_schedule_or_run_is_a_404_page(suite: Suite, page: Page) -> None:
+    # Given a running console
+    for path, what in (("schedules/no-such-schedule", "schedule"), ("runs/run_nosuch", "run")):
+        # When a person opens a schedule or run that does not exist
+        response = page.goto(suite.console_url + path)
+        # Then they see the 404 page naming it, and nothing of the console's insides
+        assert response is not None and response.status == 404
+        expect(page.locator("h1")).to_have_text("Not found")
+        expect(page.locator(".error-message")).to_contain_text(f"There is no {what}")
+        assert "Traceback" not in page.content()
+
+
+def test_pause_and_resume_from_the_console_change_the_schedule(
+    suite: Suite, client: Client, page: Page
+) -> None:
+    # Given a schedule, and its page in the console of a loopback suite (an operator's)
+    schedule_id = nightly(client)
+    page.goto(f"{suite.console_url}schedules/{schedule_id}")
+    expect(page.locator("#schedule-state")).to_have_text("active")
+
+    # When the operator pauses it with a note
+    page.get_by_placeholder("note (optional)").fill("audit week")
+    page.get_by_role("button", name="Pause").click()
+
+    # Then the page says paused, and so does the store
+    expect(page.locator("#schedule-state")).to_have_text("paused")
+    stored = client.get_schedule(schedule_id)
+    assert (stored.paused, stored.pause_note) == (True, "audit week")
+
+    # And resuming it from the console makes it active again
+    page.get_by_role("button", name="Resume").click()
+    expect(page.locator("#schedule-state")).to_have_text("active")
+    assert client.get_schedule(schedule_id).paused is False
+
+    # And the console's metrics count the two changes
+    metrics = suite.procs["console"].metrics_address
+    with urllib.request.urlopen(f"http://{metrics}/metrics", timeout=10) as resp:
+        text = resp.read().decode()
+    assert 'cronwave_console_requests_total{page="pause",status="303"} 1.0' in text
+    assert 'cronwave_console_requests_total{page="resume",status="303"} 1.0' in text
+
+
+def test_a_change_without_the_pages_token_is_refused(
+    suite: Suite, client: Client, page: Page
+) -> None:
+    # Given a schedule and a browser that holds the console's cookie
+    schedule_id = nightly(client)
+    page.goto(suite.console_url)
+    # When something posts a pause without the page's CSRF token
+    response = page.request.post(
+        f"{suite.console_url}schedules/{schedule_id}/pause", form={"note": "forged"}
+    )
+    # Then it is refused with the 403 page, and the schedule is unchanged
+    assert response.status == 403
+    assert "Form expired" in response.text()
+    assert client.get_schedule(schedule_id).paused is False
+
+
+def test_a_triggered_run_shows_its_events_and_its_waterfall(
+    suite: Suite, client: Client, page: Page
+) -> None:
+    # Given a schedule
+    schedule_id = nightly(client)
+    page.goto(f"{suite.console_url}schedules/{schedule_id}")
+
+    # When the operator triggers it from the console
+    page.get_by_role("button", name="Trigger now").click()
+
+    # Then they land on the run's page, which follows the run until it succeeded
+    expect(page.locator("h1")).to_contain_text("Run run_")
+    expect(page.locator("#run-state")).to_have_text("SUCCEEDED")
+    expect(page.locator("#events")).to_contain_text("succeeded")
+    expect(page.locator("#attempts tbody tr")).to_have_count(1)
+    run_id = page.locator("h1").inner_text().removeprefix("Run ").strip()
+    run = client.get_run(run_id)
+    assert run.state == "SUCCEEDED"
+    # And it links the run's trace in the Jaeger the console was given
+    expect(page.locator("#jaeger")).to_have_attribute("href", f"{JAEGER_URL}/trace/{run.trace_id}")
+
+    # And once the run's spans are written, its page draws its waterfall by hop
+    def drawn() -> bool:
+        page.reload()
+        return page.locator(".waterfall svg").count() == 1
+
+    eventually(drawn, timeout=30, interval=0.5, what="the run's waterfall")
+    expect(page.locator(".waterfall")).to_contain_text("execute")
+
+    # And the waterfall across runs, for manual triggers, covers it
+    page.goto(f"{suite.console_url}waterfall?trigger=manual&schedule_id={schedule_id}")
+    expect(page.locator("#chart-count")).to_have_text("1 runs")
+    expect(page.locator("#chart .headline")).to_contain_text("p99")
+
+
+def test_the_schedules_page_lists_state_job_type_and_next_fire(
+    suite: Suite, client: Client, page: Page
+) -> None:
+    # Given a schedule that ran once
+    schedule_id = nightly(client)
+    run = client.wait_run(client.trigger(schedule_id).run_id, timeout=timedelta(seconds=30))
+    assert run.state == "SUCCEEDED"
+    # When a person opens the console
+    page.goto(suite.console_url)
+    row = page.locator(f'tr[data-schedule="{schedule_id}"]')
+    # Then the schedule's row shows its state, job type, last run and next fire in
+    # UTC and in its zone, and one slot that ran
+    expect(row).to_contain_text("active")
+    expect(row).to_contain_text("cronwave.noop")
+    expect(row).to_contain_text("SUCCEEDED")
+    upcoming = next_fire_time(client.get_schedule(schedule_id).spec, datetime.now(UTC))
+    assert upcoming is not None
+    expect(row).to_contain_text(f"{upcoming:%Y-%m-%d %H:%M:%S}Z")
+    expect(row).to_contain_text("(Europe/Berlin)")
+    expect(row.locator(".slot")).to_have_count(1)
+    expect(row.locator(".slot.ran")).to_have_count(1)
+
+
+def test_a_schedules_calendar_marks_its_dst_days_with_the_policy_applied(
+    suite: Suite, client: Client, page: Page
+) -> None:
+    # Given a 02:30 Berlin schedule whose slot in the spring-forward gap is skipped,
+    # starting the day before the next spring-forward day
+    schedule_id = fresh("console-dst")
+    spec = Spec(cron=("30 2 * * *",), time_zone="Europe/Berlin", dst_gap=DstGap.SKIP)
+    spring_day = next(
+        d.day for d in dst_days(spec, datetime.now(UTC)) if d.change == "spring forward"
+    )
+    client.create_schedule(
+        schedule_id,
+        cron="30 2 * * *",
+        time_zone="Europe/Berlin",
+        dst_gap="skip",
+        dst_repeat="twice",
+        job_type="cronwave.noop",
+        start_at=datetime.combine(spring_day - timedelta(days=1), time(0), UTC),
+    )
+    # When a person opens its page
+    page.goto(f"{suite.console_url}schedules/{schedule_id}")
+    # Then the next spring-forward day says the 02:30 slot does not exist and is
+    # recorded missed, and the next fall-back day shows both 02:30s
+    spring = page.locator(".dst", has_text="spring forward")
+    expect(spring).to_contain_text("dst_gap=skip")
+    expect(spring).to_contain_text("02:30:00 does not exist that day")
+    expect(spring).to_contain_text("recorded as missed")
+    autumn = page.locator(".dst", has_text="fall back")
+    expect(autumn).to_contain_text("dst_repeat=twice")
+    expect(autumn.locator("li")).to_have_count(2)
+    expect(autumn).to_contain_text("02:30:00 CEST")
+    expect(autumn).to_contain_text("02:30:00 CET")
+    # And in the calendar, that day's slot is marked: it will be missed, on a DST day
+    marked = page.locator("#calendar tr.upcoming", has_text="DST day")
+    expect(marked).to_have_count(1)
+    expect(marked).to_contain_text(f"{spring_day} 02:30:00 (no such time)")
+    expect(marked).to_contain_text("will be missed")
+    expect(marked).to_contain_text("spring forward, dst_gap=skip")
+
+
+def test_a_console_off_loopback_is_read_only_and_refuses_changes_with_a_403_page(
+    make_suite: SuiteFactory, page: Page
+) -> None:
+    # Given a console that listens on every address, not loopback only
+    port = free_port()
+    suite = make_suite(console=True, env={"CRONWAVE_CONSOLE_ADDR": f"0.0.0.0:{port}"})
+    url = f"http://127.0.0.1:{port}/"
+    with client_for(suite) as client:
+        schedule_id = nightly(client)
+        # When a person opens a schedule's page
+        page.goto(f"{url}schedules/{schedule_id}")
+        # Then they are a viewer: no buttons that change anything
+        expect(page.locator("nav .role")).to_have_text("viewer (read-only)")
+        expect(page.get_by_role("button", name="Pause")).to_have_count(0)
+        expect(page.get_by_role("button", name="Trigger now")).to_have_count(0)
+        # And a change sent anyway is refused with a page saying why; nothing changed
+        response = page.request.post(f"{url}schedules/{schedule_id}/pause")
+        assert response.status == 403
+        assert "read-only" in response.text()
+        assert client.get_schedule(schedule_id).paused is False

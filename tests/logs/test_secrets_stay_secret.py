@@ -1,0 +1,182 @@
+"""A password in the Redis URL or the database URL, and an API key a caller sends,
+never reach a log, a span file, an error or ``cronwave up``'s output: a real
+``cronwave up`` runs schedules with planted secrets, then every file it wrote is
+searched for them."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import signal
+import subprocess
+import uuid
+from collections.abc import Iterator
+from datetime import timedelta
+from pathlib import Path
+
+import grpc
+import pytest
+import redis
+import sqlalchemy as sa
+
+from cronwave import Client, Interval
+from cronwave_core.errors import CronwaveError
+from cronwave_core.security.tls import process_tls
+from cronwave_core.suite import find_redis_server, free_port
+from tests.harness.cli import cronwave_argv, free_port_base
+from tests.harness.processes import ProcessTable
+from tests.helpers import eventually
+
+pytestmark = [pytest.mark.slow, pytest.mark.both_backends]
+
+PG_URL = os.environ.get("CRONWAVE_TEST_DATABASE_URL", "")
+
+
+@pytest.fixture
+def planted() -> str:
+    """A secret no file could hold by chance."""
+    return f"planted{uuid.uuid4().hex}"
+
+
+@pytest.fixture
+def locked_redis(tmp_path: Path, planted: str) -> Iterator[str]:
+    """A redis-server of the test's own that takes the planted password, and its URL."""
+    port = free_port()
+    table = ProcessTable("the test's password-protected redis-server")
+    argv = [
+        find_redis_server(), "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+        "--appendonly", "no", "--dir", str(tmp_path), "--requirepass", planted,
+    ]  # fmt: skip
+    proc = subprocess.Popen(
+        argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
+    )
+    table.track(proc)
+    url = f"redis://:{planted}@127.0.0.1:{port}/0"
+
+    def answers() -> bool:
+        client = redis.Redis.from_url(url, socket_timeout=1)
+        try:
+            return bool(client.ping())
+        except redis.ConnectionError:  # not listening yet
+            return False
+        finally:
+            client.close()
+
+    def stop() -> None:
+        if proc.poll() is None:
+            proc.terminate()
+            proc.wait(timeout=10)
+
+    try:
+        eventually(answers, timeout=20, what="the password-protected redis-server")
+        yield url
+    finally:
+        table.close([stop])
+
+
+@pytest.fixture
+def scheduler_db(backend: str, tmp_path: Path, planted: str) -> Iterator[str]:
+    """The suite's database URL: a SQLite file, or a fresh PostgreSQL database reached
+    with the planted password (the server's trust authentication accepts any)."""
+    if backend == "sqlite":
+        yield f"sqlite:///{tmp_path / 'cronwave.db'}"
+        return
+    admin = sa.make_url(PG_URL).set(drivername="postgresql+psycopg")
+    name = f"cw_secret_{uuid.uuid4().hex[:12]}"
+    engine = sa.create_engine(admin, isolation_level="AUTOCOMMIT")
+    with engine.connect() as conn:
+        conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
+    try:
+        yield admin.set(database=name, password=planted).render_as_string(hide_password=False)
+    finally:
+        with engine.connect() as conn:
+            conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        engine.dispose()
+
+
+def files_under(root: Path) -> list[Path]:
+    return [path for path in root.rglob("*") if path.is_file()]
+
+
+def test_planted_passwords_and_keys_appear_nowhere(
+    tmp_path: Path, planted: str, locked_redis: str, scheduler_db: str
+) -> None:
+    # Given `cronwave up` with a password in its Redis URL (and in its PostgreSQL URL)
+    data_dir = tmp_path / "up"
+    base = free_port_base()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CRONWAVE_")}
+    env |= {
+        "CRONWAVE_TLS_DIR": os.environ["CRONWAVE_TLS_DIR"],  # the tests' CA
+        "CRONWAVE_REDIS_URL": locked_redis,
+        "CRONWAVE_DATABASE_URL": scheduler_db,
+        "CRONWAVE_NAMESPACE": f"cws{uuid.uuid4().hex[:8]}",
+    }
+    output = tmp_path / "up.out"
+    table = ProcessTable("cronwave up")
+    with output.open("wb") as out:
+        up = subprocess.Popen(
+            [*cronwave_argv(), "up", "--data-dir", str(data_dir), "--port-base", str(base)],
+            stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True,
+        )  # fmt: skip
+    table.track(up)
+
+    def stop_up() -> None:
+        if up.poll() is None:
+            up.send_signal(signal.SIGTERM)
+            up.wait(timeout=60)
+
+    try:
+        eventually(
+            lambda: "cronwave is up" in output.read_text(errors="replace"),
+            timeout=120,
+            what="cronwave up started",
+        )
+        addresses = {
+            "store_addr": f"127.0.0.1:{base}",
+            "leader_addr": f"127.0.0.1:{base + 1}",
+            "dispatcher_addr": f"127.0.0.1:{base + 2}",
+            "planner_addr": f"127.0.0.1:{base + 3}",
+        }
+        # When schedules fire and are triggered, one of them failing
+        every, failing = f"every-{uuid.uuid4().hex[:6]}", f"fail-{uuid.uuid4().hex[:6]}"
+        with Client(**addresses, timeout=timedelta(seconds=10)) as client:
+            client.create_schedule(
+                every, intervals=[Interval(timedelta(seconds=1))], job_type="cronwave.noop"
+            )
+            client.create_schedule(
+                failing, cron="0 2 * * *", job_type="cronwave.fail", payload={"message": "no"}
+            )
+            failed = client.trigger(failing)
+
+            def two_succeeded() -> bool:
+                runs = client.list_runs(every, limit=10)
+                return sum(r.state == "SUCCEEDED" for r in runs) >= 2
+
+            eventually(two_succeeded, timeout=60, what="two fired runs succeeded")
+            client.wait_run(failed.run_id, timeout=timedelta(seconds=60))
+        # and a caller sends an API key that carries the planted secret
+        key = f"cwk_{planted}"
+        tls = dataclasses.replace(process_tls(), identity="client", token=key)
+        tls = dataclasses.replace(
+            tls, cert=tls.tls_dir / "client.pem", key=tls.tls_dir / "client-key.pem"
+        )
+        stranger = Client(**addresses, timeout=timedelta(seconds=10), tls=tls)
+        with stranger, pytest.raises((CronwaveError, grpc.RpcError)) as refused:
+            stranger.list_schedules()
+        assert planted not in str(refused.value)
+    finally:
+        table.close([stop_up])
+
+    # Then no log, span file or other file of the suite, and not `up`'s output, holds it
+    assert up.returncode == 0, output.read_text(errors="replace")[-3000:]
+    shown = output.read_text(errors="replace")
+    assert "redis://:***@127.0.0.1" in shown  # the URL is shown, masked
+    searched = [output, *files_under(data_dir)]
+    assert any(path.suffix == ".log" for path in searched)
+    assert any("spans" in path.parts for path in searched)
+    leaks = [
+        str(path.relative_to(tmp_path))
+        for path in searched
+        if planted.encode() in path.read_bytes()
+    ]
+    assert not leaks, f"the planted secret is in {leaks}"
