@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     from cronwave._transport import Stubs
 
 Resp = TypeVar("Resp")
-#: The most events one ListAuditEvents page may ask for (the store's default limit).
+#: The most items one listing page may ask for (the store's default page size limit).
 _PAGE = 1_000
 
 

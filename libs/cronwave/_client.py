@@ -15,7 +15,7 @@ from cronwave_proto.v1 import workflow_store_service_pb2 as store_pb
 from google.protobuf import field_mask_pb2
 
 from cronwave import _enums
-from cronwave._audit_calls import AuditCalls
+from cronwave._audit_calls import _PAGE, AuditCalls
 from cronwave._deadline_calls import DeadlineCalls
 from cronwave._errors import WaitTimeout
 from cronwave._models import Run, RunEvent, Schedule
@@ -30,11 +30,7 @@ if TYPE_CHECKING:
     from cronwave_core.settings import NetworkSettings, TlsSettings
 
 Resp = TypeVar("Resp")
-
-# A bound on one listing's pages (each holds at least one schedule).
-_MAX_PAGES = 100_000
-#: The most schedules one ListSchedules page may ask for (the store's default limit).
-_PAGE = 1_000
+_MAX_PAGES = 100_000  # a bound on one listing's pages (each holds at least one schedule)
 
 
 class _Given:
