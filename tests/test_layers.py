@@ -30,7 +30,7 @@ JOB_API = [
     for name in ("_job", "_job_context", "_job_errors", "_checkpoint", "_retry")
 ]
 #: What the job API may import of cronwave_core: values with no I/O.
-JOB_API_CORE = {"cronwave_core.errors", "cronwave_core.fields"}
+JOB_API_CORE = {"cronwave_core.errors", "cronwave_core.fields", "cronwave_core.limits"}
 
 
 def _imported(path: Path) -> set[str]:

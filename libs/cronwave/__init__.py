@@ -52,6 +52,7 @@ if typing.TYPE_CHECKING:
     from cronwave._enums import TERMINAL_STATES
     from cronwave._errors import WaitTimeout
     from cronwave._models import (
+        AuditEvent,
         DeadlineBreach,
         DeadlineDelivery,
         Lease,
@@ -79,6 +80,7 @@ _LAZY = {
     "WaitTimeout": "cronwave._errors",
     **dict.fromkeys(
         (
+            "AuditEvent",
             "DeadlineBreach",
             "DeadlineDelivery",
             "Lease",
@@ -101,6 +103,7 @@ __all__ = [
     "TERMINAL_STATES",
     "AlreadyExists",
     "AttemptSuperseded",
+    "AuditEvent",
     "Catchup",
     "Checkpoint",
     "Client",

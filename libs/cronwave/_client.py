@@ -15,6 +15,7 @@ from cronwave_proto.v1 import workflow_store_service_pb2 as store_pb
 from google.protobuf import field_mask_pb2
 
 from cronwave import _enums
+from cronwave._audit_calls import _PAGE, AuditCalls
 from cronwave._deadline_calls import DeadlineCalls
 from cronwave._errors import WaitTimeout
 from cronwave._models import Run, RunEvent, Schedule
@@ -29,9 +30,7 @@ if TYPE_CHECKING:
     from cronwave_core.settings import NetworkSettings, TlsSettings
 
 Resp = TypeVar("Resp")
-
-# A bound on one listing's pages (each holds at least one schedule).
-_MAX_PAGES = 100_000
+_MAX_PAGES = 100_000  # a bound on one listing's pages (each holds at least one schedule)
 
 
 class _Given:
@@ -51,7 +50,7 @@ def _from_env(*given: object) -> NetworkSettings | _Given:
     return NetworkSettings.from_env()
 
 
-class Client(PlannerCalls, DeadlineCalls):
+class Client(AuditCalls, PlannerCalls, DeadlineCalls):
     """A connection to a cronwave suite.
 
     Every call has a deadline (``timeout``) and raises a ``CronwaveError`` subclass
@@ -348,7 +347,7 @@ class Client(PlannerCalls, DeadlineCalls):
         after = ""
         for _ in range(_MAX_PAGES):
             request = store_pb.ListSchedulesRequest(
-                limit=limit - len(schedules) if limit else 0,
+                limit=min(limit - len(schedules), _PAGE) if limit else 0,
                 include_deleted=include_deleted,
                 after_schedule_id=after,
             )

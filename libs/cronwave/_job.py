@@ -17,7 +17,8 @@ from typing import Any
 from cronwave._job_context import JobContext
 from cronwave._retry import NO_RETRY, RetryPolicy
 from cronwave_core.errors import InvalidArgument
-from cronwave_core.fields import MAX_NAME, validate_queue_name
+from cronwave_core.fields import validate_queue_name
+from cronwave_core.limits import DEFAULT_LIMITS
 
 JobFn = Callable[[JobContext], Mapping[str, Any] | None]
 
@@ -61,8 +62,11 @@ class JobType:
             object.__setattr__(self, "retry", NO_RETRY if self.financial else RetryPolicy())
         if not isinstance(self.name, str) or not self.name or self.name != self.name.strip():
             raise InvalidArgument("job_type.name", "required, without surrounding spaces")
-        if len(self.name) > MAX_NAME:
-            raise InvalidArgument("job_type.name", f"at most {MAX_NAME} characters")
+        if len(self.name) > DEFAULT_LIMITS.id_chars:
+            raise InvalidArgument(
+                "job_type.name",
+                f"must be at most {DEFAULT_LIMITS.id_chars} characters, got {len(self.name)}",
+            )
         if not callable(self.fn):
             raise InvalidArgument("job_type.fn", "must be a function taking a JobContext")
         _positive(self.duration_limit, "job_type.duration_limit")

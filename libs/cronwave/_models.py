@@ -272,6 +272,36 @@ class RunEvent:
 
 
 @dataclass(frozen=True)
+class AuditEvent:
+    """One entry of the audit trail: who (``actor``: ``user:alice``,
+    ``service:dispatcher``, ``insecure``, ``unauthenticated``) called which mutating
+    ``rpc``, when, from where (``peer``), and what it changed (``changes``: field ->
+    ``{"old": ..., "new": ...}``, or sizes in bytes for payloads and large values)."""
+
+    id: int
+    at: datetime
+    actor: str
+    peer: str
+    rpc: str
+    schedule_id: str
+    run_id: str
+    changes: dict[str, Any]
+
+    @classmethod
+    def from_proto(cls, msg: store_pb.AuditEvent) -> AuditEvent:
+        return cls(
+            id=msg.id,
+            at=_dt(msg.at),
+            actor=msg.actor,
+            peer=msg.peer,
+            rpc=msg.rpc,
+            schedule_id=msg.schedule_id,
+            run_id=msg.run_id,
+            changes=json.loads(msg.changes_json) if msg.changes_json else {},
+        )
+
+
+@dataclass(frozen=True)
 class Lease:
     """Who leads a scope. ``expires_at`` is the leader-election's wall clock, for
     display only: nothing should compare it with a local clock to decide anything."""

@@ -5,6 +5,7 @@ services' stubs, and what a failed call becomes."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import timedelta
@@ -18,7 +19,7 @@ from cronwave_proto.v1 import workflow_store_service_pb2_grpc as store_grpc
 from cronwave_core.channels import plain_channel
 from cronwave_core.errors import CronwaveError, Unavailable
 from cronwave_core.settings import TlsSettings
-from cronwave_core.status import error_from_rpc
+from cronwave_core.status import error_from_rpc, error_from_status
 
 RpcError = grpc.RpcError
 
@@ -65,4 +66,18 @@ def call_error(where: str, timeout: timedelta, exc: grpc.RpcError) -> CronwaveEr
             f"{where} did not answer within {timeout.total_seconds():g}s "
             "(deadline exceeded); it may be overloaded or stopped"
         )
+    if code == grpc.StatusCode.RESOURCE_EXHAUSTED:
+        details = exc.details() if hasattr(exc, "details") else ""
+        sizes = _TOO_LARGE.search(details or "")
+        if sizes is not None:
+            return error_from_status(
+                "RESOURCE_EXHAUSTED",
+                f"a message of {sizes[1]} bytes to or from {where} was over the receiving "
+                f"side's limit of {sizes[2]} bytes, so it was not read: send less in one "
+                "call (a payload is at most 256 KiB by default, CRONWAVE_MAX_PAYLOAD_BYTES)",
+            )
     return error_from_rpc(exc)
+
+
+# gRPC's own refusal of a message past a receive cap (the server's or the client's).
+_TOO_LARGE = re.compile(r"larger than max \((\d+) vs\. (\d+)\)")

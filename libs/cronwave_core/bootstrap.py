@@ -30,6 +30,7 @@ from opentelemetry.instrumentation.grpc import server_interceptor
 
 from cronwave_core.errors import CronwaveError, InvalidArgument
 from cronwave_core.fault_interceptors import server_faults
+from cronwave_core.limits import DEFAULT_LIMITS
 from cronwave_core.logs import configure_logging
 from cronwave_core.metrics import MetricsServer, serve_metrics
 from cronwave_core.security.authz import AuthInterceptor, KeyCheck
@@ -244,6 +245,10 @@ class Service:
     on_stopping: Callable[[], None] = lambda: None
     interceptors: Sequence[grpc.ServerInterceptor] = field(default_factory=tuple)
     max_workers: int = 32
+    # The server's gRPC receive cap: above every request limit the servicer checks
+    # (cronwave_core.limits), so an oversized field is refused naming it; only a
+    # message past this meets gRPC's own refusal, which names no field.
+    max_receive_bytes: int = DEFAULT_LIMITS.receive_bytes
     # How API keys sent to this service are checked (None: with the workflow-store's
     # AuthenticateApiKey, cached); see cronwave_core.security.keys.
     check_key: KeyCheck | None = None
@@ -309,6 +314,7 @@ class RunningServer:
                 ("grpc.keepalive_permit_without_calls", 1),
                 ("grpc.http2.min_ping_interval_without_data_ms", 5_000),
                 ("grpc.http2.min_recv_ping_interval_without_data_ms", 5_000),
+                ("grpc.max_receive_message_length", service.max_receive_bytes),
             ],
         )
         self.health = health.HealthServicer()

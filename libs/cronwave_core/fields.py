@@ -64,7 +64,7 @@ def lease_name(value: str, field: str) -> str:
     store fences writes under them: at most ``MAX_NAME`` printable characters, no
     whitespace (it is part of a Redis key)."""
     if len(value) > MAX_NAME:
-        raise InvalidArgument(field, f"must be at most {MAX_NAME} characters")
+        raise InvalidArgument(field, f"must be at most {MAX_NAME} characters, got {len(value)}")
     if any(c.isspace() or not c.isprintable() for c in value):
         raise InvalidArgument(field, "must not contain whitespace or control characters")
     return value

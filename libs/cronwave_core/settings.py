@@ -39,6 +39,7 @@ from cronwave_core.config import (
 )
 from cronwave_core.console_settings import ConsoleSettings
 from cronwave_core.errors import ConfigurationError
+from cronwave_core.limit_settings import LimitSettings
 from cronwave_core.settings_base import PREFIX, FromEnv
 from cronwave_core.settings_deadlines import DeadlineSettings
 from cronwave_core.settings_logs import LogSettings
@@ -467,6 +468,7 @@ COMPONENTS: tuple[type[FromEnv], ...] = (
     RedisSettings,
     TelemetrySettings,
     MetricsSettings,
+    LimitSettings,
     LogSettings,
     StoreSettings,
     DeadlineSettings,

@@ -2,7 +2,9 @@
 
 Every field may be left unset or set to a value drawn for its type: strings with NUL,
 control and non-BMP characters, huge ones and ones shaped like what the field names
-(cron expressions, zones, JSON documents, ids); integers at the ends of their range;
+(cron expressions, zones, JSON documents, ids), and ones at and one past the request
+limits (an id of 128 and 129 characters, a 1,025-byte note, a payload one byte past
+256 KiB); integers at the ends of their range;
 doubles with NaN and the infinities; enum numbers no enum has; Timestamps and
 Durations outside their valid range; nested messages a few levels deep; repeated fields
 empty, short, or one item past a batch limit (of default items).
@@ -48,6 +50,13 @@ _STRINGS = [
     "cronwave.noop",
     "default",
     "planner",
+    # at and one past the request limits (cronwave_core.limits): ids and names, notes,
+    # payloads; all far under every server's receive cap, so the servicer names the field
+    "k" * 128,
+    "k" * 129,
+    "n" * 1_025,
+    "p" * (256 * 1024 + 1),
+    "my key",
 ]
 # Values shaped like what a field of that name holds, so requests also get past the
 # first rule and reach the later ones.
@@ -66,6 +75,7 @@ _HINTS: list[tuple[str, list[str]]] = [
             "[" * 100 + "]" * 100,
             '{"a":' * 100_000,
             "not json",
+            '{"a": "' + "x" * (256 * 1024) + '"}',  # one object 9 bytes past the limit
         ],
     ),
     (

@@ -15,6 +15,7 @@ EXPORTED = [
     "TERMINAL_STATES",
     "AlreadyExists",
     "AttemptSuperseded",
+    "AuditEvent",
     "Catchup",
     "Checkpoint",
     "Client",

@@ -137,14 +137,14 @@ def all_pages(stub, limit: int) -> tuple[list, list[int]]:
 
 def test_schedules_near_the_limit_list_in_pages_under_the_message_limit(store, stub):
     # Given 30 schedules with 250 KiB payloads: 7.5 MB, over gRPC's 4 MiB message
-    # limit in one page of the planner's 2,000
+    # limit in one page of the planner's 1,000
     job = register_job_type(stub)
     payloads = {f"big-{i:02d}": payload_of(250 * 1024, i=i) for i in range(30)}
     for schedule_id, payload in payloads.items():
         create(stub, schedule_id, job, payload)
 
-    # When they are listed in pages of 2,000, as the planner's feed asks
-    schedules, sizes = all_pages(stub, limit=2_000)
+    # When they are listed in pages of 1,000, as the planner's feed asks
+    schedules, sizes = all_pages(stub, limit=1_000)
 
     # Then every page stays within the 1 MiB page budget, and all come back whole
     assert all(size <= MIB + 64 for size in sizes), sizes
@@ -176,7 +176,7 @@ def test_a_planted_oversized_row_is_listed_without_its_payload(stub, database_ur
     plant_schedule_row(database_url, ids[1], payload_json=payload_of(5 * MIB, **{secret: 1}))
 
     # When they are listed
-    reply = stub.ListSchedules(api.ListSchedulesRequest(limit=2_000), timeout=30)
+    reply = stub.ListSchedules(api.ListSchedulesRequest(limit=1_000), timeout=30)
 
     # Then all three come, the planted one without its payload, saying why
     by_id = {s.schedule_id: s for s in reply.schedules}
@@ -198,7 +198,7 @@ def test_a_planted_unreadable_row_is_listed_by_its_identity(stub, database_url):
     plant_schedule_row(database_url, bad, spec={"cron": 5, "time_zone": ["no"]})
 
     # When the schedules are listed
-    reply = stub.ListSchedules(api.ListSchedulesRequest(limit=2_000), timeout=30)
+    reply = stub.ListSchedules(api.ListSchedulesRequest(limit=1_000), timeout=30)
 
     # Then the listing does not fail: the row comes by its identity, saying why
     by_id = {s.schedule_id: s for s in reply.schedules}

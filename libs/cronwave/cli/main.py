@@ -16,6 +16,7 @@ import typer
 
 from cronwave.cli import (
     apply,
+    audit,
     auth,
     bench,
     demo,
@@ -85,6 +86,7 @@ app.add_typer(schedule.app, name="schedule")
 app.add_typer(apply.app)  # apply
 app.add_typer(runs.app, name="runs")
 app.add_typer(dlq.app, name="dlq")
+app.add_typer(audit.app, name="audit")
 app.add_typer(auth.app, name="auth")
 app.add_typer(leader.app)  # leader
 app.add_typer(status.app)  # status

@@ -95,6 +95,7 @@ RULES: Mapping[str, Rule] = {
     f"/{STORE}/DeadLetterRun": _rule("worker"),
     f"/{STORE}/ListDeadLetters": _rule("console", role=_VIEW),
     f"/{STORE}/ReplayDeadLetter": _rule(role=_OPERATE),
+    f"/{STORE}/ListAuditEvents": _rule("console", role=_VIEW),
     f"/{STORE}/ListDeadlineBreaches": _rule("console", role=_VIEW),
     # workflow-store: fencing and the planner's bookkeeping
     f"/{STORE}/GetFencingToken": _rule("leader-election", "cron-planner", role=_VIEW),

@@ -652,6 +652,44 @@ class GetRunsResponse(_message.Message):
     runs: _containers.RepeatedCompositeFieldContainer[_common_pb2.Run]
     def __init__(self, runs: _Optional[_Iterable[_Union[_common_pb2.Run, _Mapping]]] = ...) -> None: ...
 
+class AuditEvent(_message.Message):
+    __slots__ = ("id", "at", "actor", "peer", "rpc", "schedule_id", "run_id", "changes_json")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    AT_FIELD_NUMBER: _ClassVar[int]
+    ACTOR_FIELD_NUMBER: _ClassVar[int]
+    PEER_FIELD_NUMBER: _ClassVar[int]
+    RPC_FIELD_NUMBER: _ClassVar[int]
+    SCHEDULE_ID_FIELD_NUMBER: _ClassVar[int]
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    CHANGES_JSON_FIELD_NUMBER: _ClassVar[int]
+    id: int
+    at: _timestamp_pb2.Timestamp
+    actor: str
+    peer: str
+    rpc: str
+    schedule_id: str
+    run_id: str
+    changes_json: str
+    def __init__(self, id: _Optional[int] = ..., at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., actor: _Optional[str] = ..., peer: _Optional[str] = ..., rpc: _Optional[str] = ..., schedule_id: _Optional[str] = ..., run_id: _Optional[str] = ..., changes_json: _Optional[str] = ...) -> None: ...
+
+class ListAuditEventsRequest(_message.Message):
+    __slots__ = ("schedule_id", "limit", "before_id")
+    SCHEDULE_ID_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    BEFORE_ID_FIELD_NUMBER: _ClassVar[int]
+    schedule_id: str
+    limit: int
+    before_id: int
+    def __init__(self, schedule_id: _Optional[str] = ..., limit: _Optional[int] = ..., before_id: _Optional[int] = ...) -> None: ...
+
+class ListAuditEventsResponse(_message.Message):
+    __slots__ = ("events", "next_before_id")
+    EVENTS_FIELD_NUMBER: _ClassVar[int]
+    NEXT_BEFORE_ID_FIELD_NUMBER: _ClassVar[int]
+    events: _containers.RepeatedCompositeFieldContainer[AuditEvent]
+    next_before_id: int
+    def __init__(self, events: _Optional[_Iterable[_Union[AuditEvent, _Mapping]]] = ..., next_before_id: _Optional[int] = ...) -> None: ...
+
 class DeadlineDelivery(_message.Message):
     __slots__ = ("url", "format", "status", "attempts", "http_status", "error", "updated_at")
     URL_FIELD_NUMBER: _ClassVar[int]

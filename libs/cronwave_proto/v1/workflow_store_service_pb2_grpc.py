@@ -194,6 +194,11 @@ class WorkflowStoreServiceStub:
                 request_serializer=cronwave_dot_v1_dot_workflow__store__service__pb2.ReplayDeadLetterRequest.SerializeToString,
                 response_deserializer=cronwave_dot_v1_dot_workflow__store__service__pb2.ReplayDeadLetterResponse.FromString,
                 _registered_method=True)
+        self.ListAuditEvents = channel.unary_unary(
+                '/cronwave.v1.WorkflowStoreService/ListAuditEvents',
+                request_serializer=cronwave_dot_v1_dot_workflow__store__service__pb2.ListAuditEventsRequest.SerializeToString,
+                response_deserializer=cronwave_dot_v1_dot_workflow__store__service__pb2.ListAuditEventsResponse.FromString,
+                _registered_method=True)
         self.ListDeadlineBreaches = channel.unary_unary(
                 '/cronwave.v1.WorkflowStoreService/ListDeadlineBreaches',
                 request_serializer=cronwave_dot_v1_dot_workflow__store__service__pb2.ListDeadlineBreachesRequest.SerializeToString,
@@ -445,6 +450,16 @@ class WorkflowStoreServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListAuditEvents(self, request, context):
+        """The audit trail, newest first: one event per mutation a caller asked for (a
+        schedule's create, update, pause, resume and delete, a cancel, a replay, a manual
+        or backfill run recorded, a job type registered), written in the transaction of
+        the change. Pages by id: call again with before_id = next_before_id.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def ListDeadlineBreaches(self, request, context):
         """Slots that missed their schedule's deadline (SchedulePolicy.deadline), newest
         first, each with the deliveries of its notifications. The store's deadline sweep
@@ -606,6 +621,11 @@ def add_WorkflowStoreServiceServicer_to_server(servicer, server):
                     servicer.ReplayDeadLetter,
                     request_deserializer=cronwave_dot_v1_dot_workflow__store__service__pb2.ReplayDeadLetterRequest.FromString,
                     response_serializer=cronwave_dot_v1_dot_workflow__store__service__pb2.ReplayDeadLetterResponse.SerializeToString,
+            ),
+            'ListAuditEvents': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListAuditEvents,
+                    request_deserializer=cronwave_dot_v1_dot_workflow__store__service__pb2.ListAuditEventsRequest.FromString,
+                    response_serializer=cronwave_dot_v1_dot_workflow__store__service__pb2.ListAuditEventsResponse.SerializeToString,
             ),
             'ListDeadlineBreaches': grpc.unary_unary_rpc_method_handler(
                     servicer.ListDeadlineBreaches,
@@ -1433,6 +1453,33 @@ class WorkflowStoreService:
             '/cronwave.v1.WorkflowStoreService/ReplayDeadLetter',
             cronwave_dot_v1_dot_workflow__store__service__pb2.ReplayDeadLetterRequest.SerializeToString,
             cronwave_dot_v1_dot_workflow__store__service__pb2.ReplayDeadLetterResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListAuditEvents(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/cronwave.v1.WorkflowStoreService/ListAuditEvents',
+            cronwave_dot_v1_dot_workflow__store__service__pb2.ListAuditEventsRequest.SerializeToString,
+            cronwave_dot_v1_dot_workflow__store__service__pb2.ListAuditEventsResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -15,10 +15,12 @@ from cron_planner.fire_loop import FireLoop
 from cron_planner.remote import DispatcherClient, LeaderClient, StoreClient
 from cron_planner.schedule_index import ScheduleIndex
 from cronwave_core.caching import redis_client
+from cronwave_core.limits import DEFAULT_LIMITS, RequestLimits
 from cronwave_core.queue_epoch import LossView
 from cronwave_core.rpc import open_channel
 from cronwave_core.settings import (
     LeaseSettings,
+    LimitSettings,
     NetworkSettings,
     PlannerSettings,
     RedisSettings,
@@ -55,12 +57,13 @@ class Planner:
         hooks: TestHooks,
         clock: Clock | None = None,
         idle: timedelta | None = None,
+        limits: RequestLimits = DEFAULT_LIMITS,
         tls: TlsSettings | None = None,
     ) -> None:
-        """``idle`` bounds how long the fire loop waits with nothing due (a change or a
-        leadership change wakes it at once anyway); tests on a manual clock raise it.
-        ``tls``: the certificate it calls with (None: this process's
-        ``CRONWAVE_TLS_*``)."""
+        """``limits``: the request limits (a backfill's slots). ``idle`` bounds how long
+        the fire loop waits with nothing due (a change or a leadership change wakes it
+        at once anyway); tests on a manual clock raise it. ``tls``: the certificate it
+        calls with (None: this process's ``CRONWAVE_TLS_*``)."""
         self.settings = settings
         self.clock = clock or SystemClock()
         timeout = network.rpc_timeout
@@ -101,6 +104,7 @@ class Planner:
             store,
             self.loop.submit,
             loaded=lambda: self.feed.loaded.is_set(),
+            max_fires=limits.backfill_slots,
         )
         self.feed = ScheduleFeed(
             self._watch_channel,
@@ -127,6 +131,7 @@ class Planner:
             TestHooks.from_env(env),
             clock=clock,
             idle=idle,
+            limits=LimitSettings.from_env(env).limits(),
             tls=TlsSettings.from_env(env),
         )
 

@@ -76,7 +76,10 @@ class Backfiller:
         *,
         loaded: Callable[[], bool] = lambda: True,
         give_up_after: timedelta = timedelta(seconds=60),
+        max_fires: int = MAX_FIRES,
     ) -> None:
+        """``max_fires``: the most fire times one backfill covers
+        (``CRONWAVE_MAX_BACKFILL_SLOTS``)."""
         self._index = index
         self._clock = clock
         self._leadership = leadership
@@ -85,6 +88,7 @@ class Backfiller:
         self._submit = submit
         self._loaded = loaded
         self._give_up_after = give_up_after
+        self._max_fires = max_fires
 
     def backfill(self, req: BackfillRequest) -> BackfillResult:
         """Plan (and unless ``dry_run``, queue) the backfill ``req`` asks for. Raises
@@ -113,12 +117,14 @@ class Backfiller:
                 f"must not be after now ({now.astimezone(UTC).isoformat()}): a backfill runs "
                 "past fire times; the planner fires the future ones itself",
             )
-        plan = plan_backfill(schedule.spec, req.start, req.end, limit=MAX_FIRES)
+        most = self._max_fires
+        plan = plan_backfill(schedule.spec, req.start, req.end, limit=most)
         if plan.truncated:
             assert plan.resume_at is not None
             raise InvalidArgument(
                 "end",
-                f"the range holds more than {MAX_FIRES} fire times; backfill up to "
+                f"the range holds more than {most} fire times, the limit of one backfill "
+                f"(CRONWAVE_MAX_BACKFILL_SLOTS); backfill up to "
                 f"{plan.resume_at.isoformat()} first, then from there",
             )
         skipped = tuple(occ.at for occ in plan.skipped)

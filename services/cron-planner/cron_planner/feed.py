@@ -40,7 +40,9 @@ from cronwave_core.errors import CronwaveError
 
 log = logging.getLogger("cronwave.planner.feed")
 
-PAGE = 2_000
+#: Schedules per ListSchedules page: the store's default page size limit
+#: (CRONWAVE_MAX_PAGE_SIZE).
+PAGE = 1_000
 
 
 class _Shared:

@@ -10,6 +10,7 @@ from cron_planner import metrics
 from cron_planner.app import Planner
 from cron_planner.servicer import CronPlannerServicer
 from cronwave_core.bootstrap import Service, full_names, serve
+from cronwave_core.limits import MIB
 from cronwave_core.settings import NetworkSettings, ProcessSettings, TelemetrySettings
 from cronwave_core.telemetry.tracing import init_tracing
 
@@ -40,6 +41,8 @@ def main() -> None:
             register=register,
             service_names=full_names([pb.DESCRIPTOR]),
             on_stop=on_stop,
+            # Its largest request is a spec at its limits (about 1 MiB).
+            max_receive_bytes=4 * MIB,
         ),
         process.grace,
         traced=telemetry.tracing,

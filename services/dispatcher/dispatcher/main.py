@@ -9,11 +9,13 @@ from cronwave_proto.v1 import workflow_store_service_pb2_grpc as store_grpc
 from cronwave_core.bootstrap import Service, full_names, serve
 from cronwave_core.caching import RunStatusCache, TwoTierCache, redis_client
 from cronwave_core.fault_interceptors import fault_channel
+from cronwave_core.limits import MIB
 from cronwave_core.queue_epoch import EpochWatch
 from cronwave_core.queueing import make_broker
 from cronwave_core.rpc import open_channel
 from cronwave_core.settings import (
     DispatcherSettings,
+    LimitSettings,
     NetworkSettings,
     ProcessSettings,
     RedisSettings,
@@ -62,6 +64,7 @@ def main() -> None:
         routes=caches.RouteCache(routes),
         dedup=caches.DedupCache(dedup),
         run_status=RunStatusCache(cache_redis, redis_settings.namespace),
+        limits=LimitSettings.from_env().limits(),
     )
     watch = EpochWatch(broker.client, redis_settings.namespace)
     sweeper = Sweeper(store, broker, dispatcher, watch=watch)
@@ -83,6 +86,8 @@ def main() -> None:
             ),
             service_names=full_names([dispatcher_service_pb2.DESCRIPTOR]),
             on_stop=on_stop,
+            # Its requests carry ids and keys (at most 500 starts of a few hundred bytes).
+            max_receive_bytes=4 * MIB,
         ),
         process.grace,
         traced=telemetry.tracing,

@@ -3,13 +3,14 @@ No gRPC here."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from cronwave_proto.v1 import common_pb2
 
 from cronwave_core.errors import InvalidArgument
 from cronwave_core.fields import identifier
+from cronwave_core.limits import DEFAULT_LIMITS, RequestLimits
 
 _TRIGGERS = frozenset(common_pb2.TriggerKind.values()) - {common_pb2.TRIGGER_KIND_UNSPECIFIED}
 
@@ -29,6 +30,8 @@ class StartRequest:
     fencing_token: int = 0
     fencing_scope: str = ""
     idempotency_key: str = ""
+    #: The rules of the ids (``CRONWAVE_MAX_ID_CHARS``): the store's own.
+    limits: RequestLimits = field(default=DEFAULT_LIMITS, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         if not self.schedule_id.strip():
@@ -41,7 +44,7 @@ class StartRequest:
         if self.fencing_token < 0:
             raise InvalidArgument("fencing_token", "must not be negative")
         identifier(self.fencing_scope, "fencing_scope")
-        identifier(self.idempotency_key, "idempotency_key")
+        self.limits.identifier(self.idempotency_key, "idempotency_key")
 
 
 def manual_fire_time(now: datetime) -> datetime:

@@ -39,6 +39,7 @@ from cronwave_core.convert import dt_to_ts, ts_to_dt
 from cronwave_core.errors import InvalidArgument, Unavailable
 from cronwave_core.faults import run_key
 from cronwave_core.fields import identifier
+from cronwave_core.limits import DEFAULT_LIMITS, RequestLimits
 from cronwave_core.queueing import DEFAULT_QUEUE, RunMessage, enqueue_many, trigger_name
 from cronwave_core.rpc import error_from_item, item_error
 from cronwave_core.telemetry import fanout
@@ -82,8 +83,10 @@ class DispatcherServicer(pb_grpc.DispatcherServiceServicer):
         routes: RouteCache | None = None,
         dedup: DedupCache | None = None,
         run_status: RunStatusCache | None = None,
+        limits: RequestLimits = DEFAULT_LIMITS,
     ) -> None:
         self.store = store
+        self.limits = limits
         self.broker = broker
         self.now = now
         self.routes = routes
@@ -103,6 +106,7 @@ class DispatcherServicer(pb_grpc.DispatcherServiceServicer):
                 fire_time=manual_fire_time(self.now()),
                 trigger=common_pb2.TRIGGER_KIND_MANUAL,
                 idempotency_key=request.idempotency_key,
+                limits=self.limits,
             )
             known = {
                 ATTR_SCHEDULE_ID: start.schedule_id,
@@ -140,7 +144,7 @@ class DispatcherServicer(pb_grpc.DispatcherServiceServicer):
         recorded in one store call, queued in one round trip. Each item gets its own
         answer or refusal."""
         with hop_span("dispatch.start_runs", Hop.DISPATCH, Kind.APP) as span:
-            starts = _batch_starts(request)
+            starts = _batch_starts(request, self.limits)
             span.set_attribute(ATTR_BATCH_SIZE, len(starts))
             return pb.StartRunsResponse(results=self._start(starts, context, dedupe=True))
 
@@ -325,20 +329,24 @@ class _Pending:
     queue: str
 
 
-def _batch_starts(request: pb.StartRunsRequest) -> list[tuple[StartRequest, fanout.Item | None]]:
+def _batch_starts(
+    request: pb.StartRunsRequest, limits: RequestLimits
+) -> list[tuple[StartRequest, fanout.Item | None]]:
     """The starts of a batch, validated as a whole (a malformed item refuses the
     batch, naming the item), with the batch items their spans are copied for."""
     if len(request.starts) > MAX_BATCH:
         raise InvalidArgument("starts", f"at most {MAX_BATCH} per call, got {len(request.starts)}")
     starts: list[tuple[StartRequest, fanout.Item | None]] = []
     for index, item in enumerate(request.starts):
-        starts.append((_start_request(item, f"starts[{index}]."), fanout.item_of(item)))
+        starts.append((_start_request(item, limits, f"starts[{index}]."), fanout.item_of(item)))
     # The batch's spans are copied into the trace of every start that has one.
     fanout.register([item for _, item in starts if item is not None])
     return starts
 
 
-def _start_request(request: pb.StartRunRequest, where: str = "") -> StartRequest:
+def _start_request(
+    request: pb.StartRunRequest, limits: RequestLimits, where: str = ""
+) -> StartRequest:
     """A start as a domain value; a missing or bad field is refused, named with
     ``where`` in front (``starts[3].`` in a batch)."""
     if not request.schedule_id.strip():
@@ -356,6 +364,7 @@ def _start_request(request: pb.StartRunRequest, where: str = "") -> StartRequest
             fencing_token=request.fencing_token,
             fencing_scope=request.fencing_scope,
             idempotency_key=request.idempotency_key,
+            limits=limits,
         )
     except InvalidArgument as exc:
         raise InvalidArgument(f"{where}{exc.field}", exc.rule) from None

@@ -8,6 +8,7 @@ from cronwave_proto.v1 import leader_election_service_pb2 as pb
 from cronwave_proto.v1 import leader_election_service_pb2_grpc as pb_grpc
 
 from cronwave_core.bootstrap import Service, full_names, serve
+from cronwave_core.limits import MIB
 from cronwave_core.rpc import open_channel
 from cronwave_core.settings import (
     LeaseSettings,
@@ -62,6 +63,8 @@ def main() -> None:
             register=register,
             service_names=full_names([pb.DESCRIPTOR]),
             on_stop=on_stop,
+            # A scope, a candidate's name and a TTL: a few hundred bytes at most.
+            max_receive_bytes=1 * MIB,
         ),
         process.grace,
         traced=telemetry.tracing,

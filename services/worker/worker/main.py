@@ -35,6 +35,7 @@ from dramatiq.middleware import Retries, TimeLimit
 from cronwave_core.bootstrap import RunningServer, Service, full_names
 from cronwave_core.caching import RunStatusCache, redis_client
 from cronwave_core.errors import ConfigurationError, CronwaveError
+from cronwave_core.limits import MIB
 from cronwave_core.rpc import error_from_rpc, open_channel
 from cronwave_core.settings import (
     NetworkSettings,
@@ -274,6 +275,8 @@ def main() -> None:
         service_names=full_names([worker_service_pb2.DESCRIPTOR]),
         on_stopping=on_stopping,
         on_stop=on_stop,
+        # GetWorkerStatus takes an empty request.
+        max_receive_bytes=1 * MIB,
     )
     run_until_stopped(RunningServer(service, process.grace, traced=telemetry.tracing), consumer)
     exit_stopped()

@@ -20,6 +20,9 @@ from cronwave_core.errors import InvalidArgument, NotFound
 from cronwave_core.security import identity as caller
 from cronwave_core.security import keys
 from cronwave_core.security.identity import ROLES, Identity
+from workflow_store import audit_rpc
+from workflow_store import audit_store as audit
+from workflow_store.audit_store import Actor
 from workflow_store.db import Database
 from workflow_store.models import ApiKey
 
@@ -50,7 +53,7 @@ class ApiKeys:
     def __init__(self, db: Database) -> None:
         self.db = db
 
-    def create(self, name: str, role: str) -> tuple[ApiKey, str]:
+    def create(self, name: str, role: str, actor: Actor | None = None) -> tuple[ApiKey, str]:
         if not _NAME.match(name):
             raise InvalidArgument(
                 "name", "must be 1 to 128 letters, digits or .-_@ (who the key is for)"
@@ -69,6 +72,9 @@ class ApiKeys:
         )
         with self.db.write() as session:
             session.add(row)
+            # Never the token nor its hash: who the key is for, its role and its id.
+            changes = {"key_id": key_id, "name": name, "role": role}
+            audit.append(session, actor, "CreateApiKey", changes, row.created_at)
         return row, token
 
     def list(self, include_revoked: bool) -> list[ApiKey]:
@@ -78,13 +84,15 @@ class ApiKeys:
         with self.db.read() as session:
             return list(session.scalars(query))
 
-    def revoke(self, key_id: str) -> ApiKey:
+    def revoke(self, key_id: str, actor: Actor | None = None) -> ApiKey:
         with self.db.write() as session:
             row = session.get(ApiKey, key_id) if key_id else None
             if row is None:
                 raise NotFound(f"no API key {key_id!r} (`cronwave auth list-keys` shows them)")
             if row.revoked_at is None:
                 row.revoked_at = datetime.now(UTC)
+                changes = {"key_id": key_id, "revoked": {"old": False, "new": True}}
+                audit.append(session, actor, "RevokeApiKey", changes, row.revoked_at)
         return row
 
     def authenticate(self, token: str) -> ApiKey | None:
@@ -118,7 +126,7 @@ class ApiKeyServicer(pb_grpc.ApiKeyServiceServicer):
     def CreateApiKey(
         self, request: pb.CreateApiKeyRequest, context: grpc.ServicerContext
     ) -> pb.CreateApiKeyResponse:
-        row, token = self.keys.create(request.name, request.role)
+        row, token = self.keys.create(request.name, request.role, audit_rpc.actor(context))
         return pb.CreateApiKeyResponse(key=_to_proto(row), token=token)
 
     def ListApiKeys(
@@ -131,7 +139,8 @@ class ApiKeyServicer(pb_grpc.ApiKeyServiceServicer):
     def RevokeApiKey(
         self, request: pb.RevokeApiKeyRequest, context: grpc.ServicerContext
     ) -> pb.RevokeApiKeyResponse:
-        return pb.RevokeApiKeyResponse(key=_to_proto(self.keys.revoke(request.key_id)))
+        revoked = self.keys.revoke(request.key_id, audit_rpc.actor(context))
+        return pb.RevokeApiKeyResponse(key=_to_proto(revoked))
 
     def AuthenticateApiKey(
         self, request: pb.AuthenticateApiKeyRequest, context: grpc.ServicerContext

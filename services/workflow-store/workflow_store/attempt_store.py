@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
 from cronwave_core.domain.cancel import CancelRequest
@@ -18,6 +19,8 @@ from cronwave_core.errors import (
     RunNotFound,
     StaleAttempt,
 )
+from workflow_store import models as m
+from workflow_store.audit_store import Actor, AuditStore, change
 from workflow_store.ids import new_attempt_token, same_token
 from workflow_store.records import (
     COMPLETIONS,
@@ -40,7 +43,6 @@ from workflow_store.store_core import (
     _CLAIM_UPDATE,
     _COMPLETE_COLUMNS,
     _COMPLETE_UPDATE,
-    StoreCore,
     _check_batch,
     _event_values,
     _insert_events,
@@ -50,7 +52,7 @@ from workflow_store.store_core import (
 )
 
 
-class AttemptStore(StoreCore):
+class AttemptStore(AuditStore):
     """A run's attempts, from claim to completion."""
 
     # -- attempts ----------------------------------------------------------------------
@@ -341,7 +343,9 @@ class AttemptStore(StoreCore):
         _event(s, row, "released", now, reason[:200])
         return _run(row), True
 
-    def cancel_run(self, request: CancelRequest) -> tuple[RunRecord, bool]:
+    def cancel_run(
+        self, request: CancelRequest, actor: Actor | None = None
+    ) -> tuple[RunRecord, bool]:
         """Cancel a run that has not finished, whichever attempt holds it (an overlap
         policy, an operator). Returns the run and whether this changed it; a run
         already terminal is returned unchanged (``False``).
@@ -356,7 +360,23 @@ class AttemptStore(StoreCore):
         then reports (a completion, a hand-back) ends the run CANCELLED; it is never
         claimed again, and the sweeper ends it CANCELLED should the attempt's heartbeat
         lapse. A second request may bring the deadline closer, never move it away."""
-        return self._rounds(lambda s: self._cancel(s, request))
+        return self._rounds(lambda s: self._audited_cancel(s, request, actor))
+
+    def _audited_cancel(
+        self, s: Session, request: CancelRequest, actor: Actor | None
+    ) -> tuple[RunRecord, bool]:
+        state = s.scalar(sa.select(m.Run.state).where(m.Run.run_id == request.run_id))
+        run, changed = self._cancel(s, request)
+        if changed:
+            changes: dict[str, Any] = {
+                "state": change(str(state).upper(), run.state.value.upper()),
+                "reason": request.reason,
+                "grace_seconds": request.grace.total_seconds(),
+            }
+            self._audit(
+                s, actor, "CancelRun", changes, schedule_id=run.schedule_id, run_id=run.run_id
+            )
+        return run, changed
 
     def _cancel(self, s: Session, request: CancelRequest) -> tuple[RunRecord, bool]:
         now = self.clock()

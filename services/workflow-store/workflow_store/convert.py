@@ -26,7 +26,6 @@ from cronwave_core.domain.spec import (
 from cronwave_core.errors import InvalidArgument
 from cronwave_core.fields import lease_name, shown
 from workflow_store import validate
-from workflow_store.limits import Limits
 from workflow_store.records import (
     COMPLETIONS,
     DEFAULT_FENCING_SCOPE,
@@ -52,16 +51,17 @@ from workflow_store.records import (
 )
 
 
-def new_schedule_from_proto(msg: pb.Schedule, limits: Limits) -> NewSchedule:
-    """A CreateSchedule request's schedule, validated; server-owned fields ignored."""
+def new_schedule_from_proto(msg: pb.Schedule) -> NewSchedule:
+    """A CreateSchedule request's schedule, validated by the request limits in force
+    (``validate.limits()``); server-owned fields ignored."""
     schedule_id = validate.schedule_id(msg.schedule_id)
     spec = Spec.from_proto(msg.spec)
     calendar.validate(spec)
     policy = Policy.from_proto(msg.policy)
     check_coherent(policy)
     job_type = validate.name(msg.job_type, "job_type")
-    payload = validate.payload_json(msg.payload_json, limits.payload_bytes)
-    note = validate.text(msg.pause_note, "pause_note")
+    payload = validate.payload_json(msg.payload_json)
+    note = validate.note(msg.pause_note, "pause_note")
     managed_by = validate.key(msg.managed_by, "managed_by")
     return NewSchedule(schedule_id, spec, policy, job_type, payload, msg.paused, note, managed_by)
 

@@ -13,6 +13,7 @@ from cronwave_core.errors import (
     StaleAttempt,
 )
 from workflow_store import models as m
+from workflow_store.audit_store import Actor, AuditStore
 from workflow_store.ids import same_token
 from workflow_store.records import (
     DeadLettered,
@@ -28,11 +29,10 @@ from workflow_store.rows import (
 )
 from workflow_store.store_core import (
     DEFAULT_DEAD_LETTER_LIMIT,
-    StoreCore,
 )
 
 
-class DeadLetterStore(StoreCore):
+class DeadLetterStore(AuditStore):
     """The dead-letter list."""
 
     # -- dead letters ------------------------------------------------------------------
@@ -101,13 +101,13 @@ class DeadLetterStore(StoreCore):
             rows = s.scalars(query.limit(limit or DEFAULT_DEAD_LETTER_LIMIT))
             return [_dead_letter_record(r) for r in rows]
 
-    def replay_dead_letter(self, run_id: str) -> RunRecord:
+    def replay_dead_letter(self, run_id: str, actor: Actor | None = None) -> RunRecord:
         """A DEAD_LETTERED run becomes PENDING with no message (the sweeper sends one);
         its next claim is a new attempt with a fresh retry budget. Raises
         ``FailedPrecondition`` for a run in any other state."""
-        return self._rounds(lambda s: self._replay(s, run_id))
+        return self._rounds(lambda s: self._replay(s, run_id, actor))
 
-    def _replay(self, s: Session, run_id: str) -> RunRecord:
+    def _replay(self, s: Session, run_id: str, actor: Actor | None) -> RunRecord:
         now = self.clock()
         row = _get_run(s, run_id)
         if row.state != RunState.DEAD_LETTERED.value:
@@ -130,6 +130,10 @@ class DeadLetterStore(StoreCore):
             .values(replayed_at=now)
         )
         _event(s, row, "replayed", now, "")
+        changes = {"state": {"old": "DEAD_LETTERED", "new": "PENDING"}}
+        self._audit(
+            s, actor, "ReplayDeadLetter", changes, schedule_id=row.schedule_id, run_id=run_id
+        )
         return _run(row)
 
 

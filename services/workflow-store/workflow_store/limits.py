@@ -22,7 +22,8 @@ GRPC_MESSAGE_LIMIT = 4 * MIB
 @dataclass(frozen=True)
 class Limits:
     """``payload_bytes``: the most UTF-8 bytes a schedule's ``payload_json`` may have
-    (CreateSchedule refuses more). ``page_bytes``: a ListSchedules page ends before the
+    (CreateSchedule refuses more; ``main()`` sets it from ``CRONWAVE_MAX_PAYLOAD_BYTES``,
+    the limit ``validate`` applies). ``page_bytes``: a ListSchedules page ends before the
     schedule that would take its encoding past this (it always holds one, so a page is
     never empty while schedules remain). ``schedule_reply_bytes``: a schedule whose
     encoding is larger than this (a row planted by hand, a huge spec) is sent by its

@@ -11,6 +11,7 @@ from cronwave_proto.v1 import workflow_store_service_pb2_grpc as api_grpc
 from cronwave_core.bootstrap import Service, full_names, serve
 from cronwave_core.settings import (
     DeadlineSettings,
+    LimitSettings,
     NetworkSettings,
     ProcessSettings,
     StoreSettings,
@@ -19,10 +20,11 @@ from cronwave_core.settings import (
     TlsSettings,
 )
 from cronwave_core.telemetry.tracing import init_tracing
-from workflow_store import metrics
+from workflow_store import metrics, validate
 from workflow_store.api_keys import ApiKeys, ApiKeyServicer
 from workflow_store.db import Database, create_engine, migrate
 from workflow_store.deadline_sweep import DeadlineSweep
+from workflow_store.limits import Limits
 from workflow_store.notifier import Notifications
 from workflow_store.servicer import WorkflowStoreServicer
 from workflow_store.store import Store
@@ -36,12 +38,14 @@ def main() -> None:
     telemetry = TelemetrySettings.from_env()
     store_settings = StoreSettings.from_env()
     hooks = TestHooks.from_env()
+    limits = LimitSettings.from_env().limits()
+    validate.use(limits)
     deadlines = DeadlineSettings.from_env()
     provider = init_tracing(NAME, telemetry)
     engine = create_engine(store_settings.database_url)
     migrate(engine)
     db = Database(engine)
-    store = Store(db)
+    store = Store(db, limits=Limits(payload_bytes=limits.payload_bytes))
     metrics.install(db)
     servicer = WorkflowStoreServicer(store)
     notifications = Notifications(
@@ -81,6 +85,7 @@ def main() -> None:
             on_stop=on_stop,
             # Watch streams hold a thread each for as long as their callers listen.
             max_workers=64,
+            max_receive_bytes=limits.receive_bytes,
         ),
         process.grace,
         traced=telemetry.tracing,

@@ -286,3 +286,21 @@ class ApiKey(Base):
     created_at: Mapped[datetime]
     created_by: Mapped[str]
     revoked_at: Mapped[datetime | None]
+
+
+class AuditEvent(Base):
+    """One mutation a caller asked for, appended in the transaction of the change
+    itself: who (``actor``, an identity's audit name), what (``rpc`` and ``changes``,
+    a JSON object of the fields changed, with sizes instead of payloads), when, from
+    where (``peer``, gRPC's peer string). Never updated or deleted by the store."""
+
+    __tablename__ = "audit_events"
+
+    id: Mapped[int] = mapped_column(BigSerial, primary_key=True, autoincrement=True)
+    at: Mapped[datetime]
+    actor: Mapped[str]
+    peer: Mapped[str]
+    rpc: Mapped[str]
+    schedule_id: Mapped[str] = mapped_column(index=True)
+    run_id: Mapped[str]
+    changes: Mapped[str] = mapped_column(sa.Text())

@@ -14,6 +14,7 @@ from cronwave_core.errors import (
     RunNotFound,
     ScheduleNotFound,
 )
+from cronwave_core.limits import utf8_size
 from workflow_store import models as m
 from workflow_store.limits import Limits
 from workflow_store.records import (
@@ -26,7 +27,6 @@ from workflow_store.records import (
     Trigger,
 )
 from workflow_store.stored_json import policy_from_dict, spec_from_dict
-from workflow_store.validate import utf8_size
 
 log = logging.getLogger("cronwave.store")
 

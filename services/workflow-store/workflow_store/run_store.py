@@ -16,6 +16,7 @@ from cronwave_core.errors import (
     ScheduleNotFound,
 )
 from workflow_store import models as m
+from workflow_store.audit_store import AUDITED_TRIGGERS, Actor, AuditStore
 from workflow_store.convert import iso
 from workflow_store.fencing import _Fences
 from workflow_store.ids import new_run_id
@@ -41,7 +42,6 @@ from workflow_store.store_core import (
     _RUNS,
     _RUNS_NAMED,
     DEFAULT_RUN_LIMIT,
-    StoreCore,
     _check_batch,
     _event_values,
     _insert_events,
@@ -51,7 +51,7 @@ from workflow_store.store_core import (
 )
 
 
-class RunStore(StoreCore):
+class RunStore(AuditStore):
     """Runs recorded and read, and their history of events."""
 
     # -- recording runs ----------------------------------------------------------------
@@ -65,7 +65,9 @@ class RunStore(StoreCore):
         recorded: Recorded = _only(self._rounds(lambda s: self._record_all(s, [req])))
         return recorded
 
-    def record_runs(self, reqs: Sequence[RecordRequest]) -> list[Recorded | CronwaveError]:
+    def record_runs(
+        self, reqs: Sequence[RecordRequest], actor: Actor | None = None
+    ) -> list[Recorded | CronwaveError]:
         """``record`` for every item of ``reqs`` in one transaction, as if recorded one
         after the other in that order: each item's answer, or in its place the
         ``ScheduleNotFound`` or ``StaleFencingToken`` it was refused with (that item
@@ -77,11 +79,13 @@ class RunStore(StoreCore):
                 raise InvalidArgument(f"runs[{i}].schedule_id", "required")
         if not reqs:
             return []
-        results: list[Recorded | CronwaveError] = self._rounds(lambda s: self._record_all(s, reqs))
+        results: list[Recorded | CronwaveError] = self._rounds(
+            lambda s: self._record_all(s, reqs, actor)
+        )
         return results
 
     def _record_all(
-        self, s: Session, reqs: Sequence[RecordRequest]
+        self, s: Session, reqs: Sequence[RecordRequest], actor: Actor | None = None
     ) -> list[Recorded | CronwaveError]:
         now = self.clock()
         ids = sorted({req.schedule_id for req in reqs})
@@ -120,6 +124,8 @@ class RunStore(StoreCore):
                 events.append(_event_values(new[slot], "recorded", detail, now))
                 if reqs[i].enqueue:
                     events.append(_event_values(new[slot], "enqueued", new[slot]["queue"], now))
+                if reqs[i].trigger in AUDITED_TRIGGERS:
+                    self._audit_recorded(s, actor, reqs[i], new[slot]["run_id"])
         _insert_events(s, events)
         for i, req in enumerate(reqs):
             if results[i] is not None:

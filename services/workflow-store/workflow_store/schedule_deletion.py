@@ -18,6 +18,7 @@ from cronwave_core.domain.runs import IN_FLIGHT
 from cronwave_core.errors import ScheduleBusy, ScheduleNotFound
 from workflow_store import models as m
 from workflow_store.attempt_store import AttemptStore
+from workflow_store.audit_store import Actor
 from workflow_store.records import RunRecord, ScheduleRecord
 from workflow_store.rows import _schedule
 from workflow_store.schedule_store import ScheduleStore
@@ -28,21 +29,21 @@ DELETED_REASON = "schedule deleted"
 
 class ScheduleDeletion(ScheduleStore, AttemptStore):
     def delete_schedule(
-        self, schedule_id: str, *, force: bool = False
+        self, schedule_id: str, *, force: bool = False, actor: Actor | None = None
     ) -> tuple[ScheduleRecord, list[RunRecord]]:
         """Soft delete: the row stays (runs refer to it; watchers see the deletion).
         Returns the deleted schedule and the runs ``force`` cancelled. Raises
         ``ScheduleNotFound`` for an unknown or deleted schedule and, without
         ``force``, ``ScheduleBusy`` naming its runs in flight."""
         result: tuple[ScheduleRecord, list[RunRecord], int] = self._rounds(
-            lambda s: self._delete(s, schedule_id, force)
+            lambda s: self._delete(s, schedule_id, force, actor)
         )
         record, cancelled, revision = result
         self._changed(revision)
         return record, cancelled
 
     def _delete(
-        self, s: Session, schedule_id: str, force: bool
+        self, s: Session, schedule_id: str, force: bool, actor: Actor | None
     ) -> tuple[ScheduleRecord, list[RunRecord], int]:
         revision = self._bump_revision(s)
         row = s.get(m.Schedule, schedule_id, with_for_update=True) if schedule_id else None
@@ -66,4 +67,11 @@ class ScheduleDeletion(ScheduleStore, AttemptStore):
         row.updated_at = self.clock()
         row.revision = revision
         s.flush()
+        changes = {
+            "deleted": {"old": False, "new": True},
+            "force": force,
+            "cancelled_runs": [run.run_id for run in cancelled][:20],
+            "cancelled_count": len(cancelled),
+        }
+        self._audit(s, actor, "DeleteSchedule", changes, schedule_id=schedule_id)
         return _schedule(row), cancelled, revision

@@ -17,6 +17,7 @@ from cronwave_core.errors import (
     ScheduleNotFound,
 )
 from workflow_store import models as m
+from workflow_store.audit_store import Actor, AuditStore, change, schedule_changes
 from workflow_store.records import (
     JobTypeRecord,
     NewSchedule,
@@ -28,7 +29,6 @@ from workflow_store.rows import (
     _live_schedule,
     _schedule,
 )
-from workflow_store.store_core import StoreCore
 from workflow_store.stored_json import policy_to_dict, spec_to_dict
 from workflow_store.unknown_job_type import unknown_job_type
 
@@ -41,7 +41,7 @@ class _Existing(Exception):  # control flow: never leaves this module
         self.record = record
 
 
-class ScheduleStore(StoreCore):
+class ScheduleStore(AuditStore):
     """Schedules, their revisions and change stream, and job types."""
 
     # -- schedules ---------------------------------------------------------------------
@@ -55,7 +55,7 @@ class ScheduleStore(StoreCore):
         return self.create_schedule_if(new, if_absent=False)[1]
 
     def create_schedule_if(
-        self, new: NewSchedule, *, if_absent: bool
+        self, new: NewSchedule, *, if_absent: bool, actor: Actor | None = None
     ) -> tuple[bool, ScheduleRecord]:
         """``create_schedule``, saying whether it created the schedule. With
         ``if_absent``, a live schedule of the id is returned unchanged (False) instead
@@ -87,6 +87,13 @@ class ScheduleStore(StoreCore):
                 row.revision = revision
                 s.flush()
                 record = _schedule(row)
+                self._audit(
+                    s,
+                    actor,
+                    "CreateSchedule",
+                    schedule_changes({}, _stored_values(new)),
+                    schedule_id=new.schedule_id,
+                )
         except _Existing as existing:
             return False, existing.record
         except IntegrityError as exc:
@@ -98,7 +105,10 @@ class ScheduleStore(StoreCore):
         return True, record
 
     def update_schedule(
-        self, schedule_id: str, revise: Callable[[ScheduleRecord], NewSchedule]
+        self,
+        schedule_id: str,
+        revise: Callable[[ScheduleRecord], NewSchedule],
+        actor: Actor | None = None,
     ) -> tuple[ScheduleRecord, bool]:
         """Change a live schedule to ``revise(current)`` in one transaction, under the
         row's lock, so two updates never lose each other's fields; ``revise`` validates
@@ -113,16 +123,9 @@ class ScheduleStore(StoreCore):
                 raise ScheduleNotFound(schedule_id)
             current = _schedule(row)
             new = revise(current)
-            values = {
-                "spec": spec_to_dict(new.spec),
-                "policy": policy_to_dict(new.policy),
-                "job_type": new.job_type,
-                "payload_json": new.payload_json,
-                "paused": new.paused,
-                "pause_note": new.pause_note if new.paused else "",
-                "managed_by": new.managed_by,
-            }
-            if all(getattr(row, name) == value for name, value in values.items()):
+            values = _stored_values(new)
+            old = {name: getattr(row, name) for name in values}
+            if old == values:
                 return current, False
             if new.job_type != current.job_type:
                 self._check_job_type(s, new.job_type)
@@ -133,6 +136,8 @@ class ScheduleStore(StoreCore):
             row.revision = revision
             s.flush()
             record = _schedule(row)
+            changes = schedule_changes(old, values)
+            self._audit(s, actor, "UpdateSchedule", changes, schedule_id=schedule_id)
         self._changed(revision)
         return record, True
 
@@ -170,22 +175,38 @@ class ScheduleStore(StoreCore):
             listed = [_listed(r, self.limits) for r in s.scalars(query)]
             return listed, int(revision or 0)
 
-    def pause_schedule(self, schedule_id: str, note: str) -> ScheduleRecord:
-        return self._change_schedule(schedule_id, paused=True, pause_note=note)
+    def pause_schedule(
+        self, schedule_id: str, note: str, actor: Actor | None = None
+    ) -> ScheduleRecord:
+        return self._change_schedule(
+            schedule_id, "PauseSchedule", actor, paused=True, pause_note=note
+        )
 
-    def resume_schedule(self, schedule_id: str, note: str) -> ScheduleRecord:
-        return self._change_schedule(schedule_id, paused=False, pause_note=note)
+    def resume_schedule(
+        self, schedule_id: str, note: str, actor: Actor | None = None
+    ) -> ScheduleRecord:
+        return self._change_schedule(
+            schedule_id, "ResumeSchedule", actor, paused=False, pause_note=note
+        )
 
-    def _change_schedule(self, schedule_id: str, **values: Any) -> ScheduleRecord:
+    def _change_schedule(
+        self, schedule_id: str, rpc: str, actor: Actor | None, **values: Any
+    ) -> ScheduleRecord:
         with self.db.write() as s:
             revision = self._bump_revision(s)
             row = _live_schedule(s, schedule_id)
+            old = {name: getattr(row, name) for name in values}
             for name, value in values.items():
                 setattr(row, name, value)
             row.updated_at = self.clock()
             row.revision = revision
             s.flush()
             record = _schedule(row)
+            # A pause of a paused schedule is still a request made: its row says so.
+            changes = schedule_changes(old, values) or {
+                "paused": change(old["paused"], values["paused"])
+            }
+            self._audit(s, actor, rpc, changes, schedule_id=schedule_id)
         self._changed(revision)
         return record
 
@@ -251,7 +272,7 @@ class ScheduleStore(StoreCore):
 
     # -- job types ---------------------------------------------------------------------
 
-    def register_job_type(self, job: JobTypeRecord) -> JobTypeRecord:
+    def register_job_type(self, job: JobTypeRecord, actor: Actor | None = None) -> JobTypeRecord:
         """Create or replace the job type named ``job.name`` (already validated)."""
         now = self.clock()
         values = {
@@ -277,6 +298,8 @@ class ScheduleStore(StoreCore):
             row = s.get(m.JobType, job.name, populate_existing=True)
             assert row is not None
             record = _job_type(row)
+            audited = {k: v for k, v in changed.items() if k != "updated_at"}
+            self._audit(s, actor, "RegisterJobType", {"name": job.name, **audited})
         with self._job_lock:
             self._job_generation += 1
             self._job_types.pop(job.name, None)
@@ -285,3 +308,16 @@ class ScheduleStore(StoreCore):
     def list_job_types(self) -> list[JobTypeRecord]:
         with self.db.read() as s:
             return [_job_type(r) for r in s.scalars(sa.select(m.JobType).order_by(m.JobType.name))]
+
+
+def _stored_values(new: NewSchedule) -> dict[str, Any]:
+    """What a schedule's row stores of ``new``, by column."""
+    return {
+        "spec": spec_to_dict(new.spec),
+        "policy": policy_to_dict(new.policy),
+        "job_type": new.job_type,
+        "payload_json": new.payload_json,
+        "paused": new.paused,
+        "pause_note": new.pause_note if new.paused else "",
+        "managed_by": new.managed_by,
+    }

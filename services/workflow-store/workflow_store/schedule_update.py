@@ -17,7 +17,6 @@ from google.protobuf.field_mask_pb2 import FieldMask
 
 from cronwave_core.errors import InvalidArgument
 from workflow_store.convert import new_schedule_from_proto, schedule_to_proto
-from workflow_store.limits import Limits
 from workflow_store.records import NewSchedule, ScheduleRecord
 
 _TOP = ("spec", "policy", "job_type", "payload_json", "paused", "managed_by")
@@ -61,9 +60,7 @@ def update_paths(mask: FieldMask) -> tuple[str, ...]:
     return tuple(seen)
 
 
-def reviser(
-    msg: pb.Schedule, paths: tuple[str, ...], limits: Limits
-) -> Callable[[ScheduleRecord], NewSchedule]:
+def reviser(msg: pb.Schedule, paths: tuple[str, ...]) -> Callable[[ScheduleRecord], NewSchedule]:
     """What ``Store.update_schedule`` applies to the current schedule: the fields of
     ``msg`` that ``paths`` name, over the rest of the current one, validated as a
     create validates (refusals name the field, ``spec.cron[0]``)."""
@@ -72,6 +69,6 @@ def reviser(
     def revise(current: ScheduleRecord) -> NewSchedule:
         merged = schedule_to_proto(current)
         mask.MergeMessage(msg, merged, replace_message_field=True, replace_repeated_field=True)
-        return new_schedule_from_proto(merged, limits)
+        return new_schedule_from_proto(merged)
 
     return revise

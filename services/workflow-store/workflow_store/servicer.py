@@ -17,7 +17,7 @@ from cronwave_proto.v1 import workflow_store_service_pb2 as api
 from cronwave_proto.v1 import workflow_store_service_pb2_grpc as api_grpc
 
 from cronwave_core.convert import dt_to_ts, duration_to_td, opt_ts, td_to_duration
-from cronwave_core.domain.cancel import MAX_CANCEL_REASON, CancelRequest
+from cronwave_core.domain.cancel import CancelRequest
 from cronwave_core.domain.runs import Trigger
 from cronwave_core.errors import CronwaveError, InvalidArgument
 from cronwave_core.rpc import item_error
@@ -25,6 +25,8 @@ from cronwave_core.telemetry.vocabulary import (
     Hop,
 )
 from workflow_store import convert, metrics, paging, schedule_update, slots, validate
+from workflow_store.audit_rpc import AuditRpcs, actor
+from workflow_store.audit_store import Actor
 from workflow_store.deadline_rpc import DeadlineServicer
 from workflow_store.records import (
     MAX_BATCH,
@@ -60,7 +62,7 @@ def _missed_slot(msg: api.MissedSlot) -> slots.MissedSlot:
     return slots.MissedSlot(
         schedule_id=validate.key(msg.schedule_id, "schedule_id"),
         fire_time=convert.required_time(msg, "fire_time", "fire_time"),
-        reason=validate.text(msg.reason, "reason"),
+        reason=validate.note(msg.reason, "reason"),
         trigger=Trigger.from_proto(msg.trigger),
     )
 
@@ -77,7 +79,7 @@ def _completion_to_proto(completion: Completion) -> api.CompleteRunResponse:
     )
 
 
-class WorkflowStoreServicer(DeadlineServicer, api_grpc.WorkflowStoreServiceServicer):
+class WorkflowStoreServicer(AuditRpcs, DeadlineServicer, api_grpc.WorkflowStoreServiceServicer):
     def __init__(
         self,
         store: Store,
@@ -91,8 +93,10 @@ class WorkflowStoreServicer(DeadlineServicer, api_grpc.WorkflowStoreServiceServi
     def CreateSchedule(
         self, request: api.CreateScheduleRequest, context: grpc.ServicerContext
     ) -> api.CreateScheduleResponse:
-        new = convert.new_schedule_from_proto(request.schedule, self.store.limits)
-        created, record = self.store.create_schedule_if(new, if_absent=request.if_absent)
+        new = convert.new_schedule_from_proto(request.schedule)
+        created, record = self.store.create_schedule_if(
+            new, if_absent=request.if_absent, actor=actor(context)
+        )
         return api.CreateScheduleResponse(schedule=self._sent(record), created=created)
 
     def UpdateSchedule(
@@ -100,8 +104,8 @@ class WorkflowStoreServicer(DeadlineServicer, api_grpc.WorkflowStoreServiceServi
     ) -> api.UpdateScheduleResponse:
         schedule_id = validate.schedule_id(request.schedule.schedule_id, "schedule.schedule_id")
         paths = schedule_update.update_paths(request.update_mask)
-        revise = schedule_update.reviser(request.schedule, paths, self.store.limits)
-        record, changed = self.store.update_schedule(schedule_id, revise)
+        revise = schedule_update.reviser(request.schedule, paths)
+        record, changed = self.store.update_schedule(schedule_id, revise, actor(context))
         return api.UpdateScheduleResponse(schedule=self._sent(record), changed=changed)
 
     def GetSchedule(
@@ -119,7 +123,8 @@ class WorkflowStoreServicer(DeadlineServicer, api_grpc.WorkflowStoreServiceServi
             self._sent,
             lambda msg: msg.ByteSize(),
             after=validate.key(request.after_schedule_id, "after_schedule_id"),
-            limit=request.limit,
+            # 0: a full page (the byte bound may end it sooner)
+            limit=validate.limits().page(request.limit) or validate.limits().page_size,
             budget=self.store.limits.page_bytes,
         )
         return api.ListSchedulesResponse(schedules=schedules, revision=revision)
@@ -131,7 +136,9 @@ class WorkflowStoreServicer(DeadlineServicer, api_grpc.WorkflowStoreServiceServi
         self, request: api.PauseScheduleRequest, context: grpc.ServicerContext
     ) -> api.PauseScheduleResponse:
         record = self.store.pause_schedule(
-            validate.schedule_id(request.schedule_id), validate.text(request.note, "note")
+            validate.schedule_id(request.schedule_id),
+            validate.note(request.note, "note"),
+            actor(context),
         )
         return api.PauseScheduleResponse(schedule=self._sent(record))
 
@@ -139,7 +146,9 @@ class WorkflowStoreServicer(DeadlineServicer, api_grpc.WorkflowStoreServiceServi
         self, request: api.ResumeScheduleRequest, context: grpc.ServicerContext
     ) -> api.ResumeScheduleResponse:
         record = self.store.resume_schedule(
-            validate.schedule_id(request.schedule_id), validate.text(request.note, "note")
+            validate.schedule_id(request.schedule_id),
+            validate.note(request.note, "note"),
+            actor(context),
         )
         return api.ResumeScheduleResponse(schedule=self._sent(record))
 
@@ -147,7 +156,7 @@ class WorkflowStoreServicer(DeadlineServicer, api_grpc.WorkflowStoreServiceServi
         self, request: api.DeleteScheduleRequest, context: grpc.ServicerContext
     ) -> api.DeleteScheduleResponse:
         record, cancelled = self.store.delete_schedule(
-            validate.schedule_id(request.schedule_id), force=request.force
+            validate.schedule_id(request.schedule_id), force=request.force, actor=actor(context)
         )
         return api.DeleteScheduleResponse(
             schedule=self._sent(record),
@@ -169,7 +178,9 @@ class WorkflowStoreServicer(DeadlineServicer, api_grpc.WorkflowStoreServiceServi
     def RegisterJobType(
         self, request: api.RegisterJobTypeRequest, context: grpc.ServicerContext
     ) -> api.RegisterJobTypeResponse:
-        record = self.store.register_job_type(convert.job_type_from_proto(request.job_type))
+        record = self.store.register_job_type(
+            convert.job_type_from_proto(request.job_type), actor(context)
+        )
         return api.RegisterJobTypeResponse(job_type=convert.job_type_to_proto(record))
 
     def ListJobTypes(
@@ -191,10 +202,11 @@ class WorkflowStoreServicer(DeadlineServicer, api_grpc.WorkflowStoreServiceServi
                 f"message limit), got {len(reqs)} runs",
             )
         began = time.perf_counter()
+        who = actor(context)
         with db_span("RecordRuns", Hop.PERSIST):
             results = [
-                self._settled(req, result)
-                for req, result in zip(reqs, self.store.record_runs(reqs), strict=True)
+                self._settled(req, result, who)
+                for req, result in zip(reqs, self.store.record_runs(reqs, who), strict=True)
             ]
             annotate_batch(
                 request.runs, [r.run if isinstance(r, Recorded) else None for r in results]
@@ -214,14 +226,14 @@ class WorkflowStoreServicer(DeadlineServicer, api_grpc.WorkflowStoreServiceServi
         )
 
     def _settled(
-        self, req: RecordRequest, result: Recorded | CronwaveError
+        self, req: RecordRequest, result: Recorded | CronwaveError, who: Actor
     ) -> Recorded | CronwaveError:
         """The answer to one item: a slot that already had a row is settled by the
         placeholder rules (``slots.settle``)."""
         if isinstance(result, CronwaveError) or result.created:
             return result
         try:
-            return slots.settle(self.store, req, result.run)
+            return slots.settle(self.store, req, result.run, who)
         except CronwaveError as exc:
             return exc
 
@@ -340,7 +352,7 @@ class WorkflowStoreServicer(DeadlineServicer, api_grpc.WorkflowStoreServiceServi
         checkpoint = validate.json_text(
             request.checkpoint_json, "checkpoint_json", object_only=True
         )
-        reason = validate.text(request.reason, "reason")
+        reason = validate.note(request.reason, "reason")
         validate.key(request.traceparent, "traceparent")
         with db_span("ReleaseRun", Hop.EXECUTE, run_id) as span:
             run, released = self.store.release_run(run_id, token, checkpoint, reason)
@@ -351,11 +363,9 @@ class WorkflowStoreServicer(DeadlineServicer, api_grpc.WorkflowStoreServiceServi
         self, request: api.CancelRunRequest, context: grpc.ServicerContext
     ) -> api.CancelRunResponse:
         run_id = validate.key(request.run_id, "run_id", required=True)
-        if len(request.reason) > MAX_CANCEL_REASON:
-            raise InvalidArgument("reason", f"must be at most {MAX_CANCEL_REASON} characters")
-        reason = validate.text(request.reason, "reason")
+        reason = validate.note(request.reason, "reason")
         grace = duration_to_td(request.grace, "grace")
-        run, changed = self.store.cancel_run(CancelRequest(run_id, reason, grace))
+        run, changed = self.store.cancel_run(CancelRequest(run_id, reason, grace), actor(context))
         return api.CancelRunResponse(run=convert.run_to_proto(run), changed=changed)
 
     # -- fencing ---------------------------------------------------------------------------
@@ -458,7 +468,8 @@ class WorkflowStoreServicer(DeadlineServicer, api_grpc.WorkflowStoreServiceServi
     def ListDeadLetters(
         self, request: api.ListDeadLettersRequest, context: grpc.ServicerContext
     ) -> api.ListDeadLettersResponse:
-        letters = self.store.list_dead_letters(request.limit, request.include_replayed)
+        limit = validate.limits().page(request.limit)
+        letters = self.store.list_dead_letters(limit, request.include_replayed)
         return api.ListDeadLettersResponse(
             dead_letters=[convert.dead_letter_to_proto(d) for d in letters]
         )
@@ -466,5 +477,5 @@ class WorkflowStoreServicer(DeadlineServicer, api_grpc.WorkflowStoreServiceServi
     def ReplayDeadLetter(
         self, request: api.ReplayDeadLetterRequest, context: grpc.ServicerContext
     ) -> api.ReplayDeadLetterResponse:
-        run = self.store.replay_dead_letter(validate.key(request.run_id, "run_id"))
+        run = self.store.replay_dead_letter(validate.key(request.run_id, "run_id"), actor(context))
         return api.ReplayDeadLetterResponse(run=convert.run_to_proto(run))

@@ -30,6 +30,7 @@ from sqlalchemy.exc import IntegrityError
 from cronwave_core.domain.calendar import DST_GAP_SKIP
 from cronwave_core.errors import AlreadyExists, FailedPrecondition, InvalidArgument
 from workflow_store import models as m
+from workflow_store.audit_store import AUDITED_TRIGGERS, Actor
 from workflow_store.convert import iso
 from workflow_store.ids import new_run_id
 from workflow_store.records import (
@@ -237,17 +238,19 @@ def pending_fires(store: Store, after_run_id: str = "", limit: int = 0) -> list[
         return [_run(row) for row in s.scalars(query)]
 
 
-def settle(store: Store, req: RecordRequest, existing: RunRecord) -> Recorded:
+def settle(
+    store: Store, req: RecordRequest, existing: RunRecord, actor: Actor | None = None
+) -> Recorded:
     """A record of a slot that already has a row (see the module docstring): the
     row as it is afterwards; ``created`` is true only when a start revived it."""
     if existing.state is not RunState.MISSED:
         return Recorded(existing, created=False)
     if req.trigger is Trigger.BACKFILL or is_placeholder(existing.error):
-        return _revive(store, req, existing)
+        return _revive(store, req, existing, actor)
     return Recorded(existing, created=False)
 
 
-def _revive(store: Store, req: RecordRequest, existing: RunRecord) -> Recorded:
+def _revive(store: Store, req: RecordRequest, existing: RunRecord, actor: Actor | None) -> Recorded:
     """The MISSED row becomes a PENDING run of ``req.trigger``, with the schedule's
     current job and payload: the run the placeholder stood for."""
     now = store.clock()
@@ -275,6 +278,8 @@ def _revive(store: Store, req: RecordRequest, existing: RunRecord) -> Recorded:
             f"(was MISSED: {existing.error})"
         )
         _event(s, row, "recorded", now, detail)
+        if req.trigger in AUDITED_TRIGGERS:
+            store._audit_recorded(s, actor, req, row.run_id)
         s.flush()
         return Recorded(_run(row), created=True)
 

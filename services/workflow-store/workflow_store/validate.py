@@ -1,9 +1,11 @@
 """Request rules that need no database. Each failure names the field and the rule.
 
-Text rules (``cronwave_core.fields``): ids, keys and cursors at most ``MAX_ID``
-characters, names at most ``MAX_NAME``, none with a control or non-printing
-character; free text at most ``MAX_TEXT`` characters without NUL; JSON documents
-standard (no NaN or Infinity) and at most ``MAX_JSON_DEPTH`` deep.
+Ids and names (``key``, ``name``) follow the request limits
+(``cronwave_core.limits.RequestLimits``): at most ``id_chars`` characters of ASCII
+letters, digits and ``. _ - : @ / + = #``; notes and reasons at most ``note_bytes``;
+other free text at most ``MAX_TEXT`` characters without NUL; JSON documents standard
+(no NaN or Infinity) and at most ``MAX_JSON_DEPTH`` deep. The limits in force are the
+ones the store's ``main()`` gave ``use`` before serving (the defaults until then).
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from typing import Any
 
 from cronwave_core import fields
 from cronwave_core.errors import InvalidArgument
-from cronwave_core.fields import MAX_ID, MAX_NAME
+from cronwave_core.limits import DEFAULT_LIMITS, RequestLimits
 from workflow_store.records import JobTypeRecord
 
 #: A job type's backoff coefficient: 0 (the worker's default) or within this range.
@@ -24,6 +26,20 @@ MAX_ERROR_NAMES = 100
 
 SCHEDULE_ID = re.compile(r"[a-z0-9][a-z0-9._-]{0,62}")
 JOB_TYPE_NAME = re.compile(r"[a-z0-9][a-z0-9._-]*")
+
+_limits = DEFAULT_LIMITS
+
+
+def use(limits: RequestLimits) -> None:
+    """Make ``limits`` the ones every later check applies: the store's ``main()`` calls
+    it once, before it serves."""
+    global _limits
+    _limits = limits
+
+
+def limits() -> RequestLimits:
+    """The request limits in force."""
+    return _limits
 
 
 def schedule_id(value: str, field: str = "schedule_id") -> str:
@@ -39,27 +55,31 @@ def schedule_id(value: str, field: str = "schedule_id") -> str:
 
 
 def key(value: str, field: str, *, required: bool = False) -> str:
-    """A run id, idempotency key, fencing scope, trace id or page cursor."""
-    return fields.identifier(value, field, required=required, limit=MAX_ID)
+    """A run id, idempotency key, trace id or page cursor."""
+    return _limits.identifier(value, field, required=required)
 
 
 def name(value: str, field: str, *, required: bool = False) -> str:
     """A job type, queue, worker, event kind or error type name."""
-    return fields.identifier(value, field, required=required, limit=MAX_NAME)
+    return _limits.identifier(value, field, required=required)
+
+
+def note(value: str, field: str) -> str:
+    """A note or reason a person or a policy gives (pause note, cancel reason)."""
+    return _limits.note(value, field)
 
 
 def text(value: str, field: str) -> str:
-    """Free text: a note, reason, event detail, error or poison message."""
+    """Free text: an event detail, an error or a poison message."""
     return fields.text(value, field)
 
 
-def payload_json(value: str, limit: int, field: str = "payload_json") -> str:
-    """The payload text, ``"{}"`` when empty; it must be a JSON object of at most
-    ``limit`` bytes of UTF-8. The size is checked first, so an oversized text is never
-    parsed; its refusal names the request's field in full (``schedule.payload_json``)."""
-    size = utf8_size(value)
-    if size > limit:
-        raise InvalidArgument(f"schedule.{field}", f"at most {limit} bytes, got {size}")
+def payload_json(value: str, field: str = "payload_json") -> str:
+    """The payload text, ``"{}"`` when empty; it must be a JSON object of at most the
+    limits' ``payload_bytes`` of UTF-8. The size is checked first, so an oversized text
+    is never parsed; its refusal names the request's field in full
+    (``schedule.payload_json``)."""
+    _limits.payload_size(value, f"schedule.{field}")
     if not value.strip():
         return "{}"
     parsed = fields.json_document(value, field)
@@ -82,11 +102,6 @@ def json_text(value: str, field: str, *, object_only: bool = False) -> str:
 def _json_kind(value: Any) -> str:
     kinds = {list: "an array", str: "a string", bool: "a boolean", type(None): "null"}
     return kinds.get(type(value), "a number")
-
-
-def utf8_size(text: str) -> int:
-    """The UTF-8 length of ``text``, without encoding an ASCII-only one."""
-    return len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
 
 
 def job_type(record: JobTypeRecord) -> JobTypeRecord:
