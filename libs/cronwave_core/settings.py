@@ -28,7 +28,6 @@ from cronwave_core.config import (
     Address,
     Choice,
     Derived,
-    Directory,
     Duration,
     Integer,
     Names,
@@ -40,7 +39,7 @@ from cronwave_core.config import (
 from cronwave_core.console_settings import ConsoleSettings
 from cronwave_core.errors import ConfigurationError
 from cronwave_core.limit_settings import LimitSettings
-from cronwave_core.settings_base import PREFIX, FromEnv
+from cronwave_core.settings_base import PREFIX, FromEnv, ProcessSettings
 from cronwave_core.settings_deadlines import DeadlineSettings
 from cronwave_core.settings_logs import LogSettings
 from cronwave_core.settings_tls import TlsSettings
@@ -85,26 +84,6 @@ def _in_data_dir(file: str) -> Derived[str]:
 
 
 _DATABASE = Url("a SQLAlchemy URL such as postgresql+psycopg://user@host/db")
-
-
-@dataclass(frozen=True, kw_only=True)
-class ProcessSettings(FromEnv):
-    """What every cronwave process has: where its files go and how long it stops."""
-
-    data_dir: Path = setting(
-        PREFIX + "DATA_DIR",
-        Directory(),
-        Derived(".cronwave", lambda _v, _env: Path(".cronwave").resolve()),
-        "SQLite files, span files, logs, embedded Redis files, and the addresses of the "
-        "suite running there (`suite.json`), which the CLI's client commands then use",
-    )
-    grace: timedelta = setting(
-        PREFIX + "GRACE",
-        Duration(),
-        timedelta(seconds=5),
-        "graceful-stop period on SIGTERM; a worker gives its running jobs this long to "
-        "stop at a checkpoint (see *A worker's graceful stop*)",
-    )
 
 
 @dataclass(frozen=True, kw_only=True)

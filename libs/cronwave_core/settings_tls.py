@@ -9,12 +9,10 @@ from datetime import timedelta
 from pathlib import Path
 
 from cronwave_core.config import Derived, Directory, Duration, File, Switch, Text, setting
-from cronwave_core.settings_base import PREFIX, FromEnv
+from cronwave_core.settings_base import PREFIX, FromEnv, ProcessSettings
 
 
 def _data_dir(env: Mapping[str, str]) -> Path:
-    from cronwave_core.settings import ProcessSettings  # it imports this module
-
     return ProcessSettings.from_env(env).data_dir
 
 
