@@ -11,6 +11,7 @@ from typing import Any
 
 import grpc
 
+from cronwave_core.security import identity
 from cronwave_core.security.tls import new_channel
 from cronwave_core.settings import TlsSettings
 
@@ -56,6 +57,37 @@ class DeadlineInterceptor(
         self, continuation: Callable[..., Any], details: Any, request: Any
     ) -> Any:
         return continuation(details, request)
+
+
+class RelayInterceptor(grpc.UnaryUnaryClientInterceptor, grpc.UnaryStreamClientInterceptor):
+    """Adds whom a call is made for (``identity.ON_BEHALF_OF``) when this service makes
+    it while serving a person's call (the dispatcher recording the run a user
+    triggered), so the audit trail names that person."""
+
+    def _details(self, details: Any) -> Any:
+        current = identity.current()
+        requester = current.requester if current is not None else ""
+        if not requester:
+            return details
+        metadata = [*(details.metadata or ()), (identity.ON_BEHALF_OF, requester)]
+        return _CallDetails(
+            details.method,
+            details.timeout,
+            metadata,
+            details.credentials,
+            getattr(details, "wait_for_ready", None),
+            getattr(details, "compression", None),
+        )
+
+    def intercept_unary_unary(
+        self, continuation: Callable[..., Any], details: Any, request: Any
+    ) -> Any:
+        return continuation(self._details(details), request)
+
+    def intercept_unary_stream(
+        self, continuation: Callable[..., Any], details: Any, request: Any
+    ) -> Any:
+        return continuation(self._details(details), request)
 
 
 CHANNEL_OPTIONS = [

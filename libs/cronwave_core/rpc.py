@@ -18,7 +18,7 @@ import grpc
 from opentelemetry import trace
 from opentelemetry.instrumentation.grpc import client_interceptor, grpcext
 
-from cronwave_core.channels import CHANNEL_OPTIONS, DeadlineInterceptor
+from cronwave_core.channels import CHANNEL_OPTIONS, DeadlineInterceptor, RelayInterceptor
 from cronwave_core.security.tls import new_channel
 from cronwave_core.settings import TlsSettings
 from cronwave_core.status import (
@@ -154,7 +154,7 @@ def open_channel(
     if traced:
         # OpenTelemetry's interceptor is not a grpc one: it wraps through grpcext.
         channel = grpcext.intercept_channel(channel, client_interceptor())
-    channel = grpc.intercept_channel(channel, DeadlineInterceptor(timeout))
+    channel = grpc.intercept_channel(channel, DeadlineInterceptor(timeout), RelayInterceptor())
     return SerializingChannel(channel) if traced else channel
 
 

@@ -269,3 +269,26 @@ def test_only_the_workers_jobs_may_charge(suite: Suite) -> None:
     with channel(suite.gateway_addr, "worker") as as_worker:
         reply = gateway_grpc.PaymentGatewayServiceStub(as_worker).Charge(charge, timeout=10)
     assert reply.result.charge.customer_id == "c1"
+
+
+def test_a_run_a_person_triggers_is_audited_as_theirs(suite: Suite) -> None:
+    # Given an operator's key and a schedule
+    _, token = create_key(suite, "otto", "operator")
+    schedule_id = fresh("audited")
+    with channel(suite.store_addr, "local-admin") as admin:
+        store_grpc.WorkflowStoreServiceStub(admin).CreateSchedule(
+            store_pb.CreateScheduleRequest(schedule=schedule(schedule_id)), timeout=10
+        )
+    # When the operator triggers it (the dispatcher records the run in the store)
+    with channel(suite.dispatcher_addr, "client", token) as as_otto:
+        dispatcher_grpc.DispatcherServiceStub(as_otto).TriggerRun(
+            dispatcher_pb.TriggerRunRequest(schedule_id=schedule_id), timeout=10
+        )
+    # Then the store's audit row names the operator, relayed by the dispatcher
+    with channel(suite.store_addr, "local-admin") as admin:
+        events = store_grpc.WorkflowStoreServiceStub(admin).ListAuditEvents(
+            store_pb.ListAuditEventsRequest(schedule_id=schedule_id), timeout=10
+        ).events
+    by_rpc = {event.rpc: event.actor for event in events}
+    assert by_rpc["CreateSchedule"] == "user:local-admin"
+    assert by_rpc["RecordRuns"] == "user:otto via service:dispatcher", by_rpc

@@ -14,6 +14,7 @@ call runs as ``identity.INSECURE``, and a method without a rule is still refused
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
@@ -23,6 +24,8 @@ from cronwave_core.errors import Unauthenticated
 from cronwave_core.security import rules
 from cronwave_core.security.identity import (
     INSECURE,
+    ON_BEHALF_OF,
+    RELAYS,
     ROLE_URN_PREFIX,
     ROLES,
     SPIFFE_PREFIX,
@@ -53,6 +56,13 @@ def certificate_identity(auth: Mapping[str, Any]) -> Identity | None:
         if kind == "client":
             return Identity("user", name, role=None)
     return None
+
+
+def _metadata(metadata: Any, key: str) -> str:
+    for name, value in metadata or ():
+        if name == key:
+            return str(value)
+    return ""
 
 
 def _bearer(metadata: Any) -> str | None:
@@ -101,6 +111,10 @@ class AuthInterceptor(grpc.ServerInterceptor):
                 )
             return identity
         identity = certificate_identity(context.auth_context())
+        if identity is not None and identity.kind == "service" and identity.name in RELAYS:
+            relayed = _metadata(context.invocation_metadata(), ON_BEHALF_OF)
+            if relayed:
+                identity = dataclasses.replace(identity, on_behalf_of=relayed[:300])
         if identity is None or (identity.kind == "user" and identity.role is None):
             who = f"user {identity.name}" if identity else "the caller's certificate"
             raise Unauthenticated(

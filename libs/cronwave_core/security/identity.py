@@ -45,6 +45,9 @@ class Identity:
     role: str | None = None
     via: str = "certificate"
     key_id: str = ""
+    #: For a service relaying a person's request (the dispatcher recording the run a
+    #: user triggered): that person, as ``audit_name`` names them (``RELAYS``).
+    on_behalf_of: str = ""
 
     def __str__(self) -> str:
         if self.kind == "service":
@@ -57,11 +60,27 @@ class Identity:
     @property
     def audit_name(self) -> str:
         """What the audit trail records: ``service:worker``, ``user:alice``,
-        ``insecure``."""
-        return "insecure" if self.kind == "insecure" else f"{self.kind}:{self.name}"
+        ``insecure``, ``user:alice via service:dispatcher``."""
+        own = "insecure" if self.kind == "insecure" else f"{self.kind}:{self.name}"
+        return f"{self.on_behalf_of} via {own}" if self.on_behalf_of else own
+
+    @property
+    def requester(self) -> str:
+        """Whom a call this service makes now is made for (``ON_BEHALF_OF``): the
+        person it relays, or the user calling; empty for a service's own work."""
+        if self.on_behalf_of:
+            return self.on_behalf_of
+        return self.audit_name if self.kind == "user" else ""
 
 
 INSECURE = Identity("insecure", "insecure", role="admin", via="insecure")
+
+#: The metadata key a service's call carries the person it is made for in.
+ON_BEHALF_OF = "cronwave-on-behalf-of"
+#: The services whose word on whom they relay is taken (they serve people's
+#: requests and pass them on: a trigger, a backfill, a console's change); from any
+#: other caller the key is ignored.
+RELAYS = frozenset({"dispatcher", "cron-planner", "console"})
 
 _identity: ContextVar[Identity | None] = ContextVar("cronwave_identity", default=None)
 _peer: ContextVar[str] = ContextVar("cronwave_peer", default="")
