@@ -19,10 +19,10 @@ from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 import grpc
-from cronwave_proto.v1 import workflow_store_service_pb2 as store_pb
-from cronwave_proto.v1 import workflow_store_service_pb2_grpc as store_grpc
 from cronwave_proto.v1 import api_key_service_pb2 as keys_pb
 from cronwave_proto.v1 import api_key_service_pb2_grpc as keys_grpc
+from cronwave_proto.v1 import workflow_store_service_pb2 as store_pb
+from cronwave_proto.v1 import workflow_store_service_pb2_grpc as store_grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from cronwave import Client, Lease, Run, RunEvent, Schedule
