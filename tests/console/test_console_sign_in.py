@@ -3,15 +3,21 @@ changes are made with the signed-in person's key and allowed by their role."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 from playwright.sync_api import BrowserContext, Page, expect
 
 from cronwave import Client
+from cronwave_core.errors import Unauthenticated
 from cronwave_core.suite import Suite, free_port
 from tests.console.conftest import Key, api_key, csrf_of, revoke, sign_in
 from tests.harness.clients import client_for
 from tests.harness.suites import SuiteFactory
-from tests.helpers import fresh
+from tests.helpers import eventually, fresh
 
 pytestmark = pytest.mark.slow
 
@@ -144,3 +150,68 @@ def test_signing_out_ends_the_session(
     assert response.status == 403
     assert "Sign in to make changes" in response.text()
     assert client.get_schedule(schedule_id).paused is False
+
+
+def test_a_key_revoked_after_sign_in_makes_no_change_and_ends_the_session(
+    make_suite: SuiteFactory, page: Page, context: BrowserContext
+) -> None:
+    # Given an operator signed in to a suite whose services trust a checked key for 1 s
+    suite = make_suite(console=True, env={"CRONWAVE_AUTH_CACHE_TTL": "1s"})
+    olivia = api_key(suite, "operator")
+    with client_for(suite) as client:
+        schedule_id = nightly(client)
+        sign_in(page, suite.console_url, olivia.token)
+        page.goto(f"{suite.console_url}schedules/{schedule_id}")
+        expect(page.get_by_role("button", name="Pause")).to_be_visible()
+
+        # When an admin revokes her key, and the store has stopped accepting it
+        revoke(suite, olivia)
+        with Client(
+            store_addr=suite.store_addr,
+            dispatcher_addr=suite.dispatcher_addr,
+            planner_addr=suite.planner_addr,
+            leader_addr=suite.leader_addr,
+            tls=suite.tls("client", olivia.token),
+        ) as as_olivia:
+
+            def refused() -> bool:
+                try:
+                    as_olivia.list_schedules()
+                except Unauthenticated:
+                    return True
+                return False
+
+            eventually(refused, timeout=20, interval=0.2, what="the revoked key refused")
+        # And she presses Pause on the page she has open
+        page.get_by_role("button", name="Pause").click()
+
+        # Then nothing changed, the page says she is signed out, and she is
+        expect(page.locator("h1")).to_have_text("Signed out")
+        expect(page.locator(".error-message")).to_contain_text("no longer accepts your API key")
+        assert client.get_schedule(schedule_id).paused is False
+    assert session_cookie(context) is None
+    page.goto(suite.console_url)
+    expect(page.locator("#sign-in")).to_be_visible()
+
+
+def test_an_insecure_console_refuses_to_listen_off_loopback(tmp_path: Path) -> None:
+    # Given a suite without authentication (CRONWAVE_INSECURE=1)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CRONWAVE_")}
+    env |= {
+        "CRONWAVE_INSECURE": "1",
+        "CRONWAVE_CONSOLE_ADDR": f"0.0.0.0:{free_port()}",
+        "CRONWAVE_DATA_DIR": str(tmp_path),
+        "CRONWAVE_METRICS_ADDR": "",
+    }
+    # When its console is started on every address
+    done = subprocess.run(
+        [sys.executable, "-P", "-m", "console"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    # Then it stops at once, saying why: anyone who reached it could change things
+    assert done.returncode == 1
+    assert "listens on loopback only" in done.stderr

@@ -74,3 +74,11 @@ def test_sessions_are_bounded_and_the_least_recently_used_goes_first() -> None:
     assert sessions.get(ids[1]) is None and sessions.get(ids[2]) is None
     assert sessions.get(ids[0]) is not None
     assert all(sessions.get(i) is not None for i in newer)
+
+
+def test_after_signing_in_a_person_goes_back_to_a_page_of_the_console_only() -> None:
+    from console.sign_in import _next
+
+    assert _next("/schedules/nightly") == "/schedules/nightly"
+    for elsewhere in ("https://evil.example/", "//evil.example/", "/\\evil.example", "", None):
+        assert _next(elsewhere) == "/"

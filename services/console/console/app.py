@@ -174,7 +174,7 @@ def build_app(
 
     routes = [
         Route("/", bound(pages.schedules)),
-        Route("/sign-in", bound(sign_in.form)),
+        Route("/sign-in", bound(sign_in.sign_in_page)),
         Route("/sign-in", post(sign_in.sign_in), methods=["POST"]),
         Route("/sign-out", post(sign_in.sign_out), methods=["POST"]),
         Route("/schedules/{schedule_id:path}/pause", post(actions.pause), methods=["POST"]),

@@ -37,7 +37,7 @@ def _next(value: str | None) -> str:
     return "/"
 
 
-def form(console: Console, request: Request) -> Response:
+def sign_in_page(console: Console, request: Request) -> Response:
     return console.render(
         request, "sign_in.html", next=_next(request.query_params.get("next")), problem=""
     )
