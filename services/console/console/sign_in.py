@@ -67,7 +67,7 @@ def sign_in(console: Console, request: Request, fields: dict[str, str]) -> Respo
             401,
             next=target,
             problem="That API key is not valid: it is unknown, revoked or malformed. "
-            "Paste the whole token (cwk_...) of a key `cronwave auth list-keys` shows as "
+            "Paste the whole token (cwk_...) of a key that cronwave auth list-keys shows as "
             "not revoked, or ask an admin for a new one.",
         )
     console.sessions.end(request.cookies.get(SESSION_COOKIE))
