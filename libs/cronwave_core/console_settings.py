@@ -20,8 +20,8 @@ class ConsoleSettings(FromEnv):
         "CRONWAVE_CONSOLE_ADDR",
         Address(),
         f"127.0.0.1:{CONSOLE_PORT}",
-        "the web console's HTTP address; on any but a loopback address it is read-only "
-        "(see *The web console*)",
+        "the web console's HTTP address; changes need a person signed in with an API "
+        "key, on any address (see *The web console*)",
     )
     jaeger_url: str | None = setting(
         "CRONWAVE_JAEGER_URL",

@@ -10,16 +10,19 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from playwright.sync_api import Browser, BrowserContext, Page, Playwright, sync_playwright
+from cronwave_proto.v1 import api_key_service_pb2 as keys_pb
+from cronwave_proto.v1 import api_key_service_pb2_grpc as keys_grpc
+from playwright.sync_api import Browser, BrowserContext, Page, Playwright, expect, sync_playwright
 
 from cronwave import Client
 from cronwave_core.suite import Suite
 from tests.harness.clients import client_for
 from tests.harness.suites import SuiteFactory
-from tests.helpers import REPO
+from tests.helpers import REPO, fresh
 
 CHROMIUM = Path("/usr/bin/chromium")
 SCREENSHOTS = REPO / ".ci-artifacts" / "screenshots"
@@ -92,3 +95,50 @@ def suite(make_suite: SuiteFactory) -> Suite:
 def client(suite: Suite) -> Iterator[Client]:
     with client_for(suite) as c:
         yield c
+
+
+@dataclass(frozen=True)
+class Key:
+    """An API key made for a test: its id, its holder's name and role, its token."""
+
+    key_id: str
+    name: str
+    role: str
+    token: str
+
+
+def api_key(suite: Suite, role: str, name: str | None = None) -> Key:
+    """A new API key of ``role`` in ``suite``'s store, made by its local administrator
+    (as `cronwave auth create-key` does)."""
+    name = name or fresh(role)
+    with suite.channel("workflow-store") as admin:
+        reply = keys_grpc.ApiKeyServiceStub(admin).CreateApiKey(
+            keys_pb.CreateApiKeyRequest(name=name, role=role), timeout=10
+        )
+    return Key(reply.key.key_id, name, role, reply.token)
+
+
+def revoke(suite: Suite, key: Key) -> None:
+    with suite.channel("workflow-store") as admin:
+        keys_grpc.ApiKeyServiceStub(admin).RevokeApiKey(
+            keys_pb.RevokeApiKeyRequest(key_id=key.key_id), timeout=10
+        )
+
+
+def sign_in(page: Page, console_url: str, token: str) -> None:
+    """Sign in on ``page`` the way a person does: the sign-in link, the key pasted."""
+    page.goto(console_url)
+    page.locator("#sign-in").click()
+    page.get_by_label("API key").fill(token)
+    page.get_by_role("button", name="Sign in").click()
+    expect(page.locator("#signed-in")).to_be_visible()
+
+
+def csrf_of(page: Page) -> str:
+    """The CSRF token of the page open in ``page`` (every page has one)."""
+    return page.locator("input[name=csrf_token]").first.get_attribute("value") or ""
+
+
+@pytest.fixture
+def operator(suite: Suite) -> Key:
+    return api_key(suite, "operator")

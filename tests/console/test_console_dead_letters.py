@@ -14,6 +14,7 @@ from cronwave import Client
 from cronwave_core.convert import td_to_duration
 from cronwave_core.rpc import open_channel
 from cronwave_core.suite import Suite
+from tests.console.conftest import Key, csrf_of, sign_in
 from tests.helpers import eventually, fresh
 
 pytestmark = pytest.mark.slow
@@ -35,7 +36,7 @@ def ghost_job_type(suite: Suite) -> str:
 
 
 def test_a_dead_letter_is_listed_and_replayed_from_the_console(
-    suite: Suite, client: Client, page: Page
+    suite: Suite, client: Client, page: Page, operator: Key
 ) -> None:
     # Given a run that was dead-lettered: no worker runs its job type
     schedule_id = fresh("console-dlq")
@@ -45,7 +46,8 @@ def test_a_dead_letter_is_listed_and_replayed_from_the_console(
         lambda: client.get_run(run_id).state == "DEAD_LETTERED", timeout=30, what="dead-lettered"
     )
 
-    # When the operator opens the dead letters and replays it
+    # When an operator signs in, opens the dead letters and replays it
+    sign_in(page, suite.console_url, operator.token)
     page.goto(f"{suite.console_url}dead-letters")
     row = page.locator("#dead-letters tr", has_text=run_id)
     expect(row).to_contain_text("unknown_job_type")
@@ -58,14 +60,15 @@ def test_a_dead_letter_is_listed_and_replayed_from_the_console(
 
 
 def test_replaying_a_run_that_is_not_dead_lettered_says_why(
-    suite: Suite, client: Client, page: Page
+    suite: Suite, client: Client, page: Page, operator: Key
 ) -> None:
-    # Given a run that succeeded, and the page token of an operator's browser
+    # Given a run that succeeded, and the page token of a signed-in operator's browser
     schedule_id = fresh("console-ok")
     client.create_schedule(schedule_id, cron="0 2 * * *", job_type="cronwave.noop")
     run = client.wait_run(client.trigger(schedule_id).run_id, timeout=timedelta(seconds=30))
+    sign_in(page, suite.console_url, operator.token)
     page.goto(f"{suite.console_url}schedules/{schedule_id}")
-    token = page.locator("input[name=csrf_token]").first.get_attribute("value") or ""
+    token = csrf_of(page)
     # When a replay of it is posted
     response = page.request.post(
         f"{suite.console_url}dead-letters/{run.run_id}/replay", form={"csrf_token": token}

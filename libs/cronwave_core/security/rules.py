@@ -91,7 +91,7 @@ RULES: Mapping[str, Rule] = {
     f"/{STORE}/Heartbeat": _rule("worker"),
     f"/{STORE}/CompleteRuns": _rule("worker"),
     f"/{STORE}/ReleaseRun": _rule("worker"),
-    f"/{STORE}/CancelRun": _rule("cron-planner", "console", role=_OPERATE),
+    f"/{STORE}/CancelRun": _rule("cron-planner", role=_OPERATE),
     f"/{STORE}/DeadLetterRun": _rule("worker"),
     f"/{STORE}/ListDeadLetters": _rule("console", role=_VIEW),
     f"/{STORE}/ReplayDeadLetter": _rule(role=_OPERATE),
@@ -112,7 +112,7 @@ RULES: Mapping[str, Rule] = {
     f"/{KEYS}/AuthenticateApiKey": _rule(*_READERS),
     # dispatcher: only a planner starts scheduled fires; a person triggers
     f"/{DISPATCHER}/StartRuns": _rule("cron-planner"),
-    f"/{DISPATCHER}/TriggerRun": _rule("console", role=_OPERATE),
+    f"/{DISPATCHER}/TriggerRun": _rule(role=_OPERATE),
     # cron-planner
     f"/{PLANNER}/GetPlannerStatus": _rule("console", role=_VIEW),
     f"/{PLANNER}/PreviewFireTimes": _rule("console", role=_VIEW),

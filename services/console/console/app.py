@@ -20,10 +20,12 @@ from starlette.responses import HTMLResponse, PlainTextResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from console import actions, pages
+from console import actions, pages, sign_in
 from console.backend import Backend
 from console.guard import COOKIE, Guard
 from console.metrics import REQUESTS
+from console.sessions import COOKIE as SESSION_COOKIE
+from console.sessions import Session, Sessions
 from console.slots import human
 from console.traces import SpanRuns
 from cronwave_core.errors import InvalidArgument, NotFound, Unavailable
@@ -36,27 +38,43 @@ HERE = Path(__file__).parent
 
 @dataclass(frozen=True)
 class Console:
-    """What every page needs: the suite, the spans, the guard and the settings."""
+    """What every page needs: the suite, the spans, the guard, the sessions and the
+    settings."""
 
     backend: Backend
     spans: SpanRuns
     guard: Guard
+    sessions: Sessions
     slots: int
     late_after: timedelta
     jaeger_url: str | None
     templates: Environment
 
+    def user(self, request: Request) -> Session | None:
+        """The person signed in on this browser, or None."""
+        return self.sessions.get(request.cookies.get(SESSION_COOKIE))
+
+    def may_change(self, user: Session | None) -> bool:
+        """Whether a page shows its buttons: to operators and admins, or to everyone
+        where the suite authenticates nobody (``CRONWAVE_INSECURE=1``)."""
+        return not self.backend.authenticates or (user is not None and user.may_change)
+
     def render(
         self, request: Request, template: str, status: int = 200, **context: Any
     ) -> HTMLResponse:
-        """``template`` with ``context``, the caller's role and a CSRF token bound to
+        """``template`` with ``context``, who is signed in and a CSRF token bound to
         the console cookie (set here when the browser has none)."""
         nonce = request.cookies.get(COOKIE)
         fresh = not nonce
         nonce = nonce or self.guard.new_nonce()
+        user = self.user(request)
+        authenticates = self.backend.authenticates
         page = self.templates.get_template(template).render(
             request=request,
-            role=self.guard.role_of(request),
+            user=user,
+            role=user.role if user else ("viewer" if authenticates else "insecure"),
+            may_change=self.may_change(user),
+            authenticates=authenticates,
             csrf=self.guard.token(nonce),
             jaeger_url=self.jaeger_url,
             **context,
@@ -117,11 +135,21 @@ def build_app(
     spans: SpanRuns,
     guard: Guard,
     *,
+    sessions: Sessions | None = None,
     slots: int = 24,
     late_after: timedelta = timedelta(seconds=5),
     jaeger_url: str | None = None,
 ) -> Starlette:
-    console = Console(backend, spans, guard, slots, late_after, jaeger_url, _environment())
+    console = Console(
+        backend,
+        spans,
+        guard,
+        sessions or Sessions(),
+        slots,
+        late_after,
+        jaeger_url,
+        _environment(),
+    )
 
     def bound(handler: Any) -> Any:
         def endpoint(request: Request) -> Response:
@@ -146,6 +174,9 @@ def build_app(
 
     routes = [
         Route("/", bound(pages.schedules)),
+        Route("/sign-in", bound(sign_in.sign_in_page)),
+        Route("/sign-in", post(sign_in.sign_in), methods=["POST"]),
+        Route("/sign-out", post(sign_in.sign_out), methods=["POST"]),
         Route("/schedules/{schedule_id:path}/pause", post(actions.pause), methods=["POST"]),
         Route("/schedules/{schedule_id:path}/resume", post(actions.resume), methods=["POST"]),
         Route("/schedules/{schedule_id:path}/trigger", post(actions.trigger), methods=["POST"]),

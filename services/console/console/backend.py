@@ -1,16 +1,26 @@
 """What the console asks of the suite, over gRPC: the SDK ``Client`` for schedules,
 runs, events, the lease and previews, a store stub for dead letters, and the health
 service of each process. Every call has the client's deadline; every failure is a
-``CronwaveError`` (``Unavailable`` naming the service that did not answer)."""
+``CronwaveError`` (``Unavailable`` naming the service that did not answer).
+
+Reads are made as the console itself (its service certificate, ``console``). A
+change is made as the person who asks for it: over channels opened for that one
+change, with the console's certificate for TLS and the person's API key as the
+bearer token, so the store and the dispatcher authorise it by that person's role and
+record that person as its author. The console's own identity may make no change."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+import dataclasses
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 import grpc
+from cronwave_proto.v1 import api_key_service_pb2 as keys_pb
+from cronwave_proto.v1 import api_key_service_pb2_grpc as keys_grpc
 from cronwave_proto.v1 import workflow_store_service_pb2 as store_pb
 from cronwave_proto.v1 import workflow_store_service_pb2_grpc as store_grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
@@ -18,7 +28,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from cronwave import Client, DeadlineBreach, Lease, Run, RunEvent, Schedule
 from cronwave_core.errors import CronwaveError, RunNotFound, Unavailable
 from cronwave_core.rpc import error_from_rpc, open_channel
-from cronwave_core.settings import NetworkSettings
+from cronwave_core.settings import NetworkSettings, TlsSettings
 
 Resp = TypeVar("Resp")
 
@@ -47,6 +57,15 @@ class DeadLetter:
 
 
 @dataclass(frozen=True)
+class KeyHolder:
+    """Whom a valid API key names: ``name``, ``role`` and the key's id."""
+
+    name: str
+    role: str
+    key_id: str
+
+
+@dataclass(frozen=True)
 class Health:
     """One process's answer to its health check: ``SERVING``, another status, or why
     it gave none."""
@@ -67,16 +86,40 @@ def _when(msg: Any, name: str) -> datetime | None:
 class Backend:
     """The suite as the console sees it; ``close`` closes every channel."""
 
-    def __init__(self, network: NetworkSettings) -> None:
+    def __init__(self, network: NetworkSettings, tls: TlsSettings | None = None) -> None:
         self.network = network
-        self.client = Client.from_settings(network)
+        self.tls = tls or TlsSettings.from_env()
+        self.client = Client.from_settings(network, self.tls)
         self._channels: dict[str, grpc.Channel] = {}
-        self._store = store_grpc.WorkflowStoreServiceStub(self._channel(network.store_addr))
+        store = self._channel(network.store_addr)
+        self._store = store_grpc.WorkflowStoreServiceStub(store)
+        self._keys = keys_grpc.ApiKeyServiceStub(store)
+
+    @property
+    def authenticates(self) -> bool:
+        """Whether the suite authenticates callers (not ``CRONWAVE_INSECURE=1``)."""
+        return not self.tls.insecure
 
     def _channel(self, address: str) -> grpc.Channel:
         if address not in self._channels:
-            self._channels[address] = open_channel(address, self.network.rpc_timeout, traced=False)
+            self._channels[address] = open_channel(
+                address, self.network.rpc_timeout, traced=False, tls=self.tls
+            )
         return self._channels[address]
+
+    @contextlib.contextmanager
+    def _as_user(self, token: str) -> Iterator[tuple[Client, store_grpc.WorkflowStoreServiceStub]]:
+        """A client and a store stub that call with the console's certificate and
+        ``token`` as the bearer token, closed when the block ends."""
+        tls = dataclasses.replace(self.tls, token=token)
+        channel = open_channel(
+            self.network.store_addr, self.network.rpc_timeout, traced=False, tls=tls
+        )
+        try:
+            with Client.from_settings(self.network, tls) as client:
+                yield client, store_grpc.WorkflowStoreServiceStub(channel)
+        finally:
+            channel.close()
 
     def close(self) -> None:
         self.client.close()
@@ -92,6 +135,16 @@ class Backend:
                     f"workflow-store at {self.network.store_addr} did not answer"
                 ) from exc
             raise error_from_rpc(exc) from exc
+
+    def authenticate(self, token: str) -> KeyHolder | None:
+        """Whom ``token`` names, asked of the store (as the console), or None for a
+        key that is unknown, revoked or malformed."""
+        resp = self._call(
+            self._keys.AuthenticateApiKey, keys_pb.AuthenticateApiKeyRequest(token=token)
+        )
+        if not resp.valid:
+            return None
+        return KeyHolder(resp.key.name, resp.key.role, resp.key.key_id)
 
     # reads ---------------------------------------------------------------------
     def schedules(self) -> list[Schedule]:
@@ -155,21 +208,25 @@ class Backend:
             out.append(Health(name, address, status))
         return out
 
-    # operator actions ------------------------------------------------------------
-    def pause(self, schedule_id: str, note: str) -> Schedule:
-        return self.client.pause_schedule(schedule_id, note=note)
+    # changes, each as the person who makes it (``token``: their API key) ---------
+    def pause(self, token: str, schedule_id: str, note: str) -> Schedule:
+        with self._as_user(token) as (client, _):
+            return client.pause_schedule(schedule_id, note=note)
 
-    def resume(self, schedule_id: str, note: str) -> Schedule:
-        return self.client.resume_schedule(schedule_id, note=note)
+    def resume(self, token: str, schedule_id: str, note: str) -> Schedule:
+        with self._as_user(token) as (client, _):
+            return client.resume_schedule(schedule_id, note=note)
 
-    def trigger(self, schedule_id: str) -> Run:
-        return self.client.trigger(schedule_id)
+    def trigger(self, token: str, schedule_id: str) -> Run:
+        with self._as_user(token) as (client, _):
+            return client.trigger(schedule_id)
 
-    def replay(self, run_id: str) -> Run:
+    def replay(self, token: str, run_id: str) -> Run:
         """Replay a dead-lettered run; ``RunNotFound`` when the store has no such run."""
-        resp = self._call(
-            self._store.ReplayDeadLetter, store_pb.ReplayDeadLetterRequest(run_id=run_id)
-        )
+        with self._as_user(token) as (_, store):
+            resp = self._call(
+                store.ReplayDeadLetter, store_pb.ReplayDeadLetterRequest(run_id=run_id)
+            )
         if not resp.run.run_id:
             raise RunNotFound(run_id)
         return Run.from_proto(resp.run)

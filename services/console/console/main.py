@@ -5,6 +5,10 @@ Reads its settings once (``ConsoleSettings``, ``NetworkSettings``, ``ProcessSett
 ``cannot listen on ADDRESS`` and the suite starts it again on another -- and serves the
 application with uvicorn, which on SIGTERM stops taking connections, lets the requests
 in progress finish, and exits 0.
+
+Where the suite authenticates nobody (``CRONWAVE_INSECURE=1``) the console, like every
+service then, refuses to listen on anything but loopback: there, whoever reaches it
+may change things (see ``console.actions``).
 """
 
 from __future__ import annotations
@@ -20,12 +24,15 @@ from console.backend import Backend
 from console.guard import Guard
 from console.traces import SpanRuns
 from cronwave_core.console_settings import ConsoleSettings
+from cronwave_core.errors import ConfigurationError
 from cronwave_core.metrics import serve_metrics
+from cronwave_core.security.tls import check_bind
 from cronwave_core.settings import (
     MetricsSettings,
     NetworkSettings,
     ProcessSettings,
     TelemetrySettings,
+    TlsSettings,
 )
 from cronwave_waterfall import JaegerQuery
 
@@ -55,17 +62,23 @@ def main() -> None:
     network = NetworkSettings.from_env()
     process = ProcessSettings.from_env()
     metrics = MetricsSettings.from_env()
-    host = settings.console_addr.rpartition(":")[0].strip("[]")
+    tls = TlsSettings.from_env()
+    if tls.insecure:
+        try:
+            check_bind(settings.console_addr, "console")
+        except ConfigurationError as exc:
+            log.error("%s", exc)
+            sys.exit(1)
     sock = listen(settings.console_addr)
     metrics_server = serve_metrics(metrics.metrics_addr) if metrics.metrics_addr else None
-    backend = Backend(network)
+    backend = Backend(network, tls)
     jaeger = None
     if settings.jaeger_url and TelemetrySettings.from_env().otlp_endpoint:
         jaeger = JaegerQuery.from_url(settings.jaeger_url)
     app = build_app(
         backend,
         SpanRuns(process.data_dir / "spans", jaeger),
-        Guard(host),
+        Guard(),
         slots=settings.console_slots,
         late_after=settings.console_late_after,
         jaeger_url=settings.jaeger_url,
@@ -75,7 +88,8 @@ def main() -> None:
         log_level="warning",
         timeout_graceful_shutdown=max(1, int(process.grace.total_seconds())),
     )
-    log.info("console on http://%s/ (%s)", settings.console_addr, Guard(host).role_of())
+    how = "changes by signed-in people" if backend.authenticates else "insecure: no sign-in"
+    log.info("console on http://%s/ (%s)", settings.console_addr, how)
     try:
         uvicorn.Server(config).run(sockets=[sock])
     finally:
