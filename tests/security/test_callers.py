@@ -286,9 +286,11 @@ def test_a_run_a_person_triggers_is_audited_as_theirs(suite: Suite) -> None:
         )
     # Then the store's audit row names the operator, relayed by the dispatcher
     with channel(suite.store_addr, "local-admin") as admin:
-        events = store_grpc.WorkflowStoreServiceStub(admin).ListAuditEvents(
-            store_pb.ListAuditEventsRequest(schedule_id=schedule_id), timeout=10
-        ).events
+        events = (
+            store_grpc.WorkflowStoreServiceStub(admin)
+            .ListAuditEvents(store_pb.ListAuditEventsRequest(schedule_id=schedule_id), timeout=10)
+            .events
+        )
     by_rpc = {event.rpc: event.actor for event in events}
     assert by_rpc["CreateSchedule"] == "user:local-admin"
     assert by_rpc["RecordRuns"] == "user:otto via service:dispatcher", by_rpc
