@@ -120,7 +120,7 @@ def test_a_bad_breach_listing_is_refused_naming_the_field(
         (store_pb.ListDeadlineBreachesRequest(before_id=-5), "before_id: must not be negative"),
         (
             store_pb.ListDeadlineBreachesRequest(schedule_id="a\x00b"),
-            "schedule_id: must not contain control",
+            "schedule_id: must use only ASCII letters, digits and . _ - : @ / + = # (found U+0000",
         ),
     ):
         error = refused(lambda r=request: cluster.store.ListDeadlineBreaches(r, timeout=10))
