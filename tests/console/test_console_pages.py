@@ -62,6 +62,15 @@ def test_pause_and_resume_from_the_console_change_the_schedule(
     expect(page.locator("#schedule-state")).to_have_text("active")
     assert client.get_schedule(schedule_id).paused is False
 
+    # And the schedule's audit trail names the operator for both, the pause's note too
+    page.reload()
+    rows = page.locator("#audit tr.audit")
+    expect(rows.first).to_have_attribute("data-rpc", "ResumeSchedule")
+    expect(rows.nth(1)).to_have_attribute("data-rpc", "PauseSchedule")
+    for i in (0, 1):
+        expect(rows.nth(i).locator(".actor")).to_have_text(f"user:{operator.name}")
+    expect(rows.nth(1)).to_contain_text("audit week")
+
     # And the console's metrics count the two changes
     metrics = suite.procs["console"].metrics_address
     with urllib.request.urlopen(f"http://{metrics}/metrics", timeout=10) as resp:

@@ -15,6 +15,7 @@ call runs as ``identity.INSECURE``, and a method without a rule is still refused
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
@@ -38,10 +39,13 @@ from cronwave_core.security.identity import (
 KeyCheck = Callable[[str], Identity | None]
 
 
-def certificate_identity(auth: Mapping[str, Any]) -> Identity | None:
-    """The identity in a verified client certificate's URIs (gRPC's auth context),
-    or None when it names none we know."""
-    uris = [u.decode() for u in auth.get("peer_uri", ()) if isinstance(u, bytes)]
+@functools.lru_cache(maxsize=1024)
+def certificate_identity(names: tuple[bytes, ...]) -> Identity | None:
+    """The identity in a verified client certificate's subject alternative names
+    (``ServicerContext.peer_identities()``: its URIs, DNS names and IPs), or None when
+    it names none we know. Cached by the names: the same certificate, the same
+    identity."""
+    uris = [n.decode(errors="replace") for n in names if n.startswith((b"spiffe:", b"urn:"))]
     role = next((u[len(ROLE_URN_PREFIX) :] for u in uris if u.startswith(ROLE_URN_PREFIX)), None)
     for uri in uris:
         if not uri.startswith(SPIFFE_PREFIX):
@@ -110,7 +114,7 @@ class AuthInterceptor(grpc.ServerInterceptor):
                     "(`cronwave auth list-keys` shows the keys)"
                 )
             return identity
-        identity = certificate_identity(context.auth_context())
+        identity = certificate_identity(tuple(context.peer_identities() or ()))
         if identity is not None and identity.kind == "service" and identity.name in RELAYS:
             relayed = _metadata(context.invocation_metadata(), ON_BEHALF_OF)
             if relayed:

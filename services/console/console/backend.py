@@ -25,7 +25,7 @@ from cronwave_proto.v1 import workflow_store_service_pb2 as store_pb
 from cronwave_proto.v1 import workflow_store_service_pb2_grpc as store_grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from cronwave import Client, DeadlineBreach, Lease, Run, RunEvent, Schedule
+from cronwave import AuditEvent, Client, DeadlineBreach, Lease, Run, RunEvent, Schedule
 from cronwave_core.errors import CronwaveError, RunNotFound, Unavailable
 from cronwave_core.rpc import error_from_rpc, open_channel
 from cronwave_core.settings import NetworkSettings, TlsSettings
@@ -163,6 +163,10 @@ class Backend:
 
     def events(self, run_id: str) -> list[RunEvent]:
         return self.client.run_events(run_id)
+
+    def audit(self, schedule_id: str, limit: int = 50) -> list[AuditEvent]:
+        """The schedule's audit trail, newest first: who changed, paused, triggered it."""
+        return self.client.audit_events(schedule_id, limit=limit)
 
     def deadline_history(self, schedule_id: str | None, limit: int = 50) -> list[DeadlineBreach]:
         """Deadline breaches, newest first: of one schedule, or of all (None)."""

@@ -87,6 +87,7 @@ def schedule(console: Console, request: Request) -> Response:
         dst_days=dst_days,
         dst_policy={d.day: f"{d.change}, {d.policy}" for d in dst_days},
         deadlines=[(b, deadline_reason(b)) for b in deadlines],
+        audit=console.backend.audit(schedule_id),
         next_fire=_next_fire(found, now),
         now=now,
     )
