@@ -231,3 +231,13 @@ def test_the_image_runs_as_a_non_root_user() -> None:
     users = [line.split()[1] for line in lines if line.startswith("USER ")]
     assert users, "the image sets no USER"
     assert users[-1].split(":")[0] not in {"0", "root"}
+
+
+@pytest.mark.parametrize("name", sorted(SERVICES))
+def test_no_probe_needs_grpc_without_a_certificate(name: str) -> None:
+    """Kubernetes' gRPC probe cannot present a client certificate, which every
+    service requires: probes ask the process's HTTP endpoint instead."""
+    for container in deployments()[name]["spec"]["template"]["spec"]["containers"]:
+        for probe in ("readinessProbe", "livenessProbe"):
+            assert "grpc" not in container.get(probe, {}), (name, probe)
+            assert "httpGet" in container[probe], (name, probe)
