@@ -26,6 +26,18 @@ class _CallDetails(
     pass
 
 
+def _changed(details: Any, **fields: Any) -> _CallDetails:
+    """``details`` with ``fields`` (``timeout``, ``metadata``) replaced."""
+    return _CallDetails(
+        details.method,
+        fields.get("timeout", details.timeout),
+        fields.get("metadata", details.metadata),
+        details.credentials,
+        getattr(details, "wait_for_ready", None),
+        getattr(details, "compression", None),
+    )
+
+
 class DeadlineInterceptor(
     grpc.UnaryUnaryClientInterceptor,
     grpc.UnaryStreamClientInterceptor,
@@ -39,14 +51,7 @@ class DeadlineInterceptor(
     def _details(self, details: Any) -> Any:
         if details.timeout is not None:
             return details
-        return _CallDetails(
-            details.method,
-            self._timeout,
-            details.metadata,
-            details.credentials,
-            getattr(details, "wait_for_ready", None),
-            getattr(details, "compression", None),
-        )
+        return _changed(details, timeout=self._timeout)
 
     def intercept_unary_unary(
         self, continuation: Callable[..., Any], details: Any, request: Any
@@ -70,14 +75,7 @@ class RelayInterceptor(grpc.UnaryUnaryClientInterceptor, grpc.UnaryStreamClientI
         if not requester:
             return details
         metadata = [*(details.metadata or ()), (identity.ON_BEHALF_OF, requester)]
-        return _CallDetails(
-            details.method,
-            details.timeout,
-            metadata,
-            details.credentials,
-            getattr(details, "wait_for_ready", None),
-            getattr(details, "compression", None),
-        )
+        return _changed(details, metadata=metadata)
 
     def intercept_unary_unary(
         self, continuation: Callable[..., Any], details: Any, request: Any

@@ -216,7 +216,3 @@ def ensure_pki(tls_dir: Path) -> Path:
         key, cert = ca.issue(client_uri(CLIENT), CLIENT)
         ca.write(CLIENT, key, cert)
     return ca.dir
-
-
-def identity_files(tls_dir: Path, stem: str) -> CertFiles:
-    return CertFiles(tls_dir / f"{stem}.pem", tls_dir / f"{stem}-key.pem", tls_dir / "ca.pem")

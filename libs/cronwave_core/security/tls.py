@@ -133,14 +133,6 @@ def _credentials(pem: Pem, token: str) -> Any:
     return creds
 
 
-def channel_credentials(ca: Path, cert: Path, key: Path, token: str = "") -> Any:
-    """Credentials of a new channel: this identity's certificate (as the files are
-    now), the CA to verify the server with, and ``token`` as a bearer token on every
-    call when given."""
-    pem, _ = _files(ca, cert, key).current(time.monotonic())
-    return _credentials(pem, token)
-
-
 #: How long a channel replaced after its files changed keeps serving the calls (and
 #: streams) begun on it before it is closed.
 _RETIRE_SECONDS = 60.0
