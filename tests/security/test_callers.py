@@ -232,6 +232,16 @@ def test_a_forged_fencing_token_over_a_planners_connection_is_still_refused(
         store_grpc.WorkflowStoreServiceStub(admin).CreateSchedule(
             store_pb.CreateScheduleRequest(schedule=schedule(fresh("fenced"))), timeout=10
         )
+    # A token past the newest issued: wait until the suite's planner holds its lease,
+    # so the scope has tokens and the forged one is beyond them
+    with channel(suite.leader_addr, "cron-planner") as as_planner:
+        leader = leader_grpc.LeaderElectionServiceStub(as_planner)
+        observe = leader_pb.ObserveRequest(scope="planner")
+        lease = eventually(
+            lambda: leader.Observe(observe, timeout=10).lease.fencing_token or None,
+            what="the planner's lease",
+        )
+    assert lease < 10**12
     with channel(suite.store_addr, "cron-planner") as as_planner:
         store = store_grpc.WorkflowStoreServiceStub(as_planner)
         missed = store_pb.RecordMissedSlotsRequest(
