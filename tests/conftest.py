@@ -11,6 +11,7 @@ a skipped or xfailed test fails the run unless tests/skips_allowed.txt lists it
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import tempfile
@@ -140,11 +141,12 @@ def _pg_admin_url() -> sa.URL:
     return url
 
 
-@pytest.fixture
-def database_url(backend: str, tmp_path: Path) -> Iterator[str]:
-    """A fresh, empty scheduler database for one test."""
+@contextlib.contextmanager
+def scheduler_database(backend: str, directory: Path) -> Iterator[str]:
+    """A fresh, empty scheduler database: a SQLite file in ``directory``, or a
+    PostgreSQL database of its own, dropped at the end."""
     if backend == "sqlite":
-        yield f"sqlite:///{tmp_path / 'cronwave.db'}"
+        yield f"sqlite:///{directory / 'cronwave.db'}"
         return
     admin = _pg_admin_url()
     name = f"cw_test_{uuid.uuid4().hex[:12]}"
@@ -157,6 +159,21 @@ def database_url(backend: str, tmp_path: Path) -> Iterator[str]:
         with engine.connect() as conn:
             conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
         engine.dispose()
+
+
+@pytest.fixture
+def database_url(backend: str, tmp_path: Path) -> Iterator[str]:
+    """A fresh, empty scheduler database for one test."""
+    with scheduler_database(backend, tmp_path) as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def module_database_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A fresh scheduler database that a module's tests share, on the production
+    backend (PostgreSQL when it is configured)."""
+    with scheduler_database(BACKENDS[-1], tmp_path_factory.mktemp("db")) as url:
+        yield url
 
 
 @pytest.fixture

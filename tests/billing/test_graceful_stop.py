@@ -7,8 +7,8 @@ Real processes: workflow-store, payment-gateway, dispatcher, two workers, Redis,
 SQLite or PostgreSQL. The billing heartbeat timeout is 30 s here, so a resume that
 waited for a lapse would show as a ``requeued heartbeat_lapsed`` event, never as the
 ``released`` one. Trials alternate the stopping worker's isolation (job process,
-thread). ``CRONWAVE_DRILL_TRIALS`` sets how many (default 4), ``CRONWAVE_DRILL_CUSTOMERS``
-the run's size, ``CRONWAVE_TEST_SEED`` replays a drill.
+thread). ``CRONWAVE_DRILL_TRIALS`` sets how many (default 2: one of each),
+``CRONWAVE_DRILL_CUSTOMERS`` the run's size, ``CRONWAVE_TEST_SEED`` replays a drill.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from tests.helpers import eventually
 
 pytestmark = pytest.mark.slow
 
-TRIALS = int(os.environ.get("CRONWAVE_DRILL_TRIALS") or 4)
+TRIALS = int(os.environ.get("CRONWAVE_DRILL_TRIALS") or 2)
 CUSTOMERS = int(os.environ.get("CRONWAVE_DRILL_CUSTOMERS") or 20_000)
 CHARGE_BATCH = 100
 PAYLOAD = {"customers": CUSTOMERS, "charge_batch": CHARGE_BATCH, "invoice_batch": 2_000}

@@ -91,6 +91,13 @@ def suite(make_suite: SuiteFactory) -> Suite:
     return make_suite(console=True, env={**LEASE_ENV, "CRONWAVE_JAEGER_URL": JAEGER_URL})
 
 
+@pytest.fixture(scope="module")
+def shared_console_suite(shared_suite: SuiteFactory) -> Suite:
+    """The same suite, shared by a module's tests that change only what they made
+    (a module overrides ``suite`` with it)."""
+    return shared_suite(console=True, env={**LEASE_ENV, "CRONWAVE_JAEGER_URL": JAEGER_URL})
+
+
 @pytest.fixture
 def client(suite: Suite) -> Iterator[Client]:
     with client_for(suite) as c:

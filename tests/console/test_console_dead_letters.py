@@ -20,6 +20,12 @@ from tests.helpers import eventually, fresh
 pytestmark = pytest.mark.slow
 
 
+@pytest.fixture(scope="module")
+def suite(shared_console_suite: Suite) -> Suite:
+    """One console suite for this module: its tests change only what they made."""
+    return shared_console_suite
+
+
 def ghost_job_type(suite: Suite) -> str:
     """A job type the store knows and no worker runs: its runs are dead-lettered."""
     name = fresh("drill.ghost")

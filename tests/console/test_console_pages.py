@@ -19,6 +19,12 @@ from tests.helpers import eventually, fresh
 pytestmark = pytest.mark.slow
 
 
+@pytest.fixture(scope="module")
+def suite(shared_console_suite: Suite) -> Suite:
+    """One console suite for this module: its tests change only what they made."""
+    return shared_console_suite
+
+
 def nightly(client: Client) -> str:
     schedule_id = fresh("console")
     client.create_schedule(

@@ -22,6 +22,12 @@ from tests.helpers import eventually, fresh
 pytestmark = pytest.mark.slow
 
 
+@pytest.fixture(scope="module")
+def suite(shared_console_suite: Suite) -> Suite:
+    """One console suite for this module: its tests change only what they made."""
+    return shared_console_suite
+
+
 def nightly(client: Client) -> str:
     schedule_id = fresh("console-auth")
     client.create_schedule(schedule_id, cron="0 2 * * *", job_type="cronwave.noop")

@@ -1,8 +1,8 @@
-"""100 forced failovers against a 1-second schedule: no slot fired twice, none lost.
+"""Forced failovers (30 in `make test`) against a 1-second schedule: no slot fired twice, none lost.
 
 Three planners; the leader is ended again and again -- a quarter of the time by
 kill -9 (its lease must run out), otherwise by SIGTERM (it stops firing and resigns)
--- and restarted in the background. ``CRONWAVE_TEST_FAILOVERS`` sets the count (100 by
+-- and restarted in the background. ``CRONWAVE_TEST_FAILOVERS`` sets the count (30 by
 default) on the production backend (CI: PostgreSQL); on SQLite, when PostgreSQL is
 configured too, a quarter of it keeps the suite in its budget (the planner's side of
 the guarantee does not depend on the backend; the store's fencing on SQLite is proved
@@ -23,7 +23,7 @@ from tests.conftest import BACKENDS
 
 pytestmark = pytest.mark.slow
 
-FAILOVERS = int(os.environ.get("CRONWAVE_TEST_FAILOVERS", "100"))
+FAILOVERS = int(os.environ.get("CRONWAVE_TEST_FAILOVERS", "30"))
 FAILOVERS_SECOND_BACKEND = max(FAILOVERS // 4, 1)
 
 

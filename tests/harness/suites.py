@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import uuid
 from collections.abc import Callable, Iterator
 from datetime import timedelta
 from pathlib import Path
@@ -62,6 +63,36 @@ def make_suite(
         config = SuiteConfig(
             data_dir=Path(overrides.pop("data_dir", tmp_path / f"suite{len(started)}")),  # type: ignore[arg-type]
             database_url=database_url,
+            redis_url=redis_url,
+            ports={},
+            env=env,
+            grace=timedelta(seconds=2),
+            **overrides,  # type: ignore[arg-type]
+        )
+        suite = TrackedSuite(config, table)
+        started.append(suite)
+        return suite.start()
+
+    yield make
+    table.close(suite.stop for suite in started)
+
+
+@pytest.fixture(scope="module")
+def shared_suite(
+    tmp_path_factory: pytest.TempPathFactory, module_database_url: str, redis_url: str
+) -> Iterator[SuiteFactory]:
+    """``make_suite`` for a module whose tests only read a suite or change what they
+    made themselves (under fresh ids): the suites it starts serve every test of the
+    module (of one pytest worker) and are stopped by pid when the module ends."""
+    table = ProcessTable("shared_suite's processes")
+    started: list[Suite] = []
+    namespace = f"cwt{uuid.uuid4().hex[:10]}"
+
+    def make(**overrides: object) -> Suite:
+        env = {"CRONWAVE_NAMESPACE": namespace, **overrides.pop("env", {})}  # type: ignore[dict-item]
+        config = SuiteConfig(
+            data_dir=tmp_path_factory.mktemp("shared-suite"),
+            database_url=module_database_url,
             redis_url=redis_url,
             ports={},
             env=env,

@@ -5,7 +5,7 @@ keys of each role, and with another service's certificate."""
 from __future__ import annotations
 
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -28,7 +28,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from cronwave_core.convert import dt_to_ts, td_to_duration
 from cronwave_core.security.pki import ensure_pki
 from cronwave_core.suite import Suite
-from tests.harness.suites import SuiteFactory, make_suite  # noqa: F401  (fixture)
+from tests.harness.suites import SuiteFactory
 from tests.harness.tls import channel
 from tests.helpers import eventually, fresh
 
@@ -37,9 +37,10 @@ SERVICES = ("workflow-store", "leader-election", "dispatcher", "worker", "cron-p
 CACHE_TTL = timedelta(seconds=1)
 
 
-@pytest.fixture
-def suite(make_suite: SuiteFactory) -> Iterator[Suite]:  # noqa: F811
-    yield make_suite(env={"CRONWAVE_AUTH_CACHE_TTL": "1s"}, payment_gateway=True)
+@pytest.fixture(scope="module")
+def suite(shared_suite: SuiteFactory) -> Suite:
+    """One suite for the module: each test makes its own keys and schedules."""
+    return shared_suite(env={"CRONWAVE_AUTH_CACHE_TTL": "1s"}, payment_gateway=True)
 
 
 def refused(call: Callable[[], Any]) -> grpc.RpcError:
