@@ -10,6 +10,7 @@ does (it passes on the one its caller set, as any other ``CRONWAVE_*`` variable)
 from __future__ import annotations
 
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -83,8 +84,33 @@ _PORT_KEY = {
 }
 
 
+#: The lowest port a suite picks for itself. Its picks lie between this and the
+#: kernel's ephemeral range, which outgoing connections draw their local ports from: a
+#: port a killed service freed is then free for its restart, not taken meanwhile by the
+#: local end of some connection.
+_LOWEST_OWN_PORT = 10_000
+_EPHEMERAL_RANGE = Path("/proc/sys/net/ipv4/ip_local_port_range")
+_PICKS = 64
+
+
+def _ephemeral_low() -> int:
+    try:
+        return int(_EPHEMERAL_RANGE.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32_768  # Linux's default
+
+
 def free_port() -> int:
-    """A port nobody listens on right now (the kernel's pick)."""
+    """A port nobody uses right now, picked at random below the kernel's ephemeral
+    range (the kernel's own pick when that range leaves no room or none is free)."""
+    highest = _ephemeral_low() - 1
+    for _ in range(_PICKS if highest > _LOWEST_OWN_PORT else 0):
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", random.randint(_LOWEST_OWN_PORT, highest)))
+            except OSError:
+                continue
+            return int(s.getsockname()[1])
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])

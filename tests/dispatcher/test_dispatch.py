@@ -84,22 +84,24 @@ def test_duplicate_start_returns_the_run_and_runs_the_job_once(
     assert cluster.status().runs_started == 1
 
 
-def test_failing_job_ends_failed_with_its_error(cluster: Cluster) -> None:
-    schedule_id = cluster.schedule("cronwave.fail", {"message": "card declined"})
-    started = cluster.start(schedule_id)
-    run = cluster.finished(started.run.run_id)
+def test_failing_job_ends_failed_with_its_error(shared_cluster: Cluster) -> None:
+    schedule_id = shared_cluster.schedule("cronwave.fail", {"message": "card declined"})
+    started = shared_cluster.start(schedule_id)
+    run = shared_cluster.finished(started.run.run_id)
     assert run.state == common_pb2.RUN_STATE_FAILED
     assert run.error == "RequestedFailure: card declined"
-    events = cluster.events_through(run.run_id, "failed")
+    events = shared_cluster.events_through(run.run_id, "failed")
     assert events[-1] == "failed"
 
 
-def test_two_quick_triggers_are_two_runs(cluster: Cluster) -> None:
+def test_two_quick_triggers_are_two_runs(shared_cluster: Cluster) -> None:
     # Given a schedule
-    schedule_id = cluster.schedule("cronwave.noop")
+    schedule_id = shared_cluster.schedule("cronwave.noop")
     # When it is triggered twice in a row
-    first = cluster.dispatcher.TriggerRun(pb.TriggerRunRequest(schedule_id=schedule_id), timeout=10)
-    second = cluster.dispatcher.TriggerRun(
+    first = shared_cluster.dispatcher.TriggerRun(
+        pb.TriggerRunRequest(schedule_id=schedule_id), timeout=10
+    )
+    second = shared_cluster.dispatcher.TriggerRun(
         pb.TriggerRunRequest(schedule_id=schedule_id), timeout=10
     )
     # Then there are two manual runs, at distinct fire times, and both run
@@ -110,18 +112,20 @@ def test_two_quick_triggers_are_two_runs(cluster: Cluster) -> None:
     now = datetime.now(UTC)
     assert now - timedelta(seconds=30) < ts_to_dt(first.run.fire_time) <= now
     for started in (first, second):
-        assert cluster.finished(started.run.run_id).state == common_pb2.RUN_STATE_SUCCEEDED
+        assert shared_cluster.finished(started.run.run_id).state == common_pb2.RUN_STATE_SUCCEEDED
 
 
-def test_a_trigger_answers_with_its_run_whole(cluster: Cluster) -> None:
+def test_a_trigger_answers_with_its_run_whole(shared_cluster: Cluster) -> None:
     # Given a schedule with a payload
-    schedule_id = cluster.schedule("cronwave.noop", {"customer": "c-1"})
+    schedule_id = shared_cluster.schedule("cronwave.noop", {"customer": "c-1"})
     # When it is triggered
-    reply = cluster.dispatcher.TriggerRun(pb.TriggerRunRequest(schedule_id=schedule_id), timeout=10)
+    reply = shared_cluster.dispatcher.TriggerRun(
+        pb.TriggerRunRequest(schedule_id=schedule_id), timeout=10
+    )
     # Then the answer is the new run with its payload, and the run runs
     assert reply.created
     assert json.loads(reply.run.payload_json) == {"customer": "c-1"}
-    assert cluster.finished(reply.run.run_id).state == common_pb2.RUN_STATE_SUCCEEDED
+    assert shared_cluster.finished(reply.run.run_id).state == common_pb2.RUN_STATE_SUCCEEDED
 
 
 @pytest.mark.parametrize(
@@ -132,10 +136,10 @@ def test_a_trigger_answers_with_its_run_whole(cluster: Cluster) -> None:
     ],
 )
 def test_missing_fields_are_refused_by_name(
-    cluster: Cluster, request_fields: dict[str, object], field: str
+    shared_cluster: Cluster, request_fields: dict[str, object], field: str
 ) -> None:
     with pytest.raises(grpc.RpcError) as caught:
-        cluster.dispatcher.StartRuns(
+        shared_cluster.dispatcher.StartRuns(
             pb.StartRunsRequest(starts=[pb.StartRunRequest(**request_fields)]),  # type: ignore[arg-type]
             timeout=10,
         )
@@ -143,9 +147,9 @@ def test_missing_fields_are_refused_by_name(
     assert (caught.value.details() or "").startswith(f"starts[0].{field}:")
 
 
-def test_unknown_schedule_is_not_found_as_the_store_said(cluster: Cluster) -> None:
+def test_unknown_schedule_is_not_found_as_the_store_said(shared_cluster: Cluster) -> None:
     with pytest.raises(grpc.RpcError) as caught:
-        cluster.start("no-such-schedule")
+        shared_cluster.start("no-such-schedule")
     assert caught.value.code() == grpc.StatusCode.NOT_FOUND
     assert "no-such-schedule" in (caught.value.details() or "")
 
@@ -218,11 +222,11 @@ def test_start_runs_answers_each_start_on_its_own(cluster: Cluster) -> None:
     assert fire_times == {day, day + timedelta(hours=1), day + timedelta(hours=3)}
 
 
-def test_a_malformed_start_refuses_the_whole_batch_by_name(cluster: Cluster) -> None:
-    schedule_id = cluster.schedule("cronwave.noop")
+def test_a_malformed_start_refuses_the_whole_batch_by_name(shared_cluster: Cluster) -> None:
+    schedule_id = shared_cluster.schedule("cronwave.noop")
     day = datetime(2024, 6, 1, 2, tzinfo=UTC)
     with pytest.raises(grpc.RpcError) as caught:
-        cluster.dispatcher.StartRuns(
+        shared_cluster.dispatcher.StartRuns(
             pb.StartRunsRequest(
                 starts=[_start_item(schedule_id, day), pb.StartRunRequest(schedule_id="x")]
             ),
@@ -231,7 +235,9 @@ def test_a_malformed_start_refuses_the_whole_batch_by_name(cluster: Cluster) -> 
     assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert caught.value.details() == "starts[1].fire_time: required"
     # nothing was written: not even the well-formed start
-    runs = cluster.store.ListRuns(store_pb.ListRunsRequest(schedule_id=schedule_id), timeout=10)
+    runs = shared_cluster.store.ListRuns(
+        store_pb.ListRunsRequest(schedule_id=schedule_id), timeout=10
+    )
     assert list(runs.runs) == []
 
 

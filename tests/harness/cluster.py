@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
@@ -179,6 +180,18 @@ def running_cluster(
 def cluster(tmp_path: Path, database_url: str, redis_url: str, namespace: str) -> Iterator[Cluster]:
     """workflow-store, dispatcher and worker processes for one test."""
     with running_cluster(tmp_path / "cluster", database_url, redis_url, namespace) as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def shared_cluster(
+    tmp_path_factory: pytest.TempPathFactory, module_database_url: str, redis_url: str
+) -> Iterator[Cluster]:
+    """The same processes, shared by a module's tests that fence with token 1 at most
+    and change only what they made (their own schedules); stopped when it ends."""
+    namespace = f"cwt{uuid.uuid4().hex[:10]}"
+    data_dir = tmp_path_factory.mktemp("cluster")
+    with running_cluster(data_dir, module_database_url, redis_url, namespace) as running:
         yield running
 
 
