@@ -125,13 +125,15 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     """Parametrize the database backend. The exactly-once core (store, spine, failover)
     runs on both; everything else on the production one when it is configured (CI:
     PostgreSQL), else SQLite — which keeps the suite inside its time budget."""
+    folder = Path(str(metafunc.definition.path)).parent.name
+    both = (
+        folder in BOTH_BACKEND_FOLDERS
+        or metafunc.definition.get_closest_marker("both_backends") is not None
+    )
     if "backend" in metafunc.fixturenames:
-        folder = Path(str(metafunc.definition.path)).parent.name
-        both = (
-            folder in BOTH_BACKEND_FOLDERS
-            or metafunc.definition.get_closest_marker("both_backends") is not None
-        )
         metafunc.parametrize("backend", BACKENDS if both else BACKENDS[-1:])
+    if "module_backend" in metafunc.fixturenames:  # a module's shared database
+        metafunc.parametrize("module_backend", BACKENDS if both else BACKENDS[-1:], scope="module")
 
 
 def _pg_admin_url() -> sa.URL:
@@ -169,10 +171,12 @@ def database_url(backend: str, tmp_path: Path) -> Iterator[str]:
 
 
 @pytest.fixture(scope="module")
-def module_database_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """A fresh scheduler database that a module's tests share, on the production
-    backend (PostgreSQL when it is configured)."""
-    with scheduler_database(BACKENDS[-1], tmp_path_factory.mktemp("db")) as url:
+def module_database_url(
+    module_backend: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[str]:
+    """A fresh scheduler database that a module's tests share (per backend, chosen as
+    for ``database_url``)."""
+    with scheduler_database(module_backend, tmp_path_factory.mktemp("db")) as url:
         yield url
 
 

@@ -83,12 +83,20 @@ def shared_suite(
 ) -> Iterator[SuiteFactory]:
     """``make_suite`` for a module whose tests only read a suite or change what they
     made themselves (under fresh ids): the suites it starts serve every test of the
-    module (of one pytest worker) and are stopped by pid when the module ends."""
+    module (of one pytest worker) and are stopped by pid when the module ends. A
+    call with the same settings as an earlier one gets that suite."""
     table = ProcessTable("shared_suite's processes")
     started: list[Suite] = []
+    by_settings: dict[str, Suite] = {}
     namespace = f"cwt{uuid.uuid4().hex[:10]}"
 
     def make(**overrides: object) -> Suite:
+        key = repr(sorted(overrides.items()))
+        if key not in by_settings:
+            by_settings[key] = start(**overrides)
+        return by_settings[key]
+
+    def start(**overrides: object) -> Suite:
         env = {"CRONWAVE_NAMESPACE": namespace, **overrides.pop("env", {})}  # type: ignore[dict-item]
         config = SuiteConfig(
             data_dir=tmp_path_factory.mktemp("shared-suite"),

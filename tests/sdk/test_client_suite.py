@@ -22,8 +22,8 @@ def in_order(kinds: list[str], expected: list[str]) -> bool:
     return all(kind in rest for kind in expected)
 
 
-def test_a_triggered_run_succeeds_once_with_its_history_in_order(make_suite):
-    suite = make_suite()
+def test_a_triggered_run_succeeds_once_with_its_history_in_order(shared_suite):
+    suite = shared_suite()
     sid = fresh("sdk")
     with client_for(suite) as client:
         # Given a schedule of the noop job
@@ -97,8 +97,8 @@ def test_bad_schedules_are_refused_naming_the_field_and_nothing_is_written(make_
             client.trigger(fresh("missing"))
 
 
-def test_duplicate_ids_pause_resume_and_delete(make_suite):
-    suite = make_suite()
+def test_duplicate_ids_pause_resume_and_delete(shared_suite):
+    suite = shared_suite()
     sid = fresh("life")
     with client_for(suite) as client:
         client.create_schedule(sid, cron="*/5 * * * *", job_type="cronwave.noop", paused=True)
@@ -118,8 +118,8 @@ def test_duplicate_ids_pause_resume_and_delete(make_suite):
         assert sid in [s.schedule_id for s in client.list_schedules(include_deleted=True)]
 
 
-def test_a_spec_and_policy_given_whole_come_back_whole(make_suite):
-    suite = make_suite()
+def test_a_spec_and_policy_given_whole_come_back_whole(shared_suite):
+    suite = shared_suite()
     spec = cronwave.Spec(cron=("0 2 * * *",), time_zone="Europe/Berlin", max_runs=3)
     policy = cronwave.Policy(overlap=cronwave.Overlap.BUFFER_ALL, catchup=cronwave.Catchup.ALL)
     with client_for(suite) as client:
@@ -130,8 +130,8 @@ def test_a_spec_and_policy_given_whole_come_back_whole(make_suite):
         assert client.preview(stored.spec, count=2) == client.preview(stored, count=2)
 
 
-def test_wait_run_gives_up_with_wait_timeout_and_the_run_goes_on(make_suite):
-    suite = make_suite()
+def test_wait_run_gives_up_with_wait_timeout_and_the_run_goes_on(shared_suite):
+    suite = shared_suite()
     sid = fresh("slow")
     with client_for(suite) as client:
         client.create_schedule(
@@ -147,8 +147,8 @@ def test_wait_run_gives_up_with_wait_timeout_and_the_run_goes_on(make_suite):
         assert client.wait_run(run.run_id, timeout=WAIT).state == "SUCCEEDED"
 
 
-def test_leader_planner_status_and_preview(make_suite):
-    suite = make_suite()
+def test_leader_planner_status_and_preview(shared_suite):
+    suite = shared_suite()
     with client_for(suite) as client:
 
         def held() -> cronwave.Lease:
