@@ -25,6 +25,7 @@ import sqlalchemy as sa
 
 from cronwave_core.security.pki import ensure_pki
 from tests import skip_guard
+from tests.helpers import fresh_namespace
 
 T = TypeVar("T")
 
@@ -183,7 +184,7 @@ def module_database_url(
 @pytest.fixture
 def namespace() -> str:
     """A Redis key namespace no other test uses."""
-    return f"cwt{uuid.uuid4().hex[:10]}"
+    return fresh_namespace()
 
 
 SEED_VARIABLE = "CRONWAVE_TEST_SEED"

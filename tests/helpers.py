@@ -21,6 +21,11 @@ def fresh(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:10]}"
 
 
+def fresh_namespace() -> str:
+    """A Redis key namespace no other test uses (``CRONWAVE_NAMESPACE``)."""
+    return f"cwt{uuid.uuid4().hex[:10]}"
+
+
 def new_traceparent() -> str:
     """A W3C traceparent of a new sampled trace, as a planner's fire carries."""
     return f"00-{uuid.uuid4().hex}-{uuid.uuid4().hex[:16]}-01"

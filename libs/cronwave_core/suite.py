@@ -9,6 +9,7 @@ does (it passes on the one its caller set, as any other ``CRONWAVE_*`` variable)
 
 from __future__ import annotations
 
+import functools
 import os
 import random
 import signal
@@ -93,6 +94,7 @@ _EPHEMERAL_RANGE = Path("/proc/sys/net/ipv4/ip_local_port_range")
 _PICKS = 64
 
 
+@functools.cache
 def _ephemeral_low() -> int:
     try:
         return int(_EPHEMERAL_RANGE.read_text().split()[0])

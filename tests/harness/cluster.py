@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
@@ -32,7 +31,16 @@ from cronwave_core.suite import Suite, SuiteConfig
 from tests.harness.processes import ProcessTable, job_processes
 from tests.harness.suites import TrackedSuite
 from tests.harness.tls import hop_channel
-from tests.helpers import REPO, eventually, fresh, get_one, issue_tokens, only, stored_spans
+from tests.helpers import (
+    REPO,
+    eventually,
+    fresh,
+    fresh_namespace,
+    get_one,
+    issue_tokens,
+    only,
+    stored_spans,
+)
 
 # The planner scope's fencing tokens the store issues when no leader-election runs.
 TOKENS_ISSUED = 10
@@ -189,8 +197,8 @@ def shared_cluster(
 ) -> Iterator[Cluster]:
     """The same processes, shared by a module's tests that fence with token 1 at most
     and change only what they made (their own schedules); stopped when it ends."""
-    namespace = f"cwt{uuid.uuid4().hex[:10]}"
     data_dir = tmp_path_factory.mktemp("cluster")
+    namespace = fresh_namespace()
     with running_cluster(data_dir, module_database_url, redis_url, namespace) as running:
         yield running
 

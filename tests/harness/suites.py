@@ -7,7 +7,6 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import uuid
 from collections.abc import Callable, Iterator
 from datetime import timedelta
 from pathlib import Path
@@ -16,6 +15,7 @@ import pytest
 
 from cronwave_core.suite import Proc, Suite, SuiteConfig
 from tests.harness.processes import ProcessTable, raise_all, run_all
+from tests.helpers import fresh_namespace
 
 
 class TrackedSuite(Suite):
@@ -49,6 +49,29 @@ class TrackedSuite(Suite):
 SuiteFactory = Callable[..., Suite]
 
 
+def _tracked_suite(
+    table: ProcessTable,
+    data_dir: Path,
+    database_url: str,
+    redis_url: str,
+    namespace: str,
+    overrides: dict[str, object],
+) -> TrackedSuite:
+    """A suite of the tests' settings (free ports, a 2-s grace, its own namespace)
+    with ``overrides``, its processes recorded in ``table``; not started yet."""
+    env = {"CRONWAVE_NAMESPACE": namespace, **overrides.pop("env", {})}  # type: ignore[dict-item]
+    config = SuiteConfig(
+        data_dir=data_dir,
+        database_url=database_url,
+        redis_url=redis_url,
+        ports={},
+        env=env,
+        grace=timedelta(seconds=2),
+        **overrides,  # type: ignore[arg-type]
+    )
+    return TrackedSuite(config, table)
+
+
 @pytest.fixture
 def make_suite(
     tmp_path: Path, database_url: str, redis_url: str, namespace: str
@@ -59,17 +82,8 @@ def make_suite(
     started: list[Suite] = []
 
     def make(**overrides: object) -> Suite:
-        env = {"CRONWAVE_NAMESPACE": namespace, **overrides.pop("env", {})}  # type: ignore[dict-item]
-        config = SuiteConfig(
-            data_dir=Path(overrides.pop("data_dir", tmp_path / f"suite{len(started)}")),  # type: ignore[arg-type]
-            database_url=database_url,
-            redis_url=redis_url,
-            ports={},
-            env=env,
-            grace=timedelta(seconds=2),
-            **overrides,  # type: ignore[arg-type]
-        )
-        suite = TrackedSuite(config, table)
+        data_dir = Path(overrides.pop("data_dir", tmp_path / f"suite{len(started)}"))  # type: ignore[arg-type]
+        suite = _tracked_suite(table, data_dir, database_url, redis_url, namespace, overrides)
         started.append(suite)
         return suite.start()
 
@@ -82,37 +96,28 @@ def shared_suite(
     tmp_path_factory: pytest.TempPathFactory, module_database_url: str, redis_url: str
 ) -> Iterator[SuiteFactory]:
     """``make_suite`` for a module whose tests only read a suite or change what they
-    made themselves (under fresh ids): the suites it starts serve every test of the
-    module (of one pytest worker) and are stopped by pid when the module ends. A
-    call with the same settings as an earlier one gets that suite."""
+    made themselves (under fresh ids): the module's first call starts the suite, and
+    every later call with the same settings gets it (of one pytest worker); it is
+    stopped by pid when the module ends. One suite per module: its database is the
+    module's, so other settings are refused."""
     table = ProcessTable("shared_suite's processes")
-    started: list[Suite] = []
-    by_settings: dict[str, Suite] = {}
-    namespace = f"cwt{uuid.uuid4().hex[:10]}"
+    shared: dict[str, Suite] = {}  # the settings' repr -> the suite, at most one
 
     def make(**overrides: object) -> Suite:
-        key = repr(sorted(overrides.items()))
-        if key not in by_settings:
-            by_settings[key] = start(**overrides)
-        return by_settings[key]
-
-    def start(**overrides: object) -> Suite:
-        env = {"CRONWAVE_NAMESPACE": namespace, **overrides.pop("env", {})}  # type: ignore[dict-item]
-        config = SuiteConfig(
-            data_dir=tmp_path_factory.mktemp("shared-suite"),
-            database_url=module_database_url,
-            redis_url=redis_url,
-            ports={},
-            env=env,
-            grace=timedelta(seconds=2),
-            **overrides,  # type: ignore[arg-type]
-        )
-        suite = TrackedSuite(config, table)
-        started.append(suite)
-        return suite.start()
+        settings = repr(sorted(overrides.items()))
+        if not shared:
+            data_dir = tmp_path_factory.mktemp("shared-suite")
+            suite = _tracked_suite(
+                table, data_dir, module_database_url, redis_url, fresh_namespace(), overrides
+            )
+            shared[settings] = suite
+            suite.start()
+        if settings not in shared:
+            raise AssertionError(f"shared_suite already serves {next(iter(shared))}")
+        return shared[settings]
 
     yield make
-    table.close(suite.stop for suite in started)
+    table.close(suite.stop for suite in shared.values())
 
 
 @pytest.fixture
