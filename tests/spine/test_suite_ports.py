@@ -15,7 +15,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from cronwave_core.errors import Unavailable
 from cronwave_core.security.tls import CredentialFiles, server_credentials
-from cronwave_core.suite import Suite, SuiteConfig, wait_healthy
+from cronwave_core.suite import Suite, SuiteConfig, free_port, wait_healthy
 from tests.harness.tls import as_identity
 
 
@@ -73,3 +73,16 @@ def test_a_server_of_another_service_on_the_port_is_not_taken_for_healthy() -> N
             wait_healthy(address, timedelta(seconds=1), "cronwave.v1.DispatcherService")
     finally:
         server.stop(0)
+
+
+def test_a_suites_ports_lie_below_the_range_outgoing_connections_draw_from() -> None:
+    # Given the kernel's ephemeral range, from which connections take their local ports
+    low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    # When a suite picks ports for its services
+    picks = [free_port() for _ in range(50)]
+    # Then each lies below that range (a killed service's port is not taken meanwhile by
+    # a connection's local end) and can be bound
+    assert all(10_000 <= port < low for port in picks), picks
+    for port in picks[:5]:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", port))
