@@ -54,6 +54,26 @@ def read_stat(pid: int) -> ProcStat | None:
     return ProcStat(pid, fields[0], int(fields[1]), int(fields[2]), int(fields[19]))
 
 
+def group_stopped(pgid: int) -> bool:
+    """Whether every thread of every live process of group ``pgid`` is stopped (state
+    ``T``, or ``t`` under a tracer): a pause that holds, not one that is only asked for.
+    A group with no live member is not stopped."""
+    members = [stat.pid for stat in process_list().values() if stat.pgrp == pgid and stat.running]
+    states = []
+    for pid in members:
+        try:
+            tids = os.listdir(f"/proc/{pid}/task")
+        except OSError:
+            continue
+        for tid in tids:
+            try:
+                text = Path(f"/proc/{pid}/task/{tid}/stat").read_text()
+            except OSError:
+                continue
+            states.append(text[text.rindex(")") + 2])
+    return bool(states) and all(state in "Tt" for state in states)
+
+
 def process_list() -> dict[int, ProcStat]:
     """Every process of the machine now."""
     table = {}
