@@ -28,7 +28,7 @@ from cronwave_core.convert import dt_to_ts
 from cronwave_core.queueing import make_broker
 from cronwave_core.settings import RedisSettings
 from cronwave_core.suite import Suite, SuiteConfig
-from tests.harness.processes import ProcessTable, job_processes
+from tests.harness.processes import ProcessTable, group_stopped, job_processes
 from tests.harness.suites import TrackedSuite
 from tests.harness.tls import hop_channel
 from tests.helpers import (
@@ -282,6 +282,10 @@ class Rig(Cluster):
         """Signal a worker and its job processes (its process group), as a paused VM
         or container would pause them all."""
         os.killpg(self.suite.procs[proc_name].pid, sig)
+
+    def group_stopped(self, proc_name: str) -> bool:
+        """Whether every thread of a worker and of its job processes is stopped."""
+        return group_stopped(self.suite.procs[proc_name].pid)
 
 
 def new_suite(

@@ -44,9 +44,11 @@ class ProcStat:
         return self.state not in ("Z", "X")
 
 
-def read_stat(pid: int) -> ProcStat | None:
+def read_stat(pid: int, thread: int | None = None) -> ProcStat | None:
+    """The process's line, or one of its threads' (``/proc/<pid>/task/<thread>``)."""
+    path = f"/proc/{pid}/stat" if thread is None else f"/proc/{pid}/task/{thread}/stat"
     try:
-        text = Path(f"/proc/{pid}/stat").read_text()
+        text = Path(path).read_text()
     except OSError:
         return None
     # The command name is in parentheses and may itself hold spaces or parentheses.
@@ -61,16 +63,9 @@ def group_stopped(pgid: int) -> bool:
     members = [stat.pid for stat in process_list().values() if stat.pgrp == pgid and stat.running]
     states = []
     for pid in members:
-        try:
-            tids = os.listdir(f"/proc/{pid}/task")
-        except OSError:
-            continue
-        for tid in tids:
-            try:
-                text = Path(f"/proc/{pid}/task/{tid}/stat").read_text()
-            except OSError:
-                continue
-            states.append(text[text.rindex(")") + 2])
+        with contextlib.suppress(OSError):  # gone meanwhile
+            threads = [read_stat(pid, int(tid)) for tid in os.listdir(f"/proc/{pid}/task")]
+            states += [stat.state for stat in threads if stat is not None]
     return bool(states) and all(state in "Tt" for state in states)
 
 

@@ -13,7 +13,6 @@ import signal
 import pytest
 
 from tests.harness.cluster import MakeRig, Rig
-from tests.harness.processes import group_stopped
 from tests.helpers import eventually
 from tests.reliability.jobs import HEARTBEAT_TIMEOUT
 from tests.reliability.support import events_of
@@ -36,7 +35,7 @@ def paused_worker(rig: Rig) -> str:
         names = [n for n in rig.suite.procs if n.startswith("worker")]
         found = [n for n in names if "stopping this worker before completing" in rig.log(n)]
         assert found, "no worker has stopped yet"
-        assert group_stopped(rig.suite.procs[found[0]].pid), f"{found[0]} is not stopped yet"
+        assert rig.group_stopped(found[0]), f"{found[0]} is not stopped yet"
         return found[0]
 
     return eventually(stopped, timeout=30, what="attempt 1's worker stopped before completing")
@@ -62,7 +61,7 @@ def test_a_paused_attempts_completion_is_refused_while_its_successor_runs(
 
     eventually(successor_running, timeout=TAKEOVER, what="attempt 2 running past attempt 1's work")
     # ... and the zombie, stopped all along, wakes while attempt 2 is still running
-    assert group_stopped(rig.suite.procs[zombie].pid), "the pause did not hold"
+    assert rig.group_stopped(zombie), "the pause did not hold"
     rig.signal_group(zombie, signal.SIGCONT)
 
     # Then the zombie's completion reaches the store and is refused ...
