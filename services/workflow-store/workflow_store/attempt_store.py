@@ -164,7 +164,7 @@ class AttemptStore(AuditStore):
         row = _get_run(s, run_id)
         state = RunState(row.state)
         if not same_token(token, row.attempt_token):
-            raise StaleAttempt(run_id)
+            raise StaleAttempt(run_id, row.attempt, row.state)
         if state.terminal:
             raise FailedPrecondition(
                 f"run is already {state.value}: run '{run_id}' has finished; stop working on it"
@@ -248,7 +248,7 @@ class AttemptStore(AuditStore):
                 results.append(Completion(_run_of(run), changed=False))
                 continue
             if not same_token(req.attempt_token, run["attempt_token"]):
-                results.append(StaleAttempt(req.run_id))
+                results.append(StaleAttempt(req.run_id, run["attempt"], run["state"]))
                 continue
             before.setdefault(run["run_id"], (run["state"], run["attempt_token"]))
             if req.body_started_at is not None:
@@ -314,7 +314,7 @@ class AttemptStore(AuditStore):
         if state.terminal:
             return _run(row), False
         if not same_token(token, row.attempt_token):
-            raise StaleAttempt(run_id)
+            raise StaleAttempt(run_id, row.attempt, row.state)
         if state is not RunState.RUNNING:
             raise FailedPrecondition(
                 f"run is {state.value}: run '{run_id}' has no running attempt to release"
