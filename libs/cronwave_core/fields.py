@@ -59,6 +59,20 @@ def identifier(value: str, field: str, *, required: bool = False, limit: int = M
     return value
 
 
+#: What every RPC, the SDK and a queue message answer for an empty run id: one rule,
+#: INVALID_ARGUMENT ``run_id: required`` (the field named in full in a batch item,
+#: ``runs[0].run_id``).
+RUN_ID_REQUIRED = "required"
+
+
+def require_run_id(value: str, field: str = "run_id") -> str:
+    """``value`` unless it is empty: then ``InvalidArgument`` naming ``field`` with
+    ``RUN_ID_REQUIRED``, the one answer every call that takes a run id gives."""
+    if not value:
+        raise InvalidArgument(field, RUN_ID_REQUIRED)
+    return value
+
+
 def lease_name(value: str, field: str) -> str:
     """A lease scope's or candidate's name, as leader-election grants leases and the
     store fences writes under them: at most ``MAX_NAME`` printable characters, no
