@@ -50,6 +50,7 @@ def main() -> None:
                 servicer, server
             ),
             service_names=full_names([payment_gateway_service_pb2.DESCRIPTOR]),
+            on_stopping=servicer.stop_holding,
             on_stop=on_stop,
         ),
         process.grace,
