@@ -28,7 +28,10 @@ Each component reads its own frozen settings class (`cronwave_core.settings`), b
 once in its `main()`. Unset or empty means the default. A duration takes a unit,
 `500ms`, `5s`, `2m` or `1h`; a bare number keeps the unit the variable always had:
 seconds, or milliseconds for `CRONWAVE_WORKER_POLL_MS`. A value that breaks its rule
-stops the process at start-up with a message naming the variable and the rule."""
+stops the process at start-up with one line on stderr naming the variable and the rule
+(`<service>: cannot start: CRONWAVE_GRACE: expected a duration ...`) and exit status 2,
+no traceback; so does any other refusal to start (`CRONWAVE_INSECURE=1` beyond
+loopback, a TLS file that cannot be read, a port that is taken)."""
 
 
 def _cell(text: str) -> str:

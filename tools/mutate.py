@@ -71,7 +71,7 @@ MUTATIONS = (
             Edit(
                 f"{STORE}/attempt_store.py",
                 """            if not same_token(req.attempt_token, run["attempt_token"]):
-                results.append(StaleAttempt(req.run_id))
+                results.append(StaleAttempt(req.run_id, run["attempt"], run["state"]))
                 continue
 """,
                 "",

@@ -25,6 +25,7 @@ from cronwave._update_input import update_of
 from cronwave_core.domain.cancel import CancelRequest
 from cronwave_core.domain.spec import Interval, Policy, Spec
 from cronwave_core.errors import InvalidArgument, NotFound, RunNotFound, Unavailable
+from cronwave_core.fields import require_run_id
 
 if TYPE_CHECKING:
     from cronwave_core.settings import NetworkSettings, TlsSettings
@@ -414,6 +415,9 @@ class Client(AuditCalls, PlannerCalls, DeadlineCalls):
         return Run.from_proto(resp.run)
 
     def get_run(self, run_id: str) -> Run:
+        """The run as the store has it. Raises ``InvalidArgument`` (``run_id:
+        required``) for an empty id, ``RunNotFound`` for an unknown one."""
+        require_run_id(run_id)
         resp = self._call(
             "workflow-store",
             self._store.GetRuns,
@@ -468,7 +472,9 @@ class Client(AuditCalls, PlannerCalls, DeadlineCalls):
         return [Run.from_proto(r) for r in resp.runs]
 
     def run_events(self, run_id: str) -> list[RunEvent]:
-        """The run's history, oldest first."""
+        """The run's history, oldest first. Raises ``InvalidArgument`` (``run_id:
+        required``) for an empty id."""
+        require_run_id(run_id)
         resp = self._call(
             "workflow-store",
             self._store.ListRunEvents,

@@ -114,17 +114,33 @@ class UnissuedFencingToken(FailedPrecondition):
 
 
 class StaleAttempt(FailedPrecondition):
-    """A write came from an attempt that is not the run's current one (a zombie
-    worker superseded by a newer attempt, or a token that was never issued); it is
-    refused so the run keeps one writer. The message never names the current token:
-    only the attempt that claimed the run knows it."""
+    """A write came with a token that is not the run's current attempt token (a zombie
+    worker's, superseded by a newer attempt; one handed back; or one never issued): it
+    is refused so the run keeps one writer. The message says "superseded by a newer
+    attempt" only when the run has had one (``attempts`` > 1), and never names the
+    current token: only the attempt that claimed the run knows it."""
 
-    def __init__(self, run_id: str) -> None:
-        super().__init__(
-            f"attempt_token: not the current attempt of run '{run_id}' (superseded by a "
-            "newer attempt); this worker must stop working on the run"
-        )
+    def __init__(self, run_id: str, attempts: int, state: str) -> None:
+        head = f"attempt_token: not the current attempt of run '{run_id}'"
+        if attempts < 1:
+            why = (
+                f": the run ({state}) has never been claimed, so no attempt token is valid "
+                "yet; claim it first"
+            )
+        elif attempts == 1:
+            why = (
+                ": the token is not the run's current attempt token, and no newer attempt "
+                f"exists (the run is {state}, on its first attempt); use the attempt_token "
+                "its claim returned, or stop working on the run"
+            )
+        else:
+            why = (
+                f" (superseded by a newer attempt: the run is {state}, on attempt "
+                f"{attempts}); this worker must stop working on the run"
+            )
+        super().__init__(head + why)
         self.run_id = run_id
+        self.attempts = attempts
 
 
 class Unavailable(CronwaveError):

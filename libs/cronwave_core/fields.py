@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from typing import Any
+from typing import Any, NoReturn
 
 from cronwave_core.errors import InvalidArgument
 
@@ -59,6 +59,20 @@ def identifier(value: str, field: str, *, required: bool = False, limit: int = M
     return value
 
 
+#: What every RPC, the SDK and a queue message answer for an empty run id: one rule,
+#: INVALID_ARGUMENT ``run_id: required`` (the field named in full in a batch item,
+#: ``runs[0].run_id``).
+RUN_ID_REQUIRED = "required"
+
+
+def require_run_id(value: str, field: str = "run_id") -> str:
+    """``value`` unless it is empty: then ``InvalidArgument`` naming ``field`` with
+    ``RUN_ID_REQUIRED``, the one answer every call that takes a run id gives."""
+    if not value:
+        raise InvalidArgument(field, RUN_ID_REQUIRED)
+    return value
+
+
 def lease_name(value: str, field: str) -> str:
     """A lease scope's or candidate's name, as leader-election grants leases and the
     store fences writes under them: at most ``MAX_NAME`` printable characters, no
@@ -101,7 +115,7 @@ def json_document(value: str, field: str, *, max_depth: int = MAX_JSON_DEPTH) ->
             elif token in ("]", "}"):
                 depth -= 1
     try:
-        return json.loads(value, parse_constant=_no_constant, parse_float=_finite)
+        parsed = json.loads(value, parse_constant=_no_constant, parse_float=_finite)
     except _NotStandard as exc:
         raise InvalidArgument(field, f"not standard JSON: {exc}") from None
     except json.JSONDecodeError as exc:
@@ -110,6 +124,43 @@ def json_document(value: str, field: str, *, max_depth: int = MAX_JSON_DEPTH) ->
         ) from None
     except ValueError:  # an integer of more digits than Python converts
         raise InvalidArgument(field, "not valid JSON (a number has too many digits)") from None
+    if "\\u" in value or _SURROGATE.search(value):
+        _check_surrogates(parsed, field)
+    return parsed
+
+
+# A code point UTF-8 cannot encode: half of a UTF-16 pair, standing alone.
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _check_surrogates(document: Any, field: str) -> None:
+    """Refuse a string (key or value) holding a lone surrogate: JSON lets ``"\\udc00"``
+    through, but the text it stands for is not valid UTF-8, so no database, log or job
+    could store or read it whole. A pair (``"\\ud83d\\ude00"``) is one character and
+    passes. The refusal says where (``$.a[0]``) and which code point."""
+    stack: list[tuple[str, Any]] = [("$", document)]
+    while stack:
+        path, node = stack.pop()
+        if isinstance(node, dict):
+            for key, child in node.items():
+                where = f"{path}.{key}"
+                if _SURROGATE.search(key):
+                    _refuse_surrogate(field, f"the key {shown(key)} in {path}", key)
+                stack.append((where, child))
+        elif isinstance(node, list):
+            stack.extend((f"{path}[{i}]", child) for i, child in enumerate(node))
+        elif isinstance(node, str) and _SURROGATE.search(node):
+            _refuse_surrogate(field, f"the string at {path}", node)
+
+
+def _refuse_surrogate(field: str, where: str, text: str) -> NoReturn:
+    match = _SURROGATE.search(text)
+    assert match is not None
+    raise InvalidArgument(
+        field,
+        f"must be valid UTF-8: {where} holds a lone surrogate U+{ord(match.group()):04X} "
+        "(a \\ud800-\\udbff escape must be followed by a \\udc00-\\udfff one)",
+    )
 
 
 class _NotStandard(ValueError):

@@ -22,7 +22,7 @@ from cronwave_proto.v1 import common_pb2
 
 from cronwave_core.convert import ts_to_dt
 from cronwave_core.errors import CronwaveError, InvalidArgument
-from cronwave_core.fields import validate_queue_name
+from cronwave_core.fields import require_run_id, validate_queue_name
 from cronwave_core.settings import RedisSettings
 from cronwave_core.telemetry.propagation import inject_context
 
@@ -169,8 +169,7 @@ class RunMessage:
         )
 
     def __post_init__(self) -> None:
-        if not self.run_id:
-            raise InvalidArgument("run_id", "required")
+        require_run_id(self.run_id)
         if self.fire_time.tzinfo is None:
             raise InvalidArgument("fire_time", "must be timezone-aware (UTC)")
         validate_queue_name(self.queue)

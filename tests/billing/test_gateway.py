@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import signal
 import threading
+import time
 
 import grpc
 import pytest
@@ -14,9 +15,14 @@ from google.protobuf.duration_pb2 import Duration
 
 from cronwave_core.settings import TEST_HOOKS
 from tests.billing.conftest import StartGateway
-from tests.harness.gateway import GatewayProcess, charged_twice, item
+from tests.harness.gateway import GRACE, GatewayProcess, charged_twice, item
+from tests.helpers import eventually
 
 pytestmark = pytest.mark.slow
+
+#: What a stopping gateway takes beyond its grace: the signal, the ledger's disposal,
+#: the interpreter's exit.
+EXIT_OVERHEAD_S = 5
 
 
 def charge(
@@ -197,3 +203,39 @@ def test_list_charges_pages_in_charge_order(gateway: GatewayProcess) -> None:
 def test_sigterm_stops_the_gateway_gracefully(gateway: GatewayProcess) -> None:
     gateway.proc.popen.send_signal(signal.SIGTERM)  # type: ignore[union-attr]
     assert gateway.proc.popen.wait(timeout=15) == 0  # type: ignore[union-attr]
+
+
+def test_sigterm_stops_the_gateway_within_its_grace_while_an_answer_is_held(
+    gateway: GatewayProcess,
+) -> None:
+    # Given a charge committed whose answer the gateway holds for a minute
+    gateway.stub.SetFaults(
+        pb.SetFaultsRequest(timeout_after_commit=1, hold=Duration(seconds=60)), timeout=10
+    )
+    answers: list[object] = []
+
+    def call() -> None:
+        try:
+            answers.append(charge(gateway, item("held", invoice="7"), timeout=90))
+        except grpc.RpcError as exc:
+            answers.append(exc.code())
+
+    caller = threading.Thread(target=call, daemon=True)
+    caller.start()
+    eventually(lambda: gateway.count().charges == 1, timeout=10, what="the charge committed")
+    assert gateway.stub.SetFaults(pb.SetFaultsRequest(), timeout=10).timeouts_served == 1
+    popen = gateway.proc.popen
+    assert popen is not None
+
+    # When the gateway is sent SIGTERM
+    began = time.monotonic()
+    popen.send_signal(signal.SIGTERM)
+
+    # Then it exits cleanly within its grace (plus its start-to-stop overhead), not
+    # once the hold is over
+    assert popen.wait(timeout=60) == 0
+    took = time.monotonic() - began
+    assert took < GRACE.total_seconds() + EXIT_OVERHEAD_S, f"exited after {took:.1f} s"
+    # and the held caller has its answer or a refusal at once, not after the hold
+    caller.join(timeout=10)
+    assert answers, "the held call is still waiting"

@@ -68,3 +68,34 @@ def test_free_text_keeps_line_breaks_and_refuses_nul() -> None:
     assert text("line 1\n\tline 2", "error") == "line 1\n\tline 2"
     with pytest.raises(InvalidArgument, match="NUL"):
         text("a\x00b", "error")
+
+
+@pytest.mark.parametrize(
+    ("document", "where", "code_point"),
+    [
+        ('{"a": "\\udc00"}', "the string at $.a", "U+DC00"),
+        ('{"a": ["ok", "x\\ud83d"]}', "the string at $.a[1]", "U+D83D"),
+        ('{"\\udfff": 1}', "the key '\\udfff' in $", "U+DFFF"),
+    ],
+)
+def test_a_lone_surrogate_is_refused_naming_the_field_where_and_the_rule(
+    document: str, where: str, code_point: str
+) -> None:
+    # Given JSON text whose \u escape stands for half of a UTF-16 pair, alone
+    # When it is checked as a payload
+    with pytest.raises(InvalidArgument) as info:
+        json_document(document, "payload_json")
+
+    # Then it is refused as not valid UTF-8, saying where and which code point
+    assert info.value.field == "payload_json"
+    assert info.value.rule == (
+        f"must be valid UTF-8: {where} holds a lone surrogate {code_point} "
+        "(a \\ud800-\\udbff escape must be followed by a \\udc00-\\udfff one)"
+    )
+
+
+def test_a_surrogate_pair_is_one_character_and_passes() -> None:
+    assert json_document('{"smile": "\\ud83d\\ude00", "\\u00e9": "\\u00e9"}', "x") == {
+        "smile": "\U0001f600",
+        "é": "é",
+    }

@@ -11,6 +11,7 @@ from cronwave_proto.v1 import workflow_store_service_pb2 as api
 
 from cronwave_core.convert import td_to_duration
 from tests.harness.store import (
+    FIRE,
     create_schedule,
     record_run,
     register_job_type,
@@ -98,11 +99,49 @@ def test_zombie_attempt_is_refused_after_takeover(stub):
     for err in (stale_hb, stale_done):
         assert err.code() == grpc.StatusCode.FAILED_PRECONDITION
         assert err.details().startswith("attempt_token: not the current attempt of run")
+        assert "superseded by a newer attempt: the run is running, on attempt 2" in err.details()
         assert first.attempt_token not in err.details()
     after = get_one(stub, run.run_id)
     assert after.state == pb.RUN_STATE_RUNNING and after.worker_id == "w2"
     kinds = [e.kind for e in stub.ListRunEvents(api.ListRunEventsRequest(run_id=run.run_id)).events]
     assert kinds == ["recorded", "claimed", "claimed"]
+
+
+def test_a_wrong_token_is_not_called_superseded_when_no_newer_attempt_exists(stub):
+    # Given a run on its first attempt, and a run never claimed
+    schedule_id = create_schedule(stub).schedule_id
+    claimed = record_run(stub, schedule_id).run
+    claim = _claim(stub, claimed.run_id, "w1")
+    assert claim.claimed
+    never = record_run(stub, schedule_id, fire=FIRE + timedelta(minutes=1)).run
+    wrong = "0" * 32
+
+    # When a heartbeat, a completion and a hand-back come with a token not the run's
+    refusals = [
+        rpc_error(stub.Heartbeat, api.HeartbeatRequest(run_id=claimed.run_id, attempt_token=wrong)),
+        rpc_error(_complete, stub, claimed.run_id, wrong),
+        rpc_error(
+            stub.ReleaseRun, api.ReleaseRunRequest(run_id=claimed.run_id, attempt_token=wrong)
+        ),
+    ]
+    unclaimed = rpc_error(_complete, stub, never.run_id, wrong)
+
+    # Then each is refused as not the current attempt's token, never as superseded
+    for err in refusals:
+        assert err.code() == grpc.StatusCode.FAILED_PRECONDITION
+        assert err.details() == (
+            f"attempt_token: not the current attempt of run '{claimed.run_id}': the token is "
+            "not the run's current attempt token, and no newer attempt exists (the run is "
+            "running, on its first attempt); use the attempt_token its claim returned, or "
+            "stop working on the run"
+        )
+    assert unclaimed.code() == grpc.StatusCode.FAILED_PRECONDITION
+    assert unclaimed.details() == (
+        f"attempt_token: not the current attempt of run '{never.run_id}': the run (pending) "
+        "has never been claimed, so no attempt token is valid yet; claim it first"
+    )
+    # And the run's own attempt still holds it
+    assert _complete(stub, claimed.run_id, claim.attempt_token).changed
 
 
 def test_repeated_completion_changes_nothing(stub):

@@ -92,6 +92,33 @@ def cli(store: StoreProcess, *args: str):
     return CliRunner().invoke(app, list(args), env=env)
 
 
+def test_a_payload_with_a_lone_surrogate_is_refused_and_nothing_is_written(stub):
+    # Given a store with a job type, and a payload whose escape is half a UTF-16 pair
+    job = register_job_type(stub)
+    revision = stub.ListSchedules(api.ListSchedulesRequest(limit=1)).revision
+    lone = fresh("lone")
+    msg = schedule_msg(lone, job)
+    msg.payload_json = '{"a": "\\udc00"}'
+
+    # When a schedule with it is created
+    err = rpc_error(stub.CreateSchedule, api.CreateScheduleRequest(schedule=msg))
+
+    # Then it is refused, naming the field and the rule, and nothing is written
+    assert err.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert err.details() == (
+        "payload_json: must be valid UTF-8: the string at $.a holds a lone surrogate U+DC00 "
+        "(a \\ud800-\\udbff escape must be followed by a \\udc00-\\udfff one)"
+    )
+    missing = rpc_error(stub.GetSchedule, api.GetScheduleRequest(schedule_id=lone))
+    assert missing.code() == grpc.StatusCode.NOT_FOUND
+    assert stub.ListSchedules(api.ListSchedulesRequest(limit=1)).revision == revision
+
+    # And a whole pair is one character, accepted and read back as sent
+    paired = create(stub, fresh("pair"), job, '{"a": "\\ud83d\\ude00"}')
+    got = stub.GetSchedule(api.GetScheduleRequest(schedule_id=paired.schedule_id)).schedule
+    assert json.loads(got.payload_json) == {"a": "\U0001f600"}
+
+
 def test_the_sdk_and_the_cli_report_the_stores_refusal_as_it_is(store, stub):
     job = register_job_type(stub)
     blob = "x" * LIMIT  # json.dumps({"blob": blob}) is LIMIT + 12 bytes

@@ -229,3 +229,48 @@ def test_run_lookups_and_events_need_a_known_run(stub):
     err = rpc_error(append_one, stub, api.AppendRunEventRequest(run_id=run.run_id))
     assert err.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert err.details().startswith("events[0].kind: ")
+
+
+def test_an_empty_run_id_gets_one_answer_from_every_rpc_that_takes_one(stub):
+    # Given a request of every RPC about runs, each with an empty run id and every
+    # other field well formed (a token of the right shape, a kind, a worker)
+    token = "0" * 32
+    single = {
+        "ListRunEvents": (stub.ListRunEvents, api.ListRunEventsRequest()),
+        "Heartbeat": (stub.Heartbeat, api.HeartbeatRequest(attempt_token=token)),
+        "ReleaseRun": (stub.ReleaseRun, api.ReleaseRunRequest(attempt_token=token)),
+        "CancelRun": (stub.CancelRun, api.CancelRunRequest()),
+        "ReplayDeadLetter": (stub.ReplayDeadLetter, api.ReplayDeadLetterRequest()),
+    }
+    batches = {
+        "runs": (stub.GetRuns, api.GetRunsRequest(runs=[api.GetRunRequest()])),
+        "claims": (
+            stub.ClaimRuns,
+            api.ClaimRunsRequest(claims=[api.ClaimRunRequest(worker_id="w")]),
+        ),
+        "completions": (
+            stub.CompleteRuns,
+            api.CompleteRunsRequest(
+                completions=[
+                    api.CompleteRunRequest(attempt_token=token, state=pb.RUN_STATE_SUCCEEDED)
+                ]
+            ),
+        ),
+        "events": (
+            stub.AppendRunEvents,
+            api.AppendRunEventsRequest(events=[api.AppendRunEventRequest(kind="note")]),
+        ),
+    }
+
+    # When each is sent
+    answers = {name: rpc_error(call, req) for name, (call, req) in single.items()}
+    items = {field: rpc_error(call, req) for field, (call, req) in batches.items()}
+
+    # Then every one is refused alike: INVALID_ARGUMENT, naming the field, rule "required"
+    got = {name: (err.code(), err.details()) for name, err in answers.items()}
+    assert got == {name: (grpc.StatusCode.INVALID_ARGUMENT, "run_id: required") for name in single}
+    got = {field: (err.code(), err.details()) for field, err in items.items()}
+    assert got == {
+        field: (grpc.StatusCode.INVALID_ARGUMENT, f"{field}[0].run_id: required")
+        for field in batches
+    }

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from cronwave_core.errors import InvalidArgument
+from cronwave_core.fields import require_run_id
 
 #: The longest grace a cancel may give a running body. A longer wait is no cancel: let
 #: the job's duration limit end it.
@@ -30,8 +31,7 @@ class CancelRequest:
     grace: timedelta = timedelta(0)
 
     def __post_init__(self) -> None:
-        if not self.run_id:
-            raise InvalidArgument("run_id", "required: the run to cancel")
+        require_run_id(self.run_id)
         if self.grace < timedelta(0):
             raise InvalidArgument(
                 "grace", "must not be negative; use 0 to cancel at once, or e.g. 30s"

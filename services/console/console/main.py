@@ -24,7 +24,7 @@ from console.backend import Backend
 from console.guard import Guard
 from console.traces import SpanRuns
 from cronwave_core.console_settings import ConsoleSettings
-from cronwave_core.errors import ConfigurationError
+from cronwave_core.entry import entry_point
 from cronwave_core.metrics import serve_metrics
 from cronwave_core.security.tls import check_bind
 from cronwave_core.settings import (
@@ -56,6 +56,7 @@ def listen(address: str) -> socket.socket:
     return sock
 
 
+@entry_point("console")
 def main() -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s console %(message)s")
     settings = ConsoleSettings.from_env()
@@ -64,11 +65,7 @@ def main() -> None:
     metrics = MetricsSettings.from_env()
     tls = TlsSettings.from_env()
     if tls.insecure:
-        try:
-            check_bind(settings.console_addr, "console")
-        except ConfigurationError as exc:
-            log.error("%s", exc)
-            sys.exit(1)
+        check_bind(settings.console_addr, "console")
     sock = listen(settings.console_addr)
     metrics_server = serve_metrics(metrics.metrics_addr) if metrics.metrics_addr else None
     backend = Backend(network, tls)

@@ -10,11 +10,13 @@ from cron_planner import metrics
 from cron_planner.app import Planner
 from cron_planner.servicer import CronPlannerServicer
 from cronwave_core.bootstrap import Service, full_names, serve
+from cronwave_core.entry import entry_point
 from cronwave_core.limits import MIB
 from cronwave_core.settings import NetworkSettings, ProcessSettings, TelemetrySettings
 from cronwave_core.telemetry.tracing import init_tracing
 
 
+@entry_point("cron-planner")
 def main() -> None:
     process = ProcessSettings.from_env()
     network = NetworkSettings.from_env()

@@ -8,6 +8,7 @@ from cronwave_proto.v1 import workflow_store_service_pb2_grpc as store_grpc
 
 from cronwave_core.bootstrap import Service, full_names, serve
 from cronwave_core.caching import RunStatusCache, TwoTierCache, redis_client
+from cronwave_core.entry import entry_point
 from cronwave_core.fault_interceptors import fault_channel
 from cronwave_core.limits import MIB
 from cronwave_core.queue_epoch import EpochWatch
@@ -29,6 +30,7 @@ from dispatcher.servicer import DispatcherServicer
 from dispatcher.sweeper import Sweeper
 
 
+@entry_point("dispatcher")
 def main() -> None:
     process = ProcessSettings.from_env()
     network = NetworkSettings.from_env()

@@ -8,6 +8,7 @@ from cronwave_proto.v1 import leader_election_service_pb2 as pb
 from cronwave_proto.v1 import leader_election_service_pb2_grpc as pb_grpc
 
 from cronwave_core.bootstrap import Service, full_names, serve
+from cronwave_core.entry import entry_point
 from cronwave_core.limits import MIB
 from cronwave_core.rpc import open_channel
 from cronwave_core.settings import (
@@ -24,6 +25,7 @@ from leader_election.servicer import LeaderElectionServicer
 from leader_election.store_tokens import StoreTokens
 
 
+@entry_point("leader-election")
 def main() -> None:
     process = ProcessSettings.from_env()
     network = NetworkSettings.from_env()

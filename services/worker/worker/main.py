@@ -34,7 +34,8 @@ from dramatiq.middleware import Retries, TimeLimit
 
 from cronwave_core.bootstrap import RunningServer, Service, full_names
 from cronwave_core.caching import RunStatusCache, redis_client
-from cronwave_core.errors import ConfigurationError, CronwaveError
+from cronwave_core.entry import entry_point
+from cronwave_core.errors import CronwaveError
 from cronwave_core.limits import MIB
 from cronwave_core.rpc import error_from_rpc, open_channel
 from cronwave_core.settings import (
@@ -178,6 +179,7 @@ def exit_stopped() -> NoReturn:
     os._exit(0)
 
 
+@entry_point("worker")
 def main() -> None:
     process = ProcessSettings.from_env()
     network = NetworkSettings.from_env()
@@ -186,13 +188,9 @@ def main() -> None:
     settings = WorkerSettings.from_env()
     hooks = TestHooks.from_env()
     configure_logging()
-    try:
-        registry = default_registry(settings)
-    except ConfigurationError as exc:
-        # A job module that cannot be loaded stops start-up, named, before anything
-        # else has started.
-        log.error("worker: cannot start: %s", exc.message)
-        sys.exit(2)
+    # A job module that cannot be loaded stops start-up (ConfigurationError, its one
+    # line and status 2: cronwave_core.entry), named, before anything else has started.
+    registry = default_registry(settings)
     provider = init_tracing("worker", telemetry)
     pool: JobProcessPool | None = None
     if settings.isolation == "process":

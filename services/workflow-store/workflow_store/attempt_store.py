@@ -19,6 +19,7 @@ from cronwave_core.errors import (
     RunNotFound,
     StaleAttempt,
 )
+from cronwave_core.fields import require_run_id
 from workflow_store import models as m
 from workflow_store.audit_store import Actor, AuditStore, change
 from workflow_store.ids import new_attempt_token, same_token
@@ -76,8 +77,7 @@ class AttemptStore(AuditStore):
         one; then nothing is written."""
         _check_batch("claims", claims)
         for i, claim in enumerate(claims):
-            if not claim.run_id:
-                raise InvalidArgument(f"claims[{i}].run_id", "required")
+            require_run_id(claim.run_id, f"claims[{i}].run_id")
             if not claim.worker_id:
                 raise InvalidArgument(
                     f"claims[{i}].worker_id", "required: the claiming worker's id"
@@ -164,7 +164,7 @@ class AttemptStore(AuditStore):
         row = _get_run(s, run_id)
         state = RunState(row.state)
         if not same_token(token, row.attempt_token):
-            raise StaleAttempt(run_id)
+            raise StaleAttempt(run_id, row.attempt, row.state)
         if state.terminal:
             raise FailedPrecondition(
                 f"run is already {state.value}: run '{run_id}' has finished; stop working on it"
@@ -219,8 +219,7 @@ class AttemptStore(AuditStore):
         (``completions[1].state``) for a malformed one; then nothing is written."""
         _check_batch("completions", completions)
         for i, req in enumerate(completions):
-            if not req.run_id:
-                raise InvalidArgument(f"completions[{i}].run_id", "required")
+            require_run_id(req.run_id, f"completions[{i}].run_id")
             _check_completion(req, f"completions[{i}].")
         if not completions:
             return []
@@ -248,7 +247,7 @@ class AttemptStore(AuditStore):
                 results.append(Completion(_run_of(run), changed=False))
                 continue
             if not same_token(req.attempt_token, run["attempt_token"]):
-                results.append(StaleAttempt(req.run_id))
+                results.append(StaleAttempt(req.run_id, run["attempt"], run["state"]))
                 continue
             before.setdefault(run["run_id"], (run["state"], run["attempt_token"]))
             if req.body_started_at is not None:
@@ -314,7 +313,7 @@ class AttemptStore(AuditStore):
         if state.terminal:
             return _run(row), False
         if not same_token(token, row.attempt_token):
-            raise StaleAttempt(run_id)
+            raise StaleAttempt(run_id, row.attempt, row.state)
         if state is not RunState.RUNNING:
             raise FailedPrecondition(
                 f"run is {state.value}: run '{run_id}' has no running attempt to release"

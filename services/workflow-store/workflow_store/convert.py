@@ -271,7 +271,7 @@ def completion_from_proto(msg: api.CompleteRunRequest) -> CompletionRequest:
     """A CompleteRuns item; the store checks the rest of its rules."""
     validate.key(msg.traceparent, "traceparent")
     return CompletionRequest(
-        run_id=validate.key(msg.run_id, "run_id"),
+        run_id=validate.run_id(msg.run_id),
         attempt_token=attempt_token(msg.attempt_token),
         state=completion_state_from_proto(msg.state),
         error=validate.text(msg.error, "error"),
@@ -285,7 +285,7 @@ def event_from_proto(msg: api.AppendRunEventRequest) -> EventRequest:
     """An AppendRunEvents item; the store checks that the kind is given."""
     validate.key(msg.traceparent, "traceparent")
     return EventRequest(
-        run_id=validate.key(msg.run_id, "run_id"),
+        run_id=validate.run_id(msg.run_id),
         kind=validate.name(msg.kind, "kind"),
         detail=validate.text(msg.detail, "detail"),
     )
@@ -295,7 +295,7 @@ def claim_from_proto(msg: api.ClaimRunRequest) -> ClaimRequest:
     """A ClaimRuns item; the store checks that both ids are given."""
     validate.key(msg.traceparent, "traceparent")
     return ClaimRequest(
-        run_id=validate.key(msg.run_id, "run_id"),
+        run_id=validate.run_id(msg.run_id),
         worker_id=validate.name(msg.worker_id, "worker_id"),
     )
 
@@ -303,7 +303,7 @@ def claim_from_proto(msg: api.ClaimRunRequest) -> ClaimRequest:
 def run_id_from_proto(msg: api.GetRunRequest) -> str:
     """A GetRuns item's run id."""
     validate.key(msg.traceparent, "traceparent")
-    return validate.key(msg.run_id, "run_id")
+    return validate.run_id(msg.run_id)
 
 
 def _opt(ts: datetime | None) -> Any:

@@ -60,7 +60,7 @@ class DeadLetterStore(AuditStore):
             return DeadLettered(None, _run(row), changed=False)
         if req.attempt_token:
             if not same_token(req.attempt_token, row.attempt_token):
-                raise StaleAttempt(row.run_id)
+                raise StaleAttempt(row.run_id, row.attempt, row.state)
             if state is not RunState.RUNNING:
                 raise FailedPrecondition(
                     f"run is {state.value}: run '{row.run_id}' has no running attempt to "

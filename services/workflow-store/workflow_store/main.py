@@ -9,6 +9,7 @@ from cronwave_proto.v1 import workflow_store_service_pb2 as api
 from cronwave_proto.v1 import workflow_store_service_pb2_grpc as api_grpc
 
 from cronwave_core.bootstrap import Service, full_names, serve
+from cronwave_core.entry import entry_point
 from cronwave_core.settings import (
     DeadlineSettings,
     LimitSettings,
@@ -32,6 +33,7 @@ from workflow_store.store import Store
 NAME = "workflow-store"
 
 
+@entry_point(NAME)
 def main() -> None:
     process = ProcessSettings.from_env()
     network = NetworkSettings.from_env()

@@ -15,6 +15,7 @@ from cronwave_core.errors import (
     RunNotFound,
     ScheduleNotFound,
 )
+from cronwave_core.fields import require_run_id
 from workflow_store import models as m
 from workflow_store.audit_store import AUDITED_TRIGGERS, Actor, AuditStore
 from workflow_store.convert import iso
@@ -234,8 +235,7 @@ class RunStore(AuditStore):
         written."""
         _check_batch("events", events)
         for i, event in enumerate(events):
-            if not event.run_id:
-                raise InvalidArgument(f"events[{i}].run_id", "required")
+            require_run_id(event.run_id, f"events[{i}].run_id")
             if not event.kind:
                 raise InvalidArgument(f"events[{i}].kind", "required, e.g. enqueued")
         if not events:

@@ -258,7 +258,7 @@ class WorkflowStoreServicer(AuditRpcs, DeadlineServicer, api_grpc.WorkflowStoreS
     def ListRunEvents(
         self, request: api.ListRunEventsRequest, context: grpc.ServicerContext
     ) -> api.ListRunEventsResponse:
-        events = self.store.list_run_events(validate.key(request.run_id, "run_id"))
+        events = self.store.list_run_events(validate.run_id(request.run_id))
         return api.ListRunEventsResponse(events=[convert.event_to_proto(e) for e in events])
 
     def AppendRunEvents(
@@ -306,7 +306,7 @@ class WorkflowStoreServicer(AuditRpcs, DeadlineServicer, api_grpc.WorkflowStoreS
     def Heartbeat(
         self, request: api.HeartbeatRequest, context: grpc.ServicerContext
     ) -> api.HeartbeatResponse:
-        run_id = validate.key(request.run_id, "run_id")
+        run_id = validate.run_id(request.run_id)
         checkpoint = validate.json_text(
             request.checkpoint_json, "checkpoint_json", object_only=True
         )
@@ -347,7 +347,7 @@ class WorkflowStoreServicer(AuditRpcs, DeadlineServicer, api_grpc.WorkflowStoreS
     def ReleaseRun(
         self, request: api.ReleaseRunRequest, context: grpc.ServicerContext
     ) -> api.ReleaseRunResponse:
-        run_id = validate.key(request.run_id, "run_id")
+        run_id = validate.run_id(request.run_id)
         token = convert.attempt_token(request.attempt_token)
         checkpoint = validate.json_text(
             request.checkpoint_json, "checkpoint_json", object_only=True
@@ -362,7 +362,7 @@ class WorkflowStoreServicer(AuditRpcs, DeadlineServicer, api_grpc.WorkflowStoreS
     def CancelRun(
         self, request: api.CancelRunRequest, context: grpc.ServicerContext
     ) -> api.CancelRunResponse:
-        run_id = validate.key(request.run_id, "run_id", required=True)
+        run_id = validate.run_id(request.run_id)
         reason = validate.note(request.reason, "reason")
         grace = duration_to_td(request.grace, "grace")
         run, changed = self.store.cancel_run(CancelRequest(run_id, reason, grace), actor(context))
@@ -477,5 +477,5 @@ class WorkflowStoreServicer(AuditRpcs, DeadlineServicer, api_grpc.WorkflowStoreS
     def ReplayDeadLetter(
         self, request: api.ReplayDeadLetterRequest, context: grpc.ServicerContext
     ) -> api.ReplayDeadLetterResponse:
-        run = self.store.replay_dead_letter(validate.key(request.run_id, "run_id"), actor(context))
+        run = self.store.replay_dead_letter(validate.run_id(request.run_id), actor(context))
         return api.ReplayDeadLetterResponse(run=convert.run_to_proto(run))

@@ -59,6 +59,12 @@ def key(value: str, field: str, *, required: bool = False) -> str:
     return _limits.identifier(value, field, required=required)
 
 
+def run_id(value: str, field: str = "run_id") -> str:
+    """The run id of a call about one run: never empty (``fields.require_run_id``, the
+    same answer from every RPC), then a key."""
+    return key(fields.require_run_id(value, field), field)
+
+
 def name(value: str, field: str, *, required: bool = False) -> str:
     """A job type, queue, worker, event kind or error type name."""
     return _limits.identifier(value, field, required=required)

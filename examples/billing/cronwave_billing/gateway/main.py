@@ -9,6 +9,7 @@ from cronwave_billing.gateway.faults import NO_FAULTS, FaultHooks, Faults
 from cronwave_billing.gateway.ledger import Ledger, create_gateway_engine
 from cronwave_billing.gateway.servicer import PaymentGatewayServicer
 from cronwave_core.bootstrap import Service, full_names, serve
+from cronwave_core.entry import entry_point
 from cronwave_core.settings import (
     DemoSettings,
     ProcessSettings,
@@ -27,6 +28,7 @@ def faults_from_settings(hooks: TestHooks) -> FaultHooks:
     return Faults(timeout_after_commit=hooks.gateway_timeout_after_commit)
 
 
+@entry_point("payment-gateway")
 def main() -> None:
     process = ProcessSettings.from_env()
     demo = DemoSettings.from_env()
@@ -48,6 +50,7 @@ def main() -> None:
                 servicer, server
             ),
             service_names=full_names([payment_gateway_service_pb2.DESCRIPTOR]),
+            on_stopping=servicer.stop_holding,
             on_stop=on_stop,
         ),
         process.grace,

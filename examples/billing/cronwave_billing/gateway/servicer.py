@@ -3,8 +3,8 @@ failure drills."""
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable, Sequence
+import threading
+from collections.abc import Sequence
 from datetime import datetime
 
 import grpc
@@ -63,15 +63,19 @@ def result_to_proto(
 
 
 class PaymentGatewayServicer(pb_grpc.PaymentGatewayServiceServicer):
-    def __init__(
-        self,
-        ledger: Ledger,
-        faults: FaultHooks = NO_FAULTS,
-        sleep: Callable[[float], None] = time.sleep,
-    ) -> None:
+    """``stop_holding`` (the gateway's ``on_stopping``) ends every held answer at once,
+    so a stopping gateway exits within its grace: a held call's handler thread would
+    otherwise outlive ``stop(grace)`` (grpc cancels the call, not the thread) and keep
+    the process alive until the hold ran out."""
+
+    def __init__(self, ledger: Ledger, faults: FaultHooks = NO_FAULTS) -> None:
         self.ledger = ledger
         self.faults = faults
-        self.sleep = sleep
+        self._stopping = threading.Event()
+
+    def stop_holding(self) -> None:
+        """Answer every held call now, and hold none from here on."""
+        self._stopping.set()
 
     def _charge(
         self, items: Sequence[ChargeItem], context: grpc.ServicerContext
@@ -82,7 +86,7 @@ class PaymentGatewayServicer(pb_grpc.PaymentGatewayServiceServicer):
         if hold is not None:
             # Committed: the charges exist whatever the caller concludes from the timeout.
             with hop_span("gateway.fault_hold", Hop.EXECUTE, Kind.APP, {"gateway.hold_s": hold}):
-                self.sleep(hold)
+                self._stopping.wait(hold)
         return results
 
     def Charge(self, request: pb.ChargeRequest, context: grpc.ServicerContext) -> pb.ChargeResponse:
