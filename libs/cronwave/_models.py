@@ -192,6 +192,12 @@ class Run:
         return self.state in _enums.TERMINAL_STATES
 
     @property
+    def for_slot(self) -> bool:
+        """True for a run of one of the calendar's slots (SCHEDULED, CATCHUP, BACKFILL);
+        False for a MANUAL trigger, which proves nothing of any slot."""
+        return self.trigger in _enums.SLOT_TRIGGER_NAMES
+
+    @property
     def cancelling(self) -> bool:
         """True while a cancel waits for the running body to stop."""
         return not self.terminal and self.cancel_deadline is not None

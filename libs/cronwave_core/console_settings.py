@@ -35,7 +35,7 @@ class ConsoleSettings(FromEnv):
         "CRONWAVE_CONSOLE_SLOTS",
         Integer(minimum=1, maximum=200),
         24,
-        "how many recent slots each schedule's strip shows",
+        "how many recent runs (slots and manual runs) each schedule's strip shows",
     )
     console_late_after: timedelta = setting(
         "CRONWAVE_CONSOLE_LATE_AFTER",

@@ -14,6 +14,7 @@ from cronwave_core.domain.calendar import next_fire_time
 from cronwave_core.domain.spec import DstGap, Spec
 from cronwave_core.suite import Suite
 from tests.console.conftest import JAEGER_URL, Key, sign_in
+from tests.harness.clients import backfill_last_slot
 from tests.helpers import eventually, fresh
 
 pytestmark = pytest.mark.slow
@@ -140,15 +141,14 @@ def test_a_triggered_run_shows_its_events_and_its_waterfall(
 def test_the_schedules_page_lists_state_job_type_and_next_fire(
     suite: Suite, client: Client, page: Page
 ) -> None:
-    # Given a schedule that ran once
+    # Given a schedule that ran once: a slot of it (last night's, backfilled)
     schedule_id = nightly(client)
-    run = client.wait_run(client.trigger(schedule_id).run_id, timeout=timedelta(seconds=30))
-    assert run.state == "SUCCEEDED"
+    night = backfill_last_slot(client, schedule_id).fire_time
     # When a person opens the console
     page.goto(suite.console_url)
     row = page.locator(f'tr[data-schedule="{schedule_id}"]')
-    # Then the schedule's row shows its state, job type, last run and next fire in
-    # UTC and in its zone, and one slot that ran
+    # Then the schedule's row shows its state, job type, last slot and next fire in
+    # UTC and in its zone, and one slot that ran (late: a backfill runs after its slot)
     expect(row).to_contain_text("active")
     expect(row).to_contain_text("cronwave.noop")
     expect(row).to_contain_text("SUCCEEDED")
@@ -157,7 +157,44 @@ def test_the_schedules_page_lists_state_job_type_and_next_fire(
     expect(row).to_contain_text(f"{upcoming:%Y-%m-%d %H:%M:%S}Z")
     expect(row).to_contain_text("(Europe/Berlin)")
     expect(row.locator(".slot")).to_have_count(1)
-    expect(row.locator(".slot.ran")).to_have_count(1)
+    expect(row.locator(".slot.late")).to_have_count(1)
+    title = row.locator(".slot.late").get_attribute("title") or ""
+    assert f"{night:%Y-%m-%d %H:%M:%S}Z late: succeeded" in title, title
+
+
+def test_a_manual_run_is_shown_as_manual_and_never_as_a_slot(
+    suite: Suite, client: Client, page: Page
+) -> None:
+    # Given a schedule whose only run is a manual trigger that succeeded (the demo's)
+    schedule_id = nightly(client)
+    manual = client.wait_run(client.trigger(schedule_id).run_id, timeout=timedelta(seconds=30))
+    assert manual.state == "SUCCEEDED"
+    # When a person opens the console
+    page.goto(suite.console_url)
+    row = page.locator(f'tr[data-schedule="{schedule_id}"]')
+    # Then its strip marks the run as manual, not as a slot that ran
+    cell = row.locator(f'a.slot[href="/runs/{manual.run_id}"]')
+    expect(cell).to_have_attribute("data-outcome", "manual")
+    expect(row.locator(".slot.ran")).to_have_count(0)
+    title = cell.get_attribute("title") or ""
+    assert "manual" in title and "ran:" not in title, title
+    # and the row has no last slot: no SUCCEEDED
+    expect(row.locator(".no-slot")).to_have_text("no slot yet")
+    expect(row).not_to_contain_text("SUCCEEDED")
+
+    # When a slot of it ran too (last night's, backfilled: older than the manual run)
+    backfill_last_slot(client, schedule_id)
+    page.reload()
+    # Then the strip shows the slot (ran late, as a backfill does) and the manual run,
+    # and the row's last slot is the slot
+    expect(row.locator(".slot.late")).to_have_count(1)
+    expect(row.locator(".slot.manual")).to_have_count(1)
+    expect(row.locator(".no-slot")).to_have_count(0)
+    expect(row).to_contain_text("SUCCEEDED")
+    # and the schedule's calendar lists the manual run as manual
+    page.goto(f"{suite.console_url}schedules/{schedule_id}")
+    expect(page.locator('#calendar tr.past[data-outcome="manual"]')).to_have_count(1)
+    expect(page.locator('#calendar tr.past[data-outcome="late"]')).to_have_count(1)
 
 
 def test_a_schedules_calendar_marks_its_dst_days_with_the_policy_applied(

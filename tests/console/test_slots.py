@@ -7,8 +7,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from console.slots import classify, human, missed_reason, strip
-from cronwave import Run
+from console.slots import by_slot, classify, human, last_slot, missed_reason, strip
+from cronwave import DeadlineBreach, Run
 
 FIRE = datetime(2030, 1, 7, 2, 0, tzinfo=UTC)
 LATE_AFTER = timedelta(seconds=5)
@@ -71,6 +71,39 @@ def test_the_strip_is_oldest_first() -> None:
     newer = replace(run("SUCCEEDED", started=timedelta(0)), fire_time=FIRE + timedelta(days=1))
     older = run("MISSED", error="catchup_skip")
     assert [s.outcome for s in strip([newer, older], LATE_AFTER)] == ["missed", "ran"]
+
+
+@pytest.mark.parametrize("state", ["SUCCEEDED", "FAILED", "RUNNING", "PENDING"])
+def test_a_manual_run_is_manual_whatever_became_of_it(state: str) -> None:
+    # Given a manual trigger (the demo's) in any state
+    manual = replace(run(state, started=timedelta(0)), trigger="MANUAL")
+    # Then it is never shown as a slot: its outcome is manual, its reason says so first
+    slot = classify(manual, LATE_AFTER)
+    assert slot.outcome == "manual"
+    assert slot.reason.startswith("manual trigger, not a slot; ")
+    assert " manual: manual trigger" in slot.label and " ran:" not in slot.label
+
+
+@pytest.mark.parametrize("trigger", ["SCHEDULED", "CATCHUP", "BACKFILL"])
+def test_a_planned_run_is_a_slot(trigger: str) -> None:
+    given = replace(run("SUCCEEDED", started=timedelta(0)), trigger=trigger)
+    assert classify(given, LATE_AFTER).outcome == "ran"
+
+
+def test_the_last_slot_passes_over_manual_runs_and_a_breach_leaves_them_manual() -> None:
+    # Given a failed 02:00 slot and a newer manual run whose fire time has a breach
+    slot = run("FAILED", started=timedelta(0), error="boom")
+    at = FIRE + timedelta(hours=5)
+    manual = replace(run("SUCCEEDED", started=timedelta(0)), trigger="MANUAL", fire_time=at)
+    breach = DeadlineBreach(
+        breach_id=1, schedule_id="s", fire_time=at, deadline_at=at, reason="failed",
+        cause="", run_id="", run_state="", detected_at=at, deliveries=[],
+    )  # fmt: skip
+    cells = strip([manual, slot], LATE_AFTER, by_slot([breach]))
+    # Then the manual run stays manual, and the last slot is the failed one
+    assert [c.outcome for c in cells] == ["failed", "manual"]
+    assert last_slot(cells) == cells[0]
+    assert last_slot(cells[1:]) is None
 
 
 @pytest.mark.parametrize(

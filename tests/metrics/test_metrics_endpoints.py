@@ -26,6 +26,8 @@ from tests.harness.tls import hop_channel
 from tests.helpers import eventually
 
 SERVICES = ("workflow-store", "leader-election", "dispatcher", "worker", "cron-planner")
+LAST_SUCCESS = "cronwave_schedule_last_success_timestamp_seconds"
+LAST_RUN = "cronwave_schedule_last_run_timestamp_seconds"
 
 
 def scrape(suite: Suite, name: str) -> dict[str, Metric]:
@@ -112,10 +114,15 @@ def test_every_service_serves_the_metrics_of_what_happened(suite: Suite) -> None
         assert value(store, runs, schedule=ok, job_type="cronwave.noop", state="succeeded") == 2
         assert value(store, runs, schedule=bad, job_type="cronwave.fail", state="failed") == 1
         assert value(store, runs, schedule=bad, state="succeeded") == 0
+        # (triggers, no slots: no last success, but a last run by trigger)
         last = max(ts_to_dt(r.finished_at) for r in succeeded).timestamp()
-        gauge = "cronwave_schedule_last_success_timestamp_seconds"
-        assert value(store, gauge, schedule=ok) == pytest.approx(last, abs=0.01)
-        assert value(store, gauge, schedule=bad) == 0
+        assert value(store, LAST_SUCCESS, schedule=ok) == 0
+        assert value(store, LAST_RUN, schedule=ok, trigger="manual") == pytest.approx(
+            last, abs=0.01
+        )
+        assert value(store, LAST_RUN, schedule=bad, trigger="manual") == pytest.approx(
+            ts_to_dt(failed.finished_at).timestamp(), abs=0.01
+        )
         missed_total = "cronwave_missed_slots_total"
         assert value(store, missed_total, schedule=ok, reason="overlap_skip") == 1
         assert value(store, "cronwave_fencing_rejections_total", reason="unissued") == 1
@@ -142,6 +149,47 @@ def test_every_service_serves_the_metrics_of_what_happened(suite: Suite) -> None
         for name, families in scraped.items():
             assert "process_cpu_seconds" in families, name
             assert value(families, "cronwave_spans_dropped_total", reason="export_failed") == 0
+    finally:
+        cluster.close()
+
+
+def test_only_a_slot_sets_the_last_success_and_a_trigger_shows_as_a_manual_last_run(
+    suite: Suite,
+) -> None:
+    cluster = Cluster(suite)
+    try:
+        # Given a schedule whose only run is a manual trigger that succeeded
+        schedule_id = cluster.schedule("cronwave.noop")
+        manual = trigger(cluster, schedule_id)
+        assert manual.state == common_pb2.RUN_STATE_SUCCEEDED
+        # When the store is scraped
+        store = scrape(suite, "workflow-store")
+        # Then the schedule has no last success (the alert on it stays armed), and the
+        # trigger shows as its last manual run
+        assert value(store, LAST_SUCCESS, schedule=schedule_id) == 0
+        manual_at = ts_to_dt(manual.finished_at).timestamp()
+        assert value(store, LAST_RUN, schedule=schedule_id, trigger="manual") == pytest.approx(
+            manual_at, abs=0.01
+        )
+        assert value(store, LAST_RUN, schedule=schedule_id, trigger="scheduled") == 0
+
+        # When a slot of it runs (a scheduled start, fenced with the planner's token)
+        started = cluster.start(schedule_id, fencing_token=leader_token(suite))
+        slot = cluster.finished(started.run.run_id)
+        assert (slot.trigger, slot.state) == (
+            common_pb2.TRIGGER_KIND_SCHEDULED,
+            common_pb2.RUN_STATE_SUCCEEDED,
+        )
+        # Then the last success is the slot's, and each trigger keeps its last run
+        store = scrape(suite, "workflow-store")
+        slot_at = ts_to_dt(slot.finished_at).timestamp()
+        assert value(store, LAST_SUCCESS, schedule=schedule_id) == pytest.approx(slot_at, abs=0.01)
+        assert value(store, LAST_RUN, schedule=schedule_id, trigger="scheduled") == pytest.approx(
+            slot_at, abs=0.01
+        )
+        assert value(store, LAST_RUN, schedule=schedule_id, trigger="manual") == pytest.approx(
+            manual_at, abs=0.01
+        )
     finally:
         cluster.close()
 

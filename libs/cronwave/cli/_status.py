@@ -4,10 +4,12 @@ deadline breach (no I/O here).
 A schedule is ``breached`` when the store recorded a deadline breach for a slot and no
 later slot has SUCCEEDED since: the health check stays red until the schedule works
 again. ``ok``: it has a deadline and is not breached; ``none``: it has no deadline
-(and no breach). Its last slot is its newest run the planner made (SCHEDULED or
-CATCHUP, MISSED ones included); it ran on time when its body began within a minute
-(plus the schedule's jitter) of the fire time, the planner's own bound for a slot that
-runs now rather than being caught up.
+(and no breach). Its last slot is its newest run of one of its calendar's slots
+(SCHEDULED, CATCHUP or BACKFILL, MISSED ones included); a MANUAL run proves nothing of
+any slot and is never its last slot, so a schedule that only ever ran by hand has no
+slot yet. A slot ran on time when its body began within a minute (plus the schedule's
+jitter) of the fire time, the planner's own bound for a slot that runs now rather than
+being caught up.
 """
 
 from __future__ import annotations
@@ -20,7 +22,6 @@ from cronwave._models import DeadlineBreach, Run, Schedule
 from cronwave.cli._json import instant, seconds
 
 ON_TIME = timedelta(minutes=1)
-_PLANNED = {"SCHEDULED", "CATCHUP"}
 
 
 @dataclass(frozen=True)
@@ -29,6 +30,9 @@ class ScheduleStatus:
     last_slot: Run | None
     breach: DeadlineBreach | None
     deadline_state: str  # ok, breached, none
+    #: What is said without a last slot: "no slot yet", or, when the runs looked at
+    #: were not all the schedule's, that none was among them (an older one may be).
+    no_slot: str = "no slot yet"
 
     @property
     def on_time(self) -> bool | None:
@@ -42,16 +46,24 @@ class ScheduleStatus:
         return self.deadline_state != "breached"
 
 
-def status_of(schedule: Schedule, runs: list[Run], breach: DeadlineBreach | None) -> ScheduleStatus:
-    """``runs``: the schedule's newest runs, newest first; ``breach``: its newest."""
-    planned = [r for r in runs if r.trigger in _PLANNED]
-    last = planned[0] if planned else (runs[0] if runs else None)
+def status_of(
+    schedule: Schedule,
+    runs: list[Run],
+    breach: DeadlineBreach | None,
+    *,
+    complete: bool = True,
+) -> ScheduleStatus:
+    """``runs``: the schedule's newest runs, newest first (``complete``: all it has);
+    ``breach``: its newest."""
+    planned = [r for r in runs if r.for_slot]
+    last = planned[0] if planned else None
     state = "none" if schedule.deadline is None else "ok"
     if breach is not None:
         recovered = any(r.state == "SUCCEEDED" and r.fire_time > breach.fire_time for r in planned)
         if not recovered:
             state = "breached"
-    return ScheduleStatus(schedule, last, breach, state)
+    no_slot = "no slot yet" if complete else f"no slot in the newest {len(runs)} runs"
+    return ScheduleStatus(schedule, last, breach, state, no_slot)
 
 
 def document(status: ScheduleStatus) -> dict[str, Any]:

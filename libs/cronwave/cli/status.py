@@ -1,5 +1,6 @@
 """``cronwave status``: per schedule, whether its last slot ran on time and succeeded,
-and its deadline state; exit 3 while a deadline is breached (a health check)."""
+and its deadline state; exit 3 while a deadline is breached (a health check). A slot is
+a SCHEDULED, CATCHUP or BACKFILL run: a manual trigger never answers for one."""
 
 from __future__ import annotations
 
@@ -31,7 +32,8 @@ def status(
     ] = None,
     output: OutputOption = Output.TABLE,
 ) -> None:
-    """Per schedule: its last slot (state, lateness, on time) and its deadline state.
+    """Per schedule: its last slot (state, lateness, on time) and its deadline state;
+    a manual trigger is no slot (a schedule only ever run by hand has "no slot yet").
     Exits 3 while a deadline is breached (the newest breach of a schedule with no
     success since), 0 otherwise: a health check for cron or a probe."""
     with connected() as client:
@@ -44,7 +46,9 @@ def status(
         for schedule in schedules:
             breaches = client.deadline_breaches(schedule.schedule_id, limit=1)
             runs = client.list_runs(schedule.schedule_id, limit=RUNS_LOOKED_AT)
-            statuses.append(status_of(schedule, runs, breaches[0] if breaches else None))
+            breach = breaches[0] if breaches else None
+            complete = len(runs) < RUNS_LOOKED_AT
+            statuses.append(status_of(schedule, runs, breach, complete=complete))
     if output is Output.JSON:
         _json.emit([document(s) for s in statuses])
     else:
@@ -69,7 +73,7 @@ def _table(statuses: list[ScheduleStatus]) -> Table:
             )
         table.add_row(
             Text(s.schedule.schedule_id),
-            fmt_time(run.fire_time) if run else NONE,
+            fmt_time(run.fire_time) if run else Text(s.no_slot, style="yellow"),
             run.state if run else NONE,
             fmt_delta(run.lateness) if run and run.lateness is not None else NONE,
             on_time,

@@ -67,6 +67,13 @@ class Trigger(StrEnum):
     BACKFILL = "backfill"
     CATCHUP = "catchup"
 
+    @property
+    def for_slot(self) -> bool:
+        """True for a run of one of the calendar's slots (SCHEDULED, CATCHUP, BACKFILL):
+        its outcome answers "did that slot run?". A MANUAL run is outside the calendar
+        and proves nothing of any slot, so a test trigger never stands in for one."""
+        return self in SLOT_TRIGGERS
+
     def to_proto(self) -> pb.TriggerKind:
         return TRIGGERS.to_proto(self)
 
@@ -79,6 +86,8 @@ class Trigger(StrEnum):
     def parse(cls, text: str, field: str = "trigger") -> Trigger:
         return TRIGGERS.parse(text, field)
 
+
+SLOT_TRIGGERS = frozenset({Trigger.SCHEDULED, Trigger.CATCHUP, Trigger.BACKFILL})
 
 RUN_STATES = ProtoEnum(RunState, pb.RunState, "RUN_STATE_", upper=True)
 TRIGGERS = ProtoEnum(

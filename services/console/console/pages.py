@@ -13,7 +13,7 @@ from starlette.responses import Response
 
 from console import calendar_view
 from console.progress import progress_of
-from console.slots import Slot, by_slot, classify, deadline_reason, strip
+from console.slots import Slot, by_slot, classify, deadline_reason, last_slot, strip
 from console.traces import CACHE_HITS, TRIGGERS, Scenario
 from cronwave import Run, RunEvent, Schedule
 from cronwave_core.domain import calendar
@@ -25,12 +25,14 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class Row:
-    """A schedule as the list shows it."""
+    """A schedule as the list shows it: ``last`` is its newest slot among ``slots`` (a
+    manual run is none); ``no_slot`` what is said when there is none."""
 
     schedule: Schedule
     last: Slot | None
     next_fire: datetime | None
     slots: list[Slot]
+    no_slot: str = "no slot yet"
 
 
 @dataclass(frozen=True)
@@ -63,7 +65,10 @@ def schedules(console: Console, request: Request) -> Response:
     for schedule in console.backend.schedules():
         runs = console.backend.runs(schedule.schedule_id, limit=console.slots)
         cells = strip(runs, console.late_after, breaches)
-        rows.append(Row(schedule, cells[-1] if cells else None, _next_fire(schedule, now), cells))
+        # A full strip of manual runs may hide an older slot: say only what it shows.
+        no_slot = "no slot yet" if len(runs) < console.slots else "no slot in this strip"
+        last = last_slot(cells)
+        rows.append(Row(schedule, last, _next_fire(schedule, now), cells, no_slot))
     return console.render(request, "schedules.html", rows=rows, now=now)
 
 

@@ -1,4 +1,4 @@
-"""What a person sees of a run in a schedule's strip: one of five outcomes, and why.
+"""What a person sees of a run in a schedule's strip: one of seven outcomes, and why.
 
 ======== ==========================================================================
 ran      SUCCEEDED, fire lateness at most the console's ``late_after``
@@ -8,7 +8,13 @@ missed   MISSED: the slot was not run (catch-up policy, overlap policy, DST gap,
 failed-deadline  the slot had not SUCCEEDED by its schedule's deadline (the store
          recorded a breach), whatever its run did later
 running  PENDING or RUNNING: not finished yet
+manual   a MANUAL trigger, whatever its state: it ran outside the calendar and
+         proves nothing of any slot, so it is never shown as one (its reason says
+         how it ended)
 ======== ==========================================================================
+
+A schedule's last slot is its newest run that is not manual (SCHEDULED, CATCHUP or
+BACKFILL); one that only ever ran by hand has no slot yet.
 
 The reason is a sentence, not a code: ``catchup_skip`` reads "not run: the planner
 was down at the fire time and the catch-up policy is skip".
@@ -22,7 +28,9 @@ from datetime import datetime, timedelta
 
 from cronwave import DeadlineBreach, Run
 
-OUTCOMES = ("ran", "late", "failed", "missed", "running", "failed-deadline")
+OUTCOMES = ("ran", "late", "failed", "missed", "running", "failed-deadline", "manual")
+#: A run triggered by hand: no slot of the calendar.
+MANUAL = "manual"
 #: A slot that had not SUCCEEDED by its schedule's deadline (a breach the store recorded).
 DEADLINE_MISSED = "failed-deadline"
 _FAILED = {"FAILED", "TIMED_OUT", "CANCELLED", "DEAD_LETTERED"}
@@ -83,6 +91,13 @@ class Slot:
 
 def classify(run: Run, late_after: timedelta) -> Slot:
     """The outcome of ``run`` and its reason (see the module docstring)."""
+    slot = _classify_state(run, late_after)
+    if run.for_slot:
+        return slot
+    return Slot(run, MANUAL, f"manual trigger, not a slot; {slot.reason}")
+
+
+def _classify_state(run: Run, late_after: timedelta) -> Slot:
     lateness = run.lateness
     if run.state == "SUCCEEDED":
         late = lateness is not None and lateness > late_after
@@ -105,15 +120,20 @@ def strip(
 ) -> list[Slot]:
     """The strip of ``runs``, oldest fire time first. A slot whose deadline was missed
     (``breaches``, by schedule and fire time) is ``failed-deadline`` whatever became
-    of its run later, with the breach's reason first."""
+    of its run later, with the breach's reason first; a manual run stays ``manual``."""
     cells = []
     for run in sorted(runs, key=lambda r: r.fire_time):
         slot = classify(run, late_after)
         breach = (breaches or {}).get((run.schedule_id, run.fire_time))
-        if breach is not None:
+        if breach is not None and run.for_slot:
             slot = Slot(run, DEADLINE_MISSED, f"{deadline_reason(breach)}; {slot.reason}")
         cells.append(slot)
     return cells
+
+
+def last_slot(cells: Sequence[Slot]) -> Slot | None:
+    """The newest cell of ``cells`` (oldest first) that is a slot, not a manual run."""
+    return next((c for c in reversed(cells) if c.outcome != MANUAL), None)
 
 
 def deadline_reason(breach: DeadlineBreach) -> str:

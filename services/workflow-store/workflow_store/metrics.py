@@ -35,8 +35,15 @@ RUNS = Counter(
 )
 LAST_SUCCESS = Gauge(
     "cronwave_schedule_last_success_timestamp_seconds",
-    "When the schedule's latest SUCCEEDED run completed (Unix time), as seen by this store",
+    "When the schedule's latest SUCCEEDED slot (a scheduled, catchup or backfill run; never"
+    " a manual one) completed (Unix time), as seen by this store",
     ["schedule"],
+)
+LAST_RUN = Gauge(
+    "cronwave_schedule_last_run_timestamp_seconds",
+    "When the schedule's latest run of each trigger reached a terminal state through a"
+    " completion (Unix time), as seen by this store",
+    ["schedule", "trigger"],
 )
 MISSED = Counter(
     "cronwave_missed_slots",
@@ -70,14 +77,19 @@ BATCH_SIZE = Histogram(
 
 def completed(results: Sequence[object]) -> None:
     """Count the completions that made a run terminal (a repeated one changes nothing,
-    and a retry back to PENDING is not an end)."""
+    and a retry back to PENDING is not an end). Only a slot's success sets the last
+    success: a manual trigger proves nothing of any slot, and a test trigger must not
+    silence an alert on the last success; it shows in the last run, by trigger."""
     for r in results:
         if not isinstance(r, Completion) or not r.changed or not r.run.state.terminal:
             continue
         run = r.run
         schedule = _schedule.fold(run.schedule_id or "_none")
         RUNS.labels(schedule, _job_type.fold(run.job_type), run.state.value).inc()
-        if run.state is RunState.SUCCEEDED and run.finished_at is not None:
+        if run.finished_at is None:
+            continue
+        LAST_RUN.labels(schedule, run.trigger.value).set(run.finished_at.timestamp())
+        if run.state is RunState.SUCCEEDED and run.trigger.for_slot:
             LAST_SUCCESS.labels(schedule).set(run.finished_at.timestamp())
 
 
