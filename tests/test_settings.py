@@ -111,6 +111,10 @@ def test_a_bare_number_of_a_milliseconds_variable_is_milliseconds() -> None:
             {"CRONWAVE_LEASE_TTL": "2s", "CRONWAVE_LEASE_RENEW_INTERVAL": "2s"},
             "CRONWAVE_LEASE_RENEW_INTERVAL: must be shorter than CRONWAVE_LEASE_TTL",
         ),
+        (
+            {"CRONWAVE_LEASE_TTL": "20s", "CRONWAVE_LEASE_MAX_TTL": "19s"},
+            "CRONWAVE_LEASE_MAX_TTL: must be at least CRONWAVE_LEASE_TTL",
+        ),
     ],
 )
 def test_a_bad_value_stops_start_up_naming_the_variable_and_the_rule(
@@ -124,6 +128,8 @@ def test_a_bad_value_stops_start_up_naming_the_variable_and_the_rule(
 def test_defaults_derived_from_other_settings() -> None:
     lease = LeaseSettings.from_env({"CRONWAVE_LEASE_TTL": "10s"})
     assert lease.renew_interval == timedelta(seconds=2)  # TTL / 5
+    assert lease.max_ttl == timedelta(seconds=40)  # TTL * 4
+    assert LeaseSettings.from_env({}).max_ttl == timedelta(minutes=1)
     worker = WorkerSettings.from_env({"CRONWAVE_WORKER_THREADS": "1"})
     assert (worker.max_processes, worker.warm_processes) == (1, 1)
     assert NetworkSettings.from_env({"CRONWAVE_RPC_TIMEOUT": ""}).rpc_timeout == timedelta(

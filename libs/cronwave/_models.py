@@ -310,11 +310,12 @@ class AuditEvent:
 @dataclass(frozen=True)
 class Lease:
     """Who leads a scope. ``expires_at`` is the leader-election's wall clock, for
-    display only: nothing should compare it with a local clock to decide anything."""
+    display only: nothing should compare it with a local clock to decide anything.
+    The holder's fencing token is not shown (it is the holder's alone); the leading
+    planner reports it (``Client.planner_status``)."""
 
     scope: str
     holder: str
-    fencing_token: int
     ttl: timedelta
     expires_at: datetime | None
 
@@ -327,7 +328,6 @@ class Lease:
         return cls(
             scope=msg.scope,
             holder=msg.holder,
-            fencing_token=msg.fencing_token,
             ttl=msg.ttl.ToTimedelta(),
             expires_at=_opt_dt(msg, "expires_at"),
         )

@@ -188,12 +188,16 @@ class Drill:
         return self.leases.Observe(request, timeout=_RPC).lease
 
     def holder(self) -> tuple[str, int] | None:
-        """(planner name, token) of the lease holder, if a planner holds it."""
+        """(planner name, token) of the lease holder, if a planner holds it. The lease
+        as observed names the holder but never shows its token: the token is the one
+        the holder itself reports, 0 while it does not answer or does not lead yet."""
         lease = self.lease()
         name = lease.holder.split("@", 1)[0]
         if not lease.holder or name not in self.suite.procs:
             return None
-        return name, lease.fencing_token
+        status = self.status(name)
+        leading = status is not None and status.leader and status.candidate == lease.holder
+        return name, status.fencing_token if status is not None and leading else 0
 
     def wait_leading(self, timeout: float) -> tuple[str, int]:
         """A planner that holds the lease, is alive and has had a fire accepted."""
@@ -250,6 +254,7 @@ class Drill:
         held = self.holder()
         if held != (name, token):  # the lease moved meanwhile: time the new holder's end
             name, token = self.wait_leading(timeout)
+        dead = self.lease().holder
         died_at = self.end(name, graceful)
         takeover: float | None = None
         listed = 0.0
@@ -258,7 +263,7 @@ class Drill:
             nonlocal takeover, listed
             if takeover is None:
                 lease = self.lease()
-                if lease.holder and lease.fencing_token > token:
+                if lease.holder and lease.holder != dead:
                     takeover = time.time() - died_at
             if time.monotonic() - listed < _RUNS_POLL:
                 return None

@@ -167,6 +167,35 @@ class PermissionDenied(CronwaveError):
     status = "PERMISSION_DENIED"
 
 
+class LeaseHeldByAnother(FailedPrecondition):
+    """A Renew or Resign named a candidate that does not hold the scope's lease: only
+    the holder keeps a lease alive or gives it up."""
+
+    def __init__(self, scope: str, candidate: str, holder: str) -> None:
+        super().__init__(
+            f"candidate: '{candidate}' does not hold the lease of scope '{scope}' "
+            f"('{holder}' does); only the holder renews or resigns it, so stop acting "
+            "as leader and campaign again"
+        )
+        self.scope = scope
+        self.candidate = candidate
+        self.holder = holder
+
+
+class LeaseOwnedByAnother(PermissionDenied):
+    """A Renew or Resign named the holder of a lease but came from another identity
+    than the one that campaigned for it: a lease is its campaigner's alone."""
+
+    def __init__(self, scope: str, candidate: str) -> None:
+        super().__init__(
+            f"candidate: '{candidate}' holds the lease of scope '{scope}' for another "
+            "identity than this caller's; only the identity (certificate) that "
+            "campaigned for a lease renews or resigns it"
+        )
+        self.scope = scope
+        self.candidate = candidate
+
+
 class ConfigurationError(CronwaveError):
     """A setting is missing or malformed; the process does not start."""
 

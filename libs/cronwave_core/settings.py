@@ -202,12 +202,26 @@ class LeaseSettings(FromEnv):
         timedelta(seconds=1),
         "how often followers campaign, and a failed renewal is retried",
     )
+    max_ttl: timedelta = setting(
+        PREFIX + "LEASE_MAX_TTL",
+        Duration(minimum=timedelta(seconds=1)),
+        Derived("TTL * 4", lambda values, _env: values["ttl"] * 4),
+        "the longest lease leader-election grants: a Campaign asking for more is refused "
+        "(INVALID_ARGUMENT on `ttl`), so a caller cannot take the lease for long; at "
+        "least the TTL",
+    )
 
     def __post_init__(self) -> None:
         if self.renew_interval >= self.ttl:
             raise ConfigurationError(
                 f"{PREFIX}LEASE_RENEW_INTERVAL: must be shorter than {PREFIX}LEASE_TTL "
                 f"({self.renew_interval.total_seconds()}s >= {self.ttl.total_seconds()}s)"
+            )
+        if self.max_ttl < self.ttl:
+            raise ConfigurationError(
+                f"{PREFIX}LEASE_MAX_TTL: must be at least {PREFIX}LEASE_TTL "
+                f"({self.max_ttl.total_seconds()}s < {self.ttl.total_seconds()}s), or the "
+                "planners' own campaigns are refused"
             )
 
 

@@ -243,6 +243,7 @@ def test_update_if_absent_force_and_json_output(make_suite):
     assert as_json(["dlq", "list"], env) == []
     lease = as_json(["leader"], env)
     assert lease["held"] is True and lease["scope"] == "planner"
+    assert "fencing_token" not in lease
     assert isinstance(lease["ttl_seconds"], float) and RFC3339_UTC.fullmatch(lease["expires_at"])
     assert (
         "'yaml' is not one of"

@@ -115,7 +115,8 @@ def test_runs_wait_exits_1_when_the_run_fails_and_leader_shows_the_holder(make_s
     assert result.exit_code == 1, result.stdout
     assert f"run {run.run_id} ended " in result.stderr and "card declined" in result.stderr
     shown = ok(["leader"], env)
-    assert lease.holder in shown and "fencing token" in shown
+    assert lease.holder in shown and "expires" in shown
+    assert "fencing token" not in shown  # the holder's alone
 
 
 def _settings(env: dict[str, str | None]):

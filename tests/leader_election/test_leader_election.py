@@ -53,7 +53,7 @@ def test_two_candidates_one_is_granted(
     assert first.granted and first.lease.holder == "a" and first.lease.fencing_token >= 1
     assert not second.granted
     assert second.lease.holder == "a"
-    assert second.lease.fencing_token == first.lease.fencing_token
+    assert second.lease.fencing_token == 0  # the holder's token is the holder's alone
     assert second.lease.HasField("expires_at")
 
 
@@ -99,12 +99,34 @@ def test_renew_by_the_holder_only(
     token = campaign(leader, scope, "a").lease.fencing_token
 
     by_holder = leader.Renew(pb.RenewRequest(scope=scope, candidate="a", fencing_token=token))
-    by_other = leader.Renew(pb.RenewRequest(scope=scope, candidate="b", fencing_token=token))
     wrong_token = leader.Renew(pb.RenewRequest(scope=scope, candidate="a", fencing_token=token + 1))
 
-    assert by_holder.renewed
-    assert not by_other.renewed and by_other.lease.holder == "a"
-    assert not wrong_token.renewed
+    assert by_holder.renewed and by_holder.lease.fencing_token == token
+    assert not wrong_token.renewed and wrong_token.lease.fencing_token == 0
+
+
+def test_renew_and_resign_naming_another_candidate_are_refused(
+    leader: pb_grpc.LeaderElectionServiceStub, redis_url: str, namespace: str
+) -> None:
+    # Given "a" holds the lease
+    scope = fresh("scope")
+    token = campaign(leader, scope, "a").lease.fencing_token
+
+    # When "b" renews or resigns it, even with a's token
+    for call, request in (
+        (leader.Renew, pb.RenewRequest(scope=scope, candidate="b", fencing_token=token)),
+        (leader.Resign, pb.ResignRequest(scope=scope, candidate="b", fencing_token=token)),
+    ):
+        with pytest.raises(grpc.RpcError) as info:
+            call(request, timeout=10)
+
+        # Then it is refused, naming the field
+        assert info.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+        assert info.value.details().startswith("candidate: 'b' does not hold")
+
+    # And a's lease is as it was
+    assert leader.Observe(pb.ObserveRequest(scope=scope)).lease.holder == "a"
+    assert leader.Renew(pb.RenewRequest(scope=scope, candidate="a", fencing_token=token)).renewed
 
 
 def test_after_expiry_another_is_granted_with_a_larger_token(
@@ -118,10 +140,12 @@ def test_after_expiry_another_is_granted_with_a_larger_token(
 
     assert second.lease.fencing_token > first.lease.fencing_token
     # the old holder's renewal is refused: its lease is lost
-    late = leader.Renew(
-        pb.RenewRequest(scope=scope, candidate="a", fencing_token=first.lease.fencing_token)
-    )
-    assert not late.renewed and late.lease.holder == "b"
+    with pytest.raises(grpc.RpcError) as info:
+        leader.Renew(
+            pb.RenewRequest(scope=scope, candidate="a", fencing_token=first.lease.fencing_token)
+        )
+    assert info.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+    assert "'b' does" in info.value.details()
 
 
 def _wait_granted(
@@ -142,9 +166,9 @@ def test_resign_frees_the_lease_for_the_holder_only(
     scope = fresh("scope")
     token = campaign(leader, scope, "a").lease.fencing_token
 
-    assert not leader.Resign(
-        pb.ResignRequest(scope=scope, candidate="b", fencing_token=token)
-    ).resigned
+    with pytest.raises(grpc.RpcError) as info:
+        leader.Resign(pb.ResignRequest(scope=scope, candidate="b", fencing_token=token))
+    assert info.value.code() == grpc.StatusCode.FAILED_PRECONDITION
     assert leader.Resign(pb.ResignRequest(scope=scope, candidate="a", fencing_token=token)).resigned
 
     observed = leader.Observe(pb.ObserveRequest(scope=scope)).lease
@@ -153,17 +177,94 @@ def test_resign_frees_the_lease_for_the_holder_only(
     assert nxt.granted and nxt.lease.fencing_token > token
 
 
-def test_observe_shows_the_current_lease(
+def test_observe_shows_the_current_lease_but_not_its_token(
     leader: pb_grpc.LeaderElectionServiceStub, redis_url: str, namespace: str
 ) -> None:
     scope = fresh("scope")
     assert leader.Observe(pb.ObserveRequest(scope=scope)).lease.holder == ""
     granted = campaign(leader, scope, "a", ttl=30)
+    assert granted.lease.fencing_token > 0
 
     lease = leader.Observe(pb.ObserveRequest(scope=scope)).lease
 
-    assert (lease.holder, lease.fencing_token) == ("a", granted.lease.fencing_token)
+    assert (lease.holder, lease.fencing_token) == ("a", 0)
     assert lease.ttl.ToMilliseconds() == 30_000
+    assert lease.HasField("expires_at")
+
+
+def test_an_observer_cannot_resign_for_the_holder(
+    leader: pb_grpc.LeaderElectionServiceStub, redis_url: str, namespace: str
+) -> None:
+    # Given "a" holds the lease
+    scope = fresh("scope")
+    campaign(leader, scope, "a")
+
+    # When a caller resigns in a's name with what Observe shows
+    observed = leader.Observe(pb.ObserveRequest(scope=scope)).lease
+    with pytest.raises(grpc.RpcError) as info:
+        leader.Resign(
+            pb.ResignRequest(
+                scope=scope, candidate=observed.holder, fencing_token=observed.fencing_token
+            ),
+            timeout=10,
+        )
+
+    # Then it has no token to resign with, and a keeps the lease
+    assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert info.value.details().startswith("fencing_token: ")
+    assert not campaign(leader, scope, "attacker", ttl=60).granted
+
+
+def test_a_stale_resign_by_the_holder_leaves_its_newer_lease_alone(
+    leader: pb_grpc.LeaderElectionServiceStub, redis_url: str, namespace: str
+) -> None:
+    # Given "a" held the lease, resigned, and campaigned again for a newer token
+    scope = fresh("scope")
+    old = campaign(leader, scope, "a").lease.fencing_token
+    assert leader.Resign(pb.ResignRequest(scope=scope, candidate="a", fencing_token=old)).resigned
+    new = campaign(leader, scope, "a").lease.fencing_token
+    assert new > old
+
+    # When a resignation with the old token arrives late
+    late = leader.Resign(pb.ResignRequest(scope=scope, candidate="a", fencing_token=old))
+
+    # Then it changes nothing: a still holds the lease with the new token
+    assert not late.resigned
+    assert leader.Observe(pb.ObserveRequest(scope=scope)).lease.holder == "a"
+    assert leader.Renew(pb.RenewRequest(scope=scope, candidate="a", fencing_token=new)).renewed
+    assert not campaign(leader, scope, "b").granted
+
+
+def test_a_ttl_above_the_configured_maximum_is_refused(services: Suite) -> None:
+    # Given leader-election grants leases of at most 20 s
+    services.start_service("workflow-store")
+    services.start_service("leader-election", extra_env={"CRONWAVE_LEASE_MAX_TTL": "20s"})
+    le = stub(services)
+    scope = fresh("scope")
+
+    # When a candidate campaigns for 21 s (or the 5 minutes once allowed)
+    for ttl in (21.0, 300.0):
+        with pytest.raises(grpc.RpcError) as info:
+            campaign(le, scope, "a", ttl=ttl)
+
+        # Then it is refused, naming the field and the limit, and nothing is granted
+        assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert info.value.details().startswith("ttl: ")
+        assert "20.0s" in info.value.details() and "CRONWAVE_LEASE_MAX_TTL" in info.value.details()
+    assert le.Observe(pb.ObserveRequest(scope=scope)).lease.holder == ""
+    # And the maximum itself is granted
+    assert campaign(le, scope, "a", ttl=20.0).granted
+
+
+def test_the_default_maximum_ttl_is_a_few_default_leases(
+    leader: pb_grpc.LeaderElectionServiceStub,
+) -> None:
+    # The default lease is 15 s; the default maximum four of them
+    assert campaign(leader, fresh("scope"), "a", ttl=60.0).granted
+    with pytest.raises(grpc.RpcError) as info:
+        campaign(leader, fresh("scope"), "a", ttl=61.0)
+    assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "60.0s" in info.value.details()
 
 
 @pytest.mark.parametrize(

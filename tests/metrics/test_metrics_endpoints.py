@@ -12,8 +12,6 @@ import grpc
 import pytest
 from cronwave_proto.v1 import common_pb2
 from cronwave_proto.v1 import dispatcher_service_pb2 as dispatcher_pb
-from cronwave_proto.v1 import leader_election_service_pb2 as leader_pb
-from cronwave_proto.v1 import leader_election_service_pb2_grpc as leader_grpc
 from cronwave_proto.v1 import workflow_store_service_pb2 as store_pb
 from prometheus_client.metrics_core import Metric
 from prometheus_client.parser import text_string_to_metric_families
@@ -21,9 +19,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from cronwave_core.convert import dt_to_ts, ts_to_dt
 from cronwave_core.suite import Suite
 from tests.harness.cluster import Cluster
+from tests.harness.leases import leading_token
 from tests.harness.suites import SuiteFactory, make_suite  # noqa: F401  (fixture)
-from tests.harness.tls import hop_channel
-from tests.helpers import eventually
 
 SERVICES = ("workflow-store", "leader-election", "dispatcher", "worker", "cron-planner")
 LAST_SUCCESS = "cronwave_schedule_last_success_timestamp_seconds"
@@ -56,19 +53,6 @@ def suite(make_suite: SuiteFactory) -> Iterator[Suite]:  # noqa: F811
     yield make_suite()
 
 
-def leader_token(suite: Suite) -> int:
-    """The fencing token of the planner's lease, once a planner holds it."""
-    with hop_channel(suite, "leader-election") as channel:
-        leases = leader_grpc.LeaderElectionServiceStub(channel)
-
-        def held() -> int:
-            lease = leases.Observe(leader_pb.ObserveRequest(scope="planner"), timeout=10).lease
-            assert lease.holder, "nobody holds the planner's lease yet"
-            return int(lease.fencing_token)
-
-        return eventually(held, what="the planner's lease")
-
-
 def trigger(cluster: Cluster, schedule_id: str) -> common_pb2.Run:
     reply = cluster.dispatcher.TriggerRun(
         dispatcher_pb.TriggerRunRequest(schedule_id=schedule_id), timeout=10
@@ -87,7 +71,7 @@ def test_every_service_serves_the_metrics_of_what_happened(suite: Suite) -> None
         assert {r.state for r in succeeded} == {common_pb2.RUN_STATE_SUCCEEDED}
         assert failed.state == common_pb2.RUN_STATE_FAILED
         # and a slot the leader recorded MISSED (an overlap skip), with its token
-        token = leader_token(suite)
+        token = leading_token(suite)
         missed = store_pb.MissedSlot(
             schedule_id=ok,
             fire_time=dt_to_ts(datetime(2024, 1, 1, 2, tzinfo=UTC)),

@@ -28,6 +28,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from cronwave_core.convert import dt_to_ts, td_to_duration
 from cronwave_core.security.pki import ensure_pki
 from cronwave_core.suite import Suite
+from tests.harness.leases import leading_token
 from tests.harness.suites import SuiteFactory
 from tests.harness.tls import channel
 from tests.helpers import eventually, fresh
@@ -235,13 +236,7 @@ def test_a_forged_fencing_token_over_a_planners_connection_is_still_refused(
         )
     # A token past the newest issued: wait until the suite's planner holds its lease,
     # so the scope has tokens and the forged one is beyond them
-    with channel(suite.leader_addr, "cron-planner") as as_planner:
-        leader = leader_grpc.LeaderElectionServiceStub(as_planner)
-        observe = leader_pb.ObserveRequest(scope="planner")
-        lease = eventually(
-            lambda: leader.Observe(observe, timeout=10).lease.fencing_token or None,
-            what="the planner's lease",
-        )
+    lease = leading_token(suite)
     assert lease < 10**12
     with channel(suite.store_addr, "cron-planner") as as_planner:
         store = store_grpc.WorkflowStoreServiceStub(as_planner)

@@ -18,6 +18,7 @@ import cronwave
 from cronwave_core.convert import dt_to_ts
 from cronwave_core.suite import SERVICES
 from tests.harness.clients import client_for
+from tests.harness.leases import leading_token
 from tests.harness.tls import hop_channel
 from tests.helpers import eventually, fresh, only
 
@@ -33,10 +34,9 @@ def test_a_scheduled_fire_started_eight_times_at_once_is_one_run(make_suite) -> 
         schedule = client.create_schedule(
             fresh("spine"), cron="0 0 1 1 *", job_type="cronwave.noop", paused=True
         )
-        # the lease's own token: the store accepts only tokens it issued
-        token = eventually(
-            lambda: client.leader().fencing_token, timeout=30, what="a planner holding the lease"
-        )
+    # the lease's own token, as the leader reports it: the store accepts only tokens
+    # it issued
+    token = leading_token(suite)
     fire = datetime(2021, 1, 1, tzinfo=UTC)
     barrier = threading.Barrier(8)
     answers: list[dispatcher_pb.StartRunResponse] = []

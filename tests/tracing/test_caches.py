@@ -12,8 +12,6 @@ import redis
 from cronwave_proto.v1 import common_pb2
 from cronwave_proto.v1 import dispatcher_service_pb2 as dispatcher_pb
 from cronwave_proto.v1 import dispatcher_service_pb2_grpc as dispatcher_grpc
-from cronwave_proto.v1 import leader_election_service_pb2 as leader_pb
-from cronwave_proto.v1 import leader_election_service_pb2_grpc as leader_grpc
 
 from cronwave_core.caching import METADATA_KEY, RunStatusCache
 from cronwave_core.convert import dt_to_ts
@@ -21,6 +19,7 @@ from cronwave_core.suite import Suite
 from cronwave_core.telemetry.vocabulary import ATTR_CACHE_HIT, ATTR_CACHE_NAME, ATTR_SCHEDULE_ID
 from cronwave_waterfall import build_runs, compare_scenarios
 from tests.harness.clients import client_for
+from tests.harness.leases import leading_token
 from tests.harness.tls import hop_channel
 from tests.helpers import eventually, fresh, new_traceparent, only
 from tests.tracing.support import spans_of, traced_suite
@@ -30,21 +29,10 @@ pytestmark = pytest.mark.slow
 FIRE = datetime(2024, 6, 1, 2, 0, tzinfo=UTC)
 
 
-def _lease_token(suite: Suite) -> int:
-    """The planner lease's fencing token, once a planner holds it: the token a start
-    on the leader's behalf carries (the store accepts only tokens it issued)."""
-    with hop_channel(suite, "leader-election") as channel:
-        leader = leader_grpc.LeaderElectionServiceStub(channel)
-
-        def token() -> int:
-            lease = leader.Observe(leader_pb.ObserveRequest(scope="planner"), timeout=5).lease
-            return int(lease.fencing_token) if lease.holder else 0
-
-        return eventually(token, timeout=30, what="a planner holding the lease")
-
-
 def _start(suite: Suite, schedule_id: str, timeout: float = 10) -> dispatcher_pb.StartRunResponse:
-    token = _lease_token(suite)
+    # the token a start on the leader's behalf carries (the store accepts only tokens
+    # it issued)
+    token = leading_token(suite)
     with hop_channel(suite, "dispatcher") as channel:
         reply = dispatcher_grpc.DispatcherServiceStub(channel).StartRuns(
             dispatcher_pb.StartRunsRequest(

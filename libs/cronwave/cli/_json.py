@@ -135,7 +135,6 @@ def lease(lease_: Lease) -> dict[str, Any]:
         "scope": lease_.scope,
         "held": lease_.held,
         "holder": lease_.holder,
-        "fencing_token": lease_.fencing_token,
         "ttl_seconds": seconds(lease_.ttl),
         "expires_at": instant(lease_.expires_at),
     }

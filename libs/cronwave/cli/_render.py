@@ -238,7 +238,6 @@ def lease_fields(lease: Lease, now: datetime | None = None) -> Table:
     rows: list[tuple[str, str | Text]] = [
         ("scope", lease.scope),
         ("holder", lease.holder or Text("nobody", style="yellow")),
-        ("fencing token", str(lease.fencing_token)),
         ("ttl", fmt_delta(lease.ttl)),
         ("expires", expires),
     ]

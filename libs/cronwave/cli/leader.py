@@ -19,7 +19,8 @@ def leader(
     scope: Annotated[str, typer.Option("--scope", help="The lease's name.")] = "planner",
     output: OutputOption = Output.TABLE,
 ) -> None:
-    """Show who holds the lease: holder, fencing token, expiry."""
+    """Show who holds the lease: holder, ttl, expiry (its fencing token is the
+    holder's alone)."""
     with connected() as client:
         lease = client.leader(scope)
         if output is Output.JSON:

@@ -3,9 +3,10 @@ caller's certificate or bearer token, available to the servicer (and what it cal
 for the duration of the call through ``current()``; ``current_peer()`` is where the
 call came from (gRPC's peer string, ``ipv4:127.0.0.1:53122``).
 
-Servicers read it to record who did what (the audit trail); they never decide
-access with it: that is ``cronwave_core.security.rules``, applied before the
-servicer runs."""
+Servicers read it to record who did what (the audit trail), and to bind what a
+caller acquires to it (leader-election's leases: only the identity that campaigned
+renews or resigns); which methods a caller may call they never decide with it: that
+is ``cronwave_core.security.rules``, applied before the servicer runs."""
 
 from __future__ import annotations
 

@@ -19,8 +19,14 @@ fencing token, and the store refuses a token older than the newest it has seen.
 
 ``is_leader()`` is true only while ``monotonic() < valid_until``, so the planner stops
 firing on time even while a renewal hangs: every Renew has a deadline no longer than
-the validity left. A refused renewal (``renewed=false``) steps down at once. ``stop``
-resigns, so a successor need not wait out the ttl.
+the validity left. A refused renewal steps down at once: ``renewed=false`` (the lease
+is free, or held under a newer token), or a status that says the lease is not this
+planner's (``REFUSED``: another candidate or identity holds it, or its ttl is above
+the server's maximum). ``stop`` resigns, so a successor need not wait out the ttl.
+
+The lease is bound to this planner's candidate name and certificate identity, and
+only Campaign and Renew replies to this planner carry its token (``Observe`` shows
+none): nothing here reads a token from anywhere else.
 
 A planner campaigns only once ``ready()`` says it knows the schedules: a term begun
 with an empty index would learn of the schedules afterwards without the store's newest
@@ -45,6 +51,14 @@ from cron_planner.metrics import LEADER_CHANGES
 log = logging.getLogger("cronwave.planner.elector")
 
 DEFAULT_SCOPE = "planner"
+#: Renew statuses that are an answer, not a failure: the lease is not this planner's.
+REFUSED = frozenset(
+    {
+        grpc.StatusCode.FAILED_PRECONDITION,
+        grpc.StatusCode.PERMISSION_DENIED,
+        grpc.StatusCode.INVALID_ARGUMENT,
+    }
+)
 _MIN_CALL = 0.01  # seconds: a call that must finish sooner than this is not worth sending
 
 
@@ -235,6 +249,9 @@ class Elector:
         try:
             reply = self._stub.Renew(request, timeout=min(self._rpc_timeout, left))
         except grpc.RpcError as exc:
+            if _code(exc) in REFUSED:
+                self._lose(token, f"renewal refused ({_describe(exc)})")
+                return
             # Unknown outcome: keep leading until the validity runs out, and retry soon.
             log.warning("renew failed (%s); %.2fs of validity left", _describe(exc), left)
             self._next_renew = self._monotonic() + min(self._retry_interval, self._renew_interval)
@@ -261,9 +278,17 @@ class Elector:
         try:
             self._stub.Resign(request, timeout=self._rpc_timeout)
         except grpc.RpcError as exc:
+            if _code(exc) in REFUSED:
+                # Not ours any more (another holds the lease): nothing to give up.
+                log.info("resign of token %d refused: %s", token, _describe(exc))
+                return
             log.warning(
                 "resign of token %d failed (%s); it expires by itself", token, _describe(exc)
             )
+
+
+def _code(exc: grpc.RpcError) -> grpc.StatusCode | None:
+    return exc.code() if hasattr(exc, "code") else None
 
 
 def _describe(exc: grpc.RpcError) -> str:

@@ -47,6 +47,7 @@ def main() -> None:
         client,
         redis_settings.namespace,
         StoreTokens(store_channel, network.store_addr, network.rpc_timeout / 2),
+        lease.max_ttl,
     )
     servicer = LeaderElectionServicer(leases, lease.ttl)
 

@@ -1,4 +1,9 @@
-"""gRPC adapter of ``LeaderElectionService``: validate, call ``LeaseStore``, convert."""
+"""gRPC adapter of ``LeaderElectionService``: validate, call ``LeaseStore``, convert.
+
+A lease is bound to its caller's authenticated identity (``owner``) as well as its
+candidate name: with one certificate shared by every planner replica, the name tells
+them apart, and a caller with another identity cannot act for the holder. A reply
+carries the fencing token only to the lease's holder (Observe never does)."""
 
 from __future__ import annotations
 
@@ -12,9 +17,10 @@ from cronwave_proto.v1 import leader_election_service_pb2_grpc as pb_grpc
 from cronwave_core.convert import dt_to_ts, duration_to_td, td_to_duration
 from cronwave_core.errors import InvalidArgument
 from cronwave_core.fields import lease_name
+from cronwave_core.security import identity
 from cronwave_core.telemetry.spans import hop_span
 from cronwave_core.telemetry.vocabulary import ATTR_CACHE_HIT, Hop, Kind
-from leader_election.leases import MAX_TTL, MIN_TTL, Lease, LeaseStore
+from leader_election.leases import MIN_TTL, Lease, LeaseStore
 
 DEFAULT_SCOPE = "planner"
 _REDIS = {ATTR_CACHE_HIT: "redis"}
@@ -33,17 +39,30 @@ def _token(value: int) -> int:
     return value
 
 
-def _ttl(request: pb.CampaignRequest, default: timedelta) -> timedelta:
+def _ttl(request: pb.CampaignRequest, default: timedelta, maximum: timedelta) -> timedelta:
     if not request.HasField("ttl"):
         return default
     ttl = duration_to_td(request.ttl, "ttl")
     if ttl == timedelta(0):
         return default
-    if not MIN_TTL <= ttl <= MAX_TTL:
+    if not MIN_TTL <= ttl <= maximum:
         raise InvalidArgument(
-            "ttl", f"must be between 1s and 5m (0 = the server default), got {ttl.total_seconds()}s"
+            "ttl",
+            f"must be between {MIN_TTL.total_seconds()}s and {maximum.total_seconds()}s, the "
+            f"longest lease granted (CRONWAVE_LEASE_MAX_TTL; 0 = the server default), got "
+            f"{ttl.total_seconds()}s",
         )
     return ttl
+
+
+def _owner() -> str:
+    """Who calls, as a lease records its owner: ``service:cron-planner``, ``user:ann``,
+    ``insecure``. A relayed person (``on_behalf_of``) is not part of it: the lease is
+    the calling process's."""
+    caller = identity.current()
+    if caller is None:
+        return "unknown"
+    return "insecure" if caller.kind == "insecure" else f"{caller.kind}:{caller.name}"
 
 
 class LeaderElectionServicer(pb_grpc.LeaderElectionServiceServicer):
@@ -73,9 +92,9 @@ class LeaderElectionServicer(pb_grpc.LeaderElectionServiceServicer):
     ) -> pb.CampaignResponse:
         scope = _name("scope", request.scope, DEFAULT_SCOPE)
         candidate = _name("candidate", request.candidate)
-        ttl = _ttl(request, self._default_ttl)
+        ttl = _ttl(request, self._default_ttl, self._leases.max_ttl)
         with hop_span("leader campaign", hop=Hop.LEADER, kind=Kind.CACHE, attributes=_REDIS):
-            outcome = self._leases.campaign(scope, candidate, ttl)
+            outcome = self._leases.campaign(scope, candidate, ttl, _owner())
         return pb.CampaignResponse(granted=outcome.ok, lease=self._lease(outcome.lease))
 
     def Renew(self, request: pb.RenewRequest, context: grpc.ServicerContext) -> pb.RenewResponse:
@@ -83,7 +102,7 @@ class LeaderElectionServicer(pb_grpc.LeaderElectionServiceServicer):
         candidate = _name("candidate", request.candidate)
         token = _token(request.fencing_token)
         with hop_span("leader renew", hop=Hop.LEADER, kind=Kind.CACHE, attributes=_REDIS):
-            outcome = self._leases.renew(scope, candidate, token)
+            outcome = self._leases.renew(scope, candidate, token, _owner())
         return pb.RenewResponse(renewed=outcome.ok, lease=self._lease(outcome.lease))
 
     def Resign(self, request: pb.ResignRequest, context: grpc.ServicerContext) -> pb.ResignResponse:
@@ -91,7 +110,7 @@ class LeaderElectionServicer(pb_grpc.LeaderElectionServiceServicer):
         candidate = _name("candidate", request.candidate)
         token = _token(request.fencing_token)
         with hop_span("leader resign", hop=Hop.LEADER, kind=Kind.CACHE, attributes=_REDIS):
-            resigned = self._leases.resign(scope, candidate, token)
+            resigned = self._leases.resign(scope, candidate, token, _owner())
         return pb.ResignResponse(resigned=resigned)
 
     def Observe(
