@@ -38,6 +38,7 @@ from cronwave_core.errors import ConfigurationError, CronwaveError
 from cronwave_core.limits import MIB
 from cronwave_core.rpc import error_from_rpc, open_channel
 from cronwave_core.settings import (
+    LimitSettings,
     NetworkSettings,
     ProcessSettings,
     RedisSettings,
@@ -185,6 +186,7 @@ def main() -> None:
     telemetry = TelemetrySettings.from_env()
     settings = WorkerSettings.from_env()
     hooks = TestHooks.from_env()
+    limits = LimitSettings.from_env().limits()
     configure_logging()
     try:
         registry = default_registry(settings)
@@ -231,6 +233,7 @@ def main() -> None:
         kill_grace=settings.kill_grace,
         cancel_check=settings.cancel_check,
         test_hooks=test_hooks(hooks),
+        result_bytes=limits.result_bytes,
     )
     processor = RunProcessor(
         store,
@@ -238,7 +241,7 @@ def main() -> None:
         middleware,
         stats,
         broker=broker,
-        isolation=Isolation(pool=pool),
+        isolation=Isolation(pool=pool, checkpoint_bytes=limits.checkpoint_bytes),
         held=held,
         draining=draining,
     )
