@@ -96,8 +96,7 @@ def test_a_checkpoint_over_the_limit_is_refused_by_heartbeat_and_release(stub):
     for err in (beat, release):
         assert err.code() == grpc.StatusCode.INVALID_ARGUMENT
         assert err.details() == (
-            f"checkpoint_json: at most {limit} bytes (CRONWAVE_MAX_CHECKPOINT_BYTES), "
-            f"got {5 * MIB}"
+            f"checkpoint_json: at most {limit} bytes (CRONWAVE_MAX_CHECKPOINT_BYTES), got {5 * MIB}"
         )
     got = get_one(stub, run.run_id)
     assert (got.state, got.checkpoint_json) == (pb.RUN_STATE_RUNNING, '{"i": 1}')
