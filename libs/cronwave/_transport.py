@@ -73,11 +73,21 @@ def call_error(where: str, timeout: timedelta, exc: grpc.RpcError) -> CronwaveEr
             return error_from_status(
                 "RESOURCE_EXHAUSTED",
                 f"a message of {sizes[1]} bytes to or from {where} was over the receiving "
-                f"side's limit of {sizes[2]} bytes, so it was not read: send less in one "
-                "call (a payload is at most 256 KiB by default, CRONWAVE_MAX_PAYLOAD_BYTES)",
+                f"side's limit of {sizes[2]} bytes, so it was not read. {_TOO_LARGE_HINT}",
             )
     return error_from_rpc(exc)
 
 
-# gRPC's own refusal of a message past a receive cap (the server's or the client's).
+# gRPC's own refusal of a message past a receive cap (the server's or the client's):
+# its text is the same either way, so the hint covers a request and a reply. A reply is
+# never fixed by sending less: it holds what the store keeps for a run or a page.
+_TOO_LARGE_HINT = (
+    "A request that large holds too much in one call: split it (a payload is at most "
+    "256 KiB by default, CRONWAVE_MAX_PAYLOAD_BYTES). A reply that large holds too much "
+    "stored data: ask for fewer runs or items per call; a run's result and checkpoint are "
+    "at most 1 MiB each by default (CRONWAVE_MAX_RESULT_BYTES, "
+    "CRONWAVE_MAX_CHECKPOINT_BYTES), so a single run over that was stored before those "
+    "limits, or by hand"
+)
+
 _TOO_LARGE = re.compile(r"larger than max \((\d+) vs\. (\d+)\)")

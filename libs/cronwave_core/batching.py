@@ -83,7 +83,17 @@ class Coalescer(Generic[Req, Ans]):
         *,
         hop: Hop,
         max_batch: int = DEFAULT_MAX_BATCH,
+        max_bytes: int = 0,
+        size: Callable[[Req], int] | None = None,
     ) -> None:
+        """``max_bytes`` (with ``size``, a request's encoded size): a batch also ends
+        before the request that would take its requests' sizes past it, so requests
+        that each fit one call never make a batch too large to send; a batch always
+        holds one request. 0: no byte bound."""
+        if max_bytes and size is None:
+            raise ValueError("Coalescer: max_bytes needs size, a request's encoded size")
+        self._max_bytes = max_bytes
+        self._size = size
         self._name = name
         self._send = send
         self._with_context = with_context
@@ -128,9 +138,22 @@ class Coalescer(Generic[Req, Ans]):
                     self._cond.wait()
                 if not self._queue:
                     return  # closed and drained
-                batch = self._queue[: self._max_batch]
-                del self._queue[: self._max_batch]
+                count = self._batch_count()
+                batch = self._queue[:count]
+                del self._queue[:count]
             self._flush(batch)
+
+    def _batch_count(self) -> int:
+        """How many queued requests the next batch takes."""
+        count = min(len(self._queue), self._max_batch)
+        if not self._max_bytes or self._size is None:
+            return count
+        total = 0
+        for i, pending in enumerate(self._queue[:count]):
+            total += self._size(pending.request)
+            if total > self._max_bytes and i > 0:
+                return i
+        return count
 
     def _flush(self, batch: list[_Pending[Req, Ans]]) -> None:
         items = [p.item for p in batch if p.item is not None]

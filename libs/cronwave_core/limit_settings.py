@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from cronwave_core.config import Integer, setting
+from cronwave_core.config import Integer, setting, variables
 from cronwave_core.errors import ConfigurationError
-from cronwave_core.limits import RequestLimits
+from cronwave_core.limits import LimitConflict, RequestLimits
 from cronwave_core.settings_base import PREFIX, FromEnv
 
 
@@ -21,7 +21,9 @@ class LimitSettings(FromEnv):
         PREFIX + "MAX_PAYLOAD_BYTES",
         Integer(1_024, 2 * 1024 * 1024),
         256 * 1024,
-        "a schedule's payload, in UTF-8 bytes of its JSON",
+        "a schedule's payload, in UTF-8 bytes of its JSON; with "
+        "`CRONWAVE_MAX_RESULT_BYTES` and `CRONWAVE_MAX_CHECKPOINT_BYTES` at most 3 MiB, "
+        "so that a run holding all three can be read under gRPC's 4 MiB",
     )
     id_chars: int = setting(
         PREFIX + "MAX_ID_CHARS",
@@ -50,14 +52,30 @@ class LimitSettings(FromEnv):
         10_000,
         "the most fire times one backfill may cover",
     )
+    result_bytes: int = setting(
+        PREFIX + "MAX_RESULT_BYTES",
+        Integer(1_024, 2 * 1024 * 1024),
+        1024 * 1024,
+        "a run's result, in UTF-8 bytes of its JSON: a job returning more ends its run "
+        "`FAILED` (`ResultTooLarge`, not retried), and the store refuses more",
+    )
+    checkpoint_bytes: int = setting(
+        PREFIX + "MAX_CHECKPOINT_BYTES",
+        Integer(1_024, 2 * 1024 * 1024),
+        1024 * 1024,
+        "a run's checkpoint, in UTF-8 bytes of its JSON: `ctx.checkpoint.save` (and "
+        "`ctx.heartbeat`) with more raises `InvalidArgument` in the job, and the store "
+        "refuses more",
+    )
     receive_bytes: int = setting(
         PREFIX + "MAX_RECEIVE_BYTES",
         Integer(4 * 1024 * 1024, 256 * 1024 * 1024),
         16 * 1024 * 1024,
         "the workflow-store's gRPC receive cap (`max_receive_message_length`): above "
         "every limit here, so that an oversized field reaches the servicer and is refused "
-        "by name; at least 4 times `CRONWAVE_MAX_PAYLOAD_BYTES` (the other services' caps "
-        "are fixed, see *Limits*)",
+        "by name; at least 4 times each of `CRONWAVE_MAX_PAYLOAD_BYTES`, "
+        "`CRONWAVE_MAX_RESULT_BYTES` and `CRONWAVE_MAX_CHECKPOINT_BYTES` (the other "
+        "services' caps are fixed, see *Limits*)",
     )
 
     def limits(self) -> RequestLimits:
@@ -70,7 +88,11 @@ class LimitSettings(FromEnv):
                 note_bytes=self.note_bytes,
                 page_size=self.page_size,
                 backfill_slots=self.backfill_slots,
+                result_bytes=self.result_bytes,
+                checkpoint_bytes=self.checkpoint_bytes,
                 receive_bytes=self.receive_bytes,
             )
-        except ValueError as exc:
-            raise ConfigurationError(f"{PREFIX}MAX_RECEIVE_BYTES: {exc}") from None
+        except LimitConflict as exc:
+            names = dict(variables(LimitSettings))
+            named = ", ".join(names[f].name for f in exc.fields)
+            raise ConfigurationError(f"{named}: {exc}") from None

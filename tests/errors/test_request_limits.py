@@ -26,6 +26,8 @@ def test_the_defaults_are_the_documented_ones() -> None:
             note_bytes=KIB,
             page_size=1_000,
             backfill_slots=10_000,
+            result_bytes=1024 * KIB,
+            checkpoint_bytes=1024 * KIB,
             receive_bytes=16 * 1024 * KIB,
         )
         == DEFAULT_LIMITS
@@ -111,3 +113,29 @@ def test_a_limit_that_breaks_its_rule_stops_start_up_naming_the_variable(
         LimitSettings.from_env(env).limits()
 
     assert named in str(info.value)
+
+
+def test_a_result_and_a_checkpoint_past_their_limits_are_refused_with_the_setting() -> None:
+    limits = LimitSettings.from_env(
+        {"CRONWAVE_MAX_RESULT_BYTES": "2048", "CRONWAVE_MAX_CHECKPOINT_BYTES": "4096"}
+    ).limits()
+
+    assert limits.result_size("x" * 2048, "result_json") == 2048
+    assert refusal(limits.result_size, "é" * 1025, "completions[0].result_json") == (
+        "completions[0].result_json: at most 2048 bytes (CRONWAVE_MAX_RESULT_BYTES), got 2050"
+    )
+    assert refusal(limits.checkpoint_size, "x" * 4097, "checkpoint_json") == (
+        "checkpoint_json: at most 4096 bytes (CRONWAVE_MAX_CHECKPOINT_BYTES), got 4097"
+    )
+
+
+def test_payload_result_and_checkpoint_together_must_stay_readable_under_4_mib() -> None:
+    # 1 MiB + 2 MiB + 1 MiB: a run holding all three could not be read back
+    env = {"CRONWAVE_MAX_PAYLOAD_BYTES": "1048576", "CRONWAVE_MAX_RESULT_BYTES": "2097152"}
+
+    with pytest.raises(ConfigurationError) as info:
+        LimitSettings.from_env(env).limits()
+
+    assert str(info.value).startswith(
+        "CRONWAVE_MAX_PAYLOAD_BYTES, CRONWAVE_MAX_RESULT_BYTES, CRONWAVE_MAX_CHECKPOINT_BYTES: "
+    )

@@ -349,7 +349,8 @@ def test_complete_runs_repeated_changes_nothing(stub):
     # Then a succeeded once; the repeat, the stale attempt and the unknown run changed
     # nothing and say so as their single calls would
     assert done.completion.changed and done.completion.run.state == pb.RUN_STATE_SUCCEEDED
-    assert done.completion.run.result_json == '{"n": 1}'
+    assert done.completion.run.result_json == ""  # answers carry no result
+    assert get_one(stub, a.run_id).result_json == '{"n": 1}'
     assert not again.completion.changed and again.completion.run == done.completion.run
     assert stale.error.code == FAILED_PRECONDITION
     assert stale.error.message == rpc_error(complete_one, stub, batch.completions[2]).details()

@@ -9,6 +9,7 @@ from datetime import timedelta
 from typing import Any
 
 from cronwave_core.errors import ConfigurationError
+from cronwave_core.limits import DEFAULT_LIMITS
 from cronwave_core.telemetry.propagation import inject_context
 from worker.chain import Delivery
 from worker.isolation import ProcessSupervisor
@@ -21,9 +22,12 @@ from worker.supervisor import AttemptResult, Outcome, Supervisor, describe
 class Isolation:
     """Where job bodies run: in job processes from ``pool`` (killable, the default),
     or in threads of the worker when ``pool`` is None. (How long a killed one gets
-    between SIGTERM and SIGKILL is the ``TimeLimit`` middleware's.)"""
+    between SIGTERM and SIGKILL is the ``TimeLimit`` middleware's.) ``checkpoint_bytes``:
+    the most JSON a job's ``ctx.checkpoint.save`` takes (``CRONWAVE_MAX_CHECKPOINT_BYTES``);
+    past it, ``save`` raises in the job."""
 
     pool: JobProcessPool | None
+    checkpoint_bytes: int = DEFAULT_LIMITS.checkpoint_bytes
 
 
 def _missing(what: str, middleware: str) -> ConfigurationError:
@@ -38,8 +42,13 @@ class Attempts:
     delivery (``beat``, ``report_start``, ``cancel``, ``heartbeat_interval``:
     Heartbeat; ``duration_limit``, ``kill_grace``: TimeLimit)."""
 
-    def __init__(self, pool: JobProcessPool | None) -> None:
+    def __init__(
+        self,
+        pool: JobProcessPool | None,
+        checkpoint_bytes: int = DEFAULT_LIMITS.checkpoint_bytes,
+    ) -> None:
         self.pool = pool
+        self.checkpoint_bytes = checkpoint_bytes
 
     def __call__(self, delivery: Delivery) -> AttemptResult:
         run, job_type, stop = delivery.run, delivery.job_type, delivery.stop
@@ -66,6 +75,7 @@ class Attempts:
                 "job_type": run.job_type,
                 "payload": payload,
                 "checkpoint": checkpoint,
+                "checkpoint_bytes": self.checkpoint_bytes,
                 "trace": inject_context(),
             }
             in_process = ProcessSupervisor(
@@ -95,6 +105,7 @@ class Attempts:
             attempt=run.attempt,
             payload=payload,
             checkpoint=checkpoint,
+            checkpoint_bytes=self.checkpoint_bytes,
             job_type=run.job_type,
             on_heartbeat=supervisor.on_heartbeat,
             is_cancelled=supervisor.cancel.is_set,

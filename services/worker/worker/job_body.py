@@ -27,6 +27,7 @@ from typing import IO, Any
 
 from cronwave import WorkerStopping
 from cronwave_core.domain.instants import wait_until_fire_time
+from cronwave_core.limits import DEFAULT_LIMITS
 from cronwave_core.settings import TelemetrySettings, WorkerSettings
 from cronwave_core.telemetry.propagation import extracted_context
 from cronwave_core.telemetry.tracing import init_tracing
@@ -100,6 +101,9 @@ class Channel:
             self._stream.flush()
 
 
+CHECKPOINT_BYTES = DEFAULT_LIMITS.checkpoint_bytes
+
+
 def run_one(spec: Mapping[str, Any], registry: Registry, channel: Channel) -> None:
     """Run the body ``spec`` names and report its outcome on ``channel``."""
     started_ns = 0
@@ -120,6 +124,9 @@ def run_one(spec: Mapping[str, Any], registry: Registry, channel: Channel) -> No
                 attempt=int(spec.get("attempt", 0)),
                 payload=dict(spec.get("payload") or {}),
                 checkpoint=dict(spec.get("checkpoint") or {}),
+                checkpoint_bytes=int(
+                    spec.get("checkpoint_bytes") or DEFAULT_LIMITS.checkpoint_bytes
+                ),
                 job_type=job_type.name,
                 on_heartbeat=on_heartbeat,
                 is_cancelled=_is_cancelled,

@@ -39,6 +39,7 @@ from cronwave_core.errors import CronwaveError
 from cronwave_core.limits import MIB
 from cronwave_core.rpc import error_from_rpc, open_channel
 from cronwave_core.settings import (
+    LimitSettings,
     NetworkSettings,
     ProcessSettings,
     RedisSettings,
@@ -187,6 +188,7 @@ def main() -> None:
     telemetry = TelemetrySettings.from_env()
     settings = WorkerSettings.from_env()
     hooks = TestHooks.from_env()
+    limits = LimitSettings.from_env().limits()
     configure_logging()
     # A job module that cannot be loaded stops start-up (ConfigurationError, its one
     # line and status 2: cronwave_core.entry), named, before anything else has started.
@@ -229,6 +231,7 @@ def main() -> None:
         kill_grace=settings.kill_grace,
         cancel_check=settings.cancel_check,
         test_hooks=test_hooks(hooks),
+        result_bytes=limits.result_bytes,
     )
     processor = RunProcessor(
         store,
@@ -236,7 +239,7 @@ def main() -> None:
         middleware,
         stats,
         broker=broker,
-        isolation=Isolation(pool=pool),
+        isolation=Isolation(pool=pool, checkpoint_bytes=limits.checkpoint_bytes),
         held=held,
         draining=draining,
     )

@@ -31,18 +31,20 @@ def job_context(
     attempt: int,
     payload: Mapping[str, Any],
     checkpoint: Mapping[str, Any],
+    checkpoint_bytes: int,
     job_type: str,
     on_heartbeat: Report,
     is_cancelled: Callable[[], bool],
 ) -> JobContext:
-    """The context of one attempt; call it inside the attempt's trace context."""
+    """The context of one attempt; call it inside the attempt's trace context. Its
+    checkpoint refuses a save of more than ``checkpoint_bytes`` of JSON."""
     return JobContext(
         run_id=run_id,
         schedule_id=schedule_id,
         fire_time=fire_time,
         attempt=attempt,
         payload=dict(payload),
-        checkpoint=Checkpoint(checkpoint),
+        checkpoint=Checkpoint(checkpoint, limit_bytes=checkpoint_bytes),
         job_type=job_type,
         trace_id=current_trace_id(),
         on_heartbeat=on_heartbeat,

@@ -102,7 +102,9 @@ class RunProcessor:
         self.stats = stats
         self.broker = broker
         self.isolation = isolation or Isolation(pool=None)
-        self.chain = Chain(middleware, Attempts(self.isolation.pool))
+        self.chain = Chain(
+            middleware, Attempts(self.isolation.pool, self.isolation.checkpoint_bytes)
+        )
         self.dead_letters: DeadLettering = self.chain.find(DeadLettering)
         self.held = held  # runs claimed ahead of their fire time wait there
         self.draining = draining or Draining()  # the runs handled now, and the stop

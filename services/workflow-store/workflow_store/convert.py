@@ -275,7 +275,7 @@ def completion_from_proto(msg: api.CompleteRunRequest) -> CompletionRequest:
         attempt_token=attempt_token(msg.attempt_token),
         state=completion_state_from_proto(msg.state),
         error=validate.text(msg.error, "error"),
-        result_json=validate.json_text(msg.result_json, "result_json"),
+        result_json=validate.result_json(msg.result_json),
         retry_after=duration_to_td(msg.retry_after, "retry_after"),
         body_started_at=opt_ts(msg, "body_started_at"),
     )
@@ -310,9 +310,12 @@ def _opt(ts: datetime | None) -> Any:
     return dt_to_ts(ts) if ts is not None else None
 
 
-def run_to_proto(rec: RunRecord, *, payload: bool = True) -> pb.Run:
-    """``payload``: False for callers that never read it (the dispatcher, the planner),
-    so a batch of runs with large payloads stays one small message."""
+def run_to_proto(rec: RunRecord, *, blobs: bool = True) -> pb.Run:
+    """``blobs``: False leaves out the run's payload, result and checkpoint, for
+    callers that read none of them (the dispatcher, the planner, the worker's
+    completion and hand-back, the sweeper): a batch of runs whose blobs are at their
+    limits (a MiB or more each) stays one small message, and an answer carries nothing
+    its caller would have to receive and throw away."""
     return pb.Run(
         run_id=rec.run_id,
         schedule_id=rec.schedule_id,
@@ -320,7 +323,7 @@ def run_to_proto(rec: RunRecord, *, payload: bool = True) -> pb.Run:
         state=rec.state.to_proto(),
         trigger=rec.trigger.to_proto(),
         job_type=rec.job_type,
-        payload_json=rec.payload_json if payload else "",
+        payload_json=rec.payload_json if blobs else "",
         attempt=rec.attempt,
         fencing_token=rec.fencing_token,
         idempotency_key=rec.idempotency_key,
@@ -331,8 +334,8 @@ def run_to_proto(rec: RunRecord, *, payload: bool = True) -> pb.Run:
         cancel_reason=rec.cancel_reason,
         finished_at=_opt(rec.finished_at),
         error=rec.error,
-        result_json=rec.result_json,
-        checkpoint_json=rec.checkpoint_json,
+        result_json=rec.result_json if blobs else "",
+        checkpoint_json=rec.checkpoint_json if blobs else "",
         queue=rec.queue,
         worker_id=rec.worker_id,
         trace_id=rec.trace_id,
@@ -360,8 +363,10 @@ def iso(dt: datetime) -> str:
 
 
 def stalled_to_proto(rec: StalledRun) -> api.StalledRun:
-    """Without the payload: the dispatcher's sweeper only queues a message naming it."""
-    return api.StalledRun(run=run_to_proto(rec.run, payload=False), reason=rec.reason.value)
+    """Without the payload, result and checkpoint: the dispatcher's sweeper only queues a
+    message naming the run (a lost run's checkpoint reaches its next attempt by its
+    claim)."""
+    return api.StalledRun(run=run_to_proto(rec.run, blobs=False), reason=rec.reason.value)
 
 
 def dead_letter_from_proto(msg: api.DeadLetterRunRequest) -> DeadLetterRequest:

@@ -67,15 +67,18 @@ def _missed_slot(msg: api.MissedSlot) -> slots.MissedSlot:
     )
 
 
-def _recorded_to_proto(recorded: Recorded, *, payload: bool = True) -> api.RecordRunResponse:
+def _recorded_to_proto(recorded: Recorded, *, blobs: bool = True) -> api.RecordRunResponse:
     return api.RecordRunResponse(
-        run=convert.run_to_proto(recorded.run, payload=payload), created=recorded.created
+        run=convert.run_to_proto(recorded.run, blobs=blobs), created=recorded.created
     )
 
 
 def _completion_to_proto(completion: Completion) -> api.CompleteRunResponse:
+    """Without the run's payload, result and checkpoint: the worker reads the run's
+    state and ``changed`` (and caches the run's status), and a batch of completions
+    whose results are at their limit must still be one answer it can receive."""
     return api.CompleteRunResponse(
-        run=convert.run_to_proto(completion.run), changed=completion.changed
+        run=convert.run_to_proto(completion.run, blobs=False), changed=completion.changed
     )
 
 
@@ -160,7 +163,7 @@ class WorkflowStoreServicer(AuditRpcs, DeadlineServicer, api_grpc.WorkflowStoreS
         )
         return api.DeleteScheduleResponse(
             schedule=self._sent(record),
-            cancelled=[convert.run_to_proto(run, payload=False) for run in cancelled],
+            cancelled=[convert.run_to_proto(run, blobs=False) for run in cancelled],
         )
 
     def WatchSchedules(
@@ -219,7 +222,7 @@ class WorkflowStoreServicer(AuditRpcs, DeadlineServicer, api_grpc.WorkflowStoreS
                 # No payloads unless asked for one run's: the dispatcher reads a
                 # trigger's alone, and 1,000 runs of 256 KiB would be far over one message
                 else api.RecordRunResult(
-                    recorded=_recorded_to_proto(r, payload=request.with_payloads)
+                    recorded=_recorded_to_proto(r, blobs=request.with_payloads)
                 )
                 for r in results
             ]
@@ -307,9 +310,7 @@ class WorkflowStoreServicer(AuditRpcs, DeadlineServicer, api_grpc.WorkflowStoreS
         self, request: api.HeartbeatRequest, context: grpc.ServicerContext
     ) -> api.HeartbeatResponse:
         run_id = validate.run_id(request.run_id)
-        checkpoint = validate.json_text(
-            request.checkpoint_json, "checkpoint_json", object_only=True
-        )
+        checkpoint = validate.checkpoint_json(request.checkpoint_json)
         body_started_at = opt_ts(request, "body_started_at")
         with db_span("Heartbeat", Hop.EXECUTE, run_id):
             beat = self.store.heartbeat(
@@ -349,15 +350,14 @@ class WorkflowStoreServicer(AuditRpcs, DeadlineServicer, api_grpc.WorkflowStoreS
     ) -> api.ReleaseRunResponse:
         run_id = validate.run_id(request.run_id)
         token = convert.attempt_token(request.attempt_token)
-        checkpoint = validate.json_text(
-            request.checkpoint_json, "checkpoint_json", object_only=True
-        )
+        checkpoint = validate.checkpoint_json(request.checkpoint_json)
         reason = validate.note(request.reason, "reason")
         validate.key(request.traceparent, "traceparent")
         with db_span("ReleaseRun", Hop.EXECUTE, run_id) as span:
             run, released = self.store.release_run(run_id, token, checkpoint, reason)
             mark_run(span, run)
-        return api.ReleaseRunResponse(run=convert.run_to_proto(run), released=released)
+        # The worker only queues a message naming the run: no blobs.
+        return api.ReleaseRunResponse(run=convert.run_to_proto(run, blobs=False), released=released)
 
     def CancelRun(
         self, request: api.CancelRunRequest, context: grpc.ServicerContext
@@ -424,7 +424,7 @@ class WorkflowStoreServicer(AuditRpcs, DeadlineServicer, api_grpc.WorkflowStoreS
         runs = slots.pending_fires(self.store, after, request.limit)
         # No payloads: the planner never reads them (a page is up to 10,000 runs)
         return api.ListPendingFiresResponse(
-            runs=[convert.run_to_proto(r, payload=False) for r in runs]
+            runs=[convert.run_to_proto(r, blobs=False) for r in runs]
         )
 
     # -- stalled runs and dead letters -----------------------------------------------------
@@ -461,7 +461,7 @@ class WorkflowStoreServicer(AuditRpcs, DeadlineServicer, api_grpc.WorkflowStoreS
                 mark_run(span, outcome.run)
         return api.DeadLetterRunResponse(
             dead_letter=convert.dead_letter_to_proto(outcome.letter) if outcome.letter else None,
-            run=convert.run_to_proto(outcome.run) if outcome.run else None,
+            run=convert.run_to_proto(outcome.run, blobs=False) if outcome.run else None,
             changed=outcome.changed,
         )
 

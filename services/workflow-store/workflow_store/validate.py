@@ -3,7 +3,8 @@
 Ids and names (``key``, ``name``) follow the request limits
 (``cronwave_core.limits.RequestLimits``): at most ``id_chars`` characters of ASCII
 letters, digits and ``. _ - : @ / + = #``; notes and reasons at most ``note_bytes``;
-other free text at most ``MAX_TEXT`` characters without NUL; JSON documents standard
+other free text at most ``MAX_TEXT`` characters without NUL; a result and a checkpoint
+at most ``result_bytes`` and ``checkpoint_bytes``; JSON documents standard
 (no NaN or Infinity) and at most ``MAX_JSON_DEPTH`` deep. The limits in force are the
 ones the store's ``main()`` gave ``use`` before serving (the defaults until then).
 """
@@ -95,14 +96,27 @@ def payload_json(value: str, field: str = "payload_json") -> str:
 
 
 def json_text(value: str, field: str, *, object_only: bool = False) -> str:
-    """A result or checkpoint: empty, or a JSON document (an object with
-    ``object_only``)."""
+    """Empty, or a JSON document (an object with ``object_only``)."""
     if not value:
         return value
     parsed = fields.json_document(value, field)
     if object_only and not isinstance(parsed, dict):
         raise InvalidArgument(field, f"must be a JSON object, got {_json_kind(parsed)}")
     return value
+
+
+def result_json(value: str, field: str = "result_json") -> str:
+    """A run's result: empty, or a JSON document of at most the limits'
+    ``result_bytes`` of UTF-8, the size checked before it is parsed."""
+    _limits.result_size(value, field)
+    return json_text(value, field)
+
+
+def checkpoint_json(value: str, field: str = "checkpoint_json") -> str:
+    """A run's checkpoint: empty (unchanged), or a JSON object of at most the limits'
+    ``checkpoint_bytes`` of UTF-8, the size checked before it is parsed."""
+    _limits.checkpoint_size(value, field)
+    return json_text(value, field, object_only=True)
 
 
 def _json_kind(value: Any) -> str:

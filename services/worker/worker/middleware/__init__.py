@@ -9,6 +9,7 @@ from datetime import timedelta
 from dramatiq.brokers.redis import RedisBroker
 
 from cronwave_core.caching import RunStatusCache
+from cronwave_core.limits import DEFAULT_LIMITS
 from worker.chain import RunMiddleware
 from worker.jobs import Registry
 from worker.middleware.claim import Claim
@@ -53,6 +54,7 @@ def standard(
     kill_grace: timedelta = timedelta(seconds=2),
     cancel_check: timedelta = timedelta(seconds=1),
     test_hooks: Sequence[RunMiddleware] = (),
+    result_bytes: int = DEFAULT_LIMITS.result_bytes,
 ) -> list[RunMiddleware]:
     """The worker's middleware in ``ORDER``, then ``test_hooks`` (innermost: see
     ``worker.chain``)."""
@@ -63,7 +65,7 @@ def standard(
         Claim(store, registry, worker_id),
         Heartbeat(store, cancel_check),
         TimeLimit(kill_grace),
-        Completion(store, registry, broker, run_status),
+        Completion(store, registry, broker, run_status, result_bytes),
     ]
     assert tuple(type(m) for m in chain) == ORDER
     return [*chain, *test_hooks]

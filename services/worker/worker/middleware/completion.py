@@ -8,12 +8,20 @@ until its heartbeat lapses, so a completion waits out a store restart shorter th
 that; a completion the store refuses (the attempt is no longer this worker's) is
 logged and dropped. Completions of the runs this worker handles at once go to the
 store together (group commit), and the runs they end go to the run-status cache.
+
+A result over ``result_bytes`` of JSON (``CRONWAVE_MAX_RESULT_BYTES``) ends the run
+FAILED, not retried (error type ``ResultTooLarge``): the store would refuse it, and the
+same body returns the same result again. The store answers a completion with the run's
+state and no blobs (no payload, result or checkpoint), so the cache holds the run's
+status; a batch also ends before the completion that would take it past
+``BATCH_BYTES``, so a batch of results at their limit stays one request.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import grpc
@@ -25,6 +33,7 @@ from cronwave_core.batching import Coalescer, results_of
 from cronwave_core.caching import RunStatusCache
 from cronwave_core.convert import td_to_duration
 from cronwave_core.domain.instants import epoch_ns
+from cronwave_core.limits import DEFAULT_LIMITS, MIB
 from cronwave_core.queueing import RunMessage
 from cronwave_core.telemetry.spans import hop_span
 from cronwave_core.telemetry.vocabulary import Hop, Kind
@@ -35,7 +44,7 @@ from worker.middleware.claim import with_traceparent
 from worker.middleware.tracing import ATTR_ATTEMPT
 from worker.outcome import Action, decide
 from worker.store_port import NOT_OURS, RunStore, with_retries
-from worker.supervisor import Outcome
+from worker.supervisor import AttemptResult, Outcome
 
 log = logging.getLogger("cronwave.worker")
 
@@ -46,6 +55,32 @@ _STATE = {
     Outcome.TIMED_OUT: common_pb2.RUN_STATE_TIMED_OUT,
     Outcome.CANCELLED: common_pb2.RUN_STATE_CANCELLED,
 }
+#: A batch of completions ends before the one that would take its encoding past this:
+#: well under the store's receive cap (16 MiB by default), whatever the results hold.
+BATCH_BYTES = 4 * MIB
+#: The error types of a result over the limit: never retried.
+RESULT_TOO_LARGE = ("ResultTooLarge", "NonRetryable")
+
+
+def bounded(result: AttemptResult, limit: int) -> AttemptResult:
+    """``result``, or a FAILED one when it is a success whose result is more than
+    ``limit`` bytes of the JSON the store would be sent."""
+    if result.outcome is not Outcome.SUCCEEDED:
+        return result
+    size = len(json.dumps(result.result))  # ASCII: one byte a character
+    if size <= limit:
+        return result
+    return replace(
+        result,
+        outcome=Outcome.FAILED,
+        result={},
+        error=(
+            f"ResultTooLarge: result: at most {limit} bytes of JSON "
+            f"(CRONWAVE_MAX_RESULT_BYTES), got {size}; return a summary and keep the "
+            "data elsewhere"
+        ),
+        error_types=RESULT_TOO_LARGE,
+    )
 
 
 class Completion(RunMiddleware):
@@ -55,13 +90,22 @@ class Completion(RunMiddleware):
         registry: Registry,
         broker: RedisBroker | None = None,
         run_status: RunStatusCache | None = None,
+        result_bytes: int = DEFAULT_LIMITS.result_bytes,
     ) -> None:
         self.store = store
         self.registry = registry
         self.broker = broker
         self.run_status = run_status  # terminal runs, for readers of run status
+        self.result_bytes = result_bytes
         self.completions: Coalescer[store_pb.CompleteRunRequest, store_pb.CompleteRunResponse] = (
-            Coalescer("complete", self._complete_many, with_traceparent, hop=Hop.COMPLETE)
+            Coalescer(
+                "complete",
+                self._complete_many,
+                with_traceparent,
+                hop=Hop.COMPLETE,
+                max_bytes=BATCH_BYTES,
+                size=lambda request: request.ByteSize(),
+            )
         )
 
     def _complete_many(
@@ -84,6 +128,7 @@ class Completion(RunMiddleware):
         run, result = delivery.run, delivery.result
         if result is None or delivery.job_type is None:
             raise Skip
+        result = delivery.result = bounded(result, self.result_bytes)
         if result.outcome is Outcome.SUPERSEDED:
             if result.body_started_ns and not result.start_recorded:
                 self._record_body_start(delivery, result.body_started_ns)
