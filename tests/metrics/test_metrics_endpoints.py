@@ -158,7 +158,7 @@ def test_only_a_slot_sets_the_last_success_and_a_trigger_shows_as_a_manual_last_
         assert value(store, LAST_RUN, schedule=schedule_id, trigger="scheduled") == 0
 
         # When a slot of it runs (a scheduled start, fenced with the planner's token)
-        started = cluster.start(schedule_id, fencing_token=leader_token(suite))
+        started = cluster.start(schedule_id, fencing_token=leading_token(suite))
         slot = cluster.finished(started.run.run_id)
         assert (slot.trigger, slot.state) == (
             common_pb2.TRIGGER_KIND_SCHEDULED,
