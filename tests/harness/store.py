@@ -24,7 +24,7 @@ from cronwave_core.errors import Unavailable
 from cronwave_core.suite import free_port, wait_healthy
 from tests.harness.processes import ProcessTable
 from tests.harness.tls import hop_channel
-from tests.helpers import fresh, get_one, issue_tokens, record_one
+from tests.helpers import claim_one, fresh, get_one, issue_tokens, record_one
 
 # The planner scope's fencing tokens a store started here has issued.
 TOKENS_ISSUED = 10
@@ -231,6 +231,17 @@ def record_run(
         ),
     )
     return api.RecordRunResponse(run=get_one(stub, recorded.run.run_id), created=recorded.created)
+
+
+def claimed_run(
+    stub: api_grpc.WorkflowStoreServiceStub, heartbeat_timeout: timedelta = timedelta(seconds=30)
+) -> tuple[pb.Run, str]:
+    """A run of a new schedule, claimed by worker w1, with its attempt token."""
+    job = register_job_type(stub, heartbeat_timeout=heartbeat_timeout)
+    run = record_run(stub, create_schedule(stub, job).schedule_id).run
+    claim = claim_one(stub, api.ClaimRunRequest(run_id=run.run_id, worker_id="w1"))
+    assert claim.claimed
+    return claim.run, claim.attempt_token
 
 
 def record_missed(

@@ -11,7 +11,12 @@ from cronwave_proto.v1 import common_pb2 as pb
 from cronwave_proto.v1 import workflow_store_service_pb2 as api
 
 from cronwave_core.convert import td_to_duration
-from tests.harness.store import create_schedule, record_run, register_job_type, rpc_error
+from tests.harness.store import (
+    claimed_run,
+    create_schedule,
+    record_run,
+    rpc_error,
+)
 from tests.helpers import claim_one, complete_one, eventually, get_one
 
 pytestmark = pytest.mark.both_backends
@@ -23,22 +28,13 @@ def _cancel(stub, run_id: str, grace: timedelta = timedelta(0), reason: str = "o
     )
 
 
-def _running(stub, heartbeat_timeout: timedelta = timedelta(seconds=30)):
-    """A run claimed by worker w1, with its attempt token."""
-    job = register_job_type(stub, heartbeat_timeout=heartbeat_timeout)
-    run = record_run(stub, create_schedule(stub, job).schedule_id).run
-    claim = claim_one(stub, api.ClaimRunRequest(run_id=run.run_id, worker_id="w1"))
-    assert claim.claimed
-    return claim.run, claim.attempt_token
-
-
 def _kinds(stub, run_id: str) -> list[str]:
     return [e.kind for e in stub.ListRunEvents(api.ListRunEventsRequest(run_id=run_id)).events]
 
 
 def test_a_grace_marks_a_running_run_and_its_heartbeat_carries_the_cancel(stub):
     # Given a running run
-    run, token = _running(stub)
+    run, token = claimed_run(stub)
 
     # When it is cancelled with a 30 s grace
     answer = _cancel(stub, run.run_id, timedelta(seconds=30), reason="not needed tonight")
@@ -65,7 +61,7 @@ def test_a_grace_marks_a_running_run_and_its_heartbeat_carries_the_cancel(stub):
 
 def test_a_success_reported_after_the_cancel_ends_the_run_cancelled_without_its_result(stub):
     # Given a running run whose cancel was requested with a grace
-    run, token = _running(stub)
+    run, token = claimed_run(stub)
     _cancel(stub, run.run_id, timedelta(seconds=30), reason="stop please")
 
     # When its job returns normally and the worker reports a success with a result
@@ -95,8 +91,8 @@ def test_a_success_reported_after_the_cancel_ends_the_run_cancelled_without_its_
 
 def test_a_retry_or_a_hand_back_of_a_cancelled_run_ends_it_instead(stub):
     # Given two running runs being cancelled with a grace
-    failing, failing_token = _running(stub)
-    handed, handed_token = _running(stub)
+    failing, failing_token = claimed_run(stub)
+    handed, handed_token = claimed_run(stub)
     for run in (failing, handed):
         _cancel(stub, run.run_id, timedelta(seconds=30), reason="cancel")
 
@@ -124,7 +120,7 @@ def test_a_retry_or_a_hand_back_of_a_cancelled_run_ends_it_instead(stub):
 
 def test_a_cancelling_run_whose_worker_died_is_ended_by_the_sweeper_not_resent(stub):
     # Given a cancel-requested run whose attempt then stops heartbeating
-    run, _token = _running(stub, heartbeat_timeout=timedelta(milliseconds=500))
+    run, _token = claimed_run(stub, heartbeat_timeout=timedelta(milliseconds=500))
     _cancel(stub, run.run_id, timedelta(seconds=30), reason="cancel")
 
     # When the sweeper looks for stalled runs once the heartbeat has lapsed
@@ -161,7 +157,7 @@ def test_a_run_no_worker_holds_is_cancelled_at_once_and_never_claimed(stub):
 
 def test_a_finished_run_is_returned_unchanged_and_an_unknown_one_is_not_found(stub):
     # Given a run that succeeded
-    run, token = _running(stub)
+    run, token = claimed_run(stub)
     done = complete_one(
         stub,
         api.CompleteRunRequest(
@@ -191,7 +187,7 @@ def test_a_finished_run_is_returned_unchanged_and_an_unknown_one_is_not_found(st
 )
 def test_a_bad_grace_is_refused_naming_the_field_and_nothing_changes(stub, grace, rule):
     # Given a running run
-    run, _token = _running(stub)
+    run, _token = claimed_run(stub)
     before = _kinds(stub, run.run_id)
 
     # When a cancel gives a grace outside 0 .. 1 h
@@ -207,7 +203,7 @@ def test_a_bad_grace_is_refused_naming_the_field_and_nothing_changes(stub, grace
 
 def test_a_heartbeat_with_the_body_start_records_started_once(stub):
     # Given a claimed run: claimed, but no body has begun
-    run, token = _running(stub)
+    run, token = claimed_run(stub)
     assert run.HasField("claimed_at") and not run.HasField("started_at")
 
     # When the heartbeat reports the body's start

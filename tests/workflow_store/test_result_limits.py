@@ -14,7 +14,10 @@ from cronwave_proto.v1 import workflow_store_service_pb2 as api
 
 from cronwave_core.convert import td_to_duration
 from cronwave_core.limits import DEFAULT_LIMITS, MIB
-from tests.harness.store import create_schedule, record_run, register_job_type, rpc_error
+from tests.harness.store import (
+    claimed_run,
+    rpc_error,
+)
 from tests.helpers import claim_one, complete_one, eventually, get_one
 
 LIMIT = DEFAULT_LIMITS.result_bytes
@@ -24,14 +27,6 @@ def _json_of(size: int) -> str:
     """A JSON object of exactly ``size`` bytes."""
     text = json.dumps({"blob": ""})
     return json.dumps({"blob": "x" * (size - len(text))})
-
-
-def _running(stub, heartbeat_timeout: timedelta = timedelta(seconds=30)):
-    job = register_job_type(stub, heartbeat_timeout=heartbeat_timeout)
-    run = record_run(stub, create_schedule(stub, job).schedule_id).run
-    claim = claim_one(stub, api.ClaimRunRequest(run_id=run.run_id, worker_id="w1"))
-    assert claim.claimed
-    return claim.run, claim.attempt_token
 
 
 def _succeed(run_id: str, token: str, result_json: str) -> api.CompleteRunRequest:
@@ -46,8 +41,8 @@ def test_the_limits_are_1_mib_each() -> None:
 
 def test_a_result_over_the_limit_is_refused_by_name_and_nothing_is_written(stub):
     # Given a running run, and another in the same batch
-    run, token = _running(stub)
-    other, other_token = _running(stub)
+    run, token = claimed_run(stub)
+    other, other_token = claimed_run(stub)
 
     # When its worker completes it with a 5 MiB result
     err = rpc_error(
@@ -73,7 +68,7 @@ def test_a_result_over_the_limit_is_refused_by_name_and_nothing_is_written(stub)
 
 def test_a_checkpoint_over_the_limit_is_refused_by_heartbeat_and_release(stub):
     # Given a running run with a checkpoint
-    run, token = _running(stub)
+    run, token = claimed_run(stub)
     stub.Heartbeat(
         api.HeartbeatRequest(run_id=run.run_id, attempt_token=token, checkpoint_json='{"i": 1}')
     )
@@ -105,7 +100,7 @@ def test_a_checkpoint_over_the_limit_is_refused_by_heartbeat_and_release(stub):
 def test_a_run_with_result_and_checkpoint_at_the_limits_completes_and_reads(stub):
     # Given three running runs, each with a checkpoint at the limit
     at_limit = _json_of(DEFAULT_LIMITS.checkpoint_bytes)
-    runs = [_running(stub) for _ in range(3)]
+    runs = [claimed_run(stub) for _ in range(3)]
     for run, token in runs:
         stub.Heartbeat(
             api.HeartbeatRequest(run_id=run.run_id, attempt_token=token, checkpoint_json=at_limit)
@@ -131,7 +126,7 @@ def test_a_run_with_result_and_checkpoint_at_the_limits_completes_and_reads(stub
 
 def test_a_lost_run_with_a_checkpoint_at_the_limit_is_swept_and_resumed_from_it(stub):
     # Given a run whose attempt saved a checkpoint at the limit and then died
-    run, token = _running(stub, heartbeat_timeout=timedelta(milliseconds=500))
+    run, token = claimed_run(stub, heartbeat_timeout=timedelta(milliseconds=500))
     at_limit = _json_of(DEFAULT_LIMITS.checkpoint_bytes)
     stub.Heartbeat(
         api.HeartbeatRequest(run_id=run.run_id, attempt_token=token, checkpoint_json=at_limit)
@@ -157,8 +152,8 @@ def test_a_lost_run_with_a_checkpoint_at_the_limit_is_swept_and_resumed_from_it(
 
 def test_completion_and_release_answers_carry_no_blobs(stub):
     # Given a running run with a checkpoint and another one to release
-    run, token = _running(stub)
-    handed, handed_token = _running(stub)
+    run, token = claimed_run(stub)
+    handed, handed_token = claimed_run(stub)
 
     # When one completes with a result and the other is released with a checkpoint
     done = complete_one(stub, _succeed(run.run_id, token, '{"n": 1}'))
