@@ -101,9 +101,6 @@ class Channel:
             self._stream.flush()
 
 
-CHECKPOINT_BYTES = DEFAULT_LIMITS.checkpoint_bytes
-
-
 def run_one(spec: Mapping[str, Any], registry: Registry, channel: Channel) -> None:
     """Run the body ``spec`` names and report its outcome on ``channel``."""
     started_ns = 0
