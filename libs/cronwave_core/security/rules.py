@@ -89,6 +89,7 @@ RULES: Mapping[str, Rule] = {
     f"/{STORE}/AppendRunEvents": _rule("worker", "dispatcher"),
     f"/{STORE}/ClaimRuns": _rule("worker"),
     f"/{STORE}/Heartbeat": _rule("worker"),
+    f"/{STORE}/Heartbeats": _rule("worker"),
     f"/{STORE}/CompleteRuns": _rule("worker"),
     f"/{STORE}/ReleaseRun": _rule("worker"),
     f"/{STORE}/CancelRun": _rule("cron-planner", role=_OPERATE),

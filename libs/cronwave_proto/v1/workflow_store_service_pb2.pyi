@@ -620,6 +620,26 @@ class ClaimRunResult(_message.Message):
     error: _common_pb2.ItemError
     def __init__(self, claim: _Optional[_Union[ClaimRunResponse, _Mapping]] = ..., error: _Optional[_Union[_common_pb2.ItemError, _Mapping]] = ...) -> None: ...
 
+class HeartbeatsRequest(_message.Message):
+    __slots__ = ("beats",)
+    BEATS_FIELD_NUMBER: _ClassVar[int]
+    beats: _containers.RepeatedCompositeFieldContainer[HeartbeatRequest]
+    def __init__(self, beats: _Optional[_Iterable[_Union[HeartbeatRequest, _Mapping]]] = ...) -> None: ...
+
+class HeartbeatsResponse(_message.Message):
+    __slots__ = ("results",)
+    RESULTS_FIELD_NUMBER: _ClassVar[int]
+    results: _containers.RepeatedCompositeFieldContainer[HeartbeatResult]
+    def __init__(self, results: _Optional[_Iterable[_Union[HeartbeatResult, _Mapping]]] = ...) -> None: ...
+
+class HeartbeatResult(_message.Message):
+    __slots__ = ("beat", "error")
+    BEAT_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    beat: HeartbeatResponse
+    error: _common_pb2.ItemError
+    def __init__(self, beat: _Optional[_Union[HeartbeatResponse, _Mapping]] = ..., error: _Optional[_Union[_common_pb2.ItemError, _Mapping]] = ...) -> None: ...
+
 class CompleteRunsRequest(_message.Message):
     __slots__ = ("completions",)
     COMPLETIONS_FIELD_NUMBER: _ClassVar[int]

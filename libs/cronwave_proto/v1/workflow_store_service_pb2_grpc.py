@@ -129,6 +129,11 @@ class WorkflowStoreServiceStub:
                 request_serializer=cronwave_dot_v1_dot_workflow__store__service__pb2.HeartbeatRequest.SerializeToString,
                 response_deserializer=cronwave_dot_v1_dot_workflow__store__service__pb2.HeartbeatResponse.FromString,
                 _registered_method=True)
+        self.Heartbeats = channel.unary_unary(
+                '/cronwave.v1.WorkflowStoreService/Heartbeats',
+                request_serializer=cronwave_dot_v1_dot_workflow__store__service__pb2.HeartbeatsRequest.SerializeToString,
+                response_deserializer=cronwave_dot_v1_dot_workflow__store__service__pb2.HeartbeatsResponse.FromString,
+                _registered_method=True)
         self.CompleteRuns = channel.unary_unary(
                 '/cronwave.v1.WorkflowStoreService/CompleteRuns',
                 request_serializer=cronwave_dot_v1_dot_workflow__store__service__pb2.CompleteRunsRequest.SerializeToString,
@@ -328,6 +333,16 @@ class WorkflowStoreServiceServicer:
 
     def Heartbeat(self, request, context):
         """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Heartbeats(self, request, context):
+        """A worker's liveness: one call per heartbeat interval carries every attempt it
+        holds (running, or waiting for a job process), renewed together; each item is
+        answered as its single Heartbeat would be (cancel requests included). A body's
+        start sent here and again with its completion is recorded once per attempt.
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
@@ -556,6 +571,11 @@ def add_WorkflowStoreServiceServicer_to_server(servicer, server):
                     servicer.Heartbeat,
                     request_deserializer=cronwave_dot_v1_dot_workflow__store__service__pb2.HeartbeatRequest.FromString,
                     response_serializer=cronwave_dot_v1_dot_workflow__store__service__pb2.HeartbeatResponse.SerializeToString,
+            ),
+            'Heartbeats': grpc.unary_unary_rpc_method_handler(
+                    servicer.Heartbeats,
+                    request_deserializer=cronwave_dot_v1_dot_workflow__store__service__pb2.HeartbeatsRequest.FromString,
+                    response_serializer=cronwave_dot_v1_dot_workflow__store__service__pb2.HeartbeatsResponse.SerializeToString,
             ),
             'CompleteRuns': grpc.unary_unary_rpc_method_handler(
                     servicer.CompleteRuns,
@@ -1102,6 +1122,33 @@ class WorkflowStoreService:
             '/cronwave.v1.WorkflowStoreService/Heartbeat',
             cronwave_dot_v1_dot_workflow__store__service__pb2.HeartbeatRequest.SerializeToString,
             cronwave_dot_v1_dot_workflow__store__service__pb2.HeartbeatResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Heartbeats(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/cronwave.v1.WorkflowStoreService/Heartbeats',
+            cronwave_dot_v1_dot_workflow__store__service__pb2.HeartbeatsRequest.SerializeToString,
+            cronwave_dot_v1_dot_workflow__store__service__pb2.HeartbeatsResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -51,6 +51,7 @@ from cronwave_core.convert import ts_to_dt
 from cronwave_core.queueing import RunMessage
 from worker.cancellation import CancelSignal
 from worker.draining import AttemptStop
+from worker.liveness import Lease
 from worker.outcome import Decision
 from worker.supervisor import AttemptResult, BeatResult
 
@@ -109,12 +110,20 @@ class Delivery:
     report_start: Callable[[int], BeatResult] | None = None
     #: Set when the store asks for the run's cancel; read by the body's supervisor.
     cancel: CancelSignal | None = None
+    #: The attempt's place in the worker's heartbeats (``worker.liveness``).
+    lease: Lease | None = None
     heartbeat_interval: timedelta | None = None
     duration_limit: timedelta | None = None
     kill_grace: timedelta | None = None
     # Filled by the execute step and by completion
     result: AttemptResult | None = None
     decision: Decision | None = None
+
+    def start_recorded(self) -> bool:
+        """Whether the store has the body's start of this attempt already: reported
+        by a heartbeat call the store answered, or so the supervisor says."""
+        lease_has = self.lease is not None and self.lease.start_recorded
+        return lease_has or (self.result is not None and self.result.start_recorded)
 
     @property
     def fire_time(self) -> datetime:

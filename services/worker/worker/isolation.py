@@ -18,8 +18,9 @@ A cancel (``cancel``, set by a beat's answer) reaches the body as SIGUSR2: its
 ``ctx.cancelled`` becomes True. A body still running when the cancel's grace has
 passed is stopped like a timed-out one; the attempt is CANCELLED either way, and the
 process, once signalled, is not reused. The body's start (the process's ``started``
-line) goes to the store through ``report_start`` while the body runs, unless its end
-comes within ``START_REPORT_AFTER``.
+line) and its checkpoints are handed to ``report_start`` and ``beat`` as they come;
+neither waits for the store (``worker.liveness`` sends them with the worker's next
+heartbeat call), so a job process goes back to the pool the moment its body ends.
 
 No gRPC here: the store is reached through the ``beat`` callable.
 """
@@ -39,17 +40,13 @@ from typing import Any
 from cronwave_core.domain.instants import epoch_ns
 from worker.cancellation import CANCELLED, CancelSignal
 from worker.job_process import JobProcess, JobProcessDied, JobProcessPool
-from worker.supervisor import START_REPORT_AFTER, AttemptResult, BeatResult, Outcome
+from worker.supervisor import AttemptResult, BeatResult, Outcome
 
 log = logging.getLogger("cronwave.worker")
 
 #: While the worker stops, the supervising loop looks at least this often whether the
 #: grace period is over.
 _STOP_POLL_S = 0.1
-
-#: A new checkpoint reaches the store within this time even when the heartbeat
-#: interval is longer, so a resumed attempt repeats at most this much work.
-CHECKPOINT_FLUSH = timedelta(seconds=1)
 
 
 class ProcessSupervisor:
@@ -76,7 +73,6 @@ class ProcessSupervisor:
         self._started_ns = 0
         self._recorded = False  # the store has the body's start
         self._interval = max(heartbeat_interval.total_seconds(), 0.01)
-        self._flush = min(self._interval, CHECKPOINT_FLUSH.total_seconds())
         self._limit = duration_limit
         self._grace = kill_grace
         self._run_id = run_id
@@ -148,8 +144,6 @@ class ProcessSupervisor:
         early = max(0.0, (epoch_ns(fire_time) - sent_ns) / 1e9)
         deadline = start + early + self._limit.total_seconds()
         next_beat = start + self._interval
-        flush_at = 0.0  # when the newest unsent checkpoint must go out; 0 = none pending
-        pending: Mapping[str, Any] | None = None  # a message read ahead
         try:
             proc.send({"op": "run", **spec})
             while True:
@@ -161,39 +155,34 @@ class ProcessSupervisor:
                     return self._cancelled(proc, stop=True)
                 if now >= deadline:
                     return self._timed_out(proc)
-                if now >= next_beat or (flush_at and now >= flush_at):
-                    if self._send(force=now >= next_beat) is BeatResult.SUPERSEDED:
+                if now >= next_beat:  # what the store last said (no call is made here)
+                    if self._send(force=True) is BeatResult.SUPERSEDED:
                         return self._superseded(proc)
-                    if now >= next_beat:
-                        next_beat = self._monotonic() + self._interval
-                    flush_at = 0.0 if self._version == self._sent else now + self._flush
+                    next_beat = self._monotonic() + self._interval
                 self._tell_cancel(proc)
-                wake = min(deadline, next_beat, flush_at or deadline, cancel_at or deadline)
+                wake = min(deadline, next_beat, cancel_at or deadline)
                 if self._releasing:
                     wake = min(wake, now + _STOP_POLL_S)
-                message, pending = pending, None
-                if message is None:
-                    message = proc.receive(max(0.0, wake - self._monotonic()))
+                message = proc.receive(max(0.0, wake - self._monotonic()))
                 if message is None:
                     continue
                 op = message.get("op")
                 if op == "started":
                     self._started_ns = int(message.get("started_ns") or 0)
-                    # A short body's end comes first: its completion carries the start.
-                    pending = proc.receive(START_REPORT_AFTER.total_seconds())
-                    if pending is None and self._report_start is not None:
-                        answer = self._report_start(self._started_ns)
-                        if answer is BeatResult.SUPERSEDED:
+                    # Handed on, not waited for: the next heartbeat call carries it.
+                    if self._report_start is not None:
+                        if self._report_start(self._started_ns) is BeatResult.SUPERSEDED:
                             return self._superseded(proc)
-                        self._recorded = answer is BeatResult.OK
                         self._tell_cancel(proc)
                     continue
                 if op == "beat":
                     if message.get("checkpoint") is not None:
                         self._checkpoint = message["checkpoint"]
                         self._version += 1
-                        if not flush_at:
-                            flush_at = self._monotonic() + self._flush
+                        # Handed to the heartbeat at once; it reaches the store within
+                        # the liveness's checkpoint flush (worker.liveness).
+                        if self._send(force=False) is BeatResult.SUPERSEDED:
+                            return self._superseded(proc)
                     continue
                 if op in ("done", "error"):
                     return self._finished(proc, message, sent_ns, fire_time)
@@ -287,11 +276,12 @@ class ProcessSupervisor:
         if stop:
             proc.stop(self._grace)
         self._pool.release(proc, reusable=False)
-        unsent = self._version != self._sent
+        # The newest checkpoint goes with the hand-back even when a heartbeat took it
+        # (that call may not have been answered yet).
         return AttemptResult(
             Outcome.RELEASED,
             body_started_ns=started_ns,
-            checkpoint_json=json.dumps(self._checkpoint) if unsent else "",
+            checkpoint_json=json.dumps(self._checkpoint) if self._version else "",
         )
 
     def _timed_out(self, proc: JobProcess) -> AttemptResult:

@@ -367,12 +367,13 @@ class Supervisor:
         """RELEASED, with the checkpoint the store does not have yet (its release
         carries it, instead of one more beat)."""
         with self._lock:
-            version, checkpoint = self._version, self._checkpoint
-        unsent = version != self._sent and checkpoint is not None
+            checkpoint = self._checkpoint
+        # The newest checkpoint goes with the hand-back even when a heartbeat took it
+        # (that call may not have been answered yet).
         return AttemptResult(
             Outcome.RELEASED,
             body_started_ns=started_ns,
-            checkpoint_json=json.dumps(checkpoint) if unsent else "",
+            checkpoint_json=json.dumps(checkpoint) if checkpoint is not None else "",
         )
 
     def _send(self, *, force: bool) -> BeatResult:

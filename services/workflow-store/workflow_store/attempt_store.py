@@ -4,7 +4,7 @@ conditional UPDATE of the run's state and attempt token.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -26,6 +26,7 @@ from workflow_store.ids import new_attempt_token, same_token
 from workflow_store.records import (
     COMPLETIONS,
     Beat,
+    BeatRequest,
     Claim,
     ClaimRequest,
     Completion,
@@ -44,11 +45,14 @@ from workflow_store.store_core import (
     _CLAIM_UPDATE,
     _COMPLETE_COLUMNS,
     _COMPLETE_UPDATE,
+    _EVENTS,
+    _RUNS,
     _check_batch,
     _event_values,
     _insert_events,
     _lock_runs,
     _only,
+    _update_of,
     _update_runs,
 )
 
@@ -144,48 +148,72 @@ class AttemptStore(AuditStore):
     ) -> Beat:
         """Prove the attempt is alive; returns the deadline of its next heartbeat and,
         for a cancel-requested run, how long its body has left to stop. With
-        ``body_started_at`` (sent once, while the body runs) the run's ``started_at``
-        is set unless an earlier attempt's body began first, and the event ``started``
-        is recorded. Raises ``StaleAttempt`` for a superseded attempt,
-        ``FailedPrecondition`` when the run is not running."""
-        return self._rounds(
-            lambda s: self._heartbeat(s, run_id, attempt_token, checkpoint_json, body_started_at)
-        )
+        ``body_started_at`` the run's ``started_at`` is set unless an earlier attempt's
+        body began first, and the event ``started`` is recorded once per attempt.
+        Raises ``StaleAttempt`` for a superseded attempt, ``FailedPrecondition`` when
+        the run is not running."""
+        beat = BeatRequest(run_id, attempt_token, checkpoint_json, body_started_at)
+        answer: Beat = _only(self.heartbeats([beat]))
+        return answer
 
-    def _heartbeat(
-        self,
-        s: Session,
-        run_id: str,
-        token: str,
-        checkpoint: str,
-        body_started_at: datetime | None,
-    ) -> Beat:
+    def heartbeats(self, beats: Sequence[BeatRequest]) -> list[Beat | CronwaveError]:
+        """``heartbeat`` for every item in one transaction (a worker's liveness: every
+        attempt it holds, once per interval): each item's answer, or in its place the
+        ``RunNotFound``, ``StaleAttempt`` or ``FailedPrecondition`` it was refused with.
+        The cost is a few statements per call, whatever the number of items."""
+        _check_batch("beats", beats)
+        for i, beat in enumerate(beats):
+            require_run_id(beat.run_id, f"beats[{i}].run_id")
+        if not beats:
+            return []
+        results: list[Beat | CronwaveError] = self._rounds(lambda s: self._heartbeat_all(s, beats))
+        return results
+
+    def _heartbeat_all(
+        self, s: Session, beats: Sequence[BeatRequest]
+    ) -> list[Beat | CronwaveError]:
+        runs = _lock_beats(s, {beat.run_id for beat in beats})
         now = self.clock()
-        row = _get_run(s, run_id)
-        state = RunState(row.state)
-        if not same_token(token, row.attempt_token):
-            raise StaleAttempt(run_id, row.attempt, row.state)
-        if state.terminal:
-            raise FailedPrecondition(
-                f"run is already {state.value}: run '{run_id}' has finished; stop working on it"
-            )
-        if state is not RunState.RUNNING:
-            raise FailedPrecondition(
-                f"run is {state.value}: run '{run_id}' has no running attempt; claim it first"
-            )
-        values: dict[str, Any] = {"heartbeat_at": now}
-        if checkpoint:
-            values["checkpoint_json"] = checkpoint
-        if body_started_at is not None and row.started_at is None:
-            values["started_at"] = body_started_at
-        self._conditional_update(s, row, **values)
-        if body_started_at is not None:
-            _event(s, row, "started", now, _body_started(body_started_at, row.fire_time))
-        deadline = now + self._heartbeat_timeout(s, row.job_type)
-        if row.cancel_deadline is None:
-            return Beat(deadline)
-        left = max(row.cancel_deadline - now, timedelta(0))
-        return Beat(deadline, cancel_grace=left, cancel_reason=row.cancel_reason)
+        starting = {beat.run_id for beat in beats if beat.body_started_at is not None}
+        started = _started_attempts(s, starting) if starting else set()
+        timeouts: dict[str, timedelta] = {}
+        alive: dict[str, tuple[str, str]] = {}
+        saved: dict[str, tuple[str, str]] = {}
+        events: list[dict[str, Any]] = []
+        results: list[Beat | CronwaveError] = []
+        for beat in beats:
+            run = runs.get(beat.run_id)
+            if run is None:
+                results.append(RunNotFound(beat.run_id))
+                continue
+            refused = _beat_refusal(run, beat)
+            if refused is not None:
+                results.append(refused)
+                continue
+            where = (run["state"], run["attempt_token"])
+            alive[beat.run_id] = where
+            run["heartbeat_at"] = now
+            if beat.checkpoint_json:
+                run["checkpoint_json"] = beat.checkpoint_json
+                saved[beat.run_id] = where
+            if beat.body_started_at is not None and (beat.run_id, run["attempt"]) not in started:
+                started.add((beat.run_id, run["attempt"]))
+                run["started_at"] = run["started_at"] or beat.body_started_at
+                detail = _body_started(beat.body_started_at, run["fire_time"])
+                events.append(_event_values(run, "started", detail, now))
+            job_type = run["job_type"]
+            if job_type not in timeouts:
+                timeouts[job_type] = self._heartbeat_timeout(s, job_type)
+            deadline = now + timeouts[job_type]
+            if run["cancel_deadline"] is None:
+                results.append(Beat(deadline))
+            else:
+                left = max(run["cancel_deadline"] - now, timedelta(0))
+                results.append(Beat(deadline, left, run["cancel_reason"]))
+        _update_runs(s, _BEAT_UPDATE, runs, alive, _BEAT_COLUMNS)
+        _update_runs(s, _CHECKPOINT_UPDATE, runs, saved, _CHECKPOINT_COLUMNS)
+        _insert_events(s, events)
+        return results
 
     def complete_run(
         self,
@@ -238,6 +266,10 @@ class AttemptStore(AuditStore):
         before: dict[str, tuple[str, str]] = {}
         events: list[dict[str, Any]] = []
         results: list[Completion | CronwaveError] = []
+        # A start a heartbeat already recorded is not recorded again (the worker sends
+        # it with the completion too when that heartbeat's answer had not come back).
+        starting = {req.run_id for req in completions if req.body_started_at is not None}
+        started = _started_attempts(s, starting) if starting else set()
         for req in completions:
             run = runs.get(req.run_id)
             if run is None:
@@ -250,7 +282,8 @@ class AttemptStore(AuditStore):
                 results.append(StaleAttempt(req.run_id, run["attempt"], run["state"]))
                 continue
             before.setdefault(run["run_id"], (run["state"], run["attempt_token"]))
-            if req.body_started_at is not None:
+            if req.body_started_at is not None and (req.run_id, run["attempt"]) not in started:
+                started.add((req.run_id, run["attempt"]))
                 run["started_at"] = run["started_at"] or req.body_started_at
                 detail = _body_started(req.body_started_at, run["fire_time"])
                 events.append(_event_values(run, "started", detail, now))
@@ -423,3 +456,58 @@ def _body_started(body_started_at: datetime, fire_time: datetime) -> str:
         f"body_started_at={body_started_at.astimezone(UTC).isoformat(timespec='microseconds')} "
         f"lateness_ms={lateness_us / 1000:.3f}"
     )
+
+
+_BEAT_COLUMNS = ("heartbeat_at", "started_at")
+_BEAT_UPDATE = _update_of(_BEAT_COLUMNS)
+_CHECKPOINT_COLUMNS = ("checkpoint_json",)
+_CHECKPOINT_UPDATE = _update_of(_CHECKPOINT_COLUMNS)
+# A heartbeat reads what it decides on, not the run's blobs (a batch of runs whose
+# payloads and checkpoints are at their limits would be megabytes).
+_LOCK_BEATS = (
+    sa.select(
+        _RUNS.c.run_id,
+        _RUNS.c.state,
+        _RUNS.c.attempt,
+        _RUNS.c.attempt_token,
+        _RUNS.c.job_type,
+        _RUNS.c.fire_time,
+        _RUNS.c.started_at,
+        _RUNS.c.cancel_deadline,
+        _RUNS.c.cancel_reason,
+    )
+    .where(_RUNS.c.run_id.in_(sa.bindparam("ids", expanding=True)))
+    .order_by(_RUNS.c.run_id)
+    .with_for_update(key_share=True)
+)
+_STARTED = sa.select(_EVENTS.c.run_id, _EVENTS.c.attempt).where(
+    _EVENTS.c.kind == "started", _EVENTS.c.run_id.in_(sa.bindparam("ids", expanding=True))
+)
+
+
+def _lock_beats(s: Session, run_ids: set[str]) -> dict[str, dict[str, Any]]:
+    """What a heartbeat decides on of each run named, under the rows' locks."""
+    ids = sorted(run_ids)
+    return {row.run_id: dict(row._mapping) for row in s.execute(_LOCK_BEATS, {"ids": ids})}
+
+
+def _started_attempts(s: Session, run_ids: set[str]) -> set[tuple[str, int]]:
+    """The (run, attempt) pairs whose body's start is recorded already."""
+    rows = s.execute(_STARTED, {"ids": sorted(run_ids)})
+    return {(row.run_id, int(row.attempt)) for row in rows}
+
+
+def _beat_refusal(run: Mapping[str, Any], beat: BeatRequest) -> CronwaveError | None:
+    """Why the heartbeat of ``beat`` is refused (None: it is the running attempt's)."""
+    run_id, state = beat.run_id, RunState(run["state"])
+    if not same_token(beat.attempt_token, run["attempt_token"]):
+        return StaleAttempt(run_id, run["attempt"], run["state"])
+    if state.terminal:
+        return FailedPrecondition(
+            f"run is already {state.value}: run '{run_id}' has finished; stop working on it"
+        )
+    if state is not RunState.RUNNING:
+        return FailedPrecondition(
+            f"run is {state.value}: run '{run_id}' has no running attempt; claim it first"
+        )
+    return None

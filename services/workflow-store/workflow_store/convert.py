@@ -32,6 +32,7 @@ from workflow_store.records import (
     DEFAULT_HEARTBEAT_TIMEOUT,
     DEFAULT_QUEUE,
     FENCED_TRIGGERS,
+    BeatRequest,
     ClaimRequest,
     CompletionRequest,
     DeadLetterReason,
@@ -277,6 +278,16 @@ def completion_from_proto(msg: api.CompleteRunRequest) -> CompletionRequest:
         error=validate.text(msg.error, "error"),
         result_json=validate.result_json(msg.result_json),
         retry_after=duration_to_td(msg.retry_after, "retry_after"),
+        body_started_at=opt_ts(msg, "body_started_at"),
+    )
+
+
+def beat_from_proto(msg: api.HeartbeatRequest) -> BeatRequest:
+    """A Heartbeats item; the store checks the attempt under the run's row lock."""
+    return BeatRequest(
+        run_id=validate.run_id(msg.run_id),
+        attempt_token=attempt_token(msg.attempt_token),
+        checkpoint_json=validate.checkpoint_json(msg.checkpoint_json),
         body_started_at=opt_ts(msg, "body_started_at"),
     )
 

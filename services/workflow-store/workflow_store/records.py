@@ -183,6 +183,17 @@ class ClaimRequest:
 
 
 @dataclass(frozen=True)
+class BeatRequest:
+    """One Heartbeats item: the attempt is alive; ``checkpoint_json`` ("" = unchanged)
+    and ``body_started_at`` (when its body began, once known) ride along."""
+
+    run_id: str
+    attempt_token: str
+    checkpoint_json: str = ""
+    body_started_at: datetime | None = None
+
+
+@dataclass(frozen=True)
 class CompletionRequest:
     """One CompleteRuns item. ``body_started_at``: when the job body began; a
     completion that changes the run then records the run event ``started`` too."""

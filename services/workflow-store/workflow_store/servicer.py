@@ -30,6 +30,7 @@ from workflow_store.audit_store import Actor
 from workflow_store.deadline_rpc import DeadlineServicer
 from workflow_store.records import (
     MAX_BATCH,
+    Beat,
     Completion,
     Recorded,
     RecordRequest,
@@ -316,12 +317,24 @@ class WorkflowStoreServicer(AuditRpcs, DeadlineServicer, api_grpc.WorkflowStoreS
             beat = self.store.heartbeat(
                 run_id, convert.attempt_token(request.attempt_token), checkpoint, body_started_at
             )
-        response = api.HeartbeatResponse(deadline=dt_to_ts(beat.deadline))
-        if beat.cancel_grace is not None:
-            response.cancel_requested = True
-            response.cancel_grace.CopyFrom(td_to_duration(beat.cancel_grace))
-            response.cancel_reason = beat.cancel_reason
-        return response
+        return _beat_to_proto(beat)
+
+    def Heartbeats(
+        self, request: api.HeartbeatsRequest, context: grpc.ServicerContext
+    ) -> api.HeartbeatsResponse:
+        beats = _items("beats", request.beats, convert.beat_from_proto)
+        began = time.perf_counter()
+        with db_span("Heartbeats", Hop.EXECUTE):
+            results = self.store.heartbeats(beats)
+        metrics.batch("Heartbeats", len(beats), time.perf_counter() - began)
+        return api.HeartbeatsResponse(
+            results=[
+                api.HeartbeatResult(error=item_error(r))
+                if isinstance(r, CronwaveError)
+                else api.HeartbeatResult(beat=_beat_to_proto(r))
+                for r in results
+            ]
+        )
 
     def CompleteRuns(
         self, request: api.CompleteRunsRequest, context: grpc.ServicerContext
@@ -479,3 +492,12 @@ class WorkflowStoreServicer(AuditRpcs, DeadlineServicer, api_grpc.WorkflowStoreS
     ) -> api.ReplayDeadLetterResponse:
         run = self.store.replay_dead_letter(validate.run_id(request.run_id), actor(context))
         return api.ReplayDeadLetterResponse(run=convert.run_to_proto(run))
+
+
+def _beat_to_proto(beat: Beat) -> api.HeartbeatResponse:
+    response = api.HeartbeatResponse(deadline=dt_to_ts(beat.deadline))
+    if beat.cancel_grace is not None:
+        response.cancel_requested = True
+        response.cancel_grace.CopyFrom(td_to_duration(beat.cancel_grace))
+        response.cancel_reason = beat.cancel_reason
+    return response

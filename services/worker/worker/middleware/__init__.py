@@ -12,6 +12,7 @@ from cronwave_core.caching import RunStatusCache
 from cronwave_core.limits import DEFAULT_LIMITS
 from worker.chain import RunMiddleware
 from worker.jobs import Registry
+from worker.liveness import Liveness
 from worker.middleware.claim import Claim
 from worker.middleware.completion import Completion
 from worker.middleware.dead_lettering import DeadLettering
@@ -55,15 +56,17 @@ def standard(
     cancel_check: timedelta = timedelta(seconds=1),
     test_hooks: Sequence[RunMiddleware] = (),
     result_bytes: int = DEFAULT_LIMITS.result_bytes,
+    liveness: Liveness | None = None,
 ) -> list[RunMiddleware]:
     """The worker's middleware in ``ORDER``, then ``test_hooks`` (innermost: see
-    ``worker.chain``)."""
+    ``worker.chain``). ``liveness``: the worker's heartbeats (default: one over
+    ``store``)."""
     chain: list[RunMiddleware] = [
         Tracing(worker_id),
         Metrics(),
         DeadLettering(store, registry),
         Claim(store, registry, worker_id),
-        Heartbeat(store, cancel_check),
+        Heartbeat(liveness or Liveness(lambda request: store.Heartbeats(request)), cancel_check),
         TimeLimit(kill_grace),
         Completion(store, registry, broker, run_status, result_bytes),
     ]

@@ -130,7 +130,7 @@ class Completion(RunMiddleware):
             raise Skip
         result = delivery.result = bounded(result, self.result_bytes)
         if result.outcome is Outcome.SUPERSEDED:
-            if result.body_started_ns and not result.start_recorded:
+            if result.body_started_ns and not delivery.start_recorded():
                 self._record_body_start(delivery, result.body_started_ns)
             log.warning(
                 "run %s attempt %d: superseded by a newer attempt; not completing",
@@ -162,7 +162,7 @@ class Completion(RunMiddleware):
             )
         )
         if decision.action is Action.DEAD_LETTER:
-            if result.body_started_ns and not result.start_recorded:
+            if result.body_started_ns and not delivery.start_recorded():
                 self._record_body_start(delivery, result.body_started_ns)
             self._log(delivery)
             raise Poison(
@@ -185,7 +185,7 @@ class Completion(RunMiddleware):
         )
         if decision.action is Action.RETRY:
             request.retry_after.CopyFrom(td_to_duration(decision.retry_after))
-        if result.body_started_ns and not result.start_recorded:
+        if result.body_started_ns and not delivery.start_recorded():
             request.body_started_at.FromNanoseconds(result.body_started_ns)
         span = delivery.span
         try:

@@ -1,0 +1,304 @@
+"""Liveness per worker: one heartbeat call per tick carries every attempt the worker
+holds, however many there are.
+
+An attempt is held from the moment its body is about to be handed out (while it waits
+for a job process, at its fire gate, while its body runs) until its outcome is
+decided. Each held attempt is a ``Lease`` here. One thread, the ticker, sends a single
+``Heartbeats`` call whenever a lease is due (every ``interval`` of its own, the job
+type's heartbeat interval or the cancel check, whichever is shorter) and puts every
+lease due within half an interval in the same call, so leases taken at different
+moments soon beat together: the store sees one call per tick, not one per run. A
+newer checkpoint or the body's start rides along with the next call (a checkpoint
+within ``checkpoint_flush``); nothing a supervising thread does waits for the store,
+so a run waiting for a job process costs no call, and a job process is never held by
+one.
+
+Each lease gets its own item's answer: a refusal (a newer attempt owns the run, or it
+ended) marks it superseded, which its supervisor sees at its next look and stops the
+body; a cancel request sets its ``CancelSignal``. A call that fails (the store is
+restarting or slow) is tried again at the next tick; the attempt is safe meanwhile
+until its heartbeat timeout, which is several intervals.
+
+``Lease.flush`` is the one call that waits: it sends what the lease holds that the
+store does not have yet and returns once answered. An attempt's end uses it (``drop``)
+so the newest checkpoint is durable before the outcome goes out: a retry resumes from
+it. Flushes of attempts ending together share one call.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Sequence
+from datetime import timedelta
+
+import grpc
+from cronwave_proto.v1 import workflow_store_service_pb2 as store_pb
+
+from cronwave_core.batching import DEFAULT_MAX_BATCH, results_of
+from cronwave_core.convert import duration_to_td
+from worker.cancellation import CancelSignal
+from worker.store_port import NOT_OURS
+from worker.supervisor import BeatResult
+
+log = logging.getLogger("cronwave.worker")
+
+#: A new checkpoint reaches the store within this time even when the heartbeat
+#: interval is longer, so a resumed attempt repeats at most this much work.
+CHECKPOINT_FLUSH = timedelta(seconds=1)
+#: A tick whose call failed is tried again this soon (the store may be restarting).
+RETRY_AFTER = timedelta(milliseconds=500)
+#: How long an attempt's end waits for its last checkpoint to be sent.
+FLUSH_WAIT = timedelta(seconds=5)
+
+Send = Callable[[store_pb.HeartbeatsRequest], store_pb.HeartbeatsResponse]
+
+
+class Lease:
+    """One held attempt. Its methods are called from the attempt's own threads and
+    never wait for the store, but ``flush`` and ``drop``."""
+
+    def __init__(
+        self,
+        liveness: Liveness,
+        run_id: str,
+        attempt_token: str,
+        interval: float,
+        cancel: CancelSignal,
+        due: float,
+    ) -> None:
+        self._liveness = liveness
+        self.run_id = run_id
+        self.attempt_token = attempt_token
+        self.interval = interval
+        self.cancel = cancel
+        self.due = due  # next beat (monotonic seconds)
+        self.flush_by = 0.0  # an unsent checkpoint must go by then; 0 = none
+        self.checkpoint = ""  # newest unsent checkpoint JSON ("" = the store has it)
+        self.version = 0  # counts changes (checkpoints, the start) to send
+        self.delivered = 0  # the version the store has answered for
+        self.started_ns = 0  # the body's start, once known
+        self.start_recorded = False  # the store has answered a beat carrying it
+        self.superseded = False
+        self.failed = False  # the last call carrying it failed
+        self.urgent = False  # a flush waits for the next call
+
+    @property
+    def state(self) -> BeatResult:
+        """What the store last said of the attempt."""
+        if self.superseded:
+            return BeatResult.SUPERSEDED
+        return BeatResult.FAILED if self.failed else BeatResult.OK
+
+    def beat(self, checkpoint_json: str) -> BeatResult:
+        """The body's newest checkpoint ("" = none new), sent with the next call
+        (within ``checkpoint_flush``); SUPERSEDED once the store refused the attempt,
+        else OK (a call that failed is the ticker's to retry and to log)."""
+        return self._liveness._update(self, checkpoint_json, 0)
+
+    def report_start(self, started_ns: int) -> BeatResult:
+        """When the body began (ns since the epoch), sent with the next call; as
+        ``beat``. Until the store has answered a call carrying it, the attempt's
+        completion carries it too (the store records it once)."""
+        return self._liveness._update(self, "", started_ns)
+
+    def flush(self, wait: timedelta = FLUSH_WAIT) -> BeatResult:
+        """Send what the store does not have of this attempt now; the answer."""
+        return self._liveness._flush(self, wait)
+
+    def drop(self) -> None:
+        """The attempt's outcome is decided: its newest checkpoint is sent (waiting
+        for it), and the lease beats no more."""
+        if self.checkpoint and not self.superseded:
+            self.flush()
+        self._liveness._drop(self)
+
+
+class Liveness:
+    """The leases of one worker and the thread that beats for them."""
+
+    def __init__(
+        self,
+        send: Send,
+        *,
+        checkpoint_flush: timedelta = CHECKPOINT_FLUSH,
+        max_batch: int = DEFAULT_MAX_BATCH,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._send = send
+        self._flush_s = checkpoint_flush.total_seconds()
+        self._max_batch = max_batch
+        self._monotonic = monotonic
+        self._leases: dict[int, Lease] = {}
+        self._cond = threading.Condition()
+        self._closed = False
+        self.calls = 0  # Heartbeats calls sent (for tests and the worker's metrics)
+        self._thread = threading.Thread(target=self._loop, name="liveness", daemon=True)
+        self._thread.start()
+
+    def hold(
+        self, run_id: str, attempt_token: str, interval: timedelta, cancel: CancelSignal
+    ) -> Lease:
+        """A lease of the attempt, beating every ``interval`` from now on."""
+        seconds = max(interval.total_seconds(), 0.01)
+        with self._cond:
+            lease = Lease(self, run_id, attempt_token, seconds, cancel, self._monotonic() + seconds)
+            self._leases[id(lease)] = lease
+            self._cond.notify()
+        return lease
+
+    def __len__(self) -> int:
+        with self._cond:
+            return len(self._leases)
+
+    def close(self) -> None:
+        """Beat no more (the worker has stopped)."""
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
+        self._thread.join(timeout=5)
+
+    # -- called through a lease ----------------------------------------------------------
+    def _update(self, lease: Lease, checkpoint_json: str, started_ns: int) -> BeatResult:
+        with self._cond:
+            if checkpoint_json:
+                lease.checkpoint = checkpoint_json
+                lease.version += 1
+                if not lease.flush_by:
+                    lease.flush_by = self._monotonic() + min(self._flush_s, lease.interval)
+                    self._cond.notify()
+            if started_ns and not lease.started_ns:
+                lease.started_ns = started_ns
+                lease.version += 1
+            return BeatResult.SUPERSEDED if lease.superseded else BeatResult.OK
+
+    def _flush(self, lease: Lease, wait: timedelta) -> BeatResult:
+        deadline = self._monotonic() + wait.total_seconds()
+        with self._cond:
+            want = lease.version
+            lease.urgent = True
+            self._cond.notify_all()
+            while lease.delivered < want and not lease.superseded and not self._closed:
+                left = deadline - self._monotonic()
+                if left <= 0:
+                    return BeatResult.FAILED
+                self._cond.wait(left)
+            return lease.state
+
+    def _drop(self, lease: Lease) -> None:
+        with self._cond:
+            self._leases.pop(id(lease), None)
+
+    # -- the ticker -------------------------------------------------------------------------
+    def _loop(self) -> None:
+        while True:
+            with self._cond:
+                if self._closed:
+                    return
+                now = self._monotonic()
+                live = [lease for lease in self._leases.values() if not lease.superseded]
+                due = [lease for lease in live if _due(lease, now)]
+                if not due:
+                    wake = min((_next(lease) for lease in live), default=None)
+                    self._cond.wait(None if wake is None else max(wake - now, 0.001))
+                    continue
+                batch = self._take(due, now)
+            self._beat(batch)
+
+    def _take(self, due: list[Lease], now: float) -> list[tuple[Lease, int, str, int]]:
+        """The leases of the next call and what each sends: every lease due, and those
+        due within half an interval, so leases fall into step. Called under the lock."""
+        chosen = {id(lease) for lease in due}
+        riders = [
+            lease
+            for lease in self._leases.values()
+            if id(lease) not in chosen
+            and not lease.superseded
+            and lease.due - now <= lease.interval / 2
+        ]
+        batch = []
+        for lease in [*due, *riders][: self._max_batch]:
+            lease.due = now + lease.interval
+            lease.flush_by = 0.0
+            lease.urgent = False
+            started = lease.started_ns if not lease.start_recorded else 0
+            batch.append((lease, lease.version, lease.checkpoint, started))
+        return batch
+
+    def _beat(self, batch: Sequence[tuple[Lease, int, str, int]]) -> None:
+        request = store_pb.HeartbeatsRequest()
+        for lease, _, checkpoint, started_ns in batch:
+            beat = request.beats.add(
+                run_id=lease.run_id, attempt_token=lease.attempt_token, checkpoint_json=checkpoint
+            )
+            if started_ns:
+                beat.body_started_at.FromNanoseconds(started_ns)
+        self.calls += 1
+        try:
+            answers = results_of(self._send(request).results, "beat")
+        except grpc.RpcError as exc:
+            log.warning(
+                "heartbeat of %d attempt(s) not delivered (%s); retrying",
+                len(batch),
+                exc.code().name if hasattr(exc, "code") else exc,
+            )
+            answers = [exc] * len(batch)
+        except Exception as exc:  # the ticker must keep beating whatever happens
+            log.exception("heartbeat of %d attempt(s) failed", len(batch))
+            answers = [exc] * len(batch)
+        retry = self._monotonic() + RETRY_AFTER.total_seconds()
+        with self._cond:
+            for (lease, version, checkpoint, started_ns), answer in zip(
+                batch, answers, strict=True
+            ):
+                self._answered(lease, version, checkpoint, started_ns, answer, retry)
+            self._cond.notify_all()
+
+    def _answered(
+        self,
+        lease: Lease,
+        version: int,
+        checkpoint: str,
+        started_ns: int,
+        answer: store_pb.HeartbeatResponse | BaseException,
+        retry: float,
+    ) -> None:
+        """One lease's item answered. Called under the lock."""
+        if isinstance(answer, BaseException):
+            code = answer.code() if isinstance(answer, grpc.RpcError) else None
+            if code in NOT_OURS:
+                if not lease.superseded:
+                    details = answer.details() if isinstance(answer, grpc.RpcError) else ""
+                    log.warning("run %s: heartbeat refused: %s", lease.run_id, details)
+                lease.superseded = True
+                return
+            lease.failed = True
+            lease.due = min(lease.due, retry)
+            if checkpoint and lease.checkpoint == checkpoint:
+                lease.flush_by = lease.flush_by or retry
+            return
+        lease.failed = False
+        lease.delivered = max(lease.delivered, version)
+        if checkpoint and lease.checkpoint == checkpoint:
+            lease.checkpoint = ""  # the store has the newest
+        if started_ns:
+            lease.start_recorded = True
+        if answer.cancel_requested:
+            if not lease.cancel.is_set():
+                log.info("run %s: cancel requested: %s", lease.run_id, answer.cancel_reason)
+            lease.cancel.request(
+                duration_to_td(answer.cancel_grace, "cancel_grace"), answer.cancel_reason
+            )
+
+
+def _due(lease: Lease, now: float) -> bool:
+    return lease.urgent or now >= _next(lease)
+
+
+def _next(lease: Lease) -> float:
+    """When the lease must be in a call next: its beat, or its unsent checkpoint's
+    flush, whichever is sooner."""
+    if lease.urgent:
+        return 0.0
+    return min(lease.due, lease.flush_by) if lease.flush_by else lease.due
