@@ -20,6 +20,11 @@ class Sizes:
 
     single_fires: int = 60
     burst: int = 1000
+    #: The large variant of the burst (0: left out), runs per variant, and whether
+    #: the tuned variant runs (0: left out).
+    burst_large: int = 10_000
+    burst_repeats: int = 3
+    burst_tuned: int = 1
     # Offered runs per second (one 1-second schedule each): 2% over the 500/s target,
     # so a pipeline that keeps up reads above it whatever the window's edges catch.
     throughput_rate: int = 510
@@ -41,6 +46,9 @@ class Sizes:
         return cls(
             single_fires=3,
             burst=10,
+            burst_large=0,
+            burst_repeats=1,
+            burst_tuned=0,
             throughput_rate=5,
             throughput_window=timedelta(seconds=3),
             throughput_warmup=timedelta(seconds=1),

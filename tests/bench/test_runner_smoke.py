@@ -34,9 +34,14 @@ def test_single_burst_and_waterfall_produce_their_figures(
     assert single.figures["lateness_ms"]["count"] == fires  # every fire's body start read
     assert (single.figures["skipped"], single.figures["duplicates"]) == (0, 0)
     assert single.figures["job_process_overhead_ms"]["count"] == fires  # from the spans
-    assert burst.figures["started"] == ctx.sizes.burst
-    assert (burst.figures["not_started"], burst.figures["duplicates"]) == (0, 0)
-    assert burst.figures["instant_to_last_start_ms"] is not None
+    variants = burst.figures["variants"]
+    assert set(variants) == {f"{ctx.sizes.burst} one-off", f"{ctx.sizes.burst} cron"}
+    for variant in variants.values():
+        assert "defaults" in variant["settings"]  # the headline runs what `up` gives
+        (run,) = variant["runs"]
+        assert run["started"] == ctx.sizes.burst
+        assert (run["not_started"], run["duplicates"]) == (0, 0)
+        assert run["instant_to_last_start_ms"] is not None
     assert set(waterfall.figures) == {"single", "burst"}
     hops = waterfall.figures["single"]["hops"]
     assert {"dispatch", "persist", "pickup", "execute", "complete"} <= set(hops)

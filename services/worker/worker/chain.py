@@ -120,10 +120,11 @@ class Delivery:
     decision: Decision | None = None
 
     def start_recorded(self) -> bool:
-        """Whether the store has the body's start of this attempt already: reported
-        by a heartbeat call the store answered, or so the supervisor says."""
-        lease_has = self.lease is not None and self.lease.start_recorded
-        return lease_has or (self.result is not None and self.result.start_recorded)
+        """Whether the store has the body's start of this attempt already: a heartbeat
+        call carrying it was answered (the lease knows; without one, the supervisor)."""
+        if self.lease is not None:
+            return self.lease.start_recorded
+        return self.result is not None and self.result.start_recorded
 
     @property
     def fire_time(self) -> datetime:

@@ -176,7 +176,12 @@ class JobProcessPool:
         self.env = {**(os.environ if env is None else env), PARENT_PID_VAR: str(os.getpid())}
         self.start_timeout = start_timeout
         self.parallel_starts = max(parallel_starts or os.cpu_count() or 1, 1)
-        self._lock = threading.Condition()
+        mutex = threading.Lock()
+        self._lock = threading.Condition(mutex)  # the pool's state; the spawner waits here
+        # Runs waiting for a process wait here, each woken alone (the longest waiting
+        # first) when one becomes free: with hundreds waiting at a burst, waking them
+        # all for every process handed back would cost more than the bodies.
+        self._free = threading.Condition(mutex)
         self._idle: deque[JobProcess] = deque()
         self._live = 0  # processes that exist or are asked for: at most max_processes
         self._wanted = 0  # starts asked of the spawner, not yet forked
@@ -246,7 +251,7 @@ class JobProcessPool:
                         f"{self.start_timeout.total_seconds():g}s: "
                         f"{self._last_error or f'all {self.max_processes} busy'}"
                     )
-                self._lock.wait(min(left, 0.5))
+                self._free.wait(min(left, 0.5))
 
     def release(self, proc: JobProcess, *, reusable: bool) -> None:
         """Give ``proc`` back after a run; it is retired unless ``reusable``."""
@@ -257,12 +262,20 @@ class JobProcessPool:
             )
             if keep:
                 self._idle.append(proc)
-                self._lock.notify_all()
+                self._free.notify()
                 return
             self._live -= 1
             self._refill()
             self._lock.notify_all()
         threading.Thread(target=proc.retire, name="job-retire", daemon=True).start()
+
+    def prepare(self, count: int) -> None:
+        """Have ``count`` processes (at most ``max_processes``) started or starting:
+        the worker knows ahead how many bodies an instant needs, and a process started
+        at the instant would cost the burst its start-up."""
+        with self._lock:
+            while not self._closed and self._live < min(count, self.max_processes):
+                self._ask()
 
     def idle_count(self) -> int:
         with self._lock:
@@ -277,6 +290,7 @@ class JobProcessPool:
             self._idle.clear()
             self._live -= len(idle)
             self._lock.notify_all()
+            self._free.notify_all()
         for proc in idle:
             proc.retire()
 
@@ -339,6 +353,7 @@ class JobProcessPool:
             else:
                 self._idle.append(proc)
             self._lock.notify_all()
+            self._free.notify()
         if closed:
             proc.retire()
 
@@ -350,3 +365,4 @@ class JobProcessPool:
             self._failures += 1
             self._last_error = error
             self._lock.notify_all()
+            self._free.notify_all()

@@ -198,6 +198,8 @@ class RunProcessor:
             lambda: context.run(attempt),
             on_stop=lambda: context.run(on_stop),
         )
+        if self.isolation.pool is not None:  # the instant's bodies find processes ready
+            self.isolation.pool.prepare(len(self.held) + self.stats.snapshot()[2])
         return True
 
     def _ended_while_held(self, run_id: str, attrs: Mapping[str, Any]) -> bool:
