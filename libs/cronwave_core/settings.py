@@ -65,6 +65,7 @@ TEST_ONLY = (
     FAULT,
     PREFIX + "GATEWAY_TIMEOUT_AFTER_COMMIT",
     PREFIX + "BILLING_CRASH_AFTER_CHARGES",
+    PREFIX + "MISSED_SLOTS_AHEAD",
 )
 
 
@@ -434,6 +435,15 @@ class TestHooks(FromEnv):
         0,
         "a billing attempt SIGKILLs its worker right after its N-th gateway answer (see *Drills*)",
     )
+    missed_slots_ahead: timedelta = setting(
+        PREFIX + "MISSED_SLOTS_AHEAD",
+        Duration(),
+        timedelta(0),
+        "the workflow-store also accepts slots recorded MISSED up to this far past its "
+        "clock: for a planner on a simulated calendar (the tests' clocked planners fire "
+        "in 2030). Unset, a slot must be due, give or take 1 s of clock skew (see "
+        "*Security*)",
+    )
 
     def __post_init__(self) -> None:
         if not self.enabled:
@@ -441,6 +451,7 @@ class TestHooks(FromEnv):
                 (FAULT, self.fault),
                 (TEST_ONLY[1], self.gateway_timeout_after_commit),
                 (TEST_ONLY[2], self.billing_crash_after_charges),
+                (TEST_ONLY[3], self.missed_slots_ahead),
             )
             refuse_test_only(name for name, value in armed if value)
 

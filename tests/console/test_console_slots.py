@@ -13,7 +13,7 @@ from playwright.sync_api import Page, expect
 from cronwave_core.suite import Suite
 from tests.console.conftest import LEASE_ENV
 from tests.harness.clients import client_for
-from tests.harness.planner import ClockedPlanners, StartPlanner
+from tests.harness.planner import SIMULATED_CALENDAR, ClockedPlanners, StartPlanner
 from tests.harness.suites import SuiteFactory
 from tests.helpers import eventually, fresh
 
@@ -25,8 +25,11 @@ SKIPPED = "not run: the planner was down at the fire time and the catch-up polic
 
 @pytest.fixture
 def plannerless(make_suite: SuiteFactory) -> Suite:
-    """Store, leader-election, dispatcher, a worker and the console; no planner."""
-    return make_suite(console=True, planners=0, env=LEASE_ENV)
+    """Store, leader-election, dispatcher, a worker and the console; no planner (the
+    test's planners run on a simulated calendar)."""
+    return make_suite(
+        console=True, planners=0, env={**LEASE_ENV, **SIMULATED_CALENDAR}, test_hooks=True
+    )
 
 
 @pytest.fixture

@@ -49,6 +49,7 @@ class StoreProcess:
         database_url: str,
         port: int | None = None,
         table: ProcessTable | None = None,
+        env: dict[str, str] | None = None,
     ) -> None:
         self.table = table or ProcessTable("the workflow-store process")
         self.port = port or free_port()
@@ -66,6 +67,7 @@ class StoreProcess:
             PYTHONPATH=_pythonpath(),
             PYTHONUNBUFFERED="1",
         )
+        self.env.update(env or {})
         self.popen: subprocess.Popen[bytes] | None = None
         self._channels: list[grpc.Channel] = []
 
@@ -146,13 +148,13 @@ StartStore = Callable[..., StoreProcess]
 
 @pytest.fixture
 def start_store(tmp_path: Path, database_url: str) -> Iterator[StartStore]:
-    """Start store processes on the test's database; all are stopped at the end, and
-    none may be left."""
+    """Start store processes on the test's database (``env`` on top of the harness's);
+    all are stopped at the end, and none may be left."""
     table = ProcessTable("start_store's workflow-store processes")
     started: list[StoreProcess] = []
 
-    def start(port: int | None = None) -> StoreProcess:
-        proc = StoreProcess(tmp_path / "store", database_url, port, table)
+    def start(port: int | None = None, env: dict[str, str] | None = None) -> StoreProcess:
+        proc = StoreProcess(tmp_path / "store", database_url, port, table, env)
         started.append(proc)
         return proc.start()
 
@@ -169,6 +171,9 @@ def store(start_store: StartStore) -> StoreProcess:
 # -- request builders ----------------------------------------------------------------------
 
 FIRE = datetime(2030, 1, 1, 2, 0, tzinfo=UTC)
+#: A fire time of ``schedule_msg``'s default calendar (02:00 in Berlin) that has passed:
+#: the store records a slot MISSED only when it is one of its schedule's, and due.
+PAST_FIRE = datetime(2026, 1, 1, 1, 0, tzinfo=UTC)
 
 
 def register_job_type(
@@ -203,11 +208,13 @@ def schedule_msg(schedule_id: str, job_type: str, **spec: object) -> pb.Schedule
 
 
 def create_schedule(
-    stub: api_grpc.WorkflowStoreServiceStub, job_type: str | None = None
+    stub: api_grpc.WorkflowStoreServiceStub, job_type: str | None = None, **spec: object
 ) -> pb.Schedule:
+    """A new schedule of ``job_type`` (a new one when None), with ``schedule_msg``'s
+    spec where ``spec`` gives no other field."""
     job_type = job_type or register_job_type(stub)
     resp = stub.CreateSchedule(
-        api.CreateScheduleRequest(schedule=schedule_msg(fresh("sched"), job_type))
+        api.CreateScheduleRequest(schedule=schedule_msg(fresh("sched"), job_type, **spec))
     )
     return resp.schedule
 
@@ -247,7 +254,7 @@ def claimed_run(
 def record_missed(
     stub: api_grpc.WorkflowStoreServiceStub,
     schedule_id: str,
-    fire: datetime = FIRE,
+    fire: datetime = PAST_FIRE,
     reason: str = "missed",
     token: int = 1,
 ) -> tuple[int, pb.Run | None]:

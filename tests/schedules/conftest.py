@@ -11,7 +11,7 @@ import pytest
 from cronwave import Client, Run
 from cronwave_core.suite import Suite
 from tests.harness.clients import client_for
-from tests.harness.planner import ClockedPlanners, StartPlanner
+from tests.harness.planner import SIMULATED_CALENDAR, ClockedPlanners, StartPlanner
 from tests.harness.suites import SuiteFactory
 
 LEASE_ENV = {
@@ -23,8 +23,9 @@ LEASE_ENV = {
 
 @pytest.fixture
 def suite(make_suite: SuiteFactory) -> Suite:
-    """Store, leader-election, dispatcher and a worker; no planner process."""
-    return make_suite(planners=0, env=LEASE_ENV)
+    """Store, leader-election, dispatcher and a worker; no planner process (the tests'
+    planners run on simulated calendars)."""
+    return make_suite(planners=0, env={**LEASE_ENV, **SIMULATED_CALENDAR}, test_hooks=True)
 
 
 @pytest.fixture

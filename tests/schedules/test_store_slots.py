@@ -12,7 +12,10 @@ from cronwave_proto.v1 import common_pb2 as pb
 from cronwave_proto.v1 import workflow_store_service_pb2 as api
 
 from cronwave_core.convert import dt_to_ts, ts_to_dt
+from cronwave_core.settings import TEST_HOOKS
+from tests.harness.planner import SIMULATED_CALENDAR
 from tests.harness.store import (
+    StartStore,
     StoreProcess,
     create_schedule,
     record_missed,
@@ -25,6 +28,22 @@ from tests.helpers import get_one
 pytestmark = pytest.mark.slow
 
 T = datetime(2030, 1, 1, 2, 0, tzinfo=UTC)
+#: Every minute in New York, skipping the wall-clock times a DST gap leaves out: T and
+#: the minutes after it are fire times, ``SKIPPED`` a slot the DST policy skipped (the
+#: store records only a slot of the schedule's calendar MISSED).
+EVERY_MINUTE = {
+    "cron": ["* * * * *"],
+    "time_zone": "America/New_York",
+    "dst_gap": pb.DST_GAP_POLICY_SKIP,
+}
+SKIPPED = datetime(2030, 3, 10, 7, 30, 0, 1, tzinfo=UTC)
+
+
+@pytest.fixture
+def store(start_store: StartStore) -> StoreProcess:
+    """A store that accepts MISSED slots in 2030, as the tests' clocked planners need
+    (newest fire times count only those after the schedule's creation)."""
+    return start_store(env={TEST_HOOKS: "1", **SIMULATED_CALENDAR})
 
 
 def slot(
@@ -49,14 +68,14 @@ def test_latest_fire_times_in_pages_with_counts(store: StoreProcess) -> None:
     # run that do not count, and a DST-skipped slot that moves the mark but is no fire
     stub = store.stub()
     job = register_job_type(stub)
-    ids = sorted(create_schedule(stub, job).schedule_id for _ in range(4))
+    ids = sorted(create_schedule(stub, job, **EVERY_MINUTE).schedule_id for _ in range(4))
     a, b, c, d = ids
     record_run(stub, a, T, token=5)
     record_run(stub, a, T + timedelta(minutes=1), token=5)
     batch(stub, [slot(a, 2, "outside_catchup_window"), slot(b, 1, "catchup_skip")])
     record_run(stub, b, T + timedelta(hours=1), token=5, trigger=pb.TRIGGER_KIND_BACKFILL)
     record_run(stub, c, T, token=5, trigger=pb.TRIGGER_KIND_CATCHUP)
-    skipped = T + timedelta(minutes=30, microseconds=1)
+    skipped = SKIPPED
     record_missed(stub, c, skipped, reason="dst_gap_skip", token=5)
 
     # When they are read two per page
@@ -80,7 +99,7 @@ def test_latest_fire_times_in_pages_with_counts(store: StoreProcess) -> None:
 
 def test_a_missed_batch_is_fenced_and_leaves_existing_runs_alone(store: StoreProcess) -> None:
     stub = store.stub()
-    sid = create_schedule(stub).schedule_id
+    sid = create_schedule(stub, **EVERY_MINUTE).schedule_id
     ran = record_run(stub, sid, T, token=5).run
 
     # A batch writes new rows, skips unknown schedules, leaves a run alone
@@ -106,7 +125,7 @@ def test_a_missed_batch_is_fenced_and_leaves_existing_runs_alone(store: StorePro
 def test_a_placeholder_becomes_the_run_or_takes_its_final_reason(store: StoreProcess) -> None:
     # Given placeholders for a paced catch-up run, a buffered fire and a backfill
     stub = store.stub()
-    sid = create_schedule(stub).schedule_id
+    sid = create_schedule(stub, **EVERY_MINUTE).schedule_id
     batch(
         stub,
         [

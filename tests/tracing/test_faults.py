@@ -147,6 +147,7 @@ def test_the_injector_is_installed_only_with_the_switch_and_a_fault() -> None:
         {"CRONWAVE_FAULT": "planner.hold_start=0.5", TEST_HOOKS: "off"},
         {"CRONWAVE_GATEWAY_TIMEOUT_AFTER_COMMIT": "1"},
         {"CRONWAVE_BILLING_CRASH_AFTER_CHARGES": "3"},
+        {"CRONWAVE_MISSED_SLOTS_AHEAD": "100000h"},
     ],
 )
 def test_a_fault_without_the_switch_stops_start_up_naming_both(env: dict[str, str]) -> None:

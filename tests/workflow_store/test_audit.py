@@ -23,6 +23,7 @@ from cronwave_core.convert import dt_to_ts, ts_to_dt
 from cronwave_core.security.keys import parse_token
 from tests.harness.cli import cronwave_argv
 from tests.harness.store import (
+    PAST_FIRE,
     StoreProcess,
     create_schedule,
     record_missed,
@@ -208,7 +209,7 @@ def test_backfill_runs_revived_placeholders_and_replays_are_audited(
     # Given a schedule with a backfill placeholder (recorded MISSED by the planner) and
     # a PENDING run its worker refused as poison
     schedule_id = create_schedule(stub).schedule_id
-    placeholder_at = datetime(2030, 1, 3, tzinfo=UTC)
+    placeholder_at = PAST_FIRE
     written, _ = record_missed(stub, schedule_id, placeholder_at, reason="pending:backfill")
     poisoned = record_run(
         stub, schedule_id, datetime(2030, 1, 5, tzinfo=UTC), 0, pb.TRIGGER_KIND_MANUAL

@@ -13,6 +13,7 @@ from cronwave_proto.v1 import workflow_store_service_pb2 as api
 from cronwave_core.convert import dt_to_ts
 from tests.harness.store import (
     FIRE,
+    PAST_FIRE,
     create_schedule,
     record_missed,
     record_run,
@@ -142,9 +143,9 @@ def test_record_run_needs_a_live_schedule_and_a_fire_time(stub):
 
 def test_record_missed(stub):
     sid = create_schedule(stub).schedule_id
-    first, run = record_missed(stub, sid, FIRE, reason="store was down", token=2)
-    second, again = record_missed(stub, sid, FIRE, reason="store was down", token=2)
-    scheduled = record_run(stub, sid, FIRE, token=2)
+    first, run = record_missed(stub, sid, PAST_FIRE, reason="store was down", token=2)
+    second, again = record_missed(stub, sid, PAST_FIRE, reason="store was down", token=2)
+    scheduled = record_run(stub, sid, PAST_FIRE, token=2)
 
     assert first == 1 and second == 0 and not scheduled.created
     assert run is not None and again == run
@@ -161,7 +162,7 @@ def test_list_runs_newest_first_with_filters(stub):
     fires = [FIRE + timedelta(hours=h) for h in (2, 0, 1)]
     ids = {f: record_run(stub, sid, f).run.run_id for f in fires}
     record_run(stub, other, FIRE)
-    _, missed = record_missed(stub, sid, FIRE - timedelta(hours=1))
+    _, missed = record_missed(stub, sid, PAST_FIRE)  # older than every fire above
     assert missed is not None
 
     runs = stub.ListRuns(api.ListRunsRequest(schedule_id=sid)).runs

@@ -168,6 +168,11 @@ class FireLoop:
         return len(self._rows)
 
     @property
+    def pending_missed_due(self) -> int:
+        """The MISSED rows waiting whose slot has come (the rest wait for theirs)."""
+        return self._rows.due(self._clock.now())
+
+    @property
     def queued(self) -> int:
         return len(self._work)
 

@@ -1,9 +1,11 @@
 """MISSED rows (and placeholders, see ``work``) on their way to the store.
 
 A row is queued with the fencing token of the term that decided it and sent on the
-loop's next step, in one call per token. While the store is away a row is retried with
-the loop's backoff; a row the store refuses for good is said in the error log, the one
-place it is then kept. Not thread-safe: the fire loop owns it.
+loop's first step at or after its fire time, in one call per token: the store records a
+slot MISSED only once it is due (a fire decided ahead of its instant -- the dispatch
+lead -- and then skipped, paused or given up waits for it). While the store is away a
+row is retried with the loop's backoff; a row the store refuses for good is said in the
+error log, the one place it is then kept. Not thread-safe: the fire loop owns it.
 """
 
 from __future__ import annotations
@@ -43,6 +45,10 @@ class MissedRows:
     def __len__(self) -> int:
         return len(self._records)
 
+    def due(self, now: datetime) -> int:
+        """How many rows are to be sent by ``now`` (the others wait for their slot)."""
+        return sum(r.next_try <= now for r in self._records)
+
     def next_try(self) -> datetime | None:
         """When the earliest row waiting is due to be sent; None when none waits."""
         return min((r.next_try for r in self._records), default=None)
@@ -51,7 +57,7 @@ class MissedRows:
         for m in missed:
             if not m.reason.startswith(PENDING_PREFIX):
                 self._stats.missed += 1
-            self._records.append(_Record(m, token, now))
+            self._records.append(_Record(m, token, max(now, m.fire_time)))
 
     def flush(self, now: datetime) -> None:
         """Send every row whose turn has come, a batch per token; keep the rest."""

@@ -25,6 +25,7 @@ from workflow_store import metrics, validate
 from workflow_store.api_keys import ApiKeys, ApiKeyServicer
 from workflow_store.db import Database, create_engine, migrate
 from workflow_store.deadline_sweep import DeadlineSweep
+from workflow_store.guards import MISSED_SLOT_SKEW, Guards
 from workflow_store.limits import Limits
 from workflow_store.notifier import Notifications
 from workflow_store.servicer import WorkflowStoreServicer
@@ -47,7 +48,11 @@ def main() -> None:
     engine = create_engine(store_settings.database_url)
     migrate(engine)
     db = Database(engine)
-    store = Store(db, limits=Limits(payload_bytes=limits.payload_bytes))
+    store = Store(
+        db,
+        limits=Limits(payload_bytes=limits.payload_bytes),
+        guards=Guards(missed_slot_ahead=MISSED_SLOT_SKEW + hooks.missed_slots_ahead),
+    )
     metrics.install(db)
     servicer = WorkflowStoreServicer(store)
     notifications = Notifications(

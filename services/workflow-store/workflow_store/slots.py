@@ -4,7 +4,13 @@
   time of its SCHEDULED and CATCHUP runs (MISSED ones included) since the schedule was
   (re)created, and how many fire times it has had -- in one GROUP BY query per page,
   not one query per schedule.
-- ``record_missed_slots``: many MISSED slots in one transaction.
+- ``record_missed_slots``: many MISSED slots in one transaction. A slot is written
+  only when it is one: a fire time (or DST-skipped slot) of its schedule's calendar,
+  due by the store's clock (``Guards.missed_slot_ahead``), and without a run; a slot
+  that already has a run is left as it is. A planner's certificate could otherwise
+  mark the next fire times missed, and none would run. (The planner's summary of the
+  slots outside the catch-up window, reason ``outside_catchup_window: ...``, lies
+  between fire times by design: it only has to be due.)
 - Placeholders: a MISSED row whose reason starts with ``pending:`` stands for work a
   planner decided but has not started yet (a paced catch-up run, a buffered overlap, a
   backfill). ``settle`` is what a second start of a slot does to the row that exists:
@@ -22,12 +28,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
 import sqlalchemy as sa
 from sqlalchemy.exc import IntegrityError
 
-from cronwave_core.domain.calendar import DST_GAP_SKIP
+from cronwave_core.domain.calendar import DST_GAP_SKIP, occurrences_after
+from cronwave_core.domain.catchup import OUTSIDE_CATCHUP_WINDOW
+from cronwave_core.domain.spec import Spec
 from cronwave_core.errors import AlreadyExists, FailedPrecondition, InvalidArgument
 from workflow_store import models as m
 from workflow_store.audit_store import AUDITED_TRIGGERS, Actor
@@ -44,7 +52,7 @@ from workflow_store.records import (
 )
 from workflow_store.rows import _event, _live_schedule, _run
 from workflow_store.store import Store
-from workflow_store.stored_json import policy_to_dict, spec_to_dict
+from workflow_store.stored_json import policy_to_dict, spec_from_dict, spec_to_dict
 from workflow_store.unknown_job_type import unknown_job_type
 
 #: Reasons of placeholder rows start with this (see the module docstring).
@@ -54,6 +62,10 @@ MAX_MISSED_BATCH = 1_000
 MAX_PENDING_PAGE = 10_000
 _PLANNED = (Trigger.SCHEDULED.value, Trigger.CATCHUP.value)
 _ROUNDS = 5  # a batch that lost a unique race is decided again on the winner's rows
+#: The reason of the planner's one row for the slots outside the catch-up window past
+#: the ones it lists (``cron_planner.planning``): its instant is no fire time.
+SUMMARY_PREFIX = f"{OUTSIDE_CATCHUP_WINDOW}: "
+_US = timedelta(microseconds=1)
 
 
 @dataclass(frozen=True)
@@ -112,9 +124,12 @@ def record_missed_slots(
 ) -> tuple[int, list[str]]:
     """Record ``slots`` as MISSED in one transaction, fenced by ``token``. Returns the
     rows written (new ones, and placeholders given their reason) and the ids that name
-    no live schedule (their slots are left out). Raises ``StaleFencingToken``; then
-    nothing is written. ``written_slots``, when given, gets the slots whose row was
-    written, once the transaction committed (for the metrics)."""
+    no live schedule (their slots are left out); a slot that has a run is left as it
+    is. Raises ``StaleFencingToken``, ``FailedPrecondition`` for a slot that is not due
+    yet and ``InvalidArgument`` for one that is no slot of its schedule's calendar (each
+    naming ``slots[i].fire_time``); then nothing is written. ``written_slots``, when
+    given, gets the slots whose row was written, once the transaction committed (for
+    the metrics)."""
     if len(slots) > MAX_MISSED_BATCH:
         raise InvalidArgument("slots", f"at most {MAX_MISSED_BATCH} per call, got {len(slots)}")
     for i, slot in enumerate(slots):
@@ -151,16 +166,17 @@ def _record_missed_slots(
             )
         }
         unknown = [sid for sid in ids if sid not in schedules]
-        wanted = [slot for slot in slots if slot.schedule_id in schedules]
+        wanted = [(i, slot) for i, slot in enumerate(slots) if slot.schedule_id in schedules]
         existing: dict[tuple[str, datetime], m.Run] = {}
         if wanted:
-            pairs = list({(slot.schedule_id, slot.fire_time) for slot in wanted})
+            pairs = list({(slot.schedule_id, slot.fire_time) for _, slot in wanted})
             for row in s.scalars(
                 sa.select(m.Run).where(sa.tuple_(m.Run.schedule_id, m.Run.fire_time).in_(pairs))
             ):
                 existing[(row.schedule_id, row.fire_time)] = row
+        _check_slots(store, schedules, existing, wanted, now)
         jobs = {job.name: job for job in s.scalars(sa.select(m.JobType))}
-        for slot in wanted:
+        for _, slot in wanted:
             key = (slot.schedule_id, slot.fire_time)
             found = existing.get(key)
             if found is not None:
@@ -181,6 +197,50 @@ def _record_missed_slots(
             written += 1
             rows.append(slot)
     return written, unknown, rows
+
+
+def _check_slots(
+    store: Store,
+    schedules: dict[str, m.Schedule],
+    existing: dict[tuple[str, datetime], m.Run],
+    wanted: Sequence[tuple[int, MissedSlot]],
+    now: datetime,
+) -> None:
+    """Refuse the batch for its first slot that would be written but is not due, or is
+    no slot of its schedule's calendar. A placeholder's slot was checked when it was
+    written; a slot with a run is left as it is, so neither is checked again for being
+    a slot (the schedule may have changed since)."""
+    latest = now + store.guards.missed_slot_ahead
+    specs: dict[str, Spec] = {}
+    for i, slot in wanted:
+        found = existing.get((slot.schedule_id, slot.fire_time))
+        if found is not None and found.state != RunState.MISSED.value:
+            continue
+        if found is not None and not _takes_reason(found.error, slot.reason):
+            continue
+        field = f"slots[{i}].fire_time"
+        if slot.fire_time > latest:
+            raise FailedPrecondition(
+                f"{field}: {iso(slot.fire_time)} is not due yet (the store's clock reads "
+                f"{iso(now)}); a slot is recorded MISSED only once its fire time has passed"
+            )
+        if found is not None or slot.reason.startswith(SUMMARY_PREFIX):
+            continue
+        sid = slot.schedule_id
+        if sid not in specs:
+            specs[sid] = spec_from_dict(schedules[sid].spec)
+        if not _is_slot(specs[sid], slot.fire_time):
+            raise InvalidArgument(
+                field,
+                f"{iso(slot.fire_time)} is no fire time of schedule '{sid}': only a slot "
+                "of its calendar can be missed (`cronwave schedule describe` lists them)",
+            )
+
+
+def _is_slot(spec: Spec, at: datetime) -> bool:
+    """Whether ``at`` is a fire time of ``spec``, or a slot its DST policy skipped."""
+    first = next(occurrences_after(spec, at - _US), None)
+    return first is not None and first.at == at
 
 
 def _takes_reason(current: str, new: str) -> bool:

@@ -25,6 +25,7 @@ from cronwave_core.errors import (
 from workflow_store import models as m
 from workflow_store.bulk import RecordSet
 from workflow_store.db import Database
+from workflow_store.guards import GUARDS, Guards
 from workflow_store.limits import LIMITS, Limits
 from workflow_store.records import (
     DEFAULT_HEARTBEAT_TIMEOUT,
@@ -134,12 +135,20 @@ class _Lost(Exception):
 
 class StoreCore:
     """What every part of the store shares: the database, the clock, the limits, the
-    job types read recently, and the retry of a transaction that lost a race."""
+    guards on a caller's word, the job types read recently, and the retry of a
+    transaction that lost a race."""
 
-    def __init__(self, db: Database, clock: Clock = utc_now, limits: Limits = LIMITS) -> None:
+    def __init__(
+        self,
+        db: Database,
+        clock: Clock = utc_now,
+        limits: Limits = LIMITS,
+        guards: Guards = GUARDS,
+    ) -> None:
         self.db = db
         self.clock = clock
         self.limits = limits
+        self.guards = guards
         self._changes = threading.Condition()
         self._closing = threading.Event()
         self._latest_revision = 0

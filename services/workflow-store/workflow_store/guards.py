@@ -1,0 +1,36 @@
+"""What the store checks of a caller's word beyond the RPC rules, so that a service's
+stolen certificate does its hop's work and nothing more.
+
+The rules (``cronwave_core.security.rules``) say which service may call a method; they
+cannot say whether what it asks for is what its hop would ask. A planner's certificate
+may record MISSED slots, but only slots its schedule's calendar has and that are due:
+were a future slot accepted, a caller could mark the next fire times missed and none
+would run. ``missed_slot_ahead`` is how far past the store's clock a slot may lie: a
+planner records a slot only once it is due on its own clock, so this covers the skew
+between their clocks and nothing more.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import timedelta
+
+#: The clock skew between a planner and the store that a MISSED slot's fire time may
+#: have (NTP keeps it to milliseconds).
+MISSED_SLOT_SKEW = timedelta(seconds=1)
+
+
+@dataclass(frozen=True)
+class Guards:
+    """``missed_slot_ahead``: a slot recorded MISSED may lie at most this far past the
+    store's clock (``MISSED_SLOT_SKEW``; tests whose planner runs on a simulated
+    calendar raise it with ``CRONWAVE_MISSED_SLOTS_AHEAD``)."""
+
+    missed_slot_ahead: timedelta = MISSED_SLOT_SKEW
+
+    def __post_init__(self) -> None:
+        if self.missed_slot_ahead < timedelta(0):
+            raise ValueError(f"Guards.missed_slot_ahead must not be negative, got {self}")
+
+
+GUARDS = Guards()
