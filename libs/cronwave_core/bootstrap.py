@@ -37,15 +37,12 @@ from cronwave_core.security.authz import AuthInterceptor, KeyCheck
 from cronwave_core.security.keys import CachedKeyCheck, RemoteKeyCheck
 from cronwave_core.security.tls import CredentialFiles, check_bind, server_credentials
 from cronwave_core.settings import MetricsSettings, NetworkSettings, TestHooks, TlsSettings
+from cronwave_core.status import rich_status
 from cronwave_core.telemetry import fanout
 from cronwave_core.telemetry.rpc_hops import rpc_hop
 from cronwave_core.telemetry.spans import codec_call
 
 log = logging.getLogger("cronwave")
-
-
-def _status(error: CronwaveError) -> grpc.StatusCode:
-    return getattr(grpc.StatusCode, error.status, grpc.StatusCode.INTERNAL)
 
 
 class UndecodableRequest(InvalidArgument):
@@ -86,7 +83,9 @@ class ErrorInterceptor(grpc.ServerInterceptor):
     - a request whose bytes do not decode: ``INVALID_ARGUMENT`` (grpc's own answer
       would be ``INTERNAL``: the handler here takes the bytes and decodes them itself);
     - a ``CronwaveError``: its status, with its message (which names the field and
-      the rule);
+      the rule) and, for a kind of ``errors.BY_REASON``, its reason and attributes
+      as status details (``cronwave_core.status.rich_status``), so the caller raises
+      the same class;
     - any other exception: ``INTERNAL`` with a correlation id and nothing else; the
       traceback goes to the service's log under the same id, for an operator to find.
 
@@ -152,7 +151,7 @@ class ErrorInterceptor(grpc.ServerInterceptor):
             if exc.__cause__ is not None and exc.status == "UNAVAILABLE":
                 # What the caller is not told (a driver's text names the statement).
                 log.warning("%s: %s in %s: %s", self.service, exc.message, method, exc.__cause__)
-            context.abort(_status(exc), exc.message)
+            context.abort_with_status(rich_status(exc))
         if _ended(context):
             raise exc  # context.abort: the call already has its status
         correlation = secrets.token_hex(8)

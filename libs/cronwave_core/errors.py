@@ -1,16 +1,23 @@
-"""One root error for cronwave, and the gRPC status each kind maps to.
+"""One root error for cronwave, the gRPC status each kind maps to, and the reason
+each kind crosses the wire under.
 
 Logic modules raise these; the server bootstrap turns them into a gRPC status with
-the message unchanged, and the SDK turns a status back into the same class.
+the message unchanged and, for a kind in ``BY_REASON``, its reason and attributes
+(``cronwave_core.status``); the SDK turns that status back into the same class with
+the same attributes. A kind's attributes are its annotated instance attributes; a
+``field`` class variable names the request field it is about.
 """
 
 from __future__ import annotations
+
+from typing import ClassVar
 
 
 class CronwaveError(Exception):
     """Root of every error cronwave raises on purpose."""
 
     status = "INTERNAL"
+    message: str
 
     def __init__(self, message: str) -> None:
         super().__init__(message)
@@ -21,6 +28,8 @@ class InvalidArgument(CronwaveError):
     """A request field breaks a rule; nothing was written."""
 
     status = "INVALID_ARGUMENT"
+    field: str
+    rule: str
 
     def __init__(self, field: str, rule: str) -> None:
         super().__init__(f"{field}: {rule}")
@@ -33,6 +42,9 @@ class NotFound(CronwaveError):
 
 
 class ScheduleNotFound(NotFound):
+    field: ClassVar[str] = "schedule_id"
+    schedule_id: str
+
     def __init__(self, schedule_id: str) -> None:
         super().__init__(
             f"schedule_id: no schedule '{schedule_id}'; "
@@ -42,6 +54,9 @@ class ScheduleNotFound(NotFound):
 
 
 class RunNotFound(NotFound):
+    field: ClassVar[str] = "run_id"
+    run_id: str
+
     def __init__(self, run_id: str) -> None:
         super().__init__(f"run_id: no run '{run_id}'; `cronwave runs list` shows recent runs")
         self.run_id = run_id
@@ -52,6 +67,9 @@ class AlreadyExists(CronwaveError):
 
 
 class ScheduleExists(AlreadyExists):
+    field: ClassVar[str] = "schedule_id"
+    schedule_id: str
+
     def __init__(self, schedule_id: str) -> None:
         super().__init__(
             f"schedule_id: a schedule '{schedule_id}' already exists; "
@@ -67,6 +85,10 @@ class FailedPrecondition(CronwaveError):
 class ScheduleBusy(FailedPrecondition):
     """A delete of a schedule whose runs are still in flight (PENDING or RUNNING),
     without force: deleting it would leave those runs going with no schedule."""
+
+    field: ClassVar[str] = "schedule_id"
+    schedule_id: str
+    run_ids: list[str]
 
     def __init__(self, schedule_id: str, runs: list[tuple[str, str]]) -> None:
         shown = ", ".join(f"{run_id} ({state})" for run_id, state in runs[:5])
@@ -85,6 +107,11 @@ class StaleFencingToken(FailedPrecondition):
     """A write carried a fencing token older than the newest the store has seen:
     it comes from a planner that lost its lease and must not be applied."""
 
+    field: ClassVar[str] = "fencing_token"
+    scope: str
+    token: int
+    newest: int
+
     def __init__(self, scope: str, token: int, newest: int) -> None:
         super().__init__(
             f"fencing_token: {token} is older than {newest}, the newest seen for scope "
@@ -99,6 +126,10 @@ class UnissuedFencingToken(FailedPrecondition):
     """A write carried a fencing token the store never issued for its scope (newer
     than the newest issued, or a scope no lease was ever granted for): only a token
     leader-election obtained from the store, when it granted a lease, fences a write."""
+
+    field: ClassVar[str] = "fencing_token"
+    scope: str
+    token: int
 
     def __init__(self, scope: str, token: int, *, scope_known: bool) -> None:
         if scope_known:
@@ -119,6 +150,10 @@ class StaleAttempt(FailedPrecondition):
     is refused so the run keeps one writer. The message says "superseded by a newer
     attempt" only when the run has had one (``attempts`` > 1), and never names the
     current token: only the attempt that claimed the run knows it."""
+
+    field: ClassVar[str] = "attempt_token"
+    run_id: str
+    attempts: int
 
     def __init__(self, run_id: str, attempts: int, state: str) -> None:
         head = f"attempt_token: not the current attempt of run '{run_id}'"
@@ -171,6 +206,11 @@ class LeaseHeldByAnother(FailedPrecondition):
     """A Renew or Resign named a candidate that does not hold the scope's lease: only
     the holder keeps a lease alive or gives it up."""
 
+    field: ClassVar[str] = "candidate"
+    scope: str
+    candidate: str
+    holder: str
+
     def __init__(self, scope: str, candidate: str, holder: str) -> None:
         super().__init__(
             f"candidate: '{candidate}' does not hold the lease of scope '{scope}' "
@@ -185,6 +225,10 @@ class LeaseHeldByAnother(FailedPrecondition):
 class LeaseOwnedByAnother(PermissionDenied):
     """A Renew or Resign named the holder of a lease but came from another identity
     than the one that campaigned for it: a lease is its campaigner's alone."""
+
+    field: ClassVar[str] = "candidate"
+    scope: str
+    candidate: str
 
     def __init__(self, scope: str, candidate: str) -> None:
         super().__init__(
@@ -211,3 +255,44 @@ BY_STATUS: dict[str, type[CronwaveError]] = {
     "UNAUTHENTICATED": Unauthenticated,
     "PERMISSION_DENIED": PermissionDenied,
 }
+
+
+#: The kinds that keep their kind across the wire, by the reason they travel under
+#: (``google.rpc.ErrorInfo.reason``, domain ``cronwave``). A reason is a stable name:
+#: renaming a class keeps its reason, and a reason is never reused. An error of a
+#: class not listed travels as its nearest listed ancestor of the same status (an
+#: ``UndecodableRequest`` as an ``InvalidArgument``); the root, and a class with no
+#: such ancestor, as its status code alone (``BY_STATUS``).
+BY_REASON: dict[str, type[CronwaveError]] = {
+    "INVALID_ARGUMENT": InvalidArgument,
+    "NOT_FOUND": NotFound,
+    "SCHEDULE_NOT_FOUND": ScheduleNotFound,
+    "RUN_NOT_FOUND": RunNotFound,
+    "ALREADY_EXISTS": AlreadyExists,
+    "SCHEDULE_EXISTS": ScheduleExists,
+    "FAILED_PRECONDITION": FailedPrecondition,
+    "SCHEDULE_BUSY": ScheduleBusy,
+    "STALE_FENCING_TOKEN": StaleFencingToken,
+    "UNISSUED_FENCING_TOKEN": UnissuedFencingToken,
+    "STALE_ATTEMPT": StaleAttempt,
+    "LEASE_HELD_BY_ANOTHER": LeaseHeldByAnother,
+    "UNAVAILABLE": Unavailable,
+    "UNIMPLEMENTED": Unimplemented,
+    "UNAUTHENTICATED": Unauthenticated,
+    "PERMISSION_DENIED": PermissionDenied,
+    "LEASE_OWNED_BY_ANOTHER": LeaseOwnedByAnother,
+    "CONFIGURATION_ERROR": ConfigurationError,
+}
+
+_REASONS = {cls: reason for reason, cls in BY_REASON.items()}
+
+
+def kind_of(error: CronwaveError) -> tuple[str, type[CronwaveError]] | None:
+    """The reason ``error`` travels under and the class it stands for on the wire:
+    its own, else its nearest ancestor in ``BY_REASON`` with the same status (None:
+    it travels as its status code alone)."""
+    for ancestor in type(error).__mro__:
+        reason = _REASONS.get(ancestor)
+        if reason is not None and BY_REASON[reason].status == error.status:
+            return reason, BY_REASON[reason]
+    return None

@@ -26,6 +26,7 @@ from cronwave_core.status import (
     error_from_rpc,
     error_from_status,
     item_error,
+    relayed_status,
     status_code,
 )
 from cronwave_core.telemetry.rpc_hops import rpc_hop
@@ -166,5 +167,6 @@ __all__ = [
     "error_from_status",
     "item_error",
     "open_channel",
+    "relayed_status",
     "status_code",
 ]

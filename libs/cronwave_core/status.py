@@ -1,23 +1,111 @@
 """Errors and gRPC statuses, both ways: the ``CronwaveError`` a failed call stands
-for, and the ``ItemError`` of one refused item of a batch call."""
+for, and the ``ItemError`` of one refused item of a batch call.
+
+A call that fails with a kind of ``errors.BY_REASON`` ends with a rich status: its
+code and message, and a ``google.rpc.Status`` in the trailers (``grpc_status``)
+holding one ``google.rpc.ErrorInfo`` (``cronwave_core.error_info``: the kind's
+reason, the request field it is about and its attributes). The caller builds the
+same class with the same attributes and the message unchanged. A status without one (the root
+``CronwaveError``, a status from gRPC itself or another server, details too large
+for the trailers) maps by its code alone, to the base class of ``errors.BY_STATUS``.
+A batch item's refusal (``ItemError``) has room for its code and message only, so
+it too maps by its code.
+"""
 
 from __future__ import annotations
 
+import logging
+
 import grpc
 from cronwave_proto.v1 import common_pb2
+from google.protobuf import any_pb2
+from google.rpc import error_details_pb2, status_pb2
+from grpc_status import rpc_status
 
 from cronwave_core import errors
+from cronwave_core.error_info import error_from_info, error_info
+
+log = logging.getLogger("cronwave")
+
+#: The largest serialized ``google.rpc.Status`` a call ends with; an error whose
+#: details would be larger (a ``ScheduleBusy`` naming some 75 runs) goes as its
+#: code and message alone. Its trailers, base64 and the message again, then stay under
+#: gRPC's 8 KiB soft limit on a reply's metadata: past its 16 KiB hard limit the caller
+#: would see RESOURCE_EXHAUSTED instead of the error.
+MAX_DETAILS_BYTES = 3072
+
+
+def rich_status(error: errors.CronwaveError) -> grpc.Status:
+    """The status a call that failed with ``error`` ends with: its status code and
+    message, and its ``ErrorInfo`` when it has a kind of ``errors.BY_REASON``."""
+    code = getattr(grpc.StatusCode, error.status, grpc.StatusCode.INTERNAL)
+    status = status_pb2.Status(code=code.value[0], message=error.message)
+    info = error_info(error)
+    if info is not None:
+        detail = any_pb2.Any()
+        detail.Pack(info)
+        status.details.append(detail)
+        if status.ByteSize() > MAX_DETAILS_BYTES:
+            log.warning(
+                "%s sent as %s alone: its details are %d bytes, over %d",
+                info.reason,
+                code.name,
+                status.ByteSize(),
+                MAX_DETAILS_BYTES,
+            )
+            del status.details[:]
+    return rpc_status.to_status(status)
 
 
 def error_from_rpc(exc: grpc.RpcError) -> errors.CronwaveError:
-    """The cronwave error that a failed call stands for, message unchanged."""
+    """The cronwave error that a failed call stands for, message unchanged: the kind
+    its status details name, else the base class of its status code."""
     code = exc.code() if hasattr(exc, "code") else None
     details = exc.details() if hasattr(exc, "details") else str(exc)
-    return error_from_status(code.name if code is not None else "UNKNOWN", details or "")
+    name = code.name if code is not None else "UNKNOWN"
+    for info in _infos(exc):
+        error = error_from_info(info, name, details or "")
+        if error is not None:
+            return error
+    return error_from_status(name, details or "")
+
+
+def _infos(exc: grpc.RpcError) -> list[error_details_pb2.ErrorInfo]:
+    """The ``ErrorInfo`` details of a failed call (none for an error that is no call,
+    such as a batch item's ``ItemRefused``, or whose details contradict its status)."""
+    if not isinstance(exc, grpc.Call):
+        return []
+    try:
+        status = rpc_status.from_call(exc)
+    except ValueError:
+        return []
+    found = []
+    for detail in status.details if status is not None else ():
+        if detail.Is(error_details_pb2.ErrorInfo.DESCRIPTOR):
+            info = error_details_pb2.ErrorInfo()
+            detail.Unpack(info)
+            found.append(info)
+    return found
+
+
+def relayed_status(exc: grpc.RpcError) -> grpc.Status:
+    """The status ``exc`` ended with, details included: for a server that ends its
+    own call as the one it made ended."""
+    code = exc.code() if hasattr(exc, "code") else grpc.StatusCode.UNKNOWN
+    details = exc.details() if hasattr(exc, "details") else str(exc)
+    if isinstance(exc, grpc.Call):
+        try:
+            status = rpc_status.from_call(exc)
+        except ValueError:
+            status = None
+        if status is not None:
+            return rpc_status.to_status(status)
+    return rpc_status.to_status(status_pb2.Status(code=code.value[0], message=details or code.name))
 
 
 def error_from_status(name: str, details: str) -> errors.CronwaveError:
-    """The cronwave error for a gRPC status (by name) and its message."""
+    """The cronwave error for a gRPC status (by name) and its message, with no
+    details: the base class of the code."""
     cls = errors.BY_STATUS.get(name, errors.CronwaveError)
     if name == "INVALID_ARGUMENT":
         field, _, rule = details.partition(": ")
@@ -37,7 +125,8 @@ def status_code(number: int) -> grpc.StatusCode:
 
 
 def error_from_item(item: common_pb2.ItemError) -> errors.CronwaveError:
-    """The cronwave error one item of a batch call was refused with."""
+    """The cronwave error one item of a batch call was refused with: by its code
+    alone (an ``ItemError`` carries no details)."""
     return error_from_status(status_code(item.code).name, item.message)
 
 
