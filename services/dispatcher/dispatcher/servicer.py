@@ -3,7 +3,8 @@
 The store decides whether a start is new (one run per schedule and fire time, only
 from the newest fencing token). A store error reaches the caller with its code and
 message unchanged, so a stale planner sees FAILED_PRECONDITION and an unknown schedule
-NOT_FOUND, exactly as the store said it.
+NOT_FOUND, exactly as the store said it; a failed call keeps its status details too
+(the error's kind), a refused item has none to keep (``cronwave_core.status``).
 
 Every start takes one path (``DispatcherServicer._start``), as a batch: a planner's
 fires arrive many at a time (``StartRuns``), a trigger is a batch of one
@@ -41,7 +42,7 @@ from cronwave_core.faults import run_key
 from cronwave_core.fields import identifier
 from cronwave_core.limits import DEFAULT_LIMITS, RequestLimits
 from cronwave_core.queueing import DEFAULT_QUEUE, RunMessage, enqueue_many, trigger_name
-from cronwave_core.rpc import error_from_item, item_error
+from cronwave_core.rpc import error_from_item, item_error, relayed_status
 from cronwave_core.telemetry import fanout
 from cronwave_core.telemetry.fanout import ATTR_BATCH_SIZE
 from cronwave_core.telemetry.spans import hop_span
@@ -421,8 +422,6 @@ def _unqueued(run: common_pb2.Run, exc: Exception) -> Unavailable:
 
 
 def _abort_like(context: grpc.ServicerContext, exc: grpc.RpcError) -> NoReturn:
-    """End the call with the store's status code and message, unchanged."""
-    code = exc.code() if hasattr(exc, "code") else grpc.StatusCode.UNKNOWN
-    details = exc.details() if hasattr(exc, "details") else str(exc)
-    context.abort(code, details or code.name)
+    """End the call with the store's status code, message and details, unchanged."""
+    context.abort_with_status(relayed_status(exc))
     raise AssertionError("context.abort returned")  # it raises; this satisfies NoReturn
