@@ -22,7 +22,14 @@ from cron_planner.ports import Start
 from cron_planner.schedule_index import ScheduleIndex
 from cron_planner.work import InFlight, Missed, Trigger
 from cronwave_core.domain.spec import Catchup, Overlap, Policy, ScheduleDef, Spec
-from cronwave_core.errors import CronwaveError, FailedPrecondition, InvalidArgument, Unavailable
+from cronwave_core.errors import (
+    CronwaveError,
+    FailedPrecondition,
+    InvalidArgument,
+    StaleFencingToken,
+    Unavailable,
+    UnissuedFencingToken,
+)
 from tests.cron_planner.fakes import start_each
 from tests.helpers import eventually
 
@@ -285,10 +292,18 @@ def test_a_new_term_resumes_the_placeholders_of_the_last_one(rig: Rig) -> None:
     ]
 
 
-def test_a_stale_token_steps_down(rig: Rig) -> None:
-    rig.dispatcher.failures.append(
-        FailedPrecondition("fencing_token: 7 is older than 8, the newest seen")
-    )
+@pytest.mark.parametrize(
+    "refusal",
+    [
+        StaleFencingToken("planner", 7, 8),
+        UnissuedFencingToken("planner", 7, scope_known=True),
+        # A batch item's refusal: its status code and message, no kind
+        FailedPrecondition("fencing_token: 7 is older than 8, the newest seen"),
+    ],
+    ids=["stale", "unissued", "item"],
+)
+def test_a_stale_token_steps_down(rig: Rig, refusal: CronwaveError) -> None:
+    rig.dispatcher.failures.append(refusal)
     rig.add("s", "* * * * *", since=T0 - timedelta(seconds=40))
 
     eventually(lambda: rig.lead.reasons, what="stepped down")

@@ -8,8 +8,8 @@ Contract of one start (one schedule's nominal fire time):
   second one.
 - The overlap policy is applied first when the schedule has runs in flight
   (``overlap_gate``); the runs ``cancel_other`` names are cancelled before the start.
-- A start refused for its fencing token (FAILED_PRECONDITION on ``fencing_token``):
-  another planner leads; this one steps down.
+- A start refused for its fencing token (``StaleFencingToken``,
+  ``UnissuedFencingToken``): another planner leads; this one steps down.
 - A transient failure (the dispatcher away or slow): retried with a backoff that
   doubles up to a bound, until the fire is ``give_up_after`` (60 s) past the instant
   it was due to start. Then, or when the start is refused for good, the slot is
@@ -43,7 +43,13 @@ from cron_planner.schedule_index import ScheduleIndex, Slot
 from cron_planner.work import PAUSED, Fire, InFlight, Trigger, WorkQueue, iso
 from cronwave_core.domain.overlap import RunView, in_flight
 from cronwave_core.domain.spec import ScheduleDef
-from cronwave_core.errors import CronwaveError, FailedPrecondition, Unavailable
+from cronwave_core.errors import (
+    CronwaveError,
+    FailedPrecondition,
+    StaleFencingToken,
+    Unavailable,
+    UnissuedFencingToken,
+)
 from cronwave_core.telemetry import fanout
 from cronwave_core.telemetry.spans import hop_span
 from cronwave_core.telemetry.vocabulary import (
@@ -78,7 +84,14 @@ class _Prepared:
 
 
 def _stale_token(error: CronwaveError) -> bool:
-    return isinstance(error, FailedPrecondition) and error.message.startswith("fencing_token")
+    """Whether a start was refused for this planner's fencing token (older than the
+    newest, or never issued): another planner leads. A refusal that kept its kind
+    says so by its class. A refused item of a batch keeps only its status code and
+    message (``cronwave.v1.ItemError`` has no field for the kind), so for a bare
+    ``FailedPrecondition`` the field its message names first decides, until it has."""
+    if isinstance(error, StaleFencingToken | UnissuedFencingToken):
+        return True
+    return type(error) is FailedPrecondition and error.message.startswith("fencing_token")
 
 
 class Starter:
