@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from cronwave import Client, NotFound, Run, Unavailable
+from cronwave import Client, Run, ScheduleNotFound, Unavailable
 from cronwave_bench.harness import client_for as bench_client_for
 from cronwave_core.suite import Suite
 from tests.helpers import eventually
@@ -27,9 +27,8 @@ def backfill_last_slot(client: Client, schedule_id: str, timeout: float = 60) ->
         now = datetime.now(UTC)
         try:
             return client.backfill(schedule_id, now - timedelta(days=1), now, dry_run=True)
-        # Not loaded by the planner yet: NOT_FOUND (the wire does not yet say which
-        # kind of NotFound) or UNAVAILABLE while it starts
-        except (NotFound, Unavailable) as exc:
+        # Not loaded by the planner yet: ScheduleNotFound, or Unavailable while it starts
+        except (ScheduleNotFound, Unavailable) as exc:
             raise AssertionError(str(exc)) from exc
 
     night = eventually(fire_times, what=f"the planner loaded {schedule_id}")[-1]
