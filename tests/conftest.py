@@ -63,14 +63,22 @@ def pytest_configure(config: pytest.Config) -> None:
     ensure_pki(tls_dir)
     os.environ["CRONWAVE_TLS_DIR"] = str(tls_dir)
     _TLS_DIRS.append(tls_dir)
+    # The default data dir is per user ($XDG_STATE_HOME/cronwave): the tests get their
+    # own, never the user's, where a suite of theirs may be running.
+    state_home = Path(tempfile.mkdtemp(prefix="cronwave-state-"))
+    os.environ["XDG_STATE_HOME"] = str(state_home)
+    _STATE_HOMES.append(state_home)
 
 
 _TLS_DIRS: list[Path] = []
+_STATE_HOMES: list[Path] = []
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
     for tls_dir in _TLS_DIRS:
         shutil.rmtree(tls_dir, ignore_errors=True)
+    for state_home in _STATE_HOMES:
+        shutil.rmtree(state_home, ignore_errors=True)
 
 
 # Tests whose figures a busy machine would distort: they run after the parallel

@@ -4,8 +4,9 @@ leader-election over gRPC, with a deadline on every call."""
 from __future__ import annotations
 
 import json
+import os
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import date, datetime, timedelta
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -24,7 +25,13 @@ from cronwave._spec_input import policy_of, spec_of, whole_or_keywords
 from cronwave._update_input import update_of
 from cronwave_core.domain.cancel import CancelRequest
 from cronwave_core.domain.spec import Interval, Policy, Spec
-from cronwave_core.errors import InvalidArgument, NotFound, RunNotFound, Unavailable
+from cronwave_core.errors import (
+    CronwaveError,
+    InvalidArgument,
+    NotFound,
+    RunNotFound,
+    Unavailable,
+)
 from cronwave_core.fields import require_run_id
 
 if TYPE_CHECKING:
@@ -41,14 +48,42 @@ class _Given:
     rpc_timeout = timedelta(seconds=5)
 
 
-def _from_env(*given: object) -> NetworkSettings | _Given:
-    """``NetworkSettings.from_env()`` when one of ``given`` is missing (read then, so
-    that a client given everything never looks at the environment)."""
-    if all(value is not None for value in given):
+#: The variable of each service's address, by the name ``_addrs`` gives it.
+_ADDRESS_VARS = {
+    "workflow-store": "CRONWAVE_STORE_ADDR",
+    "dispatcher": "CRONWAVE_DISPATCHER_ADDR",
+    "cron-planner": "CRONWAVE_PLANNER_ADDR",
+    "leader-election": "CRONWAVE_LEADER_ADDR",
+}
+
+
+def _suite_env(given: Mapping[str, str | None]) -> tuple[dict[str, str], CronwaveError | None]:
+    """The environment over the suite it leads to (``cronwave._suite_find``), the
+    addresses ``given`` (by service) counting as set; and, when some address is set but
+    there is no suite to take the others from, why not (``SuiteNotRunning``, raised
+    when no address is set at all: such a client could reach nothing)."""
+    from cronwave import _suite_find, _suite_record  # on the first client, not the import
+
+    environ = {
+        **os.environ,
+        **{_ADDRESS_VARS[name]: addr for name, addr in given.items() if addr},
+    }
+    try:
+        return _suite_find.suite_env(environ), None
+    except _suite_record.SuiteNotRunning as exc:
+        if not any(environ.get(var) for var in _ADDRESS_VARS.values()):
+            raise
+        return environ, exc
+
+
+def _from_env(env: Mapping[str, str] | None) -> NetworkSettings | _Given:
+    """``NetworkSettings`` from ``env``; None (the client was given everything): no
+    environment is read."""
+    if env is None:
         return _Given()
     from cronwave_core.settings import NetworkSettings
 
-    return NetworkSettings.from_env()
+    return NetworkSettings.from_env(env)
 
 
 class Client(AuditCalls, PlannerCalls, DeadlineCalls):
@@ -72,13 +107,27 @@ class Client(AuditCalls, PlannerCalls, DeadlineCalls):
     ) -> None:
         """Each address not given is read from its variable (``CRONWAVE_STORE_ADDR``,
         ``CRONWAVE_DISPATCHER_ADDR``, ``CRONWAVE_PLANNER_ADDR``,
-        ``CRONWAVE_LEADER_ADDR``), else it is the port ``cronwave up`` serves by
-        default on 127.0.0.1; ``timeout`` likewise from ``CRONWAVE_RPC_TIMEOUT``, else
-        5 s. ``tls``: the certificates and the API key to call with (None: from
-        ``CRONWAVE_TLS_*`` and ``CRONWAVE_TOKEN``, by default the local
-        administrator's certificate in ``<data dir>/tls``). A malformed variable raises
-        ``ConfigurationError`` naming it."""
-        from_env = _from_env(store_addr, dispatcher_addr, planner_addr, leader_addr, timeout)
+        ``CRONWAVE_LEADER_ADDR``), else it is the one recorded by the running suite of
+        the data dir (``CRONWAVE_DATA_DIR``, else ``$XDG_STATE_HOME/cronwave`` or
+        ``~/.local/state/cronwave``); ``timeout`` likewise from
+        ``CRONWAVE_RPC_TIMEOUT``, else 5 s. ``tls``: the certificates and the API key
+        to call with (None: from ``CRONWAVE_TLS_*`` and ``CRONWAVE_TOKEN``, else the
+        local administrator's certificate in that suite's TLS dir). A malformed
+        variable raises ``ConfigurationError`` naming it. An address to be taken from a
+        data dir that holds no running suite is a ``FailedPrecondition`` naming the
+        file looked for: raised here when no address is given at all, else by the
+        first call to a service left without one (a client given only ``store_addr``
+        still makes the store's calls)."""
+        given = {
+            "workflow-store": store_addr,
+            "dispatcher": dispatcher_addr,
+            "cron-planner": planner_addr,
+            "leader-election": leader_addr,
+        }
+        env, lookup = (None, None)
+        if timeout is None or any(addr is None for addr in given.values()):
+            env, lookup = _suite_env(given)
+        from_env = _from_env(env)
         timeout = from_env.rpc_timeout if timeout is None else timeout
         if timeout <= timedelta(0):
             raise InvalidArgument("timeout", "must be a positive duration")
@@ -89,14 +138,23 @@ class Client(AuditCalls, PlannerCalls, DeadlineCalls):
             "cron-planner": planner_addr or from_env.planner_addr,
             "leader-election": leader_addr or from_env.leader_addr,
         }
+        # An address neither given nor found: its calls say where it was looked for.
+        unreached: dict[str, CronwaveError] = {}
+        if lookup is not None and env is not None:
+            for name, var in _ADDRESS_VARS.items():
+                if not (given[name] or env.get(var)):
+                    self._addrs[name] = "(no address)"
+                    unreached[name] = type(lookup)(
+                        f"no address for the {name}: {var} unset, and {lookup.message}"
+                    )
         from cronwave import _transport  # grpc: loaded by the first client, not the import
 
         self._transport = _transport
         if tls is None:
             from cronwave_core.settings import TlsSettings
 
-            tls = TlsSettings.from_env()
-        self._stubs = _transport.connect(self._addrs, timeout, tls)
+            tls = TlsSettings.from_env(env)
+        self._stubs = _transport.connect(self._addrs, timeout, tls, unreached)
         self._store = self._stubs.store
         self._dispatcher = self._stubs.dispatcher
         self._planner = self._stubs.planner

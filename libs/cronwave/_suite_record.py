@@ -2,11 +2,12 @@
 
 ``cronwave up`` (and ``demo``, and ``load``'s private suite) writes it once every
 service of the suite answers, and marks it stopped when the suite has stopped; a
-client command given the data dir (``--data-dir``, ``CRONWAVE_DATA_DIR``) reads the
-addresses there. The file is replaced atomically (written beside, then renamed), so a
-reader sees the old record or the new one, never half of one. A suite whose process
-died without marking it (``kill -9``) is told by its pid: a record whose pid is gone
-is a stopped suite. Standard library only: the light CLI reads it.
+client finds the suite through it (``cronwave._suite_find``: the addresses, the TLS
+dir, the Redis URL). The file is replaced atomically (written beside, then renamed),
+so a reader sees the old record or the new one, never half of one; it is readable by
+its owner only, since a Redis URL may carry a password. A suite whose process died
+without marking it (``kill -9``) is told by its pid: a record whose pid is gone is a
+stopped suite. Standard library only: the light CLI reads it.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from cronwave_core.errors import FailedPrecondition, InvalidArgument
+from cronwave_core.settings_base import USER_DATA_DIR
 
 FILE = "suite.json"
 #: The services a record names, by the setting of each one's address
@@ -34,7 +36,9 @@ class SuiteNotRunning(FailedPrecondition):
 @dataclass(frozen=True)
 class SuiteRecord:
     """A suite's addresses (by setting name, ``HOST:PORT``), the pid of the process
-    that runs it, when it started, and whether it has stopped."""
+    that runs it, when it started, and whether it has stopped. ``extra`` holds the
+    rest a client or a joining worker needs: ``tls_dir`` (or ``insecure``),
+    ``redis_url``, ``namespace``."""
 
     addresses: Mapping[str, str]
     pid: int
@@ -104,7 +108,10 @@ def write(data_dir: Path, record: SuiteRecord) -> Path:
     """Replace ``data_dir``'s record with ``record``, atomically."""
     path = data_dir / FILE
     part = data_dir / f".{FILE}.{os.getpid()}"
-    part.write_text(json.dumps(record.to_json(), indent=2) + "\n")
+    part.unlink(missing_ok=True)  # left by a killed writer that had this pid
+    fd = os.open(part, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as out:
+        out.write(json.dumps(record.to_json(), indent=2) + "\n")
     os.replace(part, path)
     return path
 
@@ -134,18 +141,35 @@ def stopped(data_dir: Path, record: SuiteRecord) -> None:
         write(data_dir, replace(record, stopped=True))
 
 
-def running_suite(data_dir: Path) -> SuiteRecord:
-    """The running suite recorded in ``data_dir``, else ``SuiteNotRunning`` saying
-    what is there and how to start one."""
+#: How a data dir was chosen, as ``running_suite`` is told: the default one, named
+#: in its errors by the rule that gives it.
+DEFAULT = "default"
+
+
+def running_suite(data_dir: Path, chosen_by: str = "") -> SuiteRecord:
+    """The running suite recorded in ``data_dir``, else ``SuiteNotRunning`` naming the
+    file looked for, how that data dir was chosen (``chosen_by``: ``--data-dir``,
+    ``CRONWAVE_DATA_DIR``, ``DEFAULT``; empty: not said), what is there, and how to
+    start a suite or point to another."""
     record = read(data_dir)
-    start = f"start one with `cronwave up --data-dir {data_dir}`"
+    if chosen_by == DEFAULT:
+        where = f"data dir {data_dir} (the default: {USER_DATA_DIR})"
+        start = (
+            "start one with `cronwave up`, or point to a running one with "
+            "--data-dir DIR or CRONWAVE_DATA_DIR"
+        )
+    else:
+        where = f"data dir {data_dir}" + (f" (from {chosen_by})" if chosen_by else "")
+        start = f"start one with `cronwave up --data-dir {data_dir}`"
     if record is None:
         if (data_dir / FILE).exists():
-            raise SuiteNotRunning(f"data dir {data_dir}: {FILE} is not a suite record; {start}")
-        raise SuiteNotRunning(f"data dir {data_dir}: no cronwave suite was started there; {start}")
+            raise SuiteNotRunning(f"{where}: {data_dir / FILE} is not a suite record; {start}")
+        raise SuiteNotRunning(
+            f"{where}: no cronwave suite was started there (looked for {data_dir / FILE}); {start}"
+        )
     if not record.running():
         raise SuiteNotRunning(
-            f"data dir {data_dir}: its suite (pid {record.pid}, started "
+            f"{where}: its suite (pid {record.pid}, started "
             f"{record.started_at:%Y-%m-%d %H:%M:%S} UTC) is not running any more; {start}"
         )
     return record

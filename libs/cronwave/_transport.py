@@ -6,9 +6,10 @@ services' stubs, and what a failed call becomes."""
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import timedelta
+from typing import Any, NoReturn
 
 import grpc
 from cronwave_proto.v1 import cron_planner_service_pb2_grpc as planner_grpc
@@ -39,17 +40,46 @@ class Stubs:
             channel.close()
 
 
-def connect(addrs: Mapping[str, str], timeout: timedelta, tls: TlsSettings) -> Stubs:
+class Unreached:
+    """The stub of a service the client has no address for: each of its calls raises
+    ``error`` (which says where the address was looked for), without dialling."""
+
+    def __init__(self, error: CronwaveError) -> None:
+        self._error = error
+
+    def __getattr__(self, method: str) -> Callable[..., NoReturn]:
+        def call(*_args: object, **_kwargs: object) -> NoReturn:
+            raise type(self._error)(self._error.message)
+
+        return call
+
+
+def connect(
+    addrs: Mapping[str, str],
+    timeout: timedelta,
+    tls: TlsSettings,
+    unreached: Mapping[str, CronwaveError] | None = None,
+) -> Stubs:
     """Channels to ``addrs`` (by service name) with ``timeout`` as every call's deadline,
-    and mutual TLS as ``tls`` says. Nothing is dialled yet: a channel connects on its
-    first call."""
-    channels = {name: plain_channel(addr, timeout, tls) for name, addr in addrs.items()}
+    and mutual TLS as ``tls`` says; a service in ``unreached`` gets no channel and an
+    ``Unreached`` stub raising its error. Nothing is dialled yet: a channel connects on
+    its first call."""
+    unreached = unreached or {}
+    channels = {
+        name: plain_channel(addr, timeout, tls)
+        for name, addr in addrs.items()
+        if name not in unreached
+    }
+
+    def stub(name: str, make: Callable[[grpc.Channel], Any]) -> Any:
+        return Unreached(unreached[name]) if name in unreached else make(channels[name])
+
     return Stubs(
         channels=channels,
-        store=store_grpc.WorkflowStoreServiceStub(channels["workflow-store"]),
-        dispatcher=dispatcher_grpc.DispatcherServiceStub(channels["dispatcher"]),
-        planner=planner_grpc.CronPlannerServiceStub(channels["cron-planner"]),
-        leader=leader_grpc.LeaderElectionServiceStub(channels["leader-election"]),
+        store=stub("workflow-store", store_grpc.WorkflowStoreServiceStub),
+        dispatcher=stub("dispatcher", dispatcher_grpc.DispatcherServiceStub),
+        planner=stub("cron-planner", planner_grpc.CronPlannerServiceStub),
+        leader=stub("leader-election", leader_grpc.LeaderElectionServiceStub),
     )
 
 

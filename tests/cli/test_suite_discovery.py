@@ -1,7 +1,8 @@
 """The CLI talks to the suite of the data dir it is given: two ``cronwave up`` suites
 side by side (``--port-base``), each reached through its own data dir, by the flag or
 by ``CRONWAVE_DATA_DIR``; an address variable still wins; a data dir whose suite has
-stopped, or that never held one, is an error that says what to do."""
+stopped, or that never held one, is an error that says where it looked and what to do.
+(The default data dir, and the SDK and the worker: ``test_suite_from_anywhere.py``.)"""
 
 from __future__ import annotations
 
@@ -146,7 +147,9 @@ def test_a_data_dir_that_never_held_a_suite_is_named(tmp_path):
 
     assert result.exit_code == 1
     assert result.stderr.startswith("error: ")
-    assert f"data dir {empty}: no cronwave suite was started there" in result.stderr
+    message = " ".join(result.stderr.split())
+    assert f"data dir {empty} (from --data-dir): no cronwave suite was started there" in message
+    assert f"(looked for {empty / 'suite.json'})" in message
     assert "Traceback" not in result.stdout + result.stderr
 
 

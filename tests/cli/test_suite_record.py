@@ -4,6 +4,7 @@ whose process is gone reads as a stopped suite."""
 from __future__ import annotations
 
 import os
+import stat
 import subprocess
 import sys
 from dataclasses import replace
@@ -33,6 +34,15 @@ def test_a_started_suite_reads_back_as_running_with_its_addresses(tmp_path):
     assert found.env()["CRONWAVE_STORE_ADDR"] == "127.0.0.1:7501"
     assert found.env()["CRONWAVE_WORKER_ADDR"] == "127.0.0.1:7505"
     assert [p.name for p in tmp_path.iterdir()] == [record.FILE]  # no partial file left
+
+
+def test_the_record_keeps_what_a_joining_worker_needs_readable_by_its_owner_only(tmp_path):
+    # Its Redis URL may carry a password.
+    written = record.started(tmp_path, ADDRS, redis_url="redis://:pw@127.0.0.1:7579/0")
+
+    assert record.read(tmp_path) == written
+    assert written.extra["redis_url"] == "redis://:pw@127.0.0.1:7579/0"
+    assert stat.S_IMODE((tmp_path / record.FILE).stat().st_mode) == 0o600
 
 
 def test_a_stopped_suite_is_refused_saying_how_to_start_one(tmp_path):

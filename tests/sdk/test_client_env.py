@@ -1,6 +1,8 @@
 """``Client()`` with no arguments finds its suite in ``CRONWAVE_*_ADDR`` (and its
-deadline in ``CRONWAVE_RPC_TIMEOUT``), else the ports ``cronwave up`` serves by
-default; an argument given wins over its variable."""
+deadline in ``CRONWAVE_RPC_TIMEOUT``), else in the record of the running suite of the
+data dir (``CRONWAVE_DATA_DIR``, else the per-user default); an argument given wins
+over its variable. (A real ``cronwave up`` reached so:
+``tests/cli/test_suite_from_anywhere.py``.)"""
 
 from __future__ import annotations
 
@@ -9,7 +11,7 @@ from datetime import timedelta
 import pytest
 
 import cronwave
-from cronwave_core.settings import DEFAULT_PORTS
+from cronwave import _suite_record
 from tests.helpers import fresh
 
 pytestmark = pytest.mark.slow
@@ -22,6 +24,7 @@ def no_addr_env(monkeypatch):
     for name in ADDRS:
         monkeypatch.delenv(f"CRONWAVE_{name}_ADDR", raising=False)
     monkeypatch.delenv("CRONWAVE_RPC_TIMEOUT", raising=False)
+    monkeypatch.delenv("CRONWAVE_DATA_DIR", raising=False)
     return monkeypatch
 
 
@@ -44,14 +47,22 @@ def test_a_client_with_no_arguments_reaches_the_suite_its_variables_name(make_su
     assert client.timeout == timedelta(seconds=10)
 
 
-def test_without_variables_a_client_uses_the_default_ports(no_addr_env):
+def test_without_variables_a_client_uses_the_suite_of_the_default_data_dir(no_addr_env, tmp_path):
+    # Given a running suite recorded in the per-user data dir (this process stands in)
+    no_addr_env.setenv("XDG_STATE_HOME", str(tmp_path))
+    data_dir = tmp_path / "cronwave"
+    data_dir.mkdir()
+    addrs = {name: f"127.0.0.1:{7601 + i}" for i, name in enumerate(_suite_record.SERVICES)}
+    _suite_record.started(data_dir, addrs, tls_dir=str(tmp_path / "tls"))
+
     with cronwave.Client() as client:
-        assert repr(client) == f"Client(store_addr='127.0.0.1:{DEFAULT_PORTS['store']}', ...)"
+        assert repr(client) == "Client(store_addr='127.0.0.1:7601', ...)"
         assert client.timeout == timedelta(seconds=5)
 
 
 def test_an_argument_wins_over_its_variable(no_addr_env):
-    no_addr_env.setenv("CRONWAVE_STORE_ADDR", "127.0.0.1:1")
+    for name in ADDRS:
+        no_addr_env.setenv(f"CRONWAVE_{name}_ADDR", "127.0.0.1:1")
 
     with cronwave.Client(store_addr="127.0.0.1:2", timeout=timedelta(seconds=3)) as client:
         assert repr(client) == "Client(store_addr='127.0.0.1:2', ...)"

@@ -5,6 +5,7 @@ infrastructure (RPC, bootstrap, settings, the suite, telemetry, queues, caches).
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -78,10 +79,19 @@ def test_a_client_loads_grpc_but_still_no_server_package():
     assert server_side(modules - {"cronwave_core.settings"}) == []
 
 
-def test_a_client_from_the_environment_reads_the_settings_only_then():
+def test_a_client_from_the_environment_reads_the_settings_only_then(tmp_path):
     # Client() with no arguments reads CRONWAVE_*_ADDR through cronwave_core.settings
-    # (standard library only); nothing else of the infrastructure comes with it.
-    modules = loaded_after("import cronwave\ncronwave.Client().close()")
+    # (standard library only), and the suite.json of the data dir for the addresses not
+    # set; nothing else of the infrastructure comes with it.
+    addrs = {name: "127.0.0.1:1" for name in ("store", "dispatcher", "planner", "leader")}
+    record = json.dumps(
+        {"addresses": addrs, "pid": os.getpid(), "started_at": "2030-01-01T00:00:00+00:00"}
+    )
+    (tmp_path / "suite.json").write_text(record)
+    modules = loaded_after(
+        f"import os\nos.environ['CRONWAVE_DATA_DIR'] = {str(tmp_path)!r}\n"
+        "import cronwave\ncronwave.Client().close()"
+    )
 
     assert "cronwave_core.settings" in modules
     assert server_side(modules - {"cronwave_core.settings"}) == []

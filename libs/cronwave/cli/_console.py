@@ -1,11 +1,8 @@
 """Where the CLI writes, how a ``CronwaveError`` becomes a red line and exit 1, and
 which suite a client command talks to.
 
-Which suite: each address is, first, its ``CRONWAVE_*_ADDR`` variable; else the one
-recorded in the data dir given (``cronwave --data-dir D``, else ``CRONWAVE_DATA_DIR``),
-which must hold a running suite (``cronwave._suite_record``); else the fixed port
-``cronwave up`` serves by default. A data dir from the variable is not read when every
-address is given.
+Which suite: ``cronwave._suite_find``'s rule, with the data dir of ``cronwave
+--data-dir D`` as the one given.
 """
 
 from __future__ import annotations
@@ -22,7 +19,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from cronwave import _suite_record
+from cronwave import _suite_find, _suite_record
 from cronwave._client import Client
 from cronwave_core.errors import CronwaveError, Unavailable
 
@@ -32,13 +29,11 @@ if TYPE_CHECKING:
 UNAVAILABLE_HINT = (
     "is `cronwave up` running? The CLI connects to CRONWAVE_STORE_ADDR, "
     "CRONWAVE_DISPATCHER_ADDR, CRONWAVE_PLANNER_ADDR and CRONWAVE_LEADER_ADDR, "
-    "else to the suite recorded in --data-dir / CRONWAVE_DATA_DIR "
-    "(default: the ports `cronwave up` listens on)."
+    "else to the suite recorded in the data dir (--data-dir, else CRONWAVE_DATA_DIR, "
+    "else $XDG_STATE_HOME/cronwave or ~/.local/state/cronwave)."
 )
 #: The addresses a client command uses.
-CLIENT_ADDRS = tuple(
-    f"CRONWAVE_{name.upper()}_ADDR" for name in ("store", "dispatcher", "planner", "leader")
-)
+CLIENT_ADDRS = tuple(_suite_find.variable(need) for need in _suite_find.CLIENT)
 #: Top-level modules that only ``cronwave[server]`` installs.
 SERVER_PACKAGES = frozenset(
     {
@@ -153,24 +148,20 @@ def chosen_data_dir() -> Path | None:
 
 
 def suite_env(environ: Mapping[str, str] | None = None) -> dict[str, str]:
-    """The environment the CLI's settings are read from: ``environ`` over the
-    addresses of the suite in the data dir given, if any (see the module docstring).
-    Raises ``SuiteNotRunning`` for a data dir that holds no running suite."""
-    env = dict(os.environ if environ is None else environ)
-    data_dir = chosen_data_dir()
-    if data_dir is None and env.get("CRONWAVE_DATA_DIR"):
-        if all(env.get(name) for name in CLIENT_ADDRS):
-            return env
-        data_dir = Path(env["CRONWAVE_DATA_DIR"])
-    if data_dir is None:
-        return env
-    data_dir = data_dir.expanduser().resolve()
-    record = _suite_record.running_suite(data_dir)
-    tls_dir = record.extra.get("tls_dir") or str(data_dir / "tls")
-    found = {**record.env(), "CRONWAVE_TLS_DIR": str(tls_dir)}
-    if record.extra.get("insecure"):
-        found["CRONWAVE_INSECURE"] = "1"
-    return {**found, **{k: v for k, v in env.items() if v}}
+    """The environment the CLI's settings are read from: ``environ`` over the settings
+    of the suite in the data dir (see the module docstring). Raises
+    ``SuiteNotRunning``, saying where it looked, when it needs a suite and finds none;
+    given some of the addresses (and no ``--data-dir``), it returns ``environ`` as it
+    is instead, and the client's calls to a service left without one say where it
+    looked (``connected``)."""
+    env = os.environ if environ is None else environ
+    given = chosen_data_dir()
+    try:
+        return _suite_find.suite_env(env, given, _suite_find.CLIENT)
+    except _suite_record.SuiteNotRunning:
+        if given is not None or not any(env.get(var) for var in CLIENT_ADDRS):
+            raise
+        return dict(env)
 
 
 def network_settings() -> NetworkSettings:
@@ -191,8 +182,21 @@ def tls_settings() -> TlsSettings:
 
 @contextmanager
 def connected() -> Iterator[Client]:
-    """A client for ``network_settings()``, errors reported."""
+    """A client for the suite of ``suite_env()``, errors reported. An address it has
+    not (given only some, and no suite to take the others from) is left to ``Client``,
+    whose calls to that service then say where it looked, rather than a fixed port."""
+    from cronwave_core.settings import NetworkSettings, TlsSettings
+
     with reported_errors():
-        client = Client.from_settings(network_settings(), tls_settings())
+        env = suite_env()
+        store, dispatcher, planner, leader = (env.get(var) or None for var in CLIENT_ADDRS)
+        client = Client(
+            store_addr=store,
+            dispatcher_addr=dispatcher,
+            planner_addr=planner,
+            leader_addr=leader,
+            timeout=NetworkSettings.from_env(env).rpc_timeout,
+            tls=TlsSettings.from_env(env),
+        )
     with reported_errors(), client:
         yield client
