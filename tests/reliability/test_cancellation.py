@@ -10,16 +10,14 @@ from datetime import UTC, timedelta
 
 import pytest
 from cronwave_proto.v1 import common_pb2
-from cronwave_proto.v1 import workflow_store_service_pb2 as store_pb
 from typer.testing import CliRunner
 
 from cronwave import InvalidArgument, RunNotFound
 from cronwave.cli.main import app
-from cronwave_core.convert import td_to_duration
 from tests.harness.clients import client_for
 from tests.harness.cluster import MakeRig, Rig
 from tests.helpers import eventually
-from tests.reliability.support import at, events_of
+from tests.reliability.support import at, events_of, register_drill
 
 pytestmark = [pytest.mark.slow, pytest.mark.both_backends]
 
@@ -122,17 +120,7 @@ def test_a_job_that_polls_cancelled_returns_and_the_run_ends_cancelled_before_th
 def test_a_queued_run_is_cancelled_at_once_and_its_message_dropped(make_rig: MakeRig) -> None:
     # Given a run queued on the bulk pool, which no worker serves yet
     rig = make_rig(pools={"default": 1})
-    rig.store.RegisterJobType(
-        store_pb.RegisterJobTypeRequest(
-            job_type=common_pb2.JobType(
-                name="drill.bulk",
-                duration_limit=td_to_duration(timedelta(minutes=1)),
-                heartbeat_timeout=td_to_duration(timedelta(seconds=30)),
-                queue="bulk",
-            )
-        ),
-        timeout=10,
-    )
+    register_drill(rig.store, "drill.bulk")
     schedule_id = rig.schedule("drill.bulk", {"seconds": 0})
     run_id = rig.start(schedule_id).run.run_id
     assert rig.state(run_id) == "PENDING"

@@ -3,17 +3,12 @@ message (Redis lost its queue) still runs."""
 
 from __future__ import annotations
 
-from datetime import timedelta
-
 import pytest
 import redis
-from cronwave_proto.v1 import common_pb2
-from cronwave_proto.v1 import workflow_store_service_pb2 as store_pb
 
-from cronwave_core.convert import td_to_duration
 from tests.harness.cluster import MakeRig
 from tests.helpers import eventually
-from tests.reliability.support import events_of, lifecycle
+from tests.reliability.support import events_of, lifecycle, register_drill
 
 pytestmark = pytest.mark.slow
 
@@ -21,16 +16,7 @@ pytestmark = pytest.mark.slow
 def test_a_lost_message_is_sent_again_and_the_run_succeeds(make_rig: MakeRig) -> None:
     # Given a run recorded and queued on the bulk pool while no bulk worker runs
     rig = make_rig(pools={"default": 1})
-    rig.store.RegisterJobType(
-        store_pb.RegisterJobTypeRequest(
-            job_type=common_pb2.JobType(
-                name="drill.bulk",
-                duration_limit=td_to_duration(timedelta(minutes=1)),
-                queue="bulk",
-            )
-        ),
-        timeout=10,
-    )
+    register_drill(rig.store, "drill.bulk")
     run_id = rig.start(rig.schedule("drill.bulk", {"seconds": 0})).run.run_id
     client = redis.Redis.from_url(rig.suite.redis_url)
     try:
@@ -59,16 +45,7 @@ def test_the_runs_of_a_lost_queue_are_sent_again_at_once_not_after_the_bound(
     # Given a sweeper that re-sends an unclaimed run only after 30 s, and two runs
     # recorded and queued on the bulk pool while no bulk worker runs
     rig = make_rig(pools={"default": 1}, env={"CRONWAVE_SWEEP_PENDING_AFTER": "30"})
-    rig.store.RegisterJobType(
-        store_pb.RegisterJobTypeRequest(
-            job_type=common_pb2.JobType(
-                name="drill.bulk",
-                duration_limit=td_to_duration(timedelta(minutes=1)),
-                queue="bulk",
-            )
-        ),
-        timeout=10,
-    )
+    register_drill(rig.store, "drill.bulk")
     run_ids = [rig.start(rig.schedule("drill.bulk", {"seconds": 0})).run.run_id for _ in "ab"]
     client = redis.Redis.from_url(rig.suite.redis_url)
     try:

@@ -165,7 +165,8 @@ def test_job_type_registration(stub):
     assert first.queue == "default"
     assert first.heartbeat_timeout.ToTimedelta() == timedelta(seconds=10)
 
-    # When it is registered again with more settings, it is replaced (upsert)
+    # When an admin (the harness calls RegisterJobType as the local administrator)
+    # registers it again with more settings, it is replaced
     second = stub.RegisterJobType(
         api.RegisterJobTypeRequest(
             job_type=pb.JobType(

@@ -16,8 +16,10 @@ from cronwave_core.errors import (
     ScheduleExists,
     ScheduleNotFound,
 )
+from cronwave_core.security import identity
 from workflow_store import models as m
 from workflow_store.audit_store import Actor, AuditStore, change, schedule_changes
+from workflow_store.job_type_changes import check_change
 from workflow_store.records import (
     JobTypeRecord,
     NewSchedule,
@@ -273,41 +275,65 @@ class ScheduleStore(AuditStore):
     # -- job types ---------------------------------------------------------------------
 
     def register_job_type(self, job: JobTypeRecord, actor: Actor | None = None) -> JobTypeRecord:
-        """Create or replace the job type named ``job.name`` (already validated)."""
+        """Create the job type named ``job.name`` (already validated), or register it
+        again: identical values change nothing (no write, no audit row); changed ones
+        replace it only when the caller may change a job type (``job_type_changes``:
+        an admin, not a worker's certificate), else ``PermissionDenied`` naming the
+        first field changed, and nothing is written."""
         now = self.clock()
-        values = {
-            "name": job.name,
-            "duration_limit": job.duration_limit,
-            "heartbeat_timeout": job.heartbeat_timeout,
-            "retry_initial_interval": job.retry.initial_interval,
-            "retry_backoff_coefficient": job.retry.backoff_coefficient,
-            "retry_maximum_interval": job.retry.maximum_interval,
-            "retry_maximum_attempts": job.retry.maximum_attempts,
-            "retry_non_retryable_errors": list(job.retry.non_retryable_errors),
-            "queue": job.queue,
-            "priority": job.priority,
-            "financial": job.financial,
-            "created_at": now,
-            "updated_at": now,
-        }
+        values = _job_type_values(job)
         with self.db.write() as s:
-            insert: Any = postgresql.insert if self.db.dialect == "postgresql" else sqlite.insert
-            stmt = insert(m.JobType).values(**values)
-            changed = {k: v for k, v in values.items() if k not in ("name", "created_at")}
-            s.execute(stmt.on_conflict_do_update(index_elements=["name"], set_=changed))
-            row = s.get(m.JobType, job.name, populate_existing=True)
-            assert row is not None
-            record = _job_type(row)
-            audited = {k: v for k, v in changed.items() if k != "updated_at"}
-            self._audit(s, actor, "RegisterJobType", {"name": job.name, **audited})
+            row = s.get(m.JobType, job.name, with_for_update=True, populate_existing=True)
+            if row is None:
+                insert: Any = (
+                    postgresql.insert if self.db.dialect == "postgresql" else sqlite.insert
+                )
+                stmt = insert(m.JobType).values(**values, created_at=now, updated_at=now)
+                created: Any = s.execute(stmt.on_conflict_do_nothing(index_elements=["name"]))
+                row = s.get(m.JobType, job.name, with_for_update=True, populate_existing=True)
+                assert row is not None
+                if created.rowcount == 1:
+                    self._audit(s, actor, "RegisterJobType", values)
+                    return self._registered(row)
+            current = _job_type(row)
+            check_change(current, job, identity.current())
+            if current == job:
+                return current
+            for name, value in values.items():
+                setattr(row, name, value)
+            row.updated_at = now
+            s.flush()
+            self._audit(s, actor, "RegisterJobType", values)
+            return self._registered(row)
+
+    def _registered(self, row: m.JobType) -> JobTypeRecord:
+        """The job type as written, and this replica's cache of it forgotten."""
+        record = _job_type(row)
         with self._job_lock:
             self._job_generation += 1
-            self._job_types.pop(job.name, None)
+            self._job_types.pop(record.name, None)
         return record
 
     def list_job_types(self) -> list[JobTypeRecord]:
         with self.db.read() as s:
             return [_job_type(r) for r in s.scalars(sa.select(m.JobType).order_by(m.JobType.name))]
+
+
+def _job_type_values(job: JobTypeRecord) -> dict[str, Any]:
+    """What a job type's row stores of ``job``, by column (its name first)."""
+    return {
+        "name": job.name,
+        "duration_limit": job.duration_limit,
+        "heartbeat_timeout": job.heartbeat_timeout,
+        "retry_initial_interval": job.retry.initial_interval,
+        "retry_backoff_coefficient": job.retry.backoff_coefficient,
+        "retry_maximum_interval": job.retry.maximum_interval,
+        "retry_maximum_attempts": job.retry.maximum_attempts,
+        "retry_non_retryable_errors": list(job.retry.non_retryable_errors),
+        "queue": job.queue,
+        "priority": job.priority,
+        "financial": job.financial,
+    }
 
 
 def _stored_values(new: NewSchedule) -> dict[str, Any]:
