@@ -164,7 +164,7 @@ def _alive(pid: int) -> bool:
 # (test_cli_errors' busy-port test); alone, they are free unless a `cronwave up` runs
 # here, which skips the test (and fails a CI run: tests/skips_allowed.txt).
 @pytest.mark.serial
-def test_up_serves_the_fixed_ports_until_sigterm_then_stops_everything(tmp_path):
+def test_up_serves_the_fixed_ports_until_sigterm_then_stops_everything(tmp_path, monkeypatch):
     busy = [p for p in (*DEFAULT_PORTS.values(), CONSOLE_PORT) if port_in_use(p)]
     if busy:
         pytest.skip(f"default ports {busy} are in use (a `cronwave up` runs here)")
@@ -183,9 +183,11 @@ def test_up_serves_the_fixed_ports_until_sigterm_then_stops_everything(tmp_path)
         assert len(pids) == 8, log.read_text()
         assert f"Console: http://127.0.0.1:{CONSOLE_PORT}/ " in log.read_text()
 
-        # The default ports, and the certificates `cronwave up` made in its data dir
+        # The default ports, recorded in its data dir with the certificates it made there
         tls = TlsSettings.from_env({"CRONWAVE_DATA_DIR": str(tmp_path / "up")})
+        monkeypatch.setenv("CRONWAVE_DATA_DIR", str(tmp_path / "up"))
         with cronwave.Client(timeout=timedelta(seconds=10), tls=tls) as client:
+            assert repr(client) == f"Client(store_addr='127.0.0.1:{DEFAULT_PORTS['store']}', ...)"
             sid = fresh("up")
             client.create_schedule(sid, cron="0 2 * * *", job_type="cronwave.noop")
             run = client.wait_run(client.trigger(sid).run_id, timeout=timedelta(seconds=60))

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import re
 import time
 from dataclasses import replace
@@ -18,7 +19,14 @@ from cronwave._client import Client
 from cronwave._errors import WaitTimeout
 from cronwave._models import Run, RunEvent, Schedule
 from cronwave.cli import _render
-from cronwave.cli._console import SERVICE_MODULES, fail, out, reported_errors, server_modules
+from cronwave.cli._console import (
+    SERVICE_MODULES,
+    chosen_data_dir,
+    fail,
+    out,
+    reported_errors,
+    server_modules,
+)
 from cronwave.cli.suite_cmds import running, suite_config, suite_facts, suite_table
 from cronwave_core.errors import NotFound
 
@@ -110,8 +118,14 @@ def scheduled_tick(client: Client, console: Console) -> Run:
 def demo(
     ctx: typer.Context,
     data_dir: Annotated[
-        Path, typer.Option("--data-dir", help="Kept afterwards: database, logs, spans.")
-    ] = Path(".cronwave"),
+        Path | None,
+        typer.Option(
+            "--data-dir",
+            help="Kept afterwards: database, logs, spans (default: CRONWAVE_DATA_DIR, else "
+            "$XDG_STATE_HOME/cronwave or ~/.local/state/cronwave, as for `cronwave up`).",
+            show_default=False,
+        ),
+    ] = None,
     customers: Annotated[
         int, typer.Option("--customers", min=1, help="Customers the billing job bills.")
     ] = 200,
@@ -130,12 +144,16 @@ def demo(
     with server_modules("cronwave demo", SERVICE_MODULES):
         from cronwave.cli import demo_billing
         from cronwave_core.domain import calendar
-        from cronwave_core.settings import NetworkSettings
+        from cronwave_core.settings import NetworkSettings, ProcessSettings
+        from cronwave_core.settings_base import user_data_dir
         from cronwave_core.suite import Suite
     console = out()
     with reported_errors():
         calendar.zone(zone, "--zone")  # a typo fails before anything starts
         settings = NetworkSettings.from_env()
+        # The data dir `cronwave up` would use, so that the commands it prints reach
+        # this data from any folder.
+        data_dir = data_dir or chosen_data_dir() or ProcessSettings.from_env().data_dir
         config = demo_billing.with_gateway(suite_config(data_dir, ports={}))
         suite = Suite(replace(config, console=True))
         console.print(f"starting a private cronwave suite in {suite.config.data_dir} ...")
@@ -157,10 +175,12 @@ def demo(
             fail("interrupted; every process the demo started was stopped")
         except WaitTimeout as exc:
             fail(exc.message, f"the services' logs are in {suite.log_dir}")
+    default = suite.config.data_dir == user_data_dir(os.environ).resolve()
+    flag = "" if default else f" --data-dir {suite.config.data_dir}"
     console.print(
         f"suite stopped; data kept in {suite.config.data_dir} "
-        f"(`cronwave up --data-dir {data_dir}` then `cronwave runs show {run.run_id}` "
-        "shows this run again)",
+        f"(`cronwave up{flag}` then `cronwave{flag} runs show {run.run_id}` "
+        "shows this run again, from any folder)",
         soft_wrap=True,
     )
     if run.state != "SUCCEEDED":
@@ -169,7 +189,6 @@ def demo(
             f"the services' logs are in {suite.log_dir}",
         )
     console.print("[green]demo run SUCCEEDED[/]")
-    flag = "" if data_dir == Path(".cronwave") else f" --data-dir {data_dir}"
     console.print(f"`cronwave waterfall{flag}` shows where the time of these runs went")
 
 

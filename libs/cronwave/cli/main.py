@@ -68,7 +68,8 @@ def main(
         typer.Option(
             "--data-dir",
             help="Talk to the suite that `cronwave up --data-dir` runs there (default: "
-            "CRONWAVE_DATA_DIR; CRONWAVE_*_ADDR variables still win).",
+            "CRONWAVE_DATA_DIR, else $XDG_STATE_HOME/cronwave or ~/.local/state/cronwave, "
+            "whatever the current folder; CRONWAVE_*_ADDR variables still win).",
             show_default=False,
         ),
     ] = None,

@@ -257,8 +257,7 @@ def running(suite: Suite) -> Iterator[Suite]:
     record = None
     try:
         suite.start()
-        extra = {"insecure": True} if suite.config.insecure else {"tls_dir": str(suite.tls_dir)}
-        record = _suite_record.started(data_dir, _addresses(suite), **extra)
+        record = _suite_record.started(data_dir, _addresses(suite), **_joining(suite))
         yield suite
     finally:
         if in_main:
@@ -272,6 +271,19 @@ def running(suite: Suite) -> Iterator[Suite]:
             if in_main:
                 signal.signal(signal.SIGINT, prev_int)
                 signal.signal(signal.SIGTERM, previous)
+
+
+def _joining(suite: Suite) -> dict[str, Any]:
+    """What a client or a worker joining the suite needs besides its addresses: its
+    certificates (or that it has none), its Redis and the namespace of its keys."""
+    extra: dict[str, Any] = (
+        {"insecure": True} if suite.config.insecure else {"tls_dir": str(suite.tls_dir)}
+    )
+    extra["redis_url"] = suite.redis_url
+    namespace = suite.config.env.get("CRONWAVE_NAMESPACE")
+    if namespace:
+        extra["namespace"] = namespace
+    return extra
 
 
 def _addresses(suite: Suite) -> dict[str, str]:
@@ -302,7 +314,8 @@ def up(
         Path | None,
         typer.Option(
             "--data-dir",
-            help="SQLite file, logs and spans go here (default: CRONWAVE_DATA_DIR or .cronwave).",
+            help="SQLite file, logs, spans and the suite's record go here (default: "
+            "CRONWAVE_DATA_DIR, else $XDG_STATE_HOME/cronwave or ~/.local/state/cronwave).",
         ),
     ] = None,
     planners: Annotated[int, typer.Option("--planners", min=1, help="Planner replicas.")] = 1,
@@ -334,11 +347,13 @@ def up(
     example installed, its sandbox payment gateway too.
 
     Ports: a service's CRONWAVE_*_ADDR when set, else --port-base N + its place, else
-    the fixed defaults. The suite's addresses are recorded in the data dir while it
-    runs, so `cronwave --data-dir DIR ...` talks to it."""
+    the fixed defaults. The suite is recorded in the data dir while it runs, so a
+    command run from any folder with that data dir (the default one, or --data-dir /
+    CRONWAVE_DATA_DIR) talks to it."""
     with server_modules("cronwave up", SERVICE_MODULES):
         from cronwave_core.suite import Suite
-    from cronwave_core.settings import DEFAULT_PORTS, ProcessSettings
+    from cronwave_core.settings import ProcessSettings
+    from cronwave_core.settings_base import user_data_dir
 
     with reported_errors():
         process = ProcessSettings.from_env()
@@ -372,11 +387,11 @@ def up(
             )
         console = out()
         console.print(f"starting cronwave in {config.data_dir} ...")
-        on_defaults = all(suite.ports[k] == DEFAULT_PORTS[k] for k in _suite_record.SERVICES)
+        # The default data dir is found from any folder; another must be named.
         listing = (
             "cronwave schedule list"
-            if on_defaults
-            else (f"cronwave --data-dir {config.data_dir} schedule list")
+            if config.data_dir == user_data_dir(os.environ).resolve()
+            else f"cronwave --data-dir {config.data_dir} schedule list"
         )
         try:
             with running(suite):

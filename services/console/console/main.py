@@ -1,7 +1,8 @@
 """The console process: ``python -P -m console``.
 
 Reads its settings once (``ConsoleSettings``, ``NetworkSettings``, ``ProcessSettings``,
-``MetricsSettings``), binds its address itself -- so a taken port is reported as
+``MetricsSettings``; the suite's addresses, certificates and data dir by the CLI's rule,
+``cronwave._suite_find``), binds its address itself -- so a taken port is reported as
 ``cannot listen on ADDRESS`` and the suite starts it again on another -- and serves the
 application with uvicorn, which on SIGTERM stops taking connections, lets the requests
 in progress finish, and exits 0.
@@ -14,6 +15,7 @@ may change things (see ``console.actions``).
 from __future__ import annotations
 
 import logging
+import os
 import socket
 import sys
 
@@ -23,6 +25,7 @@ from console.app import build_app
 from console.backend import Backend
 from console.guard import Guard
 from console.traces import SpanRuns
+from cronwave import _suite_find
 from cronwave_core.console_settings import ConsoleSettings
 from cronwave_core.entry import entry_point
 from cronwave_core.metrics import serve_metrics
@@ -60,10 +63,15 @@ def listen(address: str) -> socket.socket:
 def main() -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s console %(message)s")
     settings = ConsoleSettings.from_env()
-    network = NetworkSettings.from_env()
     process = ProcessSettings.from_env()
     metrics = MetricsSettings.from_env()
-    tls = TlsSettings.from_env()
+    # The suite it shows: its CRONWAVE_*_ADDR (a suite sets them all), else the running
+    # suite of the data dir, as for the CLI (cronwave._suite_find); its own settings
+    # above are checked first, so a malformed one is what a refusal names.
+    env = _suite_find.suite_env(os.environ)
+    network = NetworkSettings.from_env(env)
+    data_dir = ProcessSettings.from_env(env).data_dir
+    tls = TlsSettings.from_env(env)
     if tls.insecure:
         check_bind(settings.console_addr, "console")
     sock = listen(settings.console_addr)
@@ -74,7 +82,7 @@ def main() -> None:
         jaeger = JaegerQuery.from_url(settings.jaeger_url)
     app = build_app(
         backend,
-        SpanRuns(process.data_dir / "spans", jaeger),
+        SpanRuns(data_dir / "spans", jaeger),
         Guard(),
         slots=settings.console_slots,
         late_after=settings.console_late_after,
