@@ -170,6 +170,7 @@ def running_suite(data_dir: Path, chosen_by: str = "") -> SuiteRecord:
     if not record.running():
         raise SuiteNotRunning(
             f"{where}: its suite (pid {record.pid}, started "
-            f"{record.started_at:%Y-%m-%d %H:%M:%S} UTC) is not running any more; {start}"
+            f"{record.started_at:%Y-%m-%d %H:%M:%S} UTC, recorded in {data_dir / FILE}) "
+            f"is not running any more; {start}"
         )
     return record

@@ -3,6 +3,7 @@ trigger, wait and count, against a running suite or a private one."""
 
 from __future__ import annotations
 
+import os
 import resource
 import threading
 import time
@@ -21,6 +22,7 @@ from cronwave_proto.v1 import workflow_store_service_pb2 as store_pb
 from cronwave_proto.v1 import workflow_store_service_pb2_grpc as store_grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+from cronwave import _suite_find, _suite_record
 from cronwave._client import Client
 from cronwave.cli._console import out
 from cronwave.cli.load import DEFAULT_JOB_TYPE, SCENARIOS
@@ -321,10 +323,17 @@ def _reachable(address: str, tls: TlsSettings, timeout: float = 1.0) -> bool:
 
 @contextmanager
 def suite_target(data_dir: Path | None, connect: bool) -> Iterator[tuple[Target, Suite | None]]:
-    """The configured suite when it answers, else (unless ``connect``) a private one."""
-    network = NetworkSettings.from_env()
-    redis = RedisSettings.from_env()
-    tls = TlsSettings.from_env()
+    """The configured suite when it answers, else (unless ``connect``) a private one.
+    Configured: by its variables, else the running suite of the data dir
+    (``cronwave._suite_find``: ``CRONWAVE_DATA_DIR``, else the per-user one); with
+    neither, the fixed ports are tried."""
+    try:
+        env = _suite_find.suite_env(os.environ, None, ("store", "dispatcher", "redis"))
+    except _suite_record.SuiteNotRunning:
+        env = dict(os.environ)
+    network = NetworkSettings.from_env(env)
+    redis = RedisSettings.from_env(env)
+    tls = TlsSettings.from_env(env)
     if (tls.insecure or tls.ca.exists()) and _reachable(network.store_addr, tls):
         if _reachable(network.dispatcher_addr, tls):
             yield (
