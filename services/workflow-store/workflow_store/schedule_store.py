@@ -289,10 +289,11 @@ class ScheduleStore(AuditStore):
                     postgresql.insert if self.db.dialect == "postgresql" else sqlite.insert
                 )
                 stmt = insert(m.JobType).values(**values, created_at=now, updated_at=now)
-                created: Any = s.execute(stmt.on_conflict_do_nothing(index_elements=["name"]))
+                stmt = stmt.on_conflict_do_nothing(index_elements=["name"])
+                created = s.execute(stmt.returning(m.JobType.name)).scalar_one_or_none()
                 row = s.get(m.JobType, job.name, with_for_update=True, populate_existing=True)
                 assert row is not None
-                if created.rowcount == 1:
+                if created is not None:
                     self._audit(s, actor, "RegisterJobType", values)
                     return self._registered(row)
             current = _job_type(row)
