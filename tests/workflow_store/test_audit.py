@@ -32,7 +32,7 @@ from tests.harness.store import (
     schedule_msg,
 )
 from tests.harness.tls import caller_for, hop_channel
-from tests.helpers import fresh
+from tests.helpers import claim_one, fresh
 
 
 def who(rpc: str) -> str:
@@ -207,15 +207,21 @@ def test_backfill_runs_revived_placeholders_and_replays_are_audited(
     stub: api_grpc.WorkflowStoreServiceStub,
 ) -> None:
     # Given a schedule with a backfill placeholder (recorded MISSED by the planner) and
-    # a PENDING run its worker refused as poison
+    # a run its worker claimed and dead-lettered (no worker has its job type)
     schedule_id = create_schedule(stub).schedule_id
     placeholder_at = PAST_FIRE
     written, _ = record_missed(stub, schedule_id, placeholder_at, reason="pending:backfill")
     poisoned = record_run(
         stub, schedule_id, datetime(2030, 1, 5, tzinfo=UTC), 0, pb.TRIGGER_KIND_MANUAL
     ).run.run_id
+    claim = claim_one(stub, api.ClaimRunRequest(run_id=poisoned, worker_id="w1"))
     stub.DeadLetterRun(
-        api.DeadLetterRunRequest(run_id=poisoned, reason="undecodable", error="bad kwargs")
+        api.DeadLetterRunRequest(
+            run_id=poisoned,
+            attempt_token=claim.attempt_token,
+            reason="unknown_job_type",
+            error="no job type",
+        )
     )
 
     # When a backfill records a new slot and the placeholder's, and the run is replayed

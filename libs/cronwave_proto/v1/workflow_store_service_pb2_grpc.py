@@ -444,8 +444,9 @@ class WorkflowStoreServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def DeadLetterRun(self, request, context):
-        """Moves a run to the dead-letter list (state DEAD_LETTERED), or records a poison
-        message that names no run the store knows.
+        """Moves a run to the dead-letter list (state DEAD_LETTERED): only the attempt that
+        holds it, by its attempt token. A poison message without one is listed as it
+        arrived (naming its run, if any), and a PENDING run it names is left as it is.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

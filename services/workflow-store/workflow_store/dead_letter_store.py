@@ -41,9 +41,13 @@ class DeadLetterStore(AuditStore):
         """Put the run on the dead-letter list (state DEAD_LETTERED) with ``req.reason``
         and ``req.error``; a message naming no known run is listed on its own.
 
-        An attempt that gives up passes its token (``StaleAttempt`` if superseded); a
-        message refused before any claim passes 0 and only dead-letters a PENDING run.
-        A terminal run, or one a live attempt holds, is left alone (``changed=False``).
+        Only the attempt that holds the run gives up on it: it passes its token
+        (``StaleAttempt`` for any other, ``FailedPrecondition`` when the run is not
+        RUNNING). A message refused before any claim (undecodable, rejected by the
+        broker) passes none: it is listed as it arrived, naming its PENDING run, and
+        the run is left as it is (``changed=False``; the sweeper sends it a new
+        message), so a worker's certificate cannot dead-letter a run it never claimed.
+        A terminal run, or one a live attempt holds, is left alone and nothing listed.
         """
         return self._rounds(lambda s: self._dead_letter(s, req))
 
@@ -58,16 +62,27 @@ class DeadLetterStore(AuditStore):
         state = RunState(row.state)
         if state.terminal:
             return DeadLettered(None, _run(row), changed=False)
-        if req.attempt_token:
-            if not same_token(req.attempt_token, row.attempt_token):
-                raise StaleAttempt(row.run_id, row.attempt, row.state)
-            if state is not RunState.RUNNING:
-                raise FailedPrecondition(
-                    f"run is {state.value}: run '{row.run_id}' has no running attempt to "
-                    "give up; pass no attempt_token for a message refused before its claim"
-                )
-        elif state is RunState.RUNNING:
-            return DeadLettered(None, _run(row), changed=False)
+        if not req.attempt_token:
+            if state is RunState.RUNNING:
+                return DeadLettered(None, _run(row), changed=False)
+            letter = _new_letter(
+                s,
+                req,
+                now,
+                error=req.error,
+                job_type=row.job_type,
+                attempt=row.attempt,
+                queue=req.queue or row.queue,
+            )
+            return DeadLettered(letter, _run(row), changed=False)
+        if not same_token(req.attempt_token, row.attempt_token):
+            raise StaleAttempt(row.run_id, row.attempt, row.state)
+        if state is not RunState.RUNNING:
+            raise FailedPrecondition(
+                f"run is {state.value}: run '{row.run_id}' has no running attempt to give "
+                "up; only the attempt that claimed a run dead-letters it (a message refused "
+                "before its claim passes no attempt_token, and leaves the run as it is)"
+            )
         error = req.error or row.error
         self._conditional_update(
             s, row, state=RunState.DEAD_LETTERED.value, finished_at=now, error=error
