@@ -113,7 +113,9 @@ def waterfall_cmd(
     data_dir: Annotated[
         Path | None,
         typer.Option(
-            "--data-dir", help="For --source local (default: CRONWAVE_DATA_DIR, .cronwave)."
+            "--data-dir",
+            help="For --source local (default: CRONWAVE_DATA_DIR, else "
+            "$XDG_STATE_HOME/cronwave or ~/.local/state/cronwave).",
         ),
     ] = None,
     service: Annotated[
