@@ -125,12 +125,26 @@ def status_code(number: int) -> grpc.StatusCode:
 
 
 def error_from_item(item: common_pb2.ItemError) -> errors.CronwaveError:
-    """The cronwave error one item of a batch call was refused with: by its code
-    alone (an ``ItemError`` carries no details)."""
-    return error_from_status(status_code(item.code).name, item.message)
+    """The cronwave error one item of a batch call was refused with: the kind its
+    ``kind`` names, else the base class of its code."""
+    name = status_code(item.code).name
+    if item.HasField("kind"):
+        info = error_details_pb2.ErrorInfo(
+            reason=item.kind.reason, domain=item.kind.domain, metadata=dict(item.kind.metadata)
+        )
+        error = error_from_info(info, name, item.message)
+        if error is not None:
+            return error
+    return error_from_status(name, item.message)
 
 
 def item_error(exc: errors.CronwaveError) -> common_pb2.ItemError:
-    """One item's refusal in a batch answer: the status its single call would end with."""
+    """One item's refusal in a batch answer: the status its single call would end
+    with, and its kind."""
     code = getattr(grpc.StatusCode, exc.status, grpc.StatusCode.UNKNOWN)
-    return common_pb2.ItemError(code=code.value[0], message=exc.message)
+    item = common_pb2.ItemError(code=code.value[0], message=exc.message)
+    info = error_info(exc)
+    if info is not None:
+        item.kind.reason, item.kind.domain = info.reason, info.domain
+        item.kind.metadata.update(info.metadata)
+    return item

@@ -264,13 +264,21 @@ def test_a_status_whose_details_contradict_it_maps_by_its_code() -> None:
     assert type(back) is errors.NotFound and back.message == "another message"
 
 
-def test_a_refused_batch_item_keeps_its_code_and_message_only() -> None:
-    # cronwave.v1.ItemError has no field for the kind
-    error = errors.StaleAttempt("run_1", 2, "RUNNING")
-
+@pytest.mark.parametrize("error", SAMPLES, ids=name_of)
+def test_a_refused_batch_item_keeps_its_kind(error: errors.CronwaveError) -> None:
     back = error_from_item(item_error(error))
 
-    assert type(back) is errors.FailedPrecondition and back.message == error.message
+    assert type(back) is type(error)
+    assert vars(back) == vars(error) and back.message == error.message
+
+
+def test_a_batch_item_without_a_kind_maps_by_its_code() -> None:
+    item = item_error(errors.StaleAttempt("run_1", 2, "RUNNING"))
+    item.ClearField("kind")
+
+    back = error_from_item(item)
+
+    assert type(back) is errors.FailedPrecondition
 
 
 def test_a_relayed_status_keeps_the_details() -> None:

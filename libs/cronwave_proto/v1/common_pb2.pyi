@@ -287,9 +287,28 @@ class RunEvent(_message.Message):
     def __init__(self, seq: _Optional[int] = ..., run_id: _Optional[str] = ..., kind: _Optional[str] = ..., at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., detail: _Optional[str] = ..., attempt: _Optional[int] = ...) -> None: ...
 
 class ItemError(_message.Message):
-    __slots__ = ("code", "message")
+    __slots__ = ("code", "message", "kind")
     CODE_FIELD_NUMBER: _ClassVar[int]
     MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
     code: int
     message: str
-    def __init__(self, code: _Optional[int] = ..., message: _Optional[str] = ...) -> None: ...
+    kind: ErrorKind
+    def __init__(self, code: _Optional[int] = ..., message: _Optional[str] = ..., kind: _Optional[_Union[ErrorKind, _Mapping]] = ...) -> None: ...
+
+class ErrorKind(_message.Message):
+    __slots__ = ("reason", "domain", "metadata")
+    class MetadataEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    DOMAIN_FIELD_NUMBER: _ClassVar[int]
+    METADATA_FIELD_NUMBER: _ClassVar[int]
+    reason: str
+    domain: str
+    metadata: _containers.ScalarMap[str, str]
+    def __init__(self, reason: _Optional[str] = ..., domain: _Optional[str] = ..., metadata: _Optional[_Mapping[str, str]] = ...) -> None: ...

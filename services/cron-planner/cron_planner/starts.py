@@ -45,7 +45,6 @@ from cronwave_core.domain.overlap import RunView, in_flight
 from cronwave_core.domain.spec import ScheduleDef
 from cronwave_core.errors import (
     CronwaveError,
-    FailedPrecondition,
     StaleFencingToken,
     Unavailable,
     UnissuedFencingToken,
@@ -85,13 +84,9 @@ class _Prepared:
 
 def _stale_token(error: CronwaveError) -> bool:
     """Whether a start was refused for this planner's fencing token (older than the
-    newest, or never issued): another planner leads. A refusal that kept its kind
-    says so by its class. A refused item of a batch keeps only its status code and
-    message (``cronwave.v1.ItemError`` has no field for the kind), so for a bare
-    ``FailedPrecondition`` the field its message names first decides, until it has."""
-    if isinstance(error, StaleFencingToken | UnissuedFencingToken):
-        return True
-    return type(error) is FailedPrecondition and error.message.startswith("fencing_token")
+    newest, or never issued): another planner leads. The refusal keeps its kind across
+    the wire, a batch item's too (``cronwave.v1.ItemError.kind``)."""
+    return isinstance(error, StaleFencingToken | UnissuedFencingToken)
 
 
 class Starter:
@@ -339,6 +334,9 @@ class Starter:
                     self._leadership.step_down(result.message)
             elif isinstance(result, Unavailable):
                 self._retry_or_give_up(p.fire, token, result, p.now)
+            elif _paused(result):
+                p.root.set_attribute("cronwave.planner.outcome", "paused")
+                self._rows.queue([p.fire.missed(PAUSED)], token, p.now)
             else:
                 self._give_up(
                     p.fire, token, f"dispatcher refused the start: {result.message}", p.now
@@ -420,3 +418,10 @@ class Starter:
         log.error("slot %s@%s is MISSED: %s", fire.schedule_id, iso(fire.fire_time), reason)
         self._stats.last_error = reason
         self._rows.queue([fire.missed(reason)], token, now)
+
+
+def _paused(error: CronwaveError) -> bool:
+    """Whether the store refused a start because its schedule is paused (before this
+    planner heard of the pause over its watch): the slot is MISSED, reason paused. The
+    refusal has no kind of its own, so the field it names decides."""
+    return error.status == "FAILED_PRECONDITION" and error.message.startswith("schedule_id:")
