@@ -52,6 +52,10 @@ DEFAULT_PORTS = {
     "worker": 7405,
     "redis": 7479,
 }
+#: A worker's job processes unless set (``CRONWAVE_JOB_MAX_PROCESSES``): its threads, at
+#: most this many (each is a Python process; a burst's bodies take turns on them).
+MAX_DERIVED_PROCESSES = 16
+
 #: The billing demo's sandbox payment gateway; apart from DEFAULT_PORTS because only a
 #: suite asked for it runs one.
 GATEWAY_PORT = 7406
@@ -281,10 +285,10 @@ class WorkerSettings(FromEnv):
     threads: int = setting(
         PREFIX + "WORKER_THREADS",
         Integer(1),
-        8,
-        "a worker's threads; more let more claims and completions go to the store in "
-        "one call, but every idle one polls its work queue (the bench's burst and "
-        "throughput scenarios use 128: docs/benchmarks.md)",
+        64,
+        "a worker's consumer threads: how many runs it claims at once (a burst's runs "
+        "are claimed ahead of their instant in batches this large); an idle one costs "
+        "a wake-up a second",
     )
     worker_id: str = setting(
         PREFIX + "WORKER_ID",
@@ -322,8 +326,11 @@ class WorkerSettings(FromEnv):
     max_processes: int = setting(
         PREFIX + "JOB_MAX_PROCESSES",
         Integer(1),
-        Derived("the worker's threads", lambda values, _env: values["threads"]),
-        "job bodies running at once; more wait, heartbeating, for a process to come back",
+        Derived(
+            "the worker's threads, at most 16",
+            lambda values, _env: min(values["threads"], MAX_DERIVED_PROCESSES),
+        ),
+        "job bodies running at once; more wait for a process to come back (held, at no store call)",
     )
     warm_processes: int = setting(
         PREFIX + "JOB_WARM_PROCESSES",
