@@ -20,7 +20,7 @@ from cronwave_core.domain.catchup import (
     check_coherent,
     plan_catchup,
 )
-from cronwave_core.domain.spec import Catchup, DstGap, Overlap, Policy, Spec
+from cronwave_core.domain.spec import Catchup, DstGap, Interval, Overlap, Policy, Spec
 from cronwave_core.errors import InvalidArgument
 
 
@@ -123,9 +123,59 @@ def test_a_long_catch_up_is_paced_not_stormed() -> None:
 
 
 def test_grace_decides_what_counts_as_due() -> None:
-    plan = plan_catchup(QUARTERLY, policy(Catchup.SKIP), LAST, NOW, grace=timedelta(minutes=20))
-    assert plan.due == (z("2024-01-01T11:45"), z("2024-01-01T12:00"))
+    now = z("2024-01-01T11:58")  # 11:45 is 13 minutes late, and 12:00 has not come
+    plan = plan_catchup(QUARTERLY, policy(Catchup.SKIP), LAST, now, grace=timedelta(minutes=20))
+    assert plan.due == (z("2024-01-01T11:45"),)
     assert reasons(plan)[z("2024-01-01T11:30")] == CATCHUP_SKIP
+
+
+def test_a_slot_whose_successor_has_come_is_late_however_wide_the_grace() -> None:
+    plan = plan_catchup(QUARTERLY, policy(Catchup.SKIP), LAST, NOW, grace=timedelta(minutes=20))
+    assert plan.due == (z("2024-01-01T12:00"),)
+    assert reasons(plan)[z("2024-01-01T11:45")] == CATCHUP_SKIP
+
+
+EVERY_SECOND = Spec(intervals=(Interval(timedelta(seconds=1)),))
+STOPPED_AT = z("2024-01-01T12:00:00")
+BACK_AT = STOPPED_AT + timedelta(seconds=13, milliseconds=200)  # 13 s stopped
+OLDER = [STOPPED_AT + timedelta(seconds=s) for s in range(1, 13)]  # 12:00:01 .. 12:00:12
+
+
+@pytest.mark.parametrize(
+    ("catchup", "catchup_runs", "reason"),
+    [
+        (Catchup.LATEST, [], SUPERSEDED_BY_LATEST),
+        (Catchup.SKIP, [], CATCHUP_SKIP),
+        (Catchup.ALL, OLDER, None),
+    ],
+    ids=["latest", "skip", "all"],
+)
+def test_a_planner_back_13s_behind_a_one_second_schedule_runs_the_newest_slot_as_due(
+    catchup: Catchup, catchup_runs: list[datetime], reason: str | None
+) -> None:
+    # Given a 1 s schedule handled through 12:00:00 and a planner back at 12:00:13.2:
+    # every slot since is within the one-minute grace
+    rules = Policy(catchup=catchup, overlap=Overlap.ALLOW_ALL, catchup_max_runs=100)
+
+    # When it plans them
+    plan = plan_catchup(EVERY_SECOND, rules, STOPPED_AT, BACK_AT)
+
+    # Then only the newest is due (SCHEDULED, on time); the twelve before it were not
+    # fired on time, and the catch-up policy says what becomes of them
+    assert plan.due == (STOPPED_AT + timedelta(seconds=13),)
+    assert plan.catchup == tuple(catchup_runs)
+    assert reasons(plan) == ({t: reason for t in OLDER} if reason else {})
+    assert_partition(EVERY_SECOND, plan, STOPPED_AT, BACK_AT)
+
+
+def test_a_jittered_successor_that_may_not_have_come_supersedes_nothing() -> None:
+    # Given a 1 s schedule with 5 s of jitter, planned 2 s after a slot
+    spec = Spec(intervals=(Interval(timedelta(seconds=1)),), jitter=timedelta(seconds=5))
+    now = STOPPED_AT + timedelta(seconds=2, milliseconds=500)
+    plan = plan_catchup(spec, policy(Catchup.SKIP), STOPPED_AT, now)
+    # Then none of the slots has certainly come after another: all are due
+    assert plan.due == (STOPPED_AT + timedelta(seconds=1), STOPPED_AT + timedelta(seconds=2))
+    assert plan.missed == ()
 
 
 def test_dst_skipped_slots_in_the_outage_are_missed_with_their_reason() -> None:

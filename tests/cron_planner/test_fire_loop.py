@@ -21,7 +21,7 @@ from cron_planner.fire_loop import FireLoop
 from cron_planner.ports import Start
 from cron_planner.schedule_index import ScheduleIndex
 from cron_planner.work import InFlight, Missed, Trigger
-from cronwave_core.domain.spec import Catchup, Overlap, Policy, ScheduleDef, Spec
+from cronwave_core.domain.spec import Catchup, Interval, Overlap, Policy, ScheduleDef, Spec
 from cronwave_core.errors import (
     CronwaveError,
     InvalidArgument,
@@ -579,4 +579,45 @@ def test_fires_due_together_go_to_the_dispatcher_in_one_call(rig: Rig) -> None:
     assert max(len(b) for b in rig.dispatcher.batches) >= 10
     assert sorted(rig.dispatcher.started()) == sorted(
         [(f"s{n:02d}", "11:56") for n in range(40)] + [("guarded", "11:56")]
+    )
+
+
+@pytest.mark.parametrize(
+    ("catchup", "overlap", "catchup_runs", "reason"),
+    [
+        (Catchup.LATEST, Overlap.SKIP, 0, "superseded_by_latest"),
+        (Catchup.ALL, Overlap.ALLOW_ALL, 12, None),
+    ],
+    ids=["latest", "all"],
+)
+def test_a_term_begun_13s_behind_a_one_second_schedule_labels_the_late_slots(
+    rig: Rig, catchup: Catchup, overlap: Overlap, catchup_runs: int, reason: str | None
+) -> None:
+    # Given a 1 s schedule another leader handled through 12:00:00, and this planner
+    # elected 13.2 s later: every slot since is within the one-minute grace
+    stopped = datetime(2030, 1, 7, 12, 0, 0, tzinfo=UTC)
+    rig.lead.current = 0
+    spec = Spec(intervals=(Interval(timedelta(seconds=1)),))
+    rules = Policy(catchup=catchup, overlap=overlap)
+    rig.index.apply(ScheduleDef("s", spec, rules, revision=1), stopped - timedelta(hours=1))
+    rig.ledger.newest["s"] = (stopped, 3600)
+    rig.clock.set(stopped + timedelta(seconds=13, milliseconds=200))
+
+    # When it begins its term
+    rig.lead.current = 5
+    rig.loop.wake()
+    rig.run_until(stopped + timedelta(seconds=30))
+
+    # Then the newest slot starts on time as SCHEDULED; the twelve before it were not
+    # fired on time: catch-up runs (CATCHUP) or MISSED for the catch-up policy, never
+    # SCHEDULED runs late nor overlap skips
+    older = [stopped + timedelta(seconds=s) for s in range(1, 13)]
+    started = {(t, trig) for _, t, _, trig in rig.dispatcher.calls}
+    assert (stopped + timedelta(seconds=13), Trigger.SCHEDULED) in started
+    assert {(t, trig) for t, trig in started if t in older} == (
+        {(t, Trigger.CATCHUP) for t in older[-catchup_runs:]} if catchup_runs else set()
+    )
+    expected = [("s", t, reason) for t in older] if reason else []
+    assert [(sid, t, r) for sid, t, r, _ in rig.ledger.missed if r != "pending:catchup"] == (
+        expected
     )

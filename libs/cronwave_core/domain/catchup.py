@@ -3,16 +3,23 @@
 ``plan_catchup`` gives every occurrence of a schedule in ``(last_handled, now]``
 exactly one outcome; nothing is dropped silently:
 
-- **due** -- ``at >= now - grace``: the planner merely woke a little late; it fires
-  as scheduled whatever the catch-up policy says.
+- **due** -- ``at >= now - grace`` and no later slot has come yet: the planner
+  merely woke a little late; it fires as scheduled (trigger SCHEDULED) whatever the
+  catch-up policy says.
+- **late** -- every other slot: older than the grace, or followed by a later slot
+  that has come too (``at + jitter <= now``: a slot whose successor is due was not
+  fired on time, however short the schedule's period is next to the grace). A
+  planner that comes back 13 s behind a 1 s schedule therefore has one due slot and
+  twelve late ones, and the catch-up policy decides those:
 - **catch-up run** (trigger CATCHUP) -- a late slot the policy runs, or
 - **missed** (recorded as MISSED) with a reason:
 
   ``dst_gap_skip``            the DST policy skipped the slot (see ``calendar_dst``)
   ``outside_catchup_window``  late by more than ``catchup_window`` (``at < now - window``)
   ``catchup_skip``            policy SKIP runs no late slot
-  ``superseded_by_latest``    policy LATEST runs only the newest slot (a due one if
-                              any, else the newest late one within the window)
+  ``superseded_by_latest``    policy LATEST runs only the newest slot (the due one if
+                              any, else the newest late one within the window); the
+                              older ones are superseded by it
   ``catchup_cap``             policy ALL runs at most ``catchup_max_runs`` late slots:
                               the newest ones, the older ones are capped (a cap
                               of 0 runs none; the API maps its 0 to the default)
@@ -136,10 +143,13 @@ def plan_catchup(
     if limit < 1:
         raise InvalidArgument("limit", "must be at least 1")
     due_from = now - grace
+    # The newest slot that has certainly come (its jittered instant too): every slot
+    # before it is late, even within the grace.
+    come_by = now - spec.jitter
     window_from = now - policy.catchup_window
     outside_before = min(due_from, window_from)
 
-    due: list[datetime] = []
+    due_slots: list[tuple[datetime, datetime | None]] = []
     late: list[tuple[datetime, datetime | None]] = []
     missed: list[Missed] = []
     unlisted: MissedSpan | None = None
@@ -162,10 +172,15 @@ def plan_catchup(
         if occ.skipped:
             missed.append(Missed(occ.at, occ.skipped, occ.slot))
         elif occ.at >= due_from:
-            due.append(occ.at)
+            if occ.at <= come_by:
+                # A later slot that has come supersedes the due ones before it.
+                late.extend((at, slot) for at, slot in due_slots)
+                due_slots.clear()
+            due_slots.append((occ.at, occ.slot))
         else:
             late.append((occ.at, occ.slot))
         occ = next(occurrences, None)
+    due = [at for at, _ in due_slots]
 
     run, dropped = _apply_policy(policy, late, bool(due))
     missed.extend(dropped)

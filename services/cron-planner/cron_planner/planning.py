@@ -2,8 +2,10 @@
 handled gets exactly one outcome (``cronwave_core.domain.catchup.plan_catchup``), turned into
 the fire loop's work. Pure: no clock, no I/O.
 
-- Occurrences due now (late by less than the grace, one minute plus the schedule's
-  jitter) start now, trigger SCHEDULED.
+- The occurrence due now (late by less than the grace, one minute plus the schedule's
+  jitter, and not followed by a later one that has come) starts now, trigger
+  SCHEDULED. A planner back 13 s behind a 1 s schedule has one such slot; the twelve
+  before it are late, whatever the grace.
 - Late occurrences inside the catch-up window are run or recorded MISSED as the
   schedule's catch-up policy says (skip | latest | all, capped). Catch-up runs (trigger
   CATCHUP) start oldest first, ``min_spacing`` apart, so a long outage does not start a
