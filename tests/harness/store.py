@@ -21,6 +21,7 @@ from cronwave_proto.v1 import workflow_store_service_pb2_grpc as api_grpc
 from cronwave_core.channels import DeadlineInterceptor
 from cronwave_core.convert import dt_to_ts, td_to_duration
 from cronwave_core.errors import Unavailable
+from cronwave_core.security.identity import ON_BEHALF_OF
 from cronwave_core.suite import free_port, wait_healthy
 from tests.harness.processes import ProcessTable
 from tests.harness.tls import hop_channel
@@ -171,6 +172,9 @@ def store(start_store: StartStore) -> StoreProcess:
 # -- request builders ----------------------------------------------------------------------
 
 FIRE = datetime(2030, 1, 1, 2, 0, tzinfo=UTC)
+#: The person the harness records manual runs for (the store records one only on
+#: behalf of a person, whom the dispatcher relays).
+MANUAL_BY = "user:local-admin"
 #: A fire time of ``schedule_msg``'s default calendar (02:00 in Berlin) that has passed:
 #: the store records a slot MISSED only when it is one of its schedule's, and due.
 PAST_FIRE = datetime(2026, 1, 1, 1, 0, tzinfo=UTC)
@@ -227,7 +231,9 @@ def record_run(
     trigger: pb.TriggerKind = pb.TRIGGER_KIND_SCHEDULED,
 ) -> api.RecordRunResponse:
     """``RecordRuns`` of one run, answered with the run as the store has it (a batch's
-    answer leaves payloads out)."""
+    answer leaves payloads out). A manual run is recorded as the dispatcher relays an
+    operator's trigger: on behalf of ``MANUAL_BY``."""
+    relayed = [(ON_BEHALF_OF, MANUAL_BY)] if trigger == pb.TRIGGER_KIND_MANUAL else []
     recorded = record_one(
         stub,
         api.RecordRunRequest(
@@ -236,6 +242,7 @@ def record_run(
             trigger=trigger,
             fencing_token=token,
         ),
+        metadata=relayed,
     )
     return api.RecordRunResponse(run=get_one(stub, recorded.run.run_id), created=recorded.created)
 

@@ -300,3 +300,59 @@ def test_a_run_a_person_triggers_is_audited_as_theirs(suite: Suite) -> None:
     by_rpc = {event.rpc: event.actor for event in events}
     assert by_rpc["CreateSchedule"] == "user:local-admin"
     assert by_rpc["RecordRuns"] == "user:otto via service:dispatcher", by_rpc
+
+
+def test_a_planners_certificate_starts_no_fire_of_a_paused_schedule_and_no_manual_run(
+    suite: Suite,
+) -> None:
+    # Given a paused schedule, and the fencing token of the planner that leads
+    schedule_id = fresh("paused")
+    with channel(suite.store_addr, "local-admin") as admin:
+        store = store_grpc.WorkflowStoreServiceStub(admin)
+        store.CreateSchedule(
+            store_pb.CreateScheduleRequest(schedule=schedule(schedule_id)), timeout=10
+        )
+        store.PauseSchedule(store_pb.PauseScheduleRequest(schedule_id=schedule_id), timeout=10)
+    token = leading_token(suite)
+
+    def start(trigger: common_pb2.TriggerKind) -> dispatcher_pb.StartRunsRequest:
+        return dispatcher_pb.StartRunsRequest(
+            starts=[
+                dispatcher_pb.StartRunRequest(
+                    schedule_id=schedule_id,
+                    fire_time=dt_to_ts(datetime(2030, 1, 1, tzinfo=UTC)),
+                    trigger=trigger,
+                    fencing_token=token,
+                )
+            ]
+        )
+
+    # When a planner's certificate starts a fire of it with that token, and a manual
+    # run of it in a person's name
+    with channel(suite.dispatcher_addr, "cron-planner") as as_planner:
+        dispatcher = dispatcher_grpc.DispatcherServiceStub(as_planner)
+        fired = dispatcher.StartRuns(start(common_pb2.TRIGGER_KIND_SCHEDULED), timeout=10)
+        manual = refused(
+            lambda: dispatcher.StartRuns(
+                start(common_pb2.TRIGGER_KIND_MANUAL),
+                metadata=[("cronwave-on-behalf-of", "user:otto")],
+                timeout=10,
+            )
+        )
+
+    # Then both are refused, naming the schedule and the trigger
+    [result] = fired.results
+    assert result.error.code == grpc.StatusCode.FAILED_PRECONDITION.value[0]
+    assert result.error.message.startswith(f"schedule_id: schedule '{schedule_id}' is paused")
+    assert manual.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert manual.details().startswith("starts[0].trigger: StartRuns starts a planner's fires")
+    # and the schedule has no run, until a person triggers it
+    with channel(suite.store_addr, "local-admin") as admin:
+        store = store_grpc.WorkflowStoreServiceStub(admin)
+        listed = store.ListRuns(store_pb.ListRunsRequest(schedule_id=schedule_id), timeout=10)
+        assert list(listed.runs) == []
+    with channel(suite.dispatcher_addr, "local-admin") as as_admin:
+        triggered = dispatcher_grpc.DispatcherServiceStub(as_admin).TriggerRun(
+            dispatcher_pb.TriggerRunRequest(schedule_id=schedule_id), timeout=10
+        )
+    assert triggered.created and triggered.run.trigger == common_pb2.TRIGGER_KIND_MANUAL

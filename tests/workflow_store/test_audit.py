@@ -196,8 +196,9 @@ def test_manual_runs_cancels_and_replays_are_audited_and_scheduled_fires_are_not
         ("CreateSchedule", ""),
     ]
     assert changes(events[1]) == {"trigger": "manual", "fire_time": "2030-01-02T00:00:00+00:00"}
-    # the run was recorded by the hop that records runs, the cancel asked by a person
-    assert events[1].actor == "service:dispatcher"
+    # the run was recorded for the person who triggered it, relayed by the hop that
+    # records runs; the cancel was asked by a person
+    assert events[1].actor == "user:local-admin via service:dispatcher"
     assert events[0].actor == "user:local-admin"
     assert changes(events[0])["state"] == {"old": "PENDING", "new": "CANCELLED"}
     assert changes(events[0])["reason"] == "wrong day"

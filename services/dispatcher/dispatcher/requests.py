@@ -13,6 +13,15 @@ from cronwave_core.fields import identifier
 from cronwave_core.limits import DEFAULT_LIMITS, RequestLimits
 
 _TRIGGERS = frozenset(common_pb2.TriggerKind.values()) - {common_pb2.TRIGGER_KIND_UNSPECIFIED}
+#: The triggers of a planner's fires, the only ones StartRuns starts: a manual run is a
+#: person's, started by TriggerRun on their behalf (the store refuses one on nobody's).
+PLANNED = frozenset(
+    {
+        common_pb2.TRIGGER_KIND_SCHEDULED,
+        common_pb2.TRIGGER_KIND_CATCHUP,
+        common_pb2.TRIGGER_KIND_BACKFILL,
+    }
+)
 
 
 @dataclass(frozen=True)
@@ -58,3 +67,14 @@ def manual_fire_time(now: datetime) -> datetime:
     if now.tzinfo is None:
         raise InvalidArgument("now", "must be timezone-aware")
     return now.astimezone(UTC)
+
+
+def check_planned(start: StartRequest, where: str = "") -> None:
+    """Refuse ``start`` unless its trigger is a planner's (``PLANNED``), naming
+    ``{where}trigger``."""
+    if start.trigger not in PLANNED:
+        raise InvalidArgument(
+            f"{where}trigger",
+            "StartRuns starts a planner's fires (scheduled, catch-up, backfill); a manual "
+            "run is a person's, started with TriggerRun",
+        )

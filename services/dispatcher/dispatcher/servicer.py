@@ -58,7 +58,7 @@ from cronwave_core.telemetry.vocabulary import (
     run_attributes,
 )
 from dispatcher.caches import DedupCache, RouteCache
-from dispatcher.requests import StartRequest, manual_fire_time
+from dispatcher.requests import StartRequest, check_planned, manual_fire_time
 
 log = logging.getLogger("cronwave.dispatcher")
 
@@ -339,7 +339,9 @@ def _batch_starts(
         raise InvalidArgument("starts", f"at most {MAX_BATCH} per call, got {len(request.starts)}")
     starts: list[tuple[StartRequest, fanout.Item | None]] = []
     for index, item in enumerate(request.starts):
-        starts.append((_start_request(item, limits, f"starts[{index}]."), fanout.item_of(item)))
+        start = _start_request(item, limits, f"starts[{index}].")
+        check_planned(start, f"starts[{index}].")
+        starts.append((start, fanout.item_of(item)))
     # The batch's spans are copied into the trace of every start that has one.
     fanout.register([item for _, item in starts if item is not None])
     return starts

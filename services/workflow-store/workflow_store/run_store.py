@@ -16,7 +16,9 @@ from cronwave_core.errors import (
     ScheduleNotFound,
 )
 from cronwave_core.fields import require_run_id
+from cronwave_core.security import identity
 from workflow_store import models as m
+from workflow_store import run_rules
 from workflow_store.audit_store import AUDITED_TRIGGERS, Actor, AuditStore
 from workflow_store.convert import iso
 from workflow_store.fencing import _Fences
@@ -71,13 +73,16 @@ class RunStore(AuditStore):
     ) -> list[Recorded | CronwaveError]:
         """``record`` for every item of ``reqs`` in one transaction, as if recorded one
         after the other in that order: each item's answer, or in its place the
-        ``ScheduleNotFound`` or ``StaleFencingToken`` it was refused with (that item
-        wrote nothing; the others are written). Raises ``InvalidArgument`` naming the
-        item (``runs[3].schedule_id``) for a malformed one; then nothing is written."""
+        ``ScheduleNotFound``, ``StaleFencingToken`` or paused schedule's refusal
+        (``run_rules``) it was refused with (that item wrote nothing; the others are
+        written). Raises ``InvalidArgument`` naming the item (``runs[3].schedule_id``)
+        for a malformed one, and ``PermissionDenied`` for a manual run the caller
+        records on nobody's behalf (``run_rules``); then nothing is written."""
         _check_batch("runs", reqs)
         for i, req in enumerate(reqs):
             if not req.schedule_id:
                 raise InvalidArgument(f"runs[{i}].schedule_id", "required")
+        run_rules.check_manual(reqs, identity.current())
         if not reqs:
             return []
         results: list[Recorded | CronwaveError] = self._rounds(
@@ -102,6 +107,9 @@ class RunStore(AuditStore):
             schedule = schedules.get(req.schedule_id)
             if schedule is None:
                 results[i] = ScheduleNotFound(req.schedule_id)
+                continue
+            if schedule.paused and not run_rules.fires_while_paused(req.trigger):
+                results[i] = run_rules.schedule_paused(req.schedule_id)
                 continue
             if req.fencing_token > 0:
                 stale = fences.check(req.fencing_scope, req.fencing_token)

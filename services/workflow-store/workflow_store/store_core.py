@@ -85,9 +85,9 @@ def _ids(name: str = "ids") -> sa.BindParameter[Any]:
 
 
 # The statements of the hot paths, built once.
-_LIVE_SCHEDULES = sa.select(m.Schedule.id, m.Schedule.job_type, m.Schedule.payload_json).where(
-    m.Schedule.id.in_(_ids()), m.Schedule.deleted.is_(False)
-)
+_LIVE_SCHEDULES = sa.select(
+    m.Schedule.id, m.Schedule.job_type, m.Schedule.payload_json, m.Schedule.paused
+).where(m.Schedule.id.in_(_ids()), m.Schedule.deleted.is_(False))
 _RUN_IDS = sa.select(_RUNS.c.run_id).where(_RUNS.c.run_id.in_(_ids()))
 _RUNS_NAMED = sa.select(_RUNS).where(_RUNS.c.run_id.in_(_ids()))
 _RUN_ATTEMPTS = sa.select(_RUNS.c.run_id, _RUNS.c.attempt).where(_RUNS.c.run_id.in_(_ids()))
