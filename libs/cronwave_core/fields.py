@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections.abc import Collection
 from typing import Any, NoReturn
 
 from cronwave_core.errors import InvalidArgument
@@ -81,6 +82,20 @@ def lease_name(value: str, field: str) -> str:
         raise InvalidArgument(field, f"must be at most {MAX_NAME} characters, got {len(value)}")
     if any(c.isspace() or not c.isprintable() for c in value):
         raise InvalidArgument(field, "must not contain whitespace or control characters")
+    return value
+
+
+def lease_scope(value: str, field: str, scopes: Collection[str]) -> str:
+    """A lease scope of this suite: one of ``scopes`` (``CRONWAVE_LEASE_SCOPES``). The
+    scopes are a closed set, so no caller can have a lease granted, or a fencing token
+    issued, for a scope of its own making and write outside the planners' fence."""
+    lease_name(value, field)
+    if value not in scopes:
+        raise InvalidArgument(
+            field,
+            f"{shown(value)} is not a lease scope of this suite; the scopes are "
+            f"{', '.join(sorted(scopes))} (CRONWAVE_LEASE_SCOPES)",
+        )
     return value
 
 

@@ -37,7 +37,8 @@ from cronwave_core.config import (
     setting,
 )
 from cronwave_core.console_settings import ConsoleSettings
-from cronwave_core.errors import ConfigurationError
+from cronwave_core.errors import ConfigurationError, InvalidArgument
+from cronwave_core.fields import lease_name, shown
 from cronwave_core.limit_settings import LimitSettings
 from cronwave_core.settings_base import PREFIX, FromEnv, ProcessSettings
 from cronwave_core.settings_deadlines import DeadlineSettings
@@ -56,6 +57,8 @@ DEFAULT_PORTS = {
 #: most this many (each is a Python process; a burst's bodies take turns on them).
 MAX_DERIVED_PROCESSES = 16
 
+#: The planners' lease scope (``CRONWAVE_LEASE_SCOPES`` must include it).
+PLANNER_SCOPE = "planner"
 #: The billing demo's sandbox payment gateway; apart from DEFAULT_PORTS because only a
 #: suite asked for it runs one.
 GATEWAY_PORT = 7406
@@ -215,6 +218,15 @@ class LeaseSettings(FromEnv):
         "(INVALID_ARGUMENT on `ttl`), so a caller cannot take the lease for long; at "
         "least the TTL",
     )
+    scopes: tuple[str, ...] = setting(
+        PREFIX + "LEASE_SCOPES",
+        Names(empty=False),
+        (PLANNER_SCOPE,),
+        "the lease scopes there are, a closed set: leader-election grants leases, and "
+        "the workflow-store issues and accepts fencing tokens, for these alone (any "
+        "other is INVALID_ARGUMENT naming the scope); `planner` (the planners') is one. "
+        "Give every leader-election and workflow-store the same",
+    )
 
     def __post_init__(self) -> None:
         if self.renew_interval >= self.ttl:
@@ -228,6 +240,16 @@ class LeaseSettings(FromEnv):
                 f"({self.max_ttl.total_seconds()}s < {self.ttl.total_seconds()}s), or the "
                 "planners' own campaigns are refused"
             )
+        if PLANNER_SCOPE not in self.scopes:
+            raise ConfigurationError(
+                f"{PREFIX}LEASE_SCOPES: must include '{PLANNER_SCOPE}', the planners' "
+                f"scope, got {','.join(self.scopes)}"
+            )
+        for scope in self.scopes:
+            try:
+                lease_name(scope, f"{PREFIX}LEASE_SCOPES")
+            except InvalidArgument as exc:
+                raise ConfigurationError(f"{exc.field}: {shown(scope)} {exc.rule}") from None
 
 
 @dataclass(frozen=True, kw_only=True)

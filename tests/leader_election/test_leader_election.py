@@ -3,6 +3,7 @@ fencing tokens that only ever increase."""
 
 from __future__ import annotations
 
+import itertools
 import threading
 from datetime import UTC, datetime
 from pathlib import Path
@@ -34,6 +35,24 @@ def campaign(
     return le.Campaign(request, timeout=10)
 
 
+#: The lease scopes the tests' suites have besides the planners' (a closed set that
+#: leader-election and the store share): each test takes its own.
+SCOPES = tuple(f"scope-{i}" for i in range(4))
+_scopes = itertools.cycle(SCOPES)
+
+
+def a_scope() -> str:
+    """A lease scope of the suite, another than the one before."""
+    return next(_scopes)
+
+
+@pytest.fixture(autouse=True)
+def scoped(services: Suite) -> Suite:
+    """The test's suite, configured with ``SCOPES``."""
+    services.config.env["CRONWAVE_LEASE_SCOPES"] = ",".join(("planner", *SCOPES))
+    return services
+
+
 @pytest.fixture
 def leader(services: Suite) -> pb_grpc.LeaderElectionServiceStub:
     """A running leader-election, with the workflow-store that issues its tokens."""
@@ -45,7 +64,7 @@ def leader(services: Suite) -> pb_grpc.LeaderElectionServiceStub:
 def test_two_candidates_one_is_granted(
     leader: pb_grpc.LeaderElectionServiceStub, redis_url: str, namespace: str
 ) -> None:
-    scope = fresh("scope")
+    scope = a_scope()
 
     first = campaign(leader, scope, "a")
     second = campaign(leader, scope, "b")
@@ -60,7 +79,7 @@ def test_two_candidates_one_is_granted(
 def test_concurrent_campaigns_grant_exactly_one(
     leader: pb_grpc.LeaderElectionServiceStub, redis_url: str, namespace: str
 ) -> None:
-    scope = fresh("scope")
+    scope = a_scope()
     replies: list[pb.CampaignResponse] = []
     lock = threading.Lock()
 
@@ -84,7 +103,7 @@ def test_concurrent_campaigns_grant_exactly_one(
 def test_the_holder_campaigning_again_keeps_its_token(
     leader: pb_grpc.LeaderElectionServiceStub, redis_url: str, namespace: str
 ) -> None:
-    scope = fresh("scope")
+    scope = a_scope()
     first = campaign(leader, scope, "a")
 
     again = campaign(leader, scope, "a")
@@ -95,7 +114,7 @@ def test_the_holder_campaigning_again_keeps_its_token(
 def test_renew_by_the_holder_only(
     leader: pb_grpc.LeaderElectionServiceStub, redis_url: str, namespace: str
 ) -> None:
-    scope = fresh("scope")
+    scope = a_scope()
     token = campaign(leader, scope, "a").lease.fencing_token
 
     by_holder = leader.Renew(pb.RenewRequest(scope=scope, candidate="a", fencing_token=token))
@@ -109,7 +128,7 @@ def test_renew_and_resign_naming_another_candidate_are_refused(
     leader: pb_grpc.LeaderElectionServiceStub, redis_url: str, namespace: str
 ) -> None:
     # Given "a" holds the lease
-    scope = fresh("scope")
+    scope = a_scope()
     token = campaign(leader, scope, "a").lease.fencing_token
 
     # When "b" renews or resigns it, even with a's token
@@ -132,7 +151,7 @@ def test_renew_and_resign_naming_another_candidate_are_refused(
 def test_after_expiry_another_is_granted_with_a_larger_token(
     leader: pb_grpc.LeaderElectionServiceStub, redis_url: str, namespace: str
 ) -> None:
-    scope = fresh("scope")
+    scope = a_scope()
     first = campaign(leader, scope, "a", ttl=1.0)
     assert first.granted
 
@@ -163,7 +182,7 @@ def _wait_granted(
 def test_resign_frees_the_lease_for_the_holder_only(
     leader: pb_grpc.LeaderElectionServiceStub, redis_url: str, namespace: str
 ) -> None:
-    scope = fresh("scope")
+    scope = a_scope()
     token = campaign(leader, scope, "a").lease.fencing_token
 
     with pytest.raises(grpc.RpcError) as info:
@@ -180,7 +199,7 @@ def test_resign_frees_the_lease_for_the_holder_only(
 def test_observe_shows_the_current_lease_but_not_its_token(
     leader: pb_grpc.LeaderElectionServiceStub, redis_url: str, namespace: str
 ) -> None:
-    scope = fresh("scope")
+    scope = a_scope()
     assert leader.Observe(pb.ObserveRequest(scope=scope)).lease.holder == ""
     granted = campaign(leader, scope, "a", ttl=30)
     assert granted.lease.fencing_token > 0
@@ -196,7 +215,7 @@ def test_an_observer_cannot_resign_for_the_holder(
     leader: pb_grpc.LeaderElectionServiceStub, redis_url: str, namespace: str
 ) -> None:
     # Given "a" holds the lease
-    scope = fresh("scope")
+    scope = a_scope()
     campaign(leader, scope, "a")
 
     # When a caller resigns in a's name with what Observe shows
@@ -219,7 +238,7 @@ def test_a_stale_resign_by_the_holder_leaves_its_newer_lease_alone(
     leader: pb_grpc.LeaderElectionServiceStub, redis_url: str, namespace: str
 ) -> None:
     # Given "a" held the lease, resigned, and campaigned again for a newer token
-    scope = fresh("scope")
+    scope = a_scope()
     old = campaign(leader, scope, "a").lease.fencing_token
     assert leader.Resign(pb.ResignRequest(scope=scope, candidate="a", fencing_token=old)).resigned
     new = campaign(leader, scope, "a").lease.fencing_token
@@ -240,7 +259,7 @@ def test_a_ttl_above_the_configured_maximum_is_refused(services: Suite) -> None:
     services.start_service("workflow-store")
     services.start_service("leader-election", extra_env={"CRONWAVE_LEASE_MAX_TTL": "20s"})
     le = stub(services)
-    scope = fresh("scope")
+    scope = a_scope()
 
     # When a candidate campaigns for 21 s (or the 5 minutes once allowed)
     for ttl in (21.0, 300.0):
@@ -260,9 +279,9 @@ def test_the_default_maximum_ttl_is_a_few_default_leases(
     leader: pb_grpc.LeaderElectionServiceStub,
 ) -> None:
     # The default lease is 15 s; the default maximum four of them
-    assert campaign(leader, fresh("scope"), "a", ttl=60.0).granted
+    assert campaign(leader, a_scope(), "a", ttl=60.0).granted
     with pytest.raises(grpc.RpcError) as info:
-        campaign(leader, fresh("scope"), "a", ttl=61.0)
+        campaign(leader, a_scope(), "a", ttl=61.0)
     assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert "60.0s" in info.value.details()
 
@@ -298,7 +317,7 @@ def test_tokens_increase_across_a_restart(
     redis_url: str,
     namespace: str,
 ) -> None:
-    scope = fresh("scope")
+    scope = a_scope()
     before = campaign(leader, scope, "a", ttl=1.0).lease.fencing_token
 
     services.restart("leader-election")
@@ -314,7 +333,7 @@ def test_with_no_store_no_lease_is_granted(services: Suite) -> None:
 
     # When a candidate campaigns for a free lease
     with pytest.raises(grpc.RpcError) as info:
-        campaign(le, fresh("scope"), "a")
+        campaign(le, a_scope(), "a")
 
     # Then no token is issued, since only the store issues the tokens it accepts
     assert info.value.code() == grpc.StatusCode.UNAVAILABLE
@@ -324,7 +343,7 @@ def test_with_no_store_no_lease_is_granted(services: Suite) -> None:
 def test_each_rpc_is_a_leader_cache_span_answered_by_redis(
     services: Suite, redis_url: str, namespace: str
 ) -> None:
-    scope = fresh("scope")
+    scope = a_scope()
     services.start_service("workflow-store")
     services.start_service("leader-election")
     le = stub(services)
@@ -380,7 +399,7 @@ def test_tokens_increase_across_losing_redis_data(
     services.start_service("workflow-store")
     services.start_service("leader-election")
     le = stub(services)
-    scope = fresh("scope")
+    scope = a_scope()
     first = campaign(le, scope, "a", ttl=1.0)
     assert first.granted
     _record_with_token(services, scope, first.lease.fencing_token)
@@ -412,12 +431,12 @@ def test_a_forged_token_is_refused_and_elections_go_on(services: Suite, forged: 
     services.start_service("workflow-store")
     services.start_service("leader-election")
     le = stub(services)
-    scope = fresh("scope")
+    scope = a_scope()
     first = campaign(le, scope, "a", ttl=1.0)
     _record_with_token(services, scope, first.lease.fencing_token)
 
     # When a caller records a scheduled run with a token leader-election never granted:
-    # the largest int64, the next token, or a scope no lease was ever granted for
+    # the largest int64, the next token, or in a scope the suite does not have
     token, target = {
         "max": (2**63 - 1, scope),
         "next": (first.lease.fencing_token + 1, scope),
@@ -427,9 +446,13 @@ def test_a_forged_token_is_refused_and_elections_go_on(services: Suite, forged: 
         _record_with_token(services, target, token)
 
     # Then the store refuses it, naming the rule, and remembers nothing of it
-    assert info.value.code() == grpc.StatusCode.FAILED_PRECONDITION
-    assert info.value.details().startswith("fencing_token: ")
-    assert "issued" in info.value.details()
+    if forged == "scope":
+        assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert info.value.details().startswith("fencing_scope: ")
+    else:
+        assert info.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+        assert info.value.details().startswith("fencing_token: ")
+        assert "issued" in info.value.details()
     seen = _store(services).GetFencingToken(
         store_pb.GetFencingTokenRequest(fencing_scope=scope), timeout=10
     )
@@ -439,3 +462,20 @@ def test_a_forged_token_is_refused_and_elections_go_on(services: Suite, forged: 
     after = _wait_granted(stub(services), scope, "b")
     assert after.lease.fencing_token > first.lease.fencing_token
     _record_with_token(services, scope, after.lease.fencing_token)
+
+
+def test_a_made_up_scope_gets_no_lease(leader: pb_grpc.LeaderElectionServiceStub) -> None:
+    # When a planner's certificate campaigns for, or observes, a scope the suite lacks
+    made_up = fresh("made-up")
+    with pytest.raises(grpc.RpcError) as campaigned:
+        campaign(leader, made_up, "a")
+    with pytest.raises(grpc.RpcError) as observed:
+        leader.Observe(pb.ObserveRequest(scope=made_up), timeout=10)
+
+    # Then both are refused, naming the field and the scopes there are
+    for info in (campaigned, observed):
+        assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert info.value.details() == (
+            f"scope: '{made_up}' is not a lease scope of this suite; the scopes are "
+            f"{', '.join(sorted(('planner', *SCOPES)))} (CRONWAVE_LEASE_SCOPES)"
+        )

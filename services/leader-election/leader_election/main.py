@@ -49,7 +49,7 @@ def main() -> None:
         StoreTokens(store_channel, network.store_addr, network.rpc_timeout / 2),
         lease.max_ttl,
     )
-    servicer = LeaderElectionServicer(leases, lease.ttl)
+    servicer = LeaderElectionServicer(leases, lease.ttl, scopes=frozenset(lease.scopes))
 
     def register(server: grpc.Server) -> None:
         pb_grpc.add_LeaderElectionServiceServicer_to_server(servicer, server)

@@ -3,7 +3,9 @@
 A lease is bound to its caller's authenticated identity (``owner``) as well as its
 candidate name: with one certificate shared by every planner replica, the name tells
 them apart, and a caller with another identity cannot act for the holder. A reply
-carries the fencing token only to the lease's holder (Observe never does)."""
+carries the fencing token only to the lease's holder (Observe never does). Leases
+exist for the suite's scopes alone (``CRONWAVE_LEASE_SCOPES``, the store's too): any
+other scope is INVALID_ARGUMENT naming ``scope``."""
 
 from __future__ import annotations
 
@@ -16,13 +18,14 @@ from cronwave_proto.v1 import leader_election_service_pb2_grpc as pb_grpc
 
 from cronwave_core.convert import dt_to_ts, duration_to_td, td_to_duration
 from cronwave_core.errors import InvalidArgument
-from cronwave_core.fields import lease_name
+from cronwave_core.fields import lease_name, lease_scope
 from cronwave_core.security import identity
+from cronwave_core.settings import PLANNER_SCOPE
 from cronwave_core.telemetry.spans import hop_span
 from cronwave_core.telemetry.vocabulary import ATTR_CACHE_HIT, Hop, Kind
 from leader_election.leases import MIN_TTL, Lease, LeaseStore
 
-DEFAULT_SCOPE = "planner"
+DEFAULT_SCOPE = PLANNER_SCOPE
 _REDIS = {ATTR_CACHE_HIT: "redis"}
 
 
@@ -71,10 +74,16 @@ class LeaderElectionServicer(pb_grpc.LeaderElectionServiceServicer):
         leases: LeaseStore,
         default_ttl: timedelta,
         now: Callable[[], datetime] = lambda: datetime.now(UTC),
+        scopes: frozenset[str] = frozenset({DEFAULT_SCOPE}),
     ) -> None:
         self._leases = leases
         self._default_ttl = default_ttl
         self._now = now
+        self._scopes = scopes
+
+    def _scope(self, value: str) -> str:
+        """The request's scope (default ``planner``), one of the suite's."""
+        return lease_scope(_name("scope", value, DEFAULT_SCOPE), "scope", self._scopes)
 
     def _lease(self, lease: Lease) -> pb.Lease:
         msg = pb.Lease(
@@ -90,7 +99,7 @@ class LeaderElectionServicer(pb_grpc.LeaderElectionServiceServicer):
     def Campaign(
         self, request: pb.CampaignRequest, context: grpc.ServicerContext
     ) -> pb.CampaignResponse:
-        scope = _name("scope", request.scope, DEFAULT_SCOPE)
+        scope = self._scope(request.scope)
         candidate = _name("candidate", request.candidate)
         ttl = _ttl(request, self._default_ttl, self._leases.max_ttl)
         with hop_span("leader campaign", hop=Hop.LEADER, kind=Kind.CACHE, attributes=_REDIS):
@@ -98,7 +107,7 @@ class LeaderElectionServicer(pb_grpc.LeaderElectionServiceServicer):
         return pb.CampaignResponse(granted=outcome.ok, lease=self._lease(outcome.lease))
 
     def Renew(self, request: pb.RenewRequest, context: grpc.ServicerContext) -> pb.RenewResponse:
-        scope = _name("scope", request.scope, DEFAULT_SCOPE)
+        scope = self._scope(request.scope)
         candidate = _name("candidate", request.candidate)
         token = _token(request.fencing_token)
         with hop_span("leader renew", hop=Hop.LEADER, kind=Kind.CACHE, attributes=_REDIS):
@@ -106,7 +115,7 @@ class LeaderElectionServicer(pb_grpc.LeaderElectionServiceServicer):
         return pb.RenewResponse(renewed=outcome.ok, lease=self._lease(outcome.lease))
 
     def Resign(self, request: pb.ResignRequest, context: grpc.ServicerContext) -> pb.ResignResponse:
-        scope = _name("scope", request.scope, DEFAULT_SCOPE)
+        scope = self._scope(request.scope)
         candidate = _name("candidate", request.candidate)
         token = _token(request.fencing_token)
         with hop_span("leader resign", hop=Hop.LEADER, kind=Kind.CACHE, attributes=_REDIS):
@@ -116,7 +125,7 @@ class LeaderElectionServicer(pb_grpc.LeaderElectionServiceServicer):
     def Observe(
         self, request: pb.ObserveRequest, context: grpc.ServicerContext
     ) -> pb.ObserveResponse:
-        scope = _name("scope", request.scope, DEFAULT_SCOPE)
+        scope = self._scope(request.scope)
         with hop_span("leader observe", hop=Hop.LEADER, kind=Kind.CACHE, attributes=_REDIS):
             lease = self._leases.observe(scope)
         return pb.ObserveResponse(lease=self._lease(lease))

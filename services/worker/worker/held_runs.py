@@ -13,8 +13,8 @@ Exactly once is unchanged: the run was claimed (its attempt token is this worker
 before it entered the heap. Its message is acknowledged when the consumer's thread
 returns, so a worker that dies while holding runs leaves them RUNNING with a heartbeat
 that lapses; the store hands them out again then, as for a worker that dies mid-run.
-The caller releases a run by a third of its heartbeat timeout at the latest, so a run
-is never held without heartbeats for longer than a running attempt beats. A worker
+A held run's attempt beats while it waits (its lease in the worker's liveness,
+``worker.liveness``), as a running one does, however long it is held. A worker
 that stops gracefully hands every run still held back instead (``stop``: each one's
 ``on_stop``, which gives the run back to the store and queues its message again).
 """

@@ -83,6 +83,7 @@ class Lease:
         self.superseded = False
         self.failed = False  # the last call carrying it failed
         self.urgent = False  # a flush waits for the next call
+        self.dropped = False
 
     @property
     def state(self) -> BeatResult:
@@ -109,7 +110,10 @@ class Lease:
 
     def drop(self) -> None:
         """The attempt's outcome is decided: its newest checkpoint is sent (waiting
-        for it), and the lease beats no more."""
+        for it), and the lease beats no more. Once; a second call does nothing."""
+        if self.dropped:
+            return
+        self.dropped = True
         if self.checkpoint and not self.superseded:
             self.flush()
         self._liveness._drop(self)

@@ -28,23 +28,17 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-import grpc
-from cronwave_proto.v1 import common_pb2
-from cronwave_proto.v1 import workflow_store_service_pb2 as store_pb
 from dramatiq.brokers.redis import RedisBroker
 
-from cronwave_core.batching import Coalescer, ItemRefused
-from cronwave_core.caching import TERMINAL_STATES
 from cronwave_core.queueing import RunMessage, UndecodableRunMessage
-from cronwave_core.telemetry.vocabulary import Hop
 from worker.attempts import Attempts, Isolation
 from worker.chain import Chain, Delivery, Poison, RunMiddleware
 from worker.draining import Draining
 from worker.handback import hand_back
 from worker.held_runs import HeldRuns
 from worker.jobs import Registry
-from worker.middleware.claim import with_traceparent
 from worker.middleware.dead_lettering import DeadLettering, message_json
+from worker.middleware.heartbeat import Heartbeat
 from worker.store_port import RunStore
 
 log = logging.getLogger("cronwave.worker")
@@ -108,14 +102,11 @@ class RunProcessor:
         self.dead_letters: DeadLettering = self.chain.find(DeadLettering)
         self.held = held  # runs claimed ahead of their fire time wait there
         self.draining = draining or Draining()  # the runs handled now, and the stop
-        self.runs: Coalescer[store_pb.GetRunRequest, common_pb2.Run] = Coalescer(
-            "get", lambda requests: _runs_by_id(store, requests), with_traceparent, hop=Hop.PICKUP
-        )
+        self.heartbeat = _heartbeat_of(self.chain)
 
     def close(self) -> None:
         """Send the claims and completions still queued; refuse new ones."""
         self.chain.close()
-        self.runs.close()
 
     def process(self, kwargs: Mapping[str, Any], args: Sequence[Any] = (), queue: str = "") -> None:
         """Handle the message's arguments. A poison message is dead-lettered; a run
@@ -163,29 +154,31 @@ class RunProcessor:
 
     def _hold_if_early(self, delivery: Delivery) -> bool:
         """Hand a run claimed well ahead of its fire time to the held runs (see
-        ``worker.held_runs``), released by a heartbeat interval at the latest; False
+        ``worker.held_runs``), its lease beating meanwhile (``Heartbeat.hold``); False
         when it is due too soon for that to pay (``HOLD_AT_LEAST``): it runs in this
         thread."""
-        if self.held is None or delivery.job_type is None:
+        if self.held is None or self.heartbeat is None or delivery.job_type is None:
             return False
-        now = datetime.now(UTC)
         fire_time = delivery.fire_time
-        if fire_time - now <= HOLD_AT_LEAST:
+        if fire_time - datetime.now(UTC) <= HOLD_AT_LEAST:
             return False
-        beat_by = now + delivery.job_type.heartbeat_interval
+        lease = self.heartbeat.hold(delivery)
         context = contextvars.copy_context()  # the message's trace context
         stop = delivery.stop = self.draining.enter(delivery.run.run_id)  # until run or back
 
         def attempt() -> None:
             try:
-                if self._ended_while_held(delivery.run.run_id, delivery.attrs):
+                if lease.superseded:  # a pause cancels the runs dispatched ahead
+                    log.info("run %s ended while held: not started", delivery.run.run_id)
                     return
                 self._attempt(delivery)
             finally:
+                lease.drop()
                 self.draining.leave(stop)
 
         def on_stop() -> None:  # the worker stopped while the run was held
             try:
+                lease.drop()
                 hand_back(
                     self.store, self.broker, delivery.run, delivery.attempt_token, "",
                     delivery.attrs,
@@ -194,30 +187,10 @@ class RunProcessor:
                 self.draining.leave(stop)
 
         self.held.hold(
-            min(fire_time, beat_by + self.held.release_ahead),
-            lambda: context.run(attempt),
-            on_stop=lambda: context.run(on_stop),
+            fire_time, lambda: context.run(attempt), on_stop=lambda: context.run(on_stop)
         )
         if self.isolation.pool is not None:  # the instant's bodies find processes ready
             self.isolation.pool.prepare(len(self.held) + self.stats.snapshot()[2])
-        return True
-
-    def _ended_while_held(self, run_id: str, attrs: Mapping[str, Any]) -> bool:
-        """True when a held run ended before its release (a pause cancels the runs
-        dispatched ahead of their fire time): its body must not start. Looked up off
-        the critical path, before the instant; a store that does not answer counts as
-        not ended (a cancellation is then seen at the attempt's first heartbeat)."""
-        try:
-            current = self.runs.call(store_pb.GetRunRequest(run_id=run_id), attributes=attrs)
-        except grpc.RpcError:
-            return False
-        if current.state not in TERMINAL_STATES:
-            return False
-        log.info(
-            "run %s ended while held (%s): not started",
-            run_id,
-            common_pb2.RunState.Name(current.state),
-        )
         return True
 
     def _put_back(self, message: RunMessage) -> None:
@@ -240,12 +213,11 @@ class RunProcessor:
         return True
 
 
-def _runs_by_id(
-    store: RunStore, requests: list[store_pb.GetRunRequest]
-) -> list[common_pb2.Run | BaseException]:
-    """``GetRuns`` answered per run; a run the store does not have is NOT_FOUND."""
-    found = {run.run_id: run for run in store.GetRuns(store_pb.GetRunsRequest(runs=requests)).runs}
-    return [
-        found.get(r.run_id) or ItemRefused(grpc.StatusCode.NOT_FOUND, f"run '{r.run_id}' not found")
-        for r in requests
-    ]
+def _heartbeat_of(chain: Chain) -> Heartbeat | None:
+    """The chain's heartbeat, whose leases keep held runs this worker's (None: a
+    chain without one holds no runs)."""
+    try:
+        heartbeat: Heartbeat = chain.find(Heartbeat)
+    except LookupError:
+        return None
+    return heartbeat

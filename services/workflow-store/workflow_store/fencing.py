@@ -13,9 +13,11 @@ from sqlalchemy.orm import Session
 
 from cronwave_core.errors import (
     CronwaveError,
+    InvalidArgument,
     StaleFencingToken,
     UnissuedFencingToken,
 )
+from cronwave_core.fields import lease_scope
 from workflow_store import metrics
 from workflow_store import models as m
 from workflow_store.store_core import (
@@ -34,7 +36,7 @@ class FencingStore(StoreCore):
         than the newest seen (``_Fences``); remember it if newer.
         Runs inside the caller's write transaction, under the scope's row lock
         (PostgreSQL) or the database write lock (SQLite)."""
-        fences = _Fences(s, now)
+        fences = _Fences(s, now, self.guards.lease_scopes)
         fences.lock({scope})
         stale = fences.check(scope, token)
         if stale is not None:
@@ -52,7 +54,9 @@ class FencingStore(StoreCore):
         before, durable before it is returned. Leader-election calls it when it grants
         the scope's lease, so tokens strictly increase across Redis restarts and data
         loss with no floor to ask for; each call moves the counter by exactly one, so
-        no caller can drive it to overflow."""
+        no caller can drive it to overflow. Only for a scope of this suite
+        (``Guards.lease_scopes``), else ``InvalidArgument`` naming ``fencing_scope``."""
+        lease_scope(scope, "fencing_scope", self.guards.lease_scopes)
         return int(self._rounds(lambda s: self._issue(s, scope)))
 
     def _issue(self, s: Session, scope: str) -> int:
@@ -72,14 +76,17 @@ class _Fences:
 
     A write's token must have been issued by this store (``issue_fencing_token``,
     which leader-election calls when it grants a lease) and not be older than the
-    newest seen: ``newest seen <= token <= newest issued``. So no caller can make up
-    a token, push the newest seen past what was issued (which would fence out every
-    future leader), or name a scope no lease was ever granted for to skip the fence.
+    newest seen: ``newest seen <= token <= newest issued``; and its scope must be one
+    of ``scopes`` (the suite's lease scopes), whatever tokens a scope was issued
+    before. So no caller can make up a token, push the newest seen past what was
+    issued (which would fence out every future leader), or name a scope no lease is
+    granted for to skip the fence.
     """
 
-    def __init__(self, s: Session, now: datetime) -> None:
+    def __init__(self, s: Session, now: datetime, scopes: frozenset[str]) -> None:
         self.s = s
         self.now = now
+        self.scopes = scopes
         self.newest: dict[str, int] = {}
         self.stored: dict[str, int] = {}
         self.issued: dict[str, int] = {}
@@ -97,7 +104,13 @@ class _Fences:
     def check(self, scope: str, token: int) -> CronwaveError | None:
         """Refuse ``token`` if the store never issued it for ``scope``, or if it is
         older than the newest seen (stored or accepted earlier in this transaction);
-        otherwise it is the newest."""
+        otherwise it is the newest. A scope that is not the suite's is refused,
+        naming ``fencing_scope``."""
+        if scope not in self.scopes:
+            try:
+                lease_scope(scope, "fencing_scope", self.scopes)
+            except InvalidArgument as exc:
+                return exc
         issued = self.issued.get(scope, 0)
         if token > issued:
             metrics.FENCING_REJECTIONS.labels("unissued").inc()

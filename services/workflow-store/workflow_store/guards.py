@@ -8,12 +8,19 @@ were a future slot accepted, a caller could mark the next fire times missed and 
 would run. ``missed_slot_ahead`` is how far past the store's clock a slot may lie: a
 planner records a slot only once it is due on its own clock, so this covers the skew
 between their clocks and nothing more.
+
+Fencing tokens exist for a closed, configured set of lease scopes
+(``CRONWAVE_LEASE_SCOPES``): were any scope issued a token on request, leader-election's
+certificate could have one issued for a scope of its own making, and a planner's
+certificate could start runs under it, outside the planners' fence.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import timedelta
+
+from cronwave_core.settings import PLANNER_SCOPE
 
 #: The clock skew between a planner and the store that a MISSED slot's fire time may
 #: have (NTP keeps it to milliseconds).
@@ -24,9 +31,11 @@ MISSED_SLOT_SKEW = timedelta(seconds=1)
 class Guards:
     """``missed_slot_ahead``: a slot recorded MISSED may lie at most this far past the
     store's clock (``MISSED_SLOT_SKEW``; tests whose planner runs on a simulated
-    calendar raise it with ``CRONWAVE_MISSED_SLOTS_AHEAD``)."""
+    calendar raise it with ``CRONWAVE_MISSED_SLOTS_AHEAD``). ``lease_scopes``: the
+    scopes fencing tokens are issued for and accepted in."""
 
     missed_slot_ahead: timedelta = MISSED_SLOT_SKEW
+    lease_scopes: frozenset[str] = frozenset({PLANNER_SCOPE})
 
     def __post_init__(self) -> None:
         if self.missed_slot_ahead < timedelta(0):

@@ -12,6 +12,7 @@ from cronwave_core.bootstrap import Service, full_names, serve
 from cronwave_core.entry import entry_point
 from cronwave_core.settings import (
     DeadlineSettings,
+    LeaseSettings,
     LimitSettings,
     NetworkSettings,
     ProcessSettings,
@@ -51,7 +52,10 @@ def main() -> None:
     store = Store(
         db,
         limits=Limits(payload_bytes=limits.payload_bytes),
-        guards=Guards(missed_slot_ahead=MISSED_SLOT_SKEW + hooks.missed_slots_ahead),
+        guards=Guards(
+            missed_slot_ahead=MISSED_SLOT_SKEW + hooks.missed_slots_ahead,
+            lease_scopes=frozenset(LeaseSettings.from_env().scopes),
+        ),
     )
     metrics.install(db)
     servicer = WorkflowStoreServicer(store)

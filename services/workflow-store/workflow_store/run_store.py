@@ -96,7 +96,7 @@ class RunStore(AuditStore):
         now = self.clock()
         ids = sorted({req.schedule_id for req in reqs})
         schedules = {row.id: row for row in s.execute(_LIVE_SCHEDULES, {"ids": ids})}
-        fences = _Fences(s, now)
+        fences = _Fences(s, now, self.guards.lease_scopes)
         fences.lock(
             {r.fencing_scope for r in reqs if r.fencing_token > 0 and r.schedule_id in schedules}
         )

@@ -12,8 +12,9 @@ attempt's ``CancelSignal``: the job sees ``ctx.cancelled``, and its supervisor s
 the body when the grace has passed. So a cancel reaches a running body within
 ``cancel_check`` plus one heartbeat call.
 
-The lease ends with the execute phase: the newest checkpoint is then sent (and waited
-for) before the outcome, so a retry resumes from it."""
+A run claimed ahead of its fire time beats from its claim on (``hold``), so it stays
+this worker's however long it waits. The lease ends with the execute phase: the newest
+checkpoint is then sent (and waited for) before the outcome, so a retry resumes from it."""
 
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ from datetime import timedelta
 
 from worker.cancellation import CancelSignal
 from worker.chain import Delivery, RunMiddleware
-from worker.liveness import Liveness
+from worker.liveness import Lease, Liveness
 
 
 class Heartbeat(RunMiddleware):
@@ -29,17 +30,27 @@ class Heartbeat(RunMiddleware):
         self.liveness = liveness
         self.cancel_check = cancel_check
 
+    def hold(self, delivery: Delivery) -> Lease:
+        """The claimed run's lease, beating from now on: for a run held for its fire
+        time (``worker.held_runs``), so that it stays this worker's while it waits, and
+        a refusal says it ended meanwhile. Its attempt's execute phase takes it over;
+        whoever ends the run's hold without it drops it."""
+        if delivery.lease is None:
+            assert delivery.job_type is not None  # claimed runs of known job types only
+            interval = min(delivery.job_type.heartbeat_interval, self.cancel_check)
+            cancel = delivery.cancel = CancelSignal()
+            delivery.heartbeat_interval = interval
+            run_id, token = delivery.run.run_id, delivery.attempt_token
+            delivery.lease = self.liveness.hold(run_id, token, interval, cancel)
+        return delivery.lease
+
     def before_execute(self, delivery: Delivery) -> None:
         if delivery.job_type is None:
             return
-        interval = min(delivery.job_type.heartbeat_interval, self.cancel_check)
-        cancel = delivery.cancel = CancelSignal()
-        lease = self.liveness.hold(delivery.run.run_id, delivery.attempt_token, interval, cancel)
-        delivery.lease = lease
+        lease = self.hold(delivery)
         delivery.phase.callback(lease.drop)  # the attempt's outcome is decided then
         delivery.beat = lease.beat
         delivery.report_start = lease.report_start
-        delivery.heartbeat_interval = interval
 
     def close(self) -> None:
         self.liveness.close()
