@@ -9,6 +9,11 @@ from enum import StrEnum
 from cronwave_core.domain.deadlines import NotifyFormat
 from cronwave_core.domain.runs import RunState
 
+#: How long a queued delivery (a new one, or one taken from the outbox) is held before
+#: its POST renews the claim: time enough to wait for a delivery thread
+#: (``delivery_outbox``).
+QUEUED_HOLD = timedelta(seconds=30)
+
 
 class DeliveryStatus(StrEnum):
     PENDING = "pending"
@@ -26,6 +31,8 @@ class DeliveryRecord:
     http_status: int
     error: str
     updated_at: datetime
+    #: The claim its sender bears while the delivery is pending ("" once settled).
+    claim_token: str = ""
 
 
 @dataclass(frozen=True)

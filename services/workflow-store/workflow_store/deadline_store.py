@@ -9,6 +9,7 @@ the run's history. Judging is ``cronwave_core.domain.deadlines.judge``.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, cast
@@ -22,6 +23,7 @@ from cronwave_core.domain.runs import RunState, Trigger
 from cronwave_core.errors import InvalidArgument
 from workflow_store import models as m
 from workflow_store.deadline_records import (
+    QUEUED_HOLD,
     BreachRecord,
     DeliveryRecord,
     DeliveryStatus,
@@ -187,10 +189,14 @@ class DeadlineStore(StoreCore):
                 http_status=0,
                 error="",
                 updated_at=now,
+                # An outbox row, held by this replica while its notifier has it
+                # (``delivery_outbox``).
+                claim_token=uuid.uuid4().hex,
+                claimed_until=now + QUEUED_HOLD,
             )
             s.add(row)
             s.flush()
-            deliveries.append(_delivery(row))
+            deliveries.append(delivery_record(row))
         return BreachRecord(
             breach_id=breach_id,
             schedule_id=check.schedule_id,
@@ -210,28 +216,6 @@ class DeadlineStore(StoreCore):
             s.add(m.DeadlineCursor(schedule_id=schedule_id, checked_through=through))
         elif row.checked_through < through:
             row.checked_through = through
-
-    def record_delivery(
-        self,
-        delivery_id: int,
-        status: DeliveryStatus,
-        attempts: int,
-        http_status: int,
-        error: str,
-    ) -> None:
-        """The outcome of a delivery's latest POST."""
-        with self.db.write() as s:
-            s.execute(
-                sa.update(m.DeadlineDelivery)
-                .where(m.DeadlineDelivery.id == delivery_id)
-                .values(
-                    status=status.value,
-                    attempts=attempts,
-                    http_status=http_status,
-                    error=error[:2000],
-                    updated_at=self.clock(),
-                )
-            )
 
     def list_deadline_breaches(
         self, schedule_id: str = "", limit: int = 0, before_id: int = 0
@@ -256,11 +240,11 @@ class DeadlineStore(StoreCore):
                     .order_by(m.DeadlineDelivery.id)
                 )
                 for d in found:
-                    deliveries.setdefault(d.breach_id, []).append(_delivery(d))
-            return [_breach(r, tuple(deliveries.get(r.id, ()))) for r in rows]
+                    deliveries.setdefault(d.breach_id, []).append(delivery_record(d))
+            return [breach_record(r, tuple(deliveries.get(r.id, ()))) for r in rows]
 
 
-def _delivery(row: m.DeadlineDelivery) -> DeliveryRecord:
+def delivery_record(row: m.DeadlineDelivery) -> DeliveryRecord:
     return DeliveryRecord(
         delivery_id=row.id,
         url=row.url,
@@ -270,10 +254,11 @@ def _delivery(row: m.DeadlineDelivery) -> DeliveryRecord:
         http_status=row.http_status,
         error=row.error,
         updated_at=row.updated_at,
+        claim_token=row.claim_token,
     )
 
 
-def _breach(row: m.DeadlineBreach, deliveries: tuple[DeliveryRecord, ...]) -> BreachRecord:
+def breach_record(row: m.DeadlineBreach, deliveries: tuple[DeliveryRecord, ...]) -> BreachRecord:
     return BreachRecord(
         breach_id=row.id,
         schedule_id=row.schedule_id,

@@ -26,6 +26,7 @@ from workflow_store import metrics, validate
 from workflow_store.api_keys import ApiKeys, ApiKeyServicer
 from workflow_store.db import Database, create_engine, migrate
 from workflow_store.deadline_sweep import DeadlineSweep
+from workflow_store.delivery_relay import DeliveryRelay
 from workflow_store.guards import MISSED_SLOT_SKEW, Guards
 from workflow_store.limits import Limits
 from workflow_store.notifier import Notifications
@@ -60,12 +61,13 @@ def main() -> None:
     metrics.install(db)
     servicer = WorkflowStoreServicer(store)
     notifications = Notifications(
-        store.record_delivery,
+        store,
         timeout=deadlines.notify_timeout,
         attempts=deadlines.notify_attempts,
         backoff=deadlines.notify_backoff,
     )
     sweep = DeadlineSweep(store, notifications, deadlines)
+    relay = DeliveryRelay(store, notifications)
     api_keys = ApiKeys(db)
     tls = TlsSettings.from_env()
 
@@ -75,6 +77,7 @@ def main() -> None:
 
     def on_stopping() -> None:
         sweep.stop()
+        relay.stop()
         notifications.stop()
         store.close_watchers()
 
@@ -84,6 +87,7 @@ def main() -> None:
         provider.shutdown()
 
     notifications.start()
+    relay.start()  # resumes what a stopped or crashed store left pending
     sweep.start()
     serve(
         Service(

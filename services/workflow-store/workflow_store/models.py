@@ -249,7 +249,10 @@ class DeadlineBreach(Base):
 
 
 class DeadlineDelivery(Base):
-    """One breach's notification to one webhook: pending until delivered or given up."""
+    """One breach's notification to one webhook: pending until delivered or given up.
+    An outbox row: a pending one is held by the replica whose ``claim_token`` it bears
+    until ``claimed_until``, and its next POST is due at ``next_attempt_at`` (None: at
+    once); a lapsed claim is any replica's to resume (``delivery_relay``)."""
 
     __tablename__ = "deadline_deliveries"
 
@@ -262,6 +265,9 @@ class DeadlineDelivery(Base):
     http_status: Mapped[int] = mapped_column(sa.Integer())
     error: Mapped[str] = mapped_column(sa.Text())
     updated_at: Mapped[datetime]
+    next_attempt_at: Mapped[datetime | None]
+    claim_token: Mapped[str] = mapped_column(server_default=sa.text("''"), default="")
+    claimed_until: Mapped[datetime | None]
 
 
 class DeadlineCursor(Base):

@@ -4,9 +4,15 @@ neither the deadline sweep nor any RPC waits for a webhook.
 Each delivery is one JSON POST (the breach, or Slack's ``{"text": ...}``) with a
 timeout, retried with exponential backoff until a 2xx answer or the last attempt;
 every attempt's outcome is written to its delivery row (attempts, the answer's HTTP
-status, the error), and the last one's status is ``delivered`` or ``failed``. A
-delivery that does not fit in the queue is recorded ``failed`` at once (never waited
-for). Redirects are not followed: a webhook answers itself or fails.
+status, the error, when the next POST is due), and the last one's status is
+``delivered`` or ``failed``. Redirects are not followed: a webhook answers itself or
+fails.
+
+The rows are an outbox (``delivery_outbox``): a delivery is sent only under its claim,
+renewed before each POST, so one this process lost (it stalled) is dropped here, not
+sent twice; one that does not fit in the queue is left pending with its claim lapsed,
+and one this process was sending when it stopped or died is resumed from its row --
+attempts made, next POST due, same backoff -- by ``delivery_relay``.
 
 The standard library's ``urllib`` is enough here: one POST per breach and notifier,
 at the rate slots breach their deadlines, needs no connection pool, and the store's
@@ -24,7 +30,7 @@ import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Protocol
 
 from cronwave_core.domain.deadlines import NotifyFormat
 from workflow_store.deadline_records import BreachRecord, DeliveryRecord, DeliveryStatus
@@ -35,15 +41,40 @@ log = logging.getLogger("cronwave.store.notify")
 QUEUE_SIZE = 1_000
 THREADS = 2
 MAX_BACKOFF = timedelta(minutes=5)
+#: A delivery's claim outlasts its POST's timeout by this much (see ``delivery_outbox``).
+CLAIM_MARGIN = timedelta(seconds=5)
 _USER_AGENT = "cronwave-deadline-notifier"
 
-Record = Callable[[int, DeliveryStatus, int, int, str], None]
+
+class Outbox(Protocol):
+    """The delivery rows, as ``delivery_outbox.DeliveryOutbox`` keeps them."""
+
+    def record_delivery(
+        self,
+        delivery_id: int,
+        token: str,
+        status: DeliveryStatus,
+        attempts: int,
+        http_status: int,
+        error: str,
+        *,
+        retry_in: timedelta | None = None,
+        hold: timedelta = ...,
+    ) -> bool: ...
+
+    def renew_delivery(self, delivery_id: int, token: str, hold: timedelta) -> bool: ...
 
 
 @dataclass(frozen=True)
 class _Job:
     delivery: DeliveryRecord
     body: bytes
+
+
+def retry_wait(backoff: timedelta, attempts: int) -> timedelta:
+    """The wait after a delivery's ``attempts``-th POST failed: ``backoff``, doubled
+    for each POST before, at most ``MAX_BACKOFF``."""
+    return min(backoff * 2 ** min(attempts - 1, 20), MAX_BACKOFF)
 
 
 def _iso(at: datetime) -> str:
@@ -94,7 +125,7 @@ class Notifications:
 
     def __init__(
         self,
-        record: Record,
+        outbox: Outbox,
         *,
         timeout: timedelta,
         attempts: int,
@@ -102,7 +133,8 @@ class Notifications:
         queue_size: int = QUEUE_SIZE,
         threads: int = THREADS,
     ) -> None:
-        self._record = record
+        self._outbox = outbox
+        self._hold = timeout + CLAIM_MARGIN
         self._timeout = timeout.total_seconds()
         self._attempts = attempts
         self._backoff = backoff
@@ -131,26 +163,27 @@ class Notifications:
             if thread.is_alive():
                 thread.join(timeout.total_seconds() / max(len(self._threads), 1))
 
+    def room(self) -> int:
+        """How many deliveries the queue takes now without refusing one."""
+        return max(self._queue.maxsize - self._queue.qsize(), 0)
+
     def submit(self, breach: BreachRecord) -> None:
+        """Queue the breach's deliveries, each under the claim its record bears, from
+        the attempts it has made. One that does not fit is left to the outbox."""
         for delivery in breach.deliveries:
             job = _Job(delivery, body(breach, delivery.format))
             try:
                 self._queue.put_nowait(job)
             except queue.Full:
-                log.error(
-                    "deadline breach of %s@%s not sent to a notifier: the delivery queue "
-                    "is full (%d)",
+                log.warning(
+                    "deadline notification %d of %s@%s waits in the outbox: the delivery "
+                    "queue is full (%d)",
+                    delivery.delivery_id,
                     breach.schedule_id,
                     _iso(breach.fire_time),
                     self._queue.maxsize,
                 )
-                self._safe_record(
-                    delivery.delivery_id,
-                    DeliveryStatus.FAILED,
-                    0,
-                    0,
-                    f"not sent: the delivery queue was full ({self._queue.maxsize})",
-                )
+                self._safe(self._outbox.renew_delivery, delivery, timedelta(0))
 
     def _work(self) -> None:
         while not self._stop.is_set():
@@ -164,18 +197,23 @@ class Notifications:
 
     def _deliver(self, job: _Job) -> None:
         delivery = job.delivery
-        wait = self._backoff
-        for attempt in range(1, self._attempts + 1):
-            status, error = self._post(delivery.url, job.body)
-            if 200 <= status < 300:
-                self._safe_record(
-                    delivery.delivery_id, DeliveryStatus.DELIVERED, attempt, status, ""
+        first = delivery.attempts + 1
+        if first > self._attempts:
+            self._settle(delivery, DeliveryStatus.FAILED, delivery.attempts, 0, "no attempts left")
+            return
+        for attempt in range(first, self._attempts + 1):
+            if not self._safe(self._outbox.renew_delivery, delivery, self._hold):
+                log.info(
+                    "deadline notification %d not sent here: its claim is another's",
+                    delivery.delivery_id,
                 )
                 return
-            last = attempt == self._attempts
-            outcome = DeliveryStatus.FAILED if last else DeliveryStatus.PENDING
-            self._safe_record(delivery.delivery_id, outcome, attempt, status, error)
-            if last:
+            status, error = self._post(delivery.url, job.body)
+            if 200 <= status < 300:
+                self._settle(delivery, DeliveryStatus.DELIVERED, attempt, status, "")
+                return
+            if attempt == self._attempts:
+                self._settle(delivery, DeliveryStatus.FAILED, attempt, status, error)
                 log.warning(
                     "deadline notification %d to %s failed after %d attempts: %s",
                     delivery.delivery_id,
@@ -184,9 +222,48 @@ class Notifications:
                     error,
                 )
                 return
+            wait = retry_wait(self._backoff, attempt)
+            self._settle(delivery, DeliveryStatus.PENDING, attempt, status, error, retry_in=wait)
             if self._stop.wait(wait.total_seconds()):
                 return
-            wait = min(wait * 2, MAX_BACKOFF)
+
+    def _settle(
+        self,
+        delivery: DeliveryRecord,
+        status: DeliveryStatus,
+        attempts: int,
+        http: int,
+        error: str,
+        *,
+        retry_in: timedelta | None = None,
+    ) -> None:
+        try:
+            self._outbox.record_delivery(
+                delivery.delivery_id,
+                delivery.claim_token,
+                status,
+                attempts,
+                http,
+                error,
+                retry_in=retry_in,
+                hold=self._hold,
+            )
+        except Exception:
+            log.exception(
+                "the outcome of deadline notification %d was not recorded", delivery.delivery_id
+            )
+
+    def _safe(
+        self, call: Callable[[int, str, timedelta], bool], delivery: DeliveryRecord, hold: timedelta
+    ) -> bool:
+        """``call(id, token, hold)``; False when it failed too (the claim is unsure)."""
+        try:
+            return bool(call(delivery.delivery_id, delivery.claim_token, hold))
+        except Exception:
+            log.exception(
+                "the claim of deadline notification %d was not renewed", delivery.delivery_id
+            )
+            return False
 
     def _post(self, url: str, data: bytes) -> tuple[int, str]:
         """The answer's HTTP status (0: none) and, unless 2xx, why it failed."""
@@ -212,11 +289,3 @@ class Notifications:
             return 0, f"connection failed: {text}"
         except (OSError, ValueError) as exc:
             return 0, f"connection failed: {type(exc).__name__}"
-
-    def _safe_record(
-        self, delivery_id: int, status: DeliveryStatus, attempts: int, http: int, error: str
-    ) -> None:
-        try:
-            self._record(delivery_id, status, attempts, http, error)
-        except Exception:
-            log.exception("the outcome of deadline notification %d was not recorded", delivery_id)

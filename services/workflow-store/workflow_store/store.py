@@ -12,6 +12,7 @@ from __future__ import annotations
 from workflow_store.attempt_store import AttemptStore
 from workflow_store.dead_letter_store import DeadLetterStore
 from workflow_store.deadline_store import DeadlineStore
+from workflow_store.delivery_outbox import DeliveryOutbox
 from workflow_store.fencing import FencingStore
 from workflow_store.run_store import RunStore
 from workflow_store.schedule_deletion import ScheduleDeletion
@@ -48,10 +49,11 @@ class Store(
     SweepStore,
     DeadLetterStore,
     DeadlineStore,
+    DeliveryOutbox,
 ):
     """Schedules, job types, runs, attempts, fencing tokens, stalled runs, dead
-    letters and deadline breaches over a ``Database``: one class for the servicer, one
-    module per concept
+    letters, deadline breaches and their deliveries over a ``Database``: one class for
+    the servicer, one module per concept
     (``schedule_store``, ``schedule_deletion``, ``run_store``, ``fencing``, ``attempt_store``,
-    ``sweep_store``, ``dead_letter_store``, ``deadline_store``), all on
+    ``sweep_store``, ``dead_letter_store``, ``deadline_store``, ``delivery_outbox``), all on
     ``store_core.StoreCore``."""
