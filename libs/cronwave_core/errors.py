@@ -103,6 +103,23 @@ class ScheduleBusy(FailedPrecondition):
         self.run_ids = [run_id for run_id, _ in runs]
 
 
+class SchedulePaused(FailedPrecondition):
+    """A scheduled, catch-up or backfill run of a paused schedule: its fires are not
+    recorded (a planner that had not heard of the pause records the slot MISSED,
+    reason paused); a person may still trigger it."""
+
+    field: ClassVar[str] = "schedule_id"
+    schedule_id: str
+
+    def __init__(self, schedule_id: str) -> None:
+        super().__init__(
+            f"schedule_id: schedule '{schedule_id}' is paused, so its fires are not recorded "
+            f"(a planner records them MISSED, reason paused); resume it first (`cronwave "
+            f"schedule resume {schedule_id}`); a person may still trigger it"
+        )
+        self.schedule_id = schedule_id
+
+
 class StaleFencingToken(FailedPrecondition):
     """A write carried a fencing token older than the newest the store has seen:
     it comes from a planner that lost its lease and must not be applied."""
@@ -272,6 +289,7 @@ BY_REASON: dict[str, type[CronwaveError]] = {
     "SCHEDULE_EXISTS": ScheduleExists,
     "FAILED_PRECONDITION": FailedPrecondition,
     "SCHEDULE_BUSY": ScheduleBusy,
+    "SCHEDULE_PAUSED": SchedulePaused,
     "STALE_FENCING_TOKEN": StaleFencingToken,
     "UNISSUED_FENCING_TOKEN": UnissuedFencingToken,
     "STALE_ATTEMPT": StaleAttempt,

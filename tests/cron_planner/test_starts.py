@@ -9,7 +9,7 @@ from datetime import timedelta
 
 import pytest
 
-from cronwave_core.errors import FailedPrecondition
+from cronwave_core.errors import SchedulePaused
 from tests.cron_planner.test_fire_loop import T0, Rig, make_rig
 
 
@@ -22,9 +22,7 @@ def rig() -> Iterator[Rig]:
 
 def test_a_start_refused_for_a_pause_is_missed_paused(rig: Rig) -> None:
     # Given a dispatcher that refuses the start as the store does for a paused schedule
-    rig.dispatcher.failures.append(
-        FailedPrecondition("schedule_id: schedule 's' is paused, so its fires are not recorded")
-    )
+    rig.dispatcher.failures.append(SchedulePaused("s"))
 
     # When the schedule's slot comes
     rig.add("s", "* * * * *", since=T0 - timedelta(seconds=40))

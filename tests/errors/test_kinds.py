@@ -47,6 +47,7 @@ SAMPLES: list[CronwaveError] = [
     errors.ScheduleExists("nightly-billing"),
     errors.FailedPrecondition("run is PENDING: run 'run_1' has no running attempt"),
     errors.ScheduleBusy("nightly-billing", [("run_1", "PENDING"), ("run_2", "RUNNING")]),
+    errors.SchedulePaused("nightly-billing"),
     errors.StaleFencingToken("planner", 7, 8),
     errors.UnissuedFencingToken("planner", 99, scope_known=True),
     errors.StaleAttempt("run_1", 2, "RUNNING"),

@@ -45,6 +45,7 @@ from cronwave_core.domain.overlap import RunView, in_flight
 from cronwave_core.domain.spec import ScheduleDef
 from cronwave_core.errors import (
     CronwaveError,
+    SchedulePaused,
     StaleFencingToken,
     Unavailable,
     UnissuedFencingToken,
@@ -422,6 +423,5 @@ class Starter:
 
 def _paused(error: CronwaveError) -> bool:
     """Whether the store refused a start because its schedule is paused (before this
-    planner heard of the pause over its watch): the slot is MISSED, reason paused. The
-    refusal has no kind of its own, so the field it names decides."""
-    return error.status == "FAILED_PRECONDITION" and error.message.startswith("schedule_id:")
+    planner heard of the pause over its watch): the slot is MISSED, reason paused."""
+    return isinstance(error, SchedulePaused)

@@ -19,21 +19,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from cronwave_core.domain.runs import Trigger
-from cronwave_core.errors import FailedPrecondition, PermissionDenied
+from cronwave_core.errors import PermissionDenied
 from cronwave_core.security.identity import Identity
 from workflow_store.records import RecordRequest
 
 #: How a relayed person is named (``Identity.audit_name`` of a user).
 PERSON_PREFIX = "user:"
-
-
-def schedule_paused(schedule_id: str) -> FailedPrecondition:
-    """The refusal of a fire of the paused schedule ``schedule_id``."""
-    return FailedPrecondition(
-        f"schedule_id: schedule '{schedule_id}' is paused, so its fires are not recorded "
-        f"(a planner records them MISSED, reason paused); resume it first (`cronwave "
-        f"schedule resume {schedule_id}`); a person may still trigger it"
-    )
 
 
 def fires_while_paused(trigger: Trigger) -> bool:

@@ -14,6 +14,7 @@ from cronwave_core.errors import (
     InvalidArgument,
     RunNotFound,
     ScheduleNotFound,
+    SchedulePaused,
 )
 from cronwave_core.fields import require_run_id
 from cronwave_core.security import identity
@@ -109,7 +110,7 @@ class RunStore(AuditStore):
                 results[i] = ScheduleNotFound(req.schedule_id)
                 continue
             if schedule.paused and not run_rules.fires_while_paused(req.trigger):
-                results[i] = run_rules.schedule_paused(req.schedule_id)
+                results[i] = SchedulePaused(req.schedule_id)
                 continue
             if req.fencing_token > 0:
                 stale = fences.check(req.fencing_scope, req.fencing_token)
