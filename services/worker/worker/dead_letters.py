@@ -20,9 +20,10 @@ log = logging.getLogger("cronwave.worker")
 class DeadLetterRejected(dramatiq.Middleware):
     """Reports every message this worker rejects (nacks) as a dead letter with reason
     "rejected": a message for an actor this worker does not have, or one whose
-    processing raised past our own handling. The store only dead-letters the run it
-    names while that run is still PENDING; a run that a live attempt holds, or that is
-    done, is left alone. dramatiq keeps its own copy on the queue's ``.XQ`` list."""
+    processing raised past our own handling. The message is listed as it arrived,
+    naming its run; the run itself is left as it is (only the attempt holding a run
+    dead-letters it), so a PENDING one is sent again by the sweeper. dramatiq keeps its
+    own copy on the queue's ``.XQ`` list."""
 
     def __init__(self, dead_letters: DeadLettering) -> None:
         self.dead_letters = dead_letters
