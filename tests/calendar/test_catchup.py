@@ -142,26 +142,28 @@ OLDER = [STOPPED_AT + timedelta(seconds=s) for s in range(1, 13)]  # 12:00:01 ..
 
 
 @pytest.mark.parametrize(
-    ("catchup", "catchup_runs", "reason"),
+    ("catchup", "overlap", "catchup_runs", "reason"),
     [
-        (Catchup.LATEST, [], SUPERSEDED_BY_LATEST),
-        (Catchup.SKIP, [], CATCHUP_SKIP),
-        (Catchup.ALL, OLDER, None),
+        (Catchup.LATEST, Overlap.SKIP, [], SUPERSEDED_BY_LATEST),
+        (Catchup.SKIP, Overlap.SKIP, [], CATCHUP_SKIP),
+        (Catchup.ALL, Overlap.BUFFER_ALL, OLDER, None),
+        (Catchup.LATEST, Overlap.ALLOW_ALL, OLDER, None),
     ],
-    ids=["latest", "skip", "all"],
+    ids=["latest", "skip", "all", "side-by-side"],
 )
 def test_a_planner_back_13s_behind_a_one_second_schedule_runs_the_newest_slot_as_due(
-    catchup: Catchup, catchup_runs: list[datetime], reason: str | None
+    catchup: Catchup, overlap: Overlap, catchup_runs: list[datetime], reason: str | None
 ) -> None:
     # Given a 1 s schedule handled through 12:00:00 and a planner back at 12:00:13.2:
     # every slot since is within the one-minute grace
-    rules = Policy(catchup=catchup, overlap=Overlap.ALLOW_ALL, catchup_max_runs=100)
+    rules = Policy(catchup=catchup, overlap=overlap, catchup_max_runs=100)
 
     # When it plans them
     plan = plan_catchup(EVERY_SECOND, rules, STOPPED_AT, BACK_AT)
 
     # Then only the newest is due (SCHEDULED, on time); the twelve before it were not
-    # fired on time, and the catch-up policy says what becomes of them
+    # fired on time: catch-up runs when they may run side by side (allow_all), else
+    # what the catch-up policy says
     assert plan.due == (STOPPED_AT + timedelta(seconds=13),)
     assert plan.catchup == tuple(catchup_runs)
     assert reasons(plan) == ({t: reason for t in OLDER} if reason else {})

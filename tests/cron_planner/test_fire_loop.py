@@ -586,9 +586,10 @@ def test_fires_due_together_go_to_the_dispatcher_in_one_call(rig: Rig) -> None:
     ("catchup", "overlap", "catchup_runs", "reason"),
     [
         (Catchup.LATEST, Overlap.SKIP, 0, "superseded_by_latest"),
-        (Catchup.ALL, Overlap.ALLOW_ALL, 12, None),
+        (Catchup.ALL, Overlap.BUFFER_ALL, 12, None),
+        (Catchup.LATEST, Overlap.ALLOW_ALL, 12, None),
     ],
-    ids=["latest", "all"],
+    ids=["latest", "all", "side-by-side"],
 )
 def test_a_term_begun_13s_behind_a_one_second_schedule_labels_the_late_slots(
     rig: Rig, catchup: Catchup, overlap: Overlap, catchup_runs: int, reason: str | None

@@ -197,8 +197,8 @@ def test_a_frozen_leader_is_replaced_and_every_slot_still_fires_once(
         r for r in got if r.fencing_token == old_token and ts_to_dt(r.created_at) > thawed_at
     ]
     assert late_old == []
-    # no slot was lost across the hand-over (frozen a few seconds: within the 1-minute
-    # grace, so the new leader fires them as due, not as catch-up)
+    # no slot was lost across the hand-over: each has one row (a run; or MISSED
+    # superseded_by_latest when the slot after it had come too by the hand-over)
     steps = {b - a for a, b in itertools.pairwise(fires)}
     assert steps == {timedelta(seconds=2)}
 
@@ -299,3 +299,63 @@ def test_the_watch_reconnects_after_the_store_restarts(make_suite: SuiteFactory)
     # Then the planner learns of it over the re-opened watch and fires it
     eventually(lambda: status(addr).next_schedule_id == schedule_id, timeout=20, what="seen")
     eventually(lambda: len(runs(s, schedule_id)) >= 2, timeout=20, what="fired")
+
+
+def test_a_planner_back_13s_behind_a_one_second_schedule_says_what_became_of_each_slot(
+    make_suite: SuiteFactory,
+) -> None:
+    # Given one planner and a schedule every second (catch-up latest, overlap skip)
+    suite = make_suite(planners=1, env=LEASE_ENV)
+    s = store(suite)
+    schedule_id = fresh("sched")
+    spec = common_pb2.ScheduleSpec()
+    spec.intervals.add().every.FromSeconds(1)
+    policy = common_pb2.SchedulePolicy(
+        overlap=common_pb2.OVERLAP_POLICY_SKIP, catchup=common_pb2.CATCHUP_POLICY_LATEST
+    )
+    schedule = common_pb2.Schedule(
+        schedule_id=schedule_id, spec=spec, policy=policy, job_type="cronwave.noop"
+    )
+    s.CreateSchedule(store_pb.CreateScheduleRequest(schedule=schedule), timeout=10)
+    eventually(lambda: len(runs(s, schedule_id)) >= 2, timeout=30, what="runs")
+
+    # When the planner is stopped for 13 s and started again
+    name = next(n for n in suite.procs if n.startswith("cron-planner"))
+    suite.stop_proc(suite.procs[name])
+    stopped_at = datetime.now(UTC)
+    eventually(
+        lambda: datetime.now(UTC) > stopped_at + timedelta(seconds=13),
+        timeout=30,
+        interval=0.2,
+        what="13 s stopped",
+    )
+    suite.restart(name)
+    back = eventually(
+        lambda: [
+            r
+            for r in runs(s, schedule_id)
+            if r.state != common_pb2.RUN_STATE_MISSED
+            and ts_to_dt(r.created_at) > stopped_at + timedelta(seconds=13)
+        ],
+        timeout=60,
+        what="a run after the restart",
+    )
+
+    # Then each slot of the outage has one outcome: the newest runs on time as
+    # SCHEDULED, the ones before it are MISSED superseded_by_latest, and no SCHEDULED run
+    # started late (nor was an older slot skipped as an overlap)
+    got = runs(s, schedule_id)
+    fires = [ts_to_dt(r.fire_time) for r in got]
+    assert len(set(fires)) == len(fires)
+    missed = [r for r in got if r.state == common_pb2.RUN_STATE_MISSED]
+    assert len(missed) >= 10
+    assert {r.error for r in missed} == {"superseded_by_latest"}
+    assert all(ts_to_dt(m.fire_time) < ts_to_dt(back[0].fire_time) for m in missed)
+    late = [
+        (ts_to_dt(r.fire_time), ts_to_dt(r.created_at))
+        for r in got
+        if r.state != common_pb2.RUN_STATE_MISSED
+        and r.trigger == common_pb2.TRIGGER_KIND_SCHEDULED
+        and ts_to_dt(r.created_at) - ts_to_dt(r.fire_time) > timedelta(seconds=3)
+    ]
+    assert late == []

@@ -10,7 +10,10 @@ exactly one outcome; nothing is dropped silently:
   that has come too (``at + jitter <= now``: a slot whose successor is due was not
   fired on time, however short the schedule's period is next to the grace). A
   planner that comes back 13 s behind a 1 s schedule therefore has one due slot and
-  twelve late ones, and the catch-up policy decides those:
+  twelve late ones. Late slots within the grace run (CATCHUP, so a short hand-over
+  loses nothing) when the overlap policy is ``allow_all``; under any other overlap
+  policy they would only be skipped or cancelled for overlapping one another, so
+  the catch-up policy decides them, like every slot older than the grace:
 - **catch-up run** (trigger CATCHUP) -- a late slot the policy runs, or
 - **missed** (recorded as MISSED) with a reason:
 
@@ -150,6 +153,7 @@ def plan_catchup(
     outside_before = min(due_from, window_from)
 
     due_slots: list[tuple[datetime, datetime | None]] = []
+    side_by_side: list[tuple[datetime, datetime | None]] = []  # late, run whatever the policy
     late: list[tuple[datetime, datetime | None]] = []
     missed: list[Missed] = []
     unlisted: MissedSpan | None = None
@@ -173,8 +177,8 @@ def plan_catchup(
             missed.append(Missed(occ.at, occ.skipped, occ.slot))
         elif occ.at >= due_from:
             if occ.at <= come_by:
-                # A later slot that has come supersedes the due ones before it.
-                late.extend((at, slot) for at, slot in due_slots)
+                # A later slot that has come makes the due ones before it late.
+                (side_by_side if policy.overlap is Overlap.ALLOW_ALL else late).extend(due_slots)
                 due_slots.clear()
             due_slots.append((occ.at, occ.slot))
         else:
@@ -183,6 +187,7 @@ def plan_catchup(
     due = [at for at, _ in due_slots]
 
     run, dropped = _apply_policy(policy, late, bool(due))
+    run = sorted(run + [at for at, _ in side_by_side])
     missed.extend(dropped)
     missed.sort(key=lambda m: m.fire_time)
     return CatchupPlan(

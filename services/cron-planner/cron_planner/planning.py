@@ -5,7 +5,8 @@ the fire loop's work. Pure: no clock, no I/O.
 - The occurrence due now (late by less than the grace, one minute plus the schedule's
   jitter, and not followed by a later one that has come) starts now, trigger
   SCHEDULED. A planner back 13 s behind a 1 s schedule has one such slot; the twelve
-  before it are late, whatever the grace.
+  before it are late, whatever the grace: catch-up runs under overlap ``allow_all``,
+  else as the catch-up policy says (``plan_catchup``).
 - Late occurrences inside the catch-up window are run or recorded MISSED as the
   schedule's catch-up policy says (skip | latest | all, capped). Catch-up runs (trigger
   CATCHUP) start oldest first, ``min_spacing`` apart, so a long outage does not start a
