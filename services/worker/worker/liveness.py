@@ -137,7 +137,6 @@ class Liveness:
         self._leases: dict[int, Lease] = {}
         self._cond = threading.Condition()
         self._closed = False
-        self.calls = 0  # Heartbeats calls sent (for tests and the worker's metrics)
         self._thread = threading.Thread(target=self._loop, name="liveness", daemon=True)
         self._thread.start()
 
@@ -238,7 +237,6 @@ class Liveness:
             )
             if started_ns:
                 beat.body_started_at.FromNanoseconds(started_ns)
-        self.calls += 1
         try:
             answers = results_of(self._send(request).results, "beat")
         except grpc.RpcError as exc:
