@@ -65,6 +65,10 @@ def main() -> None:
     settings = ConsoleSettings.from_env()
     process = ProcessSettings.from_env()
     metrics = MetricsSettings.from_env()
+    # An insecure console off loopback is refused before anything else: whoever
+    # reached it could change things, whatever suite it would show.
+    if TlsSettings.from_env().insecure:
+        check_bind(settings.console_addr, "console")
     # The suite it shows: its CRONWAVE_*_ADDR (a suite sets them all), else the running
     # suite of the data dir, as for the CLI (cronwave._suite_find); its own settings
     # above are checked first, so a malformed one is what a refusal names.
@@ -72,8 +76,6 @@ def main() -> None:
     network = NetworkSettings.from_env(env)
     data_dir = ProcessSettings.from_env(env).data_dir
     tls = TlsSettings.from_env(env)
-    if tls.insecure:
-        check_bind(settings.console_addr, "console")
     sock = listen(settings.console_addr)
     metrics_server = serve_metrics(metrics.metrics_addr) if metrics.metrics_addr else None
     backend = Backend(network, tls)
