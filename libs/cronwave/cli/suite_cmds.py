@@ -17,6 +17,7 @@ from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
+from urllib.parse import urlsplit, urlunsplit
 
 import typer
 from rich.table import Table
@@ -279,7 +280,16 @@ def _joining(suite: Suite) -> dict[str, Any]:
     extra: dict[str, Any] = (
         {"insecure": True} if suite.config.insecure else {"tls_dir": str(suite.tls_dir)}
     )
-    extra["redis_url"] = suite.redis_url
+    # Without its password: suite.json is no place for a secret. A worker joining a
+    # suite whose Redis has one is given it (CRONWAVE_REDIS_URL); it is told so.
+    parts = urlsplit(suite.redis_url)
+    if parts.password is None:
+        extra["redis_url"] = suite.redis_url
+    else:
+        host = parts.netloc.rpartition("@")[2]
+        netloc = f"{parts.username}@{host}" if parts.username else host
+        extra["redis_url"] = urlunsplit(parts._replace(netloc=netloc))
+        extra["redis_password"] = True
     namespace = suite.config.env.get("CRONWAVE_NAMESPACE")
     if namespace:
         extra["namespace"] = namespace

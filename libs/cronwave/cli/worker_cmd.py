@@ -24,6 +24,7 @@ from cronwave.cli._console import (
     server_modules,
 )
 from cronwave.cli._jobs_option import HELP, with_job_modules
+from cronwave_core.errors import ConfigurationError
 
 app = typer.Typer()
 
@@ -78,6 +79,13 @@ def worker(
         env.setdefault("CRONWAVE_TLS_IDENTITY", "worker")
         found = _suite_find.find(env, data_dir or chosen_data_dir(), _suite_find.WORKER)
         if found is not None:
+            redis_var = _suite_find.variable("redis")
+            if found.record.extra.get("redis_password") and not env.get(redis_var):
+                raise ConfigurationError(
+                    f"{redis_var}: the suite of {found.data_dir} uses a Redis with a "
+                    "password, which its suite.json does not keep; set "
+                    f"{redis_var} to that Redis's URL, password included"
+                )
             # The suite's settings under those given; not its own worker's status port.
             env = found.under(env, leave=[WORKER_ADDR_VAR])
         check_env(env)  # a malformed variable stops here, named
