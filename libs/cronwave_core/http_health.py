@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import http.client
 import time
 import urllib.error
 import urllib.request
@@ -28,7 +29,9 @@ def wait_http_healthy(address: str, timeout: timedelta, alive: Callable[[], bool
                 if resp.status == 200 and resp.read(64).startswith(CONSOLE_HEALTH):
                     return
                 last = f"HTTP {resp.status}"
-        except (urllib.error.URLError, OSError) as exc:
-            last = str(exc)
+        except (urllib.error.URLError, OSError, http.client.HTTPException) as exc:
+            # HTTPException: not an HTTP answer at all, e.g. a connection to a port
+            # nobody listens on yet that the kernel joined to itself (it echoes back)
+            last = f"{type(exc).__name__}: {exc}"
         time.sleep(0.05)
     raise Unavailable(f"{address} not healthy after {timeout.total_seconds():.0f}s ({last})")

@@ -95,7 +95,9 @@ _PICKS = 64
 
 
 @functools.cache
-def _ephemeral_low() -> int:
+def ephemeral_low() -> int:
+    """The lowest port of the kernel's ephemeral range (where connections draw their
+    local ports)."""
     try:
         return int(_EPHEMERAL_RANGE.read_text().split()[0])
     except (OSError, ValueError, IndexError):
@@ -105,7 +107,7 @@ def _ephemeral_low() -> int:
 def free_port() -> int:
     """A port nobody uses right now, picked at random below the kernel's ephemeral
     range (the kernel's own pick when that range leaves no room or none is free)."""
-    highest = _ephemeral_low() - 1
+    highest = ephemeral_low() - 1
     for _ in range(_PICKS if highest > _LOWEST_OWN_PORT else 0):
         with socket.socket() as s:
             try:

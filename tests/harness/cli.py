@@ -7,6 +7,7 @@ import random
 import sys
 
 from cronwave.cli.suite_cmds import PORT_ORDER, port_in_use
+from cronwave_core.suite import ephemeral_low
 
 #: ``python -c CLI ARGS...`` runs the CLI of this checkout (no console script needed).
 CLI = "import sys; from cronwave.cli.main import app; sys.argv[0] = 'cronwave'; app()"
@@ -18,11 +19,14 @@ def cronwave_argv() -> list[str]:
 
 
 def free_port_base(count: int = len(PORT_ORDER) + 1, tries: int = 50) -> int:
-    """A port N with N..N+count-1 free now (the kernel may give one away later; the
-    suite's start then fails, naming the port)."""
+    """A port N with N..N+count-1 free now, below the kernel's ephemeral range, as a
+    suite's own ports are (``cronwave_core.suite.free_port``): a connection to a port
+    in that range that nobody listens on yet can be joined to itself by the kernel,
+    and a health check then reads its own request back."""
     rng = random.Random()
+    highest = ephemeral_low() - count - 1
     for _ in range(tries):
-        base = rng.randrange(20_000, 60_000)
+        base = rng.randrange(20_000, max(highest, 20_001))
         if not any(port_in_use(base + i) for i in range(count)):
             return base
     raise AssertionError(f"no {count} free ports in a row after {tries} tries")
