@@ -46,8 +46,12 @@ MISSED reasons the record itself can contradict (``contradicted``):
   was recorded before the MISSED row and still unfinished at the fire time (less
   ``LOOKUP_SLACK``: the in-flight look-up of a batch can precede its decisions).
 - ``superseded_by_latest``, ``catchup_skip``, ``catchup_cap``,
-  ``outside_catchup_window``: reasons of a slot planned late by more than the catch-up
-  grace; contradicted when recorded sooner than that after the fire time.
+  ``outside_catchup_window``: reasons of a late slot: planned later than the catch-up
+  grace after its fire time, or once the schedule's next slot had come too
+  (``cronwave_core.domain.catchup``); contradicted when recorded within the grace and
+  before its successor's fire time. A window's last slot takes its successor to be
+  as far after it as it is after the slot before it (the schedules audited are
+  periodic).
 
 Other reasons (a start given up after its retries, a start the dispatcher refused)
 are the planner's own account of what it tried: reported by reason, not checked.
@@ -55,6 +59,7 @@ are the planner's own account of what it tried: reported by reason, not checked.
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
@@ -185,11 +190,13 @@ def contradicted(
     others: Sequence[common_pb2.Run],
     grace: timedelta = DEFAULT_GRACE,
     recorded_at: datetime | None = None,
+    successor: datetime | None = None,
 ) -> bool:
     """True when ``missed``'s own facts contradict its reason (see the module
     docstring); ``others``: the schedule's other runs. ``recorded_at``: when its
     history says the reason was recorded -- a placeholder that took its final reason
-    keeps the ``created_at`` of the placeholder -- else its ``created_at``."""
+    keeps the ``created_at`` of the placeholder -- else its ``created_at``.
+    ``successor``: the schedule's next fire time after the slot, when known."""
     label = reason_label(missed.error)
     fire = ts_to_dt(missed.fire_time)
     recorded = recorded_at or ts_to_dt(missed.created_at)
@@ -204,7 +211,8 @@ def contradicted(
             for r in others
         )
     if label in _LATE_REASONS:
-        return recorded - fire <= grace
+        after_successor = successor is not None and recorded >= successor
+        return recorded - fire <= grace and not after_successor
     return False
 
 
@@ -332,6 +340,10 @@ def audit_window(
         for run in mine:
             if run.trigger in PLANNED and ts_to_dt(run.fire_time) in wanted:
                 by_slot.setdefault(ts_to_dt(run.fire_time), []).append(run)
+        ordered = sorted(times)
+        successors = dict(itertools.pairwise(ordered))
+        if len(ordered) > 1:  # the last one's: one period on (periodic schedules)
+            successors[ordered[-1]] = ordered[-1] + (ordered[-1] - ordered[-2])
         for at in times:
             found = by_slot.get(at, [])
             first = found[0] if found else None
@@ -339,7 +351,8 @@ def audit_window(
             if first is not None and missed and not is_placeholder(first):
                 reasons[reason_label(first.error)] += 1
                 known = histories.get(first.run_id)
-                if contradicted(first, mine, grace, known.missed_at if known else None):
+                recorded_at = known.missed_at if known else None
+                if contradicted(first, mine, grace, recorded_at, successors.get(at)):
                     false += 1
                     evidence.append(f"{schedule_id}@{at.isoformat()}: {first.error}")
             for run in found:

@@ -148,7 +148,7 @@ def test_a_placeholder_that_took_the_reason_is_judged_when_its_history_recorded_
     assert alone.contradicted_records == (f"{SID}@{at(4).isoformat()}: overlap_skip",)
 
 
-def test_catchup_reasons_need_a_slot_planned_later_than_the_grace() -> None:
+def test_catchup_reasons_need_a_slot_planned_later_than_the_grace_or_its_successor() -> None:
     grace = timedelta(minutes=1)
     soon = skipped(4, "superseded_by_latest", recorded=5)
     late = skipped(4, "superseded_by_latest", recorded=61)
@@ -157,6 +157,9 @@ def test_catchup_reasons_need_a_slot_planned_later_than_the_grace() -> None:
     assert contradicted(soon, [soon], grace)
     assert not contradicted(late, [late], grace)
     assert contradicted(summary, [summary], grace)
+    # recorded (at 9) once its next slot had come: late within the grace too
+    assert not contradicted(soon, [soon], grace, successor=at(5))
+    assert contradicted(soon, [soon], grace, successor=at(10))  # recorded at 9, before it
     assert not contradicted(skipped(4, "not started within 60s of its fire time"), [])
 
 
