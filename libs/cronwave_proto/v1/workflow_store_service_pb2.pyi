@@ -193,16 +193,18 @@ class GetRunRequest(_message.Message):
     def __init__(self, run_id: _Optional[str] = ..., traceparent: _Optional[str] = ...) -> None: ...
 
 class ListRunsRequest(_message.Message):
-    __slots__ = ("schedule_id", "limit", "states", "schedule_ids")
+    __slots__ = ("schedule_id", "limit", "states", "schedule_ids", "lean")
     SCHEDULE_ID_FIELD_NUMBER: _ClassVar[int]
     LIMIT_FIELD_NUMBER: _ClassVar[int]
     STATES_FIELD_NUMBER: _ClassVar[int]
     SCHEDULE_IDS_FIELD_NUMBER: _ClassVar[int]
+    LEAN_FIELD_NUMBER: _ClassVar[int]
     schedule_id: str
     limit: int
     states: _containers.RepeatedScalarFieldContainer[_common_pb2.RunState]
     schedule_ids: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, schedule_id: _Optional[str] = ..., limit: _Optional[int] = ..., states: _Optional[_Iterable[_Union[_common_pb2.RunState, str]]] = ..., schedule_ids: _Optional[_Iterable[str]] = ...) -> None: ...
+    lean: bool
+    def __init__(self, schedule_id: _Optional[str] = ..., limit: _Optional[int] = ..., states: _Optional[_Iterable[_Union[_common_pb2.RunState, str]]] = ..., schedule_ids: _Optional[_Iterable[str]] = ..., lean: _Optional[bool] = ...) -> None: ...
 
 class ListRunsResponse(_message.Message):
     __slots__ = ("runs",)

@@ -181,6 +181,7 @@ class StoreClient:
                 schedule_ids=page,
                 limit=IN_FLIGHT_LIMIT * len(page),
                 states=[RunState.PENDING.to_proto(), RunState.RUNNING.to_proto()],
+                lean=True,  # no payloads: a page of runs at their limits is megabytes
             )
             reply = self._call(self._stub.ListRuns, request)
             assert isinstance(reply, store_pb.ListRunsResponse)

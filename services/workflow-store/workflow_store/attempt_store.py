@@ -18,6 +18,7 @@ from cronwave_core.errors import (
     InvalidArgument,
     RunNotFound,
     StaleAttempt,
+    Unavailable,
 )
 from cronwave_core.fields import require_run_id
 from workflow_store import models as m
@@ -97,14 +98,20 @@ class AttemptStore(AuditStore):
         before: dict[str, tuple[str, str]] = {}
         events: list[dict[str, Any]] = []
         results: list[Claim | CronwaveError] = []
+        answer = 0  # bytes of blobs the answer carries so far
         for claim in claims:
             run = runs.get(claim.run_id)
             if run is None:
                 results.append(RunNotFound(claim.run_id))
                 continue
+            blobs = _blob_bytes(run)
+            if answer and answer + blobs > CLAIM_ANSWER_BYTES:
+                results.append(AnswerFull(claim.run_id))  # not claimed: asked again
+                continue
             if not self._claimable(s, run, now):
                 results.append(Claim(_run_of(run), claimed=False, attempt_token=""))
                 continue
+            answer += blobs
             before.setdefault(run["run_id"], (run["state"], run["attempt_token"]))
             run.update(
                 state=RunState.RUNNING.value,
@@ -511,3 +518,27 @@ def _beat_refusal(run: Mapping[str, Any], beat: BeatRequest) -> CronwaveError | 
             f"run is {state.value}: run '{run_id}' has no running attempt; claim it first"
         )
     return None
+
+
+#: A ClaimRuns answer carries the claimed runs' payloads and checkpoints; past this
+#: many bytes of them, the batch's further claims are refused (``AnswerFull``) rather
+#: than made, so an answer stays within every client's 4 MiB receive limit. The first
+#: claim of a batch is always made (one run fits: its blobs are bounded by the limits).
+CLAIM_ANSWER_BYTES = 3 * 1024 * 1024
+
+
+class AnswerFull(Unavailable):
+    """A claim of a batch whose answer is full: nothing was done; claim it again."""
+
+    def __init__(self, run_id: str) -> None:
+        super().__init__(
+            f"run_id: run '{run_id}' not claimed: this batch's answer is full (its runs' "
+            "payloads and checkpoints); claim it again"
+        )
+
+
+def _blob_bytes(run: Mapping[str, Any]) -> int:
+    """About what a run's payload, result and checkpoint add to an answer."""
+    return sum(
+        len(run.get(name) or "") for name in ("payload_json", "result_json", "checkpoint_json")
+    )

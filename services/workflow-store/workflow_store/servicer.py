@@ -257,7 +257,8 @@ class WorkflowStoreServicer(AuditRpcs, DeadlineServicer, api_grpc.WorkflowStoreS
         schedule_id = validate.key(request.schedule_id, "schedule_id")
         schedule_ids = convert.keys(request.schedule_ids, "schedule_ids")
         runs = self.store.list_runs(schedule_id, states, request.limit, schedule_ids)
-        return api.ListRunsResponse(runs=[convert.run_to_proto(r) for r in runs])
+        blobs = not request.lean
+        return api.ListRunsResponse(runs=[convert.run_to_proto(r, blobs=blobs) for r in runs])
 
     def ListRunEvents(
         self, request: api.ListRunEventsRequest, context: grpc.ServicerContext
