@@ -22,12 +22,12 @@ from workflow_store.db import Database, create_engine
 from workflow_store.deadline_records import DeliveryStatus
 from workflow_store.store import Store
 
-#: Quick deadline sweeps; a second POST 2 s after a failed first, so the store can be
-#: killed while the delivery waits for it.
+#: Quick deadline sweeps; a second POST 4 s after a failed first, so the store can be
+#: killed while the delivery waits for it (a window wide enough for a loaded machine).
 STORE_ENV = {
     "CRONWAVE_DEADLINE_SWEEP_INTERVAL": "200ms",
     "CRONWAVE_NOTIFY_ATTEMPTS": "4",
-    "CRONWAVE_NOTIFY_BACKOFF": "2s",
+    "CRONWAVE_NOTIFY_BACKOFF": "4s",
     "CRONWAVE_NOTIFY_TIMEOUT": "1s",
 }
 
@@ -46,10 +46,12 @@ def _breaches(
 
 
 def _schedule_breaching_soon(stub: api_grpc.WorkflowStoreServiceStub, url: str) -> str:
-    """A schedule whose one slot, 1 s from now, breaches its 1 s deadline (nobody runs
-    it), notifying ``url``."""
+    """A schedule whose one slot, a few seconds from now, breaches its 1 s deadline
+    (nobody runs it), notifying ``url``. The slot lies after the schedule's creation
+    even on a loaded machine: a slot before it would never be judged."""
     schedule_id = fresh("outbox")
-    slot = (datetime.now(UTC) + timedelta(seconds=1)).replace(microsecond=0)
+    job_type = register_job_type(stub)
+    slot = (datetime.now(UTC) + timedelta(seconds=4)).replace(microsecond=0)
     policy = pb.SchedulePolicy(
         deadline=td_to_duration(timedelta(seconds=1)),
         notifiers=[pb.Notifier(url=url, format=pb.NOTIFY_FORMAT_JSON)],
@@ -58,7 +60,7 @@ def _schedule_breaching_soon(stub: api_grpc.WorkflowStoreServiceStub, url: str) 
         schedule_id=schedule_id,
         spec=pb.ScheduleSpec(one_off=[dt_to_ts(slot)]),
         policy=policy,
-        job_type=register_job_type(stub),
+        job_type=job_type,
     )
     stub.CreateSchedule(api.CreateScheduleRequest(schedule=schedule))
     return schedule_id
@@ -81,7 +83,7 @@ def test_a_delivery_pending_when_the_store_is_killed_is_sent_after_the_restart(
         assert (delivery.status, delivery.attempts) == ("pending", 1), delivery
         return found[0]
 
-    breach = eventually(waiting_for_its_second_post, timeout=30, interval=0.1, what="1 POST")
+    breach = eventually(waiting_for_its_second_post, timeout=60, interval=0.1, what="1 POST")
 
     # When the store is killed (kill -9) while the delivery waits for its next POST,
     # the webhook recovers, and a store starts again on the same database
@@ -110,7 +112,7 @@ def test_two_replicas_never_both_claim_a_pending_delivery(
     store = start_store(env={**STORE_ENV, "CRONWAVE_NOTIFY_ATTEMPTS": "1"})
     stub = store.stub()
     schedule_id = _schedule_breaching_soon(stub, hooks.url("/claimed", 200))
-    eventually(lambda: _breaches(stub, schedule_id), timeout=30, interval=0.1, what="a breach")
+    eventually(lambda: _breaches(stub, schedule_id), timeout=60, interval=0.1, what="a breach")
     store.kill9()
     engine = create_engine(database_url, instrument=False)
     try:
