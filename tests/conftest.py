@@ -24,6 +24,7 @@ import pytest
 import sqlalchemy as sa
 
 from cronwave_core.security.pki import ensure_pki
+from cronwave_core.suite import OWN_PORTS_VAR, own_port_range
 from tests import skip_guard
 from tests.helpers import fresh_namespace
 
@@ -44,7 +45,23 @@ BACKENDS = ["sqlite", "postgres"] if PG_URL else ["sqlite"]
 BOTH_BACKEND_FOLDERS = {"workflow_store", "spine", "failover"}
 
 
+def _own_ports_of_this_process() -> None:
+    """Each pytest-xdist process picks its ports (``free_port``, and so every suite it
+    starts) from a slice of the own range that no other process of this run picks
+    from: a port one process picked is bound by its service only a moment later, and
+    another process must not pick it meanwhile. A run without xdist keeps the range."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    if not (worker.startswith("gw") and worker[2:].isdigit()):
+        return
+    count = max(int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1") or 1), 1)
+    lowest, highest = own_port_range()
+    width = (highest - lowest + 1) // count
+    start = lowest + int(worker[2:]) * width
+    os.environ[OWN_PORTS_VAR] = f"{start}-{start + width - 1}"
+
+
 def pytest_configure(config: pytest.Config) -> None:
+    _own_ports_of_this_process()
     config.addinivalue_line(
         "markers",
         "serial: runs alone after the parallel part of the suite (timing truth, or the "

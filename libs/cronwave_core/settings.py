@@ -109,6 +109,16 @@ class NetworkSettings(FromEnv):
         timedelta(seconds=5),
         "default deadline of every outgoing call",
     )
+    #: None (unset or empty): from 10000 to just below the kernel's ephemeral range.
+    own_ports: str | None = setting(
+        PREFIX + "OWN_PORTS",
+        Text(),
+        None,
+        "LO-HI: the ports a suite (`cronwave up`, the tests) picks at random for the "
+        "processes it was given no port for (metrics, extra replicas); unset: from 10000 "
+        "to just below the kernel's ephemeral range, so that a port a killed service "
+        "freed is not taken meanwhile by some connection's local end",
+    )
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -92,6 +92,13 @@ _PORT_KEY = {
 _LOWEST_OWN_PORT = 10_000
 _EPHEMERAL_RANGE = Path("/proc/sys/net/ipv4/ip_local_port_range")
 _PICKS = 64
+#: ``LO-HI``: the ports a suite picks for itself instead of the default range (to keep
+#: suites of one machine apart, as the tests' parallel processes do).
+OWN_PORTS_VAR = PREFIX + "OWN_PORTS"
+#: Ports this process handed out lately, never handed out again while remembered: a
+#: port picked is free when picked, but its service binds it only a moment later.
+_handed_out: dict[int, None] = {}
+_REMEMBERED = 512
 
 
 @functools.cache
@@ -104,20 +111,47 @@ def ephemeral_low() -> int:
         return 32_768  # Linux's default
 
 
+def own_port_range() -> tuple[int, int]:
+    """The ports (lowest, highest) a suite picks for itself: CRONWAVE_OWN_PORTS, else
+    from 10000 to just below the kernel's ephemeral range."""
+    text = os.environ.get(OWN_PORTS_VAR, "").strip()
+    if not text:
+        return _LOWEST_OWN_PORT, ephemeral_low() - 1
+    low, sep, high = text.partition("-")
+    if sep and low.strip().isdigit() and high.strip().isdigit():
+        lowest, highest = int(low), int(high)
+        if 1024 <= lowest < highest <= 65_535:
+            return lowest, highest
+    raise ConfigurationError(
+        f"{OWN_PORTS_VAR}: expected LO-HI with 1024 <= LO < HI <= 65535, got {text!r}"
+    )
+
+
 def free_port() -> int:
-    """A port nobody uses right now, picked at random below the kernel's ephemeral
-    range (the kernel's own pick when that range leaves no room or none is free)."""
-    highest = ephemeral_low() - 1
-    for _ in range(_PICKS if highest > _LOWEST_OWN_PORT else 0):
+    """A port nobody uses right now and this process has not handed out lately, picked
+    at random from the suite's own range (``own_port_range``; the kernel's own pick
+    when that range leaves no room or none is free)."""
+    lowest, highest = own_port_range()
+    for _ in range(_PICKS if highest > lowest else 0):
+        port = random.randint(lowest, highest)
+        if port in _handed_out:
+            continue
         with socket.socket() as s:
             try:
-                s.bind(("127.0.0.1", random.randint(_LOWEST_OWN_PORT, highest)))
+                s.bind(("127.0.0.1", port))
             except OSError:
                 continue
-            return int(s.getsockname()[1])
+        return _hand_out(port)
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+        return _hand_out(int(s.getsockname()[1]))
+
+
+def _hand_out(port: int) -> int:
+    _handed_out[port] = None
+    while len(_handed_out) > _REMEMBERED:
+        del _handed_out[next(iter(_handed_out))]
+    return port
 
 
 def parse_worker_pools(text: str) -> dict[str, int]:

@@ -7,7 +7,6 @@ environment that line gives its suite (``PYTHONPATH`` and ``--jobs``)."""
 
 from __future__ import annotations
 
-import os
 import re
 import shlex
 import subprocess
@@ -19,6 +18,7 @@ from typer.testing import CliRunner
 
 from cronwave.cli._jobs_option import with_job_modules
 from cronwave.cli.main import app
+from tests.harness.cli import user_env
 from tests.harness.clients import client_for
 from tests.helpers import REPO, eventually
 
@@ -53,7 +53,7 @@ def test_the_readme_first_job_runs_as_written(make_suite, tmp_path: Path) -> Non
     suite_env = with_job_modules({"PYTHONPATH": str(tmp_path)}, jobs)
     suite = make_suite(env=suite_env)
     env = {
-        **{k: v for k, v in os.environ.items() if not k.startswith("CRONWAVE_")},
+        **user_env(),
         "CRONWAVE_STORE_ADDR": suite.store_addr,
         "CRONWAVE_DISPATCHER_ADDR": suite.dispatcher_addr,
         "CRONWAVE_PLANNER_ADDR": suite.planner_addr,

@@ -22,7 +22,7 @@ import cronwave
 from cronwave import _suite_find, _suite_record
 from cronwave.cli.worker_cmd import joining_line
 from cronwave_core.settings import ProcessSettings
-from tests.harness.cli import cronwave_argv, free_port_base
+from tests.harness.cli import cronwave_argv, free_port_base, user_env
 from tests.harness.processes import ProcessTable
 from tests.helpers import eventually, fresh
 
@@ -41,7 +41,7 @@ def joined(ctx: cronwave.JobContext) -> dict:
 
 def clean_env(**extra: str) -> dict[str, str]:
     """The environment of a shell with no cronwave variable (not the tests' CA)."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("CRONWAVE_")}
+    env = user_env()
     return {**env, **extra}
 
 

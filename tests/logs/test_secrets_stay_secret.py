@@ -23,7 +23,7 @@ from cronwave import Client, Interval
 from cronwave_core.errors import CronwaveError
 from cronwave_core.security.tls import process_tls
 from cronwave_core.suite import find_redis_server, free_port
-from tests.harness.cli import cronwave_argv, free_port_base
+from tests.harness.cli import cronwave_argv, free_port_base, user_env
 from tests.harness.processes import ProcessTable
 from tests.helpers import eventually
 
@@ -104,7 +104,7 @@ def test_planted_passwords_and_keys_appear_nowhere(
     # Given `cronwave up` with a password in its Redis URL (and in its PostgreSQL URL)
     data_dir = tmp_path / "up"
     base = free_port_base()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("CRONWAVE_")}
+    env = user_env()
     env |= {
         "CRONWAVE_TLS_DIR": os.environ["CRONWAVE_TLS_DIR"],  # the tests' CA
         "CRONWAVE_REDIS_URL": locked_redis,

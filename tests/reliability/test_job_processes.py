@@ -20,6 +20,7 @@ import pytest
 
 from cronwave_core.domain.instants import epoch_ns
 from tests.harness.beats import Beats
+from tests.harness.cli import user_env
 from tests.harness.processes import job_processes
 from tests.helpers import REPO, eventually
 from worker.isolation import ProcessSupervisor
@@ -31,7 +32,7 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture
 def pool(tmp_path: Path, namespace: str) -> Iterator[JobProcessPool]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("CRONWAVE_")}
+    env = user_env()
     env.update(
         CRONWAVE_DATA_DIR=str(tmp_path),
         CRONWAVE_TRACING="off",
@@ -264,7 +265,7 @@ def test_a_job_process_dies_with_its_worker_even_while_starting(tmp_path: Path) 
     # whose job modules take a minute to import: the job process is still starting
     # whenever it dies in the next minute
     (tmp_path / "slow_job_module.py").write_text("import time\ntime.sleep(60)\n")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("CRONWAVE_")}
+    env = user_env()
     env.update(
         CRONWAVE_DATA_DIR=str(tmp_path),
         CRONWAVE_TRACING="off",

@@ -13,9 +13,16 @@ import grpc
 import pytest
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
-from cronwave_core.errors import Unavailable
+from cronwave_core.errors import ConfigurationError, Unavailable
 from cronwave_core.security.tls import CredentialFiles, server_credentials
-from cronwave_core.suite import Suite, SuiteConfig, free_port, wait_healthy
+from cronwave_core.suite import (
+    OWN_PORTS_VAR,
+    Suite,
+    SuiteConfig,
+    free_port,
+    own_port_range,
+    wait_healthy,
+)
 from tests.harness.tls import as_identity
 
 
@@ -86,3 +93,25 @@ def test_a_suites_ports_lie_below_the_range_outgoing_connections_draw_from() -> 
     for port in picks[:5]:
         with socket.socket() as s:
             s.bind(("127.0.0.1", port))
+
+
+def test_free_port_picks_in_the_own_range_and_never_hands_a_port_out_twice(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Given an own range of 40 ports (a port picked is bound by its service only later)
+    lowest = free_port()
+    monkeypatch.setenv(OWN_PORTS_VAR, f"{lowest}-{lowest + 39}")
+    # When 30 ports are picked without binding any
+    picked = [free_port() for _ in range(30)]
+    # Then each lies in the range and none was handed out twice
+    assert all(lowest <= port <= lowest + 39 for port in picked), picked
+    assert len(set(picked)) == len(picked), picked
+
+
+@pytest.mark.parametrize("text", ["20000", "20000-", "30000-20000", "80-90", "a-b", "1-70000"])
+def test_a_malformed_own_range_is_refused_naming_the_variable(
+    monkeypatch: pytest.MonkeyPatch, text: str
+) -> None:
+    monkeypatch.setenv(OWN_PORTS_VAR, text)
+    with pytest.raises(ConfigurationError, match=f"^{OWN_PORTS_VAR}: expected LO-HI"):
+        own_port_range()

@@ -25,6 +25,7 @@ from cronwave_proto.v1 import workflow_store_service_pb2_grpc as store_grpc
 from cronwave import Interval, Run
 from cronwave_core.rpc import open_channel
 from cronwave_core.suite import Suite, free_port
+from tests.harness.cli import user_env
 from tests.harness.clients import client_for
 from tests.harness.processes import ProcessTable
 from tests.helpers import eventually, fresh
@@ -209,7 +210,7 @@ def job_types_of(suite: Suite) -> list[common_pb2.JobType]:
 def worker_env(tmp_path: Path, code: Path, **extra: str) -> dict[str, str]:
     """No CRONWAVE_* setting but a private data dir and addresses nobody listens on:
     a worker that did start would touch nothing shared."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("CRONWAVE_")}
+    env = user_env()
     env.update(
         CRONWAVE_DATA_DIR=str(tmp_path),
         CRONWAVE_TRACING="off",
