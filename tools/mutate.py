@@ -150,6 +150,22 @@ MUTATIONS = (
         ),
         ("tests/workflow_store/test_attempts.py::test_attempt_tokens_cannot_be_guessed_or_read",),
     ),
+    Mutation(
+        "non-retryable-subclass",
+        "a job process reports only an error's own type name, so a subclass of "
+        "NonRetryable is retried",
+        (
+            Edit(
+                "services/worker/worker/job_body.py",
+                '"error_types": list(error_types(exc)),',
+                '"error_types": [type(exc).__name__],',
+            ),
+        ),
+        (
+            "tests/reliability/test_job_processes.py::"
+            "test_a_subclass_of_non_retryable_raised_in_a_job_process_fails_the_run_at_once",
+        ),
+    ),
 )
 
 

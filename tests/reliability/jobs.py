@@ -13,7 +13,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from cronwave import JobContext, JobType, RetryPolicy
+from cronwave import JobContext, JobType, NonRetryable, RetryPolicy
 from cronwave_core.settings import WorkerSettings
 
 HEARTBEAT_TIMEOUT = timedelta(seconds=1)
@@ -34,6 +34,10 @@ class Flaky(Exception):
 
 class Declined(Exception):
     """A failure no retry can fix (listed as non-retryable)."""
+
+
+class CardRefused(NonRetryable):
+    """A failure no retry can fix, by its base type alone (listed nowhere)."""
 
 
 def steps(ctx: JobContext) -> Mapping[str, Any]:
@@ -80,9 +84,12 @@ def gated(ctx: JobContext) -> Mapping[str, Any]:
 
 def flaky(ctx: JobContext) -> Mapping[str, Any]:
     """Fails (retryably) until attempt ``payload["succeed_at_attempt"]``; with
-    ``payload["declined"]`` fails non-retryably."""
+    ``payload["declined"]`` fails non-retryably, and with ``payload["refused"]`` raises
+    a subclass of ``NonRetryable`` that no policy lists."""
     if ctx.payload.get("declined"):
         raise Declined("card declined")
+    if ctx.payload.get("refused"):
+        raise CardRefused("card refused")
     if ctx.attempt < int(ctx.payload.get("succeed_at_attempt", 1_000)):
         raise Flaky(f"attempt {ctx.attempt} failed")
     return {"attempt": ctx.attempt}

@@ -23,8 +23,10 @@ from tests.harness.beats import Beats
 from tests.harness.cli import user_env
 from tests.harness.processes import job_processes
 from tests.helpers import REPO, eventually
+from tests.reliability.jobs import SCALED_RETRY
 from worker.isolation import ProcessSupervisor
 from worker.job_process import JobProcessPool
+from worker.outcome import Action, decide
 from worker.supervisor import AttemptResult, Outcome
 
 pytestmark = pytest.mark.slow
@@ -117,6 +119,25 @@ def test_a_jobs_error_carries_its_type_names_for_the_retry_policy(pool: JobProce
     result = run(pool, "drill.flaky", declined=True)
     assert (result.outcome, result.error) == (Outcome.FAILED, "Declined: card declined")
     assert result.error_types == ("Declined",)
+
+
+def test_a_subclass_of_non_retryable_raised_in_a_job_process_fails_the_run_at_once(
+    pool: JobProcessPool,
+) -> None:
+    # Given a job type whose policy retries four times and lists no error as
+    # non-retryable but "Declined"
+    policy = SCALED_RETRY
+    assert "CardRefused" not in policy.non_retryable_errors
+
+    # When its body, in a job process, raises a subclass of cronwave.NonRetryable
+    result = run(pool, "drill.flaky", refused=True)
+
+    # Then the attempt failed with that error, its base type names carried back from
+    # the process, and the run ends FAILED at its first attempt: no retry, no dead letter
+    assert (result.outcome, result.error) == (Outcome.FAILED, "CardRefused: card refused")
+    assert "NonRetryable" in result.error_types
+    decision = decide(result, policy, failed_attempt=1)
+    assert (decision.action, decision.outcome) == (Action.COMPLETE, Outcome.FAILED)
 
 
 def test_a_checkpoint_reaches_the_store_while_the_body_runs_however_long_the_beat(
