@@ -166,6 +166,24 @@ MUTATIONS = (
             "test_a_subclass_of_non_retryable_raised_in_a_job_process_fails_the_run_at_once",
         ),
     ),
+    Mutation(
+        "stale-resign",
+        "a Resign with an old token of the holder (after it campaigned again) frees its "
+        "current lease",
+        (
+            Edit(
+                "services/leader-election/leader_election/leases.py",
+                "if status ~= nil then\n  return {status, lease[1], 0, redis.call('PTTL', "
+                "KEYS[1]), tonumber(lease[4])}\nend\nredis.call('DEL'",
+                "if status ~= nil and status ~= 0 then\n  return {status, lease[1], 0, "
+                "redis.call('PTTL', KEYS[1]), tonumber(lease[4])}\nend\nredis.call('DEL'",
+            ),
+        ),
+        (
+            "tests/leader_election/test_leader_election.py::"
+            "test_a_stale_resign_by_the_holder_leaves_its_newer_lease_alone",
+        ),
+    ),
 )
 
 
