@@ -184,6 +184,23 @@ MUTATIONS = (
             "test_a_stale_resign_by_the_holder_leaves_its_newer_lease_alone",
         ),
     ),
+    Mutation(
+        "prune-by-prefix",
+        "apply --prune of manager 'team' deletes the schedules of manager 'team-b'",
+        (
+            Edit(
+                "libs/cronwave/cli/_apply_plan.py",
+                "if schedule.managed_by == file.marker and",
+                "if schedule.managed_by.startswith(file.marker) and",
+            ),
+        ),
+        (
+            "tests/cli/test_apply_file.py::"
+            "test_prune_never_touches_a_manager_whose_name_this_one_prefixes",
+            "tests/cli/test_cli_lifecycle.py::"
+            "test_apply_creates_updates_prunes_its_own_and_is_idempotent",
+        ),
+    ),
 )
 
 

@@ -159,3 +159,28 @@ schedules:
     # a payload written with other key order or spacing is the same payload
     respaced = stored(message_of(same, "apply:ops", None), payload_json='{ "a" : 1 }')
     assert differing(message_of(same, "apply:ops", respaced), respaced) == ()
+
+
+def test_prune_never_touches_a_manager_whose_name_this_one_prefixes(tmp_path: Path):
+    # Given the file of manager "team", and live schedules of managers "team-b",
+    # "teams" and "team" (one it no longer lists)
+    declared = read(
+        file_of(
+            tmp_path,
+            "manager: team\nschedules:\n"
+            '  - {id: kept, job_type: cronwave.noop, cron: "0 1 * * *"}\n',
+        )
+    )
+    [kept] = declared.schedules
+    live = [
+        stored(message_of(kept, "apply:team", None)),
+        stored(message_of(kept, "apply:team", None), schedule_id="dropped"),
+        stored(message_of(kept, "apply:team-b", None), schedule_id="team-b-own"),
+        stored(message_of(kept, "apply:teams", None), schedule_id="teams-own"),
+    ]
+
+    # When it is planned with prune
+    pruned = [c.schedule_id for c in plan(declared, live, prune=True).of(Action.PRUNE)]
+
+    # Then only "team"'s own undeclared schedule goes
+    assert pruned == ["dropped"]

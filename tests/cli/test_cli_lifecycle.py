@@ -49,6 +49,14 @@ def test_apply_creates_updates_prunes_its_own_and_is_idempotent(make_suite, tmp_
     env = env_for(suite)
     a, b, by_hand = fresh("apply-a"), fresh("apply-b"), fresh("hand")
     ok(["schedule", "create", by_hand, "--cron", "0 3 * * *", "--job-type", "cronwave.noop"], env)
+    # (and a schedule of manager "billing-eu", whose name "billing" prefixes)
+    neighbour = fresh("apply-eu")
+    neighbours = write(
+        tmp_path / "eu.yaml",
+        f"manager: billing-eu\nschedules:\n"
+        f"  - {{id: {neighbour}, job_type: cronwave.noop, cron: '0 4 * * *'}}\n",
+    )
+    ok(["apply", "-f", str(neighbours)], env)
     file = write(
         tmp_path / "schedules.yaml",
         f"""
@@ -109,14 +117,14 @@ schedules:
     assert state(suite) == before
 
     # When it is applied with --prune: a is updated in place, b pruned, the
-    # hand-made schedule (not the file's) kept
+    # hand-made schedule and billing-eu's (not the file's) kept
     applied = as_json(["apply", "-f", str(file), "--prune"], env)
     assert applied["changed"] and applied["pruned"] == [b]
     with client_for(suite) as client:
         updated = client.get_schedule(a)
         assert updated.cron == ("30 2 * * *",) and updated.created_at == made.created_at
         live = {s.schedule_id for s in client.list_schedules()}
-    assert a in live and by_hand in live and b not in live
+    assert a in live and by_hand in live and neighbour in live and b not in live
 
 
 BAD_ENTRIES = [
