@@ -26,6 +26,7 @@ from cronwave._update_input import update_of
 from cronwave_core.domain.cancel import CancelRequest
 from cronwave_core.domain.spec import Interval, Policy, Spec
 from cronwave_core.errors import (
+    SDK,
     CronwaveError,
     InvalidArgument,
     NotFound,
@@ -91,9 +92,13 @@ class Client(AuditCalls, PlannerCalls, DeadlineCalls):
 
     Every call has a deadline (``timeout``) and raises a ``CronwaveError`` subclass
     on failure: ``InvalidArgument`` naming the field, ``NotFound``, ``Unavailable``
-    when a service cannot be reached in time, and so on. Use it as a context
-    manager, or call ``close()``, to close its channels.
+    when a service cannot be reached in time, and so on; a message's hint of what to
+    do next names calls and keywords (``if_absent=True``), never the CLI's flags. Use
+    it as a context manager, or call ``close()``, to close its channels.
     """
+
+    #: The surface whose words the errors' hints speak (``CronwaveError.hinted``).
+    _surface = SDK
 
     def __init__(
         self,
@@ -192,7 +197,8 @@ class Client(AuditCalls, PlannerCalls, DeadlineCalls):
             return method(request)
         except self._transport.RpcError as exc:
             where = f"{service} at {self._addrs[service]}"
-            raise self._transport.call_error(where, self.timeout, exc) from exc
+            error = self._transport.call_error(where, self.timeout, exc)
+            raise error.hinted(self._surface) from exc
 
     # schedules -----------------------------------------------------------------
     def create_schedule(
@@ -483,7 +489,7 @@ class Client(AuditCalls, PlannerCalls, DeadlineCalls):
         )
         for run in resp.runs:  # a run the store does not have is left out
             return Run.from_proto(run)
-        raise RunNotFound(run_id)
+        raise RunNotFound(run_id).hinted(self._surface)
 
     def cancel_run(
         self,
@@ -507,7 +513,7 @@ class Client(AuditCalls, PlannerCalls, DeadlineCalls):
         try:
             resp = self._call("workflow-store", self._store.CancelRun, request)
         except NotFound as exc:
-            raise RunNotFound(run_id) from exc
+            raise RunNotFound(run_id).hinted(self._surface) from exc
         return Run.from_proto(resp.run)
 
     def list_runs(
@@ -559,5 +565,5 @@ class Client(AuditCalls, PlannerCalls, DeadlineCalls):
                 return run
             remaining = deadline - time.monotonic()
             if remaining <= 0:
-                raise WaitTimeout(run, timeout)
+                raise WaitTimeout(run, timeout).hinted(self._surface)
             time.sleep(min(interval, remaining))

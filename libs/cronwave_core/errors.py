@@ -6,11 +6,21 @@ the message unchanged and, for a kind in ``BY_REASON``, its reason and attribute
 (``cronwave_core.status``); the SDK turns that status back into the same class with
 the same attributes. A kind's attributes are its annotated instance attributes; a
 ``field`` class variable names the request field it is about.
+
+A server's message says what was wrong and what to do in words any caller
+understands; what to type to do it (a flag, a keyword) is the caller's surface's to
+say: the SDK's ``Client`` and the CLI each append their own hint (``hinted``), so an
+SDK caller is never told a flag, nor a CLI user a keyword.
 """
 
 from __future__ import annotations
 
-from typing import ClassVar
+from collections.abc import Mapping
+from typing import ClassVar, Self
+
+#: The surfaces a caller reaches cronwave through, by the name ``hints`` keys them by.
+CLI = "cli"
+SDK = "sdk"
 
 
 class CronwaveError(Exception):
@@ -18,10 +28,29 @@ class CronwaveError(Exception):
 
     status = "INTERNAL"
     message: str
+    #: What to type to do what the message says, by surface (``CLI``: commands and
+    #: flags; ``SDK``: calls and keywords): a template of the error's attributes.
+    hints: ClassVar[Mapping[str, str]] = {}
 
     def __init__(self, message: str) -> None:
         super().__init__(message)
         self.message = message
+
+    def hinted(self, surface: str) -> Self:
+        """This error, its message followed by ``surface``'s hint (once; unchanged for a
+        kind with no hint there). The surface calls it where the error reaches its
+        caller: a server never does, as it cannot know who called."""
+        template = self.hints.get(surface)
+        if not template:
+            return self
+        try:
+            hint = template.format_map(vars(self))
+        except (AttributeError, IndexError, KeyError):  # an attribute it lacks: no hint
+            return self
+        if not self.message.endswith(hint):
+            self.message = f"{self.message}; {hint}"
+            self.args = (self.message,)
+        return self
 
 
 class InvalidArgument(CronwaveError):
@@ -43,22 +72,27 @@ class NotFound(CronwaveError):
 
 class ScheduleNotFound(NotFound):
     field: ClassVar[str] = "schedule_id"
+    hints = {
+        CLI: "`cronwave schedule list` shows the ones that exist",
+        SDK: "Client.list_schedules() returns the ones that exist",
+    }
     schedule_id: str
 
     def __init__(self, schedule_id: str) -> None:
-        super().__init__(
-            f"schedule_id: no schedule '{schedule_id}'; "
-            "`cronwave schedule list` shows the ones that exist"
-        )
+        super().__init__(f"schedule_id: no schedule '{schedule_id}'")
         self.schedule_id = schedule_id
 
 
 class RunNotFound(NotFound):
     field: ClassVar[str] = "run_id"
+    hints = {
+        CLI: "`cronwave runs list` shows recent runs",
+        SDK: "Client.list_runs() returns recent runs",
+    }
     run_id: str
 
     def __init__(self, run_id: str) -> None:
-        super().__init__(f"run_id: no run '{run_id}'; `cronwave runs list` shows recent runs")
+        super().__init__(f"run_id: no run '{run_id}'")
         self.run_id = run_id
 
 
@@ -68,12 +102,16 @@ class AlreadyExists(CronwaveError):
 
 class ScheduleExists(AlreadyExists):
     field: ClassVar[str] = "schedule_id"
+    hints = {
+        CLI: "or create with --if-absent to keep it as it is",
+        SDK: "or create_schedule(..., if_absent=True) to keep it as it is",
+    }
     schedule_id: str
 
     def __init__(self, schedule_id: str) -> None:
         super().__init__(
             f"schedule_id: a schedule '{schedule_id}' already exists; "
-            "delete it first or choose another id (or create with --if-absent to keep it)"
+            "delete it first or choose another id"
         )
         self.schedule_id = schedule_id
 
@@ -87,17 +125,22 @@ class ScheduleBusy(FailedPrecondition):
     without force: deleting it would leave those runs going with no schedule."""
 
     field: ClassVar[str] = "schedule_id"
+    hints = {
+        CLI: "`cronwave runs cancel {run_ids[0]}` cancels one, "
+        "`cronwave schedule delete {schedule_id} --force` all of them and the schedule",
+        SDK: "Client.cancel_run('{run_ids[0]}') cancels one, "
+        "Client.delete_schedule('{schedule_id}', force=True) all of them and the schedule",
+    }
     schedule_id: str
     run_ids: list[str]
 
     def __init__(self, schedule_id: str, runs: list[tuple[str, str]]) -> None:
         shown = ", ".join(f"{run_id} ({state})" for run_id, state in runs[:5])
         more = f" and {len(runs) - 5} more" if len(runs) > 5 else ""
-        first = runs[0][0] if runs else ""
         super().__init__(
             f"schedule_id: schedule '{schedule_id}' has {len(runs)} run(s) in flight: "
-            f"{shown}{more}; wait for them to end, cancel them (cronwave runs cancel "
-            f"{first}), or delete with --force (force=True), which cancels them"
+            f"{shown}{more}; wait for them to end, cancel them, or delete it with force, "
+            "which cancels them"
         )
         self.schedule_id = schedule_id
         self.run_ids = [run_id for run_id, _ in runs]
@@ -109,13 +152,17 @@ class SchedulePaused(FailedPrecondition):
     reason paused); a person may still trigger it."""
 
     field: ClassVar[str] = "schedule_id"
+    hints = {
+        CLI: "`cronwave schedule resume {schedule_id}` resumes it",
+        SDK: "Client.resume_schedule('{schedule_id}') resumes it",
+    }
     schedule_id: str
 
     def __init__(self, schedule_id: str) -> None:
         super().__init__(
             f"schedule_id: schedule '{schedule_id}' is paused, so its fires are not recorded "
-            f"(a planner records them MISSED, reason paused); resume it first (`cronwave "
-            f"schedule resume {schedule_id}`); a person may still trigger it"
+            "(a planner records them MISSED, reason paused); resume it first; a person may "
+            "still trigger it"
         )
         self.schedule_id = schedule_id
 

@@ -342,3 +342,37 @@ def test_every_kind_raised_by_a_servicer_is_raised_again_by_the_caller(server: s
             back = error_from_rpc(info.value)
             assert type(back) is type(sample), reason
             assert vars(back) == vars(sample), reason
+
+
+def copy_of(error: CronwaveError) -> CronwaveError:
+    """A new error of ``error``'s class with its attributes (the samples stay as sent)."""
+    copy = type(error).__new__(type(error))
+    copy.__dict__.update(vars(error))
+    copy.args = error.args
+    return copy
+
+
+@pytest.mark.parametrize("surface", [errors.CLI, errors.SDK])
+@pytest.mark.parametrize("sample", SAMPLES, ids=lambda e: type(e).__name__)
+def test_a_hint_is_in_its_surface_words_and_added_once(sample: CronwaveError, surface: str) -> None:
+    # Given an error of each kind, as a server sends it: in no surface's words
+    error = copy_of(sample)
+    sent = error.message
+    assert "--" not in sent and "=True" not in sent and "`cronwave " not in sent, sent
+
+    # When a surface adds its hint, twice (the SDK's client inside the CLI, say)
+    hinted = error.hinted(surface).hinted(surface)
+
+    # Then a kind with a hint there carries it once, formatted with its attributes,
+    # in that surface's words only
+    assert hinted is error
+    if surface not in type(error).hints:
+        assert error.message == sent
+        return
+    hint = error.message.removeprefix(sent + "; ")
+    assert hint != error.message and "{" not in hint and hint not in sent
+    assert str(error) == error.message
+    if surface == errors.CLI:
+        assert "Client." not in hint and "=True" not in hint, hint
+    else:
+        assert "--" not in hint and "cronwave " not in hint, hint

@@ -248,3 +248,25 @@ def test_a_schedule_with_runs_in_flight_is_busy_naming_them(rig: Rig) -> None:
     assert (info.value.schedule_id, info.value.run_ids) == (sid, run_ids)
     assert isinstance(info.value, cronwave.FailedPrecondition)
     assert not rig.client.get_schedule(sid).deleted
+
+
+def test_an_sdk_call_refused_says_what_to_do_in_the_sdk_words(rig: Rig) -> None:
+    # Given a schedule with a run in flight
+    sid = rig.schedule()
+    (run_id,) = rig.record_runs(sid, 1)
+
+    # When the SDK creates it again, deletes it without force, and asks for a run
+    # that does not exist
+    exists = raised(
+        lambda: rig.client.create_schedule(sid, cron="0 2 * * *", job_type=rig.job_type)
+    )
+    busy = raised(lambda: rig.client.delete_schedule(sid))
+    missing = raised(lambda: rig.client.get_run("run_does_not_exist"))
+
+    # Then each hint names the SDK's keyword or call, never the CLI's flag or command
+    assert "if_absent=True" in exists.message and "--if-absent" not in exists.message
+    assert f"Client.cancel_run('{run_id}')" in busy.message
+    assert f"Client.delete_schedule('{sid}', force=True)" in busy.message
+    assert "--force" not in busy.message and "cronwave runs" not in busy.message
+    assert "Client.list_runs()" in missing.message and "cronwave" not in missing.message
+    assert str(exists) == exists.message  # what a traceback prints

@@ -21,7 +21,7 @@ from rich.markup import escape
 
 from cronwave import _suite_find, _suite_record
 from cronwave._client import Client
-from cronwave_core.errors import CronwaveError, Unavailable
+from cronwave_core.errors import CLI, CronwaveError, Unavailable
 
 if TYPE_CHECKING:
     from cronwave_core.settings import NetworkSettings, TlsSettings
@@ -180,6 +180,13 @@ def tls_settings() -> TlsSettings:
     return TlsSettings.from_env(suite_env())
 
 
+class CliClient(Client):
+    """The SDK's client, its errors' hints in the CLI's words: commands and flags
+    (``--if-absent``), not the SDK's keywords."""
+
+    _surface = CLI
+
+
 @contextmanager
 def connected() -> Iterator[Client]:
     """A client for the suite of ``suite_env()``, errors reported. An address it has
@@ -190,7 +197,7 @@ def connected() -> Iterator[Client]:
     with reported_errors():
         env = suite_env()
         store, dispatcher, planner, leader = (env.get(var) or None for var in CLIENT_ADDRS)
-        client = Client(
+        client = CliClient(
             store_addr=store,
             dispatcher_addr=dispatcher,
             planner_addr=planner,

@@ -8,6 +8,7 @@ from contextlib import contextmanager
 from typing import Any, Generic, TypeVar
 
 from cronwave.cli._console import network_settings, reported_errors, tls_settings
+from cronwave_core.errors import CLI
 
 Resp = TypeVar("Resp")
 S = TypeVar("S")
@@ -32,7 +33,7 @@ class StoreStub(Generic[S]):
             return method(request)
         except self._transport.RpcError as exc:
             where = f"workflow-store at {self.address}"
-            raise self._transport.call_error(where, self.timeout, exc) from exc
+            raise self._transport.call_error(where, self.timeout, exc).hinted(CLI) from exc
 
     def close(self) -> None:
         self._channel.close()

@@ -21,6 +21,7 @@ from cronwave._models import Run, RunEvent, Schedule
 from cronwave.cli import _render
 from cronwave.cli._console import (
     SERVICE_MODULES,
+    CliClient,
     chosen_data_dir,
     fail,
     out,
@@ -161,7 +162,7 @@ def demo(
             with running(suite):
                 console.print(suite_table(suite))
                 console.print(suite_facts(suite))
-                with Client(
+                with CliClient(
                     store_addr=suite.store_addr,
                     dispatcher_addr=suite.dispatcher_addr,
                     planner_addr=suite.planner_addr,

@@ -35,6 +35,7 @@ from rich.table import Table
 
 from cronwave._client import Client
 from cronwave._models import Run
+from cronwave.cli._console import CliClient
 from cronwave.cli._reconcile import Reconciliation, reconcile
 from cronwave_core.errors import ConfigurationError, CronwaveError
 from cronwave_core.queueing import RunMessage, make_broker
@@ -298,7 +299,7 @@ def run_billing_demo(
     reconcile its period against the gateway."""
     stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
     period = f"demo-{stamp}"
-    with Client(
+    with CliClient(
         store_addr=suite.store_addr,
         dispatcher_addr=suite.dispatcher_addr,
         planner_addr=suite.planner_addr,
