@@ -31,8 +31,13 @@ $(STAMP): pyproject.toml examples/billing/pyproject.toml
 	$(BIN)/python -m compileall -q libs services examples tools > /dev/null
 	@touch $(STAMP)
 
+# Whatever the demo's outcome, it ends saying how to reach the `cronwave` it installed.
 demo: setup
-	$(BIN)/cronwave demo
+	@$(BIN)/cronwave demo; status=$$?; \
+	echo; \
+	echo "cronwave is installed in $(VENV)/bin: run \`. $(VENV)/bin/activate\` to put it on your PATH,"; \
+	echo "then \`cronwave up\`, \`cronwave status\` and the other commands work from any folder."; \
+	exit $$status
 
 test: setup lint typecheck pytest
 

@@ -1,9 +1,11 @@
-"""README's Python example, run as written against a real `cronwave up`: the billing
-run it triggers succeeds (`up` runs the billing example's payment gateway beside the
-workers that register its job)."""
+"""README's Python example, run as written against a real `cronwave up` that holds what
+`make demo` leaves (its nightly-billing schedule): the billing run it triggers succeeds
+(`up` runs the billing example's payment gateway beside the workers that register its
+job)."""
 
 from __future__ import annotations
 
+import io
 import os
 import re
 import signal
@@ -12,8 +14,12 @@ import sys
 from pathlib import Path
 
 import pytest
+from rich.console import Console
 
+import cronwave
+from cronwave.cli import demo
 from cronwave.cli.suite_cmds import PORT_ORDER
+from cronwave_core.settings import TlsSettings
 from tests.harness.cli import cronwave_argv, free_port_base
 from tests.harness.processes import ProcessTable
 from tests.helpers import REPO, eventually
@@ -53,7 +59,7 @@ def test_the_readme_python_example_runs_as_written_under_cronwave_up(tmp_path: P
         eventually(lambda: "cronwave is up" in log_path.read_text(), timeout=120, what="up started")
         assert "payment-gateway" in log_path.read_text()
 
-        # When the README's example runs, as written, with the suite's addresses
+        # and the schedule `make demo` leaves behind
         ports = {key: base + i for i, key in enumerate(PORT_ORDER)}
         client_env = {
             **env,
@@ -62,6 +68,14 @@ def test_the_readme_python_example_runs_as_written_under_cronwave_up(tmp_path: P
             # Its certificates, as `cronwave up` left them in its data dir.
             "CRONWAVE_DATA_DIR": str(tmp_path / "up"),
         }  # fmt: skip
+        addrs = {f"{key}_addr": f"127.0.0.1:{ports[key]}" for key in (
+            "store", "dispatcher", "planner", "leader")}  # fmt: skip
+        tls = TlsSettings.from_env({"CRONWAVE_DATA_DIR": str(tmp_path / "up")})
+        with cronwave.Client(**addrs, tls=tls) as client:
+            made = demo.ensure_schedule(client, Console(file=io.StringIO()), "Europe/Berlin", 7)
+        assert made.schedule_id == "nightly-billing" and made.payload == {"customers": 7}
+
+        # When the README's example runs, as written, with the suite's addresses
         done = subprocess.run(
             [sys.executable, "-c", python_example()],
             cwd=tmp_path,
