@@ -201,6 +201,38 @@ MUTATIONS = (
             "test_apply_creates_updates_prunes_its_own_and_is_idempotent",
         ),
     ),
+    Mutation(
+        "key-cache-ttl-ignored",
+        "the services but the store trust a checked API key for the default 10 s, not "
+        "the configured CRONWAVE_AUTH_CACHE_TTL",
+        (
+            Edit(
+                "libs/cronwave_core/bootstrap.py",
+                "check_key = CachedKeyCheck(remote, tls.auth_cache_ttl)",
+                "check_key = CachedKeyCheck(remote, timedelta(seconds=10))",
+            ),
+        ),
+        ("tests/security/test_callers.py::test_a_revoked_key_is_refused_within_its_cache_time",),
+    ),
+    Mutation(
+        "key-cache-hit-extends",
+        "a cache hit extends a checked API key's life, so a revoked key in steady use is "
+        "never refused",
+        (
+            Edit(
+                "libs/cronwave_core/security/keys.py",
+                "            if hit is not None and hit[0] > now:\n                return hit[1]\n",
+                "            if hit is not None and hit[0] > now:\n"
+                "                self._answers[digest] = (now + self._ttl, hit[1])\n"
+                "                return hit[1]\n",
+            ),
+        ),
+        (
+            "tests/security/test_keys.py::"
+            "test_an_answer_is_trusted_for_the_ttl_from_when_it_was_asked_and_no_longer",
+            "tests/security/test_callers.py::test_a_revoked_key_is_refused_within_its_cache_time",
+        ),
+    ),
 )
 
 

@@ -5,6 +5,7 @@ keys of each role, and with another service's certificate."""
 from __future__ import annotations
 
 import tempfile
+import time
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -36,6 +37,9 @@ from tests.helpers import eventually, fresh
 SERVICES = ("workflow-store", "leader-election", "dispatcher", "worker", "cron-planner")
 #: How long the suite's services trust an API key they have checked.
 CACHE_TTL = timedelta(seconds=1)
+#: A revoked key is refused within the cache time and this: the calls that find it
+#: out, on a loaded machine (the default cache time is 10 s).
+REVOCATION_MARGIN = timedelta(seconds=1)
 
 
 @pytest.fixture(scope="module")
@@ -161,33 +165,61 @@ def test_each_role_may_do_what_it_needs_and_nothing_more(suite: Suite) -> None:
 
 
 def test_a_revoked_key_is_refused_within_its_cache_time(suite: Suite) -> None:
+    # Given an operator's key that the store, the dispatcher and leader-election have
+    # each checked (and so trust for their cache time, 1 s)
     key_id, token = create_key(suite, "ci", "operator")
-    with channel(suite.dispatcher_addr, "client", token) as as_ci:
-        # The dispatcher has checked it once (with the store) and trusts it now
-        dispatcher = dispatcher_grpc.DispatcherServiceStub(as_ci)
-        error = refused(
-            lambda: dispatcher.TriggerRun(
+    with (
+        channel(suite.store_addr, "client", token) as to_store,
+        channel(suite.dispatcher_addr, "client", token) as to_dispatcher,
+        channel(suite.leader_addr, "client", token) as to_leader,
+    ):
+        store = store_grpc.WorkflowStoreServiceStub(to_store)
+        dispatcher = dispatcher_grpc.DispatcherServiceStub(to_dispatcher)
+        leader = leader_grpc.LeaderElectionServiceStub(to_leader)
+        calls = {
+            "workflow-store": lambda: store.ListSchedules(
+                store_pb.ListSchedulesRequest(limit=1), timeout=10
+            ),
+            "dispatcher": lambda: dispatcher.TriggerRun(
                 dispatcher_pb.TriggerRunRequest(schedule_id="nothing-here"), timeout=10
-            )
-        )
-        assert error.code() == grpc.StatusCode.NOT_FOUND  # allowed; no such schedule
+            ),
+            "leader-election": lambda: leader.Observe(
+                leader_pb.ObserveRequest(scope="planner"), timeout=10
+            ),
+        }
+
+        def answers() -> dict[str, str]:
+            codes = {}
+            for name, call in calls.items():
+                try:
+                    call()
+                    codes[name] = "OK"
+                except grpc.RpcError as error:
+                    codes[name] = error.code().name
+            return codes
+
+        assert answers() == {
+            "workflow-store": "OK",
+            "dispatcher": "NOT_FOUND",  # allowed; no such schedule
+            "leader-election": "OK",
+        }
+
+        # When the key is revoked, and used all the while (every cache hit must not
+        # extend the answer's life)
         with channel(suite.store_addr, "local-admin") as admin:
             keys_grpc.ApiKeyServiceStub(admin).RevokeApiKey(
                 keys_pb.RevokeApiKeyRequest(key_id=key_id), timeout=10
             )
-        revoked_at = datetime.now(UTC)
+        revoked = time.monotonic()
 
-        def refused_now() -> bool:
-            error = refused(
-                lambda: dispatcher.TriggerRun(
-                    dispatcher_pb.TriggerRunRequest(schedule_id="nothing-here"), timeout=10
-                )
-            )
-            return error.code() == grpc.StatusCode.UNAUTHENTICATED
-
-        eventually(refused_now, timeout=15, interval=0.2, what="the revoked key refused")
-    # Bounded by the cache time, plus this test's own polling and a loaded machine
-    assert datetime.now(UTC) - revoked_at < CACHE_TTL + timedelta(seconds=14)
+        # Then every service refuses it within the cache time plus a small margin
+        eventually(
+            lambda: set(answers().values()) == {"UNAUTHENTICATED"},
+            timeout=(CACHE_TTL + REVOCATION_MARGIN).total_seconds(),
+            interval=0.05,
+            what="the revoked key refused by every service",
+        )
+    print(f"\nrevoked key refused everywhere {time.monotonic() - revoked:.2f} s after")
 
 
 def test_a_service_may_make_only_its_own_hops(suite: Suite) -> None:

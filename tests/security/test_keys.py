@@ -50,3 +50,33 @@ def test_the_cache_asks_once_per_token_until_its_answer_expires() -> None:
     for _ in range(3):
         uncached(token)
     assert asked == [token] * 4
+
+
+def test_an_answer_is_trusted_for_the_ttl_from_when_it_was_asked_and_no_longer() -> None:
+    # Given a cache of 1 s on a clock the test moves, and a key the store then revokes
+    now = [100.0]
+    revoked = [False]
+    alice = Identity("user", "alice", role="operator", via="api-key", key_id="k")
+    asked: list[float] = []
+
+    def check(token: str) -> Identity | None:
+        asked.append(now[0])
+        return None if revoked[0] else alice
+
+    _, token, _ = new_token()
+    cached = CachedKeyCheck(check, timedelta(seconds=1), clock=lambda: now[0])
+    assert cached(token) == alice  # asked at 100.0
+    revoked[0] = True
+
+    # When the key is used all through its second, cache hits every 100 ms
+    seen = []
+    for step in range(1, 10):
+        now[0] = 100.0 + step / 10
+        seen.append(cached(token))
+
+    # Then those hits trusted the first answer and did not extend its life: at 101.0
+    # the store is asked again and the revoked key refused
+    assert seen == [alice] * 9 and asked == [100.0]
+    now[0] = 101.0
+    assert cached(token) is None
+    assert asked == [100.0, 101.0]

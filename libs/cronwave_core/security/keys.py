@@ -58,12 +58,20 @@ def matches(secret: str, stored_hash: str) -> bool:
 
 
 class CachedKeyCheck:
-    """``check`` (token -> identity or None), each answer trusted for ``ttl``; a
-    malformed token is refused without asking."""
+    """``check`` (token -> identity or None), each answer trusted for ``ttl`` from when
+    it was asked (using it does not extend it, so a revoked key in steady use is still
+    refused within ``ttl``); a malformed token is refused without asking. ``clock``:
+    seconds of a monotonic clock."""
 
-    def __init__(self, check: Callable[[str], Identity | None], ttl: timedelta) -> None:
+    def __init__(
+        self,
+        check: Callable[[str], Identity | None],
+        ttl: timedelta,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self._check = check
         self._ttl = ttl.total_seconds()
+        self._clock = clock
         self._answers: OrderedDict[str, tuple[float, Identity | None]] = OrderedDict()
         self._lock = threading.Lock()
 
@@ -71,7 +79,7 @@ class CachedKeyCheck:
         if parse_token(token) is None:
             return None
         digest = hashlib.sha256(token.encode()).hexdigest()  # never the token itself
-        now = time.monotonic()
+        now = self._clock()
         with self._lock:
             hit = self._answers.get(digest)
             if hit is not None and hit[0] > now:
