@@ -26,7 +26,8 @@ planner holds 100,000 distinct expressions, so the compact form is what keeps it
 memory and its load time small.
 
 Refused, each with the reason: an expression longer than ``MAX_CRON_LENGTH``
-characters; a step (``/n``) of 0 or larger than its field's count of values (60
+characters; a number outside its field's values, naming both (``hour 25 is out of
+range 0-23``); a step (``/n``) of 0 or larger than its field's count of values (60
 seconds or minutes, 24 hours, 31 days, 12 months, 7 weekdays); 7 fields (years);
 ``H`` and ``R`` (hashed and random values differ between processes, so two planners
 would disagree); ``@reboot``;
@@ -251,6 +252,7 @@ def _compile(text: str) -> CronExpr:
     else:
         fields = expr.split()
         _check_steps(text, fields)
+        _check_ranges(text, fields)
         compact = _compact(text, fields)
         if compact is not None:
             return compact
@@ -408,6 +410,45 @@ def _check_steps(text: str, fields: list[str]) -> None:
                 raise _Refused(
                     f"the step /{shown} in the {name} field must be between 1 and {count}"
                 )
+
+
+# Each field's values, in the order of a 6-field expression (day-of-week 7 is Sunday).
+_RANGES = (
+    ("second", 0, 59),
+    ("minute", 0, 59),
+    ("hour", 0, 23),
+    ("day-of-month", 1, 31),
+    ("month", 1, 12),
+    ("day-of-week", 0, 7),
+)
+_NTH = (1, 5)  # the n of "5#n": the first to the fifth such weekday of a month
+_NUMBER = re.compile(r"^\d+$")
+
+
+def _check_ranges(text: str, fields: list[str]) -> None:
+    """Refuse a number outside its field's values, naming the field and the range
+    (croniter says only "out of range", of the whole expression). Only numbers are
+    looked at: names, ``*``, ``L`` and the like are croniter's to judge."""
+    if len(fields) not in (5, 6):
+        return  # the field count is refused with its own reason
+    kinds = _RANGES if len(fields) == 6 else _RANGES[1:]
+    for (name, low, high), field in zip(kinds, fields, strict=True):
+        for item in field.lower().split(","):
+            base = item.split("/", 1)[0]  # a step is _check_steps's
+            for part in base.split("-"):
+                day, hash_, nth = part.partition("#")
+                number = day.removesuffix("w") if name == "day-of-month" else day
+                if name == "day-of-week":
+                    number = number.removeprefix("l")
+                _in_range(text, name, number, low, high)
+                if hash_:  # "the nth such weekday of the month"
+                    _in_range(text, f"{name} {day}#n: n", nth, *_NTH)
+
+
+def _in_range(text: str, what: str, number: str, low: int, high: int) -> None:
+    if _NUMBER.match(number) and not low <= int(number) <= high:
+        shown = number if len(number) <= 10 else f"{number[:10]}... ({len(number)} digits)"
+        raise _Refused(f"{text!r}: {what} {shown} is out of range {low}-{high}")
 
 
 def _check_day_fields(text: str, expr: str) -> None:
