@@ -40,6 +40,10 @@ class Sizes:
     fault_matrix_quiet: timedelta = timedelta(seconds=10)
     # Fresh `cronwave` processes timed per command (cli).
     cli_runs: int = 10
+    # The console's list of schedules: schedules, runs of each, fetches of the front page.
+    console_schedules: int = 10_000
+    console_runs: int = 24
+    console_gets: int = 5
 
     @classmethod
     def tiny(cls) -> Sizes:
@@ -59,6 +63,9 @@ class Sizes:
             fault_matrix_hold=timedelta(seconds=3),
             fault_matrix_quiet=timedelta(seconds=1),
             cli_runs=2,
+            console_schedules=300,
+            console_runs=3,
+            console_gets=2,
         )
 
     def scaled(self, **changes: Any) -> Sizes:

@@ -116,6 +116,8 @@ class SuiteOptions:
     #: scenario sees another's schedules or runs (e.g. a sweeper re-sending runs an
     #: earlier suite left pending). SQLite suites always have a file of their own.
     own_database: bool = False
+    #: Also run the web console (its address: ``Suite.console_url``).
+    console: bool = False
 
 
 def passthrough_env(environ: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -143,6 +145,7 @@ def suite_config(backend: Backend, data_dir: Path, options: SuiteOptions) -> Sui
         # Mutual TLS, as a fresh `cronwave up`, unless the bench runs with
         # CRONWAVE_INSECURE=1 (a row measured so says it).
         insecure=TlsSettings.from_env().insecure,
+        console=options.console,
     )
 
 

@@ -101,7 +101,7 @@ def _lines(rows: Iterator[dict[str, str]]) -> str:
     return "".join(json.dumps(row) + "\n" for row in rows)
 
 
-def _tool(module: str, args: list[str], rows: Iterator[dict[str, str]], timeout: float) -> Any:
+def run_tool(module: str, args: list[str], rows: Iterator[dict[str, str]], timeout: float) -> Any:
     """Run a service's benchmark tool (``python -m MODULE ARGS``) over ``rows`` on its
     standard input and return the JSON it prints."""
     done = subprocess.run(
@@ -199,7 +199,7 @@ def _measure(
                 """Write ``count`` schedules; how many, and the wall clock when the
                 transaction began."""
                 rows = specs(count, now, distinct, first)
-                done = _tool("workflow_store.bench_seed", [url, JOB_TYPE], rows, 900)
+                done = run_tool("workflow_store.bench_seed", [url, JOB_TYPE], rows, 900)
                 figures.setdefault("insert_s", done["insert_s"])
                 return int(done["written"]), float(done["began_at"])
 
@@ -236,7 +236,7 @@ def _measure(
             figures["planner_rss_after_watch_mib"] = rss_mib(planner.pid)
             figures["planner_status_schedules"] = client.planner_status().schedules
     say("timing the heap in a process of its own")
-    figures["index_find_and_fire_us"] = _tool(
+    figures["index_find_and_fire_us"] = run_tool(
         "cron_planner.bench_index",
         [str(_INDEX_FIRES_TIMED)],
         specs(n, datetime.now(UTC), distinct),

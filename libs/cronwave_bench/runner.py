@@ -21,6 +21,7 @@ from typing import Any
 from cronwave_bench.billing import run_billing
 from cronwave_bench.burst import run_burst
 from cronwave_bench.cli_latency import run_cli
+from cronwave_bench.console_list import run_console_list
 from cronwave_bench.context import BenchContext
 from cronwave_bench.fault_matrix import run_fault_matrix
 from cronwave_bench.harness import dispatch_lead, own_database
@@ -133,6 +134,7 @@ def run_fault_matrix_scenario(ctx: BenchContext) -> Result:
 
 SCENARIOS: dict[str, Scenario] = {
     "cli": run_cli,
+    "console": run_console_list,
     "single": run_single,
     "burst": run_burst,
     "throughput": run_throughput,

@@ -85,6 +85,7 @@ RULES: Mapping[str, Rule] = {
     f"/{STORE}/RecordRuns": _rule("dispatcher"),
     f"/{STORE}/GetRuns": _rule(*_READERS, role=_VIEW),
     f"/{STORE}/ListRuns": _rule(*_READERS, role=_VIEW),
+    f"/{STORE}/ListRecentRuns": _rule("console", role=_VIEW),
     f"/{STORE}/ListRunEvents": _rule(*_READERS, role=_VIEW),
     f"/{STORE}/AppendRunEvents": _rule("worker", "dispatcher"),
     f"/{STORE}/ClaimRuns": _rule("worker"),

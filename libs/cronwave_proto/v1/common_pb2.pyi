@@ -221,7 +221,7 @@ class JobType(_message.Message):
     def __init__(self, name: _Optional[str] = ..., duration_limit: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., heartbeat_timeout: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., retry: _Optional[_Union[RetryPolicy, _Mapping]] = ..., queue: _Optional[str] = ..., priority: _Optional[int] = ..., financial: _Optional[bool] = ...) -> None: ...
 
 class Run(_message.Message):
-    __slots__ = ("run_id", "schedule_id", "fire_time", "state", "trigger", "job_type", "payload_json", "attempt", "fencing_token", "idempotency_key", "created_at", "started_at", "finished_at", "error", "result_json", "checkpoint_json", "queue", "worker_id", "trace_id", "heartbeat_at", "claimed_at", "cancel_deadline", "cancel_reason")
+    __slots__ = ("run_id", "schedule_id", "fire_time", "state", "trigger", "job_type", "payload_json", "attempt", "fencing_token", "idempotency_key", "created_at", "started_at", "finished_at", "error", "result_json", "checkpoint_json", "queue", "worker_id", "trace_id", "heartbeat_at", "claimed_at", "cancel_deadline", "cancel_reason", "progress")
     RUN_ID_FIELD_NUMBER: _ClassVar[int]
     SCHEDULE_ID_FIELD_NUMBER: _ClassVar[int]
     FIRE_TIME_FIELD_NUMBER: _ClassVar[int]
@@ -245,6 +245,7 @@ class Run(_message.Message):
     CLAIMED_AT_FIELD_NUMBER: _ClassVar[int]
     CANCEL_DEADLINE_FIELD_NUMBER: _ClassVar[int]
     CANCEL_REASON_FIELD_NUMBER: _ClassVar[int]
+    PROGRESS_FIELD_NUMBER: _ClassVar[int]
     run_id: str
     schedule_id: str
     fire_time: _timestamp_pb2.Timestamp
@@ -268,7 +269,20 @@ class Run(_message.Message):
     claimed_at: _timestamp_pb2.Timestamp
     cancel_deadline: _timestamp_pb2.Timestamp
     cancel_reason: str
-    def __init__(self, run_id: _Optional[str] = ..., schedule_id: _Optional[str] = ..., fire_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., state: _Optional[_Union[RunState, str]] = ..., trigger: _Optional[_Union[TriggerKind, str]] = ..., job_type: _Optional[str] = ..., payload_json: _Optional[str] = ..., attempt: _Optional[int] = ..., fencing_token: _Optional[int] = ..., idempotency_key: _Optional[str] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., started_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., finished_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., error: _Optional[str] = ..., result_json: _Optional[str] = ..., checkpoint_json: _Optional[str] = ..., queue: _Optional[str] = ..., worker_id: _Optional[str] = ..., trace_id: _Optional[str] = ..., heartbeat_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., claimed_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., cancel_deadline: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., cancel_reason: _Optional[str] = ...) -> None: ...
+    progress: Progress
+    def __init__(self, run_id: _Optional[str] = ..., schedule_id: _Optional[str] = ..., fire_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., state: _Optional[_Union[RunState, str]] = ..., trigger: _Optional[_Union[TriggerKind, str]] = ..., job_type: _Optional[str] = ..., payload_json: _Optional[str] = ..., attempt: _Optional[int] = ..., fencing_token: _Optional[int] = ..., idempotency_key: _Optional[str] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., started_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., finished_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., error: _Optional[str] = ..., result_json: _Optional[str] = ..., checkpoint_json: _Optional[str] = ..., queue: _Optional[str] = ..., worker_id: _Optional[str] = ..., trace_id: _Optional[str] = ..., heartbeat_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., claimed_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., cancel_deadline: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., cancel_reason: _Optional[str] = ..., progress: _Optional[_Union[Progress, _Mapping]] = ...) -> None: ...
+
+class Progress(_message.Message):
+    __slots__ = ("done", "total", "unit", "at")
+    DONE_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_FIELD_NUMBER: _ClassVar[int]
+    UNIT_FIELD_NUMBER: _ClassVar[int]
+    AT_FIELD_NUMBER: _ClassVar[int]
+    done: int
+    total: int
+    unit: str
+    at: _timestamp_pb2.Timestamp
+    def __init__(self, done: _Optional[int] = ..., total: _Optional[int] = ..., unit: _Optional[str] = ..., at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class RunEvent(_message.Message):
     __slots__ = ("seq", "run_id", "kind", "at", "detail", "attempt")

@@ -212,6 +212,22 @@ class ListRunsResponse(_message.Message):
     runs: _containers.RepeatedCompositeFieldContainer[_common_pb2.Run]
     def __init__(self, runs: _Optional[_Iterable[_Union[_common_pb2.Run, _Mapping]]] = ...) -> None: ...
 
+class ListRecentRunsRequest(_message.Message):
+    __slots__ = ("schedule_ids", "per_schedule")
+    SCHEDULE_IDS_FIELD_NUMBER: _ClassVar[int]
+    PER_SCHEDULE_FIELD_NUMBER: _ClassVar[int]
+    schedule_ids: _containers.RepeatedScalarFieldContainer[str]
+    per_schedule: int
+    def __init__(self, schedule_ids: _Optional[_Iterable[str]] = ..., per_schedule: _Optional[int] = ...) -> None: ...
+
+class ListRecentRunsResponse(_message.Message):
+    __slots__ = ("runs", "left_out")
+    RUNS_FIELD_NUMBER: _ClassVar[int]
+    LEFT_OUT_FIELD_NUMBER: _ClassVar[int]
+    runs: _containers.RepeatedCompositeFieldContainer[_common_pb2.Run]
+    left_out: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, runs: _Optional[_Iterable[_Union[_common_pb2.Run, _Mapping]]] = ..., left_out: _Optional[_Iterable[str]] = ...) -> None: ...
+
 class ListRunEventsRequest(_message.Message):
     __slots__ = ("run_id",)
     RUN_ID_FIELD_NUMBER: _ClassVar[int]
@@ -257,16 +273,18 @@ class ClaimRunResponse(_message.Message):
     def __init__(self, run: _Optional[_Union[_common_pb2.Run, _Mapping]] = ..., claimed: _Optional[bool] = ..., attempt_token: _Optional[str] = ...) -> None: ...
 
 class HeartbeatRequest(_message.Message):
-    __slots__ = ("run_id", "attempt_token", "checkpoint_json", "body_started_at")
+    __slots__ = ("run_id", "attempt_token", "checkpoint_json", "body_started_at", "progress")
     RUN_ID_FIELD_NUMBER: _ClassVar[int]
     ATTEMPT_TOKEN_FIELD_NUMBER: _ClassVar[int]
     CHECKPOINT_JSON_FIELD_NUMBER: _ClassVar[int]
     BODY_STARTED_AT_FIELD_NUMBER: _ClassVar[int]
+    PROGRESS_FIELD_NUMBER: _ClassVar[int]
     run_id: str
     attempt_token: str
     checkpoint_json: str
     body_started_at: _timestamp_pb2.Timestamp
-    def __init__(self, run_id: _Optional[str] = ..., attempt_token: _Optional[str] = ..., checkpoint_json: _Optional[str] = ..., body_started_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+    progress: _common_pb2.Progress
+    def __init__(self, run_id: _Optional[str] = ..., attempt_token: _Optional[str] = ..., checkpoint_json: _Optional[str] = ..., body_started_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., progress: _Optional[_Union[_common_pb2.Progress, _Mapping]] = ...) -> None: ...
 
 class HeartbeatResponse(_message.Message):
     __slots__ = ("deadline", "cancel_requested", "cancel_grace", "cancel_reason")

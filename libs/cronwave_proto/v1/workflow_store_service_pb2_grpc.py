@@ -109,6 +109,11 @@ class WorkflowStoreServiceStub:
                 request_serializer=cronwave_dot_v1_dot_workflow__store__service__pb2.ListRunsRequest.SerializeToString,
                 response_deserializer=cronwave_dot_v1_dot_workflow__store__service__pb2.ListRunsResponse.FromString,
                 _registered_method=True)
+        self.ListRecentRuns = channel.unary_unary(
+                '/cronwave.v1.WorkflowStoreService/ListRecentRuns',
+                request_serializer=cronwave_dot_v1_dot_workflow__store__service__pb2.ListRecentRunsRequest.SerializeToString,
+                response_deserializer=cronwave_dot_v1_dot_workflow__store__service__pb2.ListRecentRunsResponse.FromString,
+                _registered_method=True)
         self.ListRunEvents = channel.unary_unary(
                 '/cronwave.v1.WorkflowStoreService/ListRunEvents',
                 request_serializer=cronwave_dot_v1_dot_workflow__store__service__pb2.ListRunEventsRequest.SerializeToString,
@@ -306,6 +311,14 @@ class WorkflowStoreServiceServicer:
 
     def ListRuns(self, request, context):
         """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListRecentRuns(self, request, context):
+        """The newest runs of each schedule named, in one read (a strip of recent slots per
+        schedule: the console's list of schedules). Lean runs, as ListRunsRequest.lean.
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
@@ -552,6 +565,11 @@ def add_WorkflowStoreServiceServicer_to_server(servicer, server):
                     servicer.ListRuns,
                     request_deserializer=cronwave_dot_v1_dot_workflow__store__service__pb2.ListRunsRequest.FromString,
                     response_serializer=cronwave_dot_v1_dot_workflow__store__service__pb2.ListRunsResponse.SerializeToString,
+            ),
+            'ListRecentRuns': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListRecentRuns,
+                    request_deserializer=cronwave_dot_v1_dot_workflow__store__service__pb2.ListRecentRunsRequest.FromString,
+                    response_serializer=cronwave_dot_v1_dot_workflow__store__service__pb2.ListRecentRunsResponse.SerializeToString,
             ),
             'ListRunEvents': grpc.unary_unary_rpc_method_handler(
                     servicer.ListRunEvents,
@@ -1015,6 +1033,33 @@ class WorkflowStoreService:
             '/cronwave.v1.WorkflowStoreService/ListRuns',
             cronwave_dot_v1_dot_workflow__store__service__pb2.ListRunsRequest.SerializeToString,
             cronwave_dot_v1_dot_workflow__store__service__pb2.ListRunsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListRecentRuns(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/cronwave.v1.WorkflowStoreService/ListRecentRuns',
+            cronwave_dot_v1_dot_workflow__store__service__pb2.ListRecentRunsRequest.SerializeToString,
+            cronwave_dot_v1_dot_workflow__store__service__pb2.ListRecentRunsResponse.FromString,
             options,
             channel_credentials,
             insecure,

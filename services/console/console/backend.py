@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, TypeVar
@@ -31,6 +31,9 @@ from cronwave_core.rpc import error_from_rpc, open_channel
 from cronwave_core.settings import NetworkSettings, TlsSettings
 
 Resp = TypeVar("Resp")
+
+#: The most schedules one ListRecentRuns call names (the store's batch limit).
+MAX_SCHEDULES_PER_CALL = 1_000
 
 #: The gRPC service each process answers health checks for, and its address setting.
 SERVICES = (
@@ -150,12 +153,49 @@ class Backend:
     def schedules(self) -> list[Schedule]:
         return self.client.list_schedules()
 
+    def schedule_page(self, after: str, limit: int) -> list[Schedule]:
+        """Up to ``limit`` live schedules with ids greater than ``after``, by id (the
+        store ends a page by bytes too, so this asks on until it has ``limit`` or the
+        list ends)."""
+        out: list[Schedule] = []
+        while len(out) < limit:
+            resp = self._call(
+                self._store.ListSchedules,
+                store_pb.ListSchedulesRequest(limit=limit - len(out), after_schedule_id=after),
+            )
+            if not resp.schedules:
+                break
+            out.extend(Schedule.from_proto(s) for s in resp.schedules)
+            after = resp.schedules[-1].schedule_id
+        return out
+
     def schedule(self, schedule_id: str) -> Schedule:
         """Raises ``NotFound`` for an unknown or deleted schedule."""
         return self.client.get_schedule(schedule_id)
 
     def runs(self, schedule_id: str | None = None, limit: int = 50) -> list[Run]:
         return self.client.list_runs(schedule_id, limit=limit)
+
+    def recent_runs(self, schedule_ids: Sequence[str], per_schedule: int) -> dict[str, list[Run]]:
+        """Each schedule's newest ``per_schedule`` runs (newest first), lean: one
+        ``ListRecentRuns`` call for up to 1,000 schedules, and another only for those
+        whose runs did not fit in its answer."""
+        out: dict[str, list[Run]] = {schedule_id: [] for schedule_id in schedule_ids}
+        wanted = list(out)
+        while wanted:
+            resp = self._call(
+                self._store.ListRecentRuns,
+                store_pb.ListRecentRunsRequest(
+                    schedule_ids=wanted[:MAX_SCHEDULES_PER_CALL], per_schedule=per_schedule
+                ),
+            )
+            for msg in resp.runs:
+                out.setdefault(msg.schedule_id, []).append(Run.from_proto(msg))
+            left = list(resp.left_out)
+            if len(left) >= len(wanted[:MAX_SCHEDULES_PER_CALL]):  # the store always sends one
+                raise RuntimeError("ListRecentRuns left out every schedule it was asked for")
+            wanted = left + wanted[MAX_SCHEDULES_PER_CALL:]
+        return out
 
     def run(self, run_id: str) -> Run:
         """Raises ``RunNotFound`` for an unknown run."""

@@ -22,6 +22,9 @@ from cronwave_core.errors import InvalidArgument, NotFound
 if TYPE_CHECKING:
     from console.app import Console
 
+#: Schedules on one page of the list: the page stays quick however many there are.
+SCHEDULES_PER_PAGE = 200
+
 
 @dataclass(frozen=True)
 class Row:
@@ -59,17 +62,32 @@ def _missing(console: Console, request: Request, what: str, ident: str) -> Respo
 
 
 def schedules(console: Console, request: Request) -> Response:
+    """A page of schedules by id (``?after=<id>``: the page after that id), each with
+    its strip of recent runs. A page costs the same three calls however many schedules
+    the suite has: one for the page's schedules, one for all their recent runs
+    (``ListRecentRuns``), one for the deadline breaches."""
     now = _now()
-    rows = []
+    after = request.query_params.get("after", "")[:200]
+    listed = console.backend.schedule_page(after, SCHEDULES_PER_PAGE + 1)
+    page, more = listed[:SCHEDULES_PER_PAGE], len(listed) > SCHEDULES_PER_PAGE
+    recent = console.backend.recent_runs([s.schedule_id for s in page], console.slots)
     breaches = by_slot(console.backend.deadline_history(None, limit=1000))
-    for schedule in console.backend.schedules():
-        runs = console.backend.runs(schedule.schedule_id, limit=console.slots)
+    rows = []
+    for schedule in page:
+        runs = recent.get(schedule.schedule_id, [])
         cells = strip(runs, console.late_after, breaches)
         # A full strip of manual runs may hide an older slot: say only what it shows.
         no_slot = "no slot yet" if len(runs) < console.slots else "no slot in this strip"
         last = last_slot(cells)
         rows.append(Row(schedule, last, _next_fire(schedule, now), cells, no_slot))
-    return console.render(request, "schedules.html", rows=rows, now=now)
+    return console.render(
+        request,
+        "schedules.html",
+        rows=rows,
+        now=now,
+        after=after,
+        next_after=page[-1].schedule_id if more else None,
+    )
 
 
 def schedule(console: Console, request: Request) -> Response:

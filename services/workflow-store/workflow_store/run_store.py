@@ -19,7 +19,7 @@ from cronwave_core.errors import (
 from cronwave_core.fields import require_run_id
 from cronwave_core.security import identity
 from workflow_store import models as m
-from workflow_store import run_rules
+from workflow_store import recent_runs, run_rules
 from workflow_store.audit_store import AUDITED_TRIGGERS, Actor, AuditStore
 from workflow_store.convert import iso
 from workflow_store.fencing import _Fences
@@ -220,6 +220,10 @@ class RunStore(AuditStore):
         with self.db.read() as s:
             rows = s.scalars(query.limit(limit or DEFAULT_RUN_LIMIT))
             return [_run(r) for r in rows]
+
+    def recent_runs(self, schedule_ids: Sequence[str], per_schedule: int) -> list[RunRecord]:
+        """Each schedule's newest runs, lean (``workflow_store.recent_runs``)."""
+        return recent_runs.recent_runs(self.db, schedule_ids, per_schedule)
 
     def list_run_events(self, run_id: str) -> list[RunEventRecord]:
         """The run's history, oldest first."""

@@ -24,7 +24,15 @@ from cronwave_core.rpc import item_error
 from cronwave_core.telemetry.vocabulary import (
     Hop,
 )
-from workflow_store import convert, metrics, paging, schedule_update, slots, validate
+from workflow_store import (
+    convert,
+    metrics,
+    paging,
+    recent_runs,
+    schedule_update,
+    slots,
+    validate,
+)
 from workflow_store.audit_rpc import AuditRpcs, actor
 from workflow_store.audit_store import Actor
 from workflow_store.deadline_rpc import DeadlineServicer
@@ -259,6 +267,20 @@ class WorkflowStoreServicer(AuditRpcs, DeadlineServicer, api_grpc.WorkflowStoreS
         runs = self.store.list_runs(schedule_id, states, request.limit, schedule_ids)
         blobs = not request.lean
         return api.ListRunsResponse(runs=[convert.run_to_proto(r, blobs=blobs) for r in runs])
+
+    def ListRecentRuns(
+        self, request: api.ListRecentRunsRequest, context: grpc.ServicerContext
+    ) -> api.ListRecentRunsResponse:
+        ids = convert.keys(request.schedule_ids, "schedule_ids")
+        runs = self.store.recent_runs(ids, request.per_schedule)
+        by_schedule: dict[str, list[common_pb2.Run]] = {}
+        for run in runs:
+            by_schedule.setdefault(run.schedule_id, []).append(
+                convert.run_to_proto(run, blobs=False)
+            )
+        # A repeated field's item costs its size and a few bytes of tag and length.
+        kept, left_out = recent_runs.fit(ids, by_schedule, lambda run: run.ByteSize() + 6)
+        return api.ListRecentRunsResponse(runs=kept, left_out=left_out)
 
     def ListRunEvents(
         self, request: api.ListRunEventsRequest, context: grpc.ServicerContext
