@@ -233,6 +233,36 @@ MUTATIONS = (
             "tests/security/test_callers.py::test_a_revoked_key_is_refused_within_its_cache_time",
         ),
     ),
+    Mutation(
+        "role-one-below-admitted",
+        "a key one role below a method's least role is admitted (viewer pauses, operator deletes)",
+        (
+            Edit(
+                "libs/cronwave_core/security/rules.py",
+                "return ROLES.index(identity.role) >= ROLES.index(self.role)",
+                "return ROLES.index(identity.role) + 1 >= ROLES.index(self.role)",
+            ),
+        ),
+        (
+            "tests/security/test_callers.py::"
+            "test_every_role_gated_rpc_refuses_the_role_below_and_admits_its_own",
+        ),
+    ),
+    Mutation(
+        "role-at-minimum-refused",
+        "a key of exactly a method's least role is refused",
+        (
+            Edit(
+                "libs/cronwave_core/security/rules.py",
+                "return ROLES.index(identity.role) >= ROLES.index(self.role)",
+                "return ROLES.index(identity.role) > ROLES.index(self.role)",
+            ),
+        ),
+        (
+            "tests/security/test_callers.py::"
+            "test_every_role_gated_rpc_refuses_the_role_below_and_admits_its_own",
+        ),
+    ),
 )
 
 

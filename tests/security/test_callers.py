@@ -24,10 +24,14 @@ from cronwave_proto.v1 import payment_gateway_service_pb2 as gateway_pb
 from cronwave_proto.v1 import payment_gateway_service_pb2_grpc as gateway_grpc
 from cronwave_proto.v1 import workflow_store_service_pb2 as store_pb
 from cronwave_proto.v1 import workflow_store_service_pb2_grpc as store_grpc
+from google.protobuf import descriptor_pool, message_factory
 from grpc_health.v1 import health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection_pb2
 
 from cronwave_core.convert import dt_to_ts, td_to_duration
+from cronwave_core.security.identity import ROLES
 from cronwave_core.security.pki import ensure_pki
+from cronwave_core.security.rules import RULES
 from cronwave_core.suite import Suite
 from tests.harness.leases import leading_token
 from tests.harness.suites import SuiteFactory
@@ -162,6 +166,81 @@ def test_each_role_may_do_what_it_needs_and_nothing_more(suite: Suite) -> None:
             store_pb.GetScheduleRequest(schedule_id="billing"), timeout=10
         )
         assert got.schedule.schedule_id == "billing"
+
+
+#: The process of a suite that serves each service of the rule table.
+SERVED_BY = {
+    "cronwave.v1.WorkflowStoreService": "workflow-store",
+    "cronwave.v1.ApiKeyService": "workflow-store",
+    "cronwave.v1.DispatcherService": "dispatcher",
+    "cronwave.v1.CronPlannerService": "cron-planner",
+    "cronwave.v1.LeaderElectionService": "leader-election",
+    "cronwave.v1.WorkerService": "worker",
+    "cronwave.v1.PaymentGatewayService": "payment-gateway",
+    "grpc.reflection.v1alpha.ServerReflection": "workflow-store",
+}
+#: A streaming call allowed to run is ended after this (WatchSchedules waits forever).
+STREAM_DEADLINE = 0.5
+
+
+def role_gated() -> list[tuple[str, str]]:
+    """(method, least role) of every rule a person's role satisfies: from the rule
+    table itself, so a method added to it is tested here at once."""
+    return sorted((method, rule.role) for method, rule in RULES.items() if rule.role)
+
+
+def answer_code(address: str, method: str, identity: str, token: str) -> tuple[str, str]:
+    """(status code name, details) of ``method`` called with an empty request: unary,
+    or a stream read for its first message; ``OK`` when that came."""
+    service, name = method.strip("/").split("/")
+    assert reflection_pb2.DESCRIPTOR  # (its methods are in the default pool once imported)
+    descriptor = descriptor_pool.Default().FindMethodByName(f"{service}.{name}")
+    request_class = message_factory.GetMessageClass(descriptor.input_type)
+    reply_class = message_factory.GetMessageClass(descriptor.output_type)
+    codec: dict[str, Any] = {
+        "request_serializer": request_class.SerializeToString,
+        "response_deserializer": reply_class.FromString,
+    }
+    with channel(address, identity, token) as target:
+        try:
+            if descriptor.client_streaming and descriptor.server_streaming:
+                replies = target.stream_stream(method, **codec)(
+                    iter([request_class()]), timeout=STREAM_DEADLINE
+                )
+                next(iter(replies))
+            elif descriptor.server_streaming:
+                replies = target.unary_stream(method, **codec)(
+                    request_class(), timeout=STREAM_DEADLINE
+                )
+                next(iter(replies))
+            else:
+                target.unary_unary(method, **codec)(request_class(), timeout=10)
+        except grpc.RpcError as error:
+            return error.code().name, error.details() or ""
+    return "OK", ""
+
+
+def test_every_role_gated_rpc_refuses_the_role_below_and_admits_its_own(suite: Suite) -> None:
+    # Given a key of each role, and the role-gated methods of the rule table
+    tokens = {role: create_key(suite, fresh(role), role)[1] for role in ROLES}
+    gated = role_gated()
+    assert len(gated) >= 25 and {role for _, role in gated} == set(ROLES)
+    wrong = []
+    for method, role in gated:
+        address = suite.address(SERVED_BY[method.strip("/").split("/")[0]])
+        # When a key of the role just below calls it (below viewer: a certificate
+        # of a person with no role), and then a key of its own role
+        rank = ROLES.index(role)
+        below = ("client", tokens[ROLES[rank - 1]]) if rank else ("client", "")
+        refused_code, details = answer_code(address, method, *below)
+        admitted_code, admitted_details = answer_code(address, method, "client", tokens[role])
+        # Then the first is refused, naming the role it needs, and the second is not
+        expected = "PERMISSION_DENIED" if rank else "UNAUTHENTICATED"
+        if refused_code != expected or (rank and f"role {role}" not in details):
+            wrong.append(f"{method} below {role}: {refused_code} {details!r}")
+        if admitted_code in ("PERMISSION_DENIED", "UNAUTHENTICATED"):
+            wrong.append(f"{method} as {role}: {admitted_code} {admitted_details!r}")
+    assert not wrong, "\n".join(wrong)
 
 
 def test_a_revoked_key_is_refused_within_its_cache_time(suite: Suite) -> None:
