@@ -263,6 +263,43 @@ MUTATIONS = (
             "test_every_role_gated_rpc_refuses_the_role_below_and_admits_its_own",
         ),
     ),
+    Mutation(
+        "on-behalf-of-any-service",
+        "every service's word on whom it acts for is taken, not only a relay's: a worker's "
+        "certificate writes audit rows in a person's name",
+        (
+            Edit(
+                "libs/cronwave_core/security/authz.py",
+                'if identity is not None and identity.kind == "service" '
+                "and identity.name in RELAYS:",
+                'if identity is not None and identity.kind == "service":',
+            ),
+        ),
+        (
+            "tests/security/test_callers.py::"
+            "test_on_behalf_of_from_no_relay_and_with_a_users_key_changes_nothing_in_the_audit",
+        ),
+    ),
+    Mutation(
+        "on-behalf-of-with-a-key",
+        "a caller with an API key names whom it acts for, and the audit trail believes it",
+        (
+            Edit(
+                "libs/cronwave_core/security/authz.py",
+                "            return identity\n        identity = certificate_identity(",
+                "            return dataclasses.replace(\n"
+                "                identity,\n"
+                "                on_behalf_of=_metadata("
+                "context.invocation_metadata(), ON_BEHALF_OF),\n"
+                "            )\n"
+                "        identity = certificate_identity(",
+            ),
+        ),
+        (
+            "tests/security/test_callers.py::"
+            "test_on_behalf_of_from_no_relay_and_with_a_users_key_changes_nothing_in_the_audit",
+        ),
+    ),
 )
 
 

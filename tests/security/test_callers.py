@@ -413,6 +413,73 @@ def test_a_run_a_person_triggers_is_audited_as_theirs(suite: Suite) -> None:
     assert by_rpc["RecordRuns"] == "user:otto via service:dispatcher", by_rpc
 
 
+def audit_actors(suite: Suite, rpc: str, schedule_id: str = "") -> list[str]:
+    """The actors of the store's audit rows of ``rpc`` (of ``schedule_id``'s events, or
+    of every event when it is empty), newest first."""
+    with channel(suite.store_addr, "local-admin") as admin:
+        events = (
+            store_grpc.WorkflowStoreServiceStub(admin)
+            .ListAuditEvents(
+                store_pb.ListAuditEventsRequest(schedule_id=schedule_id, limit=1000), timeout=10
+            )
+            .events
+        )
+    return [event.actor for event in events if event.rpc == rpc]
+
+
+def test_on_behalf_of_from_no_relay_and_with_a_users_key_changes_nothing_in_the_audit(
+    suite: Suite,
+) -> None:
+    # Given an operator's key, a schedule, and a claim to act for another person
+    # that every call below carries
+    _, token = create_key(suite, "otto", "operator")
+    schedule_id = fresh("relayed")
+    with channel(suite.store_addr, "local-admin") as admin:
+        store_grpc.WorkflowStoreServiceStub(admin).CreateSchedule(
+            store_pb.CreateScheduleRequest(schedule=schedule(schedule_id)),
+            metadata=[("cronwave-on-behalf-of", "user:mallory")],
+            timeout=10,
+        )
+    claim = [("cronwave-on-behalf-of", "user:mallory")]
+    job_type = fresh("relayed.job").replace("-", ".")
+
+    # When a worker's certificate (a service that relays nobody) registers a job type
+    with channel(suite.store_addr, "worker") as as_worker:
+        store_grpc.WorkflowStoreServiceStub(as_worker).RegisterJobType(
+            store_pb.RegisterJobTypeRequest(
+                job_type=common_pb2.JobType(
+                    name=job_type, duration_limit=td_to_duration(timedelta(minutes=1))
+                )
+            ),
+            metadata=claim,
+            timeout=10,
+        )
+    # and the operator's key pauses the schedule at the store, and triggers it at the
+    # dispatcher (a relay, which records the run for the caller it authenticated)
+    with channel(suite.store_addr, "client", token) as as_otto:
+        store_grpc.WorkflowStoreServiceStub(as_otto).PauseSchedule(
+            store_pb.PauseScheduleRequest(schedule_id=schedule_id), metadata=claim, timeout=10
+        )
+    with channel(suite.dispatcher_addr, "client", token) as as_otto:
+        dispatcher_grpc.DispatcherServiceStub(as_otto).TriggerRun(
+            dispatcher_pb.TriggerRunRequest(schedule_id=schedule_id), metadata=claim, timeout=10
+        )
+
+    # Then the audit trail names who really called, never the person claimed
+    with channel(suite.store_addr, "local-admin") as admin:
+        registered = [
+            event.actor
+            for event in store_grpc.WorkflowStoreServiceStub(admin)
+            .ListAuditEvents(store_pb.ListAuditEventsRequest(limit=1000), timeout=10)
+            .events
+            if event.rpc == "RegisterJobType" and job_type in event.changes_json
+        ]
+    assert registered == ["service:worker"]
+    assert audit_actors(suite, "CreateSchedule", schedule_id) == ["user:local-admin"]
+    assert audit_actors(suite, "PauseSchedule", schedule_id) == ["user:otto"]
+    assert audit_actors(suite, "RecordRuns", schedule_id) == ["user:otto via service:dispatcher"]
+
+
 def test_a_planners_certificate_starts_no_fire_of_a_paused_schedule_and_no_manual_run(
     suite: Suite,
 ) -> None:
