@@ -5,7 +5,8 @@ worker`` and the console.
    ...; ``Client()``'s arguments count as given), ``CRONWAVE_TLS_DIR``,
    ``CRONWAVE_REDIS_URL``.
 2. Each other one comes from the running suite recorded in the data dir
-   (``suite.json``, see ``cronwave._suite_record``): the data dir of ``--data-dir``
+   (``suite.json``, see ``cronwave._suite_record``; the embedded Redis's password from
+   the file it names, ``cronwave_core.redis_password``): the data dir of ``--data-dir``
    where the command takes one, else ``CRONWAVE_DATA_DIR``, else the per-user default
    (``$XDG_STATE_HOME/cronwave``, else ``~/.local/state/cronwave``). The default does
    not depend on the current folder, so the suite ``cronwave up`` started from one
@@ -27,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cronwave import _suite_record
+from cronwave_core import redis_password
 from cronwave_core.settings_base import PREFIX, user_data_dir
 
 #: What a client needs: the addresses of the services it calls.
@@ -59,10 +61,43 @@ class Found:
         if extra.get("insecure"):
             found[PREFIX + "INSECURE"] = "1"
         if extra.get("redis_url"):
-            found[variable("redis")] = str(extra["redis_url"])
+            found[variable("redis")] = self.redis_url()
         if extra.get("namespace"):
             found[PREFIX + "NAMESPACE"] = str(extra["namespace"])
         return found
+
+    def redis_url(self) -> str:
+        """The suite's Redis URL; an embedded Redis's with the password its file in the
+        data dir holds (``cronwave_core.redis_password``), unless that file cannot be
+        read (``redis_password_error`` says why)."""
+        url = str(self.record.extra.get("redis_url") or "")
+        kept = self.record.extra.get("redis_password_file")
+        if not url or not kept or self.redis_password_error() is not None:
+            return url
+        return redis_password.with_password(url, redis_password.read_password(Path(str(kept))))
+
+    def redis_password_error(self) -> str | None:
+        """Why the suite's Redis password is not known here (None: it is, or its Redis
+        has none): a message naming what to do."""
+        extra, var = self.record.extra, variable("redis")
+        if extra.get("redis_password_file"):
+            path = Path(str(extra["redis_password_file"]))
+            try:
+                redis_password.read_password(path)
+            except (OSError, ValueError) as exc:
+                return (
+                    f"{var}: the suite of {self.data_dir} keeps its Redis's password in "
+                    f"{path}, which cannot be read here ({exc}); run as the user that "
+                    f"started the suite, or set {var} to that Redis's URL, password "
+                    "included"
+                )
+        elif extra.get("redis_password"):
+            return (
+                f"{var}: the suite of {self.data_dir} uses a Redis with a password, which "
+                f"its suite.json does not keep; set {var} to that Redis's URL, password "
+                "included"
+            )
+        return None
 
     def under(self, environ: Mapping[str, str], leave: Sequence[str] = ()) -> dict[str, str]:
         """``environ`` over the record's settings but ``leave``: what ``environ`` sets

@@ -9,6 +9,7 @@ does (it passes on the one its caller set, as any other ``CRONWAVE_*`` variable)
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import random
@@ -23,6 +24,7 @@ from pathlib import Path
 
 import grpc
 
+from cronwave_core import redis_password
 from cronwave_core.console_settings import CONSOLE_PORT
 from cronwave_core.errors import ConfigurationError, Unavailable
 from cronwave_core.http_health import wait_http_healthy
@@ -179,6 +181,9 @@ class Proc:
     service: str | None = None  # which service it runs; None for redis
     index: int = 0  # its replica number
     extra_env: dict[str, str] = field(default_factory=dict)
+    # Written to its standard input, then closed (the embedded Redis's configuration,
+    # which holds its password: no command line does).
+    stdin: bytes = b""
 
     @property
     def pid(self) -> int:
@@ -218,7 +223,11 @@ class SuiteConfig:
 
 
 class Suite:
-    """The five services (plus an embedded Redis when none is given)."""
+    """The five services (plus an embedded Redis when none is given).
+
+    An embedded Redis takes a password made for this suite (``redis_password``): the
+    suite's processes get it in their ``CRONWAVE_REDIS_URL`` (``redis_url``), a
+    worker joining the suite reads it from the data dir (``cronwave_core.redis_password``)."""
 
     def __init__(self, config: SuiteConfig) -> None:
         self.config = config
@@ -236,7 +245,11 @@ class Suite:
             given = (config.ports or {}).get("console")
             ports["console"] = given or (CONSOLE_PORT if config.ports is None else free_port())
         self.ports = ports
-        self.redis_url = config.redis_url or f"redis://127.0.0.1:{ports['redis']}/0"
+        #: The embedded Redis's password ("" when the suite uses a Redis it was given).
+        self.redis_password = "" if config.redis_url else redis_password.new_password()
+        self.redis_url = config.redis_url or redis_password.with_password(
+            f"redis://127.0.0.1:{ports['redis']}/0", self.redis_password
+        )
         self.procs: dict[str, Proc] = {}
         self.redis: Proc | None = None
         tls_env = os.environ.get(PREFIX + "TLS_DIR")
@@ -344,18 +357,30 @@ class Suite:
             raise
         return self
 
+    @property
+    def redis_password_file(self) -> Path | None:
+        """Where the embedded Redis's password is kept (None: no embedded Redis)."""
+        if not self.redis_password:
+            return None
+        return redis_password.path_in(self.config.data_dir)
+
     def start_redis(self) -> Proc:
+        """The embedded redis-server, on loopback, requiring the suite's password: kept
+        in the data dir first (mode 0600), then given to the server on its standard
+        input (``-``), so that no command line shows it."""
         port = self.ports["redis"]
         redis_dir = self.config.data_dir / "redis"
         redis_dir.mkdir(exist_ok=True)
+        redis_password.keep(self.config.data_dir, self.redis_password)
         argv = [
-            find_redis_server(), "--port", str(port), "--bind", "127.0.0.1",
+            find_redis_server(), "-", "--port", str(port), "--bind", "127.0.0.1",
             "--save", "", "--appendonly", "no", "--dir", str(redis_dir),
         ]  # fmt: skip
         proc = Proc("redis", argv, dict(os.environ), self.log_dir / "redis.log")
+        proc.stdin = redis_password.server_config(self.redis_password)
         self._spawn(proc)
         self.redis = proc
-        wait_redis(port, self.config.start_timeout)
+        wait_redis(port, self.config.start_timeout, self.redis_password)
         return proc
 
     def proc_name(self, service: str, index: int = 0) -> str:
@@ -462,9 +487,14 @@ class Suite:
         log = proc.log_path.open("ab")
         proc.popen = subprocess.Popen(
             proc.argv, env=proc.env, stdout=log, stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL, start_new_session=True,
+            stdin=subprocess.PIPE if proc.stdin else subprocess.DEVNULL,
+            start_new_session=True,
         )  # fmt: skip
         log.close()
+        if proc.stdin and proc.popen.stdin is not None:
+            # A process that exited at once closed its end: its log says why.
+            with contextlib.suppress(BrokenPipeError), proc.popen.stdin as pipe:
+                pipe.write(proc.stdin)
 
     def restart(self, name: str) -> Proc:
         old = self.redis if name == "redis" and self.redis else self.procs[name]
@@ -479,7 +509,7 @@ class Suite:
                 old.address, self.config.start_timeout, service, alive=old.alive, tls=self.tls()
             )
         elif old is self.redis:
-            wait_redis(self.ports["redis"], self.config.start_timeout)
+            wait_redis(self.ports["redis"], self.config.start_timeout, self.redis_password)
         return old
 
     def signal(self, name: str, sig: int) -> None:

@@ -65,13 +65,23 @@ def wait_healthy(
     raise Unavailable(f"{address} not healthy after {timeout.total_seconds():.0f}s ({last})")
 
 
-def wait_redis(port: int, timeout: timedelta) -> None:
+def wait_redis(port: int, timeout: timedelta, password: str = "") -> None:
+    """Block until the Redis on 127.0.0.1:``port`` answers PING (after ``AUTH
+    password`` when one is given), or raise ``Unavailable``."""
     deadline = time.monotonic() + timeout.total_seconds()
+    ask = (f"AUTH {password}\r\n" if password else "").encode() + b"PING\r\n"
+    lines = 2 if password else 1
     while time.monotonic() < deadline:
         try:
             with socket.create_connection(("127.0.0.1", port), timeout=0.5) as s:
-                s.sendall(b"PING\r\n")
-                if s.recv(16).startswith(b"+PONG"):
+                s.sendall(ask)
+                answer = b""
+                for _ in range(8):  # the answer's lines may come in pieces
+                    chunk = s.recv(256)
+                    answer += chunk
+                    if not chunk or answer.count(b"\r\n") >= lines:
+                        break
+                if answer.endswith(b"+PONG\r\n"):
                     return
         except OSError:
             pass

@@ -21,6 +21,7 @@ import pytest
 import cronwave
 from cronwave import _suite_find, _suite_record
 from cronwave.cli.worker_cmd import joining_line
+from cronwave_core import redis_password
 from cronwave_core.settings import ProcessSettings
 from tests.harness.cli import cronwave_argv, free_port_base, user_env
 from tests.harness.processes import ProcessTable
@@ -171,8 +172,10 @@ def test_a_second_worker_joins_a_port_base_suite_through_its_data_dir_and_runs_i
     suffix = fresh("j").replace("-", "_")
     module, job, queue = f"joined_{suffix}", f"test.joined_{suffix}", f"joined_{suffix}"
     (code / f"{module}.py").write_text(JOB_MODULE.format(name=job, queue=queue))
-    # and the suite's record, which carries its Redis
+    # and the suite's record, which carries its Redis, and where its password is kept
     assert up_suite.record.extra["redis_url"] == f"redis://127.0.0.1:{up_suite.base + 5}/0"
+    password_file = up_suite.data_dir / redis_password.FILE
+    assert up_suite.record.extra["redis_password_file"] == str(password_file)
 
     # When `cronwave worker --data-dir D --jobs M` starts from another folder, with no
     # cronwave variable and another default data dir
@@ -210,13 +213,15 @@ def test_a_second_worker_joins_a_port_base_suite_through_its_data_dir_and_runs_i
             client.create_schedule(sid, cron="0 2 * * *", job_type=job, paused=True)
             run = client.wait_run(client.trigger(sid).run_id, timeout=timedelta(seconds=60))
 
-        # Then the run SUCCEEDED on the joining worker, which said what it joined
+        # Then the run SUCCEEDED on the joining worker, which said what it joined: the
+        # embedded Redis, with the password it read from the data dir (shown masked)
         assert run.state == "SUCCEEDED", (run.error, log_path.read_text())
         assert run.worker_id == "joined-worker"
         assert run.result == {"job": job}
-        redis = up_suite.record.extra["redis_url"]
+        redis = f"redis://:***@127.0.0.1:{up_suite.base + 5}/0"
         joined = f"joining the suite of {up_suite.data_dir} (pid {up_suite.record.pid})"
         assert f"{joined}: store 127.0.0.1:{up_suite.base}, redis {redis}" in log_path.read_text()
+        assert password_file.read_text().strip() not in log_path.read_text()
         stop()
         assert worker.returncode == 0, log_path.read_text()
     finally:
@@ -237,6 +242,36 @@ def test_what_a_joining_worker_prints_masks_the_redis_password(tmp_path: Path) -
     assert "hunter22" not in line
     assert "redis redis://:***@127.0.0.1:7505/0" in line
     assert "store 127.0.0.1:7501" in line
+
+
+def test_a_joining_worker_takes_the_embedded_redis_password_from_its_file(
+    tmp_path: Path,
+) -> None:
+    # Given a suite record naming the file that keeps its embedded Redis's password
+    password_file = redis_password.keep(tmp_path, "s3cret-pw")
+    record = _suite_record.started(
+        tmp_path,
+        {"store": "127.0.0.1:7501"},
+        tls_dir=str(tmp_path / "tls"),
+        redis_url="redis://127.0.0.1:7505/0",
+        redis_password_file=str(password_file),
+    )
+    found = _suite_find.Found(tmp_path, record)
+
+    # Then a worker joining it reaches that Redis with the password of the file
+    assert found.redis_password_error() is None
+    assert found.under({})["CRONWAVE_REDIS_URL"] == "redis://:s3cret-pw@127.0.0.1:7505/0"
+    assert "s3cret-pw" not in (tmp_path / _suite_record.FILE).read_text()
+
+    # When the file cannot be read
+    password_file.unlink()
+
+    # Then it is told which file, and what to do instead
+    error = found.redis_password_error()
+    assert error is not None
+    assert str(password_file) in error
+    assert "set CRONWAVE_REDIS_URL" in error
+    assert found.under({})["CRONWAVE_REDIS_URL"] == "redis://127.0.0.1:7505/0"
 
 
 def test_the_default_data_dir_is_per_user_whatever_the_folder(tmp_path: Path) -> None:

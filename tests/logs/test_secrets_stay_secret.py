@@ -1,13 +1,16 @@
 """A password in the Redis URL or the database URL, and an API key a caller sends,
 never reach a log, a span file, an error or ``cronwave up``'s output: a real
 ``cronwave up`` runs schedules with planted secrets, then every file it wrote is
-searched for them."""
+searched for them. The embedded Redis of a ``cronwave up`` takes a password of its
+own, which only its file in the data dir holds."""
 
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import signal
+import stat
 import subprocess
 import uuid
 from collections.abc import Iterator
@@ -180,3 +183,107 @@ def test_planted_passwords_and_keys_appear_nowhere(
         if planted.encode() in path.read_bytes()
     ]
     assert not leaks, f"the planted secret is in {leaks}"
+
+
+def command_lines() -> list[bytes]:
+    """The command line of every process this user can see."""
+    lines = []
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit():
+            try:
+                lines.append((proc / "cmdline").read_bytes())
+            except OSError:  # gone meanwhile, or not ours to read
+                continue
+    return lines
+
+
+def refused_by_redis(url: str) -> bool:
+    """Whether the Redis at ``url`` refuses to answer its client for want of a password."""
+    client = redis.Redis.from_url(url, socket_timeout=5)
+    try:
+        client.set("cronwave:probe", "1")
+    except redis.AuthenticationError:
+        return True
+    except redis.ResponseError as exc:  # NOAUTH, as an older client reads it
+        return "NOAUTH" in str(exc) or "WRONGPASS" in str(exc)
+    finally:
+        client.close()
+    return False
+
+
+def test_the_embedded_redis_answers_only_the_suites_own_password(tmp_path: Path) -> None:
+    # Given `cronwave up` with its embedded Redis (no CRONWAVE_REDIS_URL)
+    data_dir = tmp_path / "up"
+    base = free_port_base()
+    env = user_env()
+    env |= {
+        "CRONWAVE_TLS_DIR": os.environ["CRONWAVE_TLS_DIR"],  # the tests' CA
+        "CRONWAVE_NAMESPACE": f"cws{uuid.uuid4().hex[:8]}",
+    }
+    output = tmp_path / "up.out"
+    table = ProcessTable("cronwave up")
+    with output.open("wb") as out:
+        up = subprocess.Popen(
+            [*cronwave_argv(), "up", "--data-dir", str(data_dir), "--port-base", str(base)],
+            stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True,
+        )  # fmt: skip
+    table.track(up)
+
+    def stop_up() -> None:
+        if up.poll() is None:
+            up.send_signal(signal.SIGTERM)
+            up.wait(timeout=60)
+
+    password_file = data_dir / "redis.password"
+    url = f"redis://127.0.0.1:{base + 5}/0"
+    try:
+        eventually(
+            lambda: "cronwave is up" in output.read_text(errors="replace"),
+            timeout=120,
+            what="cronwave up started",
+        )
+        password = password_file.read_text().strip()
+
+        # Then the password it made is kept readable by its owner only
+        assert len(password) >= 32
+        assert stat.S_IMODE(password_file.stat().st_mode) == 0o600
+        # and its Redis refuses a client without it, or with another one
+        assert refused_by_redis(url)
+        assert refused_by_redis(f"redis://:not-{password}@127.0.0.1:{base + 5}/0")
+        with redis.Redis.from_url(f"redis://:{password}@127.0.0.1:{base + 5}/0") as client:
+            assert client.ping()
+        # and no process's command line shows it
+        assert not [line for line in command_lines() if password.encode() in line]
+
+        # When a job runs through the suite (dispatcher, queue, worker, store)
+        addresses = {
+            "store_addr": f"127.0.0.1:{base}",
+            "leader_addr": f"127.0.0.1:{base + 1}",
+            "dispatcher_addr": f"127.0.0.1:{base + 2}",
+            "planner_addr": f"127.0.0.1:{base + 3}",
+        }
+        sid = f"noop-{uuid.uuid4().hex[:6]}"
+        with Client(**addresses, timeout=timedelta(seconds=10)) as client:
+            client.create_schedule(sid, cron="0 2 * * *", job_type="cronwave.noop", paused=True)
+            run = client.wait_run(client.trigger(sid).run_id, timeout=timedelta(seconds=60))
+
+        # Then it succeeded: every client of the suite has the password
+        assert run.state == "SUCCEEDED", run.error
+        record = json.loads((data_dir / "suite.json").read_text())
+    finally:
+        table.close([stop_up])
+
+    # and suite.json names the file, not the password
+    assert record["redis_url"] == url
+    assert record["redis_password_file"] == str(password_file)
+    # and no file of the suite but its own, and not `up`'s output, holds the password
+    assert up.returncode == 0, output.read_text(errors="replace")[-3000:]
+    assert "redis://:***@127.0.0.1" in output.read_text(errors="replace")  # shown, masked
+    searched = [output, *files_under(data_dir)]
+    assert any(path.suffix == ".log" for path in searched)
+    leaks = [
+        str(path.relative_to(tmp_path))
+        for path in searched
+        if path != password_file and password.encode() in path.read_bytes()
+    ]
+    assert not leaks, f"the embedded Redis's password is in {leaks}"

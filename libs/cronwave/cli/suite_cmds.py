@@ -17,7 +17,7 @@ from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 import typer
 from rich.table import Table
@@ -35,6 +35,7 @@ from cronwave.cli._console import (
 )
 from cronwave.cli._jobs_option import HELP, with_job_modules
 from cronwave_core.errors import ConfigurationError, FailedPrecondition
+from cronwave_core.redis_password import without_password
 
 if TYPE_CHECKING:
     from cronwave_core.suite import Suite, SuiteConfig
@@ -280,15 +281,13 @@ def _joining(suite: Suite) -> dict[str, Any]:
     extra: dict[str, Any] = (
         {"insecure": True} if suite.config.insecure else {"tls_dir": str(suite.tls_dir)}
     )
-    # Without its password: suite.json is no place for a secret. A worker joining a
-    # suite whose Redis has one is given it (CRONWAVE_REDIS_URL); it is told so.
-    parts = urlsplit(suite.redis_url)
-    if parts.password is None:
-        extra["redis_url"] = suite.redis_url
-    else:
-        host = parts.netloc.rpartition("@")[2]
-        netloc = f"{parts.username}@{host}" if parts.username else host
-        extra["redis_url"] = urlunsplit(parts._replace(netloc=netloc))
+    # Without its password: suite.json is no place for a secret. A worker joining the
+    # suite reads the embedded Redis's password from its file (mode 0600); one joining a
+    # suite whose given Redis has one is given it (CRONWAVE_REDIS_URL), and told so.
+    extra["redis_url"] = without_password(suite.redis_url)
+    if suite.redis_password_file is not None:
+        extra["redis_password_file"] = str(suite.redis_password_file)
+    elif urlsplit(suite.redis_url).password is not None:
         extra["redis_password"] = True
     namespace = suite.config.env.get("CRONWAVE_NAMESPACE")
     if namespace:

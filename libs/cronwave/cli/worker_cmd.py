@@ -79,13 +79,10 @@ def worker(
         env.setdefault("CRONWAVE_TLS_IDENTITY", "worker")
         found = _suite_find.find(env, data_dir or chosen_data_dir(), _suite_find.WORKER)
         if found is not None:
-            redis_var = _suite_find.variable("redis")
-            if found.record.extra.get("redis_password") and not env.get(redis_var):
-                raise ConfigurationError(
-                    f"{redis_var}: the suite of {found.data_dir} uses a Redis with a "
-                    "password, which its suite.json does not keep; set "
-                    f"{redis_var} to that Redis's URL, password included"
-                )
+            # The Redis password: its variable's, else the embedded Redis's from its file.
+            unknown = found.redis_password_error()
+            if unknown is not None and not env.get(_suite_find.variable("redis")):
+                raise ConfigurationError(unknown)
             # The suite's settings under those given; not its own worker's status port.
             env = found.under(env, leave=[WORKER_ADDR_VAR])
         check_env(env)  # a malformed variable stops here, named
