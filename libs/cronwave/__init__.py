@@ -30,6 +30,7 @@ from cronwave._job import JobType, job
 from cronwave._job_context import JobContext
 from cronwave._job_errors import AttemptSuperseded, NonRetryable, WorkerStopping
 from cronwave._retry import NO_RETRY, RetryPolicy
+from cronwave_core.domain.progress import Progress
 from cronwave_core.errors import (
     AlreadyExists,
     ConfigurationError,
@@ -127,6 +128,7 @@ __all__ = [
     "PermissionDenied",
     "PlannerStatus",
     "Policy",
+    "Progress",
     "RetryPolicy",
     "Run",
     "RunEvent",

@@ -6,10 +6,11 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from cronwave._checkpoint import Checkpoint, Report
+from cronwave_core.domain.progress import Progress
 from cronwave_core.errors import InvalidArgument
 
 #: The record attributes every line of ``JobContext.logger`` carries.
@@ -17,6 +18,10 @@ LOG_FIELDS = ("run_id", "schedule_id", "trace_id", "job_type")
 
 
 def _no_heartbeat(_checkpoint: dict[str, Any] | None) -> None:
+    return None
+
+
+def _no_progress(_progress: Progress) -> None:
     return None
 
 
@@ -49,9 +54,11 @@ class JobContext:
     the job should stop at its next safe point; past the cancel's grace the worker
     stops it. ``logger`` writes lines bound to the run (see ``RunLogger``).
 
-    The worker builds the context; ``on_heartbeat`` and ``is_cancelled`` are its
-    hooks (the defaults do nothing and say "not cancelled", for a job called in a
-    test of its own).
+    ``progress(done, total, unit)`` says how far the run got, for people watching it.
+
+    The worker builds the context; ``on_heartbeat``, ``on_progress`` and
+    ``is_cancelled`` are its hooks (the defaults do nothing and say "not cancelled",
+    for a job called in a test of its own).
     """
 
     run_id: str
@@ -64,6 +71,7 @@ class JobContext:
     trace_id: str = ""
     on_heartbeat: Report = _no_heartbeat
     is_cancelled: Callable[[], bool] = _never_cancelled
+    on_progress: Callable[[Progress], None] = _no_progress
     logger: RunLogger = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -97,3 +105,16 @@ class JobContext:
             self.checkpoint.save(checkpoint)
         else:
             self.on_heartbeat(None)
+
+    def progress(self, done: int, total: int | None = None, unit: str = "") -> None:
+        """Say how far the run got: ``done`` of ``total`` ``unit`` (``total`` None when
+        it is not known), e.g. ``ctx.progress(5_000, 100_000, "customers charged")``.
+        The console's run page shows it as a bar and ``Run.progress`` reads it back.
+
+        The worker sends the newest report with the attempt's next heartbeat, within
+        about a second, so a job may report as often as is convenient (after every
+        item): only the last report of each second reaches the store. It never waits
+        for the store and raises only ``InvalidArgument`` (a negative or fractional
+        count, a unit over 64 characters). A retry keeps the last report until its
+        body reports again; unlike the checkpoint, nothing resumes from it."""
+        self.on_progress(Progress(done, total, unit, datetime.now(UTC)))

@@ -16,6 +16,7 @@ from google.protobuf.timestamp_pb2 import Timestamp
 
 from cronwave import _enums
 from cronwave_core.domain.deadlines import Notifier, NotifyFormat
+from cronwave_core.domain.progress import Progress
 from cronwave_core.domain.spec import Catchup, DstGap, DstRepeat, Interval, Overlap, Policy, Spec
 
 _DEFAULT_POLICY = Policy()
@@ -185,6 +186,8 @@ class Run:
     #: Set while a cancel waits for the running body to stop: when it is stopped.
     cancel_deadline: datetime | None = None
     cancel_reason: str = ""
+    #: How far the job body said it got (``JobContext.progress``); None until it said.
+    progress: Progress | None = None
 
     @property
     def terminal(self) -> bool:
@@ -250,6 +253,7 @@ class Run:
             claimed_at=_opt_dt(msg, "claimed_at"),
             cancel_deadline=_opt_dt(msg, "cancel_deadline"),
             cancel_reason=msg.cancel_reason,
+            progress=Progress.from_proto(msg.progress) if msg.HasField("progress") else None,
         )
 
 

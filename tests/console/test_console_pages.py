@@ -235,3 +235,36 @@ def test_a_schedules_calendar_marks_its_dst_days_with_the_policy_applied(
     expect(marked).to_contain_text(f"{spring_day} 02:30:00 (no such time)")
     expect(marked).to_contain_text("will be missed")
     expect(marked).to_contain_text("spring forward, dst_gap=skip")
+
+
+def test_a_running_jobs_own_progress_rises_on_its_page(
+    suite: Suite, client: Client, page: Page
+) -> None:
+    # Given a run of a job that reports its progress (cronwave.sleep: seconds slept)
+    schedule_id = fresh("console-progress")
+    client.create_schedule(
+        schedule_id, cron="0 2 * * *", job_type="cronwave.sleep", payload={"seconds": 30}
+    )
+    run = client.trigger(schedule_id)
+    try:
+        # When a person watches its page
+        page.goto(f"{suite.console_url}runs/{run.run_id}")
+
+        # Then it shows the job's own count and total, with their unit and a bar
+        expect(page.locator("#progress-unit")).to_have_text("seconds slept")
+        expect(page.locator("#progress-total")).to_have_text("30")
+        expect(page.locator("#progress progress")).to_have_attribute("max", "30")
+        first = int(page.locator("#progress-done").inner_text())
+        # and the count rises as the page refreshes itself
+        eventually(
+            lambda: int(page.locator("#progress-done").inner_text()) > first,
+            timeout=20,
+            interval=0.2,
+            what="more seconds slept",
+        )
+        # and the SDK reads the same progress back
+        reported = client.get_run(run.run_id).progress
+        assert reported is not None and reported.unit == "seconds slept"
+        assert reported.total == 30 and reported.at is not None
+    finally:
+        client.cancel_run(run.run_id, grace=timedelta(0))

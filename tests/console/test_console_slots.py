@@ -110,11 +110,11 @@ def test_a_running_billing_runs_charged_count_rises_on_its_page(billing: Suite, 
 
             def charging() -> int:
                 expect(page.locator("#progress")).to_contain_text("customers charged")
-                return int(done.inner_text())
+                return int(done.inner_text().replace(",", ""))
 
             # Then the count of customers charged so far rises as the page refreshes itself
             first = eventually(charging, timeout=60, interval=0.1, what="charges begun")
-            total = int(page.locator("#progress-total").inner_text())
+            total = int(page.locator("#progress-total").inner_text().replace(",", ""))
             assert 0 < first < total
             eventually(lambda: charging() > first, timeout=60, interval=0.1, what="more charged")
         finally:

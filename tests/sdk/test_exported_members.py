@@ -39,6 +39,7 @@ EXPORTED = [
     "PermissionDenied",
     "PlannerStatus",
     "Policy",
+    "Progress",
     "RetryPolicy",
     "Run",
     "RunEvent",

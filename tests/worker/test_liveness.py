@@ -1,7 +1,7 @@
 """A worker's liveness: one Heartbeats call per tick carries every attempt it holds;
 each attempt gets its own item's answer (a refusal supersedes it alone, a cancel sets
-its signal); checkpoints and the body's start ride along without anyone waiting, and
-an attempt's end waits only for its own last checkpoint.
+its signal); checkpoints, progress and the body's start ride along without anyone
+waiting, and an attempt's end waits only for its own last checkpoint and progress.
 
 The store's side here is a recording function answering as the store would (the real
 store's ``Heartbeats`` is tested in tests/workflow_store/test_heartbeats.py)."""
@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 import grpc
 from cronwave_proto.v1 import common_pb2
 from cronwave_proto.v1 import workflow_store_service_pb2 as store_pb
 
+from cronwave_core.domain.progress import Progress
 from tests.helpers import eventually
 from worker.cancellation import CancelSignal
 from worker.liveness import Liveness
@@ -23,6 +24,7 @@ from worker.supervisor import BeatResult
 
 TOKEN = "0" * 32
 TICK = timedelta(milliseconds=50)
+AT = datetime(2030, 1, 1, 2, 0, 5, tzinfo=UTC)
 
 
 class FakeStore:
@@ -168,5 +170,29 @@ def test_an_attempts_end_waits_for_its_last_checkpoint_through_a_store_restart()
         assert store.items("run-1")[-1].checkpoint_json == '{"step": 7}'
         assert not store.down
         assert len(liveness) == 0
+
+    with_liveness(test)
+
+
+def test_the_newest_progress_rides_along_once_and_an_end_sends_the_last() -> None:
+    def test(store: FakeStore, liveness: Liveness) -> None:
+        # Given an attempt beating rarely (its interval is long)
+        lease = liveness.hold("run-1", TOKEN, timedelta(seconds=30), CancelSignal())
+        # When its body reports its progress three times, without waiting for the store
+        for done in (10, 20, 30):
+            lease.report_progress(Progress(done, 100, "customers charged", AT))
+        # Then within the checkpoint flush one call carries the newest, whole
+        items = eventually(lambda: store.items("run-1"), timeout=5, what="the flush")
+        assert len(items) == 1
+        sent = Progress.from_proto(items[0].progress)
+        assert sent == Progress(30, 100, "customers charged", AT)
+        # ... a call with nothing new carries none again
+        lease.beat('{"step": 1}')
+        assert lease.flush() is BeatResult.OK
+        assert not store.items("run-1")[-1].HasField("progress")
+        # ... and the attempt's end sends the last one before it returns
+        lease.report_progress(Progress(100, 100, "customers charged", AT))
+        lease.drop()
+        assert store.items("run-1")[-1].progress.done == 100
 
     with_liveness(test)

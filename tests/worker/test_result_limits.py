@@ -39,6 +39,7 @@ def _context(reported: list[object]):
         job_type="job",
         on_heartbeat=reported.append,
         is_cancelled=lambda: False,
+        on_progress=reported.append,
     )
 
 

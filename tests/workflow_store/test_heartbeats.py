@@ -12,6 +12,7 @@ from cronwave_proto.v1 import common_pb2 as pb
 from cronwave_proto.v1 import workflow_store_service_pb2 as api
 
 from cronwave_core.convert import td_to_duration
+from cronwave_core.domain.progress import Progress
 from cronwave_core.status import status_code
 from tests.harness.store import claimed_run, rpc_error
 from tests.helpers import complete_one, get_one
@@ -118,3 +119,32 @@ def test_a_malformed_item_is_refused_naming_it_and_nothing_is_renewed(stub):
     assert error.code() is grpc.StatusCode.INVALID_ARGUMENT
     assert error.details().startswith("beats[1].attempt_token:")
     assert get_one(stub, run.run_id).heartbeat_at == before
+
+
+def test_a_beats_progress_is_kept_on_the_run_and_a_malformed_one_named(stub):
+    # Given a running attempt
+    run, token = claimed_run(stub)
+    at = datetime(2030, 1, 1, 2, 0, 7, tzinfo=UTC)
+
+    # When its heartbeat carries the body's progress, then another beat carries none
+    beat = api.HeartbeatRequest(run_id=run.run_id, attempt_token=token)
+    beat.progress.CopyFrom(Progress(1_250, 60_000, "customers charged", at).to_proto())
+    stub.Heartbeats(api.HeartbeatsRequest(beats=[beat]))
+    bare = api.HeartbeatRequest(run_id=run.run_id, attempt_token=token)
+    stub.Heartbeats(api.HeartbeatsRequest(beats=[bare]))
+
+    # Then the run reads it back as it was reported, in every read of it
+    assert Progress.from_proto(get_one(stub, run.run_id).progress) == Progress(
+        1_250, 60_000, "customers charged", at
+    )
+    listed = stub.ListRuns(api.ListRunsRequest(schedule_id=run.schedule_id)).runs
+    assert listed[0].progress.done == 1_250
+    recent = stub.ListRecentRuns(
+        api.ListRecentRunsRequest(schedule_ids=[run.schedule_id], per_schedule=1)
+    ).runs
+    assert recent[0].progress.unit == "customers charged"
+    # ... and a progress whose unit is too long is refused, naming the field
+    beat.progress.unit = "x" * 65
+    error = rpc_error(stub.Heartbeats, api.HeartbeatsRequest(beats=[beat]))
+    assert error.code() is grpc.StatusCode.INVALID_ARGUMENT
+    assert "progress.unit" in (error.details() or "")

@@ -70,7 +70,14 @@ class _Attempt:
         self.invoices_created = 0
 
     def checkpoint(self, progress: Progress) -> Progress:
+        """Save where the attempt is, and tell people watching the run how far it got:
+        customers invoiced, then customers charged (one invoice per customer)."""
         self.ctx.checkpoint.save(progress.to_checkpoint())
+        if progress.phase == INVOICES:
+            done = min(progress.last_customer_id, progress.customers)
+            self.ctx.progress(done, progress.customers, "customers invoiced")
+        else:
+            self.ctx.progress(progress.charged, progress.invoices, "customers charged")
         return progress
 
     def run(self) -> Mapping[str, Any]:

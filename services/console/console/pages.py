@@ -12,7 +12,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from console import calendar_view
-from console.progress import progress_of
+from console.progress import checkpoint_fields
 from console.slots import Slot, by_slot, classify, deadline_reason, last_slot, strip
 from console.traces import CACHE_HITS, TRIGGERS, Scenario
 from cronwave import Run, RunEvent, Schedule
@@ -142,7 +142,8 @@ def _run_context(console: Console, request: Request) -> dict[str, Any] | None:
         "slot": classify(run, console.late_after),
         "events": events,
         "attempts": attempts_of(events),
-        "progress": progress_of(run.checkpoint_json),
+        "progress": run.progress,
+        "checkpoint": checkpoint_fields(run.checkpoint_json),
     }
 
 

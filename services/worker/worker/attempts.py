@@ -39,8 +39,8 @@ def _missing(what: str, middleware: str) -> ConfigurationError:
 
 class Attempts:
     """Runs the body of a delivery's claimed run; what it ran under comes from the
-    delivery (``beat``, ``report_start``, ``cancel``, ``heartbeat_interval``:
-    Heartbeat; ``duration_limit``, ``kill_grace``: TimeLimit)."""
+    delivery (``beat``, ``report_start``, ``report_progress``, ``cancel``,
+    ``heartbeat_interval``: Heartbeat; ``duration_limit``, ``kill_grace``: TimeLimit)."""
 
     def __init__(
         self,
@@ -55,7 +55,8 @@ class Attempts:
         if job_type is None:
             raise _missing("job type", "DeadLettering")
         beat, interval = delivery.beat, delivery.heartbeat_interval
-        if beat is None or interval is None:
+        progress = delivery.report_progress
+        if beat is None or interval is None or progress is None:
             raise _missing("heartbeat", "Heartbeat")
         limit = delivery.duration_limit
         if limit is None:
@@ -86,6 +87,7 @@ class Attempts:
                 kill_grace=delivery.kill_grace or timedelta(0),
                 run_id=run.run_id,
                 report_start=delivery.report_start,
+                report_progress=progress,
                 cancel=delivery.cancel,
             )
             stop.attach(in_process)
@@ -109,6 +111,7 @@ class Attempts:
             job_type=run.job_type,
             on_heartbeat=supervisor.on_heartbeat,
             is_cancelled=supervisor.cancel.is_set,
+            on_progress=progress,
         )
         stop.attach(supervisor)
         return supervisor.run(job_type.fn, ctx, fire_time)

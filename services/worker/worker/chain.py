@@ -48,6 +48,7 @@ from opentelemetry.trace import INVALID_SPAN, Span
 
 from cronwave import JobType
 from cronwave_core.convert import ts_to_dt
+from cronwave_core.domain.progress import Progress
 from cronwave_core.queueing import RunMessage
 from worker.cancellation import CancelSignal
 from worker.draining import AttemptStop
@@ -108,6 +109,8 @@ class Delivery:
     beat: Callable[[str], BeatResult] | None = None
     #: Tells the store when the body began (ns since the epoch), while it runs.
     report_start: Callable[[int], BeatResult] | None = None
+    #: Hands the body's progress (``JobContext.progress``) to the next heartbeat.
+    report_progress: Callable[[Progress], None] | None = None
     #: Set when the store asks for the run's cancel; read by the body's supervisor.
     cancel: CancelSignal | None = None
     #: The attempt's place in the worker's heartbeats (``worker.liveness``).

@@ -18,9 +18,10 @@ A cancel (``cancel``, set by a beat's answer) reaches the body as SIGUSR2: its
 ``ctx.cancelled`` becomes True. A body still running when the cancel's grace has
 passed is stopped like a timed-out one; the attempt is CANCELLED either way, and the
 process, once signalled, is not reused. The body's start (the process's ``started``
-line) and its checkpoints are handed to ``report_start`` and ``beat`` as they come;
-neither waits for the store (``worker.liveness`` sends them with the worker's next
-heartbeat call), so a job process goes back to the pool the moment its body ends.
+line), its checkpoints and its progress are handed to ``report_start``, ``beat`` and
+``report_progress`` as they come; none waits for the store (``worker.liveness`` sends
+them with the worker's next heartbeat call), so a job process goes back to the pool the
+moment its body ends.
 
 No gRPC here: the store is reached through the ``beat`` callable.
 """
@@ -38,8 +39,11 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from cronwave_core.domain.instants import epoch_ns
+from cronwave_core.domain.progress import Progress
+from cronwave_core.errors import InvalidArgument
 from worker.cancellation import CANCELLED, CancelSignal
 from worker.job_process import JobProcess, JobProcessDied, JobProcessPool
+from worker.run_context import progress_from_message
 from worker.supervisor import AttemptResult, BeatResult, Outcome
 
 log = logging.getLogger("cronwave.worker")
@@ -63,11 +67,13 @@ class ProcessSupervisor:
         run_id: str = "",
         monotonic: Callable[[], float] = time.monotonic,
         report_start: Callable[[int], BeatResult] | None = None,
+        report_progress: Callable[[Progress], None] | None = None,
         cancel: CancelSignal | None = None,
     ) -> None:
         self._pool = pool
         self._beat = beat
         self._report_start = report_start
+        self._report_progress = report_progress
         self.cancel = cancel or CancelSignal(monotonic)
         self._told_cancel = False  # SIGUSR2 sent
         self._started_ns = 0
@@ -184,6 +190,9 @@ class ProcessSupervisor:
                         if self._send(force=False) is BeatResult.SUPERSEDED:
                             return self._superseded(proc)
                     continue
+                if op == "progress":
+                    self._progress(message)
+                    continue
                 if op in ("done", "error"):
                     return self._finished(proc, message, sent_ns, fire_time)
                 if op == "released":
@@ -199,6 +208,15 @@ class ProcessSupervisor:
                 error=f"JobProcessDied: {exc}",
                 error_types=("JobProcessDied",),
             )
+
+    def _progress(self, message: Mapping[str, Any]) -> None:
+        """Hand the body's progress to the heartbeat (no call waits for it here)."""
+        if self._report_progress is None:
+            return
+        try:
+            self._report_progress(progress_from_message(message))
+        except InvalidArgument as exc:  # the job's own values are checked in the job
+            log.warning("run %s: job process sent a malformed progress: %s", self._run_id, exc)
 
     def _tell_cancel(self, proc: JobProcess) -> None:
         """Once a cancel is known: SIGUSR2, so the body's ``ctx.cancelled`` is True."""

@@ -27,13 +27,14 @@ from typing import IO, Any
 
 from cronwave import WorkerStopping
 from cronwave_core.domain.instants import wait_until_fire_time
+from cronwave_core.domain.progress import Progress
 from cronwave_core.limits import DEFAULT_LIMITS
 from cronwave_core.settings import TelemetrySettings, WorkerSettings
 from cronwave_core.telemetry.propagation import extracted_context
 from cronwave_core.telemetry.tracing import init_tracing
 from worker.jobs import Registry, default_registry
 from worker.log_format import configure_logging
-from worker.run_context import CheckpointData, job_context
+from worker.run_context import CheckpointData, job_context, progress_message
 from worker.supervisor import describe, error_types
 
 log = logging.getLogger("cronwave.job_runner")
@@ -113,6 +114,9 @@ def run_one(spec: Mapping[str, Any], registry: Registry, channel: Channel) -> No
             channel.send({"op": "beat", "checkpoint": checkpoint})
             _check_stop()  # after the beat: the checkpoint goes with the run
 
+        def on_progress(progress: Progress) -> None:
+            channel.send({"op": "progress", **progress_message(progress)})
+
         with extracted_context(dict(spec.get("trace") or {})):
             ctx = job_context(
                 run_id=str(spec["run_id"]),
@@ -127,6 +131,7 @@ def run_one(spec: Mapping[str, Any], registry: Registry, channel: Channel) -> No
                 job_type=job_type.name,
                 on_heartbeat=on_heartbeat,
                 is_cancelled=_is_cancelled,
+                on_progress=on_progress,
             )
             started_ns = wait_until_fire_time(fire_time, sleep=_wait_sleep)
             _check_stop()

@@ -8,8 +8,9 @@ decided. Each held attempt is a ``Lease`` here. One thread, the ticker, sends a 
 type's heartbeat interval or the cancel check, whichever is shorter) and puts every
 lease due within half an interval in the same call, so leases taken at different
 moments soon beat together: the store sees one call per tick, not one per run. A
-newer checkpoint or the body's start rides along with the next call (a checkpoint
-within ``checkpoint_flush``); nothing a supervising thread does waits for the store,
+newer checkpoint, the body's progress (``JobContext.progress``) or its start rides
+along with the next call (a checkpoint or progress within ``checkpoint_flush``; only
+the newest of each is sent); nothing a supervising thread does waits for the store,
 so a run waiting for a job process costs no call, and a job process is never held by
 one.
 
@@ -31,6 +32,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from datetime import timedelta
 
 import grpc
@@ -38,6 +40,7 @@ from cronwave_proto.v1 import workflow_store_service_pb2 as store_pb
 
 from cronwave_core.batching import DEFAULT_MAX_BATCH, results_of
 from cronwave_core.convert import duration_to_td
+from cronwave_core.domain.progress import Progress
 from worker.cancellation import CancelSignal
 from worker.store_port import NOT_OURS
 from worker.supervisor import BeatResult
@@ -76,6 +79,7 @@ class Lease:
         self.due = due  # next beat (monotonic seconds)
         self.flush_by = 0.0  # an unsent checkpoint must go by then; 0 = none
         self.checkpoint = ""  # newest unsent checkpoint JSON ("" = the store has it)
+        self.progress: Progress | None = None  # newest unsent progress (None: sent)
         self.version = 0  # counts changes (checkpoints, the start) to send
         self.delivered = 0  # the version the store has answered for
         self.started_ns = 0  # the body's start, once known
@@ -98,6 +102,11 @@ class Lease:
         else OK (a call that failed is the ticker's to retry and to log)."""
         return self._liveness._update(self, checkpoint_json, 0)
 
+    def report_progress(self, progress: Progress) -> None:
+        """The body's newest progress, sent with the next call (within
+        ``checkpoint_flush``); an older one not sent yet is replaced."""
+        self._liveness._progress(self, progress)
+
     def report_start(self, started_ns: int) -> BeatResult:
         """When the body began (ns since the epoch), sent with the next call; as
         ``beat``. Until the store has answered a call carrying it, the attempt's
@@ -114,7 +123,7 @@ class Lease:
         if self.dropped:
             return
         self.dropped = True
-        if self.checkpoint and not self.superseded:
+        if (self.checkpoint or self.progress) and not self.superseded:
             self.flush()
         self._liveness._drop(self)
 
@@ -168,13 +177,24 @@ class Liveness:
             if checkpoint_json:
                 lease.checkpoint = checkpoint_json
                 lease.version += 1
-                if not lease.flush_by:
-                    lease.flush_by = self._monotonic() + min(self._flush_s, lease.interval)
-                    self._cond.notify()
+                self._due_soon(lease)
             if started_ns and not lease.started_ns:
                 lease.started_ns = started_ns
                 lease.version += 1
             return BeatResult.SUPERSEDED if lease.superseded else BeatResult.OK
+
+    def _progress(self, lease: Lease, progress: Progress) -> None:
+        with self._cond:
+            lease.progress = progress
+            lease.version += 1
+            self._due_soon(lease)
+
+    def _due_soon(self, lease: Lease) -> None:
+        """The lease's unsent change goes within ``checkpoint_flush`` (or its interval,
+        if shorter). Called under the lock."""
+        if not lease.flush_by:
+            lease.flush_by = self._monotonic() + min(self._flush_s, lease.interval)
+            self._cond.notify()
 
     def _flush(self, lease: Lease, wait: timedelta) -> BeatResult:
         deadline = self._monotonic() + wait.total_seconds()
@@ -209,7 +229,7 @@ class Liveness:
                 batch = self._take(due, now)
             self._beat(batch)
 
-    def _take(self, due: list[Lease], now: float) -> list[tuple[Lease, int, str, int]]:
+    def _take(self, due: list[Lease], now: float) -> list[_Item]:
         """The leases of the next call and what each sends: every lease due, and those
         due within half an interval, so leases fall into step. Called under the lock."""
         chosen = {id(lease) for lease in due}
@@ -226,17 +246,22 @@ class Liveness:
             lease.flush_by = 0.0
             lease.urgent = False
             started = lease.started_ns if not lease.start_recorded else 0
-            batch.append((lease, lease.version, lease.checkpoint, started))
+            batch.append(_Item(lease, lease.version, lease.checkpoint, started, lease.progress))
         return batch
 
-    def _beat(self, batch: Sequence[tuple[Lease, int, str, int]]) -> None:
+    def _beat(self, batch: Sequence[_Item]) -> None:
         request = store_pb.HeartbeatsRequest()
-        for lease, _, checkpoint, started_ns in batch:
+        for item in batch:
+            lease = item.lease
             beat = request.beats.add(
-                run_id=lease.run_id, attempt_token=lease.attempt_token, checkpoint_json=checkpoint
+                run_id=lease.run_id,
+                attempt_token=lease.attempt_token,
+                checkpoint_json=item.checkpoint,
             )
-            if started_ns:
-                beat.body_started_at.FromNanoseconds(started_ns)
+            if item.started_ns:
+                beat.body_started_at.FromNanoseconds(item.started_ns)
+            if item.progress is not None:
+                beat.progress.CopyFrom(item.progress.to_proto())
         try:
             answers = results_of(self._send(request).results, "beat")
         except grpc.RpcError as exc:
@@ -251,22 +276,18 @@ class Liveness:
             answers = [exc] * len(batch)
         retry = self._monotonic() + RETRY_AFTER.total_seconds()
         with self._cond:
-            for (lease, version, checkpoint, started_ns), answer in zip(
-                batch, answers, strict=True
-            ):
-                self._answered(lease, version, checkpoint, started_ns, answer, retry)
+            for item, answer in zip(batch, answers, strict=True):
+                self._answered(item, answer, retry)
             self._cond.notify_all()
 
     def _answered(
-        self,
-        lease: Lease,
-        version: int,
-        checkpoint: str,
-        started_ns: int,
-        answer: store_pb.HeartbeatResponse | BaseException,
-        retry: float,
+        self, item: _Item, answer: store_pb.HeartbeatResponse | BaseException, retry: float
     ) -> None:
         """One lease's item answered. Called under the lock."""
+        lease, checkpoint, started_ns = item.lease, item.checkpoint, item.started_ns
+        unsent = (checkpoint and lease.checkpoint == checkpoint) or (
+            item.progress is not None and lease.progress is item.progress
+        )
         if isinstance(answer, BaseException):
             code = answer.code() if isinstance(answer, grpc.RpcError) else None
             if code in NOT_OURS:
@@ -277,13 +298,15 @@ class Liveness:
                 return
             lease.failed = True
             lease.due = min(lease.due, retry)
-            if checkpoint and lease.checkpoint == checkpoint:
+            if unsent:
                 lease.flush_by = lease.flush_by or retry
             return
         lease.failed = False
-        lease.delivered = max(lease.delivered, version)
+        lease.delivered = max(lease.delivered, item.version)
         if checkpoint and lease.checkpoint == checkpoint:
             lease.checkpoint = ""  # the store has the newest
+        if item.progress is not None and lease.progress is item.progress:
+            lease.progress = None
         if started_ns:
             lease.start_recorded = True
         if answer.cancel_requested:
@@ -292,6 +315,18 @@ class Liveness:
             lease.cancel.request(
                 duration_to_td(answer.cancel_grace, "cancel_grace"), answer.cancel_reason
             )
+
+
+@dataclass(frozen=True)
+class _Item:
+    """What one lease sends in a call: its change count then, its unsent checkpoint
+    ("" = none), its body's start (0 = known to the store) and its unsent progress."""
+
+    lease: Lease
+    version: int
+    checkpoint: str
+    started_ns: int
+    progress: Progress | None
 
 
 def _due(lease: Lease, now: float) -> bool:

@@ -12,6 +12,7 @@ from opentelemetry import trace
 
 from cronwave import Checkpoint, JobContext
 from cronwave._checkpoint import Report
+from cronwave_core.domain.progress import Progress
 
 #: A checkpoint as the worker passes it on: a JSON object.
 CheckpointData = dict[str, Any]
@@ -21,6 +22,24 @@ def current_trace_id() -> str:
     """The trace id of the current span, in hex, or "" outside a trace."""
     span_context = trace.get_current_span().get_span_context()
     return format(span_context.trace_id, "032x") if span_context.is_valid else ""
+
+
+def progress_message(progress: Progress) -> dict[str, Any]:
+    """``progress`` as a job process writes it to its worker (JSON)."""
+    at = progress.at.isoformat() if progress.at is not None else None
+    return {"done": progress.done, "total": progress.total, "unit": progress.unit, "at": at}
+
+
+def progress_from_message(message: Mapping[str, Any]) -> Progress:
+    """The progress a job process wrote (``progress_message``); ``InvalidArgument``
+    for one that is malformed."""
+    at = message.get("at")
+    return Progress(
+        message.get("done"),  # type: ignore[arg-type]  # Progress checks the types
+        message.get("total"),
+        message.get("unit") or "",
+        datetime.fromisoformat(at) if isinstance(at, str) else None,
+    )
 
 
 def job_context(
@@ -35,6 +54,7 @@ def job_context(
     job_type: str,
     on_heartbeat: Report,
     is_cancelled: Callable[[], bool],
+    on_progress: Callable[[Progress], None],
 ) -> JobContext:
     """The context of one attempt; call it inside the attempt's trace context. Its
     checkpoint refuses a save of more than ``checkpoint_bytes`` of JSON."""
@@ -49,4 +69,5 @@ def job_context(
         trace_id=current_trace_id(),
         on_heartbeat=on_heartbeat,
         is_cancelled=is_cancelled,
+        on_progress=on_progress,
     )

@@ -12,6 +12,7 @@ import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
 from cronwave_core.domain.cancel import CancelRequest
+from cronwave_core.domain.progress import Progress
 from cronwave_core.errors import (
     CronwaveError,
     FailedPrecondition,
@@ -186,6 +187,7 @@ class AttemptStore(AuditStore):
         timeouts: dict[str, timedelta] = {}
         alive: dict[str, tuple[str, str]] = {}
         saved: dict[str, tuple[str, str]] = {}
+        progressed: dict[str, tuple[str, str]] = {}
         events: list[dict[str, Any]] = []
         results: list[Beat | CronwaveError] = []
         for beat in beats:
@@ -208,6 +210,9 @@ class AttemptStore(AuditStore):
                 run["started_at"] = run["started_at"] or beat.body_started_at
                 detail = _body_started(beat.body_started_at, run["fire_time"])
                 events.append(_event_values(run, "started", detail, now))
+            if beat.progress is not None:
+                run.update(_progress_values(beat.progress, now))
+                progressed[beat.run_id] = (run["state"], run["attempt_token"])
             job_type = run["job_type"]
             if job_type not in timeouts:
                 timeouts[job_type] = self._heartbeat_timeout(s, job_type)
@@ -219,6 +224,7 @@ class AttemptStore(AuditStore):
                 results.append(Beat(deadline, left, run["cancel_reason"]))
         _update_runs(s, _BEAT_UPDATE, runs, alive, _BEAT_COLUMNS)
         _update_runs(s, _CHECKPOINT_UPDATE, runs, saved, _CHECKPOINT_COLUMNS)
+        _update_runs(s, _PROGRESS_UPDATE, runs, progressed, _PROGRESS_COLUMNS)
         _insert_events(s, events)
         return results
 
@@ -469,6 +475,19 @@ _BEAT_COLUMNS = ("heartbeat_at", "started_at")
 _BEAT_UPDATE = _update_of(_BEAT_COLUMNS)
 _CHECKPOINT_COLUMNS = ("checkpoint_json",)
 _CHECKPOINT_UPDATE = _update_of(_CHECKPOINT_COLUMNS)
+_PROGRESS_COLUMNS = ("progress_done", "progress_total", "progress_unit", "progress_at")
+_PROGRESS_UPDATE = _update_of(_PROGRESS_COLUMNS)
+
+
+def _progress_values(progress: Progress, now: datetime) -> dict[str, Any]:
+    """A beat's progress as the run's columns (``at``: when the body reported it, else
+    when the store heard of it)."""
+    return {
+        "progress_done": progress.done,
+        "progress_total": progress.total,
+        "progress_unit": progress.unit,
+        "progress_at": progress.at or now,
+    }
 # A heartbeat reads what it decides on, not the run's blobs (a batch of runs whose
 # payloads and checkpoints are at their limits would be megabytes).
 _LOCK_BEATS = (

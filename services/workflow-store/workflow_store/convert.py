@@ -18,6 +18,7 @@ from cronwave_proto.v1 import workflow_store_service_pb2 as api
 from cronwave_core.convert import dt_to_ts, duration_to_td, opt_ts, td_to_duration, ts_to_dt
 from cronwave_core.domain import calendar
 from cronwave_core.domain.catchup import check_coherent
+from cronwave_core.domain.progress import Progress
 from cronwave_core.domain.runs import RUN_STATES
 from cronwave_core.domain.spec import (
     Policy,
@@ -289,7 +290,18 @@ def beat_from_proto(msg: api.HeartbeatRequest) -> BeatRequest:
         attempt_token=attempt_token(msg.attempt_token),
         checkpoint_json=validate.checkpoint_json(msg.checkpoint_json),
         body_started_at=opt_ts(msg, "body_started_at"),
+        progress=_progress(msg),
     )
+
+
+def _progress(msg: api.HeartbeatRequest) -> Progress | None:
+    """A beat's progress, its fields named ``progress.<field>`` when malformed."""
+    if not msg.HasField("progress"):
+        return None
+    try:
+        return Progress.from_proto(msg.progress)
+    except InvalidArgument as exc:
+        raise InvalidArgument(f"progress.{exc.field}", exc.rule) from None
 
 
 def event_from_proto(msg: api.AppendRunEventRequest) -> EventRequest:
@@ -351,6 +363,7 @@ def run_to_proto(rec: RunRecord, *, blobs: bool = True) -> pb.Run:
         worker_id=rec.worker_id,
         trace_id=rec.trace_id,
         heartbeat_at=_opt(rec.heartbeat_at),
+        progress=rec.progress.to_proto() if rec.progress is not None else None,
     )
 
 

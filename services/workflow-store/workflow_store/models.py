@@ -177,6 +177,12 @@ class Run(Base):
     # worker stops it. Whatever the attempt reports then ends the run CANCELLED.
     cancel_deadline: Mapped[datetime | None]
     cancel_reason: Mapped[str] = mapped_column(sa.Text(), server_default=sa.text("''"), default="")
+    # How far the job body said it got (JobContext.progress): done of total (NULL: not
+    # known) unit, at; progress_done NULL until it said.
+    progress_done: Mapped[int | None]
+    progress_total: Mapped[int | None]
+    progress_unit: Mapped[str] = mapped_column(sa.Text(), server_default=sa.text("''"), default="")
+    progress_at: Mapped[datetime | None]
 
 
 class RunEvent(Base):

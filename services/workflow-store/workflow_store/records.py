@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from enum import StrEnum
 
+from cronwave_core.domain.progress import Progress
 from cronwave_core.domain.runs import RunState, Trigger
 from cronwave_core.domain.spec import Policy, Spec
 
@@ -123,6 +124,7 @@ class RunRecord:
     claimed_at: datetime | None = None
     cancel_deadline: datetime | None = None
     cancel_reason: str = ""
+    progress: Progress | None = None
 
 
 @dataclass(frozen=True)
@@ -184,13 +186,15 @@ class ClaimRequest:
 
 @dataclass(frozen=True)
 class BeatRequest:
-    """One Heartbeats item: the attempt is alive; ``checkpoint_json`` ("" = unchanged)
-    and ``body_started_at`` (when its body began, once known) ride along."""
+    """One Heartbeats item: the attempt is alive; ``checkpoint_json`` ("" = unchanged),
+    ``body_started_at`` (when its body began, once known) and ``progress`` (None =
+    unchanged) ride along."""
 
     run_id: str
     attempt_token: str
     checkpoint_json: str = ""
     body_started_at: datetime | None = None
+    progress: Progress | None = None
 
 
 @dataclass(frozen=True)

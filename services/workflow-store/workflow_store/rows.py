@@ -9,8 +9,10 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
+from cronwave_core.domain.progress import Progress
 from cronwave_core.domain.spec import Policy, Spec
 from cronwave_core.errors import (
+    InvalidArgument,
     RunNotFound,
     ScheduleNotFound,
 )
@@ -171,7 +173,23 @@ def _run(row: m.Run) -> RunRecord:
         claimed_at=row.claimed_at,
         cancel_deadline=row.cancel_deadline,
         cancel_reason=row.cancel_reason or "",
+        progress=progress_of(
+            row.progress_done, row.progress_total, row.progress_unit, row.progress_at
+        ),
     )
+
+
+def progress_of(
+    done: int | None, total: int | None, unit: str | None, at: datetime | None
+) -> Progress | None:
+    """A run's stored progress (None: its body never reported any). A stored value
+    this version cannot take (a row written by hand) is left out, never failing a read."""
+    if done is None:
+        return None
+    try:
+        return Progress(int(done), None if total is None else int(total), unit or "", at)
+    except InvalidArgument:
+        return None
 
 
 def _run_of(values: Mapping[Any, Any]) -> RunRecord:
@@ -202,6 +220,12 @@ def _run_of(values: Mapping[Any, Any]) -> RunRecord:
         claimed_at=values.get("claimed_at"),
         cancel_deadline=values.get("cancel_deadline"),
         cancel_reason=values.get("cancel_reason") or "",
+        progress=progress_of(
+            values.get("progress_done"),
+            values.get("progress_total"),
+            values.get("progress_unit"),
+            values.get("progress_at"),
+        ),
     )
 
 

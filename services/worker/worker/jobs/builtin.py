@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Mapping
 from datetime import timedelta
@@ -26,15 +27,23 @@ def noop(ctx: JobContext) -> Mapping[str, Any]:
 
 
 def sleep(ctx: JobContext) -> Mapping[str, Any]:
-    """Sleeps ``payload["seconds"]`` (a number, default 1) and reports it."""
+    """Sleeps ``payload["seconds"]`` (a number, default 1) and reports it; its
+    progress is the whole seconds slept so far."""
     seconds = ctx.payload.get("seconds", 1)
     if isinstance(seconds, bool) or not isinstance(seconds, int | float):
         raise InvalidArgument("payload.seconds", f"must be a number, got {seconds!r}")
     if not 0 <= seconds <= _MAX_SLEEP_SECONDS:
         raise InvalidArgument("payload.seconds", f"must be in [0, {_MAX_SLEEP_SECONDS}]")
-    deadline = time.monotonic() + float(seconds)
+    began = time.monotonic()
+    deadline = began + float(seconds)
+    total = math.ceil(seconds)
+    slept = -1
     while (left := deadline - time.monotonic()) > 0:
+        if (now := int(time.monotonic() - began)) != slept:
+            slept = now
+            ctx.progress(slept, total, "seconds slept")
         time.sleep(min(left, _SLICE_SECONDS))
+    ctx.progress(total, total, "seconds slept")
     return {"slept": seconds}
 
 

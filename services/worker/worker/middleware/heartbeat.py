@@ -1,6 +1,6 @@
 """Heartbeat: while an attempt is this worker's (waiting for a job process, at its fire
 gate, while its body runs), the worker's ``Liveness`` tells the store it is alive,
-with the body's newest checkpoint and, once, when the body began: one ``Heartbeats``
+with the body's newest checkpoint and progress and, once, when the body began: one ``Heartbeats``
 call per tick for every attempt the worker holds (``worker.liveness``), at least every
 job type's heartbeat interval, or every ``cancel_check`` when that is shorter.
 
@@ -51,6 +51,7 @@ class Heartbeat(RunMiddleware):
         delivery.phase.callback(lease.drop)  # the attempt's outcome is decided then
         delivery.beat = lease.beat
         delivery.report_start = lease.report_start
+        delivery.report_progress = lease.report_progress
 
     def close(self) -> None:
         self.liveness.close()
