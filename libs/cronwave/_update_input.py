@@ -15,6 +15,8 @@ from cronwave._spec_input import policy_of, spec_of
 from cronwave_core.domain.spec import Interval, Policy, Spec
 from cronwave_core.errors import InvalidArgument
 
+#: The field of the refusal of an update that names nothing to change.
+NOTHING_TO_UPDATE = "update_schedule"
 #: A keyword whose policy field has another name.
 _POLICY_PATHS = {"notify": "policy.notifiers", "notify_format": "policy.notifiers"}
 
@@ -103,6 +105,6 @@ def update_of(
         paths.append("payload_json")
     if not paths:
         raise InvalidArgument(
-            "update_schedule", "name at least one field to change, e.g. cron=... or payload=..."
+            NOTHING_TO_UPDATE, "name at least one field to change, e.g. cron=... or payload=..."
         )
     return msg, paths

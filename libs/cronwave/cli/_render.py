@@ -10,6 +10,7 @@ from rich.table import Table
 from rich.text import Text
 
 from cronwave._models import Lease, Run, RunEvent, Schedule
+from cronwave.cli._payload import payload_summary
 
 NONE = "-"
 
@@ -100,7 +101,7 @@ def schedule_fields(schedule: Schedule) -> Table:
         ("cron", ", ".join(schedule.cron) or NONE),
         ("time zone", schedule.time_zone),
         ("job type", schedule.job_type),
-        ("payload", schedule.payload_json or "{}"),
+        ("payload", _payload_field(schedule)),
         ("dst gap / repeat", f"{schedule.dst_gap} / {schedule.dst_repeat}"),
         ("overlap / catchup", f"{schedule.overlap} / {schedule.catchup}"),
     ]
@@ -124,6 +125,14 @@ def schedule_fields(schedule: Schedule) -> Table:
         ("revision", str(schedule.revision)),
     ]
     return _fields(f"Schedule {schedule.schedule_id}", rows)
+
+
+def _payload_field(schedule: Schedule) -> str:
+    """The payload, or for a long one its size and keys and where to see it whole."""
+    shown = payload_summary(schedule.payload_json)
+    if shown == (schedule.payload_json or "{}"):
+        return shown
+    return f"{shown} (whole: cronwave schedule show {schedule.schedule_id} -o json)"
 
 
 def schedules_table(schedules: Sequence[Schedule]) -> Table:
@@ -189,12 +198,28 @@ def run_fields(run: Run) -> Table:
     return _fields(f"Run {run.run_id}", rows)
 
 
+#: The most of a run's error a runs table shows (``cronwave runs show`` has all of it).
+REASON_SHOWN = 60
+
+
+def run_reason(run: Run) -> Text:
+    """Why a run ended as it did, in a line: a MISSED run's reason (``overlap_skip``,
+    ``paused``, ``dst_gap_skip``...), the first line of a failed one's error."""
+    if not run.error:
+        return Text(NONE if run.state == "MISSED" else "")
+    line = run.error.strip().splitlines()[0] if run.error.strip() else run.error
+    if len(line) > REASON_SHOWN:
+        line = line[: REASON_SHOWN - 3] + "..."
+    return Text(line, style=STATE_STYLE.get(run.state, ""))
+
+
 def runs_table(runs: Sequence[Run]) -> Table:
     table = Table(title=f"{len(runs)} run(s), newest first", title_justify="left")
     for name in ("run", "schedule", "fire time", "state", "trigger", "attempt"):
         table.add_column(name, no_wrap=True)
     table.add_column("lateness", justify="right")
     table.add_column("duration", justify="right")
+    table.add_column("reason", overflow="fold")
     for r in runs:
         table.add_row(
             Text(r.run_id),
@@ -205,6 +230,7 @@ def runs_table(runs: Sequence[Run]) -> Table:
             str(r.attempt),
             fmt_delta(r.lateness),
             fmt_delta(r.duration),
+            run_reason(r),
         )
     return table
 

@@ -52,22 +52,31 @@ def _changes(changes: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+#: The changes column is never squeezed below this (each change is one line of it).
+CHANGES_WIDTH = 48
+
+
 def audit_table(events: list[AuditEvent]) -> Table:
+    """One row per event: who (the actor, then the peer it called from), what (the RPC,
+    then the schedule and the run it touched) and the changes, one per line. The run
+    id and the actor are long, so they share columns with what is shorter, and the
+    changes keep room to be read."""
     table = Table(title=f"{len(events)} audit event(s), newest first", title_justify="left")
-    for column in ("id", "at (UTC)", "actor", "peer", "rpc", "schedule", "run"):
-        table.add_column(column, no_wrap=column != "peer")
-    table.add_column("changes", overflow="fold")
+    table.add_column("id", no_wrap=True)
+    table.add_column("at (UTC)", no_wrap=True)
+    table.add_column("who", overflow="fold", max_width=32)
+    table.add_column("what", no_wrap=True)
+    table.add_column("changes", overflow="fold", min_width=CHANGES_WIDTH, ratio=1)
     for e in events:
-        table.add_row(
-            str(e.id),
-            fmt_time(e.at),
-            Text(e.actor),
-            Text(e.peer),
-            Text(e.rpc),
-            Text(e.schedule_id),
-            Text(e.run_id),
-            Text(_changes(e.changes)),
-        )
+        who = Text(e.actor)
+        if e.peer:
+            who.append(f"\nfrom {e.peer}", style="dim")
+        what = Text(e.rpc)
+        if e.schedule_id:
+            what.append(f"\nschedule {e.schedule_id}")
+        if e.run_id:
+            what.append(f"\nrun {e.run_id}")
+        table.add_row(str(e.id), fmt_time(e.at), who, what, Text(_changes(e.changes)))
     return table
 
 

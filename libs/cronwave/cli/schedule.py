@@ -15,11 +15,13 @@ from rich.text import Text
 from cronwave._client import Client
 from cronwave._models import Schedule
 from cronwave._spec_input import policy_of, spec_of
-from cronwave._update_input import update_of
+from cronwave._update_input import NOTHING_TO_UPDATE, update_of
 from cronwave.cli import _json, _render
 from cronwave.cli import _schedule_args as args
 from cronwave.cli._console import connected, out, reported_errors
 from cronwave.cli._json import Output, OutputOption
+from cronwave.cli._payload import HELP as PAYLOAD_HELP
+from cronwave.cli._payload import parse_payload
 from cronwave.cli._schedule_options import (
     AtOption,
     CronOption,
@@ -52,19 +54,6 @@ app = typer.Typer(
 ScheduleId = Annotated[str, typer.Argument(help="The schedule's id, e.g. nightly-billing.")]
 _US = timedelta(microseconds=1)
 _SPEC = Spec()
-
-
-def parse_payload(text: str) -> dict[str, Any]:
-    """The ``--payload`` JSON object; ``InvalidArgument('payload', ...)`` otherwise."""
-    try:
-        value = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise InvalidArgument("payload", f"not valid JSON ({exc.msg} at char {exc.pos})") from exc
-    if not isinstance(value, dict):
-        raise InvalidArgument(
-            "payload", f"must be a JSON object such as '{{\"customers\": 200}}', got {text!r}"
-        )
-    return value
 
 
 def next_fires(client: Client, schedule: Schedule, count: int = 5) -> list[datetime] | str:
@@ -103,7 +92,7 @@ def create(
     phase: PhaseOption = [],  # noqa: B006
     at: AtOption = [],  # noqa: B006
     tz: TzOption = "UTC",
-    payload: Annotated[str, typer.Option("--payload", help="Job input as a JSON object.")] = "{}",
+    payload: Annotated[str, typer.Option("--payload", help=PAYLOAD_HELP)] = "{}",
     paused: Annotated[bool, typer.Option("--paused", help="Create it paused.")] = False,
     dst_gap: DstGapOption = None,
     dst_repeat: DstRepeatOption = None,
@@ -212,7 +201,7 @@ def update(
     ] = None,
     tz: Annotated[str | None, typer.Option("--tz", help="Another IANA zone.")] = None,
     payload: Annotated[
-        str | None, typer.Option("--payload", help="Replaces the job input (a JSON object).")
+        str | None, typer.Option("--payload", help=f"Replaces the job input. {PAYLOAD_HELP}")
     ] = None,
     dst_gap: DstGapOption = None,
     dst_repeat: DstRepeatOption = None,
@@ -252,7 +241,7 @@ def update(
         zone = tz
         if zone is None and (at or start or end):
             zone = client.get_schedule(schedule_id).time_zone
-        message, paths = update_of(
+        message, paths = _update_request(
             schedule_id,
             job_type=job_type,
             payload=parse_payload(payload) if payload is not None else None,
@@ -287,6 +276,21 @@ def update(
         else:
             out().print(f"unchanged: schedule {schedule.schedule_id!r} already had these values")
         show_schedule(client, schedule)
+
+
+def _update_request(schedule_id: str, **changes: Any) -> tuple[pb.Schedule, list[str]]:
+    """``update_of``'s request, its refusal of an update that names nothing said in
+    the CLI's words (its options), not the SDK's keywords."""
+    try:
+        return update_of(schedule_id, **changes)
+    except InvalidArgument as exc:
+        if exc.field != NOTHING_TO_UPDATE:
+            raise
+        raise InvalidArgument(
+            "cronwave schedule update",
+            "give at least one option to change, e.g. --cron '30 2 * * *' or --payload "
+            "@payload.json; `cronwave schedule update --help` lists them",
+        ) from None
 
 
 @app.command()
@@ -448,10 +452,14 @@ def resume(
 
 
 @app.command()
-def trigger(schedule_id: ScheduleId) -> None:
-    """Start a run now, outside the calendar; prints the new run."""
+def trigger(schedule_id: ScheduleId, output: OutputOption = Output.TABLE) -> None:
+    """Start a run now, outside the calendar; prints the new run (-o json: its fields
+    as `cronwave runs list -o json` gives them, run_id first)."""
     with connected() as client:
         run = client.trigger(schedule_id)
+        if output is Output.JSON:
+            _json.emit(_json.run(run))
+            return
         console = out()
         console.print(_render.run_fields(run))
         console.print(f"wait for it: cronwave runs wait {run.run_id}", soft_wrap=True)

@@ -1,6 +1,7 @@
-"""``cronwave status``: per schedule, whether its last slot ran on time and succeeded,
-and its deadline state; exit 3 while a deadline is breached (a health check). A slot is
-a SCHEDULED, CATCHUP or BACKFILL run: a manual trigger never answers for one."""
+"""``cronwave status``: per schedule, whether it is active or paused, whether its last
+slot ran on time and succeeded, and its deadline state; exit 3 while a deadline is
+breached (a health check). A slot is a SCHEDULED, CATCHUP or BACKFILL run: a manual
+trigger never answers for one."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from rich.text import Text
 from cronwave.cli import _json
 from cronwave.cli._console import connected, out
 from cronwave.cli._json import Output, OutputOption
-from cronwave.cli._render import NONE, fmt_delta, fmt_time
+from cronwave.cli._render import NONE, fmt_delta, fmt_time, schedule_status
 from cronwave.cli._status import ScheduleStatus, document, status_of
 
 app = typer.Typer()
@@ -32,8 +33,9 @@ def status(
     ] = None,
     output: OutputOption = Output.TABLE,
 ) -> None:
-    """Per schedule: its last slot (state, lateness, on time) and its deadline state;
-    a manual trigger is no slot (a schedule only ever run by hand has "no slot yet").
+    """Per schedule: active or paused, its last slot (state, lateness, on time) and its
+    deadline state; a manual trigger is no slot (a schedule only ever run by hand has
+    "no slot yet").
     Exits 3 while a deadline is breached (the newest breach of a schedule with no
     success since), 0 otherwise: a health check for cron or a probe."""
     with connected() as client:
@@ -59,7 +61,8 @@ def status(
 
 def _table(statuses: list[ScheduleStatus]) -> Table:
     table = Table(title=f"{len(statuses)} schedule(s)", title_justify="left")
-    for name in ("schedule", "last slot", "state", "lateness", "on time", "deadline", "breach"):
+    columns = ("schedule", "status", "last slot", "state", "lateness", "on time", "deadline")
+    for name in (*columns, "breach"):
         table.add_column(name, no_wrap=name in ("schedule", "last slot"))
     for s in statuses:
         run, breach = s.last_slot, s.breach
@@ -73,6 +76,7 @@ def _table(statuses: list[ScheduleStatus]) -> Table:
             )
         table.add_row(
             Text(s.schedule.schedule_id),
+            schedule_status(s.schedule),
             fmt_time(run.fire_time) if run else Text(s.no_slot, style="yellow"),
             run.state if run else NONE,
             fmt_delta(run.lateness) if run and run.lateness is not None else NONE,
