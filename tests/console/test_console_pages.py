@@ -9,9 +9,9 @@ import pytest
 from playwright.sync_api import Page, expect
 
 from console.calendar_view import dst_days
-from cronwave import Client
+from cronwave import Client, ScheduleNotFound, Unavailable
 from cronwave_core.domain.calendar import next_fire_time
-from cronwave_core.domain.spec import DstGap, Spec
+from cronwave_core.domain.spec import DstGap, Interval, Spec
 from cronwave_core.suite import Suite
 from tests.console.conftest import JAEGER_URL, Key, sign_in
 from tests.harness.clients import backfill_last_slot
@@ -268,3 +268,54 @@ def test_a_running_jobs_own_progress_rises_on_its_page(
         assert reported.total == 30 and reported.at is not None
     finally:
         client.cancel_run(run.run_id, grace=timedelta(0))
+
+
+def test_a_one_second_schedules_calendar_is_newest_first_in_one_utc_column_and_fits(
+    suite: Suite, client: Client, page: Page
+) -> None:
+    # Given a UTC schedule firing every second, with a hundred slots past (backfilled)
+    schedule_id = fresh("console-1s")
+    now = datetime.now(UTC).replace(microsecond=0)
+    client.create_schedule(
+        schedule_id,
+        intervals=[Interval(timedelta(seconds=1))],
+        job_type="cronwave.noop",
+        start_at=now - timedelta(minutes=3),
+    )
+    try:
+
+        def loaded() -> list[datetime]:
+            try:
+                return client.backfill(schedule_id, now - timedelta(seconds=110), now, dry_run=True)
+            except (ScheduleNotFound, Unavailable) as exc:  # the planner has not loaded it
+                raise AssertionError(str(exc)) from exc
+
+        eventually(loaded, what="the planner loaded the schedule")
+        client.backfill(schedule_id, now - timedelta(seconds=110), now, rate_per_second=100)
+        eventually(
+            lambda: len(client.list_runs(schedule_id, limit=200)) >= 100,
+            what="a hundred slots recorded",
+        )
+
+        # When a person opens its page
+        page.goto(f"{suite.console_url}schedules/{schedule_id}")
+
+        # Then its strip of past slots wraps inside the page: nothing runs off its side
+        expect(page.locator(".strip .slot")).to_have_count(100)
+        assert page.evaluate(
+            "document.documentElement.scrollWidth <= document.documentElement.clientWidth"
+        )
+        # and its calendar has one column of slot times (UTC is its zone)
+        expect(page.locator("#calendar thead th")).to_have_count(3)
+        expect(page.locator("#calendar thead")).to_contain_text("slot (UTC)")
+        # and lists the slots newest first: those to come, now, then those past
+        rows = page.locator("#calendar tbody tr")
+        classes = [rows.nth(i).get_attribute("class") for i in range(rows.count())]
+        assert classes.index("now") == 20, classes
+        assert set(classes[:20]) == {"upcoming"} and set(classes[21:]) == {"past"}
+        times = rows.evaluate_all("rows => rows.map(r => r.dataset.at).filter(Boolean)")
+        parsed = [datetime.fromisoformat(t) for t in times]
+        assert parsed == sorted(parsed, reverse=True)
+        assert len(parsed) == 120
+    finally:
+        client.delete_schedule(schedule_id, force=True)

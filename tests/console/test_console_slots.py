@@ -78,7 +78,9 @@ def test_slots_missed_while_the_planner_was_down_are_shown_missed_with_the_reaso
     expect(rows).to_have_count(3)
     expect(rows.first).to_contain_text("missed")
     expect(rows.first).to_contain_text(SKIPPED)
-    expect(rows.first).to_contain_text("2030-01-07 00:10:00Z")
+    # newest first
+    expect(rows.first).to_contain_text("2030-01-07 00:30:00Z")
+    expect(rows.last).to_contain_text("2030-01-07 00:10:00Z")
 
 
 BILLING = {"customers": 60_000, "charge_batch": 20, "invoice_batch": 5_000}

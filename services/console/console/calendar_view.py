@@ -23,6 +23,16 @@ from cronwave_core.domain.spec import Spec
 
 #: How far ahead the calendar looks for the zone's clock changes.
 DST_HORIZON = timedelta(days=400)
+#: The names of UTC itself in the zone database: a schedule in one of them has local
+#: times equal to its UTC ones, so its calendar has one column of slots.
+UTC_NAMES = frozenset(
+    {"UTC", "Etc/UTC", "UCT", "Etc/UCT", "Universal", "Etc/Universal", "Zulu", "Etc/Zulu"}
+)
+
+
+def is_utc(time_zone: str) -> bool:
+    """Whether ``time_zone`` is UTC under one of its names."""
+    return time_zone in UTC_NAMES
 
 
 @dataclass(frozen=True)

@@ -109,6 +109,7 @@ def schedule(console: Console, request: Request) -> Response:
         upcoming=[] if found.paused else calendar_view.upcoming(found.spec, now, 20),
         dst_days=dst_days,
         dst_policy={d.day: f"{d.change}, {d.policy}" for d in dst_days},
+        utc=calendar_view.is_utc(found.spec.time_zone),
         deadlines=[(b, deadline_reason(b)) for b in deadlines],
         audit=console.backend.audit(schedule_id),
         next_fire=_next_fire(found, now),
