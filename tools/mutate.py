@@ -300,6 +300,32 @@ MUTATIONS = (
             "test_on_behalf_of_from_no_relay_and_with_a_users_key_changes_nothing_in_the_audit",
         ),
     ),
+    Mutation(
+        "deadline-judges-manual-runs",
+        "the deadline sweep judges a manual run as a slot: a person's trigger that fails "
+        "is a breach, counted and posted",
+        (
+            Edit(
+                f"{STORE}/deadline_store.py",
+                "_PLANNED = (Trigger.SCHEDULED.value, Trigger.CATCHUP.value)",
+                "_PLANNED = (Trigger.SCHEDULED.value, Trigger.CATCHUP.value, Trigger.MANUAL.value)",
+            ),
+        ),
+        ("tests/deadlines/test_deadline_triggers.py",),
+    ),
+    Mutation(
+        "deadline-judges-backfill-runs",
+        "the deadline sweep judges a backfill's runs as planned slots",
+        (
+            Edit(
+                f"{STORE}/deadline_store.py",
+                "_PLANNED = (Trigger.SCHEDULED.value, Trigger.CATCHUP.value)",
+                "_PLANNED = (Trigger.SCHEDULED.value, Trigger.CATCHUP.value, "
+                "Trigger.BACKFILL.value)",
+            ),
+        ),
+        ("tests/deadlines/test_deadline_triggers.py",),
+    ),
 )
 
 
