@@ -319,3 +319,31 @@ def test_a_one_second_schedules_calendar_is_newest_first_in_one_utc_column_and_f
         assert len(parsed) == 120
     finally:
         client.delete_schedule(schedule_id, force=True)
+
+
+def test_the_audit_trail_reads_in_words_with_the_values_an_update_changed(
+    suite: Suite, client: Client, page: Page
+) -> None:
+    # Given a schedule created, then updated: its overlap policy and its payload
+    schedule_id = nightly(client)
+    client.update_schedule(schedule_id, overlap="allow_all", payload={"customers": 12})
+
+    # When a person opens its page
+    page.goto(f"{suite.console_url}schedules/{schedule_id}")
+
+    # Then the update says what it did and each value it changed, old and new, in words
+    update = page.locator('#audit tr.audit[data-rpc="UpdateSchedule"]')
+    expect(update.locator(".what")).to_have_text("updated")
+    expect(update.locator('.change[data-field="overlap"]')).to_have_text(
+        "overlap: skip → allow_all"
+    )
+    expect(update.locator('.change[data-field="payload"]')).to_have_text("payload: 2 → 17 bytes")
+    # and the creation the values it was given, as they are written, never "None →"
+    create = page.locator('#audit tr.audit[data-rpc="CreateSchedule"]')
+    expect(create.locator(".what")).to_have_text("created")
+    expect(create.locator('.change[data-field="overlap"]')).to_have_text("overlap: skip")
+    expect(create.locator('.change[data-field="time zone"]')).to_have_text(
+        "time zone: Europe/Berlin"
+    )
+    trail = page.locator("#audit").inner_text()
+    assert "None" not in trail and "POLICY_" not in trail and "spec." not in trail, trail

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from starlette.requests import Request
 from starlette.responses import Response
 
-from console import calendar_view
+from console import audit_words, calendar_view
 from console.progress import checkpoint_fields
 from console.slots import Slot, by_slot, classify, deadline_reason, last_slot, strip
 from console.traces import CACHE_HITS, TRIGGERS, Scenario
@@ -111,7 +111,10 @@ def schedule(console: Console, request: Request) -> Response:
         dst_policy={d.day: f"{d.change}, {d.policy}" for d in dst_days},
         utc=calendar_view.is_utc(found.spec.time_zone),
         deadlines=[(b, deadline_reason(b)) for b in deadlines],
-        audit=console.backend.audit(schedule_id),
+        audit=[
+            (e, audit_words.done(e.rpc, e.changes), audit_words.described(e.rpc, e.changes))
+            for e in console.backend.audit(schedule_id)
+        ],
         next_fire=_next_fire(found, now),
         now=now,
     )
