@@ -4,7 +4,8 @@ Spans come from the local span store, Jaeger JSON, OTLP JSON or a Jaeger query
 service (``load_spans``); they are grouped into runs and measured per hop and
 kind of time (``build_runs``); many runs make a waterfall of exact percentiles
 with tail attribution (``waterfall``, ``attribute_tail``), rendered for a
-terminal, as JSON or as a self-contained HTML page. ``waterfall_command`` and
+terminal, as JSON or as a self-contained HTML page; one run's own hops are rendered
+by ``render_run``. ``waterfall_command`` and
 ``trace_export_command`` are the CLI's entry points.
 
 The rules each step follows are stated in the docstrings of ``placement`` (run,
@@ -22,6 +23,7 @@ from cronwave_waterfall.otlp_json import export_otlp, read_otlp
 from cronwave_waterfall.percentiles import Stats, quantile
 from cronwave_waterfall.render_html import render_fragment, render_html
 from cronwave_waterfall.render_json import render_json
+from cronwave_waterfall.render_run import render_run
 from cronwave_waterfall.render_terminal import render_terminal
 from cronwave_waterfall.runs import Run, build_runs
 from cronwave_waterfall.selection import RunFilter, select_runs
@@ -50,6 +52,7 @@ __all__ = [
     "render_fragment",
     "render_html",
     "render_json",
+    "render_run",
     "render_terminal",
     "select_runs",
     "trace_export_command",

@@ -131,6 +131,10 @@ def test_a_triggered_run_shows_its_events_and_its_waterfall(
 
     eventually(drawn, timeout=30, interval=0.5, what="the run's waterfall")
     expect(page.locator(".waterfall")).to_contain_text("execute")
+    # the run's own hops, where each began and ended: no percentiles of one sample
+    expect(page.locator('.waterfall tr.hop[data-hop="execute"]')).to_have_count(1)
+    expect(page.locator(".waterfall")).not_to_contain_text("p99")
+    expect(page.locator(".waterfall")).not_to_contain_text("not enough")
 
     # And the waterfall across runs, for manual triggers, covers it
     page.goto(f"{suite.console_url}waterfall?trigger=manual&schedule_id={schedule_id}")

@@ -27,6 +27,7 @@ def test_exported_members():
         "render_fragment",
         "render_html",
         "render_json",
+        "render_run",
         "render_terminal",
         "select_runs",
         "trace_export_command",

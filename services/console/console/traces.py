@@ -19,7 +19,14 @@ from datetime import timedelta
 from pathlib import Path
 
 from cronwave_core.errors import CronwaveError
-from cronwave_waterfall import JaegerQuery, RunFilter, query_jaeger, render_fragment, waterfall
+from cronwave_waterfall import (
+    JaegerQuery,
+    RunFilter,
+    query_jaeger,
+    render_fragment,
+    render_run,
+    waterfall,
+)
 from cronwave_waterfall.local_store import read_local_store, span_files
 from cronwave_waterfall.runs import Run, build_runs, trigger_of
 
@@ -103,9 +110,10 @@ class SpanRuns:
         return render_fragment(chart), chart.runs
 
     def run_html(self, run_id: str) -> str | None:
-        """One run's waterfall (its hops and kinds, from its own spans), or ``None``
-        when no span of the run has been exported yet."""
+        """One run's waterfall (its own hops where they happened, by kind: no
+        percentiles of one sample), or ``None`` when no span of the run has been
+        exported yet."""
         run = self.of_run(run_id)
         if run is None:
             return None
-        return render_fragment(waterfall([run]))
+        return render_run(run)
