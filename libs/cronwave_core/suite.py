@@ -18,6 +18,7 @@ import socket
 import subprocess
 import sys
 from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
@@ -93,7 +94,8 @@ _PORT_KEY = {
 #: local end of some connection.
 _LOWEST_OWN_PORT = 10_000
 _EPHEMERAL_RANGE = Path("/proc/sys/net/ipv4/ip_local_port_range")
-_PICKS = 64
+#: How many ports of the range are tried, one after another, before the kernel's pick.
+_PICKS = 4096
 #: ``LO-HI``: the ports a suite picks for itself instead of the default range (to keep
 #: suites of one machine apart, as the tests' parallel processes do).
 OWN_PORTS_VAR = PREFIX + "OWN_PORTS"
@@ -130,12 +132,14 @@ def own_port_range() -> tuple[int, int]:
 
 
 def free_port() -> int:
-    """A port nobody uses right now and this process has not handed out lately, picked
-    at random from the suite's own range (``own_port_range``; the kernel's own pick
-    when that range leaves no room or none is free)."""
+    """A port nobody uses right now and this process has not handed out lately: the
+    first such port from a random place in the suite's own range (``own_port_range``),
+    else the kernel's own pick."""
     lowest, highest = own_port_range()
-    for _ in range(_PICKS if highest > lowest else 0):
-        port = random.randint(lowest, highest)
+    size = highest - lowest + 1
+    start = random.randrange(size)
+    for offset in range(min(size, _PICKS)):
+        port = lowest + (start + offset) % size
         if port in _handed_out:
             continue
         with socket.socket() as s:
@@ -346,8 +350,7 @@ class Suite:
                 if self.ports == ports:
                     break
                 # One of them moved to a new port: the others were told the old one.
-                for proc in started:
-                    self.stop_proc(proc)
+                self.stop_procs(started)
                 if attempt == _PORT_ATTEMPTS:
                     raise Unavailable(f"the suite's ports kept being taken: {self.ports}")
             if self.config.console:
@@ -531,11 +534,41 @@ class Suite:
             pass
 
     def stop(self) -> None:
-        """Stop everything this suite started, planners first, Redis last."""
-        for proc in reversed(list(self.procs.values())):
-            self.stop_proc(proc)
-        if self.redis is not None:
-            self.stop_proc(self.redis)
+        """Stop everything this suite started, tier by tier (``stop_order``), each
+        tier's processes at once; the first error any stop raised, once all were tried."""
+        errors = [error for tier in self.stop_order() for error in self.stop_procs(tier)]
+        if errors:
+            raise errors[0]
+
+    def stop_order(self) -> list[list[Proc]]:
+        """The tiers a stop goes through: the planners (nothing new is fired), the other
+        services but the store and the payment gateway (a worker hands its runs back
+        to the store, a job finishing meanwhile may still charge), those two, then
+        Redis."""
+        procs = list(self.procs.values())
+        planners = [p for p in procs if p.service == "cron-planner"]
+        stores = [p for p in procs if p.service in ("workflow-store", GATEWAY)]
+        others = [p for p in procs if p not in planners and p not in stores]
+        return [planners, others, stores, [self.redis] if self.redis else []]
+
+    def stop_procs(self, procs: list[Proc]) -> list[Exception]:
+        """Stop ``procs`` at once (each gets its SIGTERM, then each is waited for and
+        killed past its grace), so that it takes as long as the slowest, not their
+        sum; every one is tried, and what their stops raised is returned."""
+        errors: list[Exception] = []
+
+        def stop_one(proc: Proc) -> None:
+            try:
+                self.stop_proc(proc)
+            except Exception as exc:
+                errors.append(exc)
+
+        if len(procs) == 1:
+            stop_one(procs[0])
+        elif procs:
+            with ThreadPoolExecutor(len(procs), thread_name_prefix="suite-stop") as pool:
+                list(pool.map(stop_one, procs))
+        return errors
 
     def pids(self) -> list[int]:
         procs = [*self.procs.values(), *([self.redis] if self.redis else [])]

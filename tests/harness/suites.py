@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from cronwave_core.suite import Proc, Suite, SuiteConfig
-from tests.harness.processes import ProcessTable, raise_all, run_all
+from tests.harness.processes import ProcessTable, raise_all
 from tests.helpers import fresh_namespace
 
 
@@ -32,9 +32,9 @@ class TrackedSuite(Suite):
         self.table.track(proc.popen)
 
     def stop(self) -> None:
-        """Stop everything this suite started, planners first, Redis last."""
-        procs = [*reversed(list(self.procs.values())), *([self.redis] if self.redis else [])]
-        errors = run_all([lambda proc=proc: self.stop_proc(proc) for proc in procs])
+        """Stop everything this suite started, tier by tier as ``Suite.stop`` does,
+        trying every process even when one fails to stop; then raise what failed."""
+        errors = [error for tier in self.stop_order() for error in self.stop_procs(tier)]
         raise_all(errors, "stopping the suite")
 
     def resume_all(self) -> None:
