@@ -19,7 +19,12 @@ Over the runs that have an end-to-end time:
   carries (a run "has" ``key=value`` if any of its spans does), the share of tail
   runs that have it against the share of the rest. Ids and times are ignored:
   run ids, fire times, and any key with more than ``MAX_VALUES`` distinct values;
-  an ``*.attempt`` number becomes ``>1`` (a retry) or nothing.
+  an ``*.attempt`` number becomes ``>1`` (a retry) or nothing. So is what says where a
+  call went or what it said rather than why it was slow: a connection's address and
+  port (``net.*``, ``network.*``, ``server.*``, ``client.*``: every connection of a
+  pool has its own, and a slow run's are as arbitrary as any), a statement's text
+  (``db.statement``, ``db.query.text``) and any value over ``MAX_VALUE_CHARS``
+  characters.
 
 The **headline** is one line: the largest excess, its share, the attribute most
 over-represented among tail runs (preferring one seen on that hop's spans; only
@@ -47,6 +52,12 @@ from cronwave_waterfall.percentiles import quantile
 from cronwave_waterfall.runs import ATTR_LATENESS_MS, Run, hop_order
 
 MAX_VALUES = 64
+#: A longer attribute value is text (a statement, a message), never a cause to name.
+MAX_VALUE_CHARS = 64
+#: Keys that say where a call went: an address or port per connection.
+_ENDPOINT_PREFIXES = ("net.", "network.", "server.", "client.", "peer.")
+#: Keys that hold a statement's text.
+_STATEMENTS = {"db.statement", "db.query.text"}
 MIN_SKEW_FOR_HEADLINE = 0.25
 MIN_TAIL_FREQUENCY_FOR_HEADLINE = 0.5
 MIN_TAIL_RUNS_FOR_CAUSE = 5
@@ -104,7 +115,7 @@ class TailAttribution:
 
 def _feature(key: str, value: Any) -> tuple[str, str] | None:
     """The feature ``key=value`` stands for, if any (see the module docstring)."""
-    if key in _IGNORED:
+    if key in _IGNORED or key in _STATEMENTS or key.startswith(_ENDPOINT_PREFIXES):
         return None
     if key.endswith(".attempt"):
         try:
@@ -115,7 +126,8 @@ def _feature(key: str, value: Any) -> tuple[str, str] | None:
     if isinstance(value, bool):
         return (key, "true" if value else "false")
     if isinstance(value, str | int):
-        return (key, str(value))
+        text = str(value)
+        return (key, text) if len(text) <= MAX_VALUE_CHARS else None
     return None
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 
 import pytest
 
@@ -80,3 +81,31 @@ def test_too_few_runs_say_so():
     tail = attribute_tail(build_runs(all_spans(make_runs(1, seed=3))))
     assert tail.headline == "p99 tail: not enough completed runs to compare (1)"
     assert tail.contributions == ()
+
+
+def test_the_tail_lists_no_statement_text_and_no_connection_address():
+    # Given runs whose slow ones also share a SQL statement's text and a connection's
+    # address and port (as OpenTelemetry's SQL and gRPC spans carry them)
+    records = make_runs(1000, Injection("persist", "database", 30.0), seed=5)
+    noise = {
+        "db.statement": "SELECT runs.run_id FROM runs WHERE runs.run_id = %(id)s",
+        "db.query.text": "UPDATE runs SET state = %(state)s",
+        "net.peer.port": 54021,
+        "net.peer.name": "10.0.3.7",
+        "server.port": 5432,
+        "network.peer.address": "10.0.3.7",
+        "cronwave.note": "x" * 200,
+    }
+    spans = [
+        replace(span, attributes={**span.attributes, **noise}) if record.injected else span
+        for record in records
+        for span in record.spans
+    ]
+
+    # When the tail is attributed
+    tail = attribute_tail(build_runs(spans))
+
+    # Then none of those is listed, and the cause that explains the tail still is
+    keys = {a.key for a in tail.attributes}
+    assert not keys & set(noise), keys
+    assert ("cronwave.cache.hit", "miss") in {(a.key, a.value) for a in tail.attributes}
