@@ -351,3 +351,17 @@ def test_the_audit_trail_reads_in_words_with_the_values_an_update_changed(
     )
     trail = page.locator("#audit").inner_text()
     assert "None" not in trail and "POLICY_" not in trail and "spec." not in trail, trail
+
+
+def test_every_page_has_the_consoles_icon(suite: Suite, page: Page) -> None:
+    # Given the console's front page, as a browser loads it
+    page.goto(suite.console_url)
+
+    # Then it names an icon, and the icon is there, and so is the one browsers look for
+    href = page.locator('link[rel="icon"]').get_attribute("href")
+    assert href == "/static/favicon.svg"
+    for path in (href.lstrip("/"), "favicon.ico"):
+        response = page.request.get(suite.console_url + path)
+        assert response.status == 200, path
+        assert response.headers["content-type"].startswith("image/svg+xml"), path
+        assert b"<svg" in response.body()

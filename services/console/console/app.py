@@ -16,7 +16,7 @@ from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, PlainTextResponse, Response
+from starlette.responses import HTMLResponse, PlainTextResponse, RedirectResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
@@ -130,6 +130,11 @@ def healthz(_request: Request) -> Response:
     return PlainTextResponse(CONSOLE_HEALTH.decode())
 
 
+def favicon(_request: Request) -> Response:
+    """Where a browser (or a bookmark) that ignores the page's icon link looks."""
+    return RedirectResponse("/static/favicon.svg", status_code=301)
+
+
 def build_app(
     backend: Backend,
     spans: SpanRuns,
@@ -189,6 +194,7 @@ def build_app(
         Route("/dead-letters/{run_id}/replay", post(actions.replay), methods=["POST"]),
         Route("/health", bound(pages.health)),
         Route("/healthz", healthz),
+        Route("/favicon.ico", favicon),
         Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
     ]
 
