@@ -5,7 +5,9 @@ encodes the request before the call (so before the OpenTelemetry CLIENT span
 starts) and decodes the reply after it, each in a span of kind ``serialization``
 (``spans.codec_call``). The CLIENT span then holds transport time only, and the
 network time of a call (client span minus the server's span, which holds the
-server's own decode and encode) is not inflated by serialization.
+server's own decode and encode) is not inflated by serialization. A call of an RPC that
+has no hop of its own (``rpc_hops``) sends the caller's hop along, so its server's spans
+are placed in it (``propagation.call_hop``).
 """
 
 from __future__ import annotations
@@ -29,9 +31,12 @@ from cronwave_core.status import (
     relayed_status,
     status_code,
 )
+from cronwave_core.telemetry.lean import plain_attributes
+from cronwave_core.telemetry.propagation import call_hop
 from cronwave_core.telemetry.rpc_hops import rpc_hop
 from cronwave_core.telemetry.spans import codec_call
 from cronwave_core.telemetry.tracing import tracing_enabled
+from cronwave_core.telemetry.vocabulary import ATTR_HOP
 
 
 def _same(value: Any) -> Any:
@@ -40,6 +45,12 @@ def _same(value: Any) -> Any:
 
 def _in_trace() -> bool:
     return trace.get_current_span().get_span_context().is_valid
+
+
+def _caller_hop() -> str | None:
+    """The hop of the span a call is made in, if it says one."""
+    hop = plain_attributes(trace.get_current_span()).get(ATTR_HOP)
+    return hop if isinstance(hop, str) else None
 
 
 class _SerializingUnaryUnary(grpc.UnaryUnaryMultiCallable):
@@ -78,10 +89,17 @@ class _SerializingUnaryUnary(grpc.UnaryUnaryMultiCallable):
 
     def __call__(self, request: Any, *args: Any, **kwargs: Any) -> Any:
         traced = _in_trace()
+        if traced and self._hop is None:
+            with call_hop(_caller_hop()):
+                return self._reply(self._bytes(self._request(request, True), *args, **kwargs), True)
         return self._reply(self._bytes(self._request(request, traced), *args, **kwargs), traced)
 
     def with_call(self, request: Any, *args: Any, **kwargs: Any) -> Any:
         traced = _in_trace()
+        if traced and self._hop is None:
+            with call_hop(_caller_hop()):
+                raw, call = self._bytes.with_call(self._request(request, True), *args, **kwargs)
+                return self._reply(raw, True), call
         raw, call = self._bytes.with_call(self._request(request, traced), *args, **kwargs)
         return self._reply(raw, traced), call
 

@@ -154,6 +154,13 @@ class TelemetrySettings(FromEnv):
         None,
         "send spans over OTLP (Jaeger ingests OTLP) instead of the local span files",
     )
+    otlp_protocol: str = setting(
+        "OTEL_EXPORTER_OTLP_PROTOCOL",
+        Choice("grpc", "http/protobuf"),
+        "grpc",
+        "how spans go to `OTEL_EXPORTER_OTLP_ENDPOINT`: OTLP over gRPC (a collector's "
+        "port 4317) or over HTTP (`http/protobuf`, port 4318, to `<endpoint>/v1/traces`)",
+    )
     #: None (``0`` or unset): Python's own, 5 ms.
     switch_interval: timedelta | None = setting(
         PREFIX + "SWITCH_INTERVAL",

@@ -15,15 +15,17 @@ Hop. A span's hop is its ``cronwave.hop``. Without one:
   part of ``persist``);
 - otherwise, and when the above finds nothing, the hop of its parent.
 A span with no hop at all still counts for its run's extent but for no hop; so does a
-span marked ``cronwave.hold`` (a run held until its fire time: waiting on purpose,
-before the instant, so not latency of any hop).
+span whose hop is the run's (``cronwave.hop=run``: the run span, an attempt, and a
+run held until its fire time, waiting on purpose, before the instant, so not latency
+of any hop), and one marked ``cronwave.hold`` (older spans of a hold say only that).
 
 Kind. A span's kind of time is its ``cronwave.kind``. Without one, a span with
-``db.system`` (SQL instrumentation) is ``database``, and a ``CLIENT`` span with a
+``db.system`` (SQL instrumentation) is ``database``. A ``CLIENT`` span with a
 matching ``SERVER`` child (same ``rpc.service`` and ``rpc.method`` when both
-spans say) is an RPC whose ``network`` time is derived: the client's duration
-minus the server's, never negative. A client span directly inside an explicit
-``network`` span of the same hop is not derived: that call is already measured.
+spans say), whose kind is ``network`` or unsaid, is an RPC whose ``network`` time is
+derived: the client's duration minus the server's, never negative. A client span
+directly inside an explicit ``network`` span of the same hop is not derived: that call
+is already measured.
 Any other span has no kind: it is wall time of its hop, which ends up as ``app``.
 
 Nesting. A span is nested in its parent when it lies within the parent's
@@ -40,7 +42,13 @@ from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from cronwave_core.telemetry.vocabulary import ATTR_HOLD, ATTR_HOP, ATTR_KIND, ATTR_RUN_ID
+from cronwave_core.telemetry.vocabulary import (
+    ATTR_HOLD,
+    ATTR_HOP,
+    ATTR_KIND,
+    ATTR_RUN_ID,
+    RUN_HOP,
+)
 from cronwave_waterfall.span import Span
 
 NETWORK = "network"
@@ -98,10 +106,15 @@ def _place_trace(spans: list[Span]) -> list[Placed]:
     roots: list[Span] = []
     explicit_run: dict[str, str | None] = {}
     explicit_hop: dict[str, str | None] = {}
+    runs_own: set[str] = set()
     for s in members:
         attrs = s.attributes
         explicit_run[s.span_id] = _text(attrs.get(ATTR_RUN_ID))
-        explicit_hop[s.span_id] = _text(attrs.get(ATTR_HOP))
+        hop = _text(attrs.get(ATTR_HOP))
+        if hop == RUN_HOP or (hop is None and attrs.get(ATTR_HOLD)):
+            runs_own.add(s.span_id)  # the run's own (its span, an attempt, a hold)
+            hop = None
+        explicit_hop[s.span_id] = hop
         if s.parent_span_id and s.parent_span_id in by_id and s.parent_span_id != s.span_id:
             children.setdefault(s.parent_span_id, []).append(s)
         else:
@@ -141,8 +154,8 @@ def _place_trace(spans: list[Span]) -> list[Placed]:
         run_of[sid] = run
 
         hop = explicit_hop[sid]
-        if hop is None and s.attributes.get(ATTR_HOLD):
-            pass  # a run held until its fire time: intended, before the instant, no hop's
+        if sid in runs_own:
+            pass  # no hop's time: the run's span, an attempt, a hold before the instant
         elif hop is None:
             if s.span_kind == "SERVER":
                 hop = hop_below(s)
@@ -164,14 +177,15 @@ def _place_trace(spans: list[Span]) -> list[Placed]:
 
         kind = _text(s.attributes.get(ATTR_KIND))
         network: int | None = None
-        if kind is None:
-            if "db.system" in s.attributes:
-                kind = DATABASE
-            elif sid in server_child and not (
-                parent is not None and kind_of[pid] == NETWORK and hop_of[pid] == hop
-            ):
-                kind = NETWORK
-                network = max(0, s.duration_ns - server_child[sid].duration_ns)
+        if kind is None and "db.system" in s.attributes:
+            kind = DATABASE
+        elif (
+            (kind is None or kind == NETWORK)
+            and sid in server_child
+            and not (parent is not None and kind_of[pid] == NETWORK and hop_of[pid] == hop)
+        ):
+            kind = NETWORK
+            network = max(0, s.duration_ns - server_child[sid].duration_ns)
         kind_of[sid] = kind
 
         if run is not None:

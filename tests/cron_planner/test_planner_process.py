@@ -18,6 +18,7 @@ from cronwave_proto.v1 import workflow_store_service_pb2_grpc as store_grpc
 from cronwave_core.convert import ts_to_dt
 from cronwave_core.security.tls import new_channel
 from cronwave_core.suite import Suite
+from cronwave_core.telemetry.run_span import run_span_id, run_start_ns
 from tests.harness.suites import SuiteFactory
 from tests.harness.tls import hop_channel
 from tests.helpers import eventually, fresh, stored_spans
@@ -247,8 +248,9 @@ def test_each_run_trace_starts_in_the_planner(make_suite: SuiteFactory) -> None:
     suite.stop()
     spans = stored_spans(suite.config.data_dir / "spans")
 
-    # Then each run's trace has the planner's root span, with the run's attributes,
-    # the plan and leader hops under it, and the dispatcher's work in the same trace
+    # Then each run's trace begins with the planner's fire span, beneath the run span
+    # (recorded when the run completes), with the run's attributes, the plan and
+    # leader hops under it, and the dispatcher's work in the same trace
     roots = [
         sp
         for sp in spans
@@ -257,7 +259,8 @@ def test_each_run_trace_starts_in_the_planner(make_suite: SuiteFactory) -> None:
     assert len(roots) >= 2
     for root in roots:
         run = got[root["attributes"]["cronwave.run_id"]]
-        assert root["parent_span_id"] == ""
+        assert root["parent_span_id"] == f"{run_span_id(int(root['trace_id'], 16)):016x}"
+        assert root["start_ns"] == run_start_ns(int(root["trace_id"], 16))
         assert root["service"] == "cron-planner"
         assert root["attributes"]["cronwave.schedule_id"] == schedule_id
         assert run.trace_id == root["trace_id"]

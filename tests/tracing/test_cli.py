@@ -12,6 +12,8 @@ from cronwave.cli.main import app
 from cronwave_core.suite import Suite
 from cronwave_core.telemetry.vocabulary import HOPS
 from cronwave_waterfall import read_jaeger, read_otlp
+from tests.tracing.otlp_receiver import request_from_json
+from tests.tracing.otlp_receiver import spans_of as spans_of_request
 from tests.tracing.support import scheduled_tick, spans_of, traced_suite, triggered
 
 pytestmark = pytest.mark.slow
@@ -86,6 +88,12 @@ def test_after_a_demo_like_session_the_waterfall_has_every_hop_and_a_tail_line(
     assert set(HOPS) <= {s.attributes.get("cronwave.hop") for s in read_jaeger(upload)}
     otlp = json.loads(ok(["trace", "export", manual, "--format", "otlp", "--data-dir", data_dir]))
     assert {s.attributes.get("cronwave.run_id") for s in read_otlp(otlp)} >= {manual}
+    # which an OTLP receiver takes as an ExportTraceServiceRequest, span for span
+    request = request_from_json(otlp)
+    assert sorted(s.span_id for s in spans_of_request(request)) == sorted(
+        s.span_id for s in read_otlp(otlp)
+    )
+    assert {s.service for s in spans_of_request(request)} >= {"dispatcher", "worker"}
 
     # And a bad option is refused by name
     refused = CliRunner().invoke(app, ["waterfall", "--data-dir", data_dir, "--scenario", "disk"])

@@ -148,9 +148,10 @@ def test_run_attributes_come_from_baggage_when_the_parent_is_remote(tmp_path: Pa
         pass
     provider.shutdown()
 
-    # Then it names the run, but not the hop (not a baggage key)
+    # Then it names the run, and is the service's own work (kind app), but does not
+    # say the hop (not a run baggage key: only a call of an RPC with no hop sends one)
     [line] = _lines(path)
-    assert line["attributes"] == run_attributes("run-2", "nightly", FIRE)
+    assert line["attributes"] == {**run_attributes("run-2", "nightly", FIRE), ATTR_KIND: "app"}
 
 
 @PROVIDERS
@@ -201,7 +202,8 @@ def test_a_lean_span_keeps_valid_attributes_and_drops_the_rest(tmp_path: Path):
     provider.shutdown()
 
     [line] = _lines(path)
-    assert line["attributes"] == {"n": 1, "seq": ["a", "b"], "x": 0.5, "ok": True}
+    # (a span that says no kind is given app at its start)
+    assert line["attributes"] == {"n": 1, "seq": ["a", "b"], "x": 0.5, "ok": True, ATTR_KIND: "app"}
 
 
 @PROVIDERS

@@ -204,3 +204,41 @@ def test_scenario_is_the_slowest_path_any_span_took():
 def test_a_span_read_twice_counts_once():
     spans = [sp(1, None, 0, 10, "plan", "app"), sp(2, 1, 0, 5, "plan", "cache")]
     assert one(spans + spans).kind_ns == one(spans).kind_ns
+
+
+def test_a_placed_rpc_s_network_is_derived_as_an_unplaced_one_s():
+    # Given an RPC whose client and server spans say their hop and kind, as the
+    # services now place them (network: the client's; app: the server's own work)
+    rpc = {"rpc__service": "S", "rpc__method": "RecordRuns"}
+    run = one(
+        [
+            sp(1, None, 0, 100, "dispatch", "app"),
+            sp(2, 1, 10, 60, "persist", "network", span_kind="CLIENT", **rpc),
+            sp(3, 2, 15, 55, "persist", "app", span_kind="SERVER", **rpc),
+            sp(4, 3, 16, 50, "persist", "database"),
+        ]
+    )
+    # Then network is still the client's duration minus the server's
+    assert run.kind_ns[("persist", "network")] == 10 * US
+    assert run.kind_ns[("persist", "database")] == 34 * US
+    assert run.hop_ns["persist"] == 50 * US
+    assert run.hop_ns["dispatch"] == 50 * US
+
+
+def test_the_run_s_own_spans_are_in_no_hop_s_time():
+    # Given a run span over everything, an attempt span and a hold (hop "run"), with
+    # the hops beneath them
+    run = one(
+        [
+            sp(1, None, 0, 1000, "run", "run"),
+            sp(2, 1, 0, 100, "plan", "app"),
+            sp(3, 1, 100, 1000, "run", "attempt"),
+            sp(4, 3, 100, 600, "run", "hold", cronwave__hold="fire_time"),
+            sp(5, 3, 600, 900, "execute", "app"),
+            sp(6, 3, 900, 1000, "complete", "database"),
+        ]
+    )
+    # Then no row is the run's, and each hop has its own time only
+    assert set(run.hop_ns) == {"plan", "execute", "complete"}
+    assert run.hop_ns == {"plan": 100 * US, "execute": 300 * US, "complete": 100 * US}
+    assert run.kind_ns[("complete", "database")] == 100 * US

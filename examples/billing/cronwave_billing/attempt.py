@@ -36,8 +36,10 @@ def run_attempt(ctx: JobContext, config: BillingSettings) -> Mapping[str, Any]:
     """Bill ``ctx.payload["customers"]`` customers (seeded once) for the run's period
     with its own database engine and gateway channel, closed at the end."""
     plan = BillingPlan.from_payload(ctx.payload, ctx.fire_time)
-    engine = create_billing_engine(config.database_url)
-    channel = open_channel(config.gateway_addr, plan.gateway_timeout)
+    # Its tables are created when missing, so the first attempt's engine takes a while.
+    with hop_span("billing.connect", Hop.EXECUTE, Kind.DATABASE):
+        engine = create_billing_engine(config.database_url)
+        channel = open_channel(config.gateway_addr, plan.gateway_timeout)
     try:
         gateway = GatewayBatches(
             gateway_grpc.PaymentGatewayServiceStub(channel),
@@ -123,7 +125,10 @@ class _Attempt:
     def seed(self) -> int:
         """Customers 1..N exist (created once, in bulk, inside the database); returns
         how many customers there are."""
-        with self.engine.connect() as conn:
+        with (
+            hop_span("billing.customers", Hop.EXECUTE, Kind.DATABASE, self.attrs),
+            self.engine.connect() as conn,
+        ):
             have = conn.execute(sa.select(sa.func.count()).select_from(customers)).scalar_one()
         if have < self.plan.customers:
             with hop_span("billing.seed", Hop.EXECUTE, Kind.DATABASE, self.attrs):

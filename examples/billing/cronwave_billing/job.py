@@ -30,6 +30,8 @@ from typing import Any
 
 from cronwave import JobContext, JobType
 from cronwave_billing.config import BillingSettings
+from cronwave_core.telemetry.spans import hop_span
+from cronwave_core.telemetry.vocabulary import Hop, Kind
 
 NAME = "billing.nightly"
 DURATION_LIMIT = timedelta(minutes=30)
@@ -47,8 +49,10 @@ class BillingJob:
         """Bill ``payload["customers"]`` customers (seeded once) for the run's period;
         returns the period's totals and what this attempt did."""
         # Imported here: SQLAlchemy and the gateway's client are loaded by the first
-        # attempt, not by every worker and job process that only registers the type.
-        from cronwave_billing.attempt import run_attempt
+        # attempt, not by every worker and job process that only registers the type
+        # (a span of its own: the first attempt's body spends a while on it).
+        with hop_span("billing.load", Hop.EXECUTE, Kind.APP):
+            from cronwave_billing.attempt import run_attempt
 
         return run_attempt(ctx, self.config)
 

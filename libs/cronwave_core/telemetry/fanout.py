@@ -54,6 +54,7 @@ MAX_BATCHES = 4096
 ATTR_BATCH_SIZE = "cronwave.batch.size"
 
 _SAMPLED = TraceFlags(TraceFlags.SAMPLED)
+_SUCCESS = SpanExportResult.SUCCESS
 _RUN_KEYS = (ATTR_RUN_ID, ATTR_SCHEDULE_ID, ATTR_FIRE_TIME)
 
 
@@ -273,12 +274,23 @@ class FanOutExporter(SpanExporter):
     their items' traces (for exporters that cannot keep a batch's items beside its
     spans, e.g. OTLP). The copies are made on the export thread, off the calls."""
 
-    def __init__(self, delegate: SpanExporter, registry: Registry = REGISTRY) -> None:
+    def __init__(
+        self, delegate: SpanExporter, registry: Registry = REGISTRY, chunk: int = 512
+    ) -> None:
         self._delegate = delegate
         self._registry = registry
+        self._chunk = chunk
 
     def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
-        return self._delegate.export(expand(spans, self._registry))
+        expanded = expand(spans, self._registry)
+        if len(expanded) <= self._chunk:
+            return self._delegate.export(expanded)
+        # The copies of a large batch's spans go in requests of at most ``chunk``.
+        result = SpanExportResult.SUCCESS
+        for start in range(0, len(expanded), self._chunk):
+            if self._delegate.export(expanded[start : start + self._chunk]) is not _SUCCESS:
+                result = SpanExportResult.FAILURE
+        return result
 
     def shutdown(self) -> None:
         self._delegate.shutdown()

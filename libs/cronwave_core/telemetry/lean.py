@@ -243,6 +243,27 @@ class LeanTracer(trace.Tracer):
         span.start(start_time, context)
         return span
 
+    def record(
+        self,
+        name: str,
+        context: SpanContext,
+        parent: SpanContext | None,
+        start_time: int,
+        end_time: int,
+        attributes: Mapping[str, Any],
+        links: Sequence[trace.Link] = (),
+    ) -> None:
+        """A finished span whose ids the caller chose (a span fixed in one process and
+        recorded in another, ``run_span``), handed to the span processors as any
+        other. No sampler is asked: the caller records only a sampled trace's span."""
+        span = LeanSpan(
+            name, context, parent, self._inner, trace.SpanKind.INTERNAL, {}, links, True, True
+        )
+        span.set_attributes(attributes)
+        # An empty context: the span takes nothing from what is current here.
+        span.start(start_time, otel_context.Context())
+        span.end(end_time)
+
     @contextmanager
     # OpenTelemetry declares its own decorator's type (_AgnosticContextManager);
     # contextlib's is the same protocol under another name.

@@ -1,8 +1,13 @@
 """One tracer provider per process, built by ``init_tracing`` in each ``main()``.
 
-Spans go to an OTLP endpoint when ``OTEL_EXPORTER_OTLP_ENDPOINT`` is set (Jaeger
-ingests OTLP); otherwise they are kept as JSON lines under ``<data dir>/spans``
-(``export.JsonLinesSpanExporter``) so the waterfall tools work offline.
+Spans go to an OTLP endpoint when ``OTEL_EXPORTER_OTLP_ENDPOINT`` is set (Jaeger and
+the OpenTelemetry Collector ingest OTLP), through the SDK's OTLP exporter for
+``OTEL_EXPORTER_OTLP_PROTOCOL`` (``grpc``, the default, or ``http/protobuf``);
+otherwise they are kept as JSON lines under ``<data dir>/spans``
+(``export.JsonLinesSpanExporter``) so the waterfall tools work offline. Either way a
+batch span processor exports them from its own thread: a span's end only puts it in
+a bounded queue, and what a full queue drops is counted
+(``cronwave_spans_dropped_total``, ``export_metrics``).
 
 With ``CRONWAVE_TRACING=off`` no tracer provider is installed: every span is
 OpenTelemetry's no-op span, and the gRPC instrumentation is left out too
@@ -16,16 +21,21 @@ import sys
 from opentelemetry import trace
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
+from opentelemetry.sdk.trace.export import SpanExporter
 
 from cronwave_core.settings import TelemetrySettings
 from cronwave_core.telemetry import fanout
 from cronwave_core.telemetry.export import JsonLinesSpanExporter
-from cronwave_core.telemetry.export_metrics import CountingExporter
+from cronwave_core.telemetry.export_metrics import CountingBatchSpanProcessor, CountingExporter
 from cronwave_core.telemetry.lean import LeanTracerProvider
 from cronwave_core.telemetry.propagation import RunAttributesProcessor
 
 _tracing = False
+#: Spans that may wait for export in a process; past this, the oldest are dropped.
+QUEUE_SIZE = 65536
+#: Spans per OTLP request: well under a collector's 4 MiB receive limit (copies of a
+#: batch's spans are sent in requests of this many too, ``fanout.FanOutExporter``).
+OTLP_BATCH = 512
 
 
 def tracing_enabled() -> bool:
@@ -53,21 +63,37 @@ def init_tracing(service: str, settings: TelemetrySettings) -> TracerProvider:
     # store keeps the batch's items beside its spans, OTLP gets the copies.
     exporter: SpanExporter
     if settings.otlp_endpoint:
-        # Imported only when asked for: the OTLP exporter loads grpc's protobuf
-        # stubs for the collector, which a process writing JSON lines never needs.
-        from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
-
-        exporter = fanout.FanOutExporter(OTLPSpanExporter(endpoint=settings.otlp_endpoint))
+        exporter = fanout.FanOutExporter(otlp_exporter(settings.otlp_endpoint, settings))
+        batch = OTLP_BATCH
     else:
         exporter = JsonLinesSpanExporter(settings.spans_dir, service, fanout.REGISTRY)
+        batch = 4096
     provider.add_span_processor(
-        BatchSpanProcessor(
+        CountingBatchSpanProcessor(
             CountingExporter(exporter),
-            max_queue_size=65536,
-            max_export_batch_size=4096,
+            max_queue_size=QUEUE_SIZE,
+            max_export_batch_size=batch,
             schedule_delay_millis=500,
         )
     )
     trace.set_tracer_provider(provider)
     _tracing = True
     return provider
+
+
+def otlp_exporter(endpoint: str, settings: TelemetrySettings) -> SpanExporter:
+    """The SDK's OTLP span exporter for ``endpoint`` over ``settings.otlp_protocol``:
+    gRPC to ``endpoint`` itself (``http://`` without TLS), or HTTP to
+    ``<endpoint>/v1/traces`` (the path the standard variable implies). Imported only
+    when asked for: a process writing JSON lines never loads either."""
+    if settings.otlp_protocol == "http/protobuf":
+        from opentelemetry.exporter.otlp.proto.http.trace_exporter import (
+            OTLPSpanExporter as HttpExporter,
+        )
+
+        return HttpExporter(endpoint=endpoint.rstrip("/") + "/v1/traces")
+    from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import (
+        OTLPSpanExporter as GrpcExporter,
+    )
+
+    return GrpcExporter(endpoint=endpoint)

@@ -38,6 +38,17 @@ class Kind(StrEnum):
 HOPS: tuple[Hop, ...] = tuple(Hop)
 KINDS: tuple[Kind, ...] = tuple(Kind)
 
+#: The ``cronwave.hop`` of a span that is the run's, not one hop's: the run span itself
+#: (``cronwave.run``), an attempt of it (``cronwave.attempt``), and a run held until
+#: its fire time (``worker.hold``: waiting on purpose, no hop's latency). The
+#: waterfall counts such a span for the run's extent and for no hop's row.
+RUN_HOP = "run"
+#: The ``cronwave.kind`` of the spans of ``RUN_HOP``, one each: the run from its fire
+#: decision (or the trigger's arrival) to its durable completion, one attempt, a hold.
+RUN_KIND = "run"
+ATTEMPT_KIND = "attempt"
+HOLD_KIND = "hold"
+
 ATTR_HOP = "cronwave.hop"
 ATTR_KIND = "cronwave.kind"
 ATTR_RUN_ID = "cronwave.run_id"

@@ -22,6 +22,7 @@ from console.slots import human
 from cronwave_core.domain.deadlines import NOTIFY_FORMATS
 from cronwave_core.domain.runs import RunState
 from cronwave_core.domain.spec import CATCHUPS, DST_GAPS, DST_REPEATS, OVERLAPS
+from cronwave_core.proto_enum import ProtoEnum
 
 #: What each call did, in a word or two.
 DONE = {
@@ -47,11 +48,19 @@ LABELS = {
     "grace_seconds": "grace",
     "cancelled_count": "runs cancelled",
 }
+
+
+def _shown(table: ProtoEnum[Any, Any]) -> dict[str, str]:
+    return {name: table.shown(member) for member, name in table.names.items()}
+
+
 #: A stored policy or format value -> its choice as people write it.
 _CHOICES = {
-    name: table.shown(member)
-    for table in (DST_GAPS, DST_REPEATS, OVERLAPS, CATCHUPS, NOTIFY_FORMATS)
-    for member, name in table.names.items()
+    **_shown(DST_GAPS),
+    **_shown(DST_REPEATS),
+    **_shown(OVERLAPS),
+    **_shown(CATCHUPS),
+    **_shown(NOTIFY_FORMATS),
 }
 _STATES = {state.name: state.value for state in RunState}
 _DURATION = re.compile(r"^-?\d+(\.\d+)?s$")

@@ -27,7 +27,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from opentelemetry import context as otel_context
 from opentelemetry import trace
 
 from cron_planner.backoff import Backoff
@@ -51,6 +50,7 @@ from cronwave_core.errors import (
     UnissuedFencingToken,
 )
 from cronwave_core.telemetry import fanout
+from cronwave_core.telemetry.run_span import new_run_context
 from cronwave_core.telemetry.spans import hop_span
 from cronwave_core.telemetry.vocabulary import (
     ATTR_CACHE_HIT,
@@ -76,7 +76,7 @@ BATCH_COLLECT = timedelta(milliseconds=100)
 
 @dataclass
 class _Prepared:
-    """A fire ready for the dispatcher, with its open root span."""
+    """A fire ready for the dispatcher, with its open fire span (beneath its run span)."""
 
     fire: Fire
     root: trace.Span
@@ -229,8 +229,8 @@ class Starter:
         checked: bool = False,
         known: dict[str, list[InFlight]] | None = None,
     ) -> _Prepared | None:
-        """Everything before the dispatcher is asked: the fire's trace (its root span,
-        left open until the dispatcher answered), the lease, the schedule's state and
+        """Everything before the dispatcher is asked: the fire's trace (the run's, its
+        fire span left open until the dispatcher answered), the lease, the schedule's state and
         its overlap policy. None when the fire is not to start now (it was recorded,
         deferred or left to the next term)."""
         now = self._clock.now()
@@ -241,8 +241,17 @@ class Starter:
         if schedule.paused:
             self._rows.queue([fire.missed(PAUSED)], token, now)
             return None
-        attrs = run_attributes("", fire.schedule_id, iso(fire.fire_time))
-        root = self._tracer.start_span(ROOT_SPAN, context=otel_context.Context(), attributes=attrs)
+        attrs = {
+            **run_attributes("", fire.schedule_id, iso(fire.fire_time)),
+            ATTR_HOP: Hop.PLAN,
+            ATTR_KIND: Kind.APP,
+        }
+        # The fire decision begins the run's trace: its spans sit beneath the run
+        # span, which the run's durable completion records (``run_span``).
+        decided = time.time_ns()
+        root = self._tracer.start_span(
+            ROOT_SPAN, context=new_run_context(decided), attributes=attrs, start_time=decided
+        )
         prepared = self._prepare_in(root, fire, schedule, token, now, checked=checked, known=known)
         if prepared is None:
             root.end()

@@ -22,7 +22,9 @@ its run's copy of the enqueue span.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, NoReturn
@@ -33,22 +35,25 @@ from cronwave_proto.v1 import dispatcher_service_pb2 as pb
 from cronwave_proto.v1 import dispatcher_service_pb2_grpc as pb_grpc
 from cronwave_proto.v1 import workflow_store_service_pb2 as store_pb
 from dramatiq.brokers.redis import RedisBroker
+from opentelemetry import context as otel_context
 from opentelemetry import trace
 
 from cronwave_core.caching import CacheControl, RunStatusCache
 from cronwave_core.convert import dt_to_ts, ts_to_dt
 from cronwave_core.errors import InvalidArgument, Unavailable
 from cronwave_core.faults import run_key
-from cronwave_core.fields import identifier
 from cronwave_core.limits import DEFAULT_LIMITS, RequestLimits
 from cronwave_core.queueing import DEFAULT_QUEUE, RunMessage, enqueue_many, trigger_name
 from cronwave_core.rpc import error_from_item, item_error, relayed_status
 from cronwave_core.telemetry import fanout
 from cronwave_core.telemetry.fanout import ATTR_BATCH_SIZE
+from cronwave_core.telemetry.run_span import new_run_context
 from cronwave_core.telemetry.spans import hop_span
 from cronwave_core.telemetry.vocabulary import (
     ATTR_FIRE_TIME,
+    ATTR_HOP,
     ATTR_JOB_TYPE,
+    ATTR_KIND,
     ATTR_QUEUE,
     ATTR_RUN_ID,
     ATTR_SCHEDULE_ID,
@@ -70,6 +75,15 @@ def _now() -> datetime:
 def current_trace_id() -> str:
     ctx = trace.get_current_span().get_span_context()
     return f"{ctx.trace_id:032x}" if ctx.is_valid else ""
+
+
+@contextmanager
+def _attached(ctx: otel_context.Context) -> Iterator[None]:
+    token = otel_context.attach(ctx)
+    try:
+        yield
+    finally:
+        otel_context.detach(token)
 
 
 class DispatcherServicer(pb_grpc.DispatcherServiceServicer):
@@ -100,8 +114,18 @@ class DispatcherServicer(pb_grpc.DispatcherServiceServicer):
         """A start of the schedule now, as a batch of one: its own span stands for
         the run as a planner's fire span does, and the batch's spans are copied under
         it (``fanout``). A manual fire time is new by construction, so nothing is
-        de-duplicated; a refusal ends the call with the store's code and message."""
-        with hop_span("dispatch.trigger_run", Hop.DISPATCH, Kind.APP) as span:
+        de-duplicated; a refusal ends the call with the store's code and message.
+
+        The trigger's arrival begins the run's trace (``run_span``): the call's own
+        server span stays in its caller's trace, linked from the trigger's span."""
+        call = trace.get_current_span()
+        arrived = getattr(call, "start_time", None) or time.time_ns()
+        with (
+            _attached(new_run_context(arrived)),
+            hop_span("dispatch.trigger_run", Hop.DISPATCH, Kind.APP) as span,
+        ):
+            if call.get_span_context().is_valid:
+                span.add_link(call.get_span_context())
             start = StartRequest(
                 schedule_id=request.schedule_id,
                 fire_time=manual_fire_time(self.now()),
@@ -119,7 +143,8 @@ class DispatcherServicer(pb_grpc.DispatcherServiceServicer):
             if item is None:  # outside a trace: nothing to copy
                 [result] = self._start([(start, item)], context, dedupe=False, payloads=True)
             else:
-                with fanout.batch_span("dispatch.start_runs", [item], {}):
+                batch = {ATTR_HOP: Hop.DISPATCH, ATTR_KIND: Kind.APP}
+                with fanout.batch_span("dispatch.start_runs", [item], batch):
                     [result] = self._start([(start, item)], context, dedupe=False, payloads=True)
             if result.HasField("error"):
                 raise error_from_item(result.error)
@@ -359,7 +384,7 @@ def _start_request(
     if request.fencing_token < 0:
         raise InvalidArgument(f"{where}fencing_token", "must not be negative")
     try:
-        identifier(request.traceparent, "traceparent")
+        limits.identifier(request.traceparent, "traceparent")
         return StartRequest(
             schedule_id=request.schedule_id,
             fire_time=ts_to_dt(request.fire_time, "fire_time"),

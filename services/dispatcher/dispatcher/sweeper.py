@@ -30,6 +30,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -42,6 +43,7 @@ from cronwave_core.convert import dt_to_ts, td_to_duration, ts_to_dt
 from cronwave_core.queue_epoch import EpochWatch
 from cronwave_core.queueing import DEFAULT_QUEUE, RunMessage
 from cronwave_core.settings import DispatcherSettings
+from cronwave_core.telemetry.run_span import record_attempt_span, within_run
 from cronwave_core.telemetry.spans import hop_span
 from cronwave_core.telemetry.vocabulary import Hop, Kind, run_attributes
 
@@ -49,6 +51,38 @@ log = logging.getLogger("cronwave.dispatcher")
 
 #: A lost queue's runs are re-sent at most this many pages a tick; the rest next tick.
 LOST_PAGES_PER_TICK = 50
+
+
+#: The reason the store gives for a run whose attempt's heartbeat lapsed.
+LAPSED = "heartbeat_lapsed"
+
+
+#: The lost attempts whose span this process recorded, newest last: a lapsed run is
+#: re-sent until a worker claims it, and its lost attempt is recorded once.
+_LOST: OrderedDict[tuple[str, int], None] = OrderedDict()
+_LOST_REMEMBERED = 4096
+
+
+def _record_lost_attempt(run: Any, attrs: dict[str, Any]) -> None:
+    """The span of the attempt whose worker went silent, from its claim to its last
+    heartbeat: its worker never recorded it, and the spans it had sent hang under it
+    (``run_span``). Once per attempt in this process."""
+    if not run.attempt or not run.HasField("claimed_at") or len(run.trace_id) != 32:
+        return
+    key = (run.trace_id, run.attempt)
+    if key in _LOST:
+        return
+    try:
+        trace_id = int(run.trace_id, 16)
+    except ValueError:
+        return
+    _LOST[key] = None
+    while len(_LOST) > _LOST_REMEMBERED:
+        _LOST.popitem(last=False)
+    began = run.claimed_at.ToNanoseconds()
+    last = run.heartbeat_at.ToNanoseconds() if run.HasField("heartbeat_at") else began
+    attributes = {**attrs, "cronwave.outcome": "lost", "cronwave.worker_id": run.worker_id}
+    record_attempt_span(trace_id, run.attempt, began, attributes, end_ns=max(began, last))
 
 
 def _now() -> datetime:
@@ -168,7 +202,13 @@ class Sweeper:
                 "cronwave.queue": queue,
                 "cronwave.requeue_reason": stalled.reason,
             }
-            with hop_span("dispatch.requeue", Hop.DISPATCH, Kind.QUEUE, attrs):
+            if stalled.reason == LAPSED:
+                _record_lost_attempt(run, attrs)
+            # In the run's trace, beneath its run span: the next attempt is the run's.
+            with (
+                within_run(run.trace_id),
+                hop_span("dispatch.requeue", Hop.DISPATCH, Kind.QUEUE, attrs),
+            ):
                 message = RunMessage.for_run(run)
                 try:
                     self.broker.enqueue(message.to_message())

@@ -9,6 +9,10 @@ through four phases, and each phase calls its hooks on the whole chain:
 - ``execute``  the job body runs (the chain's ``execute`` step, between the hooks);
 - ``complete`` the attempt's outcome goes to the store.
 
+When the delivery is over (its attempt completed, handed back or dead-lettered, or
+nothing claimed), ``after_delivery`` hooks are called, in reverse order: for a run held
+until its fire time, that is after its attempt, in another thread.
+
 ``before_<phase>`` hooks are called in the declared order, ``after_<phase>`` hooks in
 reverse, so each middleware wraps the ones after it as a ``with`` block would: what
 the first one opens, it closes last. The declared order (``ORDER``) is
@@ -44,7 +48,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from cronwave_proto.v1 import common_pb2
-from opentelemetry.trace import INVALID_SPAN, Span
+from opentelemetry.trace import INVALID_SPAN, INVALID_SPAN_CONTEXT, Span, SpanContext
 
 from cronwave import JobType
 from cronwave_core.convert import ts_to_dt
@@ -83,6 +87,8 @@ class Poison(Exception):
         self.attempt_token = attempt_token
         self.queue = queue
         self.message_json = message_json
+        #: The run as the store left it when its dead letter ended it (dead-lettering).
+        self.ended_run: common_pb2.Run | None = None
 
 
 @dataclass
@@ -101,6 +107,10 @@ class Delivery:
     pickup_marks: dict[str, Any] = field(default_factory=dict)
     #: The span of the current phase's step, when one is open.
     span: Span = INVALID_SPAN
+    #: The span that queued the message (tracing links the run's worker spans to it).
+    sender: SpanContext = INVALID_SPAN_CONTEXT
+    #: When the attempt's span began (ns since the epoch; 0: no attempt's span).
+    attempt_began_ns: int = 0
     # Filled by claim
     run: common_pb2.Run = field(default_factory=common_pb2.Run)
     attempt_token: str = ""
@@ -121,6 +131,11 @@ class Delivery:
     # Filled by the execute step and by completion
     result: AttemptResult | None = None
     decision: Decision | None = None
+    #: The run as the store left it when this delivery's completion (or dead letter)
+    #: ended it; None while it has not, or when another call did.
+    ended_run: common_pb2.Run | None = None
+    #: The poison that ended the delivery, once every ``on_poison`` hook has seen it.
+    poison: Poison | None = None
 
     def start_recorded(self) -> bool:
         """Whether the store has the body's start of this attempt already: a heartbeat
@@ -147,6 +162,9 @@ class RunMiddleware:
     def after_execute(self, delivery: Delivery) -> None: ...
     def before_complete(self, delivery: Delivery) -> None: ...
     def after_complete(self, delivery: Delivery) -> None: ...
+
+    def after_delivery(self, delivery: Delivery) -> None:
+        """The delivery is over (see the module's docstring); never raises."""
 
     def on_poison(self, poison: Poison) -> None:
         """A hook raised ``Poison``, or the message could not be decoded."""
@@ -178,7 +196,7 @@ class Chain:
         """The pickup and claim phases; True when the run is claimed and its attempt
         is to run (``attempt``, now or later). The caller holds ``delivery.stack``
         open until then."""
-        with self._ending():
+        with self._ending(delivery):
             self._phase("pickup", delivery)
             self._phase("claim", delivery)
             return True
@@ -186,9 +204,14 @@ class Chain:
 
     def attempt(self, delivery: Delivery) -> None:
         """The execute and complete phases of a claimed run."""
-        with self._ending():
+        with self._ending(delivery):
             self._phase("execute", delivery, step=True)
             self._phase("complete", delivery)
+
+    def finish(self, delivery: Delivery) -> None:
+        """The delivery is over: every ``after_delivery`` hook, in reverse order."""
+        for middleware in self._reversed:
+            middleware.after_delivery(delivery)
 
     def poisoned(self, poison: Poison) -> None:
         for middleware in self.middleware:
@@ -199,13 +222,14 @@ class Chain:
             middleware.close()
 
     @contextmanager
-    def _ending(self) -> Iterator[None]:
+    def _ending(self, delivery: Delivery) -> Iterator[None]:
         try:
             yield
         except Skip:
             pass
         except Poison as poison:
             self.poisoned(poison)
+            delivery.poison = poison
 
     def _phase(self, name: str, delivery: Delivery, *, step: bool = False) -> None:
         before = f"before_{name}"

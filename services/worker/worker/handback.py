@@ -14,7 +14,8 @@ from dramatiq.brokers.redis import RedisBroker
 from opentelemetry.trace import Status, StatusCode
 
 from cronwave_core.queueing import RunMessage
-from cronwave_core.telemetry.spans import tracer
+from cronwave_core.telemetry.spans import hop_span
+from cronwave_core.telemetry.vocabulary import Hop, Kind
 from worker.store_port import RunStore, with_retries
 
 log = logging.getLogger("cronwave.worker")
@@ -46,7 +47,8 @@ def hand_back(
         checkpoint_json=checkpoint_json,
         reason=RELEASE_REASON,
     )
-    with tracer("cronwave").start_as_current_span("worker.release", attributes=attrs) as span:
+    # In execute's time, as the store files a release's database work.
+    with hop_span("worker.release", Hop.EXECUTE, Kind.APP, attrs) as span:
         try:
             response = with_retries(
                 lambda: store.ReleaseRun(request),

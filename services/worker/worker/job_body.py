@@ -34,7 +34,7 @@ from cronwave_core.telemetry.propagation import extracted_context
 from cronwave_core.telemetry.tracing import init_tracing
 from worker.jobs import Registry, default_registry
 from worker.log_format import configure_logging
-from worker.run_context import CheckpointData, job_context, progress_message
+from worker.run_context import CheckpointData, body_span, job_context, progress_message
 from worker.supervisor import describe, error_types
 
 log = logging.getLogger("cronwave.job_runner")
@@ -136,7 +136,8 @@ def run_one(spec: Mapping[str, Any], registry: Registry, channel: Channel) -> No
             started_ns = wait_until_fire_time(fire_time, sleep=_wait_sleep)
             _check_stop()
             channel.send({"op": "started", "started_ns": started_ns})
-            result = job_type.fn(ctx)
+            with body_span(ctx):
+                result = job_type.fn(ctx)
         ended_ns = time.time_ns()
         if result is None:
             result = {}

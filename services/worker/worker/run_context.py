@@ -5,14 +5,27 @@ id of the attempt's span, which the context's logger writes on every line."""
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager
 from datetime import datetime
 from typing import Any
 
 from opentelemetry import trace
+from opentelemetry.trace import Span
 
 from cronwave import Checkpoint, JobContext
 from cronwave._checkpoint import Report
 from cronwave_core.domain.progress import Progress
+from cronwave_core.telemetry.spans import hop_span
+from cronwave_core.telemetry.vocabulary import (
+    ATTR_ATTEMPT,
+    ATTR_JOB_TYPE,
+    Hop,
+    Kind,
+    run_attributes,
+)
+
+#: The span of a job's body, from its first statement to its return.
+BODY_SPAN = "job.body"
 
 #: A checkpoint as the worker passes it on: a JSON object.
 CheckpointData = dict[str, Any]
@@ -71,3 +84,15 @@ def job_context(
         is_cancelled=is_cancelled,
         on_progress=on_progress,
     )
+
+
+def body_span(ctx: JobContext) -> AbstractContextManager[Span]:
+    """The span of the body ``ctx`` is given to: the job's own code, in ``execute``'s
+    time; the job's own spans sit beneath it, and its time before the first of them
+    (its imports, its connections) is this span's own."""
+    attributes = {
+        **run_attributes(ctx.run_id, ctx.schedule_id, ctx.fire_time.isoformat()),
+        ATTR_JOB_TYPE: ctx.job_type,
+        ATTR_ATTEMPT: ctx.attempt,
+    }
+    return hop_span(BODY_SPAN, Hop.EXECUTE, Kind.APP, attributes)

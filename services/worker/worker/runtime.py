@@ -140,9 +140,10 @@ class RunProcessor:
             return
         with delivery.stack:  # the message's trace context, entered by tracing
             if not self.chain.take(delivery):
+                self.chain.finish(delivery)
                 return
             if self._hold_if_early(delivery):
-                return
+                return  # finished where the held attempt ends
             self._attempt(delivery)
 
     def _attempt(self, delivery: Delivery) -> None:
@@ -151,6 +152,7 @@ class RunProcessor:
             self.chain.attempt(delivery)
         finally:
             self.stats.finished()
+            self.chain.finish(delivery)
 
     def _hold_if_early(self, delivery: Delivery) -> bool:
         """Hand a run claimed well ahead of its fire time to the held runs (see
@@ -170,6 +172,7 @@ class RunProcessor:
             try:
                 if lease.superseded:  # a pause cancels the runs dispatched ahead
                     log.info("run %s ended while held: not started", delivery.run.run_id)
+                    self.chain.finish(delivery)
                     return
                 self._attempt(delivery)
             finally:
@@ -185,6 +188,7 @@ class RunProcessor:
                 )  # fmt: skip
             finally:
                 self.draining.leave(stop)
+                self.chain.finish(delivery)
 
         self.held.hold(
             fire_time, lambda: context.run(attempt), on_stop=lambda: context.run(on_stop)

@@ -26,7 +26,7 @@ from cronwave._job import JobFn
 from cronwave_core.domain.instants import epoch_ns
 from worker.body_threads import BODIES, BodyTask, BodyThreads
 from worker.cancellation import CANCELLED, CancelSignal
-from worker.run_context import CheckpointData
+from worker.run_context import CheckpointData, body_span
 from worker.timing import GATE
 
 log = logging.getLogger("cronwave.worker")
@@ -206,7 +206,8 @@ class Supervisor:
                 box["started_ns"] = started_ns
                 if report:
                     self._wake.set()  # the supervising thread reports the start
-                box["result"] = fn(ctx)
+                with body_span(ctx):
+                    box["result"] = fn(ctx)
             except BaseException as exc:  # everything the job raised is its outcome
                 box["error"] = exc
             finally:

@@ -55,6 +55,16 @@ _STATE = {
     Outcome.TIMED_OUT: common_pb2.RUN_STATE_TIMED_OUT,
     Outcome.CANCELLED: common_pb2.RUN_STATE_CANCELLED,
 }
+#: The states a run ends in.
+ENDED = frozenset(
+    {
+        common_pb2.RUN_STATE_SUCCEEDED,
+        common_pb2.RUN_STATE_FAILED,
+        common_pb2.RUN_STATE_TIMED_OUT,
+        common_pb2.RUN_STATE_CANCELLED,
+        common_pb2.RUN_STATE_DEAD_LETTERED,
+    }
+)
 #: A batch of completions ends before the one that would take its encoding past this:
 #: well under the store's receive cap (16 MiB by default), whatever the results hold.
 BATCH_BYTES = 4 * MIB
@@ -129,6 +139,15 @@ class Completion(RunMiddleware):
         if result is None or delivery.job_type is None:
             raise Skip
         result = delivery.result = bounded(result, self.result_bytes)
+        # The attempt's end, whatever it is, is the complete hop's time.
+        delivery.span = delivery.phase.enter_context(
+            hop_span(
+                "worker.complete",
+                Hop.COMPLETE,
+                Kind.APP,
+                {**delivery.attrs, ATTR_ATTEMPT: run.attempt},
+            )
+        )
         if result.outcome is Outcome.SUPERSEDED:
             if result.body_started_ns and not delivery.start_recorded():
                 self._record_body_start(delivery, result.body_started_ns)
@@ -153,14 +172,6 @@ class Completion(RunMiddleware):
         if result.outcome is Outcome.FAILED and policy.retryable(result.error_types):
             failed_attempt += self._failed_attempts(run.run_id)
         decision = delivery.decision = decide(result, policy, failed_attempt)
-        delivery.span = delivery.phase.enter_context(
-            hop_span(
-                "worker.complete",
-                Hop.COMPLETE,
-                Kind.APP,
-                {**delivery.attrs, ATTR_ATTEMPT: run.attempt},
-            )
-        )
         if decision.action is Action.DEAD_LETTER:
             if result.body_started_ns and not delivery.start_recorded():
                 self._record_body_start(delivery, result.body_started_ns)
@@ -203,6 +214,8 @@ class Completion(RunMiddleware):
             span.set_attribute("cronwave.completed", False)
         else:
             span.set_attribute("cronwave.completed", response.changed)
+            if response.changed and response.run.state in ENDED:
+                delivery.ended_run = response.run  # the run span is recorded (tracing)
             retrying = response.run.state == common_pb2.RUN_STATE_PENDING  # not cancelled
             if decision.action is Action.RETRY and response.changed and retrying:
                 self._enqueue_retry(response.run, decision.retry_after)

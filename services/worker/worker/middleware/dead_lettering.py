@@ -43,7 +43,7 @@ class DeadLettering(RunMiddleware):
         )
 
     def on_poison(self, poison: Poison) -> None:
-        self.dead_letter(
+        answer = self.dead_letter(
             poison.run_id,
             poison.attempt_token,
             poison.reason,
@@ -51,6 +51,8 @@ class DeadLettering(RunMiddleware):
             queue=poison.queue,
             message_json=poison.message_json,
         )
+        if answer is not None and answer.changed and answer.HasField("run"):
+            poison.ended_run = answer.run  # the run span is recorded (tracing)
 
     def dead_letter(
         self,
@@ -61,9 +63,9 @@ class DeadLettering(RunMiddleware):
         *,
         queue: str = "",
         message_json: str = "",
-    ) -> None:
+    ) -> store_pb.DeadLetterRunResponse | None:
         """Put the run (or the message) on the store's dead-letter list; a store that
-        cannot be reached is logged, the message is dropped either way."""
+        cannot be reached is logged (None), the message is dropped either way."""
         log.warning("dead-lettering run %r: %s: %s", run_id, reason, error)
         request = store_pb.DeadLetterRunRequest(
             run_id=run_id,
@@ -74,9 +76,13 @@ class DeadLettering(RunMiddleware):
             message_json=message_json,
         )
         try:
-            with_retries(lambda: self.store.DeadLetterRun(request), f"dead-letter {run_id!r}")
+            answer: store_pb.DeadLetterRunResponse = with_retries(
+                lambda: self.store.DeadLetterRun(request), f"dead-letter {run_id!r}"
+            )
         except grpc.RpcError as exc:
             log.error("run %r: dead letter not recorded: %s", run_id, exc.details())
+            return None
+        return answer
 
 
 def message_json(args: Sequence[Any], kwargs: Any) -> str:

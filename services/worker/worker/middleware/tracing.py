@@ -1,43 +1,73 @@
-"""Tracing: the run's spans of waiting and of its body, in the message's trace.
+"""Tracing: the run's spans of waiting and of its body, in the run's trace.
 
-Trace context crosses the queue inside the message; it is entered for the whole
-delivery, so every span the chain draws is the run's. Waiting is drawn afterwards
-(a span cannot be open across processes): ``worker.pickup`` from the enqueue to the
-claim, ``worker.hold`` from the claim to the fire time of a run claimed ahead. The
-body is ``worker.execute``, from the fire time (or now) to its end, with the fire
-lateness the body saw (``cronwave.lateness_ms``).
+Trace context crosses the queue inside the message; for a run's trace
+(``run_span``) the worker's spans sit beneath the run span, linked to the span that
+queued the message. Waiting is drawn afterwards (a span cannot be open across
+processes): ``worker.pickup`` from the enqueue to the claim. A claim that starts an
+attempt opens the attempt's span (``cronwave.attempt``, recorded when the delivery is
+over: its id is fixed by the attempt's number, so the sweeper can record an attempt
+whose worker died), and what follows sits beneath it: ``worker.hold`` from the claim
+to the fire time of a run claimed ahead, the body's ``worker.execute`` from the fire
+time (or now) to its end, with the fire lateness the body saw
+(``cronwave.lateness_ms``) and, when measurable, the hand-over to the body before its
+first statement (``job.start``), then the completion.
+
+When this delivery's completion (or dead letter) ended the run, the run span is
+recorded last, once the completion is durable and the run's status cached: the run's
+last span to end.
 """
 
 from __future__ import annotations
 
+import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from datetime import datetime
 from typing import Any
 
-from opentelemetry.trace import Status, StatusCode
+from cronwave_proto.v1 import common_pb2
+from opentelemetry import context as otel_context
+from opentelemetry import trace
+from opentelemetry.trace import INVALID_SPAN_CONTEXT, Link, Status, StatusCode
 
 from cronwave_core.domain.instants import epoch_ns
 from cronwave_core.telemetry.propagation import extracted_context
+from cronwave_core.telemetry.run_span import (
+    attempt_context,
+    record_attempt_span,
+    record_run_span,
+    run_context,
+)
 from cronwave_core.telemetry.spans import tracer
 from cronwave_core.telemetry.vocabulary import (
+    ATTR_FIRE_TIME,
     ATTR_HOLD,
     ATTR_HOP,
     ATTR_KIND,
     ATTR_QUEUE,
+    ATTR_RUN_ID,
     ATTR_TRIGGER,
     ATTR_WORKER_ID,
+    HOLD_KIND,
+    RUN_HOP,
     Hop,
     Kind,
     run_attributes,
 )
 from worker.chain import Delivery, RunMiddleware
+from worker.supervisor import Outcome
+
+log = logging.getLogger("cronwave.worker")
 
 ATTR_LATENESS_MS = "cronwave.lateness_ms"
 ATTR_JOB_TYPE = "cronwave.job_type"
 ATTR_ATTEMPT = "cronwave.attempt"
 ATTR_OUTCOME = "cronwave.outcome"
 ATTR_OVERHEAD_MS = "cronwave.job_process.overhead_ms"
+ATTR_RUN_STATE = "cronwave.run.state"
+#: A hand-over to the body shorter than this is not drawn as ``job.start``.
+JOB_START_MIN_NS = 1_000_000
 
 
 class Tracing(RunMiddleware):
@@ -55,19 +85,71 @@ class Tracing(RunMiddleware):
         }
         if message.trigger:
             delivery.attrs[ATTR_TRIGGER] = message.trigger
+        sender = trace.get_current_span().get_span_context()
+        in_run = run_context(sender.trace_id) if sender.is_valid else None
+        if in_run is not None:  # the worker's spans sit beneath the run span
+            delivery.sender = sender
+            delivery.stack.enter_context(_attached(in_run))
 
     def after_pickup(self, delivery: Delivery) -> None:
         """The time the message waited in the broker, up to now."""
         message = delivery.message
         now_ns = time.time_ns()
         start = message.enqueued_at_ns if 0 < message.enqueued_at_ns <= now_ns else now_ns
+        sender = delivery.sender
         span = tracer("cronwave").start_span(
             "worker.pickup",
             start_time=start,
             attributes={ATTR_HOP: Hop.PICKUP, ATTR_KIND: Kind.QUEUE, **delivery.attrs},
+            links=[Link(sender)] if sender.is_valid else None,
         )
         span.set_attributes(delivery.pickup_marks)
         span.end(end_time=now_ns)
+
+    def after_claim(self, delivery: Delivery) -> None:
+        """The claim began an attempt: its spans sit beneath the attempt's."""
+        run, sender = delivery.run, delivery.sender
+        if not sender.is_valid or not run.run_id:
+            return
+        context = attempt_context(sender.trace_id, run.attempt)
+        if context is not None:
+            delivery.attempt_began_ns = time.time_ns()
+            delivery.stack.enter_context(_attached(context))
+
+    def after_delivery(self, delivery: Delivery) -> None:
+        """The attempt's span is recorded, and the run span when this delivery ended
+        the run."""
+        try:
+            self._record(delivery)
+        except Exception:  # tracing never fails a run
+            log.exception("run %s: its attempt's spans not recorded", delivery.message.run_id)
+
+    def _record(self, delivery: Delivery) -> None:
+        began, sender = delivery.attempt_began_ns, delivery.sender
+        if not sender.is_valid:
+            return
+        delivery.sender = INVALID_SPAN_CONTEXT  # once
+        trace_id, result = sender.trace_id, delivery.result
+        # A superseded attempt was found lost, and recorded so, by the sweeper.
+        if began and (result is None or result.outcome is not Outcome.SUPERSEDED):
+            attributes = dict(delivery.attrs)
+            if result is not None:
+                attributes[ATTR_OUTCOME] = result.outcome.value
+            record_attempt_span(trace_id, delivery.run.attempt, began, attributes)
+        ended = delivery.ended_run
+        if ended is None and delivery.poison is not None:
+            ended = delivery.poison.ended_run
+        if ended is None:
+            return
+        attributes = {
+            **delivery.attrs,
+            **run_attributes(ended.run_id, ended.schedule_id, str(delivery.attrs[ATTR_FIRE_TIME])),
+            ATTR_JOB_TYPE: ended.job_type,
+            ATTR_ATTEMPT: ended.attempt,
+            ATTR_RUN_STATE: common_pb2.RunState.Name(ended.state).removeprefix("RUN_STATE_"),
+        }
+        attributes.pop(ATTR_WORKER_ID, None)  # the run's, not one worker's
+        record_run_span(trace_id, attributes)
 
     def before_execute(self, delivery: Delivery) -> None:
         run = delivery.run
@@ -93,6 +175,7 @@ class Tracing(RunMiddleware):
         if result.body_started_ns:
             lateness_ms = (result.body_started_ns - epoch_ns(delivery.fire_time)) / 1e6
             span.set_attribute(ATTR_LATENESS_MS, lateness_ms)
+            _draw_job_start(span, result.body_started_ns)
         if result.overhead_ns:
             span.set_attribute(ATTR_OVERHEAD_MS, result.overhead_ns / 1e6)
         span.set_attribute(ATTR_OUTCOME, result.outcome.value)
@@ -103,12 +186,48 @@ class Tracing(RunMiddleware):
 def _held_until(fire_time: datetime, attrs: Mapping[str, Any]) -> int:
     """When the attempt's ``execute`` time begins: now, or the fire time for a run
     that waits for it (claimed ahead, the dispatch lead). The wait is a span of its
-    own, ``worker.hold``, which belongs to no hop: it is the schedule, not latency."""
+    own, ``worker.hold``, which belongs to no hop (its hop is the run's, its kind
+    ``hold``): it is the schedule, not latency."""
     now_ns, fire_ns = time.time_ns(), epoch_ns(fire_time)
     if fire_ns <= now_ns:
         return now_ns
     hold = tracer("cronwave").start_span(
-        "worker.hold", attributes={**attrs, ATTR_HOLD: "fire_time"}, start_time=now_ns
+        "worker.hold",
+        attributes={
+            **attrs,
+            ATTR_HOP: RUN_HOP,
+            ATTR_KIND: HOLD_KIND,
+            ATTR_HOLD: "fire_time",
+        },
+        start_time=now_ns,
     )
     hold.end(end_time=fire_ns)
     return fire_ns
+
+
+def _draw_job_start(execute: Any, body_started_ns: int) -> None:
+    """``job.start``: the execute span's time before the body's first statement (its
+    thread or job process handed the run, the job's module loaded), when measurable."""
+    begun = getattr(execute, "start_time", None)
+    if not isinstance(begun, int) or body_started_ns - begun < JOB_START_MIN_NS:
+        return
+    attributes = {ATTR_HOP: Hop.EXECUTE, ATTR_KIND: Kind.APP}
+    run_id = getattr(execute, "attributes", {}).get(ATTR_RUN_ID)
+    if run_id:
+        attributes[ATTR_RUN_ID] = run_id
+    span = tracer("cronwave").start_span(
+        "job.start",
+        trace.set_span_in_context(execute),
+        attributes=attributes,
+        start_time=begun,
+    )
+    span.end(end_time=body_started_ns)
+
+
+@contextmanager
+def _attached(context: otel_context.Context) -> Iterator[None]:
+    token = otel_context.attach(context)
+    try:
+        yield
+    finally:
+        otel_context.detach(token)
