@@ -8,7 +8,6 @@ what a row lock (``SELECT ... FOR UPDATE``) gives on PostgreSQL.
 
 from __future__ import annotations
 
-import re
 import time
 import weakref
 from collections.abc import Iterator
@@ -29,6 +28,7 @@ from sqlalchemy.engine.base import OptionEngine
 from sqlalchemy.orm import Session, sessionmaker
 
 from cronwave_core.errors import ConfigurationError, Unavailable
+from cronwave_core.telemetry import sql
 
 MIGRATIONS = Path(__file__).resolve().parent / "migrations"
 _BEGIN_OPTION = "cronwave_sqlite_begin"
@@ -78,8 +78,10 @@ def create_engine(
 
 
 # SQL spans. They are the ones OpenTelemetry's SQLAlchemy instrumentation makes (same
-# names, kinds and attributes: a CLIENT span per statement with its text, and a
-# ``connect`` span for a connection checkout), made for this engine only and at a
+# kinds and attributes: a CLIENT span per statement with its text, and a ``connect``
+# span for a connection checkout), but named by operation and table, never by the
+# database's file (``cronwave_core.telemetry.sql``), with the statement's text cut to
+# a length; made for this engine only and at a
 # fraction of the cost: the attributes of a statement are worked out once per
 # distinct statement text (the compiled cache hands back the same few dozen strings)
 # instead of once per execution, and given to the span when it starts; and a checkout
@@ -124,9 +126,7 @@ class _SqlSpans:
         # What a statement's span says besides its text, known at the first statement
         # (PostgreSQL without a host in the URL is asked through the cursor).
         self._connection_attrs: dict[str, Any] | None = None
-        self._db_name: str | None = None
         self._statements: dict[str, tuple[str, dict[str, Any]]] = {}
-        self._comment = re.compile(r"^/\*.*?\*/")
 
     def connect(self, engine: sa.Engine) -> sa.Connection:
         """A checkout; a ``connect`` span when it waited (``SLOW_CHECKOUT_NS`` or
@@ -176,19 +176,12 @@ class _SqlSpans:
                 attrs = stock._get_attributes_from_cursor_or_conn(
                     self._vendor, conn, cursor, attrs, self._db_mode, self._http_mode
                 )
-            self._db_name = stock._get_db_name_from_cursor_or_conn(self._vendor, conn, cursor)
             self._connection_attrs = attrs
-        parts = []
-        tokens = self._comment.sub("", statement).split(None, 1)
-        if tokens:
-            parts.append(tokens[0])
-        if self._db_name:
-            parts.append(self._db_name)
-        name = " ".join(parts) if parts else self._vendor
+        name = sql.span_name(statement)
         span_attrs = dict(self._connection_attrs)
-        semconv._set_db_statement(span_attrs, statement, self._db_mode)
+        semconv._set_db_statement(span_attrs, sql.statement_text(statement), self._db_mode)
         semconv._set_db_system(span_attrs, self._vendor, self._db_mode)
-        semconv._set_db_operation(span_attrs, name, self._db_mode)
+        semconv._set_db_operation(span_attrs, name.split(" ", 1)[0], self._db_mode)
         named = (name, span_attrs)
         if len(self._statements) < _MAX_STATEMENTS:
             self._statements[statement] = named
