@@ -12,7 +12,7 @@ from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from alembic.script import ScriptDirectory
 
-from workflow_store.db import alembic_config, create_engine, migrate
+from workflow_store.db import alembic_config, create_engine, migrate, newest_revision
 from workflow_store.models import Base
 
 
@@ -29,6 +29,8 @@ def test_migration_head_matches_models(tmp_path: Path):
             assert compare_metadata(context, Base.metadata) == []
             head = ScriptDirectory.from_config(alembic_config()).get_current_head()
             assert context.get_current_revision() == head
+            # the head a store at start-up compares with, read without Alembic
+            assert newest_revision() == head
             assert conn.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
             assert conn.scalar(sa.text("SELECT revision FROM store_revision WHERE id = 1")) == 0
     finally:
