@@ -444,7 +444,7 @@ class Client(AuditCalls, PlannerCalls, DeadlineCalls):
 
     def delete_schedule(self, schedule_id: str, *, force: bool = False) -> Schedule:
         """Delete ``schedule_id``; its runs and their history stay. A schedule with a
-        run in flight (PENDING or RUNNING) is refused with ``FailedPrecondition``
+        run in flight (PENDING, WAITING or RUNNING) is refused with ``FailedPrecondition``
         naming the run, unless ``force``: then those runs are cancelled (error
         ``schedule deleted``) in the same transaction as the deletion."""
         return self._delete(schedule_id, force=force)[0]

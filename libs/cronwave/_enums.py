@@ -9,11 +9,20 @@ from typing import Any
 
 from cronwave_proto.v1 import common_pb2 as pb
 
-from cronwave_core.domain.runs import RUN_STATES, SLOT_TRIGGERS, TERMINAL, TRIGGERS, RunState
+from cronwave_core.domain.runs import (
+    IN_FLIGHT,
+    RUN_STATES,
+    SLOT_TRIGGERS,
+    TERMINAL,
+    TRIGGERS,
+    RunState,
+)
 from cronwave_core.proto_enum import ProtoEnum
 
 TERMINAL_STATES = frozenset(state.name for state in TERMINAL)
 """Run states that never change again."""
+IN_FLIGHT_STATES = tuple(state.name for state in RunState if state in IN_FLIGHT)
+"""Run states of a run not finished yet (PENDING, WAITING, RUNNING), in their order."""
 SLOT_TRIGGER_NAMES = frozenset(trigger.name for trigger in SLOT_TRIGGERS)
 """Triggers whose runs are slots of the calendar (a MANUAL run is none)."""
 

@@ -15,18 +15,18 @@ all on one host's clock.
   A re-run is a run given a new attempt while the worker of its previous attempt
   lived on: that worker began the attempt and ran the body, but its completion never
   reached the store (a body's start is recorded with its completion), so the run
-  stayed RUNNING until its heartbeat lapsed and then ran again. The store cannot tell
-  it from an attempt the worker never began (its claim's reply lost): only the
-  worker's own count can (``Tally``: how many of a worker's re-runs, in all windows,
+  stayed held (WAITING or RUNNING) until its heartbeat lapsed and then ran again.
+  The store cannot tell it from an attempt the worker never began (its claim's reply
+  lost): only the worker's own count can (``Tally``: how many of a worker's re-runs, in all windows,
   were bodies). A window's re-runs are duplicates as far as that count proves them
   (the count less the worker's re-runs in other windows); the rest are reported as
   possible (the count allows them) or not begun (the count rules them out). A
   killed worker's count is gone: its re-runs are possible.
-- **stuck**: a run of the window still PENDING or RUNNING -- or a placeholder still
-  pending -- ``stuck_after`` after the window ended, whether it finished later (its
-  ``finished_at``) or not at all. The job is a noop, done in milliseconds once its
-  body starts, and a window ends only after a quiet period of firing on time: a run
-  unfinished that long after is lost in the machinery, not busy.
+- **stuck**: a run of the window still in flight (PENDING, WAITING, RUNNING) -- or a
+  placeholder still pending -- ``stuck_after`` after the window ended, whether it
+  finished later (its ``finished_at``) or not at all. The job is a noop, done in
+  milliseconds once its body starts, and a window ends only after a quiet period of
+  firing on time: a run unfinished that long after is lost in the machinery, not busy.
 - **on time**: the slot's run's job body started at most ``tolerance`` after the
   fire time. The run bounds its body start -- not before ``max(claim, fire time)``
   (a worker holds a body until its fire time), not after ``finished_at`` -- so the
@@ -40,9 +40,9 @@ all on one host's clock.
 MISSED reasons the record itself can contradict (``contradicted``):
 
 - ``overlap_skip``, ``overlap_buffer_full``: the planner skips a fire when another
-  run of the schedule is PENDING or RUNNING as it decides, which is at or after the
-  fire time (a fire acted on ahead of it is deferred to its instant, not skipped) and
-  before the MISSED row is recorded. Contradicted when no other run of the schedule
+  run of the schedule is in flight (PENDING, WAITING, RUNNING) as it decides, which is
+  at or after the fire time (a fire acted on ahead of it is deferred to its instant,
+  not skipped) and before the MISSED row is recorded. Contradicted when no other run of the schedule
   was recorded before the MISSED row and still unfinished at the fire time (less
   ``LOOKUP_SLACK``: the in-flight look-up of a batch can precede its decisions).
 - ``superseded_by_latest``, ``catchup_skip``, ``catchup_cap``,

@@ -121,7 +121,7 @@ class FailedPrecondition(CronwaveError):
 
 
 class ScheduleBusy(FailedPrecondition):
-    """A delete of a schedule whose runs are still in flight (PENDING or RUNNING),
+    """A delete of a schedule whose runs are still in flight (PENDING, WAITING or RUNNING),
     without force: deleting it would leave those runs going with no schedule."""
 
     field: ClassVar[str] = "schedule_id"

@@ -19,7 +19,12 @@ from cronwave_core.domain.overlap import (
 from cronwave_core.domain.spec import Overlap
 
 FINISHED = [RunView("r1", "succeeded"), RunView("r2", "RUN_STATE_FAILED"), RunView("r3", "missed")]
-BUSY = [*FINISHED, RunView("r4", "RUN_STATE_RUNNING"), RunView("r5", "pending")]
+BUSY = [
+    *FINISHED,
+    RunView("r4", "RUN_STATE_RUNNING"),
+    RunView("r5", "pending"),
+    RunView("r6", "WAITING"),
+]
 
 
 @pytest.mark.parametrize("policy", list(Overlap))
@@ -39,7 +44,7 @@ def test_nothing_in_flight_always_starts(policy: Overlap) -> None:
         (
             Overlap.CANCEL_OTHER,
             0,
-            OverlapDecision(OverlapAction.CANCEL_OTHER, cancel=("r4", "r5")),
+            OverlapDecision(OverlapAction.CANCEL_OTHER, cancel=("r4", "r5", "r6")),
         ),
         (Overlap.ALLOW_ALL, 3, OverlapDecision(OverlapAction.START)),
     ],
@@ -50,8 +55,11 @@ def test_runs_in_flight_decide_by_policy(
     assert decide_overlap(policy, BUSY, buffered) == decision
 
 
-def test_only_pending_and_running_are_in_flight() -> None:
-    assert in_flight(BUSY) == ("r4", "r5")
+def test_only_pending_waiting_and_running_are_in_flight() -> None:
+    # A run claimed ahead of its fire time (WAITING) blocks an overlapping fire as a
+    # running one does
+    assert in_flight(BUSY) == ("r4", "r5", "r6")
+    assert in_flight([RunView("w", "RUN_STATE_WAITING")]) == ("w",)
 
 
 def test_the_oldest_buffered_fire_starts_once_nothing_is_in_flight() -> None:

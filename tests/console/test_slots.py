@@ -38,6 +38,7 @@ def run(state: str, *, started: timedelta | None = None, error: str = "") -> Run
         (run("CANCELLED"), "failed"),
         (run("MISSED", error="catchup_skip"), "missed"),
         (run("RUNNING", started=timedelta(0)), "running"),
+        (run("WAITING"), "waiting"),
         (run("PENDING"), "running"),
     ],
 )
@@ -59,6 +60,15 @@ def test_a_reason_with_detail_or_unknown_code_is_kept() -> None:
     assert missed_reason("") == "not run"
 
 
+def test_a_run_held_for_its_fire_time_is_waiting_not_running() -> None:
+    # Given a run a worker claimed ahead of its fire time: its body has not begun
+    slot = classify(run("WAITING"), LATE_AFTER)
+    # Then it is shown waiting, held by its worker, never "running; began -"
+    assert slot.outcome == "waiting"
+    assert slot.reason.startswith("waiting: claimed by w; its body starts at its fire time")
+    assert "began" not in slot.reason
+
+
 def test_a_failure_names_its_error_and_a_success_its_lateness() -> None:
     assert classify(run("FAILED", error="card declined"), LATE_AFTER).reason == (
         "failed: card declined"
@@ -73,7 +83,7 @@ def test_the_strip_is_oldest_first() -> None:
     assert [s.outcome for s in strip([newer, older], LATE_AFTER)] == ["missed", "ran"]
 
 
-@pytest.mark.parametrize("state", ["SUCCEEDED", "FAILED", "RUNNING", "PENDING"])
+@pytest.mark.parametrize("state", ["SUCCEEDED", "FAILED", "RUNNING", "WAITING", "PENDING"])
 def test_a_manual_run_is_manual_whatever_became_of_it(state: str) -> None:
     # Given a manual trigger (the demo's) in any state
     manual = replace(run(state, started=timedelta(0)), trigger="MANUAL")

@@ -104,7 +104,7 @@ def succeeded(suite: Suite, schedule_id: str) -> Run:
     def look() -> Run | None:
         with client_for(suite) as client:
             runs = client.list_runs(schedule_id, limit=20)
-        ended = [r for r in runs if r.state not in ("PENDING", "RUNNING")]
+        ended = [r for r in runs if r.terminal]
         wrong = [r for r in ended if r.state != "SUCCEEDED"]
         assert not wrong, f"{schedule_id}: {[(r.state, r.error) for r in wrong]}"
         return next((r for r in ended if r.state == "SUCCEEDED"), None)

@@ -156,6 +156,27 @@ def test_checkpoints_and_the_start_ride_along_and_are_not_sent_again() -> None:
     with_liveness(test)
 
 
+def test_a_start_reaches_the_store_at_once_not_at_the_next_beat() -> None:
+    def test(store: FakeStore, liveness: Liveness) -> None:
+        # Given an attempt held for its fire time, beating rarely (its interval is long),
+        # its first beat sent: the store has it WAITING
+        lease = liveness.hold("run-1", TOKEN, timedelta(seconds=30), CancelSignal())
+        lease.flush()
+        sent = len(eventually(lambda: store.items("run-1"), timeout=5, what="the first beat"))
+        assert not store.items("run-1")[0].HasField("body_started_at")
+        # When its body starts
+        assert lease.report_start(1_000_000_000) is BeatResult.OK
+        # Then a call carries the start within moments, not 30 s later: the run shows
+        # RUNNING while its body runs
+        items = eventually(
+            lambda: store.items("run-1")[sent:], timeout=2, interval=0.01, what="the start"
+        )
+        assert items[0].body_started_at.ToNanoseconds() == 1_000_000_000
+        eventually(lambda: lease.start_recorded, timeout=2, what="the start answered")
+
+    with_liveness(test)
+
+
 def test_an_attempts_end_waits_for_its_last_checkpoint_through_a_store_restart() -> None:
     def test(store: FakeStore, liveness: Liveness) -> None:
         # Given an attempt with a checkpoint the store does not have, the store down

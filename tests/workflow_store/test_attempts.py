@@ -57,7 +57,7 @@ def test_concurrent_claims_have_one_winner(stub):
     winner = winners[0]
     assert len(winner.attempt_token) == 32  # 128 random bits
     got = get_one(stub, run.run_id)
-    assert got.state == pb.RUN_STATE_RUNNING and got.attempt == 1
+    assert got.state == pb.RUN_STATE_WAITING and got.attempt == 1  # held, not begun
     assert got.worker_id == winner.run.worker_id
     assert got.claimed_at == got.heartbeat_at
     assert not got.HasField("started_at")  # no job body has begun
@@ -99,10 +99,10 @@ def test_zombie_attempt_is_refused_after_takeover(stub):
     for err in (stale_hb, stale_done):
         assert err.code() == grpc.StatusCode.FAILED_PRECONDITION
         assert err.details().startswith("attempt_token: not the current attempt of run")
-        assert "superseded by a newer attempt: the run is running, on attempt 2" in err.details()
+        assert "superseded by a newer attempt: the run is waiting, on attempt 2" in err.details()
         assert first.attempt_token not in err.details()
     after = get_one(stub, run.run_id)
-    assert after.state == pb.RUN_STATE_RUNNING and after.worker_id == "w2"
+    assert after.state == pb.RUN_STATE_WAITING and after.worker_id == "w2"
     kinds = [e.kind for e in stub.ListRunEvents(api.ListRunEventsRequest(run_id=run.run_id)).events]
     assert kinds == ["recorded", "claimed", "claimed"]
 
@@ -132,7 +132,7 @@ def test_a_wrong_token_is_not_called_superseded_when_no_newer_attempt_exists(stu
         assert err.details() == (
             f"attempt_token: not the current attempt of run '{claimed.run_id}': the token is "
             "not the run's current attempt token, and no newer attempt exists (the run is "
-            "running, on its first attempt); use the attempt_token its claim returned, or "
+            "waiting, on its first attempt); use the attempt_token its claim returned, or "
             "stop working on the run"
         )
     assert unclaimed.code() == grpc.StatusCode.FAILED_PRECONDITION
@@ -297,7 +297,7 @@ def test_attempt_tokens_cannot_be_guessed_or_read(stub):
         err = rpc_error(_complete, stub, run.run_id, guess)
         assert err.code() in (grpc.StatusCode.FAILED_PRECONDITION, grpc.StatusCode.INVALID_ARGUMENT)
         assert claim.attempt_token not in err.details()
-    assert get_one(stub, run.run_id).state == pb.RUN_STATE_RUNNING
+    assert get_one(stub, run.run_id).state == pb.RUN_STATE_WAITING
     # And the real attempt still completes it
     done = _complete(stub, run.run_id, claim.attempt_token)
     assert done.changed and done.run.state == pb.RUN_STATE_SUCCEEDED

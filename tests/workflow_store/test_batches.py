@@ -224,10 +224,10 @@ def test_a_malformed_item_fails_the_whole_batch_and_writes_nothing(stub):
         assert err.code() == grpc.StatusCode.INVALID_ARGUMENT
         assert err.details().startswith(message), err.details()
 
-    # And nothing was written: the one run, still running, with its two events
+    # And nothing was written: the one run, still held, with its two events
     assert [r.run_id for r in _runs(stub, sid)] == [run.run_id]
     got = get_one(stub, run.run_id)
-    assert got.state == pb.RUN_STATE_RUNNING
+    assert got.state == pb.RUN_STATE_WAITING
     assert _kinds(stub, run.run_id) == ["recorded", "claimed"]
     # An empty batch is answered with no results
     assert list(stub.RecordRuns(api.RecordRunsRequest()).results) == []
@@ -305,7 +305,7 @@ def test_concurrent_claim_batches_claim_each_run_once(store: StoreProcess, stub)
     assert all(len(w) == 1 for w in winners.values())
     for run_id, (worker,) in winners.items():
         got = get_one(stub, run_id)
-        assert got.state == pb.RUN_STATE_RUNNING and got.attempt == 1
+        assert got.state == pb.RUN_STATE_WAITING and got.attempt == 1
         assert got.worker_id == worker
         assert _kinds(stub, run_id) == ["recorded", "claimed"]
 
@@ -319,7 +319,7 @@ def test_claim_runs_twice_in_one_batch_and_unknown_runs(stub):
 
     # Then the first claim wins and the second finds the live attempt, as in two calls
     assert first.claim.claimed and len(first.claim.attempt_token) == 32
-    assert first.claim.run.state == pb.RUN_STATE_RUNNING and first.claim.run.worker_id == "w1"
+    assert first.claim.run.state == pb.RUN_STATE_WAITING and first.claim.run.worker_id == "w1"
     assert not second.claim.claimed and second.claim.attempt_token == ""
     assert second.claim.run == first.claim.run
     assert unknown.error.code == NOT_FOUND
@@ -363,7 +363,7 @@ def test_complete_runs_repeated_changes_nothing(stub):
     assert _kinds(stub, a.run_id) == ["recorded", "claimed", "succeeded"]
     assert _kinds(stub, b.run_id) == ["recorded", "claimed"]
     got = get_one(stub, b.run_id)
-    assert got.state == pb.RUN_STATE_RUNNING
+    assert got.state == pb.RUN_STATE_WAITING
 
 
 def test_complete_runs_with_retry_then_success(stub):

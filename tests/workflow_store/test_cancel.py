@@ -33,8 +33,11 @@ def _kinds(stub, run_id: str) -> list[str]:
 
 
 def test_a_grace_marks_a_running_run_and_its_heartbeat_carries_the_cancel(stub):
-    # Given a running run
+    # Given a running run (claimed, its body begun)
     run, token = claimed_run(stub)
+    started = api.HeartbeatRequest(run_id=run.run_id, attempt_token=token)
+    started.body_started_at.FromDatetime(datetime.now(UTC))
+    stub.Heartbeat(started)
 
     # When it is cancelled with a 30 s grace
     answer = _cancel(stub, run.run_id, timedelta(seconds=30), reason="not needed tonight")
@@ -197,14 +200,15 @@ def test_a_bad_grace_is_refused_naming_the_field_and_nothing_changes(stub, grace
     assert err.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert err.details().startswith(rule), err.details()
     got = get_one(stub, run.run_id)
-    assert got.state == pb.RUN_STATE_RUNNING and not got.HasField("cancel_deadline")
+    assert got.state == pb.RUN_STATE_WAITING and not got.HasField("cancel_deadline")
     assert _kinds(stub, run.run_id) == before
 
 
 def test_a_heartbeat_with_the_body_start_records_started_once(stub):
-    # Given a claimed run: claimed, but no body has begun
+    # Given a claimed run: claimed, but no body has begun (WAITING)
     run, token = claimed_run(stub)
     assert run.HasField("claimed_at") and not run.HasField("started_at")
+    assert run.state == pb.RUN_STATE_WAITING
 
     # When the heartbeat reports the body's start
     body = datetime.now(UTC)
@@ -212,7 +216,7 @@ def test_a_heartbeat_with_the_body_start_records_started_once(stub):
     request.body_started_at.FromDatetime(body)
     stub.Heartbeat(request)
 
-    # Then the run, still RUNNING, has started_at and the event "started"
+    # Then the run is RUNNING, has started_at and the event "started"
     got = get_one(stub, run.run_id)
     assert got.state == pb.RUN_STATE_RUNNING
     assert got.started_at.ToDatetime(tzinfo=UTC) == body

@@ -57,4 +57,4 @@ def test_a_batch_of_big_runs_is_claimed_in_answers_that_fit(stub):
         refused = [refused[i] for i, r in enumerate(reply.results) if r.HasField("error")]
     assert sorted(claimed) == sorted(runs)
     got = stub.GetRuns(api.GetRunsRequest(runs=[api.GetRunRequest(run_id=runs[0])])).runs
-    assert got[0].state == pb.RUN_STATE_RUNNING and got[0].attempt == 1
+    assert got[0].state == pb.RUN_STATE_WAITING and got[0].attempt == 1

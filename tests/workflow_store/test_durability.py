@@ -32,7 +32,7 @@ def test_schedules_and_runs_survive_kill_9(store):
     )
     got = get_one(stub, run.run_id)
     assert got == claim.run
-    assert got.fire_time == dt_to_ts(fire) and got.state == pb.RUN_STATE_RUNNING
+    assert got.fire_time == dt_to_ts(fire) and got.state == pb.RUN_STATE_WAITING
     assert stub.ListRunEvents(api.ListRunEventsRequest(run_id=run.run_id)).events == events
     assert stub.GetFencingToken(api.GetFencingTokenRequest()).fencing_token == 7
     # And the fire is still recorded once

@@ -60,7 +60,7 @@ def test_one_call_renews_every_attempt_and_refuses_each_bad_item_alone(stub):
     assert now[cancelled.run_id].heartbeat_at.ToDatetime() > before[cancelled.run_id]
     assert now[other.run_id].heartbeat_at.ToDatetime() == before[other.run_id]
     assert other_token  # its real token still holds it
-    assert now[other.run_id].state == pb.RUN_STATE_RUNNING
+    assert now[other.run_id].state == pb.RUN_STATE_WAITING
 
 
 def test_a_start_reported_twice_is_one_started_event_of_the_attempt(stub):
@@ -83,6 +83,41 @@ def test_a_start_reported_twice_is_one_started_event_of_the_attempt(stub):
     # Then the history has the attempt's start once
     assert _kinds(stub, run.run_id).count("started") == 1
     assert get_one(stub, run.run_id).started_at.ToDatetime(tzinfo=UTC) == began
+
+
+def test_a_held_run_is_waiting_until_a_beat_carries_its_start_then_running(stub):
+    # Given two runs claimed ahead of their fire time: held, no body begun
+    (one, one_token), (two, two_token) = claimed_run(stub), claimed_run(stub)
+    assert one.state == two.state == pb.RUN_STATE_WAITING
+    # and beaten while they wait: still WAITING
+    waits = [
+        api.HeartbeatRequest(run_id=one.run_id, attempt_token=one_token),
+        api.HeartbeatRequest(run_id=two.run_id, attempt_token=two_token),
+    ]
+    stub.Heartbeats(api.HeartbeatsRequest(beats=waits))
+    assert get_one(stub, one.run_id).state == pb.RUN_STATE_WAITING
+
+    # When one call carries the first body's start, with a checkpoint, and the second's
+    # plain beat
+    began = datetime.now(UTC).replace(microsecond=0)
+    start = api.HeartbeatRequest(
+        run_id=one.run_id, attempt_token=one_token, checkpoint_json='{"step": 1}'
+    )
+    start.body_started_at.FromDatetime(began)
+    results = stub.Heartbeats(api.HeartbeatsRequest(beats=[start, waits[1]])).results
+
+    # Then the started one is RUNNING with its start and checkpoint, the other WAITING
+    assert [r.HasField("error") for r in results] == [False, False]
+    got = get_one(stub, one.run_id)
+    assert got.state == pb.RUN_STATE_RUNNING
+    assert got.started_at.ToDatetime(tzinfo=UTC) == began
+    assert got.checkpoint_json == '{"step": 1}'
+    assert get_one(stub, two.run_id).state == pb.RUN_STATE_WAITING
+    # and a WAITING run is handed back as a running one is
+    released = stub.ReleaseRun(
+        api.ReleaseRunRequest(run_id=two.run_id, attempt_token=two_token, reason="stop")
+    )
+    assert released.run.state == pb.RUN_STATE_PENDING
 
 
 def test_a_start_whose_heartbeats_were_all_lost_is_recorded_by_the_completion(stub):

@@ -61,9 +61,10 @@ def test_a_result_over_the_limit_is_refused_by_name_and_nothing_is_written(stub)
         f"completions[1].result_json: at most {LIMIT} bytes (CRONWAVE_MAX_RESULT_BYTES), "
         f"got {5 * MIB}"
     )
-    # And nothing was written: both runs are still running, and readable
-    assert get_one(stub, run.run_id).state == pb.RUN_STATE_RUNNING
-    assert get_one(stub, other.run_id).state == pb.RUN_STATE_RUNNING
+    # And nothing was written: both runs are still held (claimed, no body started), and
+    # readable
+    assert get_one(stub, run.run_id).state == pb.RUN_STATE_WAITING
+    assert get_one(stub, other.run_id).state == pb.RUN_STATE_WAITING
 
 
 def test_a_checkpoint_over_the_limit_is_refused_by_heartbeat_and_release(stub):
@@ -94,7 +95,7 @@ def test_a_checkpoint_over_the_limit_is_refused_by_heartbeat_and_release(stub):
             f"checkpoint_json: at most {limit} bytes (CRONWAVE_MAX_CHECKPOINT_BYTES), got {5 * MIB}"
         )
     got = get_one(stub, run.run_id)
-    assert (got.state, got.checkpoint_json) == (pb.RUN_STATE_RUNNING, '{"i": 1}')
+    assert (got.state, got.checkpoint_json) == (pb.RUN_STATE_WAITING, '{"i": 1}')
 
 
 def test_a_run_with_result_and_checkpoint_at_the_limits_completes_and_reads(stub):

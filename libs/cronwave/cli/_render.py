@@ -16,6 +16,7 @@ NONE = "-"
 
 STATE_STYLE = {
     "PENDING": "cyan",
+    "WAITING": "blue",
     "RUNNING": "yellow",
     "SUCCEEDED": "green",
     "FAILED": "red",

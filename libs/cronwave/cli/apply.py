@@ -11,6 +11,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
+from cronwave._enums import IN_FLIGHT_STATES
 from cronwave.cli import _json
 from cronwave.cli._console import connected, fail, out
 from cronwave.cli._json import Output, OutputOption
@@ -85,7 +86,7 @@ def _check_prunable(client: Client, changes: Plan) -> None:
     from cronwave.cli._apply_plan import Action
 
     for change in changes.of(Action.PRUNE):
-        runs = client.list_runs(change.schedule_id, limit=5, states=("PENDING", "RUNNING"))
+        runs = client.list_runs(change.schedule_id, limit=5, states=IN_FLIGHT_STATES)
         if runs:
             shown = ", ".join(f"{r.run_id} ({r.state})" for r in runs)
             raise FailedPrecondition(

@@ -470,7 +470,9 @@ def delete(
     schedule_id: ScheduleId,
     force: Annotated[
         bool,
-        typer.Option("--force", help="Cancel its runs in flight (PENDING, RUNNING) and delete."),
+        typer.Option(
+            "--force", help="Cancel its runs in flight (PENDING, WAITING, RUNNING) and delete."
+        ),
     ] = False,
 ) -> None:
     """Delete a schedule; its runs and their history stay. Refused while a run is in

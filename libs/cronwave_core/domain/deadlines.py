@@ -11,7 +11,9 @@ slot (its run, if any). The store's deadline sweep asks it; nothing else decides
 | SUCCEEDED after the deadline (the sweep came late) | ``succeeded_late`` | |
 | FAILED / TIMED_OUT / CANCELLED | ``failed`` / ``timed_out`` / ``cancelled`` | the run's error |
 | DEAD_LETTERED | ``dead_lettered`` | the run's error |
-| RUNNING | ``still_running`` | claimed or started when |
+| RUNNING | ``still_running`` | started when |
+| WAITING after a failed attempt (its retry claimed, not begun) | ``failed`` | the attempt's error |
+| WAITING (claimed, the job body has not begun) | ``not_started`` | ``waiting: ...`` |
 | PENDING after a failed attempt (a retry is due) | ``failed`` | the attempt's error |
 | PENDING (never claimed, or handed back) | ``not_started`` | ``pending: ...`` |
 | MISSED ``pending:*`` (decided, not started yet) | ``not_started`` | its placeholder reason |
@@ -172,6 +174,11 @@ def judge(run: SlotRun | None, deadline_at: datetime) -> Verdict | None:
         return None
     if state in _TERMINAL_FAILURES:
         return Verdict(_TERMINAL_FAILURES[state], run.error)
+    if state is RunState.WAITING:
+        if run.error:
+            return Verdict(BreachReason.FAILED, f"attempt {run.attempt - 1} failed: {run.error}")
+        claimed = f" at {_iso(run.claimed_at)}" if run.claimed_at is not None else ""
+        return Verdict(BreachReason.NOT_STARTED, f"waiting: claimed{claimed}, not begun")
     if state is RunState.RUNNING:
         if run.started_at is not None:
             return Verdict(BreachReason.STILL_RUNNING, f"started at {_iso(run.started_at)}")

@@ -1,9 +1,9 @@
 """Overlap decisions: what to do with a fire while the schedule's earlier runs are
 still in flight.
 
-A run is in flight while it is PENDING or RUNNING; SUCCEEDED, FAILED, TIMED_OUT,
-MISSED, CANCELLED and DEAD_LETTERED runs are over and never block. States are
-accepted as the domain name (``"running"``) or the proto enum name
+A run is in flight while it is PENDING, WAITING or RUNNING; SUCCEEDED, FAILED,
+TIMED_OUT, MISSED, CANCELLED and DEAD_LETTERED runs are over and never block. States
+are accepted as the domain name (``"running"``) or the proto enum name
 (``"RUN_STATE_RUNNING"``), in any case.
 
 | policy        | nothing in flight | something in flight                                  |
@@ -61,7 +61,7 @@ class OverlapDecision:
 
 
 def in_flight(runs: Sequence[RunView]) -> tuple[str, ...]:
-    """The ids of the runs that are PENDING or RUNNING, in the given order."""
+    """The ids of the runs that are PENDING, WAITING or RUNNING, in the given order."""
     return tuple(r.run_id for r in runs if _normal(r.state) in IN_FLIGHT_STATES)
 
 

@@ -1,7 +1,14 @@
 """A run's state and why it exists, as domain values with their proto conversion
 beside them (members map by name: ``RunState.TIMED_OUT`` is ``RUN_STATE_TIMED_OUT``,
 see ``proto_enum``). People see states and triggers by their upper-case names
-(``"SUCCEEDED"``, ``"MANUAL"``); the store keeps the lower-case values."""
+(``"SUCCEEDED"``, ``"MANUAL"``); the store keeps the lower-case values.
+
+A run's life: PENDING (recorded, its message queued) -> WAITING (a worker claimed
+it: an attempt holds it and beats, but its body has not started -- it waits for its
+fire time, claimed ahead by the dispatch lead, or for a job process) -> RUNNING (the
+attempt reported its body's start) -> a terminal state. A retry or a hand-back goes
+back to PENDING, and the next claim to WAITING again. WAITING and RUNNING are *held*
+(an attempt's lease, its heartbeat, can lapse); all three are in flight."""
 
 from __future__ import annotations
 
@@ -14,6 +21,7 @@ from cronwave_core.proto_enum import ProtoEnum
 
 class RunState(StrEnum):
     PENDING = "pending"
+    WAITING = "waiting"
     RUNNING = "running"
     SUCCEEDED = "succeeded"
     FAILED = "failed"
@@ -29,8 +37,14 @@ class RunState(StrEnum):
 
     @property
     def in_flight(self) -> bool:
-        """PENDING or RUNNING: the run blocks an overlapping fire."""
+        """PENDING, WAITING or RUNNING: the run blocks an overlapping fire."""
         return self in IN_FLIGHT
+
+    @property
+    def held(self) -> bool:
+        """WAITING or RUNNING: an attempt holds the run (until its heartbeat lapses),
+        whether or not its body has started."""
+        return self in HELD
 
     def to_proto(self) -> pb.RunState:
         return RUN_STATES.to_proto(self)
@@ -56,7 +70,8 @@ TERMINAL = frozenset(
         RunState.DEAD_LETTERED,
     }
 )
-IN_FLIGHT = frozenset({RunState.PENDING, RunState.RUNNING})
+HELD = frozenset({RunState.WAITING, RunState.RUNNING})
+IN_FLIGHT = frozenset({RunState.PENDING, *HELD})
 
 
 class Trigger(StrEnum):

@@ -22,6 +22,7 @@ class RunState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     RUN_STATE_MISSED: _ClassVar[RunState]
     RUN_STATE_CANCELLED: _ClassVar[RunState]
     RUN_STATE_DEAD_LETTERED: _ClassVar[RunState]
+    RUN_STATE_WAITING: _ClassVar[RunState]
 
 class TriggerKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -74,6 +75,7 @@ RUN_STATE_TIMED_OUT: RunState
 RUN_STATE_MISSED: RunState
 RUN_STATE_CANCELLED: RunState
 RUN_STATE_DEAD_LETTERED: RunState
+RUN_STATE_WAITING: RunState
 TRIGGER_KIND_UNSPECIFIED: TriggerKind
 TRIGGER_KIND_SCHEDULED: TriggerKind
 TRIGGER_KIND_MANUAL: TriggerKind

@@ -336,9 +336,10 @@ class WorkflowStoreServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def ClaimRuns(self, request, context):
-        """Workers take runs: PENDING -> RUNNING, a new attempt with its own token (128
-        random bits, returned only here: no read returns it). Workers claim and complete
-        what they hold together (group commit).
+        """Workers take runs: PENDING -> WAITING, a new attempt with its own token (128
+        random bits, returned only here: no read returns it); the run becomes RUNNING when
+        its body's start is reported (Heartbeats, or with its completion). Workers claim
+        and complete what they hold together (group commit).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -354,7 +355,8 @@ class WorkflowStoreServiceServicer:
         """A worker's liveness: one call per heartbeat interval carries every attempt it
         holds (running, or waiting for a job process), renewed together; each item is
         answered as its single Heartbeat would be (cancel requests included). A body's
-        start sent here and again with its completion is recorded once per attempt.
+        start sent here and again with its completion is recorded once per attempt; it
+        moves the run WAITING -> RUNNING.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -368,9 +370,9 @@ class WorkflowStoreServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def ReleaseRun(self, request, context):
-        """A worker that stops gracefully hands its attempt back: RUNNING -> PENDING (event
-        "released"), its checkpoint kept, so another worker resumes the run at once
-        instead of after a heartbeat lapse. Needs the current attempt's token.
+        """A worker that stops gracefully hands its attempt back: WAITING or RUNNING ->
+        PENDING (event "released"), its checkpoint kept, so another worker resumes the run
+        at once instead of after a heartbeat lapse. Needs the current attempt's token.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -436,8 +438,8 @@ class WorkflowStoreServiceServicer:
 
     def RequeueStalledRuns(self, request, context):
         """Runs that need a new message: PENDING runs due longer than pending_for ago that no
-        worker claimed (their message was lost), replayed runs, and RUNNING runs whose
-        heartbeat lapsed. Each returned run is marked requeued (event "requeued") in the
+        worker claimed (their message was lost), replayed runs, and WAITING or RUNNING
+        runs whose heartbeat lapsed. Each returned run is marked requeued (event "requeued") in the
         same transaction; the caller enqueues its message.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)

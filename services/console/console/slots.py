@@ -1,4 +1,4 @@
-"""What a person sees of a run in a schedule's strip: one of seven outcomes, and why.
+"""What a person sees of a run in a schedule's strip: one of eight outcomes, and why.
 
 ======== ==========================================================================
 ran      SUCCEEDED, fire lateness at most the console's ``late_after``
@@ -7,7 +7,9 @@ failed   FAILED, TIMED_OUT, CANCELLED or DEAD_LETTERED
 missed   MISSED: the slot was not run (catch-up policy, overlap policy, DST gap, ...)
 failed-deadline  the slot had not SUCCEEDED by its schedule's deadline (the store
          recorded a breach), whatever its run did later
-running  PENDING or RUNNING: not finished yet
+waiting  WAITING: a worker claimed it (ahead of its fire time, by the dispatch lead)
+         and holds it; its body has not started yet
+running  PENDING or RUNNING: not finished yet (a PENDING run waits for a worker)
 manual   a MANUAL trigger, whatever its state: it ran outside the calendar and
          proves nothing of any slot, so it is never shown as one (its reason says
          how it ended)
@@ -28,7 +30,16 @@ from datetime import datetime, timedelta
 
 from cronwave import DeadlineBreach, Run
 
-OUTCOMES = ("ran", "late", "failed", "missed", "running", "failed-deadline", "manual")
+OUTCOMES = (
+    "ran",
+    "late",
+    "failed",
+    "missed",
+    "waiting",
+    "running",
+    "failed-deadline",
+    "manual",
+)
 #: A run triggered by hand: no slot of the calendar.
 MANUAL = "manual"
 #: A slot that had not SUCCEEDED by its schedule's deadline (a breach the store recorded).
@@ -108,6 +119,13 @@ def _classify_state(run: Run, late_after: timedelta) -> Slot:
     if run.state in _FAILED:
         why = run.error or run.cancel_reason or run.state.lower()
         return Slot(run, "failed", f"{run.state.lower().replace('_', ' ')}: {why}")
+    if run.state == "WAITING":
+        holder = f"claimed by {run.worker_id}" if run.worker_id else "claimed"
+        return Slot(
+            run,
+            "waiting",
+            f"waiting: {holder}; its body starts at its fire time (or once a job process is free)",
+        )
     if run.state == "RUNNING":
         return Slot(run, "running", f"running; began {human(lateness)} after its fire time")
     return Slot(run, "running", "pending: waiting for a worker")

@@ -1,9 +1,9 @@
 """The overlap decision of one fire: start it now, start an older buffered fire of its
 schedule first, or not start it now.
 
-The overlap policy is applied when the schedule has runs in flight (PENDING or RUNNING;
-looked up only when the policy is not ``allow_all``, for a whole batch of fires at
-once when it can be): ``skip`` records the slot MISSED (``overlap_skip``),
+The overlap policy is applied when the schedule has runs in flight (PENDING, WAITING
+or RUNNING; looked up only when the policy is not ``allow_all``, for a whole batch of
+fires at once when it can be): ``skip`` records the slot MISSED (``overlap_skip``),
 ``buffer_one``/``buffer_all`` keep it until the run in flight ends
 (``overlap_buffer_full`` when ``buffer_one``'s one place is taken), ``cancel_other``
 names the runs in flight to complete as CANCELLED (their workers' next heartbeat is

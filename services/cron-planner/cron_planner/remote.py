@@ -23,7 +23,7 @@ from cronwave_proto.v1 import workflow_store_service_pb2_grpc as store_grpc
 from cron_planner.ports import Start
 from cron_planner.work import InFlight, Missed, Trigger
 from cronwave_core.convert import dt_to_ts, ts_to_dt
-from cronwave_core.domain.runs import RUN_STATES, TRIGGERS, RunState
+from cronwave_core.domain.runs import IN_FLIGHT, RUN_STATES, TRIGGERS, RunState
 from cronwave_core.errors import CronwaveError, Unavailable
 from cronwave_core.rpc import error_from_item, error_from_rpc
 
@@ -167,7 +167,8 @@ class StoreClient:
             after = reply.runs[-1].run_id
 
     def in_flight(self, schedule_id: str) -> list[InFlight]:
-        """The schedule's PENDING and RUNNING runs (at most ``IN_FLIGHT_LIMIT``)."""
+        """The schedule's runs in flight, PENDING, WAITING or RUNNING (at most
+        ``IN_FLIGHT_LIMIT``)."""
         return self.in_flight_many([schedule_id])[schedule_id]
 
     def in_flight_many(self, schedule_ids: Sequence[str]) -> dict[str, list[InFlight]]:
@@ -180,7 +181,7 @@ class StoreClient:
             request = store_pb.ListRunsRequest(
                 schedule_ids=page,
                 limit=IN_FLIGHT_LIMIT * len(page),
-                states=[RunState.PENDING.to_proto(), RunState.RUNNING.to_proto()],
+                states=[state.to_proto() for state in sorted(IN_FLIGHT)],
                 lean=True,  # no payloads: a page of runs at their limits is megabytes
             )
             reply = self._call(self._stub.ListRuns, request)

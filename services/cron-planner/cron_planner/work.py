@@ -79,10 +79,11 @@ class Fire:
 
 @dataclass(frozen=True, slots=True)
 class InFlight:
-    """A PENDING or RUNNING run of a schedule, as an overlap decision needs it."""
+    """A run in flight (PENDING, WAITING or RUNNING) of a schedule, as an overlap
+    decision needs it."""
 
     run_id: str
-    state: str  # "pending" or "running"
+    state: str  # "pending", "waiting" or "running"
     attempt: int  # the attempt token the store expects from whoever completes it
     fire_time: datetime
     recorded_at: datetime | None = None  # when the store recorded it (None: unknown)

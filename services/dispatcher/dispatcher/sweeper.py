@@ -7,8 +7,9 @@ most ``CRONWAVE_SWEEP_LIMIT`` such runs, which the store marks "requeued" in the
 
 - PENDING runs due longer than ``pending_for`` ago that no worker claimed (a retry is
   due only once its delay has passed), and replayed runs, which have no message yet;
-- RUNNING runs whose heartbeat lapsed: the worker died or paused past its job type's
-  heartbeat timeout. The new attempt resumes from the run's last checkpoint.
+- WAITING and RUNNING runs whose heartbeat lapsed: the worker died or paused past its
+  job type's heartbeat timeout (for a WAITING run, while it held the run for its fire
+  time). The new attempt resumes from the run's last checkpoint.
 
 A lost queue is not left to ``pending_for``: each tick first looks at the queue
 epoch (``cronwave_core.queue_epoch``: one round trip to Redis). When Redis has lost its

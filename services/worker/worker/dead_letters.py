@@ -34,7 +34,7 @@ class DeadLetterRejected(dramatiq.Middleware):
         exc = getattr(message, "_exception", None)
         if isinstance(exc, grpc.RpcError) and exc.code() in TRANSIENT:
             # The store was unreachable: nothing is wrong with the message. The run
-            # stays PENDING (or RUNNING) and the sweeper sends it again.
+            # stays PENDING (or WAITING, RUNNING) and the sweeper sends it again.
             log.warning("run %r: message dropped while the store is unreachable", run_id)
             return
         error = describe(exc) if exc is not None else "rejected by the broker"

@@ -11,11 +11,13 @@ releases every body of an instant together. Idle pool threads block without poll
 
 Exactly once is unchanged: the run was claimed (its attempt token is this worker's)
 before it entered the heap. Its message is acknowledged when the consumer's thread
-returns, so a worker that dies while holding runs leaves them RUNNING with a heartbeat
-that lapses; the store hands them out again then, as for a worker that dies mid-run.
-A held run's attempt beats while it waits (its lease in the worker's liveness,
-``worker.liveness``), as a running one does, however long it is held. A worker
-that stops gracefully hands every run still held back instead (``stop``: each one's
+returns, so a worker that dies while holding runs leaves them WAITING (claimed, the
+body not started) with a heartbeat that lapses; the store hands them out again then,
+as for a worker that dies mid-run. A held run's attempt beats while it waits (its
+lease in the worker's liveness, ``worker.liveness``), as a running one does, however
+long it is held; the run turns RUNNING when its body's start is reported (the next
+beat after it, within the heartbeat interval or ``cancel_check``). A worker that
+stops gracefully hands every run still held back instead (``stop``: each one's
 ``on_stop``, which gives the run back to the store and queues its message again).
 """
 

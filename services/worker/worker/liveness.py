@@ -10,9 +10,11 @@ lease due within half an interval in the same call, so leases taken at different
 moments soon beat together: the store sees one call per tick, not one per run. A
 newer checkpoint, the body's progress (``JobContext.progress``) or its start rides
 along with the next call (a checkpoint or progress within ``checkpoint_flush``; only
-the newest of each is sent); nothing a supervising thread does waits for the store,
-so a run waiting for a job process costs no call, and a job process is never held by
-one.
+the newest of each is sent; the start within ``start_flush``: the store moves the run
+from WAITING to RUNNING when it has it, so a held run shows RUNNING as soon as its body
+runs, and the starts of a burst released together share their calls); nothing a
+supervising thread does waits for the store, so a run waiting for a job process costs
+no call, and a job process is never held by one.
 
 Each lease gets its own item's answer: a refusal (a newer attempt owns the run, or it
 ended) marks it superseded, which its supervisor sees at its next look and stops the
@@ -50,6 +52,9 @@ log = logging.getLogger("cronwave.worker")
 #: A new checkpoint reaches the store within this time even when the heartbeat
 #: interval is longer, so a resumed attempt repeats at most this much work.
 CHECKPOINT_FLUSH = timedelta(seconds=1)
+#: The body's start reaches the store within this time (the run is WAITING until then),
+#: however long the heartbeat interval; bodies starting together share the call.
+START_FLUSH = timedelta(milliseconds=100)
 #: A tick whose call failed is tried again this soon (the store may be restarting).
 RETRY_AFTER = timedelta(milliseconds=500)
 #: How long an attempt's end waits for its last checkpoint to be sent.
@@ -77,7 +82,7 @@ class Lease:
         self.interval = interval
         self.cancel = cancel
         self.due = due  # next beat (monotonic seconds)
-        self.flush_by = 0.0  # an unsent checkpoint must go by then; 0 = none
+        self.flush_by = 0.0  # an unsent checkpoint or start must go by then; 0 = none
         self.checkpoint = ""  # newest unsent checkpoint JSON ("" = the store has it)
         self.progress: Progress | None = None  # newest unsent progress (None: sent)
         self.version = 0  # counts changes (checkpoints, the start) to send
@@ -136,11 +141,13 @@ class Liveness:
         send: Send,
         *,
         checkpoint_flush: timedelta = CHECKPOINT_FLUSH,
+        start_flush: timedelta = START_FLUSH,
         max_batch: int = DEFAULT_MAX_BATCH,
         monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         self._send = send
         self._flush_s = checkpoint_flush.total_seconds()
+        self._start_s = start_flush.total_seconds()
         self._max_batch = max_batch
         self._monotonic = monotonic
         self._leases: dict[int, Lease] = {}
@@ -181,6 +188,10 @@ class Liveness:
             if started_ns and not lease.started_ns:
                 lease.started_ns = started_ns
                 lease.version += 1
+                start_by = self._monotonic() + min(self._start_s, lease.interval)
+                if not lease.flush_by or start_by < lease.flush_by:
+                    lease.flush_by = start_by
+                    self._cond.notify()
             return BeatResult.SUPERSEDED if lease.superseded else BeatResult.OK
 
     def _progress(self, lease: Lease, progress: Progress) -> None:

@@ -67,7 +67,8 @@ class AttemptStore(AuditStore):
     def claim_run(self, run_id: str, worker_id: str) -> Claim:
         """Start a new attempt of the run for ``worker_id`` unless it is terminal or a
         live attempt holds it (its heartbeat younger than the job's heartbeat timeout).
-        Of concurrent claims exactly one wins."""
+        Of concurrent claims exactly one wins. The claimed run is WAITING: held, its
+        body not started (it becomes RUNNING when the attempt reports its start)."""
         if not worker_id:
             raise InvalidArgument("worker_id", "required: the claiming worker's id")
         claim: Claim = _only(
@@ -115,7 +116,7 @@ class AttemptStore(AuditStore):
             answer += blobs
             before.setdefault(run["run_id"], (run["state"], run["attempt_token"]))
             run.update(
-                state=RunState.RUNNING.value,
+                state=RunState.WAITING.value,
                 attempt=run["attempt"] + 1,
                 attempt_token=new_attempt_token(),
                 claimed_at=now,
@@ -139,7 +140,7 @@ class AttemptStore(AuditStore):
             return False
         if state is RunState.PENDING and run["due_at"] is not None and run["due_at"] > now:
             return False
-        if state is RunState.RUNNING:
+        if state.held:
             alive_since = run["heartbeat_at"] or run["claimed_at"]
             if alive_since is not None and now - alive_since < self._heartbeat_timeout(
                 s, run["job_type"]
@@ -156,10 +157,11 @@ class AttemptStore(AuditStore):
     ) -> Beat:
         """Prove the attempt is alive; returns the deadline of its next heartbeat and,
         for a cancel-requested run, how long its body has left to stop. With
-        ``body_started_at`` the run's ``started_at`` is set unless an earlier attempt's
-        body began first, and the event ``started`` is recorded once per attempt.
-        Raises ``StaleAttempt`` for a superseded attempt, ``FailedPrecondition`` when
-        the run is not running."""
+        ``body_started_at`` a WAITING run becomes RUNNING, its ``started_at`` is set
+        unless an earlier attempt's body began first, and the event ``started`` is
+        recorded once per attempt. Raises ``StaleAttempt`` for a superseded attempt,
+        ``FailedPrecondition`` when no attempt holds the run (it is neither WAITING nor
+        RUNNING)."""
         beat = BeatRequest(run_id, attempt_token, checkpoint_json, body_started_at)
         answer: Beat = _only(self.heartbeats([beat]))
         return answer
@@ -199,12 +201,11 @@ class AttemptStore(AuditStore):
             if refused is not None:
                 results.append(refused)
                 continue
-            where = (run["state"], run["attempt_token"])
-            alive[beat.run_id] = where
+            alive[beat.run_id] = (run["state"], run["attempt_token"])
             run["heartbeat_at"] = now
             if beat.checkpoint_json:
                 run["checkpoint_json"] = beat.checkpoint_json
-                saved[beat.run_id] = where
+                saved[beat.run_id] = (run["state"], run["attempt_token"])  # after the beat's
             if beat.body_started_at is not None and (beat.run_id, run["attempt"]) not in started:
                 started.add((beat.run_id, run["attempt"]))
                 run["started_at"] = run["started_at"] or beat.body_started_at
@@ -217,6 +218,8 @@ class AttemptStore(AuditStore):
             if job_type not in timeouts:
                 timeouts[job_type] = self._heartbeat_timeout(s, job_type)
             deadline = now + timeouts[job_type]
+            if beat.body_started_at is not None:
+                run["state"] = RunState.RUNNING.value  # its body began: no longer WAITING
             if run["cancel_deadline"] is None:
                 results.append(Beat(deadline))
             else:
@@ -339,13 +342,13 @@ class AttemptStore(AuditStore):
     def release_run(
         self, run_id: str, attempt_token: str, checkpoint_json: str, reason: str
     ) -> tuple[RunRecord, bool]:
-        """Hand the current attempt back: RUNNING -> PENDING, due now, with the event
-        "released" (detail ``reason``) and ``checkpoint_json`` kept when given, so the
-        next claim resumes the run at once rather than after a heartbeat lapse. The
+        """Hand the current attempt back: WAITING or RUNNING -> PENDING, due now, with
+        the event "released" (detail ``reason``) and ``checkpoint_json`` kept when given,
+        so the next claim resumes the run at once rather than after a heartbeat lapse. The
         attempt's token stops being valid: a later write from it is refused. A run
         already terminal is returned unchanged (``False``). Raises ``StaleAttempt``
-        for any token but the current attempt's, ``FailedPrecondition`` when the run
-        is not running."""
+        for any token but the current attempt's, ``FailedPrecondition`` when no
+        attempt holds the run."""
         return self._rounds(
             lambda s: self._release(s, run_id, attempt_token, checkpoint_json, reason)
         )
@@ -360,9 +363,9 @@ class AttemptStore(AuditStore):
             return _run(row), False
         if not same_token(token, row.attempt_token):
             raise StaleAttempt(run_id, row.attempt, row.state)
-        if state is not RunState.RUNNING:
+        if not state.held:
             raise FailedPrecondition(
-                f"run is {state.value}: run '{run_id}' has no running attempt to release"
+                f"run is {state.value}: run '{run_id}' has no attempt holding it to release"
             )
         if row.cancel_deadline is not None:  # cancel-requested: it ends here, not resumed
             self._conditional_update(
@@ -398,13 +401,14 @@ class AttemptStore(AuditStore):
         Without a grace, or when no live attempt holds the run (PENDING, or its
         heartbeat lapsed), the run is CANCELLED at once with the reason as its error:
         its queued message is dropped by the claim, and an attempt that held it is
-        refused at its next heartbeat or completion. With a grace, a running run is
-        marked cancel-requested instead (``cancel_deadline`` = now + grace, event
-        ``cancel_requested``): it stays RUNNING while its attempt learns of it at its
-        next heartbeat and stops its body by the deadline, and whatever that attempt
-        then reports (a completion, a hand-back) ends the run CANCELLED; it is never
-        claimed again, and the sweeper ends it CANCELLED should the attempt's heartbeat
-        lapse. A second request may bring the deadline closer, never move it away."""
+        refused at its next heartbeat or completion. With a grace, a held run (WAITING
+        or RUNNING) is marked cancel-requested instead (``cancel_deadline`` = now +
+        grace, event ``cancel_requested``): it stays held while its attempt learns of it
+        at its next heartbeat and stops its body by the deadline, and whatever that
+        attempt then reports (a completion, a hand-back) ends the run CANCELLED; it is
+        never claimed again, and the sweeper ends it CANCELLED should the attempt's
+        heartbeat lapse. A second request may bring the deadline closer, never move it
+        away."""
         return self._rounds(lambda s: self._audited_cancel(s, request, actor))
 
     def _audited_cancel(
@@ -431,7 +435,7 @@ class AttemptStore(AuditStore):
             return _run(row), False
         alive_since = row.heartbeat_at or row.claimed_at
         alive = (
-            state is RunState.RUNNING
+            state.held
             and alive_since is not None
             and now - alive_since < self._heartbeat_timeout(s, row.job_type)
         )
@@ -471,7 +475,7 @@ def _body_started(body_started_at: datetime, fire_time: datetime) -> str:
     )
 
 
-_BEAT_COLUMNS = ("heartbeat_at", "started_at")
+_BEAT_COLUMNS = ("state", "heartbeat_at", "started_at")
 _BEAT_UPDATE = _update_of(_BEAT_COLUMNS)
 _CHECKPOINT_COLUMNS = ("checkpoint_json",)
 _CHECKPOINT_UPDATE = _update_of(_CHECKPOINT_COLUMNS)
@@ -524,7 +528,7 @@ def _started_attempts(s: Session, run_ids: set[str]) -> set[tuple[str, int]]:
 
 
 def _beat_refusal(run: Mapping[str, Any], beat: BeatRequest) -> CronwaveError | None:
-    """Why the heartbeat of ``beat`` is refused (None: it is the running attempt's)."""
+    """Why the heartbeat of ``beat`` is refused (None: it is the holding attempt's)."""
     run_id, state = beat.run_id, RunState(run["state"])
     if not same_token(beat.attempt_token, run["attempt_token"]):
         return StaleAttempt(run_id, run["attempt"], run["state"])
@@ -532,9 +536,9 @@ def _beat_refusal(run: Mapping[str, Any], beat: BeatRequest) -> CronwaveError | 
         return FailedPrecondition(
             f"run is already {state.value}: run '{run_id}' has finished; stop working on it"
         )
-    if state is not RunState.RUNNING:
+    if not state.held:
         return FailedPrecondition(
-            f"run is {state.value}: run '{run_id}' has no running attempt; claim it first"
+            f"run is {state.value}: no attempt holds run '{run_id}'; claim it first"
         )
     return None
 

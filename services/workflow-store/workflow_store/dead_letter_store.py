@@ -42,9 +42,10 @@ class DeadLetterStore(AuditStore):
         and ``req.error``; a message naming no known run is listed on its own.
 
         Only the attempt that holds the run gives up on it: it passes its token
-        (``StaleAttempt`` for any other, ``FailedPrecondition`` when the run is not
-        RUNNING). A message refused before any claim (undecodable, rejected by the
-        broker) passes none: it is listed as it arrived, naming its PENDING run, and
+        (``StaleAttempt`` for any other, ``FailedPrecondition`` when no attempt holds
+        the run: it is neither WAITING nor RUNNING). A message refused before any claim
+        (undecodable, rejected by the broker) passes none: it is listed as it arrived,
+        naming its PENDING run, and
         the run is left as it is (``changed=False``; the sweeper sends it a new
         message), so a worker's certificate cannot dead-letter a run it never claimed.
         A terminal run, or one a live attempt holds, is left alone and nothing listed.
@@ -63,7 +64,7 @@ class DeadLetterStore(AuditStore):
         if state.terminal:
             return DeadLettered(None, _run(row), changed=False)
         if not req.attempt_token:
-            if state is RunState.RUNNING:
+            if state.held:
                 return DeadLettered(None, _run(row), changed=False)
             letter = _new_letter(
                 s,
@@ -77,9 +78,9 @@ class DeadLetterStore(AuditStore):
             return DeadLettered(letter, _run(row), changed=False)
         if not same_token(req.attempt_token, row.attempt_token):
             raise StaleAttempt(row.run_id, row.attempt, row.state)
-        if state is not RunState.RUNNING:
+        if not state.held:
             raise FailedPrecondition(
-                f"run is {state.value}: run '{row.run_id}' has no running attempt to give "
+                f"run is {state.value}: run '{row.run_id}' has no attempt holding it to give "
                 "up; only the attempt that claimed a run dead-letters it (a message refused "
                 "before its claim passes no attempt_token, and leaves the run as it is)"
             )

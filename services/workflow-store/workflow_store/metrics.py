@@ -11,7 +11,7 @@ import sqlalchemy as sa
 from prometheus_client import REGISTRY, Counter, Gauge, Histogram
 from prometheus_client.core import GaugeMetricFamily
 
-from cronwave_core.domain.runs import RunState
+from cronwave_core.domain.runs import IN_FLIGHT, RunState
 from cronwave_core.metrics import CachedGauges, register, schedules, small
 from workflow_store import models as m
 from workflow_store.records import Completion
@@ -112,12 +112,14 @@ def batch(method: str, size: int, seconds: float) -> None:
 
 
 def run_gauges(db: Database, ttl_seconds: float = 5.0) -> CachedGauges:
-    """``cronwave_runs_pending`` and ``cronwave_runs_running`` (one grouped count over
-    the indexed ``state`` column) and ``cronwave_dead_letters`` (the dead letters not
-    replayed, by queue), per ``ttl_seconds`` at most, on scrape."""
+    """``cronwave_runs_pending``, ``cronwave_runs_waiting`` (claimed, body not started:
+    held for its fire time or a job process) and ``cronwave_runs_running`` (body
+    started), one grouped count over the indexed ``state`` column, and
+    ``cronwave_dead_letters`` (the dead letters not replayed, by queue), per
+    ``ttl_seconds`` at most, on scrape."""
 
     def collect() -> list[GaugeMetricFamily]:
-        counts = dict.fromkeys((RunState.PENDING.value, RunState.RUNNING.value), 0)
+        counts = dict.fromkeys(sorted(state.value for state in IN_FLIGHT), 0)
         query = (
             sa.select(m.Run.state, sa.func.count())
             .where(m.Run.state.in_(list(counts)))
@@ -144,9 +146,14 @@ def run_gauges(db: Database, ttl_seconds: float = 5.0) -> CachedGauges:
             dead.add_metric([queue], count)
         pending = GaugeMetricFamily("cronwave_runs_pending", "Runs PENDING (queued or due)")
         pending.add_metric([], counts[RunState.PENDING.value])
-        running = GaugeMetricFamily("cronwave_runs_running", "Runs RUNNING (claimed)")
+        waiting = GaugeMetricFamily(
+            "cronwave_runs_waiting",
+            "Runs WAITING (claimed, the body not started: its fire time or a job process)",
+        )
+        waiting.add_metric([], counts[RunState.WAITING.value])
+        running = GaugeMetricFamily("cronwave_runs_running", "Runs RUNNING (the body started)")
         running.add_metric([], counts[RunState.RUNNING.value])
-        return [pending, running, dead]
+        return [pending, waiting, running, dead]
 
     return CachedGauges(collect, ttl_seconds)
 

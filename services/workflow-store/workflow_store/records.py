@@ -216,7 +216,7 @@ class StallReason(StrEnum):
 
     NOT_PICKED_UP = "not_picked_up"  # PENDING and due, but no worker claimed it in time
     REPLAYED = "replayed"  # PENDING after a replay; it has no message yet
-    HEARTBEAT_LAPSED = "heartbeat_lapsed"  # RUNNING, but its attempt stopped beating
+    HEARTBEAT_LAPSED = "heartbeat_lapsed"  # WAITING/RUNNING, its attempt stopped beating
     QUEUE_LOST = "queue_lost"  # PENDING, and the broker lost the messages it held
 
 

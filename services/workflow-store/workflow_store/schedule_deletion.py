@@ -1,6 +1,6 @@
 """Deleting a schedule, and what becomes of its runs in flight.
 
-A run in flight (PENDING or RUNNING) of a deleted schedule would go on with no
+A run in flight (PENDING, WAITING or RUNNING) of a deleted schedule would go on with no
 schedule to answer for it, so a delete is refused while there is one, naming it;
 ``force`` cancels them instead, as ``CancelRun`` cancels (the attempt holding one is
 refused at its next heartbeat or completion, and stops), in the deletion's own

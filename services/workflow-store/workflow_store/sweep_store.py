@@ -9,6 +9,7 @@ from datetime import datetime, timedelta
 import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
+from cronwave_core.domain.runs import HELD
 from cronwave_core.errors import InvalidArgument
 from workflow_store import models as m
 from workflow_store.convert import iso
@@ -43,8 +44,8 @@ class SweepStore(StoreCore):
 
         PENDING runs qualify when their message is overdue: due and fired more than
         ``pending_for`` ago (a retry counts from the end of its delay), or replayed and
-        never sent. RUNNING runs qualify when their heartbeat is older than their job
-        type's heartbeat timeout. A run re-sent and still not claimed qualifies again
+        never sent. WAITING and RUNNING runs qualify when their heartbeat is older than
+        their job type's heartbeat timeout. A run re-sent and still not claimed qualifies again
         after ``pending_for``, then twice that, and so on (up to 64 times): a long
         backlog is re-sent a few times, not once per tick. The caller must enqueue the
         message of each run returned.
@@ -102,9 +103,10 @@ class SweepStore(StoreCore):
         enqueue its message. A retry whose delay has not passed gets no message now (a
         claim would refuse it): its next re-send is set to the end of the delay, so
         ``requeue_stalled_runs`` hands it out once it is due. A run recorded after
-        ``lost_at`` is not looked at: its message went to the queue as it is now. RUNNING
-        runs need no message (their worker holds them; a dead worker's heartbeat lapses).
-        A run whose message survived gets a second one, which its claim refuses.
+        ``lost_at`` is not looked at: its message went to the queue as it is now.
+        WAITING and RUNNING runs need no message (their worker holds them; a dead
+        worker's heartbeat lapses). A run whose message survived gets a second one,
+        which its claim refuses.
         """
         if lost_at.tzinfo is None:
             raise InvalidArgument("lost_at", "must be timezone-aware (UTC)")
@@ -147,7 +149,7 @@ class SweepStore(StoreCore):
         candidates = s.scalars(
             sa.select(m.Run)
             .where(
-                m.Run.state == RunState.RUNNING.value,
+                m.Run.state.in_(sorted(state.value for state in HELD)),
                 alive_since < now - shortest,
                 sa.or_(m.Run.next_sweep_at.is_(None), m.Run.next_sweep_at < now),
             )
