@@ -92,6 +92,7 @@ _STATE_HOMES: list[Path] = []
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
+    _drop_templates()
     for tls_dir in _TLS_DIRS:
         shutil.rmtree(tls_dir, ignore_errors=True)
     for state_home in _STATE_HOMES:
@@ -170,17 +171,23 @@ def _pg_admin_url() -> sa.URL:
 
 
 @contextlib.contextmanager
-def scheduler_database(backend: str, directory: Path) -> Iterator[str]:
-    """A fresh, empty scheduler database: a SQLite file in ``directory``, or a
-    PostgreSQL database of its own, dropped at the end."""
+def scheduler_database(backend: str, directory: Path, migrated: bool = True) -> Iterator[str]:
+    """A fresh scheduler database: a SQLite file in ``directory``, or a PostgreSQL
+    database of its own, dropped at the end. ``migrated``: a copy of a database this
+    test process migrated once (its store starts on it as on any database at the
+    newest migration, without migrating); else empty."""
     if backend == "sqlite":
-        yield f"sqlite:///{directory / 'cronwave.db'}"
+        url = f"sqlite:///{directory / 'cronwave.db'}"
+        if migrated:
+            shutil.copyfile(_sqlite_template(), directory / "cronwave.db")
+        yield url
         return
     admin = _pg_admin_url()
     name = f"cw_test_{uuid.uuid4().hex[:12]}"
+    template = f' TEMPLATE "{_pg_template()}"' if migrated else ""
     engine = sa.create_engine(admin, isolation_level="AUTOCOMMIT")
     with engine.connect() as conn:  # a refused connection fails the test: CI wants PG
-        conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
+        conn.execute(sa.text(f'CREATE DATABASE "{name}"{template}'))
     try:
         yield admin.set(database=name).render_as_string(hide_password=False)
     finally:
@@ -189,10 +196,74 @@ def scheduler_database(backend: str, directory: Path) -> Iterator[str]:
         engine.dispose()
 
 
+_TEMPLATES: dict[str, str] = {}
+
+
+def _migrate(url: str) -> None:
+    from workflow_store.db import create_engine, migrate
+
+    engine = create_engine(url, instrument=False)
+    try:
+        migrate(engine)
+        if engine.dialect.name == "sqlite":  # everything in the main file, to be copied
+            with engine.connect() as conn:
+                conn.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)")
+    finally:
+        engine.dispose()
+
+
+def _sqlite_template() -> Path:
+    """This test process's migrated SQLite database, made on first use."""
+    if "sqlite" not in _TEMPLATES:
+        path = Path(tempfile.mkdtemp(prefix="cronwave-template-")) / "cronwave.db"
+        _migrate(f"sqlite:///{path}")
+        _TEMPLATES["sqlite"] = str(path)
+    return Path(_TEMPLATES["sqlite"])
+
+
+def _pg_template() -> str:
+    """This test process's migrated PostgreSQL database (fresh ones are copies of it),
+    made on first use and dropped when the process ends."""
+    if "postgres" not in _TEMPLATES:
+        admin = _pg_admin_url()
+        name = f"cw_template_{uuid.uuid4().hex[:12]}"
+        engine = sa.create_engine(admin, isolation_level="AUTOCOMMIT")
+        try:
+            with engine.connect() as conn:
+                conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
+        finally:
+            engine.dispose()
+        _migrate(admin.set(database=name).render_as_string(hide_password=False))
+        _TEMPLATES["postgres"] = name
+    return _TEMPLATES["postgres"]
+
+
+def _drop_templates() -> None:
+    if "sqlite" in _TEMPLATES:
+        shutil.rmtree(Path(_TEMPLATES["sqlite"]).parent, ignore_errors=True)
+    if "postgres" in _TEMPLATES:
+        engine = sa.create_engine(_pg_admin_url(), isolation_level="AUTOCOMMIT")
+        try:
+            with engine.connect() as conn:
+                conn.execute(
+                    sa.text(f'DROP DATABASE IF EXISTS "{_TEMPLATES["postgres"]}" WITH (FORCE)')
+                )
+        finally:
+            engine.dispose()
+    _TEMPLATES.clear()
+
+
 @pytest.fixture
 def database_url(backend: str, tmp_path: Path) -> Iterator[str]:
-    """A fresh, empty scheduler database for one test."""
+    """A fresh scheduler database for one test, at the newest migration."""
     with scheduler_database(backend, tmp_path) as url:
+        yield url
+
+
+@pytest.fixture
+def empty_database_url(backend: str, tmp_path: Path) -> Iterator[str]:
+    """A fresh, empty scheduler database for one test (never migrated)."""
+    with scheduler_database(backend, tmp_path, migrated=False) as url:
         yield url
 
 
@@ -201,7 +272,7 @@ def module_database_url(
     module_backend: str, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[str]:
     """A fresh scheduler database that a module's tests share (per backend, chosen as
-    for ``database_url``)."""
+    for ``database_url``), at the newest migration."""
     with scheduler_database(module_backend, tmp_path_factory.mktemp("db")) as url:
         yield url
 

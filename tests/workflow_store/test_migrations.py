@@ -52,10 +52,10 @@ def _row(table: sa.Table, **values: object) -> dict[str, object]:
 
 
 @pytest.mark.both_backends
-def test_revision_0006_keeps_the_claim_of_existing_runs_as_claimed_at(database_url: str):
+def test_revision_0006_keeps_the_claim_of_existing_runs_as_claimed_at(empty_database_url: str):
     # Given a database at revision 0004 with a schedule, a run claimed at 02:00:01 and
     # its event (rows that foreign keys tie together)
-    engine = create_engine(database_url, instrument=False)
+    engine = create_engine(empty_database_url, instrument=False)
     claimed = datetime(2026, 12, 1, 2, 0, 1, tzinfo=UTC)
     try:
         with engine.begin() as conn:
