@@ -143,7 +143,10 @@ def test_wait_run_gives_up_with_wait_timeout_and_the_run_goes_on(shared_suite):
             client.wait_run(run.run_id, timeout=timedelta(milliseconds=300))
 
         assert info.value.run.run_id == run.run_id and not info.value.run.terminal
-        assert str(info.value).startswith("run_id: ") and "runs show" in str(info.value)
+        assert str(info.value).startswith("run_id: ")
+        # what to do next, in the SDK's words: a call, not a CLI command
+        assert f"Client.run_events('{run.run_id}')" in str(info.value)
+        assert "cronwave runs" not in str(info.value)
         assert client.wait_run(run.run_id, timeout=WAIT).state == "SUCCEEDED"
 
 
