@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import itertools
 import threading
-from datetime import UTC, datetime
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import grpc
@@ -17,7 +18,9 @@ from cronwave_proto.v1 import leader_election_service_pb2_grpc as pb_grpc
 from cronwave_proto.v1 import workflow_store_service_pb2 as store_pb
 from cronwave_proto.v1 import workflow_store_service_pb2_grpc as store_grpc
 
-from cronwave_core.suite import Suite
+from cronwave_core.suite import Suite, SuiteConfig
+from tests.harness.processes import ProcessTable
+from tests.harness.suites import TrackedSuite
 from tests.harness.tls import hop_channel
 from tests.helpers import eventually, fresh, record_one, stored_spans
 
@@ -36,8 +39,9 @@ def campaign(
 
 
 #: The lease scopes the tests' suites have besides the planners' (a closed set that
-#: leader-election and the store share): each test takes its own.
-SCOPES = tuple(f"scope-{i}" for i in range(4))
+#: leader-election and the store share): each test takes its own, so that the tests
+#: sharing the module's leader-election never meet another's lease.
+SCOPES = tuple(f"scope-{i}" for i in range(40))
 _scopes = itertools.cycle(SCOPES)
 
 
@@ -53,9 +57,41 @@ def scoped(services: Suite) -> Suite:
     return services
 
 
+@pytest.fixture(scope="module")
+def leader(
+    tmp_path_factory: pytest.TempPathFactory, redis_url: str
+) -> Iterator[pb_grpc.LeaderElectionServiceStub]:
+    """A running leader-election, with the workflow-store that issues its tokens,
+    shared by the module's tests that neither restart nor reconfigure it (each
+    campaigns in scopes of its own)."""
+    table = ProcessTable("the module's leader-election and store")
+    data_dir = tmp_path_factory.mktemp("leader")
+    suite = TrackedSuite(
+        SuiteConfig(
+            data_dir=data_dir / "suite",
+            database_url=f"sqlite:///{data_dir / 'cronwave.db'}",
+            redis_url=redis_url,
+            ports={},
+            env={
+                "CRONWAVE_NAMESPACE": fresh("leader"),
+                "CRONWAVE_LEASE_SCOPES": ",".join(("planner", *SCOPES)),
+            },
+            grace=timedelta(seconds=2),
+            start_timeout=timedelta(seconds=30),
+        ),
+        table,
+    )
+    try:
+        suite.start_service("workflow-store")
+        suite.start_service("leader-election")
+        yield stub(suite)
+    finally:
+        table.close([suite.stop])
+
+
 @pytest.fixture
-def leader(services: Suite) -> pb_grpc.LeaderElectionServiceStub:
-    """A running leader-election, with the workflow-store that issues its tokens."""
+def own_leader(services: Suite) -> pb_grpc.LeaderElectionServiceStub:
+    """A leader-election of the test's own (to restart), with its workflow-store."""
     services.start_service("workflow-store")
     services.start_service("leader-election")
     return stub(services)
@@ -312,13 +348,13 @@ def test_renew_without_a_token_is_invalid(leader: pb_grpc.LeaderElectionServiceS
 
 
 def test_tokens_increase_across_a_restart(
-    leader: pb_grpc.LeaderElectionServiceStub,
+    own_leader: pb_grpc.LeaderElectionServiceStub,
     services: Suite,
     redis_url: str,
     namespace: str,
 ) -> None:
     scope = a_scope()
-    before = campaign(leader, scope, "a", ttl=1.0).lease.fencing_token
+    before = campaign(own_leader, scope, "a", ttl=1.0).lease.fencing_token
 
     services.restart("leader-election")
     after = _wait_granted(stub(services), scope, "b")
