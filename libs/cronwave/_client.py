@@ -24,6 +24,7 @@ from cronwave._planner_calls import PlannerCalls
 from cronwave._spec_input import policy_of, spec_of, whole_or_keywords
 from cronwave._update_input import update_of
 from cronwave_core.domain.cancel import CancelRequest
+from cronwave_core.domain.labels import labels_value
 from cronwave_core.domain.spec import Interval, Policy, Spec
 from cronwave_core.errors import (
     SDK,
@@ -228,6 +229,7 @@ class Client(AuditCalls, PlannerCalls, DeadlineCalls):
         deadline: timedelta | None = None,
         notify: Sequence[str] = (),
         notify_format: str | None = None,
+        labels: Mapping[str, str] | None = None,
         if_absent: bool = False,
     ) -> Schedule:
         """Create a schedule that fires by ``spec`` and acts by ``policy``::
@@ -247,7 +249,9 @@ class Client(AuditCalls, PlannerCalls, DeadlineCalls):
         deterministic amount below it (the nominal fire time is unchanged).
         ``deadline``: each slot must have SUCCEEDED within it of its fire time; a
         breach is sent to the ``notify`` webhooks (http(s) URLs; ``notify_format``
-        ``json`` or ``slack``) and listed by ``deadline_breaches``.
+        ``json`` or ``slack``) and listed by ``deadline_breaches``. ``labels``: its
+        owners' ``key=value`` pairs; ``{"critical": "true"}`` marks a schedule whose
+        slots must succeed (an alert pages when they do not).
 
         The same fields may be given as keywords instead (``cron="0 2 * * *",
         overlap="skip"``), each policy by the value of its enum (``DstGap``,
@@ -306,6 +310,7 @@ class Client(AuditCalls, PlannerCalls, DeadlineCalls):
             job_type=job_type,
             payload_json=payload_json,
             paused=paused,
+            labels=dict(labels_value(labels or {})),
         )
         return self._create(schedule, if_absent=if_absent)[0]
 
@@ -344,6 +349,7 @@ class Client(AuditCalls, PlannerCalls, DeadlineCalls):
         deadline: timedelta | None = None,
         notify: Sequence[str] | None = None,
         notify_format: str | None = None,
+        labels: Mapping[str, str] | None = None,
     ) -> Schedule:
         """Change the fields given (not ``None``) of a live schedule, in place; every
         other field keeps its value. ``spec`` or ``policy`` replaces that value whole;
@@ -355,7 +361,8 @@ class Client(AuditCalls, PlannerCalls, DeadlineCalls):
         The planner re-plans it from the moment of the change: a slot already run is
         never run again, and a calendar change does not count the slots between the
         old and the new calendar as missed. A run recorded before the change keeps the
-        payload and job type it was recorded with. ``notify`` replaces the webhooks.
+        payload and job type it was recorded with. ``notify`` replaces the webhooks,
+        ``labels`` the labels (``{}``: none).
         """
         msg, paths = update_of(
             schedule_id,
@@ -381,6 +388,7 @@ class Client(AuditCalls, PlannerCalls, DeadlineCalls):
             deadline=deadline,
             notify=notify,
             notify_format=notify_format,
+            labels=labels,
         )
         return self._update(msg, paths)[0]
 

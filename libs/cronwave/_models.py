@@ -4,7 +4,7 @@ enum names as strings, built from the protos (and never sent back as they are)."
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
@@ -16,6 +16,7 @@ from google.protobuf.timestamp_pb2 import Timestamp
 
 from cronwave import _enums
 from cronwave_core.domain.deadlines import Notifier, NotifyFormat
+from cronwave_core.domain.labels import is_critical
 from cronwave_core.domain.progress import Progress
 from cronwave_core.domain.spec import Catchup, DstGap, DstRepeat, Interval, Overlap, Policy, Spec
 
@@ -77,6 +78,14 @@ class Schedule:
     #: deadline); a breach goes to ``notifiers``.
     deadline: timedelta | None = None
     notifiers: tuple[Notifier, ...] = ()
+    #: Its owners' ``key=value`` labels (``{"critical": "true", "team": "billing"}``);
+    #: ``critical=true`` marks a schedule whose slots must succeed (see ``critical``).
+    labels: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def critical(self) -> bool:
+        """Labelled ``critical=true``: an alert pages when its slots do not succeed."""
+        return is_critical(self.labels)
 
     @property
     def payload(self) -> Any:
@@ -152,6 +161,7 @@ class Schedule:
             notifiers=tuple(
                 Notifier(n.url, NotifyFormat.from_proto(n.format)) for n in policy.notifiers
             ),
+            labels=dict(sorted(msg.labels.items())),
         )
 
 

@@ -5,13 +5,14 @@ not in the mask, so that field keeps its value."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import date, datetime, timedelta
 from typing import Any
 
 from cronwave_proto.v1 import common_pb2 as pb
 
 from cronwave._spec_input import policy_of, spec_of
+from cronwave_core.domain.labels import labels_value
 from cronwave_core.domain.spec import Interval, Policy, Spec
 from cronwave_core.errors import InvalidArgument
 
@@ -46,6 +47,7 @@ def update_of(
     deadline: timedelta | None = None,
     notify: Sequence[str] | None = None,
     notify_format: str | None = None,
+    labels: Mapping[str, str] | None = None,
 ) -> tuple[pb.Schedule, list[str]]:
     """The schedule message and the mask paths of ``Client.update_schedule``'s
     arguments. Raises ``InvalidArgument`` when nothing is to change, or a spec or
@@ -103,6 +105,9 @@ def update_of(
         except (TypeError, ValueError) as exc:
             raise InvalidArgument("payload", f"must be JSON-serializable data: {exc}") from exc
         paths.append("payload_json")
+    if labels is not None:
+        msg.labels.update(dict(labels_value(labels)))
+        paths.append("labels")
     if not paths:
         raise InvalidArgument(
             NOTHING_TO_UPDATE, "name at least one field to change, e.g. cron=... or payload=..."

@@ -168,3 +168,46 @@ def test_audit_list_keeps_each_change_on_a_line_beside_a_run_id(suite: Suite) ->
     assert any('trigger: "manual"' in line for line in lines), listed
     assert any('spec.cron: ["0 2 1 1 *"]' in line for line in lines), listed
     assert any('job_type: "cronwave.noop"' in line for line in lines), listed
+
+
+def test_labels_from_the_command_line_and_an_apply_file(suite: Suite, tmp_path: Path) -> None:
+    env = env_for(suite)
+    sid, applied = fresh("labelled"), fresh("applied")
+
+    # When a schedule is created with labels, then relabelled, then cleared
+    ok(create(sid, "--cron", "0 2 * * *", "--label", "critical=true", "--label", "team=billing"),
+       env)  # fmt: skip
+    shown = ok(["schedule", "describe", sid], env)
+    as_json = json.loads(ok(["schedule", "show", sid, "-o", "json"], env))
+    ok(["schedule", "update", sid, "--label", "team=ops"], env)
+    relabelled = json.loads(ok(["schedule", "show", sid, "-o", "json"], env))["labels"]
+    ok(["schedule", "update", sid, "--no-labels"], env)
+    cleared = json.loads(ok(["schedule", "show", sid, "-o", "json"], env))["labels"]
+
+    # Then each shows as given, an update replacing them whole
+    assert "critical=true, team=billing" in shown, shown
+    assert as_json["labels"] == {"critical": "true", "team": "billing"}
+    assert relabelled == {"team": "ops"} and cleared == {}
+
+    # And a malformed one is refused naming it
+    said = refused(["schedule", "update", sid, "--label", "Team=x"], env)
+    assert "labels['Team']: a label key is" in said, said
+    assert "--label: 'team' is not KEY=VALUE" in refused(
+        ["schedule", "update", sid, "--label", "team"], env
+    )
+
+    # When an apply file declares labels, then changes them
+    file = tmp_path / "labels.yaml"
+    entry = f"manager: labels\nschedules:\n  - id: {applied}\n    job_type: cronwave.noop\n"
+    file.write_text(entry + '    cron: "0 3 * * *"\n    labels: {critical: "true"}\n')
+    ok(["apply", "-f", str(file)], env)
+    again = json.loads(ok(["apply", "-f", str(file), "-o", "json"], env))
+    file.write_text(entry + '    cron: "0 3 * * *"\n    labels: {team: ops}\n')
+    changed = json.loads(ok(["apply", "-f", str(file), "-o", "json"], env))
+
+    # Then the schedule carries them, an unchanged file changes nothing, and a change
+    # of labels is an update of that field alone
+    assert again["unchanged"] == [applied]
+    assert changed["updated"] == [{"schedule_id": applied, "fields": ["labels"]}]
+    shown_applied = json.loads(ok(["schedule", "show", applied, "-o", "json"], env))
+    assert shown_applied["labels"] == {"team": "ops"}

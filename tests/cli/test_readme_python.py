@@ -74,6 +74,7 @@ def test_the_readme_python_example_runs_as_written_under_cronwave_up(tmp_path: P
         with cronwave.Client(**addrs, tls=tls) as client:
             made = demo.ensure_schedule(client, Console(file=io.StringIO()), "Europe/Berlin", 7)
         assert made.schedule_id == "nightly-billing" and made.payload == {"customers": 7}
+        assert made.critical  # the demo labels it so: the critical alert pages for it
 
         # When the README's example runs, as written, with the suite's addresses
         done = subprocess.run(

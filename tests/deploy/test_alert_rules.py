@@ -33,7 +33,7 @@ RULES = REPO / "deploy" / "prometheus" / "alerts.yaml"
 OPERATIONS = REPO / "docs" / "operations.md"
 SERVICES = ("workflow-store", "leader-election", "dispatcher", "worker", "cron-planner")
 ALERTS = {
-    "BillingDidNotSucceed",
+    "CriticalScheduleDidNotSucceed",
     "ScheduleDeadlineMissed",
     "SlotsMissed",
     "DeadLettersWaiting",
@@ -200,6 +200,23 @@ def test_liveness_rules_watch_the_store_worker_and_planner_by_their_names() -> N
         assert f'absent(up{{job="{service}"}})' in expr and "== 0" in expr, expr
 
 
+def test_no_rule_names_a_schedule_and_critical_ones_are_found_by_their_label() -> None:
+    # When the rules' label matchers are read
+    named = [
+        (r["alert"], value)
+        for r in rules()
+        for metric, label, _, value in label_matchers(promql_parser.parse(r["expr"]))
+        if label == "schedule"
+    ]
+
+    # Then none picks a schedule by name (a schedule is critical by its own label)
+    assert named == []
+    expr = promql_parser.parse(rule("CriticalScheduleDidNotSucceed")["expr"])
+    assert "cronwave_schedule_critical" in set(metric_names(expr))
+    assert type(expr).__name__ == "BinaryExpr" and str(expr.op) == "and", expr
+    assert "cronwave_schedule_critical" in set(metric_names(expr.rhs))
+
+
 def test_fire_lateness_is_judged_on_scheduled_slots() -> None:
     # A catch-up or backfill run is late by design, a manual run on time by definition
     found = list(label_matchers(promql_parser.parse(rule("FireLatenessHigh")["expr"])))
@@ -249,11 +266,18 @@ def fired(suite: Suite) -> float:
 def test_every_metric_the_rules_use_is_exported(suite: Suite) -> None:
     # Given a real suite whose planner fires a schedule due every second (the canary
     # PlannerNotFiring relies on), counted as it fires
+    # and a schedule labelled critical, which the critical rule joins on
     with client_for(suite) as client:
         client.create_schedule(
             f"canary-{uuid.uuid4().hex[:8]}",
             intervals=[Interval(timedelta(seconds=1))],
             job_type="cronwave.noop",
+        )
+        client.create_schedule(
+            f"critical-{uuid.uuid4().hex[:8]}",
+            cron="0 2 * * *",
+            job_type="cronwave.noop",
+            labels={"critical": "true"},
         )
     eventually(lambda: fired(suite) >= 2, timeout=60, what="two slots fired and counted")
     # and what every service serves
@@ -281,6 +305,7 @@ def test_every_metric_the_rules_use_is_exported(suite: Suite) -> None:
     # and each label they match on is one the metric carries (where it has a sample:
     # the canary's slots give the lateness and the fired counter theirs)
     assert "trigger" in labels["cronwave_fire_lateness_seconds_bucket"]
+    assert labels["cronwave_schedule_critical"] == {"schedule"}
     unknown = sorted(
         (metric, label)
         for expr in parsed

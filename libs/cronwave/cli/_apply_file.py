@@ -10,6 +10,7 @@ The format (docs/operations.md, *Declaring schedules*)::
         time_zone: Europe/Berlin
         overlap: skip
         payload: {customers: 100000}
+        labels: {critical: "true", team: billing}
 
 Every entry is checked before anything is changed, with the rules the store applies
 (the calendar's own code): a file with an unknown field, a bad cron or zone, a
@@ -33,6 +34,7 @@ from cronwave.cli import _schedule_args as args
 from cronwave_core.domain import calendar
 from cronwave_core.domain.catchup import check_coherent
 from cronwave_core.domain.deadlines import notifier_url
+from cronwave_core.domain.labels import Labels, labels_value
 from cronwave_core.domain.spec import Interval, Policy, Spec
 from cronwave_core.errors import InvalidArgument
 
@@ -64,6 +66,7 @@ FIELDS = (
     "notify_format",
     "payload",
     "paused",
+    "labels",
 )
 _MAX_ENTRIES = 10_000
 
@@ -84,6 +87,7 @@ class Declared:
     payload: dict[str, Any]
     paused: bool | None
     index: int
+    labels: Labels = ()
 
     def where(self, path: Path) -> str:
         return f"{path}: schedules[{self.index}] (id '{self.schedule_id}')"
@@ -186,6 +190,9 @@ def _declared(entry: dict[str, Any], sid: str, index: int) -> Declared:
     paused = entry.get("paused")
     if paused is not None and not isinstance(paused, bool):
         raise InvalidArgument("paused", "must be true or false")
+    labels = entry.get("labels", {})
+    if not isinstance(labels, dict):
+        raise InvalidArgument("labels", 'must be a mapping such as {critical: "true"}')
     spec = spec_of(
         cron,
         time_zone=tz,
@@ -216,7 +223,7 @@ def _declared(entry: dict[str, Any], sid: str, index: int) -> Declared:
     checked = Spec.from_proto(spec.to_proto())
     calendar.validate(checked)
     check_coherent(Policy.from_proto(policy.to_proto()))
-    return Declared(sid, job_type, spec, policy, payload, paused, index)
+    return Declared(sid, job_type, spec, policy, payload, paused, index, labels_value(labels))
 
 
 def _typed(entry: dict[str, Any], key: str, kind: type, what: str) -> Any:

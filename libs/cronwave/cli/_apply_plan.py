@@ -65,6 +65,7 @@ def message_of(declared: Declared, marker: str, current: Schedule | None) -> pb.
         payload_json=json.dumps(declared.payload, sort_keys=True),
         paused=paused,
         managed_by=marker,
+        labels=dict(declared.labels),
     )
 
 
@@ -94,6 +95,8 @@ def differing(wanted: pb.Schedule, current: Schedule) -> tuple[str, ...]:
         paths.append("paused")
     if wanted.managed_by != current.managed_by:
         paths.append("managed_by")
+    if dict(wanted.labels) != current.labels:
+        paths.append("labels")
     return tuple(paths)
 
 

@@ -82,6 +82,7 @@ def schedule(s: Schedule) -> dict[str, Any]:
         "paused": s.paused,
         "pause_note": s.pause_note,
         "managed_by": s.managed_by,
+        "labels": s.labels,
         "deleted": s.deleted,
         "withheld": s.withheld,
         "created_at": instant(s.created_at),

@@ -103,6 +103,7 @@ def schedule_fields(schedule: Schedule) -> Table:
         ("time zone", schedule.time_zone),
         ("job type", schedule.job_type),
         ("payload", _payload_field(schedule)),
+        ("labels", ", ".join(f"{k}={v}" for k, v in schedule.labels.items()) or NONE),
         ("dst gap / repeat", f"{schedule.dst_gap} / {schedule.dst_repeat}"),
         ("overlap / catchup", f"{schedule.overlap} / {schedule.catchup}"),
     ]

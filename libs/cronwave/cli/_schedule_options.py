@@ -9,6 +9,7 @@ import typer
 
 from cronwave.cli import _schedule_args as args
 from cronwave_core.domain.deadlines import NOTIFY_FORMATS
+from cronwave_core.domain.labels import labels_value, parse_label
 from cronwave_core.domain.spec import DST_GAPS, DST_REPEATS
 from cronwave_core.errors import InvalidArgument
 
@@ -47,6 +48,21 @@ DstRepeatOption = Annotated[
         help=f"Slot in a fall-back hour: {'|'.join(DST_REPEATS.choices())}.",
     ),
 ]
+
+
+_LABEL_HELP = (
+    "A label KEY=VALUE, e.g. team=billing; critical=true pages when its slots do not "
+    "succeed; repeatable."
+)
+LabelOption = Annotated[list[str], typer.Option("--label", help=_LABEL_HELP)]
+LabelUpdateOption = Annotated[
+    list[str] | None, typer.Option("--label", help=_LABEL_HELP + " Replaces the labels.")
+]
+
+
+def labels_of(texts: list[str]) -> dict[str, str]:
+    """The ``--label KEY=VALUE`` options as labels (checked: ``labels['KEY']``)."""
+    return dict(labels_value([parse_label(text) for text in texts]))
 
 
 DeadlineOption = Annotated[

@@ -34,6 +34,8 @@ from cronwave_core.errors import NotFound
 SCHEDULE_ID = "nightly-billing"
 JOB_TYPE = "billing.nightly"
 CRON = "0 2 * * *"
+#: Billing's slots must succeed: the critical alert pages for a schedule so labelled.
+LABELS = {"critical": "true"}
 WAIT = timedelta(seconds=120)
 # A manual trigger has no planner, so no plan or leader hop: one no-op fire by the
 # planner, a few seconds out, gives the waterfall every hop of a scheduled run.
@@ -61,6 +63,7 @@ def ensure_schedule(client: Client, console: Console, zone: str, customers: int)
             time_zone=zone,
             job_type=JOB_TYPE,
             payload={"customers": customers},
+            labels=LABELS,
         )
         console.print(
             f"created schedule [bold]{SCHEDULE_ID}[/]: '{CRON}' in {zone}, job {JOB_TYPE}, "

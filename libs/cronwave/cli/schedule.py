@@ -30,12 +30,15 @@ from cronwave.cli._schedule_options import (
     DstRepeatOption,
     EveryOption,
     ExcludeOption,
+    LabelOption,
+    LabelUpdateOption,
     NotifyFormatOption,
     NotifyOption,
     NotifyUpdateOption,
     PhaseOption,
     TzOption,
     deadline_keywords,
+    labels_of,
 )
 from cronwave_core.domain.spec import (
     CATCHUPS,
@@ -129,6 +132,7 @@ def create(
     deadline: DeadlineOption = None,
     notify: NotifyOption = [],  # noqa: B006
     notify_format: NotifyFormatOption = None,
+    label: LabelOption = [],  # noqa: B006
     if_absent: Annotated[
         bool,
         typer.Option(
@@ -170,6 +174,7 @@ def create(
             job_type=job_type,
             payload_json=json.dumps(parse_payload(payload)),
             paused=paused,
+            labels=labels_of(label),
         )
         schedule, created = client._create(message, if_absent=if_absent)
         if not created:
@@ -230,6 +235,8 @@ def update(
     deadline: DeadlineOption = None,
     notify: NotifyUpdateOption = None,
     notify_format: NotifyFormatOption = None,
+    label: LabelUpdateOption = None,
+    no_labels: Annotated[bool, typer.Option("--no-labels", help="Remove every label.")] = False,
 ) -> None:
     """Change the options given, in place; every other field keeps its value.
 
@@ -268,6 +275,7 @@ def update(
             end_at=args.parse_instant(end, "--end", zone or "UTC") if end else None,
             max_runs=max_runs,
             jitter=args.parse_duration(jitter, "--jitter") if jitter is not None else None,
+            labels=_labels_update(label, no_labels),
             **deadline_keywords(deadline, notify, notify_format),
         )
         schedule, changed = client._update(message, paths)
@@ -276,6 +284,16 @@ def update(
         else:
             out().print(f"unchanged: schedule {schedule.schedule_id!r} already had these values")
         show_schedule(client, schedule)
+
+
+def _labels_update(label: list[str] | None, none: bool) -> dict[str, str] | None:
+    """The labels an update sets: those of --label, none with --no-labels, or (None)
+    the schedule's own."""
+    if none and label:
+        raise InvalidArgument("--no-labels", "give it or --label, not both")
+    if none:
+        return {}
+    return labels_of(label) if label is not None else None
 
 
 def _update_request(schedule_id: str, **changes: Any) -> tuple[pb.Schedule, list[str]]:

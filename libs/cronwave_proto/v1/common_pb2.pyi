@@ -161,7 +161,14 @@ class SchedulePolicy(_message.Message):
     def __init__(self, overlap: _Optional[_Union[OverlapPolicy, str]] = ..., catchup: _Optional[_Union[CatchupPolicy, str]] = ..., catchup_window: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., catchup_max_runs: _Optional[int] = ..., deadline: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., notifiers: _Optional[_Iterable[_Union[Notifier, _Mapping]]] = ...) -> None: ...
 
 class Schedule(_message.Message):
-    __slots__ = ("schedule_id", "spec", "policy", "job_type", "payload_json", "paused", "pause_note", "created_at", "updated_at", "revision", "deleted", "withheld", "managed_by")
+    __slots__ = ("schedule_id", "spec", "policy", "job_type", "payload_json", "paused", "pause_note", "created_at", "updated_at", "revision", "deleted", "withheld", "managed_by", "labels")
+    class LabelsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
     SCHEDULE_ID_FIELD_NUMBER: _ClassVar[int]
     SPEC_FIELD_NUMBER: _ClassVar[int]
     POLICY_FIELD_NUMBER: _ClassVar[int]
@@ -175,6 +182,7 @@ class Schedule(_message.Message):
     DELETED_FIELD_NUMBER: _ClassVar[int]
     WITHHELD_FIELD_NUMBER: _ClassVar[int]
     MANAGED_BY_FIELD_NUMBER: _ClassVar[int]
+    LABELS_FIELD_NUMBER: _ClassVar[int]
     schedule_id: str
     spec: ScheduleSpec
     policy: SchedulePolicy
@@ -188,7 +196,8 @@ class Schedule(_message.Message):
     deleted: bool
     withheld: str
     managed_by: str
-    def __init__(self, schedule_id: _Optional[str] = ..., spec: _Optional[_Union[ScheduleSpec, _Mapping]] = ..., policy: _Optional[_Union[SchedulePolicy, _Mapping]] = ..., job_type: _Optional[str] = ..., payload_json: _Optional[str] = ..., paused: _Optional[bool] = ..., pause_note: _Optional[str] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., revision: _Optional[int] = ..., deleted: _Optional[bool] = ..., withheld: _Optional[str] = ..., managed_by: _Optional[str] = ...) -> None: ...
+    labels: _containers.ScalarMap[str, str]
+    def __init__(self, schedule_id: _Optional[str] = ..., spec: _Optional[_Union[ScheduleSpec, _Mapping]] = ..., policy: _Optional[_Union[SchedulePolicy, _Mapping]] = ..., job_type: _Optional[str] = ..., payload_json: _Optional[str] = ..., paused: _Optional[bool] = ..., pause_note: _Optional[str] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., revision: _Optional[int] = ..., deleted: _Optional[bool] = ..., withheld: _Optional[str] = ..., managed_by: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ...) -> None: ...
 
 class RetryPolicy(_message.Message):
     __slots__ = ("initial_interval", "backoff_coefficient", "maximum_interval", "maximum_attempts", "non_retryable_errors")

@@ -492,6 +492,8 @@ def _progress_values(progress: Progress, now: datetime) -> dict[str, Any]:
         "progress_unit": progress.unit,
         "progress_at": progress.at or now,
     }
+
+
 # A heartbeat reads what it decides on, not the run's blobs (a batch of runs whose
 # payloads and checkpoints are at their limits would be megabytes).
 _LOCK_BEATS = (

@@ -18,6 +18,7 @@ from cronwave_proto.v1 import workflow_store_service_pb2 as api
 from cronwave_core.convert import dt_to_ts, duration_to_td, opt_ts, td_to_duration, ts_to_dt
 from cronwave_core.domain import calendar
 from cronwave_core.domain.catchup import check_coherent
+from cronwave_core.domain.labels import labels_value
 from cronwave_core.domain.progress import Progress
 from cronwave_core.domain.runs import RUN_STATES
 from cronwave_core.domain.spec import (
@@ -65,7 +66,10 @@ def new_schedule_from_proto(msg: pb.Schedule) -> NewSchedule:
     payload = validate.payload_json(msg.payload_json)
     note = validate.note(msg.pause_note, "pause_note")
     managed_by = validate.key(msg.managed_by, "managed_by")
-    return NewSchedule(schedule_id, spec, policy, job_type, payload, msg.paused, note, managed_by)
+    labels = labels_value(msg.labels)
+    return NewSchedule(
+        schedule_id, spec, policy, job_type, payload, msg.paused, note, managed_by, labels
+    )
 
 
 @lru_cache(maxsize=256)
@@ -87,6 +91,7 @@ def schedule_to_proto(rec: ScheduleRecord) -> pb.Schedule:
             deleted=rec.deleted,
             withheld=rec.withheld,
             managed_by=rec.managed_by,
+            labels=dict(rec.labels),
         )
     return pb.Schedule(
         schedule_id=rec.schedule_id,
@@ -102,6 +107,7 @@ def schedule_to_proto(rec: ScheduleRecord) -> pb.Schedule:
         deleted=rec.deleted,
         withheld=rec.withheld,
         managed_by=rec.managed_by,
+        labels=dict(rec.labels),
     )
 
 

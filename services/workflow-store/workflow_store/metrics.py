@@ -11,6 +11,7 @@ import sqlalchemy as sa
 from prometheus_client import REGISTRY, Counter, Gauge, Histogram
 from prometheus_client.core import GaugeMetricFamily
 
+from cronwave_core.domain.labels import is_critical
 from cronwave_core.domain.runs import IN_FLIGHT, RunState
 from cronwave_core.metrics import CachedGauges, register, schedules, small
 from workflow_store import models as m
@@ -158,8 +159,42 @@ def run_gauges(db: Database, ttl_seconds: float = 5.0) -> CachedGauges:
     return CachedGauges(collect, ttl_seconds)
 
 
+def schedule_gauges(db: Database, ttl_seconds: float = 5.0) -> CachedGauges:
+    """``cronwave_schedule_critical``: 1 for each live schedule labelled
+    ``critical=true`` (``cronwave_core.domain.labels``), read on scrape by one query
+    over the schedules that have labels, per ``ttl_seconds`` at most. An alert joins on
+    it by schedule, so it pages for the schedules their owners mark, from the moment
+    they mark them (a label on the last-success gauge would wait for the next success,
+    which a schedule that never succeeds never has)."""
+
+    def collect() -> list[GaugeMetricFamily]:
+        query = sa.select(m.Schedule.id, m.Schedule.labels).where(
+            m.Schedule.deleted.is_(False), sa.cast(m.Schedule.labels, sa.Text) != "{}"
+        )
+        with db.read() as s:
+            critical = {
+                _schedule.fold(sid) for sid, labels in s.execute(query) if is_critical(labels or {})
+            }
+        family = GaugeMetricFamily(
+            "cronwave_schedule_critical",
+            "1 for each live schedule labelled critical=true (its slots must succeed)",
+            labels=["schedule"],
+        )
+        for schedule in sorted(critical):
+            family.add_metric([schedule], 1)
+        return [family]
+
+    return CachedGauges(collect, ttl_seconds)
+
+
 def install(db: Database) -> Callable[[], None]:
     """Register the scrape-time gauges; returns their removal (for tests)."""
-    gauges = run_gauges(db)
-    register(gauges)
-    return lambda: REGISTRY.unregister(gauges)
+    collectors = [run_gauges(db), schedule_gauges(db)]
+    for collector in collectors:
+        register(collector)
+
+    def remove() -> None:
+        for collector in collectors:
+            REGISTRY.unregister(collector)
+
+    return remove

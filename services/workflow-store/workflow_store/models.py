@@ -96,6 +96,10 @@ class Schedule(Base):
     deleted: Mapped[bool] = mapped_column(default=False)
     # "apply:<manager>" when `cronwave apply` manages it; "" when made by hand.
     managed_by: Mapped[str] = mapped_column(default="", server_default="")
+    # Its owners' key=value labels (cronwave_core.domain.labels), {} when it has none.
+    labels: Mapped[dict[str, str]] = mapped_column(
+        sa.JSON(), default=dict, server_default=sa.text("'{}'")
+    )
     created_at: Mapped[datetime]
     updated_at: Mapped[datetime]
     # The store-wide revision of this schedule's last change; unique per change.

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from enum import StrEnum
 
+from cronwave_core.domain.labels import Labels
 from cronwave_core.domain.progress import Progress
 from cronwave_core.domain.runs import RunState, Trigger
 from cronwave_core.domain.spec import Policy, Spec
@@ -37,6 +38,7 @@ class NewSchedule:
     paused: bool = False
     pause_note: str = ""
     managed_by: str = ""
+    labels: Labels = ()
 
 
 @dataclass(frozen=True)
@@ -53,6 +55,7 @@ class ScheduleRecord:
     updated_at: datetime
     revision: int
     managed_by: str = ""
+    labels: Labels = ()
     # Only in listings: why part of the row was left out (see ``Store.list_schedules``);
     # ``identity_only``: all but its identity was (spec and policy are placeholders).
     withheld: str = ""

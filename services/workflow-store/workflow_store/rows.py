@@ -9,6 +9,7 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
+from cronwave_core.domain.labels import Labels
 from cronwave_core.domain.progress import Progress
 from cronwave_core.domain.spec import Policy, Spec
 from cronwave_core.errors import (
@@ -68,7 +69,13 @@ def _schedule(row: m.Schedule) -> ScheduleRecord:
         updated_at=row.updated_at,
         revision=row.revision,
         managed_by=row.managed_by,
+        labels=_labels(row),
     )
+
+
+def _labels(row: m.Schedule) -> Labels:
+    """The row's labels as a value (a NULL from a row written by hand: none)."""
+    return tuple(sorted((row.labels or {}).items()))
 
 
 def _listed(row: m.Schedule, limits: Limits) -> ScheduleRecord:
@@ -105,6 +112,7 @@ def _listed(row: m.Schedule, limits: Limits) -> ScheduleRecord:
         updated_at=row.updated_at,
         revision=row.revision,
         managed_by=row.managed_by,
+        labels=_labels(row),
         withheld=withheld,
     )
 
@@ -123,6 +131,7 @@ def _identity(row: m.Schedule, withheld: str) -> ScheduleRecord:
         updated_at=row.updated_at,
         revision=row.revision,
         managed_by=row.managed_by,
+        labels=_labels(row),
         withheld=withheld,
         identity_only=True,
     )

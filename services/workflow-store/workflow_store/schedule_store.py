@@ -83,6 +83,7 @@ class ScheduleStore(AuditStore):
                 row.paused = new.paused
                 row.pause_note = new.pause_note if new.paused else ""
                 row.managed_by = new.managed_by
+                row.labels = dict(new.labels)
                 row.deleted = False
                 row.created_at = now
                 row.updated_at = now
@@ -347,4 +348,5 @@ def _stored_values(new: NewSchedule) -> dict[str, Any]:
         "paused": new.paused,
         "pause_note": new.pause_note if new.paused else "",
         "managed_by": new.managed_by,
+        "labels": dict(new.labels),
     }

@@ -3,9 +3,10 @@ schedule they make, validated whole as a create is.
 
 Paths name a whole message (``spec``, ``policy``) or one field of it
 (``spec.cron``, ``policy.overlap``), or a top-level field (``job_type``,
-``payload_json``, ``paused``, ``managed_by``). A field a path names takes the request's
-value, unset meaning the field's default (``spec.start_at`` unset: no start bound);
-every other field keeps the schedule's current value.
+``payload_json``, ``paused``, ``managed_by``, ``labels``: replaced whole). A field a
+path names takes the request's value, unset meaning the field's default
+(``spec.start_at`` unset: no start bound); every other field keeps the schedule's
+current value.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from cronwave_core.errors import InvalidArgument
 from workflow_store.convert import new_schedule_from_proto, schedule_to_proto
 from workflow_store.records import NewSchedule, ScheduleRecord
 
-_TOP = ("spec", "policy", "job_type", "payload_json", "paused", "managed_by")
+_TOP = ("spec", "policy", "job_type", "payload_json", "paused", "managed_by", "labels")
 PATHS: tuple[str, ...] = (
     *_TOP,
     *(f"spec.{f.name}" for f in pb.ScheduleSpec.DESCRIPTOR.fields),

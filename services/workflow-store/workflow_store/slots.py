@@ -400,6 +400,7 @@ def create_schedules(store: Store, news: Iterable[NewSchedule], chunk: int = 5_0
                         "payload_json": new.payload_json,
                         "paused": new.paused,
                         "pause_note": new.pause_note if new.paused else "",
+                        "labels": dict(new.labels),
                         "deleted": False,
                         "created_at": now,
                         "updated_at": now,
