@@ -29,8 +29,14 @@ JOB_API = [
     LIBS / "cronwave" / f"{name}.py"
     for name in ("_job", "_job_context", "_job_errors", "_checkpoint", "_retry")
 ]
-#: What the job API may import of cronwave_core: values with no I/O.
-JOB_API_CORE = {"cronwave_core.errors", "cronwave_core.fields", "cronwave_core.limits"}
+#: What the job API may import of cronwave_core: values with no I/O (a job's progress
+#: is one; its proto conversion loads the messages only when the worker sends it).
+JOB_API_CORE = {
+    "cronwave_core.errors",
+    "cronwave_core.fields",
+    "cronwave_core.limits",
+    "cronwave_core.domain.progress",
+}
 
 
 def _imported(path: Path) -> set[str]:

@@ -172,7 +172,13 @@ def test_the_base_middleware_does_nothing() -> None:
 
 def test_the_standard_chain_is_in_the_declared_order_with_test_hooks_last() -> None:
     hook = RunMiddleware()
-    middleware = standard(StoreNotCalled(), Registry(builtin_job_types()), "w-1", test_hooks=[hook])
+    middleware = standard(
+        StoreNotCalled(),
+        Registry(builtin_job_types()),
+        "w-1",
+        queues=["default"],
+        test_hooks=[hook],
+    )
     try:
         assert tuple(type(m) for m in middleware[: len(ORDER)]) == ORDER
         assert middleware[len(ORDER) :] == [hook]
@@ -185,6 +191,7 @@ def test_an_attempt_without_a_time_limit_says_which_middleware_is_missing() -> N
     d = delivery()
     d.job_type = builtin_job_types()[0]
     d.beat = lambda _: BeatResult.OK
+    d.report_progress = lambda _: None
     d.heartbeat_interval = timedelta(seconds=1)
     # When its body is to run, Then the error names the middleware to add
     with pytest.raises(ConfigurationError, match="TimeLimit middleware"):
