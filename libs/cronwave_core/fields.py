@@ -60,6 +60,28 @@ def identifier(value: str, field: str, *, required: bool = False, limit: int = M
     return value
 
 
+#: A schedule's id: 1-63 characters of a-z, 0-9, '.', '_' and '-', the first a letter
+#: or digit. Every service that takes one checks it by this rule, reads too: an id
+#: outside it names no schedule, and the caller hears which of its fields is wrong.
+SCHEDULE_ID = re.compile(r"[a-z0-9][a-z0-9._-]{0,62}")
+
+
+def schedule_id(value: str, field: str = "schedule_id", *, required: bool = True) -> str:
+    """``value`` if it is a schedule id (``SCHEDULE_ID``), else ``InvalidArgument``
+    naming ``field``; empty only when not ``required``."""
+    if not value:
+        if required:
+            raise InvalidArgument(field, "required, e.g. nightly-billing")
+        return value
+    if not SCHEDULE_ID.fullmatch(value):
+        raise InvalidArgument(
+            field,
+            f"{shown(value)} must be 1-63 characters of a-z, 0-9, '.', '_' or '-', "
+            "starting with a letter or digit",
+        )
+    return value
+
+
 #: What every RPC, the SDK and a queue message answer for an empty run id: one rule,
 #: INVALID_ARGUMENT ``run_id: required`` (the field named in full in a batch item,
 #: ``runs[0].run_id``).

@@ -132,7 +132,7 @@ def run_not_found(rig: Rig) -> CronwaveError:
 def not_found(rig: Rig) -> CronwaveError:
     with channel(rig.store.address) as admin:
         revoke = keys_grpc.ApiKeyServiceStub(admin).RevokeApiKey
-        return raised(lambda: revoke(keys_pb.RevokeApiKeyRequest(key_id="k_gone"), timeout=10))
+        return raised(lambda: revoke(keys_pb.RevokeApiKeyRequest(key_id="k" * 16), timeout=10))
 
 
 def invalid_argument(rig: Rig) -> CronwaveError:

@@ -116,7 +116,8 @@ CASES = [
     Case("a 1 MB schedule id to backfill", "cron-planner",
          "cronwave.v1.CronPlannerService/Backfill",
          planner.BackfillRequest(schedule_id="s" * 1_000_000),
-         "schedule_id: must be at most 255 characters, got 1000000"),
+         "schedule_id: 'ssssssssssssssssssssssssssssssssssssssss'... (1000000 characters) "
+         "must be 1-63 characters of a-z, 0-9, '.', '_' or '-', starting with a letter or digit"),
     Case("a 200-character trigger key", "dispatcher", "cronwave.v1.DispatcherService/TriggerRun",
          dispatcher.TriggerRunRequest(schedule_id="nightly", idempotency_key="k" * 200),
          "idempotency_key: must be at most 128 characters, got 200"),

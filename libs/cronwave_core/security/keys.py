@@ -32,6 +32,8 @@ if TYPE_CHECKING:
 PREFIX = "cwk_"
 _ALPHABET = "abcdefghijklmnopqrstuvwxyz0123456789"
 _TOKEN = re.compile(r"^cwk_([a-z0-9]{16})_([A-Za-z0-9_-]{43})$")
+#: A key's id, as ``cronwave auth list-keys`` shows it.
+KEY_ID = re.compile(r"[a-z0-9]{16}")
 #: At most this many tokens' answers are cached per process.
 _CACHE_SIZE = 10_000
 

@@ -16,7 +16,7 @@ from cronwave_core.convert import dt_to_ts, opt_ts, ts_to_dt
 from cronwave_core.domain.calendar import fire_times, validate
 from cronwave_core.domain.spec import Overlap, Spec
 from cronwave_core.errors import InvalidArgument
-from cronwave_core.fields import identifier
+from cronwave_core.fields import schedule_id
 
 MAX_PREVIEW = 1000
 
@@ -70,7 +70,7 @@ class CronPlannerServicer(pb_grpc.CronPlannerServiceServicer):
         assert self._backfill is not None
         result = self._backfill(
             BackfillRequest(
-                schedule_id=identifier(request.schedule_id, "schedule_id"),
+                schedule_id=schedule_id(request.schedule_id, required=False),
                 start=opt_ts(request, "start"),
                 end=opt_ts(request, "end"),
                 dry_run=request.dry_run,

@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 from cronwave_proto.v1 import common_pb2
 
 from cronwave_core.errors import InvalidArgument
-from cronwave_core.fields import identifier
+from cronwave_core.fields import lease_name, schedule_id
 from cronwave_core.limits import DEFAULT_LIMITS, RequestLimits
 
 _TRIGGERS = frozenset(common_pb2.TriggerKind.values()) - {common_pb2.TRIGGER_KIND_UNSPECIFIED}
@@ -45,14 +45,16 @@ class StartRequest:
     def __post_init__(self) -> None:
         if not self.schedule_id.strip():
             raise InvalidArgument("schedule_id", "required")
-        identifier(self.schedule_id, "schedule_id")
+        # Checked here, by the store's rules, so a refusal names this request's fields
+        # (``starts[3].schedule_id``), not those of the store's call it would make.
+        schedule_id(self.schedule_id)
         if self.fire_time.tzinfo is None:
             raise InvalidArgument("fire_time", "must be timezone-aware")
         if self.trigger not in _TRIGGERS:
             raise InvalidArgument("trigger", f"unknown value {self.trigger}")
         if self.fencing_token < 0:
             raise InvalidArgument("fencing_token", "must not be negative")
-        identifier(self.fencing_scope, "fencing_scope")
+        lease_name(self.fencing_scope, "fencing_scope")
         self.limits.identifier(self.idempotency_key, "idempotency_key")
 
 

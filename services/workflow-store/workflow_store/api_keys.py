@@ -15,6 +15,7 @@ import sqlalchemy as sa
 from cronwave_proto.v1 import api_key_service_pb2 as pb
 from cronwave_proto.v1 import api_key_service_pb2_grpc as pb_grpc
 
+from cronwave_core import fields
 from cronwave_core.convert import dt_to_ts
 from cronwave_core.errors import InvalidArgument, NotFound
 from cronwave_core.security import identity as caller
@@ -85,8 +86,16 @@ class ApiKeys:
             return list(session.scalars(query))
 
     def revoke(self, key_id: str, actor: Actor | None = None) -> ApiKey:
+        if not keys.KEY_ID.fullmatch(key_id):
+            raise InvalidArgument(
+                "key_id",
+                f"{fields.shown(key_id)} is not a key id: 16 lowercase letters and digits "
+                "(`cronwave auth list-keys` shows them)"
+                if key_id
+                else "required (`cronwave auth list-keys` shows the key ids)",
+            )
         with self.db.write() as session:
-            row = session.get(ApiKey, key_id) if key_id else None
+            row = session.get(ApiKey, key_id)
             if row is None:
                 raise NotFound(f"no API key {key_id!r} (`cronwave auth list-keys` shows them)")
             if row.revoked_at is None:

@@ -37,7 +37,7 @@ class AuditRpcs:
     def ListAuditEvents(
         self, request: api.ListAuditEventsRequest, context: grpc.ServicerContext
     ) -> api.ListAuditEventsResponse:
-        schedule_id = validate.key(request.schedule_id, "schedule_id")
+        schedule_id = validate.schedule_ref(request.schedule_id, "schedule_id")
         limit = validate.limits().page(request.limit)
         records = self.store.list_audit_events(schedule_id, limit, request.before_id)
         full = len(records) == (limit or DEFAULT_AUDIT_LIMIT)

@@ -234,6 +234,12 @@ def keys(values: Sequence[str], field: str) -> list[str]:
     return [validate.key(value, f"{field}[{i}]") for i, value in enumerate(values)]
 
 
+def schedule_ids(values: Sequence[str], field: str) -> list[str]:
+    """A repeated field of schedule ids, each empty or a schedule id (``field[3]``
+    names the one that is not)."""
+    return [validate.schedule_ref(value, f"{field}[{i}]") for i, value in enumerate(values)]
+
+
 def fencing(token: int, scope: str) -> tuple[int, str]:
     """A planner's fencing token (required) and scope (default "planner")."""
     return _fencing(token, scope, True, "a planner's write")

@@ -46,6 +46,8 @@ class DeadlineServicer:
         self, request: api.ListDeadlineBreachesRequest, context: grpc.ServicerContext
     ) -> api.ListDeadlineBreachesResponse:
         breaches = self.store.list_deadline_breaches(
-            validate.key(request.schedule_id, "schedule_id"), request.limit, request.before_id
+            validate.schedule_ref(request.schedule_id, "schedule_id"),
+            request.limit,
+            request.before_id,
         )
         return api.ListDeadlineBreachesResponse(breaches=[breach_to_proto(b) for b in breaches])

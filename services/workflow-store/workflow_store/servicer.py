@@ -67,9 +67,9 @@ def _items(field: str, messages: Sequence[M], parse: Callable[[M], T]) -> list[T
 
 def _missed_slot(msg: api.MissedSlot) -> slots.MissedSlot:
     """A RecordMissedSlots slot; an id that names no live schedule is answered among
-    the unknown ones, so it only has to be a well-formed key."""
+    the unknown ones, so it only has to be well formed."""
     return slots.MissedSlot(
-        schedule_id=validate.key(msg.schedule_id, "schedule_id"),
+        schedule_id=validate.schedule_ref(msg.schedule_id, "schedule_id"),
         fire_time=convert.required_time(msg, "fire_time", "fire_time"),
         reason=validate.note(msg.reason, "reason"),
         trigger=Trigger.from_proto(msg.trigger),
@@ -134,7 +134,7 @@ class WorkflowStoreServicer(AuditRpcs, DeadlineServicer, api_grpc.WorkflowStoreS
             lambda record: record.schedule_id,
             self._sent,
             lambda msg: msg.ByteSize(),
-            after=validate.key(request.after_schedule_id, "after_schedule_id"),
+            after=validate.schedule_ref(request.after_schedule_id, "after_schedule_id"),
             # 0: a full page (the byte bound may end it sooner)
             limit=validate.limits().page(request.limit) or validate.limits().page_size,
             budget=self.store.limits.page_bytes,
@@ -262,8 +262,8 @@ class WorkflowStoreServicer(AuditRpcs, DeadlineServicer, api_grpc.WorkflowStoreS
         self, request: api.ListRunsRequest, context: grpc.ServicerContext
     ) -> api.ListRunsResponse:
         states = convert.run_states_from_proto(request.states)
-        schedule_id = validate.key(request.schedule_id, "schedule_id")
-        schedule_ids = convert.keys(request.schedule_ids, "schedule_ids")
+        schedule_id = validate.schedule_ref(request.schedule_id, "schedule_id")
+        schedule_ids = convert.schedule_ids(request.schedule_ids, "schedule_ids")
         runs = self.store.list_runs(schedule_id, states, request.limit, schedule_ids)
         blobs = not request.lean
         return api.ListRunsResponse(runs=[convert.run_to_proto(r, blobs=blobs) for r in runs])
@@ -271,7 +271,7 @@ class WorkflowStoreServicer(AuditRpcs, DeadlineServicer, api_grpc.WorkflowStoreS
     def ListRecentRuns(
         self, request: api.ListRecentRunsRequest, context: grpc.ServicerContext
     ) -> api.ListRecentRunsResponse:
-        ids = convert.keys(request.schedule_ids, "schedule_ids")
+        ids = convert.schedule_ids(request.schedule_ids, "schedule_ids")
         runs = self.store.recent_runs(ids, request.per_schedule)
         by_schedule: dict[str, list[common_pb2.Run]] = {}
         for run in runs:
@@ -425,8 +425,8 @@ class WorkflowStoreServicer(AuditRpcs, DeadlineServicer, api_grpc.WorkflowStoreS
     ) -> api.LatestFireTimesResponse:
         entries = slots.latest_fire_times(
             self.store,
-            convert.keys(request.schedule_ids, "schedule_ids"),
-            validate.key(request.after_schedule_id, "after_schedule_id"),
+            convert.schedule_ids(request.schedule_ids, "schedule_ids"),
+            validate.schedule_ref(request.after_schedule_id, "after_schedule_id"),
             request.limit,
         )
         return api.LatestFireTimesResponse(

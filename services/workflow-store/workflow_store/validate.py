@@ -25,7 +25,7 @@ MAX_BACKOFF = 1_000.0
 #: The most error type names a job type may list as non-retryable.
 MAX_ERROR_NAMES = 100
 
-SCHEDULE_ID = re.compile(r"[a-z0-9][a-z0-9._-]{0,62}")
+SCHEDULE_ID = fields.SCHEDULE_ID
 JOB_TYPE_NAME = re.compile(r"[a-z0-9][a-z0-9._-]*")
 
 _limits = DEFAULT_LIMITS
@@ -44,15 +44,15 @@ def limits() -> RequestLimits:
 
 
 def schedule_id(value: str, field: str = "schedule_id") -> str:
-    if not value:
-        raise InvalidArgument(field, "required, e.g. nightly-billing")
-    if not SCHEDULE_ID.fullmatch(value):
-        raise InvalidArgument(
-            field,
-            f"{fields.shown(value)} must be 1-63 characters of a-z, 0-9, '.', '_' or '-', "
-            "starting with a letter or digit",
-        )
-    return value
+    """The schedule a call is about: required, ``fields.SCHEDULE_ID``."""
+    return fields.schedule_id(value, field)
+
+
+def schedule_ref(value: str, field: str) -> str:
+    """A schedule id a read may leave empty (a filter, a page cursor): empty, or
+    ``fields.SCHEDULE_ID``, so a value no schedule can have is refused by its field
+    rather than answered with nothing."""
+    return fields.schedule_id(value, field, required=False)
 
 
 def key(value: str, field: str, *, required: bool = False) -> str:
