@@ -326,6 +326,36 @@ MUTATIONS = (
         ),
         ("tests/deadlines/test_deadline_triggers.py",),
     ),
+    Mutation(
+        "id-length-off-by-one",
+        "an id, key or name one character past its limit is accepted",
+        (
+            Edit(
+                "libs/cronwave_core/limits.py",
+                "        if len(value) > self.id_chars:\n",
+                "        if len(value) > self.id_chars + 1:\n",
+            ),
+        ),
+        (
+            "tests/errors/test_id_fields.py::"
+            "test_every_id_key_and_name_refuses_a_foreign_character_and_one_too_many",
+        ),
+    ),
+    Mutation(
+        "id-field-unchecked",
+        "one id field of one RPC (a claim's worker id) is taken without its rule",
+        (
+            Edit(
+                f"{STORE}/convert.py",
+                'worker_id=validate.name(msg.worker_id, "worker_id"),',
+                "worker_id=msg.worker_id,",
+            ),
+        ),
+        (
+            "tests/errors/test_id_fields.py::"
+            "test_every_id_key_and_name_refuses_a_foreign_character_and_one_too_many",
+        ),
+    ),
 )
 
 
