@@ -1,11 +1,12 @@
 """Every run's trace is its whole waterfall: one root, ``cronwave.run``, from the fire
 decision (or the trigger's arrival) to after its durable completion, each attempt a
 child of it, and every span of it placed (``cronwave.hop`` and ``cronwave.kind``),
-on each path a run takes: fired by the planner, triggered, backfilled, retried, and
-resumed after its worker was killed."""
+on each path a run takes: fired by the planner, triggered, backfilled, retried,
+cancelled before a worker took it, and resumed after its worker was killed."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -13,6 +14,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 import pytest
+from cronwave_proto.v1 import workflow_store_service_pb2_grpc as store_grpc
 
 from cronwave._models import Run
 from cronwave_core.suite import Suite
@@ -23,6 +25,7 @@ from tests.harness.clients import backfill_last_slot, client_for
 from tests.harness.cluster import REPO
 from tests.helpers import eventually, fresh
 from tests.reliability.jobs import HEARTBEAT_TIMEOUT
+from tests.reliability.support import register_drill
 from tests.tracing.support import QUIET, WAIT, scheduled_tick, spans_of
 
 pytestmark = pytest.mark.slow
@@ -34,6 +37,8 @@ SQL_NAME = re.compile(r"^[A-Z]+( [A-Za-z_][A-Za-z0-9_]*)?$|^connect$")
 #: The gap in ``worker.execute`` before its first child (the body's span, or the
 #: hand-over to it) that is not accounted for by a span.
 UNACCOUNTED_NS = 2_000_000
+#: The killed worker dies this many 50-ms steps into its run's body.
+KILL_AT_STEP = 20
 
 
 def _env() -> dict[str, str]:
@@ -71,12 +76,15 @@ def _finished(suite: Suite, run_id: str) -> Run:
 def _killed_and_resumed(suite: Suite) -> Path:
     """A run of checkpointed steps whose worker is killed (SIGKILL) half-way; the other
     worker resumes it once its heartbeat lapsed."""
-    run = _triggered(suite, "drill.steps", {"steps": 60, "step_seconds": 0.05})
+    run = _triggered(suite, "drill.steps", {"steps": 80, "step_seconds": 0.05})
     with client_for(suite) as client:
 
         def running() -> str:
             now = client.get_run(run.run_id)
             assert now.state == "RUNNING" and now.checkpoint_json, now.state
+            # a second into the body: the worker has sent the spans of its claim (it
+            # sends every 500 ms; what it had not sent dies with it)
+            assert json.loads(now.checkpoint_json)["step"] >= KILL_AT_STEP, now.checkpoint_json
             return now.worker_id
 
         holder = eventually(running, timeout=30, what="the run's body checkpointing")
@@ -96,11 +104,19 @@ def _paths(suite: Suite) -> list[Path]:
         backfilled = backfill_last_slot(client, sid)
     retried = _finished(suite, _triggered(suite, "drill.flaky", {"succeed_at_attempt": 3}).run_id)
     assert (retried.state, retried.attempt) == ("SUCCEEDED", 3)
+    # a run of a queue no worker serves, cancelled while it waits: the store ends it
+    with suite.channel("workflow-store") as channel:
+        register_drill(store_grpc.WorkflowStoreServiceStub(channel), "drill.bulk")
+    waiting = _triggered(suite, "drill.bulk")
+    with client_for(suite) as client:
+        cancelled = client.cancel_run(waiting.run_id, reason="not needed")
+    assert (cancelled.state, cancelled.attempt) == ("CANCELLED", 0)
     return [
         Path("scheduled", scheduled, 1),
         Path("triggered", triggered.run_id, 1),
         Path("backfill", backfilled.run_id, 1),
         Path("retried", retried.run_id, 3),
+        Path("cancelled before any attempt", cancelled.run_id, 0),
         _killed_and_resumed(suite),
     ]
 

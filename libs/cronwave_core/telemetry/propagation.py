@@ -72,8 +72,9 @@ def _kind_of(span: Any, own: Mapping[str, Any]) -> str:
 class RunAttributesProcessor(SpanProcessor):
     """Copies the run's attributes (``RUN_KEYS``) from a span's in-process parent, or
     else from the baggage the caller sent, onto the span when it starts, unless the
-    span sets them itself. Attributes the parent learns later (a run id known only
-    after the insert) are not copied."""
+    span sets them itself, and gives a span that says no hop or kind the ones the
+    module docstring's rules give it. Attributes the parent learns later (a run id
+    known only after the insert) are not copied."""
 
     def on_start(self, span: Any, parent_context: otel_context.Context | None = None) -> None:
         if parent_context is None:

@@ -39,14 +39,16 @@ def hop_span(
     kind: Kind,
     attributes: Mapping[str, Any] | None = None,
     tracer_name: str = "cronwave",
+    start_time: int | None = None,
 ) -> AbstractContextManager[Span]:
     """A span that belongs to ``hop`` and measures ``kind`` time, current inside the
-    block; an exception leaving the block is recorded on it and sets its status to
-    ERROR (as ``start_as_current_span`` does)."""
+    block (begun at ``start_time``, ns since the epoch, when the caller knows better
+    than now); an exception leaving the block is recorded on it and sets its status
+    to ERROR (as ``start_as_current_span`` does)."""
     attrs: dict[str, Any] = {ATTR_HOP: hop.value, ATTR_KIND: kind.value}
     if attributes:
         attrs.update(attributes)
-    return _CurrentSpan(tracer(tracer_name), name, attrs)
+    return _CurrentSpan(tracer(tracer_name), name, attrs, start_time)
 
 
 class _CurrentSpan(AbstractContextManager[Span]):
@@ -54,16 +56,21 @@ class _CurrentSpan(AbstractContextManager[Span]):
     handed to the SDK, instead of being looked up by each of three nested context
     managers, the sampler and the span processors."""
 
-    __slots__ = ("_attrs", "_name", "_span", "_token", "_tracer")
+    __slots__ = ("_attrs", "_name", "_span", "_start", "_token", "_tracer")
 
-    def __init__(self, tracer: trace.Tracer, name: str, attrs: dict[str, Any]) -> None:
+    def __init__(
+        self, tracer: trace.Tracer, name: str, attrs: dict[str, Any], start: int | None = None
+    ) -> None:
         self._tracer = tracer
         self._name = name
         self._attrs = attrs
+        self._start = start
 
     def __enter__(self) -> Span:
         ctx = otel_context.get_current()
-        span = self._tracer.start_span(self._name, ctx, attributes=self._attrs)
+        span = self._tracer.start_span(
+            self._name, ctx, attributes=self._attrs, start_time=self._start
+        )
         self._token = otel_context.attach(trace.set_span_in_context(span, ctx))
         self._span = span
         return span

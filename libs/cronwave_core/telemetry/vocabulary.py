@@ -63,6 +63,8 @@ ATTR_ATTEMPT = "cronwave.attempt"
 ATTR_WORKER_ID = "cronwave.worker_id"
 #: ``scheduled``, ``manual``, ``backfill`` or ``catchup``: why the run exists.
 ATTR_TRIGGER = "cronwave.trigger"
+#: On the run span: the state the run ended in (``SUCCEEDED``, ``DEAD_LETTERED``, ...).
+ATTR_RUN_STATE = "cronwave.run.state"
 #: Set on the span a latency fault was injected into (see ``cronwave_core.faults``).
 ATTR_FAULT = "cronwave.fault"
 #: Set on the span of a run held until its fire time (dispatched ahead): waiting on

@@ -136,7 +136,7 @@ def run_one(spec: Mapping[str, Any], registry: Registry, channel: Channel) -> No
             started_ns = wait_until_fire_time(fire_time, sleep=_wait_sleep)
             _check_stop()
             channel.send({"op": "started", "started_ns": started_ns})
-            with body_span(ctx):
+            with body_span(ctx, started_ns):
                 result = job_type.fn(ctx)
         ended_ns = time.time_ns()
         if result is None:

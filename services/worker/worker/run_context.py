@@ -86,13 +86,14 @@ def job_context(
     )
 
 
-def body_span(ctx: JobContext) -> AbstractContextManager[Span]:
-    """The span of the body ``ctx`` is given to: the job's own code, in ``execute``'s
-    time; the job's own spans sit beneath it, and its time before the first of them
-    (its imports, its connections) is this span's own."""
+def body_span(ctx: JobContext, started_ns: int) -> AbstractContextManager[Span]:
+    """The span of the body ``ctx`` is given to, from ``started_ns`` (the body's
+    start, as its attempt reports it): the job's own code, in ``execute``'s time; the
+    job's own spans sit beneath it, and its time before the first of them (its
+    imports, its connections) is this span's own."""
     attributes = {
         **run_attributes(ctx.run_id, ctx.schedule_id, ctx.fire_time.isoformat()),
         ATTR_JOB_TYPE: ctx.job_type,
         ATTR_ATTEMPT: ctx.attempt,
     }
-    return hop_span(BODY_SPAN, Hop.EXECUTE, Kind.APP, attributes)
+    return hop_span(BODY_SPAN, Hop.EXECUTE, Kind.APP, attributes, start_time=started_ns)

@@ -206,7 +206,7 @@ class Supervisor:
                 box["started_ns"] = started_ns
                 if report:
                     self._wake.set()  # the supervising thread reports the start
-                with body_span(ctx):
+                with body_span(ctx, started_ns):
                     box["result"] = fn(ctx)
             except BaseException as exc:  # everything the job raised is its outcome
                 box["error"] = exc

@@ -1,5 +1,6 @@
 """The workflow store's own spans: its database work within the hop of a run's
-waterfall, and the run each item of a batch names in the batch's span copies."""
+waterfall, the run each item of a batch names in the batch's span copies, and the run
+span of a run the store itself ended with no worker to record it (``run_ended``)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from contextlib import AbstractContextManager
 from opentelemetry.trace import Span
 
 from cronwave_core.telemetry import fanout
+from cronwave_core.telemetry.run_span import record_run_span
 from cronwave_core.telemetry.spans import hop_span
 from cronwave_core.telemetry.tracing import tracing_enabled
 from cronwave_core.telemetry.vocabulary import (
@@ -17,7 +19,9 @@ from cronwave_core.telemetry.vocabulary import (
     ATTR_JOB_TYPE,
     ATTR_QUEUE,
     ATTR_RUN_ID,
+    ATTR_RUN_STATE,
     ATTR_SCHEDULE_ID,
+    ATTR_TRIGGER,
     ATTR_WORKER_ID,
     Hop,
     Kind,
@@ -66,3 +70,23 @@ def annotate_batch(messages: Sequence[object], runs: Sequence[RunRecord | None])
             attributes = run_attributes(run.run_id, run.schedule_id, run.fire_time.isoformat())
             annotations.append((traceparent, attributes))
     fanout.annotate_many(annotations)
+
+
+def run_ended(run: RunRecord) -> None:
+    """Record the run span of ``run``, which a call to the store ended (a run no worker
+    held, cancelled): no worker's completion will (``run_span``). Its end is now, the
+    change durable."""
+    if not run.state.terminal or len(run.trace_id) != 32 or not tracing_enabled():
+        return
+    try:
+        trace_id = int(run.trace_id, 16)
+    except ValueError:
+        return
+    attributes = {
+        **run_attributes(run.run_id, run.schedule_id, convert.iso(run.fire_time)),
+        ATTR_JOB_TYPE: run.job_type,
+        ATTR_ATTEMPT: run.attempt,
+        ATTR_TRIGGER: run.trigger.value,
+        ATTR_RUN_STATE: run.state.value.upper(),
+    }
+    record_run_span(trace_id, attributes)

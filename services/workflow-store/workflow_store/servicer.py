@@ -44,7 +44,7 @@ from workflow_store.records import (
     RecordRequest,
     ScheduleRecord,
 )
-from workflow_store.rpc_spans import annotate_batch, db_span, mark_run
+from workflow_store.rpc_spans import annotate_batch, db_span, mark_run, run_ended
 from workflow_store.store import Store
 
 M = TypeVar("M")
@@ -402,6 +402,8 @@ class WorkflowStoreServicer(AuditRpcs, DeadlineServicer, api_grpc.WorkflowStoreS
         reason = validate.note(request.reason, "reason")
         grace = duration_to_td(request.grace, "grace")
         run, changed = self.store.cancel_run(CancelRequest(run_id, reason, grace), actor(context))
+        if changed:
+            run_ended(run)  # a run no worker held ends here (a running one: its worker's)
         return api.CancelRunResponse(run=convert.run_to_proto(run), changed=changed)
 
     # -- fencing ---------------------------------------------------------------------------

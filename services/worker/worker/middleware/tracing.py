@@ -47,6 +47,7 @@ from cronwave_core.telemetry.vocabulary import (
     ATTR_KIND,
     ATTR_QUEUE,
     ATTR_RUN_ID,
+    ATTR_RUN_STATE,
     ATTR_TRIGGER,
     ATTR_WORKER_ID,
     HOLD_KIND,
@@ -65,7 +66,6 @@ ATTR_JOB_TYPE = "cronwave.job_type"
 ATTR_ATTEMPT = "cronwave.attempt"
 ATTR_OUTCOME = "cronwave.outcome"
 ATTR_OVERHEAD_MS = "cronwave.job_process.overhead_ms"
-ATTR_RUN_STATE = "cronwave.run.state"
 #: A hand-over to the body shorter than this is not drawn as ``job.start``.
 JOB_START_MIN_NS = 1_000_000
 
