@@ -37,6 +37,8 @@ SQL_NAME = re.compile(r"^[A-Z]+( [A-Za-z_][A-Za-z0-9_]*)?$|^connect$")
 #: The gap in ``worker.execute`` before its first child (the body's span, or the
 #: hand-over to it) that is not accounted for by a span.
 UNACCOUNTED_NS = 2_000_000
+#: The worker's spans of an attempt, from its claim on: beneath the attempt's span.
+ATTEMPT_PARTS = {"worker.hold", "worker.execute", "worker.complete"}
 #: The killed worker dies this many 50-ms steps into its run's body.
 KILL_AT_STEP = 20
 
@@ -176,6 +178,13 @@ def _problems(spans: list[Span], path: Path) -> list[str]:
         )
     if any(a.parent_span_id != root.span_id for a in attempts):
         problems.append("an attempt's span is not a child of the run span")
+    outside = sorted(
+        s.name
+        for s in trace
+        if s.name in ATTEMPT_PARTS and s.parent_span_id not in {a.span_id for a in attempts}
+    )
+    if outside:
+        problems.append(f"spans of an attempt not beneath an attempt's span: {outside}")
     problems += _execute_accounted(trace)
     # and the waterfall places every span but the run's own in a hop
     (run,) = [r for r in build_runs(trace) if r.run_id == path.run_id]

@@ -107,13 +107,18 @@ class Tracing(RunMiddleware):
         span.end(end_time=now_ns)
 
     def after_claim(self, delivery: Delivery) -> None:
-        """The claim began an attempt: its spans sit beneath the attempt's."""
-        run, sender = delivery.run, delivery.sender
-        if not sender.is_valid or not run.run_id:
-            return
-        context = attempt_context(sender.trace_id, run.attempt)
-        if context is not None:
+        """The claim began an attempt (its span's time begins)."""
+        if delivery.sender.is_valid and delivery.run.run_id:
             delivery.attempt_began_ns = time.time_ns()
+
+    def _enter_attempt(self, delivery: Delivery) -> None:
+        """From here on the attempt's spans sit beneath the attempt's span. Entered as
+        its execute phase begins, before any span of the phase is current: a context
+        attached inside a phase's span would be undone when that span ends."""
+        if not delivery.attempt_began_ns:
+            return
+        context = attempt_context(delivery.sender.trace_id, delivery.run.attempt)
+        if context is not None:
             delivery.stack.enter_context(_attached(context))
 
     def after_delivery(self, delivery: Delivery) -> None:
@@ -152,6 +157,7 @@ class Tracing(RunMiddleware):
         record_run_span(trace_id, attributes)
 
     def before_execute(self, delivery: Delivery) -> None:
+        self._enter_attempt(delivery)
         run = delivery.run
         attributes: dict[str, Any] = {
             **delivery.attrs,
