@@ -35,6 +35,7 @@ from google.protobuf.message import Message
 
 from cronwave_billing.gateway import domain as gateway_domain
 from cronwave_core import fields
+from cronwave_core.domain import labels
 from cronwave_core.limits import DEFAULT_LIMITS
 from cronwave_core.suite import Suite
 from tests.harness.suites import SuiteFactory
@@ -95,6 +96,11 @@ GATEWAY_KEY = Rule("gateway key", gateway_domain.MAX_KEY_LENGTH, "\x07", "k1")
 GATEWAY_ID = Rule("gateway id", gateway_domain.MAX_ID_LENGTH, "\x07", "c1")
 #: A currency: three lowercase letters.
 CURRENCY = Rule("currency", longest(gateway_domain._CURRENCY), " ", "eur")
+#: A schedule's label key and value (``cronwave_core.domain.labels``).
+LABEL_KEY = Rule("label key", labels.MAX_KEY_CHARS, " ", "team")
+LABEL_VALUE = Rule("label value", labels.MAX_VALUE_CHARS, " ", "billing")
+#: The entry a map's key or value under test is set with (a valid key and value).
+MAP_ENTRY = ("team", "billing")
 
 #: The rule of each id, key or name field, by its name (any message).
 BY_NAME: dict[str, Rule] = {
@@ -127,6 +133,8 @@ BY_FIELD: dict[str, Rule] = {
     "cronwave.v1.ChargeItem.customer_id": GATEWAY_ID,
     "cronwave.v1.ChargeItem.invoice_id": GATEWAY_ID,
     "cronwave.v1.ChargeItem.currency": CURRENCY,
+    "cronwave.v1.Schedule.LabelsEntry.key": LABEL_KEY,
+    "cronwave.v1.Schedule.LabelsEntry.value": LABEL_VALUE,
 }
 #: String fields that are not ids, keys or names, and what they are instead (their own
 #: rules are tested where they are: tests/errors/test_refusals.py, test_limits.py).
@@ -165,7 +173,7 @@ BASES: dict[str, dict[str, Any]] = {
     "WorkflowStoreService/GetSchedule": {"schedule_id": "s-1"},
     "WorkflowStoreService/UpdateSchedule": {
         "schedule": SCHEDULE,
-        "update_mask": "spec.cron,managedBy,jobType",
+        "update_mask": "spec.cron,managedBy,jobType,labels",
     },
     "WorkflowStoreService/ListSchedules": {"after_schedule_id": "s-1"},
     "WorkflowStoreService/PauseSchedule": {"schedule_id": "s-1"},
@@ -313,15 +321,23 @@ def methods() -> Iterator[MethodDescriptor]:
 def string_fields(
     message: Descriptor, prefix: str = "", seen: frozenset[str] = frozenset()
 ) -> Iterator[tuple[str, FieldDescriptor]]:
-    """(path as a refusal names it, field) of every string field in ``message``."""
+    """(path as a refusal names it, field) of every string field in ``message``; a map
+    entry's key and value as ``labels<key>`` and ``labels<value>`` (a refusal names
+    the entry by its key: ``labels['Team']``)."""
     for field in message.fields:
         path = f"{prefix}{field.name}{'[0]' if field.is_repeated else ''}"
         if field.type == FieldDescriptor.TYPE_STRING:
             yield path, field
-        elif field.type == FieldDescriptor.TYPE_MESSAGE:
-            nested = field.message_type
-            if nested.full_name.startswith("google.") or nested.full_name in seen:
-                continue
+            continue
+        nested = field.message_type
+        if field.type != FieldDescriptor.TYPE_MESSAGE or nested is None:
+            continue
+        if nested.GetOptions().map_entry:
+            for part in ("key", "value"):
+                entry = nested.fields_by_name[part]
+                if entry.type == FieldDescriptor.TYPE_STRING:
+                    yield f"{prefix}{field.name}<{part}>", entry
+        elif not nested.full_name.startswith("google.") and nested.full_name not in seen:
             yield from string_fields(nested, f"{path}.", seen | {nested.full_name})
 
 
@@ -339,15 +355,18 @@ class Case:
     def name(self) -> str:
         return f"{self.method.containing_service.name}/{self.method.name}"
 
-    @property
-    def names(self) -> tuple[str, ...]:
-        """How a refusal may name the field: by its path in the request, or within the
-        one message a request carries (``CreateSchedule``'s ``spec.cron[0]`` for
-        ``schedule.spec.cron[0]``)."""
-        top, _, rest = self.path.partition(".")
+    def names(self, value: str) -> tuple[str, ...]:
+        """How a refusal of ``value`` may name the field: by its path in the request, or
+        within the one message a request carries (``CreateSchedule``'s
+        ``spec.cron[0]`` for ``schedule.spec.cron[0]``); a map entry by its key."""
+        path = self.path
+        if path.endswith(("<key>", "<value>")):
+            key = value if path.endswith("<key>") else MAP_ENTRY[0]
+            path = f"{path.rsplit('<', 1)[0]}[{key!r}]"
+        top, _, rest = path.partition(".")
         field = self.method.input_type.fields_by_name.get(top)
         within = field is not None and not field.is_repeated and bool(rest)
-        return (self.path, rest) if within else (self.path,)
+        return (path, rest) if within else (path,)
 
 
 def cases() -> list[Case]:
@@ -376,7 +395,8 @@ def test_every_string_field_of_every_request_is_an_id_with_a_rule_or_said_otherw
 
 
 def set_path(message: Message, path: str, value: str) -> None:
-    """Set the string at ``path`` (``runs[0].queue``, ``schedule_ids[0]``)."""
+    """Set the string at ``path`` (``runs[0].queue``, ``schedule_ids[0]``,
+    ``schedule.labels<key>``)."""
     *parents, leaf = path.split(".")
     target: Any = message
     for part in parents:
@@ -384,6 +404,14 @@ def set_path(message: Message, path: str, value: str) -> None:
         target = getattr(target, name)
         if indexed:
             target = target[0] if len(target) else target.add()
+    if leaf.endswith(("<key>", "<value>")):
+        entries = getattr(target, leaf.rsplit("<", 1)[0])
+        key, entry = MAP_ENTRY
+        if leaf.endswith("<key>"):
+            entries[value] = entry
+        else:
+            entries[key] = value
+        return
     name, indexed, _ = leaf.partition("[")
     if not indexed:
         setattr(target, name, value)
@@ -469,7 +497,7 @@ def test_every_id_key_and_name_refuses_a_foreign_character_and_one_too_many(
                 (code, message)
                 for code, message in said
                 if code == "INVALID_ARGUMENT"
-                and any(message.startswith(f"{name}: ") for name in case.names)
+                and any(message.startswith(f"{name}: ") for name in case.names(value))
             ]
             if not named:
                 wrong.append(f"{case.name} {case.path} {what} ({case.rule.name}): {said}")
