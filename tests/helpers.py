@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -163,11 +163,12 @@ def record_one(store: Any, item: Any, **kwargs: Any) -> Any:
     return only(reply.results, "recorded")
 
 
-def claim_one(store: Any, item: Any, **kwargs: Any) -> Any:
-    """``ClaimRuns`` of one run: its ``ClaimRunResponse``."""
+def claim_one(store: Any, item: Any, *, queues: Sequence[str] = ("default",), **kwargs: Any) -> Any:
+    """``ClaimRuns`` of one run, by a worker of ``queues``: its ``ClaimRunResponse``."""
     from cronwave_proto.v1 import workflow_store_service_pb2 as store_pb
 
-    reply = store.ClaimRuns(store_pb.ClaimRunsRequest(claims=[item]), **kwargs)
+    request = store_pb.ClaimRunsRequest(claims=[item], queues=queues)
+    reply = store.ClaimRuns(request, **kwargs)
     return only(reply.results, "claim")
 
 

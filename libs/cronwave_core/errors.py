@@ -242,6 +242,24 @@ class StaleAttempt(FailedPrecondition):
         self.attempts = attempts
 
 
+class RunNotEnqueued(FailedPrecondition):
+    """A claim of a PENDING run that has no message on any queue (recorded without
+    one, or replayed and not yet sent again): only a run's queued message is claimed,
+    so a worker takes a run it was sent, never one it picked by id. The dispatcher's
+    sweeper sends the run's message."""
+
+    field: ClassVar[str] = "run_id"
+    run_id: str
+
+    def __init__(self, run_id: str) -> None:
+        super().__init__(
+            f"run_id: run '{run_id}' has no message on any queue yet (recorded without "
+            "one, or replayed and not yet sent again); only a run's queued message is "
+            "claimed: the dispatcher's sweeper sends it, then a worker of its queue claims it"
+        )
+        self.run_id = run_id
+
+
 class Unavailable(CronwaveError):
     status = "UNAVAILABLE"
 
@@ -264,6 +282,24 @@ class PermissionDenied(CronwaveError):
     the identity and the permission missing."""
 
     status = "PERMISSION_DENIED"
+
+
+class QueueNotServed(PermissionDenied):
+    """A claim of a run enqueued to a queue the claiming worker does not consume (the
+    ``queues`` it named): a worker takes only the runs sent to its queues."""
+
+    field: ClassVar[str] = "queues"
+    run_id: str
+    queue: str
+
+    def __init__(self, run_id: str, queue: str, queues: list[str]) -> None:
+        super().__init__(
+            f"queues: run '{run_id}' was enqueued to queue '{queue}', which this worker "
+            f"does not consume (it named {sorted(queues)}); only a worker of queue "
+            f"'{queue}' claims it"
+        )
+        self.run_id = run_id
+        self.queue = queue
 
 
 class LeaseHeldByAnother(FailedPrecondition):
@@ -340,12 +376,14 @@ BY_REASON: dict[str, type[CronwaveError]] = {
     "STALE_FENCING_TOKEN": StaleFencingToken,
     "UNISSUED_FENCING_TOKEN": UnissuedFencingToken,
     "STALE_ATTEMPT": StaleAttempt,
+    "RUN_NOT_ENQUEUED": RunNotEnqueued,
     "LEASE_HELD_BY_ANOTHER": LeaseHeldByAnother,
     "UNAVAILABLE": Unavailable,
     "UNIMPLEMENTED": Unimplemented,
     "UNAUTHENTICATED": Unauthenticated,
     "PERMISSION_DENIED": PermissionDenied,
     "LEASE_OWNED_BY_ANOTHER": LeaseOwnedByAnother,
+    "QUEUE_NOT_SERVED": QueueNotServed,
     "CONFIGURATION_ERROR": ConfigurationError,
 }
 

@@ -51,12 +51,14 @@ SAMPLES: list[CronwaveError] = [
     errors.StaleFencingToken("planner", 7, 8),
     errors.UnissuedFencingToken("planner", 99, scope_known=True),
     errors.StaleAttempt("run_1", 2, "RUNNING"),
+    errors.RunNotEnqueued("run_1"),
     errors.LeaseHeldByAnother("planner", "planner-b", "planner-a"),
     errors.Unavailable("the workflow-store's database did not answer; retry"),
     errors.Unimplemented("this planner does not backfill"),
     errors.Unauthenticated("user client carries no role"),
     errors.PermissionDenied("service dispatcher may not call ClaimRuns"),
     errors.LeaseOwnedByAnother("planner", "planner-a"),
+    errors.QueueNotServed("run_1", "billing", ["default"]),
     errors.ConfigurationError("CRONWAVE_RPC_TIMEOUT: not a duration"),
 ]
 

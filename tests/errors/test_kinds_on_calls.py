@@ -67,13 +67,15 @@ class Rig:
         return sid
 
     def record_runs(self, schedule_id: str, count: int) -> list[str]:
-        """``count`` runs of ``schedule_id``, PENDING, one a minute from ``PAST``."""
+        """``count`` runs of ``schedule_id``, PENDING, one a minute from ``PAST``, recorded
+        to be queued (as the dispatcher records them)."""
         request = api.RecordRunsRequest(
             runs=[
                 api.RecordRunRequest(
                     schedule_id=schedule_id,
                     fire_time=dt_to_ts(PAST + timedelta(minutes=i)),
                     fencing_token=TOKEN,
+                    enqueue=True,
                 )
                 for i in range(count)
             ]

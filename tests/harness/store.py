@@ -231,8 +231,9 @@ def record_run(
     trigger: pb.TriggerKind = pb.TRIGGER_KIND_SCHEDULED,
 ) -> api.RecordRunResponse:
     """``RecordRuns`` of one run, answered with the run as the store has it (a batch's
-    answer leaves payloads out). A manual run is recorded as the dispatcher relays an
-    operator's trigger: on behalf of ``MANUAL_BY``."""
+    answer leaves payloads out). Recorded as the dispatcher records one: to be queued
+    (``enqueue``, so a worker of its queue may claim it); a manual run on behalf of
+    the operator it relays, ``MANUAL_BY``."""
     relayed = [(ON_BEHALF_OF, MANUAL_BY)] if trigger == pb.TRIGGER_KIND_MANUAL else []
     recorded = record_one(
         stub,
@@ -241,6 +242,7 @@ def record_run(
             fire_time=dt_to_ts(fire),
             trigger=trigger,
             fencing_token=token,
+            enqueue=True,
         ),
         metadata=relayed,
     )

@@ -44,9 +44,9 @@ def test_an_unclaimed_run_is_handed_out_once_overdue_then_with_growing_waits(
     eventually(lambda: run.run_id in sweep(stub, 0.5), timeout=20, interval=0.02)
     eventually(lambda: run.run_id in sweep(stub, 0.5), timeout=20, interval=0.02)
     events = stub.ListRunEvents(api.ListRunEventsRequest(run_id=run.run_id)).events
-    assert [e.kind for e in events] == ["recorded", "requeued", "requeued", "requeued"]
+    assert [e.kind for e in events] == ["recorded", "enqueued", "requeued", "requeued", "requeued"]
     # (the bound is at least 1 s between re-sends, as the store's own clock recorded them)
-    first, second, third = (e.at.ToDatetime() for e in events[1:])
+    first, second, third = (e.at.ToDatetime() for e in events[2:])
     assert (second - first).total_seconds() >= 1.0
     assert (third - second).total_seconds() >= 2.0
 

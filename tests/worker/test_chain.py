@@ -172,7 +172,13 @@ def test_the_base_middleware_does_nothing() -> None:
 
 def test_the_standard_chain_is_in_the_declared_order_with_test_hooks_last() -> None:
     hook = RunMiddleware()
-    middleware = standard(StoreNotCalled(), Registry(builtin_job_types()), "w-1", test_hooks=[hook])
+    middleware = standard(
+        StoreNotCalled(),
+        Registry(builtin_job_types()),
+        "w-1",
+        queues=["default"],
+        test_hooks=[hook],
+    )
     try:
         assert tuple(type(m) for m in middleware[: len(ORDER)]) == ORDER
         assert middleware[len(ORDER) :] == [hook]

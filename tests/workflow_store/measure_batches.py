@@ -65,7 +65,10 @@ def measure(store: api_grpc.WorkflowStoreServiceStub, runs: int, batch: int) -> 
     sid = create_schedule(store, register_job_type(store)).schedule_id
     requests = [
         api.RecordRunRequest(
-            schedule_id=sid, fire_time=dt_to_ts(FIRE + timedelta(minutes=i)), fencing_token=1
+            schedule_id=sid,
+            fire_time=dt_to_ts(FIRE + timedelta(minutes=i)),
+            fencing_token=1,
+            enqueue=True,
         )
         for i in range(runs)
     ]
@@ -81,7 +84,7 @@ def measure(store: api_grpc.WorkflowStoreServiceStub, runs: int, batch: int) -> 
     def claim() -> None:
         claims = [api.ClaimRunRequest(run_id=r, worker_id="w") for r in ids]
         for part in chunks:
-            answer = store.ClaimRuns(api.ClaimRunsRequest(claims=claims[part]))
+            answer = store.ClaimRuns(api.ClaimRunsRequest(claims=claims[part], queues=["default"]))
             tokens.extend(r.claim.attempt_token for r in answer.results)
 
     def complete() -> None:

@@ -62,7 +62,7 @@ def test_concurrent_claims_have_one_winner(stub):
     assert got.claimed_at == got.heartbeat_at
     assert not got.HasField("started_at")  # no job body has begun
     events = stub.ListRunEvents(api.ListRunEventsRequest(run_id=run.run_id)).events
-    assert [e.kind for e in events] == ["recorded", "claimed"]
+    assert [e.kind for e in events] == ["recorded", "enqueued", "claimed"]
     assert all(c.attempt_token == "" for c in claims if not c.claimed)
     # and no read returns the token
     assert winner.attempt_token not in str(got)
@@ -104,7 +104,7 @@ def test_zombie_attempt_is_refused_after_takeover(stub):
     after = get_one(stub, run.run_id)
     assert after.state == pb.RUN_STATE_WAITING and after.worker_id == "w2"
     kinds = [e.kind for e in stub.ListRunEvents(api.ListRunEventsRequest(run_id=run.run_id)).events]
-    assert kinds == ["recorded", "claimed", "claimed"]
+    assert kinds == ["recorded", "enqueued", "claimed", "claimed"]
 
 
 def test_a_wrong_token_is_not_called_superseded_when_no_newer_attempt_exists(stub):
@@ -328,4 +328,4 @@ def test_release_hands_the_run_back_for_an_immediate_claim(stub):
         grpc.StatusCode.FAILED_PRECONDITION
     )
     kinds = [e.kind for e in stub.ListRunEvents(api.ListRunEventsRequest(run_id=run.run_id)).events]
-    assert kinds == ["recorded", "claimed", "released", "claimed"]
+    assert kinds == ["recorded", "enqueued", "claimed", "released", "claimed"]

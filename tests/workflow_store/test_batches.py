@@ -44,8 +44,9 @@ def _kinds(stub, run_id: str) -> list[str]:
 
 
 def _claims(stub, run_ids: list[str], worker: str) -> list[api.ClaimRunResult]:
+    """``worker`` claims ``run_ids``, as a worker of the default queue."""
     claims = [api.ClaimRunRequest(run_id=r, worker_id=worker) for r in run_ids]
-    return list(stub.ClaimRuns(api.ClaimRunsRequest(claims=claims)).results)
+    return list(stub.ClaimRuns(api.ClaimRunsRequest(claims=claims, queues=["default"])).results)
 
 
 def _done(run_id: str, token: str, **kw: object) -> api.CompleteRunRequest:
@@ -119,7 +120,7 @@ def test_record_runs_answers_each_item_and_writes_only_the_accepted(stub):
     assert [(e.kind, e.detail) for e in events] == [
         ("recorded", "trigger=scheduled fencing_token=5")
     ]
-    assert _kinds(stub, existing.run_id) == ["recorded"]
+    assert _kinds(stub, existing.run_id) == ["recorded", "enqueued"]
     assert stub.GetFencingToken(api.GetFencingTokenRequest()).fencing_token == 6
 
 
@@ -143,7 +144,7 @@ def test_a_run_recorded_for_enqueue_gets_its_enqueued_event_with_its_record(stub
         ("enqueued", run.queue),
     ]
     assert not again.recorded.created
-    assert _kinds(stub, existing.run_id) == ["recorded"]
+    assert _kinds(stub, existing.run_id) == ["recorded", "enqueued"]
 
 
 def test_a_malformed_item_fails_the_whole_batch_and_writes_nothing(stub):
@@ -224,11 +225,11 @@ def test_a_malformed_item_fails_the_whole_batch_and_writes_nothing(stub):
         assert err.code() == grpc.StatusCode.INVALID_ARGUMENT
         assert err.details().startswith(message), err.details()
 
-    # And nothing was written: the one run, still held, with its two events
+    # And nothing was written: the one run, still held, with its three events
     assert [r.run_id for r in _runs(stub, sid)] == [run.run_id]
     got = get_one(stub, run.run_id)
     assert got.state == pb.RUN_STATE_WAITING
-    assert _kinds(stub, run.run_id) == ["recorded", "claimed"]
+    assert _kinds(stub, run.run_id) == ["recorded", "enqueued", "claimed"]
     # An empty batch is answered with no results
     assert list(stub.RecordRuns(api.RecordRunsRequest()).results) == []
     assert list(stub.ClaimRuns(api.ClaimRunsRequest()).results) == []
@@ -275,11 +276,12 @@ def test_concurrent_record_batches_make_one_run_per_slot(store: StoreProcess, st
 
 
 def test_concurrent_claim_batches_claim_each_run_once(store: StoreProcess, stub):
-    # Given 20 pending runs
+    # Given 20 pending runs, enqueued
     sid = create_schedule(stub).schedule_id
-    recorded = stub.RecordRuns(
-        api.RecordRunsRequest(runs=[_run_req(sid, h) for h in range(20)])
-    ).results
+    requests = [_run_req(sid, h) for h in range(20)]
+    for request in requests:
+        request.enqueue = True
+    recorded = stub.RecordRuns(api.RecordRunsRequest(runs=requests)).results
     ids = [r.recorded.run.run_id for r in recorded]
     stubs = [store.stub(), store.stub()]
 
@@ -307,7 +309,7 @@ def test_concurrent_claim_batches_claim_each_run_once(store: StoreProcess, stub)
         got = get_one(stub, run_id)
         assert got.state == pb.RUN_STATE_WAITING and got.attempt == 1
         assert got.worker_id == worker
-        assert _kinds(stub, run_id) == ["recorded", "claimed"]
+        assert _kinds(stub, run_id) == ["recorded", "enqueued", "claimed"]
 
 
 def test_claim_runs_twice_in_one_batch_and_unknown_runs(stub):
@@ -324,7 +326,7 @@ def test_claim_runs_twice_in_one_batch_and_unknown_runs(stub):
     assert second.claim.run == first.claim.run
     assert unknown.error.code == NOT_FOUND
     assert unknown.error.message == "run_id: no run 'run_nope'"  # each surface adds its hint
-    assert _kinds(stub, run.run_id) == ["recorded", "claimed"]
+    assert _kinds(stub, run.run_id) == ["recorded", "enqueued", "claimed"]
 
 
 def test_complete_runs_repeated_changes_nothing(stub):
@@ -360,8 +362,8 @@ def test_complete_runs_repeated_changes_nothing(stub):
     repeat = stub.CompleteRuns(batch).results
     assert [r.completion.changed for r in repeat[:2]] == [False, False]
     assert repeat[0].completion.run == done.completion.run
-    assert _kinds(stub, a.run_id) == ["recorded", "claimed", "succeeded"]
-    assert _kinds(stub, b.run_id) == ["recorded", "claimed"]
+    assert _kinds(stub, a.run_id) == ["recorded", "enqueued", "claimed", "succeeded"]
+    assert _kinds(stub, b.run_id) == ["recorded", "enqueued", "claimed"]
     got = get_one(stub, b.run_id)
     assert got.state == pb.RUN_STATE_WAITING
 
@@ -411,7 +413,7 @@ def test_body_started_at_records_the_started_event(stub, batched):
 
     # Then the history has the body's start, before the terminal event
     events = stub.ListRunEvents(api.ListRunEventsRequest(run_id=run.run_id)).events
-    assert [(e.kind, e.detail, e.attempt) for e in events[1:]] == [
+    assert [(e.kind, e.detail, e.attempt) for e in events[2:]] == [
         ("claimed", "w1", 1),
         ("started", "body_started_at=2030-01-01T02:00:00.001250+00:00 lateness_ms=1.250", 1),
         ("succeeded", "", 1),
@@ -419,7 +421,7 @@ def test_body_started_at_records_the_started_event(stub, batched):
 
     # And a repeated completion records no second start
     assert not complete_one(stub, request).changed
-    assert len(stub.ListRunEvents(api.ListRunEventsRequest(run_id=run.run_id)).events) == 4
+    assert len(stub.ListRunEvents(api.ListRunEventsRequest(run_id=run.run_id)).events) == 5
 
 
 def test_append_run_events_in_order(stub):
@@ -442,7 +444,7 @@ def test_append_run_events_in_order(stub):
     assert results[2].event.seq > results[0].event.seq
     assert results[1].error.code == NOT_FOUND
     events = stub.ListRunEvents(api.ListRunEventsRequest(run_id=run.run_id)).events
-    assert list(events[1:]) == [results[0].event, results[2].event]
+    assert list(events[2:]) == [results[0].event, results[2].event]
 
 
 def test_get_runs_answers_the_runs_it_has(stub):

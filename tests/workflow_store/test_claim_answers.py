@@ -35,7 +35,7 @@ def test_a_batch_of_big_runs_is_claimed_in_answers_that_fit(stub):
 
     # When one ClaimRuns call asks for all of them
     claims = [api.ClaimRunRequest(run_id=r, worker_id="w1") for r in runs]
-    reply = stub.ClaimRuns(api.ClaimRunsRequest(claims=claims), timeout=30)
+    reply = stub.ClaimRuns(api.ClaimRunsRequest(claims=claims, queues=["default"]), timeout=30)
 
     # Then the answer fits (the call itself would have failed otherwise), the claims
     # past its budget are refused UNAVAILABLE and left unclaimed ...
@@ -52,7 +52,7 @@ def test_a_batch_of_big_runs_is_claimed_in_answers_that_fit(stub):
         if not refused:
             break
         again = [api.ClaimRunRequest(run_id=r, worker_id="w1") for r in refused]
-        reply = stub.ClaimRuns(api.ClaimRunsRequest(claims=again), timeout=30)
+        reply = stub.ClaimRuns(api.ClaimRunsRequest(claims=again, queues=["default"]), timeout=30)
         claimed += [r.claim.run.run_id for r in reply.results if r.HasField("claim")]
         refused = [refused[i] for i, r in enumerate(reply.results) if r.HasField("error")]
     assert sorted(claimed) == sorted(runs)

@@ -46,7 +46,7 @@ def test_record_run_is_idempotent(stub):
     runs = stub.ListRuns(api.ListRunsRequest(schedule_id=schedule.schedule_id)).runs
     assert [r.run_id for r in runs] == [run.run_id]
     events = stub.ListRunEvents(api.ListRunEventsRequest(run_id=run.run_id)).events
-    assert [e.kind for e in events] == ["recorded"]
+    assert [e.kind for e in events] == ["recorded", "enqueued"]
 
 
 def test_concurrent_records_of_one_fire_create_one_run(stub):
@@ -78,7 +78,7 @@ def test_concurrent_records_of_one_fire_create_one_run(stub):
     runs = stub.ListRuns(api.ListRunsRequest(schedule_id=schedule.schedule_id)).runs
     assert len(runs) == 1
     events = stub.ListRunEvents(api.ListRunEventsRequest(run_id=runs[0].run_id)).events
-    assert [e.kind for e in events] == ["recorded"]
+    assert [e.kind for e in events] == ["recorded", "enqueued"]
 
 
 def test_stale_fencing_token_is_refused_and_nothing_written(stub):
@@ -186,7 +186,7 @@ def test_run_events_in_order(stub):
     run = record_run(stub, create_schedule(stub).schedule_id).run
 
     # When things happen to it
-    append_one(stub, api.AppendRunEventRequest(run_id=run.run_id, kind="enqueued", detail="q"))
+    append_one(stub, api.AppendRunEventRequest(run_id=run.run_id, kind="note", detail="q"))
     claim = claim_one(stub, api.ClaimRunRequest(run_id=run.run_id, worker_id="w-1"))
     appended = append_one(
         stub, api.AppendRunEventRequest(run_id=run.run_id, kind="progress", detail="50%")
@@ -202,14 +202,15 @@ def test_run_events_in_order(stub):
     events = stub.ListRunEvents(api.ListRunEventsRequest(run_id=run.run_id)).events
     assert [(e.kind, e.detail, e.attempt) for e in events] == [
         ("recorded", "trigger=scheduled fencing_token=1", 0),
-        ("enqueued", "q", 0),
+        ("enqueued", "default", 0),
+        ("note", "q", 0),
         ("claimed", "w-1", 1),
         ("progress", "50%", 1),
         ("succeeded", "", 1),
     ]
     seqs = [e.seq for e in events]
-    assert seqs == sorted(seqs) and len(set(seqs)) == 5
-    assert appended.seq == seqs[3] and appended.run_id == run.run_id
+    assert seqs == sorted(seqs) and len(set(seqs)) == 6
+    assert appended.seq == seqs[4] and appended.run_id == run.run_id
     ats = [e.at.ToDatetime() for e in events]
     assert ats == sorted(ats)
 

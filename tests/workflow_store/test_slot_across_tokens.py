@@ -35,7 +35,7 @@ def test_a_slot_recorded_with_token_5_then_6_keeps_its_one_run(stub):
     assert second.run.fencing_token == 5  # the run that exists, as its recorder wrote it
     assert [r.run_id for r in _runs_of(stub, sid)] == [first.run.run_id]
     events = stub.ListRunEvents(api.ListRunEventsRequest(run_id=first.run.run_id)).events
-    assert [e.kind for e in events] == ["recorded"]
+    assert [e.kind for e in events] == ["recorded", "enqueued"]
     # And the newer token is now the newest seen, so the older leader is fenced out
     assert stub.GetFencingToken(api.GetFencingTokenRequest()).fencing_token == 6
 

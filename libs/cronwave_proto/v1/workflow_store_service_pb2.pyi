@@ -621,10 +621,12 @@ class AppendRunEventResult(_message.Message):
     def __init__(self, event: _Optional[_Union[_common_pb2.RunEvent, _Mapping]] = ..., error: _Optional[_Union[_common_pb2.ItemError, _Mapping]] = ...) -> None: ...
 
 class ClaimRunsRequest(_message.Message):
-    __slots__ = ("claims",)
+    __slots__ = ("claims", "queues")
     CLAIMS_FIELD_NUMBER: _ClassVar[int]
+    QUEUES_FIELD_NUMBER: _ClassVar[int]
     claims: _containers.RepeatedCompositeFieldContainer[ClaimRunRequest]
-    def __init__(self, claims: _Optional[_Iterable[_Union[ClaimRunRequest, _Mapping]]] = ...) -> None: ...
+    queues: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, claims: _Optional[_Iterable[_Union[ClaimRunRequest, _Mapping]]] = ..., queues: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class ClaimRunsResponse(_message.Message):
     __slots__ = ("results",)

@@ -226,6 +226,7 @@ def main() -> None:
         store,
         registry,
         settings.worker_id,
+        queues=settings.queues,
         broker=broker,
         run_status=RunStatusCache(cache_redis, redis_settings.namespace),
         kill_grace=settings.kill_grace,

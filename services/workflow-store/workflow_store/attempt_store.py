@@ -22,6 +22,7 @@ from cronwave_core.errors import (
     Unavailable,
 )
 from cronwave_core.fields import require_run_id
+from workflow_store import claim_rules
 from workflow_store import models as m
 from workflow_store.audit_store import Actor, AuditStore, change
 from workflow_store.ids import new_attempt_token, same_token
@@ -64,24 +65,29 @@ class AttemptStore(AuditStore):
 
     # -- attempts ----------------------------------------------------------------------
 
-    def claim_run(self, run_id: str, worker_id: str) -> Claim:
+    def claim_run(self, run_id: str, worker_id: str, queues: Sequence[str]) -> Claim:
         """Start a new attempt of the run for ``worker_id`` unless it is terminal or a
         live attempt holds it (its heartbeat younger than the job's heartbeat timeout).
         Of concurrent claims exactly one wins. The claimed run is WAITING: held, its
         body not started (it becomes RUNNING when the attempt reports its start)."""
         if not worker_id:
             raise InvalidArgument("worker_id", "required: the claiming worker's id")
+        serves = claim_rules.served(queues)
         claim: Claim = _only(
-            self._rounds(lambda s: self._claim_all(s, [ClaimRequest(run_id, worker_id)]))
+            self._rounds(lambda s: self._claim_all(s, [ClaimRequest(run_id, worker_id)], serves))
         )
         return claim
 
-    def claim_runs(self, claims: Sequence[ClaimRequest]) -> list[Claim | CronwaveError]:
+    def claim_runs(
+        self, claims: Sequence[ClaimRequest], queues: Sequence[str]
+    ) -> list[Claim | CronwaveError]:
         """``claim_run`` for every item in one transaction, as if claimed one after the
-        other in that order (a run claimed twice is claimed once): each item's claim,
-        or in its place the ``RunNotFound`` it was refused with. Raises
-        ``InvalidArgument`` naming the item (``claims[0].worker_id``) for a malformed
-        one; then nothing is written."""
+        other in that order (a run claimed twice is claimed once), by a worker that
+        consumes ``queues``: each item's claim, or in its place the ``RunNotFound``,
+        ``QueueNotServed`` or ``RunNotEnqueued`` it was refused with
+        (``claim_rules``). Raises ``InvalidArgument`` naming the item
+        (``claims[0].worker_id``) for a malformed one, or ``queues`` when the claims
+        name none; then nothing is written."""
         _check_batch("claims", claims)
         for i, claim in enumerate(claims):
             require_run_id(claim.run_id, f"claims[{i}].run_id")
@@ -91,10 +97,15 @@ class AttemptStore(AuditStore):
                 )
         if not claims:
             return []
-        results: list[Claim | CronwaveError] = self._rounds(lambda s: self._claim_all(s, claims))
+        serves = claim_rules.served(queues)
+        results: list[Claim | CronwaveError] = self._rounds(
+            lambda s: self._claim_all(s, claims, serves)
+        )
         return results
 
-    def _claim_all(self, s: Session, claims: Sequence[ClaimRequest]) -> list[Claim | CronwaveError]:
+    def _claim_all(
+        self, s: Session, claims: Sequence[ClaimRequest], queues: frozenset[str]
+    ) -> list[Claim | CronwaveError]:
         now = self.clock()
         runs = _lock_runs(s, {claim.run_id for claim in claims})
         before: dict[str, tuple[str, str]] = {}
@@ -105,6 +116,10 @@ class AttemptStore(AuditStore):
             run = runs.get(claim.run_id)
             if run is None:
                 results.append(RunNotFound(claim.run_id))
+                continue
+            refused = claim_rules.refusal(run, queues)
+            if refused is not None:  # before anything of the run is answered
+                results.append(refused)
                 continue
             blobs = _blob_bytes(run)
             if answer and answer + blobs > CLAIM_ANSWER_BYTES:

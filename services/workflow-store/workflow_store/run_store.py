@@ -317,7 +317,9 @@ def _new_run(schedule: Any, req: RecordRequest, queue: str, now: datetime) -> di
         "error": "",
         "result_json": "",
         "checkpoint_json": "",
-        "due_at": now,
+        # No message yet unless the caller queues one (``enqueue``): a claim waits for
+        # the one the sweeper sends (``claim_rules``).
+        "due_at": now if req.enqueue else None,
         "next_sweep_at": None,
         "requeues": 0,
     }

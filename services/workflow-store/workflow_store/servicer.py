@@ -308,9 +308,13 @@ class WorkflowStoreServicer(AuditRpcs, DeadlineServicer, api_grpc.WorkflowStoreS
         self, request: api.ClaimRunsRequest, context: grpc.ServicerContext
     ) -> api.ClaimRunsResponse:
         claims = _items("claims", request.claims, convert.claim_from_proto)
+        queues = [
+            validate.name(queue, f"queues[{i}]", required=True)
+            for i, queue in enumerate(request.queues)
+        ]
         began = time.perf_counter()
         with db_span("ClaimRuns", Hop.PICKUP):
-            results = self.store.claim_runs(claims)
+            results = self.store.claim_runs(claims, queues)
             annotate_batch(
                 request.claims, [None if isinstance(r, CronwaveError) else r.run for r in results]
             )

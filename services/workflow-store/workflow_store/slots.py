@@ -332,12 +332,14 @@ def _revive(store: Store, req: RecordRequest, existing: RunRecord, actor: Actor 
         row.finished_at = None
         row.error = ""
         if hasattr(row, "due_at"):
-            row.due_at = now
+            row.due_at = now if req.enqueue else None  # as a new run's (run_store)
         detail = (
             f"trigger={req.trigger.value} fencing_token={req.fencing_token} "
             f"(was MISSED: {existing.error})"
         )
         _event(s, row, "recorded", now, detail)
+        if req.enqueue:
+            _event(s, row, "enqueued", now, row.queue)
         if req.trigger in AUDITED_TRIGGERS:
             store._audit_recorded(s, actor, req, row.run_id)
         s.flush()

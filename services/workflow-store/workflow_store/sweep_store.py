@@ -83,7 +83,8 @@ class SweepStore(StoreCore):
             ).all()
             for row in pending:
                 reason = StallReason.NOT_PICKED_UP
-                if row.due_at is None and row.next_sweep_at is None:
+                # No message yet: replayed (it was claimed before), or recorded without one.
+                if row.due_at is None and row.next_sweep_at is None and row.attempt > 0:
                     reason = StallReason.REPLAYED
                 stalled.append(self._requeued(s, row, reason, now, pending_for, reason.value))
             if len(stalled) < limit:

@@ -50,6 +50,7 @@ def standard(
     registry: Registry,
     worker_id: str,
     *,
+    queues: Sequence[str],
     broker: RedisBroker | None = None,
     run_status: RunStatusCache | None = None,
     kill_grace: timedelta = timedelta(seconds=2),
@@ -59,13 +60,13 @@ def standard(
     liveness: Liveness | None = None,
 ) -> list[RunMiddleware]:
     """The worker's middleware in ``ORDER``, then ``test_hooks`` (innermost: see
-    ``worker.chain``). ``liveness``: the worker's heartbeats (default: one over
-    ``store``)."""
+    ``worker.chain``). ``queues``: the queues the worker consumes, named with its claims.
+    ``liveness``: the worker's heartbeats (default: one over ``store``)."""
     chain: list[RunMiddleware] = [
         Tracing(worker_id),
         Metrics(),
         DeadLettering(store, registry),
-        Claim(store, registry, worker_id),
+        Claim(store, registry, worker_id, queues),
         Heartbeat(liveness or Liveness(lambda request: store.Heartbeats(request)), cancel_check),
         TimeLimit(kill_grace),
         Completion(store, registry, broker, run_status, result_bytes),

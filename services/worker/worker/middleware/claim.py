@@ -2,6 +2,11 @@
 one live attempt per run). A run that is already terminal, held by a live attempt or
 not due is skipped; one the store does not know is poison (``unknown_run``).
 
+A claim names the queues this worker consumes: the store refuses a run enqueued to
+another queue, or one with no message on any queue (``workflow_store.claim_rules``).
+Such a message is a stray (another queue's run, or an old message of a run replayed
+since): it is skipped, and the run keeps the message the dispatcher sends it.
+
 The claims of the runs this worker takes at once go to the store together (group
 commit; see ``cronwave_core.batching``).
 """
@@ -9,6 +14,7 @@ commit; see ``cronwave_core.batching``).
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from typing import Any
 
 import grpc
@@ -31,14 +37,23 @@ def with_traceparent(request: Any, traceparent: str) -> Any:
     return request
 
 
+#: A claim's refusals that leave the message nothing to do here: the run is another
+#: queue's, or has no message yet (this one is stale).
+_STRAY = (grpc.StatusCode.PERMISSION_DENIED, grpc.StatusCode.FAILED_PRECONDITION)
+
+
 class Claim(RunMiddleware):
-    def __init__(self, store: RunStore, registry: Registry, worker_id: str) -> None:
+    def __init__(
+        self, store: RunStore, registry: Registry, worker_id: str, queues: Sequence[str]
+    ) -> None:
         self.registry = registry
         self.worker_id = worker_id
+        served = list(queues)
         self.claims: Coalescer[store_pb.ClaimRunRequest, store_pb.ClaimRunResponse] = Coalescer(
             "claim",
             lambda requests: results_of(
-                store.ClaimRuns(store_pb.ClaimRunsRequest(claims=requests)).results, "claim"
+                store.ClaimRuns(store_pb.ClaimRunsRequest(claims=requests, queues=served)).results,
+                "claim",
             ),
             with_traceparent,
             hop=Hop.PICKUP,
@@ -56,6 +71,11 @@ class Claim(RunMiddleware):
                 lambda: self.claims.call(request), f"claim run {message.run_id}"
             )
         except grpc.RpcError as exc:
+            if exc.code() in _STRAY:
+                span.set_attribute("cronwave.claimed", False)
+                log.warning("run %s not claimed from queue %s: %s", message.run_id,
+                            message.queue, exc.details())  # fmt: skip
+                raise Skip from None
             if exc.code() != grpc.StatusCode.NOT_FOUND:
                 raise
             span.set_attribute("cronwave.claimed", False)

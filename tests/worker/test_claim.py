@@ -1,0 +1,67 @@
+"""The worker's claim (``worker.middleware.claim``): it names the queues the worker
+consumes, and a message the store will not let it claim (another queue's run, or a run
+whose message this is not) is skipped, not dead-lettered."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+from cronwave_proto.v1 import workflow_store_service_pb2 as store_pb
+
+from cronwave_core.errors import CronwaveError, QueueNotServed, RunNotEnqueued
+from cronwave_core.queueing import RunMessage
+from cronwave_core.status import item_error
+from worker.chain import Delivery, Skip
+from worker.draining import AttemptStop
+from worker.jobs import Registry, builtin_job_types
+from worker.middleware.claim import Claim
+
+FIRE = datetime(2025, 3, 1, 2, 0, tzinfo=UTC)
+
+
+class RefusingStore:
+    """A store that refuses every claim with ``error``, and keeps what it was asked."""
+
+    def __init__(self, error: CronwaveError) -> None:
+        self.error = error
+        self.requests: list[store_pb.ClaimRunsRequest] = []
+
+    def ClaimRuns(self, request: store_pb.ClaimRunsRequest) -> store_pb.ClaimRunsResponse:
+        self.requests.append(request)
+        refusal = store_pb.ClaimRunResult(error=item_error(self.error))
+        return store_pb.ClaimRunsResponse(results=[refusal for _ in request.claims])
+
+
+def delivery(queue: str) -> Delivery:
+    message = RunMessage(
+        run_id="run-1", schedule_id="nightly", fire_time=FIRE, job_type="cronwave.noop",
+        queue=queue,
+    )  # fmt: skip
+    return Delivery(message, AttemptStop("run-1"))
+
+
+@pytest.mark.parametrize(
+    "error",
+    [QueueNotServed("run-1", "billing", ["critical", "default"]), RunNotEnqueued("run-1")],
+    ids=["another-queue", "no-message"],
+)
+def test_a_claim_names_the_worker_queues_and_skips_a_stray_message(error: CronwaveError) -> None:
+    # Given a worker of the queues critical and default, whose store refuses the claim
+    store = RefusingStore(error)
+    claim = Claim(store, Registry(builtin_job_types()), "w-1", ["critical", "default"])
+    stray = delivery("default")
+    try:
+        # When a message comes
+        with pytest.raises(Skip):
+            claim.before_claim(stray)
+    finally:
+        claim.close()
+        stray.phase.close()
+
+    # Then the claim named the worker's queues, and the message was skipped (acked,
+    # nothing run, nothing dead-lettered)
+    [request] = store.requests
+    assert list(request.queues) == ["critical", "default"]
+    assert [c.run_id for c in request.claims] == ["run-1"]
+    assert not stray.attempt_token and not stray.run.run_id
