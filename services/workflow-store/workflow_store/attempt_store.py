@@ -218,6 +218,8 @@ class AttemptStore(AuditStore):
                 continue
             alive[beat.run_id] = (run["state"], run["attempt_token"])
             run["heartbeat_at"] = now
+            if beat.body_started_at is not None:
+                run["state"] = RunState.RUNNING.value  # its body began: no longer WAITING
             if beat.checkpoint_json:
                 run["checkpoint_json"] = beat.checkpoint_json
                 saved[beat.run_id] = (run["state"], run["attempt_token"])  # after the beat's
@@ -233,8 +235,6 @@ class AttemptStore(AuditStore):
             if job_type not in timeouts:
                 timeouts[job_type] = self._heartbeat_timeout(s, job_type)
             deadline = now + timeouts[job_type]
-            if beat.body_started_at is not None:
-                run["state"] = RunState.RUNNING.value  # its body began: no longer WAITING
             if run["cancel_deadline"] is None:
                 results.append(Beat(deadline))
             else:
