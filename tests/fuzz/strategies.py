@@ -201,7 +201,23 @@ def _well_known(descriptor: Descriptor) -> st.SearchStrategy[Message] | None:
     return None
 
 
+def _is_map(field: FieldDescriptor) -> bool:
+    return field.type == FieldDescriptor.TYPE_MESSAGE and field.message_type.GetOptions().map_entry
+
+
+def _map(field: FieldDescriptor) -> st.SearchStrategy[dict[Any, Any]]:
+    """A map of scalars (``labels``): a few entries of any keys and values, or past a
+    limit of entries."""
+    key, value = (field.message_type.fields_by_name[name] for name in ("key", "value"))
+    assert value.type != FieldDescriptor.TYPE_MESSAGE, f"no strategy for {field.full_name}"
+    few = st.dictionaries(_scalar(key), _scalar(value), max_size=3)
+    past_limit = st.just(PAST_BATCH).map(lambda n: {f"k{i}": "v" for i in range(n)})
+    return weighted((5, few), (1, past_limit))
+
+
 def _field(field: FieldDescriptor, depth: int) -> st.SearchStrategy[Any] | None:
+    if _is_map(field):
+        return _map(field)
     if field.type == FieldDescriptor.TYPE_MESSAGE:
         if depth >= MAX_DEPTH:
             return None
@@ -229,7 +245,9 @@ def _setter(cls: type[Message], descriptor: Descriptor) -> Callable[[dict[str, A
         for name, value in values.items():
             field = by_name[name]
             target = getattr(msg, name)
-            if field.is_repeated:
+            if _is_map(field):
+                target.update(value)
+            elif field.is_repeated:
                 if field.type == FieldDescriptor.TYPE_MESSAGE:
                     for item in value:
                         target.add().CopyFrom(item)

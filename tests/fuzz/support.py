@@ -92,6 +92,9 @@ def strings_in(msg: Message) -> list[str]:
     """Every string a request carries, nested ones too."""
     found: list[str] = []
     for field, value in msg.ListFields():
+        if field.type == FieldDescriptor.TYPE_MESSAGE and field.message_type.GetOptions().map_entry:
+            found += [str(part) for pair in value.items() for part in pair]  # a map's keys too
+            continue
         values = value if field.is_repeated else [value]
         for item in values:
             if field.type == FieldDescriptor.TYPE_MESSAGE:
