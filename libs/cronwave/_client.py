@@ -474,14 +474,29 @@ class Client(AuditCalls, PlannerCalls, DeadlineCalls):
         return sorted(job.name for job in resp.job_types)
 
     # runs ----------------------------------------------------------------------
-    def trigger(self, schedule_id: str, *, idempotency_key: str = "") -> Run:
+    def trigger(
+        self,
+        schedule_id: str,
+        *,
+        idempotency_key: str = "",
+        payload: Mapping[str, Any] | None = None,
+    ) -> Run:
         """Start a run of ``schedule_id`` now, outside its calendar. Each call is a
-        new run, unless ``idempotency_key`` repeats one: then that run is returned."""
+        new run, unless ``idempotency_key`` repeats one: then that run is returned (with
+        the payload it was started with). ``payload``: this run's own input instead of
+        the schedule's (which is unchanged); ``InvalidArgument`` when it is not
+        JSON-serializable or over the payload limit."""
+        payload_json = ""
+        if payload is not None:
+            try:
+                payload_json = json.dumps(dict(payload))
+            except (TypeError, ValueError) as exc:
+                raise InvalidArgument("payload", f"must be JSON-serializable data: {exc}") from exc
         resp = self._call(
             "dispatcher",
             self._dispatcher.TriggerRun,
             dispatcher_pb.TriggerRunRequest(
-                schedule_id=schedule_id, idempotency_key=idempotency_key
+                schedule_id=schedule_id, idempotency_key=idempotency_key, payload_json=payload_json
             ),
         )
         return Run.from_proto(resp.run)

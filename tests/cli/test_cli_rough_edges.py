@@ -116,6 +116,37 @@ def test_a_trigger_prints_its_run_as_json(suite: Suite) -> None:
     )
 
 
+def test_a_trigger_gives_its_run_a_payload_of_its_own(suite: Suite, tmp_path: Path) -> None:
+    env = env_for(suite)
+    sid = fresh("trigger")
+    ok(create(sid, "--cron", "0 2 1 1 *", "--payload", '{"customers": 3}'), env)
+    path = tmp_path / "once.json"
+    path.write_text('{"customers": 1, "note": "by hand"}', encoding="utf-8")
+
+    # When it is triggered with a payload from a file, and with one on stdin
+    from_file = json.loads(
+        ok(["schedule", "trigger", sid, "--payload", f"@{path}", "-o", "json"], env)
+    )
+    from_stdin = json.loads(
+        ok_with(["schedule", "trigger", sid, "--payload", "-", "-o", "json"], env, '{"n": 2}')
+    )
+
+    # Then each run has its own, the schedule keeps its payload, and the run succeeds
+    assert from_file["payload"] == {"customers": 1, "note": "by hand"}
+    assert from_stdin["payload"] == {"n": 2}
+    shown = json.loads(ok(["runs", "show", from_file["run_id"], "-o", "json"], env))
+    assert shown["run"]["payload"] == {"customers": 1, "note": "by hand"}
+    assert json.loads(ok(["schedule", "show", sid, "-o", "json"], env))["payload"] == {
+        "customers": 3
+    }
+    waited = json.loads(ok(["runs", "wait", from_file["run_id"], "-o", "json"], env))
+    assert waited["state"] == "SUCCEEDED"
+
+    # And a payload that is no JSON object is refused naming the option
+    said = refused(["schedule", "trigger", sid, "--payload", "[1]"], env)
+    assert "--payload: must be a JSON object" in said, said
+
+
 def test_runs_list_shows_why_a_slot_was_missed(suite: Suite) -> None:
     # Given a schedule due every second whose runs take longer, with overlap skip
     env = env_for(suite)

@@ -470,11 +470,22 @@ def resume(
 
 
 @app.command()
-def trigger(schedule_id: ScheduleId, output: OutputOption = Output.TABLE) -> None:
+def trigger(
+    schedule_id: ScheduleId,
+    payload: Annotated[
+        str | None,
+        typer.Option(
+            "--payload", help=f"This run's input instead of the schedule's. {PAYLOAD_HELP}"
+        ),
+    ] = None,
+    output: OutputOption = Output.TABLE,
+) -> None:
     """Start a run now, outside the calendar; prints the new run (-o json: its fields
-    as `cronwave runs list -o json` gives them, run_id first)."""
+    as `cronwave runs list -o json` gives them, run_id first). --payload gives this run
+    its own input; the schedule keeps its payload."""
     with connected() as client:
-        run = client.trigger(schedule_id)
+        own = parse_payload(payload) if payload is not None else None
+        run = client.trigger(schedule_id, payload=own)
         if output is Output.JSON:
             _json.emit(_json.run(run))
             return

@@ -26,7 +26,7 @@ from cronwave_proto.v1 import common_pb2 as cronwave_dot_v1_dot_common__pb2
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n$cronwave/v1/dispatcher_service.proto\x12\x0b\x63ronwave.v1\x1a\x18\x63ronwave/v1/common.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xdc\x01\n\x0fStartRunRequest\x12\x13\n\x0bschedule_id\x18\x01 \x01(\t\x12-\n\tfire_time\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x15\n\rfencing_token\x18\x03 \x01(\x03\x12\x15\n\rfencing_scope\x18\x04 \x01(\t\x12\x17\n\x0fidempotency_key\x18\x05 \x01(\t\x12)\n\x07trigger\x18\x06 \x01(\x0e\x32\x18.cronwave.v1.TriggerKind\x12\x13\n\x0btraceparent\x18\x07 \x01(\t\"B\n\x10StartRunResponse\x12\x1d\n\x03run\x18\x01 \x01(\x0b\x32\x10.cronwave.v1.Run\x12\x0f\n\x07\x63reated\x18\x02 \x01(\x08\"A\n\x11TriggerRunRequest\x12\x13\n\x0bschedule_id\x18\x01 \x01(\t\x12\x17\n\x0fidempotency_key\x18\x02 \x01(\t\"D\n\x12TriggerRunResponse\x12\x1d\n\x03run\x18\x01 \x01(\x0b\x32\x10.cronwave.v1.Run\x12\x0f\n\x07\x63reated\x18\x02 \x01(\x08\"@\n\x10StartRunsRequest\x12,\n\x06starts\x18\x01 \x03(\x0b\x32\x1c.cronwave.v1.StartRunRequest\"A\n\x11StartRunsResponse\x12,\n\x07results\x18\x01 \x03(\x0b\x32\x1b.cronwave.v1.StartRunResult\"g\n\x0eStartRunResult\x12.\n\x07started\x18\x01 \x01(\x0b\x32\x1d.cronwave.v1.StartRunResponse\x12%\n\x05\x65rror\x18\x02 \x01(\x0b\x32\x16.cronwave.v1.ItemError2\xae\x01\n\x11\x44ispatcherService\x12J\n\tStartRuns\x12\x1d.cronwave.v1.StartRunsRequest\x1a\x1e.cronwave.v1.StartRunsResponse\x12M\n\nTriggerRun\x12\x1e.cronwave.v1.TriggerRunRequest\x1a\x1f.cronwave.v1.TriggerRunResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n$cronwave/v1/dispatcher_service.proto\x12\x0b\x63ronwave.v1\x1a\x18\x63ronwave/v1/common.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xdc\x01\n\x0fStartRunRequest\x12\x13\n\x0bschedule_id\x18\x01 \x01(\t\x12-\n\tfire_time\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x15\n\rfencing_token\x18\x03 \x01(\x03\x12\x15\n\rfencing_scope\x18\x04 \x01(\t\x12\x17\n\x0fidempotency_key\x18\x05 \x01(\t\x12)\n\x07trigger\x18\x06 \x01(\x0e\x32\x18.cronwave.v1.TriggerKind\x12\x13\n\x0btraceparent\x18\x07 \x01(\t\"B\n\x10StartRunResponse\x12\x1d\n\x03run\x18\x01 \x01(\x0b\x32\x10.cronwave.v1.Run\x12\x0f\n\x07\x63reated\x18\x02 \x01(\x08\"W\n\x11TriggerRunRequest\x12\x13\n\x0bschedule_id\x18\x01 \x01(\t\x12\x17\n\x0fidempotency_key\x18\x02 \x01(\t\x12\x14\n\x0cpayload_json\x18\x03 \x01(\t\"D\n\x12TriggerRunResponse\x12\x1d\n\x03run\x18\x01 \x01(\x0b\x32\x10.cronwave.v1.Run\x12\x0f\n\x07\x63reated\x18\x02 \x01(\x08\"@\n\x10StartRunsRequest\x12,\n\x06starts\x18\x01 \x03(\x0b\x32\x1c.cronwave.v1.StartRunRequest\"A\n\x11StartRunsResponse\x12,\n\x07results\x18\x01 \x03(\x0b\x32\x1b.cronwave.v1.StartRunResult\"g\n\x0eStartRunResult\x12.\n\x07started\x18\x01 \x01(\x0b\x32\x1d.cronwave.v1.StartRunResponse\x12%\n\x05\x65rror\x18\x02 \x01(\x0b\x32\x16.cronwave.v1.ItemError2\xae\x01\n\x11\x44ispatcherService\x12J\n\tStartRuns\x12\x1d.cronwave.v1.StartRunsRequest\x1a\x1e.cronwave.v1.StartRunsResponse\x12M\n\nTriggerRun\x12\x1e.cronwave.v1.TriggerRunRequest\x1a\x1f.cronwave.v1.TriggerRunResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -38,15 +38,15 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_STARTRUNRESPONSE']._serialized_start=335
   _globals['_STARTRUNRESPONSE']._serialized_end=401
   _globals['_TRIGGERRUNREQUEST']._serialized_start=403
-  _globals['_TRIGGERRUNREQUEST']._serialized_end=468
-  _globals['_TRIGGERRUNRESPONSE']._serialized_start=470
-  _globals['_TRIGGERRUNRESPONSE']._serialized_end=538
-  _globals['_STARTRUNSREQUEST']._serialized_start=540
-  _globals['_STARTRUNSREQUEST']._serialized_end=604
-  _globals['_STARTRUNSRESPONSE']._serialized_start=606
-  _globals['_STARTRUNSRESPONSE']._serialized_end=671
-  _globals['_STARTRUNRESULT']._serialized_start=673
-  _globals['_STARTRUNRESULT']._serialized_end=776
-  _globals['_DISPATCHERSERVICE']._serialized_start=779
-  _globals['_DISPATCHERSERVICE']._serialized_end=953
+  _globals['_TRIGGERRUNREQUEST']._serialized_end=490
+  _globals['_TRIGGERRUNRESPONSE']._serialized_start=492
+  _globals['_TRIGGERRUNRESPONSE']._serialized_end=560
+  _globals['_STARTRUNSREQUEST']._serialized_start=562
+  _globals['_STARTRUNSREQUEST']._serialized_end=626
+  _globals['_STARTRUNSRESPONSE']._serialized_start=628
+  _globals['_STARTRUNSRESPONSE']._serialized_end=693
+  _globals['_STARTRUNRESULT']._serialized_start=695
+  _globals['_STARTRUNRESULT']._serialized_end=798
+  _globals['_DISPATCHERSERVICE']._serialized_start=801
+  _globals['_DISPATCHERSERVICE']._serialized_end=975
 # @@protoc_insertion_point(module_scope)

@@ -37,12 +37,14 @@ class StartRunResponse(_message.Message):
     def __init__(self, run: _Optional[_Union[_common_pb2.Run, _Mapping]] = ..., created: _Optional[bool] = ...) -> None: ...
 
 class TriggerRunRequest(_message.Message):
-    __slots__ = ("schedule_id", "idempotency_key")
+    __slots__ = ("schedule_id", "idempotency_key", "payload_json")
     SCHEDULE_ID_FIELD_NUMBER: _ClassVar[int]
     IDEMPOTENCY_KEY_FIELD_NUMBER: _ClassVar[int]
+    PAYLOAD_JSON_FIELD_NUMBER: _ClassVar[int]
     schedule_id: str
     idempotency_key: str
-    def __init__(self, schedule_id: _Optional[str] = ..., idempotency_key: _Optional[str] = ...) -> None: ...
+    payload_json: str
+    def __init__(self, schedule_id: _Optional[str] = ..., idempotency_key: _Optional[str] = ..., payload_json: _Optional[str] = ...) -> None: ...
 
 class TriggerRunResponse(_message.Message):
     __slots__ = ("run", "created")

@@ -153,7 +153,7 @@ class ListJobTypesResponse(_message.Message):
     def __init__(self, job_types: _Optional[_Iterable[_Union[_common_pb2.JobType, _Mapping]]] = ...) -> None: ...
 
 class RecordRunRequest(_message.Message):
-    __slots__ = ("schedule_id", "fire_time", "trigger", "fencing_token", "fencing_scope", "idempotency_key", "queue", "trace_id", "traceparent", "enqueue")
+    __slots__ = ("schedule_id", "fire_time", "trigger", "fencing_token", "fencing_scope", "idempotency_key", "queue", "trace_id", "traceparent", "enqueue", "payload_json")
     SCHEDULE_ID_FIELD_NUMBER: _ClassVar[int]
     FIRE_TIME_FIELD_NUMBER: _ClassVar[int]
     TRIGGER_FIELD_NUMBER: _ClassVar[int]
@@ -164,6 +164,7 @@ class RecordRunRequest(_message.Message):
     TRACE_ID_FIELD_NUMBER: _ClassVar[int]
     TRACEPARENT_FIELD_NUMBER: _ClassVar[int]
     ENQUEUE_FIELD_NUMBER: _ClassVar[int]
+    PAYLOAD_JSON_FIELD_NUMBER: _ClassVar[int]
     schedule_id: str
     fire_time: _timestamp_pb2.Timestamp
     trigger: _common_pb2.TriggerKind
@@ -174,7 +175,8 @@ class RecordRunRequest(_message.Message):
     trace_id: str
     traceparent: str
     enqueue: bool
-    def __init__(self, schedule_id: _Optional[str] = ..., fire_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., trigger: _Optional[_Union[_common_pb2.TriggerKind, str]] = ..., fencing_token: _Optional[int] = ..., fencing_scope: _Optional[str] = ..., idempotency_key: _Optional[str] = ..., queue: _Optional[str] = ..., trace_id: _Optional[str] = ..., traceparent: _Optional[str] = ..., enqueue: _Optional[bool] = ...) -> None: ...
+    payload_json: str
+    def __init__(self, schedule_id: _Optional[str] = ..., fire_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., trigger: _Optional[_Union[_common_pb2.TriggerKind, str]] = ..., fencing_token: _Optional[int] = ..., fencing_scope: _Optional[str] = ..., idempotency_key: _Optional[str] = ..., queue: _Optional[str] = ..., trace_id: _Optional[str] = ..., traceparent: _Optional[str] = ..., enqueue: _Optional[bool] = ..., payload_json: _Optional[str] = ...) -> None: ...
 
 class RecordRunResponse(_message.Message):
     __slots__ = ("run", "created")

@@ -39,6 +39,9 @@ class StartRequest:
     fencing_token: int = 0
     fencing_scope: str = ""
     idempotency_key: str = ""
+    #: A manual run's own payload (JSON text; "": the schedule's), passed on as it is:
+    #: the store checks it, as it checks a schedule's.
+    payload_json: str = ""
     #: The rules of the ids (``CRONWAVE_MAX_ID_CHARS``): the store's own.
     limits: RequestLimits = field(default=DEFAULT_LIMITS, compare=False, repr=False)
 

@@ -131,6 +131,7 @@ class DispatcherServicer(pb_grpc.DispatcherServiceServicer):
                 fire_time=manual_fire_time(self.now()),
                 trigger=common_pb2.TRIGGER_KIND_MANUAL,
                 idempotency_key=request.idempotency_key,
+                payload_json=request.payload_json,
                 limits=self.limits,
             )
             known = {
@@ -429,6 +430,7 @@ def _record_request(
         trace_id=trace_id,
         traceparent=traceparent,
         enqueue=True,
+        payload_json=start.payload_json,
     )
 
 

@@ -72,6 +72,8 @@ class RecordRequestLike(Protocol):
     def fire_time(self) -> datetime: ...
     @property
     def trigger(self) -> Trigger: ...
+    @property
+    def payload_json(self) -> str: ...
 
 
 @dataclass(frozen=True)
@@ -169,8 +171,14 @@ class AuditStore(StoreCore):
     def _audit_recorded(
         self, s: Session, actor: Actor | None, req: RecordRequestLike, run_id: str
     ) -> None:
-        """A manual or backfill run recorded: a caller's request, audited."""
-        changes = {"trigger": req.trigger.value, "fire_time": req.fire_time.isoformat()}
+        """A manual or backfill run recorded: a caller's request, audited (a payload of
+        its own by its size, as a schedule's is)."""
+        changes: dict[str, Any] = {
+            "trigger": req.trigger.value,
+            "fire_time": req.fire_time.isoformat(),
+        }
+        if req.payload_json:
+            changes["payload_json"] = size_change("", req.payload_json)
         self._audit(s, actor, "RecordRuns", changes, schedule_id=req.schedule_id, run_id=run_id)
 
     def list_audit_events(

@@ -208,6 +208,15 @@ def record_run_from_proto(msg: api.RecordRunRequest) -> RecordRequest:
         f"a {trigger.value} run",
     )
     validate.key(msg.traceparent, "traceparent")
+    payload = ""
+    if msg.payload_json:
+        if trigger is not Trigger.MANUAL:
+            raise InvalidArgument(
+                "payload_json",
+                f"a {trigger.value} run has its schedule's payload; only a manual run "
+                "(TriggerRun) carries its own",
+            )
+        payload = validate.payload_json(msg.payload_json, within="")
     return RecordRequest(
         schedule_id=msg.schedule_id,
         fire_time=fire_time,
@@ -218,6 +227,7 @@ def record_run_from_proto(msg: api.RecordRunRequest) -> RecordRequest:
         queue=validate.name(msg.queue, "queue"),
         trace_id=validate.key(msg.trace_id, "trace_id"),
         enqueue=msg.enqueue,
+        payload_json=payload,
     )
 
 

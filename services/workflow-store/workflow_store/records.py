@@ -98,6 +98,8 @@ class RecordRequest:
     queue: str = ""
     trace_id: str = ""
     enqueue: bool = False  # also record the created run's "enqueued" event
+    #: A manual run's own payload (JSON object); "": its schedule's.
+    payload_json: str = ""
 
 
 @dataclass(frozen=True)

@@ -293,7 +293,8 @@ class RunStore(AuditStore):
 
 
 def _new_run(schedule: Any, req: RecordRequest, queue: str, now: datetime) -> dict[str, Any]:
-    """The row a recorded run starts as (``schedule``: its id, job type and payload)."""
+    """The row a recorded run starts as (``schedule``: its id, job type and payload,
+    unless the request brings the run's own payload: a manual run's)."""
     return {
         "run_id": new_run_id(),
         "schedule_id": schedule.id,
@@ -301,7 +302,7 @@ def _new_run(schedule: Any, req: RecordRequest, queue: str, now: datetime) -> di
         "state": RunState.PENDING.value,
         "trigger": req.trigger.value,
         "job_type": schedule.job_type,
-        "payload_json": schedule.payload_json,
+        "payload_json": req.payload_json or schedule.payload_json,
         "attempt": 0,
         "attempt_token": "",
         "fencing_token": req.fencing_token,

@@ -81,12 +81,12 @@ def text(value: str, field: str) -> str:
     return fields.text(value, field)
 
 
-def payload_json(value: str, field: str = "payload_json") -> str:
+def payload_json(value: str, field: str = "payload_json", *, within: str = "schedule.") -> str:
     """The payload text, ``"{}"`` when empty; it must be a JSON object of at most the
     limits' ``payload_bytes`` of UTF-8. The size is checked first, so an oversized text
-    is never parsed; its refusal names the request's field in full
-    (``schedule.payload_json``)."""
-    _limits.payload_size(value, f"schedule.{field}")
+    is never parsed; its refusal names the request's field in full (``within``:
+    ``schedule.payload_json``)."""
+    _limits.payload_size(value, f"{within}{field}")
     if not value.strip():
         return "{}"
     parsed = fields.json_document(value, field)
