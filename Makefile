@@ -65,7 +65,7 @@ mutate: setup
 gen: setup
 	$(BIN)/python tools/gen_protos.py
 
-# The configuration table of docs/operations.md, from cronwave_core.settings.
+# The configuration table of docs/operations/configure.md, from cronwave_core.settings.
 config-table: setup
 	$(BIN)/python tools/config_table.py
 

@@ -24,7 +24,7 @@ from cronwave_core.settings import (
 )
 
 ROOT = Path(__file__).resolve().parent.parent
-#: Variables the test harness reads (never a process): see docs/operations.md.
+#: Variables the test harness reads (never a process): see docs/operations/configure.md.
 HARNESS_ONLY = {"CRONWAVE_WORKER_POOLS", "CRONWAVE_FAULT_MATRIX_SEED"}
 
 
@@ -38,13 +38,14 @@ def _load_tool() -> ModuleType:
 
 
 def test_the_committed_configuration_table_is_fresh() -> None:
-    # Given the generator and docs/operations.md as committed
+    # Given the generator and docs/operations/configure.md as committed
     tool = _load_tool()
     page = tool.DOC.read_text(encoding="utf-8")
     # When the table is generated from the settings classes as they are
     fresh = tool.render(page)
     # Then the page already has it
-    assert fresh == page, "docs/operations.md is stale: run `python tools/config_table.py`"
+    stale = "docs/operations/configure.md is stale: run `python tools/config_table.py`"
+    assert fresh == page, stale
 
 
 def test_every_variable_the_code_names_is_a_setting_of_one_class() -> None:

@@ -4,7 +4,7 @@ A settings class is a frozen, keyword-only dataclass whose every field is declar
 with ``setting(variable, kind, default, doc)``: the variable it is read from, how the
 text is parsed (a ``Kind``), its default and what it means. ``load`` builds one from
 an environment, and ``variables`` lists what a class reads, which is how the
-configuration table of ``docs/operations.md`` is generated (``tools/config_table.py``).
+configuration table of ``docs/operations/configure.md`` is generated (``tools/config_table.py``).
 
 Rules every variable follows:
 

@@ -5,7 +5,7 @@ Every default works on one laptop: a SQLite file and span files under the data
 directory, services on fixed loopback ports. A malformed value stops start-up with a
 message naming the variable and the rule (``cronwave_core.config``).
 
-``COMPONENTS`` lists the classes in the order ``docs/operations.md`` shows them; the
+``COMPONENTS`` lists the classes in the order ``docs/operations/configure.md`` shows them; the
 table there is generated from them (``tools/config_table.py``).
 
 Fault injection and failure drills (``TestHooks``) exist only in a process started
@@ -360,7 +360,7 @@ class WorkerSettings(FromEnv):
         Duration(minimum=timedelta(milliseconds=100), maximum=timedelta(seconds=60)),
         timedelta(seconds=1),
         "a running job's heartbeat comes at least this often, so a cancel reaches its "
-        "body within it (docs/operations.md, *Cancelling a run*)",
+        "body within it (docs/operations/runs.md, *Cancelling a run*)",
     )
     max_processes: int = setting(
         PREFIX + "JOB_MAX_PROCESSES",

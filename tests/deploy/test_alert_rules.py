@@ -30,7 +30,7 @@ from tests.helpers import eventually
 
 REPO = Path(__file__).resolve().parents[2]
 RULES = REPO / "deploy" / "prometheus" / "alerts.yaml"
-OPERATIONS = REPO / "docs" / "operations.md"
+RUNBOOKS = REPO / "docs" / "operations" / "runbooks.md"
 SERVICES = ("workflow-store", "leader-election", "dispatcher", "worker", "cron-planner")
 ALERTS = {
     "CriticalScheduleDidNotSucceed",
@@ -45,9 +45,9 @@ ALERTS = {
     "NoPlannerLeader",
     "PlannerNotFiring",
 }
-#: Where every runbook link points: docs/operations.md as published (one base, so a
+#: Where every runbook link points: docs/operations/runbooks.md as published (one base, so a
 #: link works from a pager, outside the repository).
-RUNBOOK_BASE = "https://github.com/cronwave/cronwave/blob/main/docs/operations.md#"
+RUNBOOK_BASE = "https://github.com/cronwave/cronwave/blob/main/docs/operations/runbooks.md#"
 #: Series Prometheus makes itself, not a service: a target's scrape health.
 PROMETHEUS_OWN = {"up"}
 #: The services a whole-service liveness rule (up == 0, absent) must watch.
@@ -110,9 +110,9 @@ def rule(name: str) -> dict[str, Any]:
 
 
 def headings() -> set[str]:
-    """The GitHub anchors of docs/operations.md's headings."""
+    """The GitHub anchors of docs/operations/runbooks.md's headings."""
     found = set()
-    for line in OPERATIONS.read_text(encoding="utf-8").splitlines():
+    for line in RUNBOOKS.read_text(encoding="utf-8").splitlines():
         if line.startswith("#"):
             text = line.lstrip("#").strip().lower()
             found.add(re.sub(r"[^a-z0-9 _-]", "", text).replace(" ", "-"))

@@ -24,7 +24,7 @@ SERVICES = {
     "console": 7407,
 }
 BACKENDS = {"redis": 6379, "postgres": 5432}
-#: Who calls whom (docs/architecture.md; docs/operations.md, "Network policies").
+#: Who calls whom (docs/architecture.md; docs/operations/deployment.md, "Network policies").
 HOPS = {
     ("cron-planner", "leader-election"),
     ("cron-planner", "workflow-store"),

@@ -58,7 +58,7 @@ def test_every_rpc_has_a_rule_and_every_rule_an_rpc() -> None:
 
 
 def test_the_rule_table_lists_every_rpc_and_who_may_call_it() -> None:
-    """The table the closing note and docs/operations.md show, from the code."""
+    """The table the closing note and docs/operations/security.md show, from the code."""
     for method in sorted(served_methods()):
         rule = RULES[method]
         assert rule.describe() != "nobody", f"{method} has a rule nobody can satisfy"
@@ -106,12 +106,12 @@ def test_a_method_without_a_rule_is_refused_even_to_the_administrator(
 
 
 def test_the_operations_guide_shows_every_rule() -> None:
-    guide = (Path(__file__).parents[2] / "docs" / "operations.md").read_text()
+    guide = (Path(__file__).parents[2] / "docs" / "operations" / "security.md").read_text()
     for method, rule in RULES.items():
         service, name = method.strip("/").split("/")
         row = next(
             (line for line in guide.splitlines() if f"`{service.split('.')[-1]}/{name}`" in line),
             None,
         )
-        assert row is not None, f"docs/operations.md (Security) does not list {method}"
+        assert row is not None, f"docs/operations/security.md (Rules) does not list {method}"
         assert (rule.role or "-") in row.split("|")[-2], (method, row)

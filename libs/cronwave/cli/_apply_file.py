@@ -1,6 +1,6 @@
 """A ``cronwave apply`` file: the schedules it declares, read and checked whole.
 
-The format (docs/operations.md, *Declaring schedules*)::
+The format (docs/operations/schedules.md, *Declaring schedules*)::
 
     manager: billing            # optional: whose file this is (default "default")
     schedules:

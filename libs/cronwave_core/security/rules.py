@@ -2,7 +2,7 @@
 
 A rule names the services that may call the method (by the service name in their
 certificate) and the least role a person or program needs (``viewer`` <
-``operator`` < ``admin``; None: no user at all). ``docs/operations.md`` (*Security*)
+``operator`` < ``admin``; None: no user at all). ``docs/operations/security.md`` (*Rules*)
 shows this table; ``tests/security/test_rules.py`` fails when a method of any
 served service has no rule here.
 """

@@ -53,7 +53,7 @@ def init_tracing(service: str, settings: TelemetrySettings) -> TracerProvider:
         # The span exporter's thread shares the interpreter with the calls: while it
         # encodes a batch, a call that gave up the GIL at a blocking read waits up to a
         # whole switch interval to get it back, at every read. A shorter interval
-        # bounds that tail, at a cost in throughput (docs/operations.md).
+        # bounds that tail, at a cost in throughput (docs/operations/drills.md).
         sys.setswitchinterval(settings.switch_interval.total_seconds())
     provider = LeanTracerProvider(resource=Resource.create({"service.name": service}))
     if not settings.tracing:

@@ -10,7 +10,7 @@ dispatcher's certificate may call it.
   taken only from a relaying service's certificate), so the audit trail names them.
   From a service's certificate alone (a StartRuns a planner's certificate dressed as
   manual, or a stolen dispatcher certificate) it is refused. What a stolen relay
-  certificate still can do is name any person; docs/operations.md (*Security*)
+  certificate still can do is name any person; docs/operations/security.md (*What each identity may do*)
   weighs it.
 """
 
