@@ -25,6 +25,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
+from typing import assert_never
 
 from cronwave_core.domain.runs import IN_FLIGHT
 from cronwave_core.domain.spec import Overlap
@@ -67,21 +68,28 @@ def in_flight(runs: Sequence[RunView]) -> tuple[str, ...]:
 
 def decide_overlap(policy: Overlap, runs: Sequence[RunView], buffered: int = 0) -> OverlapDecision:
     """Decide one fire of a schedule whose runs are ``runs`` and which already has
-    ``buffered`` fires waiting (see the module docstring)."""
+    ``buffered`` fires waiting (see the module docstring).
+
+    Every policy has its own case: a policy added to ``Overlap`` and not here fails the
+    type check (``assert_never``), not a run."""
     active = in_flight(runs)
-    if not active or policy == Overlap.ALLOW_ALL:
+    if not active:
         return OverlapDecision(OverlapAction.START)
-    if policy == Overlap.SKIP:
-        return OverlapDecision(OverlapAction.SKIP, OVERLAP_SKIP)
-    if policy == Overlap.BUFFER_ONE:
-        if buffered >= 1:
-            return OverlapDecision(OverlapAction.SKIP, OVERLAP_BUFFER_FULL)
-        return OverlapDecision(OverlapAction.BUFFER)
-    if policy == Overlap.BUFFER_ALL:
-        return OverlapDecision(OverlapAction.BUFFER)
-    if policy == Overlap.CANCEL_OTHER:
-        return OverlapDecision(OverlapAction.CANCEL_OTHER, cancel=active)
-    raise ValueError(f"unknown overlap policy {policy!r}")
+    match policy:
+        case Overlap.ALLOW_ALL:
+            return OverlapDecision(OverlapAction.START)
+        case Overlap.SKIP:
+            return OverlapDecision(OverlapAction.SKIP, OVERLAP_SKIP)
+        case Overlap.BUFFER_ONE:
+            if buffered >= 1:
+                return OverlapDecision(OverlapAction.SKIP, OVERLAP_BUFFER_FULL)
+            return OverlapDecision(OverlapAction.BUFFER)
+        case Overlap.BUFFER_ALL:
+            return OverlapDecision(OverlapAction.BUFFER)
+        case Overlap.CANCEL_OTHER:
+            return OverlapDecision(OverlapAction.CANCEL_OTHER, cancel=active)
+        case _:
+            assert_never(policy)
 
 
 def next_from_buffer(runs: Sequence[RunView], buffered: Sequence[datetime]) -> datetime | None:
