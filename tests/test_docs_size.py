@@ -29,3 +29,8 @@ def test_the_operations_index_has_its_pages() -> None:
 @pytest.mark.parametrize("page", [DOCS / "operations.md", *OPERATIONS_PAGES], ids=lambda p: p.name)
 def test_no_operations_page_exceeds_400_lines(page: Path) -> None:
     assert lines(page) <= 400, f"{page.relative_to(DOCS)} has {lines(page)} lines: split it by task"
+
+
+def test_benchmarks_keeps_at_most_300_lines() -> None:
+    page = DOCS / "benchmarks.md"
+    assert lines(page) <= 300, f"benchmarks.md has {lines(page)} lines: history belongs in git"
