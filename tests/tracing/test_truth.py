@@ -55,7 +55,8 @@ def test_the_tail_is_blamed_on_the_injected_delay(make_suite, namespace, fault) 
     env = {
         "CRONWAVE_FAULT": spec,
         "CRONWAVE_JOB_ISOLATION": "thread",
-        # The span exporter must not put a tail of its own into the runs (docs/operations/drills.md, *Tracing overhead*)
+        # The span exporter must not put a tail of its own into the runs
+        # (docs/operations/drills.md, *Tracing overhead*)
         "CRONWAVE_SWITCH_INTERVAL": "0.0005",
     }
     suite = traced_suite(make_suite, env, test_hooks=True)

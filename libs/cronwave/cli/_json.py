@@ -4,7 +4,8 @@ One JSON document on stdout per command (an object, or a list of objects for a
 listing). Field names are snake_case and stable; instants are RFC 3339 in UTC with
 microseconds (``2030-01-01T02:00:00.000000Z``) or ``null``; durations are seconds as
 numbers (``catchup_window_seconds: 600.0``); policies and states are the names the
-CLI takes and shows (``"skip"``, ``"SUCCEEDED"``). docs/operations/schedules.md (*JSON output*) lists the fields.
+CLI takes and shows (``"skip"``, ``"SUCCEEDED"``). docs/operations/schedules.md
+(*JSON output*) lists the fields.
 """
 
 from __future__ import annotations

@@ -10,8 +10,8 @@ dispatcher's certificate may call it.
   taken only from a relaying service's certificate), so the audit trail names them.
   From a service's certificate alone (a StartRuns a planner's certificate dressed as
   manual, or a stolen dispatcher certificate) it is refused. What a stolen relay
-  certificate still can do is name any person; docs/operations/security.md (*What each identity may do*)
-  weighs it.
+  certificate still can do is name any person; docs/operations/security.md (*What each
+  identity may do*) weighs it.
 """
 
 from __future__ import annotations
