@@ -170,7 +170,7 @@ def test_a_schedule_with_a_run_in_flight_is_deleted_only_by_force(
 
     # Then the refusal names the run, and the schedule and its run go on
     assert f"{run.run_id} (RUNNING)" in refused.value.message
-    assert "--force" in refused.value.message
+    assert "force=True" in refused.value.message  # the SDK's words, not the CLI's
     assert not client.get_schedule(sid).deleted
     assert client.get_run(run.run_id).state == "RUNNING"
 

@@ -167,8 +167,8 @@ def test_a_placeholder_becomes_the_run_or_takes_its_final_reason(store: StorePro
     assert not again.created  # a second start of the same slot is the same run
     assert list(stub.ListPendingFires(api.ListPendingFiresRequest(), timeout=10).runs) == []
     events = stub.ListRunEvents(api.ListRunEventsRequest(run_id=rerun.run.run_id), timeout=10)
-    assert [e.kind for e in events.events] == ["missed", "recorded"]
-    assert "was MISSED: outside_catchup_window" in events.events[-1].detail
+    assert [e.kind for e in events.events] == ["missed", "recorded", "enqueued"]
+    assert "was MISSED: outside_catchup_window" in events.events[1].detail
 
 
 def test_list_schedules_pages_by_id(store: StoreProcess) -> None:
