@@ -120,22 +120,29 @@ def shared_suite(
     table.close(suite.stop for suite in shared.values())
 
 
-@pytest.fixture
-def services(tmp_path: Path, redis_url: str, namespace: str) -> Iterator[Suite]:
-    """A suite whose services the test starts one by one (``start_service``), on a
-    SQLite file of its own."""
-    table = ProcessTable("the services' processes")
-    suite = TrackedSuite(
+def services_suite(
+    table: ProcessTable, directory: Path, redis_url: str, env: dict[str, str]
+) -> TrackedSuite:
+    """A suite whose services a test starts one by one (``start_service``), on a
+    SQLite file of its own in ``directory``, with ``env`` (its namespace included)."""
+    return TrackedSuite(
         SuiteConfig(
-            data_dir=tmp_path / "suite",
-            database_url=f"sqlite:///{tmp_path / 'cronwave.db'}",
+            data_dir=directory / "suite",
+            database_url=f"sqlite:///{directory / 'cronwave.db'}",
             redis_url=redis_url,
             ports={},
-            env={"CRONWAVE_NAMESPACE": namespace},
+            env=env,
             grace=timedelta(seconds=2),
             start_timeout=timedelta(seconds=30),
         ),
         table,
     )
+
+
+@pytest.fixture
+def services(tmp_path: Path, redis_url: str, namespace: str) -> Iterator[Suite]:
+    """``services_suite`` for one test."""
+    table = ProcessTable("the services' processes")
+    suite = services_suite(table, tmp_path, redis_url, {"CRONWAVE_NAMESPACE": namespace})
     yield suite
     table.close([suite.stop])

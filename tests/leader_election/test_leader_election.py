@@ -6,7 +6,7 @@ from __future__ import annotations
 import itertools
 import threading
 from collections.abc import Iterator
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from pathlib import Path
 
 import grpc
@@ -18,9 +18,9 @@ from cronwave_proto.v1 import leader_election_service_pb2_grpc as pb_grpc
 from cronwave_proto.v1 import workflow_store_service_pb2 as store_pb
 from cronwave_proto.v1 import workflow_store_service_pb2_grpc as store_grpc
 
-from cronwave_core.suite import Suite, SuiteConfig
+from cronwave_core.suite import Suite
 from tests.harness.processes import ProcessTable
-from tests.harness.suites import TrackedSuite
+from tests.harness.suites import services_suite
 from tests.harness.tls import hop_channel
 from tests.helpers import eventually, fresh, record_one, stored_spans
 
@@ -65,22 +65,11 @@ def leader(
     shared by the module's tests that neither restart nor reconfigure it (each
     campaigns in scopes of its own)."""
     table = ProcessTable("the module's leader-election and store")
-    data_dir = tmp_path_factory.mktemp("leader")
-    suite = TrackedSuite(
-        SuiteConfig(
-            data_dir=data_dir / "suite",
-            database_url=f"sqlite:///{data_dir / 'cronwave.db'}",
-            redis_url=redis_url,
-            ports={},
-            env={
-                "CRONWAVE_NAMESPACE": fresh("leader"),
-                "CRONWAVE_LEASE_SCOPES": ",".join(("planner", *SCOPES)),
-            },
-            grace=timedelta(seconds=2),
-            start_timeout=timedelta(seconds=30),
-        ),
-        table,
-    )
+    env = {
+        "CRONWAVE_NAMESPACE": fresh("leader"),
+        "CRONWAVE_LEASE_SCOPES": ",".join(("planner", *SCOPES)),
+    }
+    suite = services_suite(table, tmp_path_factory.mktemp("leader"), redis_url, env)
     try:
         suite.start_service("workflow-store")
         suite.start_service("leader-election")

@@ -13,7 +13,7 @@ import signal
 import stat
 import subprocess
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import timedelta
 from pathlib import Path
 
@@ -105,29 +105,12 @@ def test_planted_passwords_and_keys_appear_nowhere(
     tmp_path: Path, planted: str, locked_redis: str, scheduler_db: str
 ) -> None:
     # Given `cronwave up` with a password in its Redis URL (and in its PostgreSQL URL)
-    data_dir = tmp_path / "up"
-    base = free_port_base()
-    env = user_env()
-    env |= {
-        "CRONWAVE_TLS_DIR": os.environ["CRONWAVE_TLS_DIR"],  # the tests' CA
-        "CRONWAVE_REDIS_URL": locked_redis,
-        "CRONWAVE_DATABASE_URL": scheduler_db,
-        "CRONWAVE_NAMESPACE": f"cws{uuid.uuid4().hex[:8]}",
-    }
-    output = tmp_path / "up.out"
-    table = ProcessTable("cronwave up")
-    with output.open("wb") as out:
-        up = subprocess.Popen(
-            [*cronwave_argv(), "up", "--data-dir", str(data_dir), "--port-base", str(base)],
-            stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True,
-        )  # fmt: skip
-    table.track(up)
-
-    def stop_up() -> None:
-        if up.poll() is None:
-            up.send_signal(signal.SIGTERM)
-            up.wait(timeout=60)
-
+    data_dir, output = tmp_path / "up", tmp_path / "up.out"
+    base, up, table, stop_up = _start_up(
+        data_dir,
+        output,
+        {"CRONWAVE_REDIS_URL": locked_redis, "CRONWAVE_DATABASE_URL": scheduler_db},
+    )
     try:
         eventually(
             lambda: "cronwave is up" in output.read_text(errors="replace"),
@@ -213,27 +196,8 @@ def refused_by_redis(url: str) -> bool:
 
 def test_the_embedded_redis_answers_only_the_suites_own_password(tmp_path: Path) -> None:
     # Given `cronwave up` with its embedded Redis (no CRONWAVE_REDIS_URL)
-    data_dir = tmp_path / "up"
-    base = free_port_base()
-    env = user_env()
-    env |= {
-        "CRONWAVE_TLS_DIR": os.environ["CRONWAVE_TLS_DIR"],  # the tests' CA
-        "CRONWAVE_NAMESPACE": f"cws{uuid.uuid4().hex[:8]}",
-    }
-    output = tmp_path / "up.out"
-    table = ProcessTable("cronwave up")
-    with output.open("wb") as out:
-        up = subprocess.Popen(
-            [*cronwave_argv(), "up", "--data-dir", str(data_dir), "--port-base", str(base)],
-            stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True,
-        )  # fmt: skip
-    table.track(up)
-
-    def stop_up() -> None:
-        if up.poll() is None:
-            up.send_signal(signal.SIGTERM)
-            up.wait(timeout=60)
-
+    data_dir, output = tmp_path / "up", tmp_path / "up.out"
+    base, up, table, stop_up = _start_up(data_dir, output, {})
     password_file = data_dir / "redis.password"
     url = f"redis://127.0.0.1:{base + 5}/0"
     try:
@@ -287,3 +251,31 @@ def test_the_embedded_redis_answers_only_the_suites_own_password(tmp_path: Path)
         if path != password_file and password.encode() in path.read_bytes()
     ]
     assert not leaks, f"the embedded Redis's password is in {leaks}"
+
+
+def _start_up(
+    data_dir: Path, output: Path, extra_env: dict[str, str]
+) -> tuple[int, subprocess.Popen[bytes], ProcessTable, Callable[[], None]]:
+    """`cronwave up` on a free port base with the tests' CA, a namespace of its own and
+    ``extra_env``, its output in ``output``: (port base, process, its table, its stop)."""
+    base = free_port_base()
+    env = user_env()
+    env |= {
+        "CRONWAVE_TLS_DIR": os.environ["CRONWAVE_TLS_DIR"],  # the tests' CA
+        "CRONWAVE_NAMESPACE": f"cws{uuid.uuid4().hex[:8]}",
+        **extra_env,
+    }
+    table = ProcessTable("cronwave up")
+    with output.open("wb") as out:
+        up = subprocess.Popen(
+            [*cronwave_argv(), "up", "--data-dir", str(data_dir), "--port-base", str(base)],
+            stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True,
+        )  # fmt: skip
+    table.track(up)
+
+    def stop_up() -> None:
+        if up.poll() is None:
+            up.send_signal(signal.SIGTERM)
+            up.wait(timeout=60)
+
+    return base, up, table, stop_up
