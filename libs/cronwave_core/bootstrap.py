@@ -230,6 +230,12 @@ class SerializationInterceptor(grpc.ServerInterceptor):
         )
 
 
+#: A service's gRPC handler threads unless it says otherwise (the workflow-store:
+#: ``CRONWAVE_STORE_THREADS``). A call that finds them all busy waits for one until
+#: its deadline; the Redis pools a handler uses are sized to them.
+SERVER_THREADS = 32
+
+
 @dataclass
 class Service:
     """What a service hands to the bootstrap."""
@@ -243,7 +249,7 @@ class Service:
     # is spent on in-flight unary calls, not on watchers that never return.
     on_stopping: Callable[[], None] = lambda: None
     interceptors: Sequence[grpc.ServerInterceptor] = field(default_factory=tuple)
-    max_workers: int = 32
+    max_workers: int = SERVER_THREADS
     # The server's gRPC receive cap: above every request limit the servicer checks
     # (cronwave_core.limits), so an oversized field is refused naming it; only a
     # message past this meets gRPC's own refusal, which names no field.

@@ -30,6 +30,7 @@ import redis
 from cronwave_proto.v1 import common_pb2 as pb
 from opentelemetry.trace import Span
 
+from cronwave_core.redis_pools import bounded_client
 from cronwave_core.telemetry.spans import hop_span
 from cronwave_core.telemetry.vocabulary import ATTR_CACHE_HIT, ATTR_CACHE_NAME, Hop, Kind
 
@@ -94,12 +95,21 @@ class LocalTier:
             return len(self._entries)
 
 
-def redis_client(url: str, timeout: timedelta = timedelta(milliseconds=500)) -> redis.Redis:
-    """A Redis client for caches: short timeouts, because a slow cache is a miss."""
-    seconds = timeout.total_seconds()
-    return redis.Redis.from_url(
-        url, socket_timeout=seconds, socket_connect_timeout=seconds, health_check_interval=30
-    )
+#: A cache command's connect and reply timeout: a slow cache is a miss.
+CACHE_TIMEOUT = timedelta(milliseconds=500)
+
+
+def redis_client(
+    url: str,
+    timeout: timedelta = CACHE_TIMEOUT,
+    *,
+    size: int = 4,
+    wait: timedelta = CACHE_TIMEOUT,
+) -> redis.Redis:
+    """A Redis client for caches: short timeouts, because a slow cache is a miss; a
+    pool of ``size`` connections (``cronwave_core.redis_pools``), the threads that use
+    it, which an operation waits up to ``wait`` for (then it is a miss too)."""
+    return bounded_client(url, name="cache", size=size, wait=wait, timeout=timeout)
 
 
 class _Warnings:

@@ -29,6 +29,7 @@ from cronwave_core.telemetry.propagation import inject_context
 if TYPE_CHECKING:  # dramatiq (and redis) load where a broker is made or used, so a job
     # process that only validates its job types' queues does without them
     import dramatiq
+    import redis
     from dramatiq.brokers.redis import RedisBroker
 
 __all__ = [
@@ -63,11 +64,15 @@ class UndecodableRunMessage(CronwaveError):
         self.problem = problem
 
 
-def make_broker(settings: RedisSettings) -> RedisBroker:
+def make_broker(settings: RedisSettings, client: redis.Redis | None = None) -> RedisBroker:
     """A Redis broker for ``settings.redis_url`` whose keys live under
-    ``settings.namespace``. It is not installed as dramatiq's global broker."""
+    ``settings.namespace``, over ``client`` when given (a bounded pool,
+    ``cronwave_core.redis_pools``; a service passes one), else over redis-py's
+    default pool. It is not installed as dramatiq's global broker."""
     from dramatiq.brokers.redis import RedisBroker
 
+    if client is not None:
+        return RedisBroker(client=client, namespace=settings.namespace)
     return RedisBroker(url=settings.redis_url, namespace=settings.namespace)
 
 

@@ -43,6 +43,7 @@ from cronwave_core.limit_settings import LimitSettings
 from cronwave_core.settings_base import PREFIX, FromEnv, ProcessSettings
 from cronwave_core.settings_deadlines import DeadlineSettings
 from cronwave_core.settings_logs import LogSettings
+from cronwave_core.settings_pools import PoolSettings
 from cronwave_core.settings_tls import TlsSettings
 
 DEFAULT_PORTS = {
@@ -516,6 +517,7 @@ COMPONENTS: tuple[type[FromEnv], ...] = (
     NetworkSettings,
     TlsSettings,
     RedisSettings,
+    PoolSettings,
     TelemetrySettings,
     MetricsSettings,
     LimitSettings,

@@ -150,7 +150,8 @@ def drive(
         tls=target.tls,
     ) as client:
         report.schedule_ids = create_schedules(client, max(1, min(schedules, runs)), job_type)
-    cache_client = redis_client(target.redis_url, timedelta(seconds=2))
+    # Its trigger threads and the poll of finished runs share the pool.
+    cache_client = redis_client(target.redis_url, timedelta(seconds=2), size=concurrency + 2)
     channel = open_channel(target.dispatcher_addr, target.rpc_timeout, traced=False, tls=target.tls)
     phase = _Phase(
         target,

@@ -85,7 +85,8 @@ class Planner:
         store = StoreClient(self._store_channel, timeout)
         # The broker's Redis, read only for its queue epoch (a lost queue's runs are no
         # reason to skip a slot); short timeouts: Redis away means "no loss known".
-        self._queue_redis = redis_client(redis.redis_url)
+        # Only the fire loop reads it (and a backfill, through the loop): two at most.
+        self._queue_redis = redis_client(redis.redis_url, size=2)
         self.loop = FireLoop(
             self.index,
             self.clock,

@@ -6,13 +6,14 @@ from cronwave_proto.v1 import dispatcher_service_pb2
 from cronwave_proto.v1 import dispatcher_service_pb2_grpc as pb_grpc
 from cronwave_proto.v1 import workflow_store_service_pb2_grpc as store_grpc
 
-from cronwave_core.bootstrap import Service, full_names, serve
+from cronwave_core.bootstrap import SERVER_THREADS, Service, full_names, serve
 from cronwave_core.caching import RunStatusCache, TwoTierCache, redis_client
 from cronwave_core.entry import entry_point
 from cronwave_core.fault_interceptors import fault_channel
 from cronwave_core.limits import MIB
 from cronwave_core.queue_epoch import EpochWatch
 from cronwave_core.queueing import make_broker
+from cronwave_core.redis_pools import process_client
 from cronwave_core.rpc import open_channel
 from cronwave_core.settings import (
     DispatcherSettings,
@@ -23,6 +24,7 @@ from cronwave_core.settings import (
     TelemetrySettings,
     TestHooks,
 )
+from cronwave_core.settings_pools import PoolSettings
 from cronwave_core.telemetry.tracing import init_tracing
 from cronwave_core.telemetry.vocabulary import Hop
 from dispatcher import caches
@@ -38,12 +40,22 @@ def main() -> None:
     dispatcher = DispatcherSettings.from_env()
     telemetry = TelemetrySettings.from_env()
     hooks = TestHooks.from_env()
+    pools = PoolSettings.from_env()
     provider = init_tracing("dispatcher", telemetry)
-    broker = make_broker(redis_settings)
+    # Its handler threads enqueue; the sweeper and the queue-epoch watch use it too.
+    broker = make_broker(
+        redis_settings,
+        process_client(
+            redis_settings.redis_url, pools, name="dispatcher broker", users=SERVER_THREADS + 2
+        ),
+    )
     # A process started for tests slows its starts there (cronwave_core.fault_interceptors).
     channel = fault_channel(open_channel(network.store_addr, network.rpc_timeout), hooks)
     store = store_grpc.WorkflowStoreServiceStub(channel)
-    cache_redis = redis_client(redis_settings.redis_url)
+    cache_redis = redis_client(
+        redis_settings.redis_url,
+        size=pools.redis_size(SERVER_THREADS + 1),  # its handler threads and the sweeper
+    )
     routes = TwoTierCache(
         "route",
         Hop.DISPATCH,

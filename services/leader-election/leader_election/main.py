@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import grpc
-import redis
 from cronwave_proto.v1 import leader_election_service_pb2 as pb
 from cronwave_proto.v1 import leader_election_service_pb2_grpc as pb_grpc
 
-from cronwave_core.bootstrap import Service, full_names, serve
+from cronwave_core.bootstrap import SERVER_THREADS, Service, full_names, serve
 from cronwave_core.entry import entry_point
 from cronwave_core.limits import MIB
+from cronwave_core.redis_pools import process_client
 from cronwave_core.rpc import open_channel
 from cronwave_core.settings import (
     LeaseSettings,
@@ -19,6 +21,7 @@ from cronwave_core.settings import (
     TelemetrySettings,
     TestHooks,
 )
+from cronwave_core.settings_pools import PoolSettings
 from cronwave_core.telemetry.tracing import init_tracing
 from leader_election.leases import LeaseStore
 from leader_election.servicer import LeaderElectionServicer
@@ -32,15 +35,17 @@ def main() -> None:
     redis_settings = RedisSettings.from_env()
     lease = LeaseSettings.from_env()
     telemetry = TelemetrySettings.from_env()
+    pools = PoolSettings.from_env()
     TestHooks.from_env()  # no drill here; one that leaked into its environment stops it
     provider = init_tracing("leader-election", telemetry)
-    # A Redis that hangs must fail the call well inside the caller's deadline.
-    redis_timeout = min(2.0, network.rpc_timeout.total_seconds() / 2)
-    client = redis.Redis.from_url(
+    # A Redis that hangs must fail the call well inside the caller's deadline; every
+    # handler thread may hold a connection, and the store-token refresh one more.
+    client = process_client(
         redis_settings.redis_url,
-        socket_timeout=redis_timeout,
-        socket_connect_timeout=redis_timeout,
-        health_check_interval=30,
+        pools,
+        name="leases",
+        users=SERVER_THREADS + 1,
+        timeout=min(pools.redis_timeout, timedelta(seconds=2), network.rpc_timeout / 2),
     )
     store_channel = open_channel(network.store_addr, network.rpc_timeout)
     leases = LeaseStore(

@@ -37,6 +37,7 @@ from cronwave_core.caching import RunStatusCache, redis_client
 from cronwave_core.entry import entry_point
 from cronwave_core.errors import CronwaveError
 from cronwave_core.limits import MIB
+from cronwave_core.redis_pools import process_client
 from cronwave_core.rpc import error_from_rpc, open_channel
 from cronwave_core.settings import (
     LimitSettings,
@@ -47,6 +48,7 @@ from cronwave_core.settings import (
     TestHooks,
     WorkerSettings,
 )
+from cronwave_core.settings_pools import PoolSettings
 from cronwave_core.telemetry.tracing import init_tracing
 from worker import metrics_gauges
 from worker.acks import BatchAckBroker
@@ -78,6 +80,16 @@ def poll_ms(worker: WorkerSettings) -> int:
     the pickup lateness it adds. Lower means less pickup lateness and more Redis polling
     while idle (benchmarks and latency tests lower it)."""
     return max(1, round(worker.poll / timedelta(milliseconds=1)))
+
+
+def broker_users(worker: WorkerSettings) -> int:
+    """The broker pool's size: a connection for each consumer thread (a retry or a
+    put-back is queued from it), for the fetcher of each queue and of its delay queue
+    queue, for the acknowledgement
+    batcher and for the graceful stop. A held-run thread queues a retry as a consumer
+    thread does; it holds a connection for that one command, so a burst of them takes
+    turns, each waiting at most ``CRONWAVE_REDIS_POOL_TIMEOUT``."""
+    return worker.threads + 2 * len(worker.queues) + 2
 
 
 def register_job_types(store: RunStore, registry: Registry) -> None:
@@ -189,6 +201,7 @@ def main() -> None:
     settings = WorkerSettings.from_env()
     hooks = TestHooks.from_env()
     limits = LimitSettings.from_env().limits()
+    pools = PoolSettings.from_env()
     configure_logging()
     # A job module that cannot be loaded stops start-up (ConfigurationError, its one
     # line and status 2: cronwave_core.entry), named, before anything else has started.
@@ -205,7 +218,12 @@ def main() -> None:
     # callbacks, pipelines and shutdown notices are not used, and each would be
     # called for every message.
     broker = BatchAckBroker(
-        url=redis_settings.redis_url,
+        client=process_client(
+            redis_settings.redis_url,
+            pools,
+            name="worker broker",
+            users=broker_users(settings),
+        ),
         namespace=redis_settings.namespace,
         middleware=[TimeLimit(), Retries()],
     )
@@ -220,7 +238,10 @@ def main() -> None:
     stats = WorkerStats()
     held = HeldRuns()
     draining = Draining()
-    cache_redis = redis_client(redis_settings.redis_url)
+    # Completions (consumer and held-run threads) fill it; the metrics scrape reads it.
+    cache_redis = redis_client(
+        redis_settings.redis_url, size=pools.redis_size(settings.threads + 2)
+    )
     metrics_gauges.install(cache_redis, redis_settings.namespace, settings.queues)
     middleware = standard(
         store,

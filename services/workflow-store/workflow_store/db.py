@@ -27,6 +27,7 @@ from sqlalchemy.engine.base import OptionEngine
 from sqlalchemy.orm import Session, sessionmaker
 
 from cronwave_core.errors import ConfigurationError, Unavailable
+from cronwave_core.settings_pools import PoolSettings
 from cronwave_core.telemetry import sql
 
 if TYPE_CHECKING:
@@ -57,10 +58,23 @@ def normalize_url(url: str) -> sa.URL:
 
 
 def create_engine(
-    url: str, *, instrument: bool = True, tracer_provider: TracerProvider | None = None
+    url: str,
+    *,
+    instrument: bool = True,
+    tracer_provider: TracerProvider | None = None,
+    pools: PoolSettings | None = None,
 ) -> sa.Engine:
     """An engine for ``url`` (SQLite file or PostgreSQL), traced when ``instrument``
-    (by ``tracer_provider``, else the global one)."""
+    (by ``tracer_provider``, else the global one), its pool bounded as ``pools`` says
+    (default: the defaults of ``CRONWAVE_DATABASE_POOL_*``): a transaction that finds
+    every connection taken waits ``database_pool_timeout`` for one, then fails
+    ``Unavailable`` (``Database``), that call alone."""
+    pools = pools if pools is not None else PoolSettings()
+    bounds: dict[str, Any] = {
+        "pool_size": pools.database_pool_size,
+        "max_overflow": pools.database_pool_overflow,
+        "pool_timeout": pools.database_pool_timeout.total_seconds(),
+    }
     parsed = normalize_url(url)
     if parsed.get_backend_name() == "sqlite":
         if parsed.database and parsed.database != ":memory:":
@@ -68,12 +82,11 @@ def create_engine(
         engine = sa.create_engine(
             parsed,
             connect_args={"check_same_thread": False, "timeout": SQLITE_BUSY_TIMEOUT_S},
-            pool_size=8,
-            max_overflow=24,
+            **bounds,
         )
         _sqlite_events(engine)
     else:
-        engine = sa.create_engine(parsed, pool_size=8, max_overflow=24, pool_pre_ping=True)
+        engine = sa.create_engine(parsed, pool_pre_ping=True, **bounds)
     if instrument:
         _trace_engine(engine, tracer_provider)
     return engine
@@ -339,7 +352,8 @@ class Database:
 @contextmanager
 def _unreachable_is_unavailable() -> Iterator[None]:
     """A database that cannot be reached (connection refused, reset or timed out, the
-    pool exhausted, SQLite's file locked past its busy timeout) is ``Unavailable``:
+    pool exhausted past ``CRONWAVE_DATABASE_POOL_TIMEOUT``, SQLite's file locked past
+    its busy timeout) is ``Unavailable``:
     a caller may retry, and the transaction wrote nothing. The driver's text, which
     names the statement, goes to the log only (``bootstrap`` logs the cause). Other
     database errors (a statement the database refused) stay what they are."""
@@ -353,7 +367,8 @@ def _unreachable_is_unavailable() -> Iterator[None]:
         ) from exc
     except sa.exc.TimeoutError as exc:  # no connection free in the pool in time
         raise Unavailable(
-            "the workflow-store's database did not answer; nothing was written, retry"
+            "the workflow-store is busy: every database connection stayed in use past "
+            "its pool timeout; nothing was written, retry"
         ) from exc
 
 

@@ -21,6 +21,7 @@ from cronwave_core.settings import (
     TestHooks,
     TlsSettings,
 )
+from cronwave_core.settings_pools import PoolSettings
 from cronwave_core.telemetry.tracing import init_tracing
 from workflow_store import metrics, validate
 from workflow_store.api_keys import ApiKeys, ApiKeyServicer
@@ -47,7 +48,8 @@ def main() -> None:
     validate.use(limits)
     deadlines = DeadlineSettings.from_env()
     provider = init_tracing(NAME, telemetry)
-    engine = create_engine(store_settings.database_url)
+    pools = PoolSettings.from_env()
+    engine = create_engine(store_settings.database_url, pools=pools)
     migrate(engine)
     db = Database(engine)
     store = Store(
@@ -99,7 +101,7 @@ def main() -> None:
             on_stopping=on_stopping,
             on_stop=on_stop,
             # Watch streams hold a thread each for as long as their callers listen.
-            max_workers=64,
+            max_workers=pools.store_threads,
             max_receive_bytes=limits.receive_bytes,
         ),
         process.grace,

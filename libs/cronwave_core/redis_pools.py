@@ -1,0 +1,109 @@
+"""Redis clients over bounded, blocking connection pools.
+
+redis-py's default pool opens a new connection whenever every open one is busy, with
+no limit (2**31), and a client made from a URL has no socket timeout: a Redis that
+hangs holds the calling thread for ever, and a burst of threads opens as many
+connections. Here every client has a pool of ``size`` connections, sized by its
+process to the threads that may hold one at once (``PoolSettings.redis_size``), and
+socket timeouts. A thread that finds every connection taken waits up to
+``wait`` for one to come back, then that operation alone fails with
+``RedisPoolExhausted``: a ``redis.ConnectionError``, so every caller that already
+treats an unreachable Redis as "not now" (a cache miss, a consumer's idle poll, a
+lease call refused UNAVAILABLE) treats an exhausted pool the same way, and its thread
+goes on.
+"""
+
+from __future__ import annotations
+
+import queue
+from datetime import timedelta
+from typing import Any
+
+import redis
+
+from cronwave_core.settings_pools import PoolSettings
+
+__all__ = ["BoundedPool", "RedisPoolExhausted", "bounded_client", "process_client"]
+
+
+class RedisPoolExhausted(redis.ConnectionError):
+    """Every connection of a Redis pool stayed in use past the pool's timeout; the
+    operation that waited was not done. Retry it; if it recurs, the pool is smaller
+    than the threads that use it, or Redis is slow to answer."""
+
+    def __init__(self, pool: str, size: int, wait: timedelta) -> None:
+        super().__init__(
+            f"Redis pool '{pool}' exhausted: all {size} connection(s) stayed in use for "
+            f"{wait.total_seconds():g}s; this operation was not done, retry it. If this "
+            "recurs, raise CRONWAVE_REDIS_POOL_SIZE (or unset it to size the pool to the "
+            "threads) or CRONWAVE_REDIS_POOL_TIMEOUT, or find what slows Redis"
+        )
+        self.pool = pool
+        self.size = size
+        self.wait = wait
+
+
+class BoundedPool(redis.BlockingConnectionPool):
+    """A blocking pool of at most ``max_connections`` that fails a wait past
+    ``timeout`` seconds with ``RedisPoolExhausted`` naming the pool ``name``."""
+
+    def __init__(self, *, name: str, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.name = name
+
+    def get_connection(self, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return super().get_connection(*args, **kwargs)
+        except redis.ConnectionError as exc:
+            # redis-py raises its plain ConnectionError from inside ``except Empty``
+            # when the wait ran out; a connect failure has another cause.
+            if isinstance(exc.__context__, queue.Empty) and not isinstance(exc, RedisPoolExhausted):
+                wait = timedelta(seconds=self.timeout or 0)
+                raise RedisPoolExhausted(self.name, self.max_connections, wait) from None
+            raise
+
+
+def bounded_client(
+    url: str,
+    *,
+    name: str,
+    size: int,
+    wait: timedelta,
+    timeout: timedelta,
+) -> redis.Redis:
+    """A client for ``url`` over a pool named ``name`` of at most ``size``
+    connections; an operation waits up to ``wait`` for one, and each command up to
+    ``timeout`` to connect and for its reply."""
+    if size < 1:
+        raise ValueError(f"Redis pool '{name}' needs at least one connection, got {size}")
+    seconds = timeout.total_seconds()
+    pool = BoundedPool.from_url(
+        url,
+        name=name,
+        max_connections=size,
+        timeout=wait.total_seconds(),
+        socket_timeout=seconds,
+        socket_connect_timeout=seconds,
+        health_check_interval=30,
+    )
+    return redis.Redis(connection_pool=pool)
+
+
+def process_client(
+    url: str,
+    settings: PoolSettings,
+    *,
+    name: str,
+    users: int,
+    timeout: timedelta | None = None,
+) -> redis.Redis:
+    """``bounded_client`` with this process's pool settings: ``users`` threads may
+    hold a connection at once (unless ``CRONWAVE_REDIS_POOL_SIZE`` says otherwise),
+    each command times out after ``timeout`` (default ``CRONWAVE_REDIS_TIMEOUT``)."""
+    return bounded_client(
+        url,
+        name=name,
+        size=settings.redis_size(users),
+        wait=settings.redis_pool_timeout,
+        timeout=timeout if timeout is not None else settings.redis_timeout,
+    )
