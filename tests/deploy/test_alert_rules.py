@@ -24,6 +24,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from cronwave import Interval
 from cronwave_core.domain import calendar_dst, catchup, deadlines, overlap
 from cronwave_core.suite import Suite
+from tests.deploy.manifests import render
 from tests.harness.clients import client_for
 from tests.harness.suites import SuiteFactory, make_suite  # noqa: F401  (fixture)
 from tests.helpers import eventually
@@ -52,7 +53,6 @@ RUNBOOK_BASE = "https://github.com/cronwave/cronwave/blob/main/docs/operations/r
 PROMETHEUS_OWN = {"up"}
 #: The services a whole-service liveness rule (up == 0, absent) must watch.
 WATCHED = {"workflow-store", "worker", "cron-planner"}
-MANIFESTS = REPO / "deploy" / "k8s"
 # EXPECTED SOON, not yet exported: the deadline sweep's metric comes with the
 # deadlines work (served by the workflow-store). While it is absent from /metrics the
 # rules may name it; once it is served, the test below fails until it is deleted here,
@@ -160,13 +160,13 @@ def test_missed_slots_alert_on_every_reason_but_those_asked_for() -> None:
 
 
 def deployments() -> set[str]:
-    """The app.kubernetes.io/name of every Deployment in deploy/k8s."""
-    names = set()
-    for path in MANIFESTS.glob("*.yaml"):
-        for document in yaml.safe_load_all(path.read_text(encoding="utf-8")):
-            if document and document.get("kind") == "Deployment":
-                names.add(document["metadata"]["labels"]["app.kubernetes.io/name"])
-    return names
+    """The app.kubernetes.io/name of every Deployment of deploy/k8s (the prod overlay,
+    as ``kubectl kustomize`` renders it)."""
+    return {
+        document["metadata"]["labels"]["app.kubernetes.io/name"]
+        for document in render("prod")
+        if document["kind"] == "Deployment"
+    }
 
 
 def test_liveness_rules_watch_the_store_worker_and_planner_by_their_names() -> None:
