@@ -130,7 +130,7 @@ def test_defaults_derived_from_other_settings() -> None:
     lease = LeaseSettings.from_env({"CRONWAVE_LEASE_TTL": "10s"})
     assert lease.renew_interval == timedelta(seconds=2)  # TTL / 5
     assert lease.max_ttl == timedelta(seconds=40)  # TTL * 4
-    assert LeaseSettings.from_env({}).max_ttl == timedelta(minutes=1)
+    assert LeaseSettings.from_env({}).max_ttl == timedelta(seconds=6)
     worker = WorkerSettings.from_env({"CRONWAVE_WORKER_THREADS": "1"})
     assert (worker.max_processes, worker.warm_processes) == (1, 1)
     assert NetworkSettings.from_env({"CRONWAVE_RPC_TIMEOUT": ""}).rpc_timeout == timedelta(

@@ -1,5 +1,5 @@
-"""The planner lease settings a drill runs with, and the short ones drills and tests
-use by default (``FAST``)."""
+"""The planner lease settings a drill runs with; drills and tests use the production
+defaults (``FAST``) unless they say otherwise."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ from cronwave_core.settings import LeaseSettings
 class LeaseTiming:
     """The planner lease settings a drill runs with (``CRONWAVE_LEASE_*``)."""
 
-    ttl: timedelta = timedelta(seconds=2)
-    renew_interval: timedelta = timedelta(seconds=0.4)
+    ttl: timedelta = timedelta(seconds=1.5)
+    renew_interval: timedelta = timedelta(seconds=0.3)
     retry_interval: timedelta = timedelta(seconds=0.2)
 
     def __post_init__(self) -> None:
@@ -51,5 +51,6 @@ class LeaseTiming:
         }
 
 
-#: Short leases, so a crash costs about two seconds: the tests' and the drill's default.
+#: The production defaults (a crash costs under two seconds): the tests' and the
+#: drills' lease unless they name another.
 FAST = LeaseTiming()

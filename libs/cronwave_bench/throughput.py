@@ -23,10 +23,13 @@ saturation it ran, and how much of it the host gave to other guests.
 from __future__ import annotations
 
 import time
+import urllib.request
 import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
+
+from prometheus_client.parser import text_string_to_metric_families
 
 from cronwave_bench.context import BenchContext
 from cronwave_bench.harness import (
@@ -48,6 +51,7 @@ from cronwave_bench.measure import (
 from cronwave_bench.report import Result, fmt_ms
 from cronwave_bench.single import NOOP, next_whole_second
 from cronwave_core.domain.spec import Interval
+from cronwave_core.suite import Suite
 
 TARGET_RATE = 500.0
 TARGET_TRACING_COST = 0.10
@@ -62,6 +66,7 @@ class Variant:
     rate: float
     slice_rates: list[float]
     missed: int
+    leaders_lost: int | None  # leases lost by the planner in the window (None: unread)
     end_to_end_ms: dict[str, float] | None
     cpu_s: dict[str, float]
     machine: dict[str, float] | None = None
@@ -79,6 +84,7 @@ class Variant:
             "runs_per_s": self.rate,
             "slice_runs_per_s": self.slice_rates,
             "missed_in_window": self.missed,
+            "leases_lost_in_window": self.leaders_lost,
             "fire_to_completion_ms": self.end_to_end_ms,
             "cpu_s_in_window": self.cpu_s,
             "cpu_ms_per_run": self.cpu_ms_per_run,
@@ -124,9 +130,11 @@ def _measure(ctx: BenchContext, tracing: bool) -> Variant:
             late = datetime.now(UTC) - first
             meter = CpuMeter({name: proc.pid for name, proc in suite.procs.items()})
             _sleep_until(window_start)
+            lost_before = _leases_lost(suite)
             meter.start()
             _sleep_until(window_end)
             cpu = meter.stop()
+            lost_after = _leases_lost(suite)
             time.sleep(0.5)
             # Nothing after the window counts: stop producing and consuming, so the
             # store answers the reads below at once.
@@ -162,10 +170,39 @@ def _measure(ctx: BenchContext, tracing: bool) -> Variant:
         rate=len(done) / sizes.throughput_window.total_seconds(),
         slice_rates=slice_rates,
         missed=missed,
+        leaders_lost=(
+            None if lost_before is None or lost_after is None else lost_after - lost_before
+        ),
         end_to_end_ms=ms_figures(e2e, ("p50", "p99", "max")),
         cpu_s=cpu,
         machine=meter.machine,
     )
+
+
+def _leases_lost(suite: Suite) -> int | None:
+    """How many times the suite's planners stopped leading so far (their
+    ``cronwave_leader_changes{change="lost"}``); None when a planner's metrics cannot
+    be read. Under a steady load with the default lease this should not move: a
+    leader that loses its lease under load is a false failover."""
+    total = 0
+    for proc in suite.procs.values():
+        if proc.service != "cron-planner" or not proc.metrics_address:
+            continue
+        url = f"http://{proc.metrics_address}/metrics"
+        try:
+            with urllib.request.urlopen(url, timeout=5) as response:
+                text = response.read().decode()
+        except OSError:
+            return None
+        for family in text_string_to_metric_families(text):
+            if family.name != "cronwave_leader_changes":
+                continue
+            total += sum(
+                int(sample.value)
+                for sample in family.samples
+                if sample.name.endswith("_total") and sample.labels.get("change") == "lost"
+            )
+    return total
 
 
 def _sleep_until(instant: datetime) -> None:
@@ -223,6 +260,12 @@ def run_throughput(ctx: BenchContext) -> Result:
             )
         if variant.missed:
             result.row(f"slots recorded MISSED, {label}", str(variant.missed))
+        result.row(
+            f"leader lost its lease in the window, {label}",
+            "n/a" if variant.leaders_lost is None else str(variant.leaders_lost),
+            "0 (default lease)",
+            None if variant.leaders_lost is None else variant.leaders_lost == 0,
+        )
     if rate_cost is not None:
         result.row("fewer runs/s with tracing on", f"{rate_cost * 100:.1f}%")
     result.row(

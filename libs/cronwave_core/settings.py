@@ -214,7 +214,7 @@ class LeaseSettings(FromEnv):
     see *Leader election and fencing* for how the three relate."""
 
     ttl: timedelta = setting(
-        PREFIX + "LEASE_TTL", Duration(), timedelta(seconds=15), "lease duration"
+        PREFIX + "LEASE_TTL", Duration(), timedelta(seconds=1.5), "lease duration"
     )
     renew_interval: timedelta = setting(
         PREFIX + "LEASE_RENEW_INTERVAL",
@@ -225,7 +225,7 @@ class LeaseSettings(FromEnv):
     retry_interval: timedelta = setting(
         PREFIX + "LEASE_RETRY_INTERVAL",
         Duration(),
-        timedelta(seconds=1),
+        timedelta(seconds=0.2),
         "how often followers campaign, and a failed renewal is retried",
     )
     max_ttl: timedelta = setting(

@@ -26,6 +26,8 @@ RENEW = timedelta(seconds=0.3)
 
 @pytest.fixture
 def leader_addr(services: Suite) -> str:
+    # Some tests hold a 30 s lease: above the default maximum (4 x the default TTL).
+    services.config.env["CRONWAVE_LEASE_MAX_TTL"] = "60s"
     services.start_service("workflow-store")  # it issues the fencing tokens
     services.start_service("leader-election")
     return services.leader_addr

@@ -275,7 +275,7 @@ BASES: dict[str, dict[str, Any]] = {
         "end": "2029-01-02T00:00:00Z",
         "dry_run": True,
     },
-    "LeaderElectionService/Campaign": {"scope": "planner", "candidate": "c1", "ttl": "10s"},
+    "LeaderElectionService/Campaign": {"scope": "planner", "candidate": "c1", "ttl": "5s"},
     "LeaderElectionService/Renew": {"scope": "planner", "candidate": "c1", "fencing_token": "1"},
     "LeaderElectionService/Resign": {"scope": "planner", "candidate": "c1", "fencing_token": "1"},
     "LeaderElectionService/Observe": {"scope": "planner"},

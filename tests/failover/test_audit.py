@@ -70,14 +70,16 @@ def test_each_kind_of_trouble_is_counted_where_it_belongs() -> None:
 
 def test_the_drill_lease_timing_matches_the_planner_margin_rule() -> None:
     assert LeaseTiming().figures() == {
-        "ttl_s": 2.0,
-        "renew_interval_s": 0.4,
+        "ttl_s": 1.5,
+        "renew_interval_s": 0.3,
         "retry_interval_s": 0.2,
-        "safety_margin_s": 0.4,
+        "safety_margin_s": 0.3,
     }
-    defaults = LeaseTiming.defaults()
-    assert defaults.safety_margin == timedelta(seconds=3)
-    assert defaults.env()["CRONWAVE_LEASE_TTL"] == "15.0"
+    # The drills run the production defaults.
+    assert LeaseTiming.defaults() == LeaseTiming()
+    long = LeaseTiming(ttl=timedelta(seconds=15), renew_interval=timedelta(seconds=3))
+    assert long.safety_margin == timedelta(seconds=3)
+    assert long.env()["CRONWAVE_LEASE_TTL"] == "15.0"
     with pytest.raises(ValueError):
         LeaseTiming(ttl=timedelta(seconds=1), renew_interval=timedelta(seconds=1))
 
