@@ -30,7 +30,6 @@ from cronwave_core.errors import (
     SDK,
     CronwaveError,
     InvalidArgument,
-    NotFound,
     RunNotFound,
     Unavailable,
 )
@@ -92,8 +91,9 @@ class Client(AuditCalls, PlannerCalls, DeadlineCalls):
     """A connection to a cronwave suite.
 
     Every call has a deadline (``timeout``) and raises a ``CronwaveError`` subclass
-    on failure: ``InvalidArgument`` naming the field, ``NotFound``, ``Unavailable``
-    when a service cannot be reached in time, and so on; a message's hint of what to
+    on failure, the very class the server refused it with: ``InvalidArgument`` naming
+    the field, ``ScheduleNotFound``, ``ScheduleExists``, ``Unavailable`` when a
+    service cannot be reached in time, and so on; a message's hint of what to
     do next names calls and keywords (``if_absent=True``), never the CLI's flags. Use
     it as a context manager, or call ``close()``, to close its channels.
     """
@@ -356,7 +356,7 @@ class Client(AuditCalls, PlannerCalls, DeadlineCalls):
         the keywords are those of ``create_schedule`` and change one field each
         (``cron=...`` keeps the zone). Validated as a create is, all or nothing:
         ``InvalidArgument`` names the bad field and the schedule is unchanged;
-        ``NotFound`` for an unknown or deleted schedule.
+        ``ScheduleNotFound`` for an unknown or deleted schedule.
 
         The planner re-plans it from the moment of the change: a slot already run is
         never run again, and a calendar change does not count the slots between the
@@ -533,10 +533,7 @@ class Client(AuditCalls, PlannerCalls, DeadlineCalls):
         cancel = CancelRequest(run_id, reason, grace)
         request = store_pb.CancelRunRequest(run_id=cancel.run_id, reason=cancel.reason)
         request.grace.FromTimedelta(cancel.grace)
-        try:
-            resp = self._call("workflow-store", self._store.CancelRun, request)
-        except NotFound as exc:
-            raise RunNotFound(run_id).hinted(self._surface) from exc
+        resp = self._call("workflow-store", self._store.CancelRun, request)
         return Run.from_proto(resp.run)
 
     def list_runs(

@@ -346,23 +346,15 @@ class ConfigurationError(CronwaveError):
     status = "FAILED_PRECONDITION"
 
 
-BY_STATUS: dict[str, type[CronwaveError]] = {
-    "INVALID_ARGUMENT": CronwaveError,
-    "NOT_FOUND": NotFound,
-    "ALREADY_EXISTS": AlreadyExists,
-    "FAILED_PRECONDITION": FailedPrecondition,
-    "UNAVAILABLE": Unavailable,
-    "UNAUTHENTICATED": Unauthenticated,
-    "PERMISSION_DENIED": PermissionDenied,
-}
-
-
-#: The kinds that keep their kind across the wire, by the reason they travel under
-#: (``google.rpc.ErrorInfo.reason``, domain ``cronwave``). A reason is a stable name:
+#: The one table of error kinds on the wire: each kind by the reason it travels under
+#: (``google.rpc.ErrorInfo.reason``, domain ``cronwave``). The server sends a kind's
+#: reason, the caller builds the class listed for it. A reason is a stable name:
 #: renaming a class keeps its reason, and a reason is never reused. An error of a
 #: class not listed travels as its nearest listed ancestor of the same status (an
 #: ``UndecodableRequest`` as an ``InvalidArgument``); the root, and a class with no
-#: such ancestor, as its status code alone (``BY_STATUS``).
+#: such ancestor, as its status code alone. A base kind's reason is its status's
+#: name, so a status that comes with no kind (from gRPC itself, or details too large)
+#: maps to that base kind (``base_kind``).
 BY_REASON: dict[str, type[CronwaveError]] = {
     "INVALID_ARGUMENT": InvalidArgument,
     "NOT_FOUND": NotFound,
@@ -388,6 +380,13 @@ BY_REASON: dict[str, type[CronwaveError]] = {
 }
 
 _REASONS = {cls: reason for reason, cls in BY_REASON.items()}
+
+
+def base_kind(status: str) -> type[CronwaveError]:
+    """The class a status with no kind on the wire stands for: the kind whose reason
+    is the status's own name (``NOT_FOUND``: ``NotFound``), else the root."""
+    cls = BY_REASON.get(status)
+    return cls if cls is not None and cls.status == status else CronwaveError
 
 
 def kind_of(error: CronwaveError) -> tuple[str, type[CronwaveError]] | None:

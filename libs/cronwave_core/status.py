@@ -2,14 +2,16 @@
 for, and the ``ItemError`` of one refused item of a batch call.
 
 A call that fails with a kind of ``errors.BY_REASON`` ends with a rich status: its
-code and message, and a ``google.rpc.Status`` in the trailers (``grpc_status``)
+code and message, and a ``google.rpc.Status`` in the trailers (``grpc-status-details-bin``)
 holding one ``google.rpc.ErrorInfo`` (``cronwave_core.error_info``: the kind's
-reason, the request field it is about and its attributes). The caller builds the
-same class with the same attributes and the message unchanged. A status without one (the root
+reason, the request field it is about and its attributes) and, for an
+``INVALID_ARGUMENT``, one ``google.rpc.BadRequest`` naming the field and the rule it
+breaks, as any gRPC client reads one. The caller builds the same class with the same
+attributes and the message unchanged. A status without a kind (the root
 ``CronwaveError``, a status from gRPC itself or another server, details too large
-for the trailers) maps by its code alone, to the base class of ``errors.BY_STATUS``.
-A batch item's refusal (``ItemError``) has room for its code and message only, so
-it too maps by its code.
+for the trailers) maps by its code alone, to ``errors.base_kind``; its message is
+never read to decide more. A batch item's refusal (``ItemError``) carries its kind
+the same way (``ItemError.kind``).
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import logging
 
 import grpc
 from cronwave_proto.v1 import common_pb2
-from google.protobuf import any_pb2
+from google.protobuf.message import Message
 from google.rpc import error_details_pb2, status_pb2
 from grpc_status import rpc_status
 
@@ -37,54 +39,73 @@ MAX_DETAILS_BYTES = 3072
 
 def rich_status(error: errors.CronwaveError) -> grpc.Status:
     """The status a call that failed with ``error`` ends with: its status code and
-    message, and its ``ErrorInfo`` when it has a kind of ``errors.BY_REASON``."""
+    message, its ``ErrorInfo`` when it has a kind of ``errors.BY_REASON``, and a
+    ``BadRequest`` when that kind is an ``INVALID_ARGUMENT`` about a field."""
     code = getattr(grpc.StatusCode, error.status, grpc.StatusCode.INTERNAL)
     status = status_pb2.Status(code=code.value[0], message=error.message)
     info = error_info(error)
-    if info is not None:
-        detail = any_pb2.Any()
-        detail.Pack(info)
-        status.details.append(detail)
-        if status.ByteSize() > MAX_DETAILS_BYTES:
-            log.warning(
-                "%s sent as %s alone: its details are %d bytes, over %d",
-                info.reason,
-                code.name,
-                status.ByteSize(),
-                MAX_DETAILS_BYTES,
-            )
-            del status.details[:]
+    if info is None:
+        return rpc_status.to_status(status)
+    details: list[Message] = [info]
+    if error.status == "INVALID_ARGUMENT" and "field" in info.metadata:
+        violation = error_details_pb2.BadRequest.FieldViolation(
+            field=info.metadata["field"], description=info.metadata.get("rule", error.message)
+        )
+        details.append(error_details_pb2.BadRequest(field_violations=[violation]))
+    while details:  # the BadRequest goes first: the ErrorInfo alone keeps the kind
+        del status.details[:]
+        for detail in details:
+            status.details.add().Pack(detail)
+        if status.ByteSize() <= MAX_DETAILS_BYTES:
+            return rpc_status.to_status(status)
+        details.pop()
+    log.warning(
+        "%s sent as %s alone: its details are %d bytes, over %d",
+        info.reason,
+        code.name,
+        status.ByteSize(),
+        MAX_DETAILS_BYTES,
+    )
+    del status.details[:]
     return rpc_status.to_status(status)
 
 
 def error_from_rpc(exc: grpc.RpcError) -> errors.CronwaveError:
     """The cronwave error that a failed call stands for, message unchanged: the kind
-    its status details name, else the base class of its status code."""
+    its status details name, else the base kind of its status code."""
     code = exc.code() if hasattr(exc, "code") else None
     details = exc.details() if hasattr(exc, "details") else str(exc)
     name = code.name if code is not None else "UNKNOWN"
-    for info in _infos(exc):
-        error = error_from_info(info, name, details or "")
-        if error is not None:
-            return error
-    return error_from_status(name, details or "")
+    found = _details(exc)
+    for info in found:
+        if isinstance(info, error_details_pb2.ErrorInfo):
+            error = error_from_info(info, name, details or "")
+            if error is not None:
+                return error
+    violations = [
+        v for bad in found if isinstance(bad, error_details_pb2.BadRequest)
+        for v in bad.field_violations
+    ]  # fmt: skip
+    return error_from_status(name, details or "", violations[0] if violations else None)
 
 
-def _infos(exc: grpc.RpcError) -> list[error_details_pb2.ErrorInfo]:
-    """The ``ErrorInfo`` details of a failed call (none for an error that is no call,
-    such as a batch item's ``ItemRefused``, or whose details contradict its status)."""
+def _details(exc: grpc.RpcError) -> list[Message]:
+    """The ``ErrorInfo`` and ``BadRequest`` details of a failed call (none for an
+    error that is no call, such as a batch item's ``ItemRefused``, or whose details
+    contradict its status)."""
     if not isinstance(exc, grpc.Call):
         return []
     try:
         status = rpc_status.from_call(exc)
     except ValueError:
         return []
-    found = []
+    found: list[Message] = []
     for detail in status.details if status is not None else ():
-        if detail.Is(error_details_pb2.ErrorInfo.DESCRIPTOR):
-            info = error_details_pb2.ErrorInfo()
-            detail.Unpack(info)
-            found.append(info)
+        for kind in (error_details_pb2.ErrorInfo, error_details_pb2.BadRequest):
+            if detail.Is(kind.DESCRIPTOR):
+                message = kind()
+                detail.Unpack(message)
+                found.append(message)
     return found
 
 
@@ -103,15 +124,21 @@ def relayed_status(exc: grpc.RpcError) -> grpc.Status:
     return rpc_status.to_status(status_pb2.Status(code=code.value[0], message=details or code.name))
 
 
-def error_from_status(name: str, details: str) -> errors.CronwaveError:
-    """The cronwave error for a gRPC status (by name) and its message, with no
-    details: the base class of the code."""
-    cls = errors.BY_STATUS.get(name, errors.CronwaveError)
-    if name == "INVALID_ARGUMENT":
-        field, _, rule = details.partition(": ")
-        return errors.InvalidArgument(field, rule)
+def error_from_status(
+    name: str,
+    details: str,
+    violation: error_details_pb2.BadRequest.FieldViolation | None = None,
+) -> errors.CronwaveError:
+    """The cronwave error for a gRPC status (by name) and its message that came with
+    no kind: the base kind of the code (``errors.base_kind``), message unchanged. An
+    ``InvalidArgument`` names the field of ``violation`` (a ``BadRequest``'s), else
+    none (``field`` empty, ``rule`` the message): the message is never parsed."""
+    cls = errors.base_kind(name)
     err = cls.__new__(cls)
     errors.CronwaveError.__init__(err, details or name)
+    if isinstance(err, errors.InvalidArgument):
+        err.field = violation.field if violation is not None else ""
+        err.rule = violation.description if violation is not None else err.message
     err.status = name
     return err
 

@@ -2,10 +2,11 @@
 real gRPC on loopback.
 
 An exception nobody meant is INTERNAL with a correlation id and nothing else, and the
-service's log holds the traceback under that id; a CronwaveError keeps its status and
-message; a status the servicer set itself (``context.abort``) is kept; a body that does
-not decode is INVALID_ARGUMENT, on the plain path and on the traced one. The last test
-does the same to a real workflow-store process whose database stops taking
+service's log holds the traceback under that id; a CronwaveError keeps its status,
+message and kind, whichever servicer raised it (a status a servicer sets itself, as the
+dispatcher relays the store's, is kept too: tests/sdk/test_client_suite.py); a body that
+does not decode is INVALID_ARGUMENT, on the plain path and on the traced one. The last
+test does the same to a real workflow-store process whose database stops taking
 connections.
 """
 
@@ -29,7 +30,8 @@ from cronwave_proto.v1 import workflow_store_service_pb2_grpc as api_grpc
 from cron_planner.app import PlannerStatus
 from cron_planner.servicer import CronPlannerServicer
 from cronwave_core.bootstrap import RunningServer, Service, full_names
-from cronwave_core.errors import ScheduleNotFound
+from cronwave_core.errors import ScheduleNotFound, Unimplemented
+from cronwave_core.status import error_from_rpc
 from cronwave_core.suite import free_port
 from tests.conftest import PG_URL, _pg_admin_url
 from tests.fuzz.support import leaks
@@ -144,6 +146,19 @@ def test_a_cronwave_error_and_a_status_the_servicer_set_are_kept(server: str) ->
     assert missing.details() == ScheduleNotFound("gone").message
     assert aborted.code() == grpc.StatusCode.UNIMPLEMENTED
     assert aborted.details() == "this planner does not backfill"
+
+
+def test_a_refusal_keeps_its_kind_whichever_servicer_raised_it(server: str) -> None:
+    # When the store refuses an unknown schedule and the planner a backfill it cannot do
+    with hop_channel(None, server) as channel:
+        store = api_grpc.WorkflowStoreServiceStub(channel)
+        missing = rpc_error(store.GetSchedule, api.GetScheduleRequest(schedule_id="gone"))
+        planner = planner_grpc.CronPlannerServiceStub(channel)
+        refused = rpc_error(planner.Backfill, planner_pb.BackfillRequest(schedule_id="s"))
+
+    # Then the caller raises each as its own class, from the status details alone
+    assert type(error_from_rpc(missing)) is ScheduleNotFound
+    assert type(error_from_rpc(refused)) is Unimplemented
 
 
 @pytest.mark.parametrize("metadata", [(), TRACEPARENT], ids=["plain", "traced"])

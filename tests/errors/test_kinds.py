@@ -224,7 +224,7 @@ def test_an_error_without_details_maps_by_its_code(error: CronwaveError) -> None
 
     assert info_of(status) is None
     assert len(status.trailing_metadata[0][1]) <= MAX_DETAILS_BYTES
-    base = errors.BY_STATUS.get(error.status, CronwaveError)
+    base = errors.base_kind(error.status)
     assert type(back) is base and back.message == error.message
     assert back.status == error.status
 

@@ -16,6 +16,8 @@ from cronwave_proto.v1 import api_key_service_pb2 as keys_pb
 from cronwave_proto.v1 import api_key_service_pb2_grpc as keys_grpc
 from cronwave_proto.v1 import workflow_store_service_pb2 as api
 from cronwave_proto.v1 import workflow_store_service_pb2_grpc as api_grpc
+from google.rpc import error_details_pb2
+from grpc_status import rpc_status
 
 import cronwave
 from cronwave_core.convert import dt_to_ts
@@ -235,6 +237,24 @@ def test_a_real_call_raises_the_kind(rig: Rig, kind: type[CronwaveError]) -> Non
     # Then the SDK raises exactly that class, and the handlers that catch it see it
     assert type(error) is kind, f"{type(error).__name__}: {error}"
     assert error.message
+
+
+def test_a_bad_field_is_named_in_a_bad_request_any_grpc_client_reads(rig: Rig) -> None:
+    # When the store is asked for a schedule by an id that breaks the id rule
+    with pytest.raises(grpc.RpcError) as info:
+        rig.stub().GetSchedule(api.GetScheduleRequest(schedule_id="no spaces"), timeout=10)
+
+    # Then the status's details name the field and its rule as google.rpc.BadRequest,
+    # read with grpc_status alone (no cronwave code), beside the kind's ErrorInfo
+    status = rpc_status.from_call(info.value)
+    assert status is not None and status.code == grpc.StatusCode.INVALID_ARGUMENT.value[0]
+    (detail,) = [d for d in status.details if d.Is(error_details_pb2.BadRequest.DESCRIPTOR)]
+    bad = error_details_pb2.BadRequest()
+    detail.Unpack(bad)
+    (violation,) = bad.field_violations
+    error = error_from_rpc(info.value)
+    assert isinstance(error, cronwave.InvalidArgument) and violation.field == "schedule_id"
+    assert (violation.field, violation.description) == (error.field, error.rule)
 
 
 def test_a_schedule_with_runs_in_flight_is_busy_naming_them(rig: Rig) -> None:

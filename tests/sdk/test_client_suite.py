@@ -118,6 +118,22 @@ def test_duplicate_ids_pause_resume_and_delete(shared_suite):
         assert sid in [s.schedule_id for s in client.list_schedules(include_deleted=True)]
 
 
+def test_a_refusal_relayed_by_another_service_keeps_its_kind(shared_suite):
+    suite = shared_suite()
+    sid, run_id = fresh("nowhere"), fresh("run_nowhere")
+    with client_for(suite) as client:
+        # When a trigger (which the dispatcher relays to the store) names no schedule,
+        # and a cancel no run
+        with pytest.raises(cronwave.ScheduleNotFound) as missing:
+            client.trigger(sid)
+        with pytest.raises(cronwave.RunNotFound) as gone:
+            client.cancel_run(run_id)
+
+    # Then each is raised as the class the store refused it with, with its attributes
+    assert missing.value.schedule_id == sid and gone.value.run_id == run_id
+    assert "Client.list_schedules()" in missing.value.message  # the SDK's hint
+
+
 def test_a_spec_and_policy_given_whole_come_back_whole(shared_suite):
     suite = shared_suite()
     spec = cronwave.Spec(cron=("0 2 * * *",), time_zone="Europe/Berlin", max_runs=3)

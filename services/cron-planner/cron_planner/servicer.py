@@ -15,7 +15,7 @@ from cron_planner.backfills import BackfillRequest, BackfillResult
 from cronwave_core.convert import dt_to_ts, opt_ts, ts_to_dt
 from cronwave_core.domain.calendar import fire_times, validate
 from cronwave_core.domain.spec import Overlap, Spec
-from cronwave_core.errors import InvalidArgument
+from cronwave_core.errors import InvalidArgument, Unimplemented
 from cronwave_core.fields import schedule_id
 
 MAX_PREVIEW = 1000
@@ -66,8 +66,7 @@ class CronPlannerServicer(pb_grpc.CronPlannerServiceServicer):
         self, request: pb.BackfillRequest, context: grpc.ServicerContext
     ) -> pb.BackfillResponse:
         if self._backfill is None:
-            context.abort(grpc.StatusCode.UNIMPLEMENTED, "this planner does not backfill")
-        assert self._backfill is not None
+            raise Unimplemented("this planner does not backfill")
         result = self._backfill(
             BackfillRequest(
                 schedule_id=schedule_id(request.schedule_id, required=False),
