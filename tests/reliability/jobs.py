@@ -13,7 +13,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from cronwave import JobContext, JobType, NonRetryable, RetryPolicy
+from cronwave import NO_RETRY, JobContext, JobType, NonRetryable, RetryPolicy
 from cronwave_core.settings import WorkerSettings
 
 HEARTBEAT_TIMEOUT = timedelta(seconds=1)
@@ -24,6 +24,14 @@ SCALED_RETRY = RetryPolicy(
     backoff_coefficient=2.0,
     maximum_interval=timedelta(seconds=10),
     maximum_attempts=4,
+    non_retryable_errors=("Declined",),
+)
+#: One retry, 50 ms after the first failure (the failure-burst test).
+ONE_QUICK_RETRY = RetryPolicy(
+    initial_interval=timedelta(milliseconds=50),
+    backoff_coefficient=1.0,
+    maximum_interval=timedelta(milliseconds=50),
+    maximum_attempts=2,
     non_retryable_errors=("Declined",),
 )
 
@@ -95,6 +103,14 @@ def flaky(ctx: JobContext) -> Mapping[str, Any]:
     return {"attempt": ctx.attempt}
 
 
+def fail_then_decline(ctx: JobContext) -> Mapping[str, Any]:
+    """Fails retryably on its first attempt and non-retryably on any later one: with
+    one retry allowed, its run is retried once and then ends FAILED."""
+    if ctx.attempt < 2:
+        raise Flaky(f"attempt {ctx.attempt} failed")
+    raise Declined(f"attempt {ctx.attempt} declined")
+
+
 def spin(ctx: JobContext) -> Mapping[str, Any]:
     """A pure-Python busy loop that never ends."""
     n = 0
@@ -158,4 +174,13 @@ def job_types(settings: WorkerSettings) -> list[JobType]:
         JobType("drill.crash", crash, duration_limit=timedelta(minutes=1), retry=SCALED_RETRY),
         JobType("drill.bulk", nap, duration_limit=timedelta(minutes=1), queue="bulk"),
         JobType("drill.polite", polite, duration_limit=timedelta(minutes=15)),
+        JobType(
+            "drill.burst_retried",
+            fail_then_decline,
+            duration_limit=timedelta(minutes=1),
+            retry=ONE_QUICK_RETRY,
+        ),
+        JobType(
+            "drill.burst_unretried", flaky, duration_limit=timedelta(minutes=1), retry=NO_RETRY
+        ),
     ]
