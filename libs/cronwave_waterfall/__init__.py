@@ -5,7 +5,9 @@ service (``load_spans``); they are grouped into runs and measured per hop and
 kind of time (``build_runs``); many runs make a waterfall of exact percentiles
 with tail attribution (``waterfall``, ``attribute_tail``), rendered for a
 terminal, as JSON or as a self-contained HTML page; one run's own hops are rendered
-by ``render_run``. ``waterfall_command`` and
+by ``render_run``, and its critical path by ``render_path`` (``critical_path``).
+Backfill and catch-up runs are a population of their own (``selection``).
+``waterfall_command`` and
 ``trace_export_command`` are the CLI's entry points.
 
 The rules each step follows are stated in the docstrings of ``placement`` (run,

@@ -11,7 +11,9 @@ For each hop present in the selected runs:
   to the nominal fire time, its place on a time axis shared by all hops.
 
 Plus the end-to-end and fire-lateness distributions and the tail attribution of
-the same runs. Percentiles are exact (``percentiles`` says how).
+the same runs. Percentiles are exact (``percentiles`` says how). A selection that
+names no trigger leaves backfill and catch-up runs out (``selection`` says why);
+``set_aside`` counts them, and every rendering says so.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from typing import Any
 from cronwave_core.telemetry.vocabulary import KINDS
 from cronwave_waterfall.percentiles import Stats, median, summarize_ns
 from cronwave_waterfall.runs import APP, SCENARIOS, Run, hop_order
-from cronwave_waterfall.selection import RunFilter, select_runs
+from cronwave_waterfall.selection import RunFilter, select_runs, set_aside
 from cronwave_waterfall.tail import TailAttribution, attribute_tail
 
 
@@ -55,6 +57,18 @@ class Waterfall:
     tail: TailAttribution
     scenario: str | None = None
     scenario_counts: dict[str, int] = field(default_factory=dict)
+    set_aside: dict[str, int] = field(default_factory=dict)
+
+    def set_aside_note(self) -> str:
+        """One sentence on the runs of their own population left out, or ``""``."""
+        if not self.set_aside:
+            return ""
+        counts = " and ".join(f"{n} {name}" for name, n in self.set_aside.items())
+        options = " or ".join(f"--trigger {name}" for name in self.set_aside)
+        return (
+            f"{counts} runs not counted: they fire late on purpose, so their lateness "
+            f"is their own population ({options} shows them)"
+        )
 
 
 def kind_order(kinds: set[str]) -> list[str]:
@@ -99,7 +113,12 @@ def _filter(selection: RunFilter | None, filters: dict[str, Any]) -> RunFilter:
     return selection if selection is not None else RunFilter(**filters)
 
 
-def _waterfall_of(chosen: list[Run], selection: dict[str, Any], scenario: str | None) -> Waterfall:
+def _waterfall_of(
+    chosen: list[Run],
+    selection: dict[str, Any],
+    scenario: str | None,
+    aside: dict[str, int] | None = None,
+) -> Waterfall:
     hops = hop_order({hop for r in chosen for hop in r.hop_ns})
     rows = [row for hop in hops if (row := _hop_row(hop, chosen)) is not None]
     counts = dict.fromkeys(SCENARIOS, 0)
@@ -114,16 +133,22 @@ def _waterfall_of(chosen: list[Run], selection: dict[str, Any], scenario: str | 
         tail=attribute_tail(chosen),
         scenario=scenario,
         scenario_counts=counts,
+        set_aside=aside or {},
     )
 
 
 def waterfall(runs: Sequence[Run], selection: RunFilter | None = None, **filters: Any) -> Waterfall:
     """The waterfall of the runs that ``selection`` (or ``RunFilter(**filters)``:
-    ``last``, ``since``, ``until``, ``schedule_id``, ``job_type``, ``scenario``)
-    keeps."""
+    ``last``, ``since``, ``until``, ``schedule_id``, ``job_type``, ``scenario``,
+    ``trigger``) keeps."""
     chosen_filter = _filter(selection, filters)
     chosen = select_runs(runs, chosen_filter)
-    return _waterfall_of(chosen, chosen_filter.describe(), chosen_filter.scenario)
+    return _waterfall_of(
+        chosen,
+        chosen_filter.describe(),
+        chosen_filter.scenario,
+        set_aside(runs, chosen_filter),
+    )
 
 
 def compare_scenarios(
@@ -142,5 +167,8 @@ def compare_scenarios(
             continue
         members = [r for r in chosen if r.scenario == name]
         if members:
-            out.append(_waterfall_of(members, {**overall.describe(), "scenario": name}, name))
+            aside = set_aside(runs, replace(overall, scenario=name))
+            out.append(
+                _waterfall_of(members, {**overall.describe(), "scenario": name}, name, aside)
+            )
     return out

@@ -14,12 +14,18 @@ from datetime import datetime
 from pathlib import Path
 
 from cronwave_core.errors import InvalidArgument
+from cronwave_core.fields import MAX_NAME
 from cronwave_waterfall.aggregate import Waterfall, compare_scenarios, waterfall
 from cronwave_waterfall.jaeger_json import export_jaeger
 from cronwave_waterfall.jaeger_query import JaegerQuery
 from cronwave_waterfall.otlp_json import export_otlp
 from cronwave_waterfall.render_html import render_html
 from cronwave_waterfall.render_json import render_json
+from cronwave_waterfall.render_path import (
+    render_path_html,
+    render_path_json,
+    render_path_terminal,
+)
 from cronwave_waterfall.render_terminal import render_terminal
 from cronwave_waterfall.runs import SCENARIOS, Run, build_runs, parse_instant
 from cronwave_waterfall.selection import RunFilter, select_runs
@@ -68,10 +74,13 @@ def select_waterfall(
     scenario: str | None = None,
     compare: bool = False,
     service: str | None = None,
+    trigger: str | None = None,
 ) -> tuple[Waterfall | list[Waterfall], list[Run]]:
     """Load spans from ``source``, choose runs and compute their waterfall (one per
     scenario with ``compare``); also returns the runs chosen. For a Jaeger source,
-    ``service``, ``since`` and ``until`` shape the query."""
+    ``service``, ``since`` and ``until`` shape the query. No ``trigger`` leaves
+    backfill and catch-up runs out (``selection`` says why; the waterfall counts
+    them in ``set_aside``)."""
     if scenario is not None and scenario not in SCENARIOS:
         raise InvalidArgument(
             "scenario", f"must be one of {', '.join(SCENARIOS)}, got {scenario!r}"
@@ -83,6 +92,7 @@ def select_waterfall(
         schedule_id=schedule_id or None,
         job_type=job_type or None,
         scenario=scenario or None,
+        trigger=trigger or None,
     )
     if isinstance(source, JaegerQuery):
         source = replace(
@@ -113,13 +123,29 @@ def waterfall_command(
     width: int = 110,
     color: bool = False,
     service: str | None = None,
+    trigger: str | None = None,
+    run: str | None = None,
 ) -> str:
     """``cronwave waterfall``: load spans from ``source`` (data dir, span file,
     Jaeger/OTLP JSON file, or Jaeger URL, for which ``service``, ``since`` and
     ``until`` shape the query), select runs, and render as ``fmt``. ``compare``
-    puts the scenarios side by side (``scenario`` then limits it to one)."""
+    puts the scenarios side by side (``scenario`` then limits it to one);
+    ``trigger`` chooses the runs of one trigger. ``run`` renders that one run's
+    critical path instead (``run_path``), and takes no other selection."""
     if fmt not in FORMATS:
         raise InvalidArgument("format", f"must be one of {', '.join(FORMATS)}, got {fmt!r}")
+    if run is not None:
+        refuse_with_run(
+            last=last,
+            schedule_id=schedule_id,
+            job_type=job_type,
+            scenario=scenario,
+            trigger=trigger,
+            compare=compare,
+        )
+        found = find_run(source, run, since=since, until=until, service=service)
+        text = render_path(found, fmt, width=width, color=color and output is None)
+        return deliver(text, output, f"{fmt} critical path of run {found.run_id}")
     result, _ = select_waterfall(
         source,
         last=last,
@@ -130,6 +156,7 @@ def waterfall_command(
         scenario=scenario,
         compare=compare,
         service=service,
+        trigger=trigger,
     )
     if fmt == "json":
         text = render_json(result)
@@ -138,6 +165,83 @@ def waterfall_command(
     else:
         text = render_terminal(result, width=width, color=color and output is None)
     return deliver(text, output, f"{fmt} waterfall")
+
+
+def check_run_id(raw: str) -> str:
+    """``raw`` stripped, if it can be a run id: else ``InvalidArgument`` naming ``run``."""
+    text = raw.strip()
+    if not text or len(text) > MAX_NAME or any(c.isspace() or not c.isprintable() for c in text):
+        raise InvalidArgument(
+            "run",
+            f"must be a run id: 1 to {MAX_NAME} printable characters, no spaces "
+            f"(as `cronwave runs list` shows them), got {raw[:MAX_NAME]!r}",
+        )
+    return text
+
+
+def refuse_with_run(
+    *,
+    last: int | None,
+    schedule_id: str | None,
+    job_type: str | None,
+    scenario: str | None,
+    trigger: str | None,
+    compare: bool,
+) -> None:
+    """Refuse, naming ``run``, the selection options given beside it."""
+    given = {
+        "--last": last is not None,
+        "--schedule": bool(schedule_id),
+        "--job-type": bool(job_type),
+        "--scenario": bool(scenario),
+        "--trigger": trigger is not None,
+        "--compare": compare,
+    }
+    options = [name for name, on in given.items() if on]
+    if options:
+        raise InvalidArgument(
+            "run",
+            f"shows one run's critical path and takes no selection of runs: leave out "
+            f"{', '.join(options)} (--since and --until may narrow a Jaeger query)",
+        )
+
+
+def find_run(
+    source: Source,
+    run: str,
+    *,
+    since: str | datetime | None = None,
+    until: str | datetime | None = None,
+    service: str | None = None,
+) -> Run:
+    """The run ``run`` from the spans in ``source``: ``InvalidArgument`` naming ``run``
+    when it is no run id, or no span of it is there."""
+    run_id = check_run_id(run)
+    start_min, start_max = _instant(since, "since"), _instant(until, "until")
+    if isinstance(source, JaegerQuery):
+        source = replace(
+            source,
+            start_min=start_min or source.start_min,
+            start_max=start_max or source.start_max,
+        )
+    spans = load_spans(source, service=service, start_min=start_min, start_max=start_max)
+    for candidate in build_runs(spans):
+        if candidate.run_id == run_id:
+            return candidate
+    raise InvalidArgument(
+        "run",
+        f"no span of run {run_id!r} in the spans read: its trace was not kept (sampled "
+        "out), its spans are in another source (--source), or the id is mistyped",
+    )
+
+
+def render_path(run: Run, fmt: str, *, width: int = 110, color: bool = False) -> str:
+    """One run's critical path as ``fmt`` (``terminal``/``text``, ``json``, ``html``)."""
+    if fmt == "json":
+        return render_path_json(run)
+    if fmt == "html":
+        return render_path_html(run)
+    return render_path_terminal(run, width=width, color=color)
 
 
 def trace_export_command(

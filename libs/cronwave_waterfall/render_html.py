@@ -4,8 +4,8 @@ No scripts, fonts, stylesheets or images are fetched: the styles are inline and
 the chart is an ``<svg>`` element in the page, so the file opens offline and can
 be attached to a ticket as is. Every text taken from spans is escaped.
 
-The chart has one row per hop on a time axis in milliseconds from the fire time:
-the bar starts at the hop's median offset and is split, up to the hop's p50, by
+The chart (``chart``) fills the page's width, with one row per hop on a time axis
+from the fire time: the bar starts at the hop's median offset and is split, up to the hop's p50, by
 kind of time (in proportion to each kind's mean); lighter bands carry on to p90
 and p99. Hovering a bar shows its numbers. End-to-end and fire lateness are drawn
 from the fire time. In compare mode each scenario gets its own chart, on one axis.
@@ -17,6 +17,8 @@ import html
 from collections.abc import Sequence
 
 from cronwave_waterfall.aggregate import HopRow, Waterfall
+from cronwave_waterfall.chart import NARROW_STYLE, Axis, chart, rect, row_y
+from cronwave_waterfall.chart import STYLE as CHART_STYLE
 from cronwave_waterfall.percentiles import Stats
 
 KIND_COLORS = {
@@ -28,12 +30,9 @@ KIND_COLORS = {
     "app": "#76b7b2",
 }
 OTHER_COLOR = "#bab0ac"
-LABEL_W = 130
-CHART_W = 760
-ROW_H = 26
-BAR_H = 16
 
-STYLE = """
+STYLE = (
+    """
 body { font-family: system-ui, sans-serif; margin: 24px; color: #222; }
 .headline { font-size: 1.15em; font-weight: 600; background: #fff4d6;
   border-left: 4px solid #e0a800; padding: 8px 12px; margin: 8px 0 16px; }
@@ -45,7 +44,10 @@ tr.hop td { font-weight: 600; border-top: 1px solid #ddd; }
 .legend i { display: inline-block; width: 12px; height: 12px; margin-right: 4px;
   vertical-align: -2px; }
 .meta { color: #666; font-size: 0.9em; }
+.aside { color: #7a5200; font-size: 0.9em; }
 """
+    + CHART_STYLE
+)
 
 
 def _e(text: object) -> str:
@@ -56,16 +58,7 @@ def _ms(value: float) -> str:
     return f"{value:,.3f}" if abs(value) < 10 else f"{value:,.1f}"
 
 
-class _Scale:
-    def __init__(self, low: float, high: float) -> None:
-        self.low = low
-        self.high = high if high > low else low + 1.0
-
-    def x(self, ms: float) -> float:
-        return LABEL_W + (ms - self.low) / (self.high - self.low) * CHART_W
-
-
-def _scale_for(waterfalls: Sequence[Waterfall]) -> _Scale:
+def _axis_for(waterfalls: Sequence[Waterfall]) -> Axis:
     low, high = 0.0, 1.0
     for w in waterfalls:
         for row in w.hops:
@@ -75,7 +68,7 @@ def _scale_for(waterfalls: Sequence[Waterfall]) -> _Scale:
         for stats in (w.end_to_end, w.lateness):
             if stats is not None:
                 high = max(high, stats.p99_ms)
-    return _Scale(low, high)
+    return Axis.over(low, high)
 
 
 def _tip(name: str, stats: Stats) -> str:
@@ -86,86 +79,46 @@ def _tip(name: str, stats: Stats) -> str:
     )
 
 
-def _rect(x: float, y: float, w: float, color: str, opacity: float, tip: str) -> str:
-    return (
-        f'<rect x="{x:.1f}" y="{y:.1f}" width="{max(w, 0.0):.1f}" height="{BAR_H}" '
-        f'fill="{color}" fill-opacity="{opacity}"><title>{_e(tip)}</title></rect>'
-    )
-
-
-def _bands(scale: _Scale, y: float, start: float, stats: Stats, name: str) -> list[str]:
-    x0 = scale.x(start)
+def _bands(axis: Axis, y: float, start: float, stats: Stats, name: str) -> list[str]:
     tip = _tip(name, stats)
+    p50, p90, p99 = (start + stats.p50_ms, start + stats.p90_ms, start + stats.p99_ms)
     return [
-        _rect(
-            scale.x(start + stats.p50_ms),
-            y,
-            scale.x(start + stats.p99_ms) - scale.x(start + stats.p50_ms),
-            "#888",
-            0.25,
-            tip,
-        ),
-        _rect(
-            scale.x(start + stats.p50_ms),
-            y,
-            scale.x(start + stats.p90_ms) - scale.x(start + stats.p50_ms),
-            "#888",
-            0.45,
-            tip,
-        ),
-        _rect(x0, y, max(scale.x(start + stats.p50_ms) - x0, 1.0), "#555", 0.9, tip),
+        rect(axis, y, p50, p99, 'fill="#888" fill-opacity="0.25"', tip),
+        rect(axis, y, p50, p90, 'fill="#888" fill-opacity="0.45"', tip),
+        rect(axis, y, start, p50, 'fill="#555" fill-opacity="0.9"', tip),
     ]
 
 
-def _hop_bar(scale: _Scale, y: float, row: HopRow) -> list[str]:
+def _hop_bar(axis: Axis, y: float, row: HopRow) -> list[str]:
     start = row.offset_ms or 0.0
-    parts = _bands(scale, y, start, row.stats, row.hop)
+    parts = _bands(axis, y, start, row.stats, row.hop)
     total_mean = sum(k.stats.mean_ms for k in row.kinds)
-    x = scale.x(start)
-    p50_width = max(scale.x(start + row.stats.p50_ms) - x, 1.0)
+    at = start
     for kind in row.kinds:
         if total_mean <= 0 or kind.stats.mean_ms <= 0:
             continue
-        width = p50_width * kind.stats.mean_ms / total_mean
+        length = row.stats.p50_ms * kind.stats.mean_ms / total_mean
         color = KIND_COLORS.get(kind.kind, OTHER_COLOR)
-        parts.append(_rect(x, y, width, color, 1.0, _tip(f"{row.hop} / {kind.kind}", kind.stats)))
-        x += width
+        tip = _tip(f"{row.hop} / {kind.kind}", kind.stats)
+        parts.append(rect(axis, y, at, at + length, f'fill="{color}"', tip))
+        at += length
     return parts
 
 
-def _svg(waterfall: Waterfall, scale: _Scale) -> str:
-    rows = len(waterfall.hops) + 2
-    height = 34 + rows * ROW_H
-    width = LABEL_W + CHART_W + 20
-    out = [
-        f'<svg width="{width}" height="{height}" viewBox="0 0 {width} {height}" '
-        f'role="img" aria-label="latency waterfall" font-size="12">'
-    ]
-    for i in range(6):
-        ms = scale.low + (scale.high - scale.low) * i / 5
-        x = scale.x(ms)
-        out.append(f'<line x1="{x:.1f}" y1="18" x2="{x:.1f}" y2="{height}" stroke="#eee"/>')
-        out.append(f'<text x="{x:.1f}" y="12" text-anchor="middle" fill="#666">{_ms(ms)}</text>')
-    zero = scale.x(0.0)
-    out.append(
-        f'<line x1="{zero:.1f}" y1="18" x2="{zero:.1f}" y2="{height}" stroke="#c00" '
-        f'stroke-dasharray="3,3"><title>nominal fire time</title></line>'
-    )
-    y = 24.0
+def _chart(waterfall: Waterfall, axis: Axis) -> str:
+    labels: list[tuple[str, bool]] = []
+    body: list[str] = []
     for row in waterfall.hops:
-        out.append(f'<text x="4" y="{y + 12:.1f}">{_e(row.hop)}</text>')
-        out.extend(_hop_bar(scale, y, row))
-        y += ROW_H
+        body.extend(_hop_bar(axis, row_y(len(labels)), row))
+        labels.append((row.hop, False))
     for name, stats in (
         ("end-to-end", waterfall.end_to_end),
         ("fire lateness", waterfall.lateness),
     ):
-        out.append(f'<text x="4" y="{y + 12:.1f}" font-weight="600">{_e(name)}</text>')
         if stats is not None:
-            out.extend(_bands(scale, y, 0.0, stats, name))
-        y += ROW_H
-    out.append("</svg>")
-    return "\n".join(out)
+            body.extend(_bands(axis, row_y(len(labels)), 0.0, stats, name))
+        labels.append((name, True))
+    return chart(axis, labels, body, aria="latency waterfall", zero_tip="nominal fire time")
 
 
 def _stats_cells(stats: Stats, count: int) -> str:
@@ -231,7 +184,7 @@ def render_fragment(waterfall: Waterfall | Sequence[Waterfall]) -> str:
     tables, for a page of one's own (the web console) that includes ``STYLE``."""
     waterfalls = [waterfall] if isinstance(waterfall, Waterfall) else list(waterfall)
     compare = not isinstance(waterfall, Waterfall)
-    scale = _scale_for(waterfalls)
+    axis = _axis_for(waterfalls)
     body = []
     for w in waterfalls:
         prefix = f"[{w.scenario}] " if compare else ""
@@ -247,7 +200,9 @@ def render_fragment(waterfall: Waterfall | Sequence[Waterfall]) -> str:
             f'<p class="meta">{w.runs} runs ({_e(picked)}); ms from the fire time; '
             "exact percentiles</p>"
         )
-        body.append(_svg(w, scale))
+        if w.set_aside:
+            body.append(f'<p class="aside">{_e(w.set_aside_note())}</p>')
+        body.append(_chart(w, axis))
         body.append(_table(w))
         body.append(_tail_table(w))
     return "\n".join(body)
@@ -259,6 +214,6 @@ def render_html(
     """A complete HTML document (see the module docstring)."""
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
-        f"<title>{_e(title)}</title><style>{STYLE}</style></head>\n<body>\n"
+        f"<title>{_e(title)}</title><style>{STYLE}{NARROW_STYLE}</style></head>\n<body>\n"
         f"<h1>{_e(title)}</h1>\n" + render_fragment(waterfall) + "\n</body></html>\n"
     )

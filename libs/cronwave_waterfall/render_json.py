@@ -10,6 +10,9 @@ One waterfall::
       "selection": {"last": 5000, ...},   # the filter fields that were set
       "scenario": "miss" | null,
       "scenario_counts": {"local": 0, "redis": 0, "miss": 0},
+      "set_aside": {"backfill": 3},       # runs a selection naming no trigger left
+                                          # out, by trigger (see ``selection``)
+      "set_aside_note": "3 backfill runs not counted: ..." | "",
       "tail": {
         "headline": "p99 tail: ...",      # the one line to show first
         "runs": 5000, "tail_runs": 50,    # completed runs, runs above p99
@@ -100,6 +103,8 @@ def waterfall_to_dict(waterfall: Waterfall) -> dict[str, Any]:
         "selection": waterfall.selection,
         "scenario": waterfall.scenario,
         "scenario_counts": waterfall.scenario_counts,
+        "set_aside": waterfall.set_aside,
+        "set_aside_note": waterfall.set_aside_note(),
         "tail": _tail(waterfall.tail),
         "end_to_end": _stats(waterfall.end_to_end),
         "lateness": _stats(waterfall.lateness),

@@ -14,7 +14,8 @@ from __future__ import annotations
 import html
 
 from cronwave_waterfall.aggregate import kind_order
-from cronwave_waterfall.render_html import BAR_H, CHART_W, KIND_COLORS, LABEL_W, OTHER_COLOR, ROW_H
+from cronwave_waterfall.chart import BAR_H, Axis, chart, rect, row_y
+from cronwave_waterfall.render_html import KIND_COLORS, OTHER_COLOR
 from cronwave_waterfall.runs import Run, hop_order
 
 
@@ -59,65 +60,43 @@ def _headline(run: Run, hops: list[str]) -> str:
     return "; ".join(parts) or "no hop measured yet"
 
 
-def _svg(run: Run, hops: list[str]) -> str:
+def _chart(run: Run, hops: list[str]) -> str:
     ranges = {hop: _span_of(run, hop) for hop in hops}
     marks = [v for v in (run.end_to_end_ns, run.lateness_ns) if v is not None]
     low = min([0, *(start for start, _ in ranges.values())])
     high = max([1_000, *(end for _, end in ranges.values()), *marks])
-
-    def x(ns: float) -> float:
-        return LABEL_W + (ns - low) / (high - low) * CHART_W
-
-    height = 34 + (len(hops) + 1) * ROW_H
-    width = LABEL_W + CHART_W + 20
-    out = [
-        f'<svg width="{width}" height="{height}" viewBox="0 0 {width} {height}" '
-        f'role="img" aria-label="this run\'s waterfall" font-size="12">'
-    ]
-    for i in range(6):
-        at = low + (high - low) * i / 5
-        tick = x(at)
-        out.append(f'<line x1="{tick:.1f}" y1="18" x2="{tick:.1f}" y2="{height}" stroke="#eee"/>')
-        out.append(f'<text x="{tick:.1f}" y="12" text-anchor="middle" fill="#666">{_ms(at)}</text>')
-    out.append(
-        f'<line x1="{x(0):.1f}" y1="18" x2="{x(0):.1f}" y2="{height}" stroke="#c00" '
-        'stroke-dasharray="3,3"><title>fire time</title></line>'
-    )
-    y = 24.0
+    axis = Axis.over(low / 1e6, high / 1e6)
+    labels: list[tuple[str, bool]] = []
+    body: list[str] = []
     for hop in hops:
+        y = row_y(len(labels))
         start, end = ranges[hop]
         wall = run.hop_ns.get(hop, 0)
         kinds = _kinds(run, hop)
         tip = f"{hop}: {_ms(start)} .. {_ms(end)} ms from the fire time, {_ms(wall)} ms of work" + (
             "".join(f"; {kind} {_ms(ns)} ms" for kind, ns in kinds)
         )
-        out.append(f'<g class="hop" data-hop="{_e(hop)}"><title>{_e(tip)}</title>')
-        out.append(f'<text x="4" y="{y + 12:.1f}">{_e(hop)}</text>')
-        out.append(
-            f'<rect x="{x(start):.1f}" y="{y:.1f}" width="{max(x(end) - x(start), 1.0):.1f}" '
-            f'height="{BAR_H}" fill="#888" fill-opacity="0.2"/>'
-        )
-        left, total = x(start), sum(ns for _, ns in kinds) or 1
-        span_w = max(x(start + wall) - x(start), 1.0)
+        body.append(f'<g class="hop" data-hop="{_e(hop)}">')
+        body.append(rect(axis, y, start / 1e6, end / 1e6, 'fill="#888" fill-opacity="0.2"', tip))
+        at: float = start
+        total = sum(ns for _, ns in kinds) or 1
         for kind, ns in kinds:
-            w = span_w * ns / total
+            length = wall * ns / total
             color = KIND_COLORS.get(kind, OTHER_COLOR)
-            out.append(
-                f'<rect x="{left:.1f}" y="{y:.1f}" width="{w:.1f}" height="{BAR_H}" '
-                f'fill="{color}"><title>{_e(kind)} {_ms(ns)} ms</title></rect>'
-            )
-            left += w
-        out.append("</g>")
-        y += ROW_H
+            tip = f"{kind} {_ms(ns)} ms"
+            body.append(rect(axis, y, at / 1e6, (at + length) / 1e6, f'fill="{color}"', tip))
+            at += length
+        body.append("</g>")
+        labels.append((hop, False))
     if run.lateness_ns is not None:
-        at = x(run.lateness_ns)
-        out.append(f'<text x="4" y="{y + 12:.1f}" font-weight="600">body starts</text>')
-        out.append(
-            f'<line x1="{at:.1f}" y1="{y:.1f}" x2="{at:.1f}" y2="{y + BAR_H}" stroke="#222" '
+        y = row_y(len(labels))
+        mark = axis.pct(run.lateness_ns / 1e6)
+        body.append(
+            f'<line x1="{mark:.3f}%" y1="{y:.1f}" x2="{mark:.3f}%" y2="{y + BAR_H}" stroke="#222" '
             f'stroke-width="2"><title>fire lateness {_ms(run.lateness_ns)} ms</title></line>'
         )
-    out.append("</svg>")
-    return "\n".join(out)
+        labels.append(("body starts", True))
+    return chart(axis, labels, body, aria="this run's waterfall")
 
 
 def _table(run: Run, hops: list[str]) -> str:
@@ -149,7 +128,7 @@ def render_run(run: Run) -> str:
             f'<div class="headline">{_e(_headline(run, hops))}</div>',
             f'<div class="legend">{legend}</div>',
             f'<p class="meta">This run\'s {len(run.spans)} spans; ms from {origin}.</p>',
-            _svg(run, hops),
+            _chart(run, hops),
             _table(run, hops),
         ]
     )

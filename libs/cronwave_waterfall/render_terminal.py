@@ -233,6 +233,8 @@ def render_terminal(
         console.print(Text(prefix + w.tail.headline, style="bold yellow"), soft_wrap=True)
     for w in waterfalls:
         console.print(Text(("[" + str(w.scenario) + "] " if compare else "") + _header(w)))
+        if w.set_aside:
+            console.print(Text("note: " + w.set_aside_note()), soft_wrap=True)
     console.print(_bars(waterfalls, width - LABEL - 2, compare))
     if compare:
         console.print(_side_by_side(waterfalls))

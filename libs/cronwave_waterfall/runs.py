@@ -26,6 +26,10 @@ per run, in integer nanoseconds:
   the hop's spans, relative to the fire time (so they can be negative: the planner
   works ahead of the fire).
 
+A run's **trigger** is why it exists (``scheduled``, ``manual``, ``backfill``,
+``catchup``), as the first of its spans that says (``cronwave.trigger``); ``""`` when
+none does (traces older than the attribute).
+
 A run's **scenario** is where its look-ups were answered: ``miss`` if any span has
 ``cronwave.cache.hit=miss``, else ``redis`` if any says ``redis``, else ``local``.
 Look-ups of a de-duplication cache (``cronwave.cache.name=dedup``) do not count: a
@@ -55,6 +59,11 @@ APP = "app"
 ATTR_JOB_TYPE = "cronwave.job_type"
 ATTR_LATENESS_MS = "cronwave.lateness_ms"
 SCENARIOS = ("local", "redis", "miss")
+TRIGGERS = ("scheduled", "manual", "backfill", "catchup")
+#: Runs late by design (a slot fired hours or days after its time, on purpose): their
+#: lateness and end-to-end say how far back the slot was, not how the scheduler did,
+#: so they are a population of their own, outside the default waterfall.
+OWN_POPULATION = ("backfill", "catchup")
 DEDUP_CACHE = "dedup"
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
@@ -75,6 +84,7 @@ class Run:
     scenario: str
     spans: tuple[Span, ...]
     started_ns: int
+    trigger: str = ""
     hop_ns: dict[str, int] = field(default_factory=dict)
     kind_ns: dict[tuple[str, str], int] = field(default_factory=dict)
     hop_start_ns: dict[str, int] = field(default_factory=dict)
@@ -139,11 +149,7 @@ def _number(raw: object) -> float | None:
 
 def trigger_of(run: Run) -> str:
     """Why the run exists, as its spans say (``scheduled``, ``manual``...; ``""``)."""
-    for span in run.spans:
-        value = span.attributes.get(ATTR_TRIGGER)
-        if value:
-            return str(value)
-    return ""
+    return run.trigger
 
 
 def hop_order(hops: Iterable[str]) -> list[str]:
@@ -263,6 +269,7 @@ def _measure(run_id: str, members: list[Placed]) -> Run:
         scenario=_scenario(members),
         spans=tuple(p.span for p in members),
         started_ns=min(p.span.start_ns for p in members),
+        trigger=str(_first_attribute(members, ATTR_TRIGGER) or ""),
         hop_ns=hop_ns,
         kind_ns=kind_ns,
         hop_start_ns=hop_start,

@@ -147,11 +147,17 @@ def make_run(
     schedule_id: str = "nightly-billing",
     job_type: str = "billing",
     spacing: timedelta = timedelta(seconds=1),
+    trigger: str | None = None,
+    late_by: timedelta = timedelta(0),
 ) -> RunRecord:
-    """One run's spans; ``index`` sets its fire time and id."""
+    """One run's spans; ``index`` sets its fire time and id. ``trigger`` is said by the
+    planner's span (as the planner says it); ``late_by`` puts the nominal fire time that
+    much before the spans (a backfilled slot's)."""
     fire = BASE_FIRE + index * spacing
     fire_ns = int(fire.timestamp()) * 1_000_000_000
-    run_id = f"{schedule_id}-{index:06d}"
+    run_id = (
+        f"{schedule_id}-{trigger or 'run'}-{index:06d}" if trigger else f"{schedule_id}-{index:06d}"
+    )
     injected = injection is not None and rng.random() < injection.share
     extra = round(injection.extra_ms * 1000) if injection is not None and injected else 0
 
@@ -164,15 +170,19 @@ def make_run(
     cache_hit = rng.choices(("local", "redis", "miss"), weights=cache_weights)[0]
     if injected and injection is not None and injection.hop == "dispatch":
         cache_hit = "miss"
+    nominal = fire - late_by
     common = {
-        **run_attributes(run_id, schedule_id, fire.isoformat().replace("+00:00", "Z")),
+        **run_attributes(run_id, schedule_id, nominal.isoformat().replace("+00:00", "Z")),
         "cronwave.job_type": job_type,
     }
     t = _Trace(rng, fire_ns, common)
 
     # plan: the planner wakes just before the fire time.
     plan_start = -_u(rng, 0.5, 1.0)
-    plan_root = t.span("planner.fire", "cron-planner", None, plan_start, 0, hop="plan", kind="app")
+    said = {"cronwave.trigger": trigger} if trigger else {}
+    plan_root = t.span(
+        "planner.fire", "cron-planner", None, plan_start, 0, said, hop="plan", kind="app"
+    )
     at = plan_start + _u(rng, 0.05, 0.1)
     dur = _u(rng, 0.05, 0.2)
     t.span(
@@ -380,7 +390,7 @@ def make_run(
     t.span(
         "UPDATE run", "workflow-store", c_server, c_at + 20, update, hop="complete", kind="database"
     )
-    return RunRecord(run_id, t.trace_id, fire, injected, cache_hit, t.spans)
+    return RunRecord(run_id, t.trace_id, nominal, injected, cache_hit, t.spans)
 
 
 def make_runs(

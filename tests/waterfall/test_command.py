@@ -96,3 +96,42 @@ def test_trace_export_needs_a_trace_when_there_are_several(data_dir: Path):
         trace_export_command(data_dir)
     with pytest.raises(InvalidArgument, match=r"^run_id: "):
         trace_export_command(data_dir, run_id="nope")
+
+
+def test_one_runs_critical_path(data_dir: Path, tmp_path: Path):
+    wanted = make_runs(400, Injection("persist", "database", 30.0, share=0.05), seed=13)[7]
+
+    # As JSON: the steps in time order, from the plan to the completion
+    document = json.loads(waterfall_command(data_dir, run=wanted.run_id, fmt="json"))
+    assert document["schema"] == "cronwave.run-path/v1"
+    assert document["run_id"] == wanted.run_id
+    hops = [step["hop"] for step in document["steps"]]
+    assert hops[0] == "plan" and hops[-1] == "complete"
+    assert abs(sum(step["ms"] for step in document["steps"]) - document["path_ms"]) < 0.05
+    persist = next(h for h in document["hops"] if h["hop"] == "persist")
+    assert persist["kinds"]["database"] > 0 and persist["work_ms"] >= persist["path_ms"]
+
+    # As text: the headline first, then a row per step
+    text = waterfall_command(data_dir, run=wanted.run_id, width=140)
+    assert text.startswith("critical path ")
+    assert f"run {wanted.run_id} (trigger unknown; schedule nightly-billing" in text
+
+    # As HTML, to a file
+    target = tmp_path / "path.html"
+    said = waterfall_command(data_dir, run=wanted.run_id, fmt="html", output=target)
+    assert said == f"wrote html critical path of run {wanted.run_id} to {target}\n"
+    page = target.read_text(encoding="utf-8")
+    assert page.count('<tr class="step"') == len(document["steps"])
+
+
+def test_bad_run_and_trigger_name_the_option_and_the_rule(data_dir: Path):
+    with pytest.raises(InvalidArgument, match=r"^run: must be a run id: 1 to 200 printable"):
+        waterfall_command(data_dir, run="two words")
+    with pytest.raises(InvalidArgument, match=r"^run: must be a run id"):
+        waterfall_command(data_dir, run=" ")
+    with pytest.raises(InvalidArgument, match=r"^run: no span of run 'nope' in the spans read"):
+        waterfall_command(data_dir, run="nope")
+    with pytest.raises(InvalidArgument, match=r"^run: .* leave out --last, --compare"):
+        waterfall_command(data_dir, run="nightly-billing-000007", last=5, compare=True)
+    with pytest.raises(InvalidArgument, match=r"^trigger: must be one of scheduled, manual, "):
+        waterfall_command(data_dir, trigger="nightly")

@@ -121,18 +121,67 @@ def waterfall_cmd(
     service: Annotated[
         str | None, typer.Option("--service", help="For --source jaeger:URL: the service searched.")
     ] = None,
+    trigger: Annotated[
+        str | None,
+        typer.Option(
+            "--trigger",
+            help="Only runs of this trigger: scheduled|manual|backfill|catchup. Without it, "
+            "every run but backfill and catch-up runs, which fire late on purpose and are "
+            "their own population (the output says how many it left out).",
+        ),
+    ] = None,
+    run: Annotated[
+        str | None,
+        typer.Option(
+            "--run",
+            help="One run's critical path instead, hop by hop: each step's time and kinds.",
+        ),
+    ] = None,
 ) -> None:
     """Where the time of runs goes: per hop and kind, and the p99 tail's source.
 
     For each hop and each kind of time inside it: p50/p90/p99/p99.9, mean and count over
     the runs chosen; end-to-end (fire -> completion) and fire lateness (job start -
-    fire); first, the one line that says where the p99 tail comes from."""
+    fire); first, the one line that says where the p99 tail comes from. Backfill and
+    catch-up runs are left out unless --trigger names them. With --run, one run's
+    critical path: the chain of spans its completion waited on, hop by hop."""
     with reported_errors(), server_modules("cronwave waterfall"):
-        from cronwave_waterfall import render_html, render_json, render_terminal
-        from cronwave_waterfall.command import deliver, select_waterfall
+        from cronwave_waterfall import Waterfall, render_html, render_json, render_terminal
+        from cronwave_waterfall.command import (
+            deliver,
+            find_run,
+            refuse_with_run,
+            render_path,
+            select_waterfall,
+        )
 
         if fmt not in FORMATS:
             raise InvalidArgument("format", f"must be one of {', '.join(FORMATS)}, got {fmt!r}")
+        if run is not None:
+            refuse_with_run(
+                last=last,
+                schedule_id=schedule,
+                job_type=job_type,
+                scenario=scenario,
+                trigger=trigger,
+                compare=compare,
+            )
+            found = find_run(
+                resolve_source(source, data_dir, service),
+                run,
+                since=since,
+                until=until,
+                service=service,
+            )
+            tty = output is None and sys.stdout.isatty()
+            width = out().width if tty else 120
+            text = render_path(found, fmt, width=width, color=tty)
+            if output is not None:
+                what = f"{fmt} critical path of run {found.run_id}"
+                typer.echo(deliver(text, output, what), nl=False)
+                return
+            sys.stdout.write(text)
+            return
         result, chosen = select_waterfall(
             resolve_source(source, data_dir, service),
             last=last,
@@ -143,6 +192,7 @@ def waterfall_cmd(
             scenario=scenario,
             compare=compare,
             service=service,
+            trigger=trigger,
         )
         note = coverage_note(chosen)
         if fmt == "json":
@@ -160,5 +210,9 @@ def waterfall_cmd(
             typer.echo(deliver(text, output, f"{fmt} waterfall of {len(chosen)} runs"), nl=False)
             if note:
                 typer.echo(note)
+            for w in [result] if isinstance(result, Waterfall) else result:
+                if w.set_aside:
+                    typer.echo("note: " + w.set_aside_note())
+                    break
             return
         sys.stdout.write(text)

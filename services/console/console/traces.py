@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 
@@ -28,7 +28,7 @@ from cronwave_waterfall import (
     waterfall,
 )
 from cronwave_waterfall.local_store import read_local_store, span_files
-from cronwave_waterfall.runs import Run, build_runs, trigger_of
+from cronwave_waterfall.runs import Run, build_runs
 
 log = logging.getLogger("console")
 
@@ -41,7 +41,8 @@ JAEGER_TTL = timedelta(seconds=10)
 
 @dataclass(frozen=True)
 class Scenario:
-    """Which runs a waterfall covers; ``None`` everywhere: every run."""
+    """Which runs a waterfall covers; ``None`` everywhere: every run but backfill and
+    catch-up runs, their own population (``cronwave_waterfall.selection``)."""
 
     cache_hit: str | None = None
     trigger: str | None = None
@@ -98,15 +99,13 @@ class SpanRuns:
     def scenario_html(self, scenario: Scenario) -> tuple[str, int]:
         """The waterfall of ``scenario``'s runs, as the HTML the CLI's page holds, and
         how many runs it covers."""
-        runs = self.runs()
-        if scenario.trigger is not None:
-            runs = [r for r in runs if trigger_of(r) == scenario.trigger]
         selection = RunFilter(
-            last=scenario.last, schedule_id=scenario.schedule_id, scenario=scenario.cache_hit
+            last=scenario.last,
+            schedule_id=scenario.schedule_id,
+            scenario=scenario.cache_hit,
+            trigger=scenario.trigger,
         )
-        chart = waterfall(runs, selection)
-        if scenario.trigger is not None:
-            chart = replace(chart, selection={**chart.selection, "trigger": scenario.trigger})
+        chart = waterfall(self.runs(), selection)
         return render_fragment(chart), chart.runs
 
     def run_html(self, run_id: str) -> str | None:
