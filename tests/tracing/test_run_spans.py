@@ -21,6 +21,7 @@ from cronwave_core.suite import Suite
 from cronwave_core.telemetry.run_span import attempt_span_id, run_span_id, run_start_ns
 from cronwave_core.telemetry.vocabulary import ATTR_HOP, ATTR_KIND, ATTR_RUN_ID, RUN_HOP
 from cronwave_waterfall import Span, build_runs
+from cronwave_waterfall.critical_path import critical_path, steps
 from tests.harness.clients import backfill_last_slot, client_for
 from tests.harness.cluster import REPO
 from tests.helpers import eventually, fresh
@@ -192,6 +193,14 @@ def _problems(spans: list[Span], path: Path) -> list[str]:
     hopless = sorted({s.name for s in run.spans if s.attributes.get(ATTR_HOP) == RUN_HOP} - own)
     if hopless:
         problems.append(f"spans of no hop: {hopless}")
+    # and its critical path (`cronwave waterfall --run`) covers the run and, when a
+    # worker ran it, goes through the body
+    on_path = critical_path(run)
+    if on_path[0].start_ns != first or on_path[-1].end_ns != last:
+        problems.append("the critical path does not cover the run")
+    hops = [step.hop for step in steps(on_path)]
+    if path.attempts and "execute" not in hops:
+        problems.append(f"the critical path misses execute: {hops}")
     return problems
 
 
