@@ -21,12 +21,12 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import timedelta
 from enum import Enum
 
 import redis
+from cachetools import TTLCache
 from cronwave_proto.v1 import common_pb2 as pb
 from opentelemetry.trace import Span
 
@@ -61,37 +61,29 @@ class CacheControl(Enum):
 
 
 class LocalTier:
-    """An LRU map with a TTL per entry; thread-safe."""
+    """An LRU map with a TTL per entry (``cachetools.TTLCache``), thread-safe: an entry
+    lives ``ttl`` from when it was put, and a full map forgets the least recently used."""
 
     def __init__(self, ttl: timedelta, max_entries: int) -> None:
         if ttl <= timedelta(0) or max_entries < 1:
             raise ValueError("LocalTier needs a positive ttl and max_entries")
-        self._ttl = ttl.total_seconds()
-        self._max = max_entries
         self._lock = threading.Lock()
-        self._entries: OrderedDict[str, tuple[float, bytes]] = OrderedDict()
+        self._entries: TTLCache[str, bytes] = TTLCache(max_entries, ttl.total_seconds())
 
     def get(self, key: str) -> bytes | None:
-        now = time.monotonic()
         with self._lock:
-            entry = self._entries.get(key)
-            if entry is None:
+            try:  # one look-up on a hit (``TTLCache.get`` makes two)
+                return self._entries[key]
+            except KeyError:
                 return None
-            if entry[0] <= now:
-                del self._entries[key]
-                return None
-            self._entries.move_to_end(key)
-            return entry[1]
 
     def put(self, key: str, value: bytes) -> None:
         with self._lock:
-            self._entries[key] = (time.monotonic() + self._ttl, value)
-            self._entries.move_to_end(key)
-            while len(self._entries) > self._max:
-                self._entries.popitem(last=False)
+            self._entries[key] = value
 
     def __len__(self) -> int:
         with self._lock:
+            self._entries.expire()
             return len(self._entries)
 
 

@@ -19,10 +19,11 @@ import re
 import secrets
 import threading
 import time
-from collections import OrderedDict
 from collections.abc import Callable
 from datetime import timedelta
 from typing import TYPE_CHECKING
+
+from cachetools import TLRUCache
 
 from cronwave_core.security.identity import Identity
 
@@ -72,26 +73,28 @@ class CachedKeyCheck:
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._check = check
-        self._ttl = ttl.total_seconds()
         self._clock = clock
-        self._answers: OrderedDict[str, tuple[float, Identity | None]] = OrderedDict()
+        ttl_s = ttl.total_seconds()
+        # digest -> (when it was asked, the answer); it expires ``ttl`` after it was
+        # asked, and a read does not extend it. A TTL of 0 keeps nothing.
+        self._answers: TLRUCache[str, tuple[float, Identity | None]] = TLRUCache(
+            _CACHE_SIZE, lambda _key, answer, _now: answer[0] + ttl_s, timer=clock
+        )
         self._lock = threading.Lock()
 
     def __call__(self, token: str) -> Identity | None:
         if parse_token(token) is None:
             return None
         digest = hashlib.sha256(token.encode()).hexdigest()  # never the token itself
-        now = self._clock()
+        asked = self._clock()
         with self._lock:
-            hit = self._answers.get(digest)
-            if hit is not None and hit[0] > now:
-                return hit[1]
+            try:
+                return self._answers[digest][1]
+            except KeyError:
+                pass
         identity = self._check(token)
         with self._lock:
-            self._answers[digest] = (now + self._ttl, identity)
-            self._answers.move_to_end(digest)
-            while len(self._answers) > _CACHE_SIZE:
-                self._answers.popitem(last=False)
+            self._answers[digest] = (asked, identity)
         return identity
 
 

@@ -28,14 +28,13 @@ from __future__ import annotations
 
 import hashlib
 import threading
-import time
-from collections import OrderedDict
 from collections.abc import Iterator, Mapping, MutableMapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC
 from typing import Any
 
+from cachetools import TTLCache
 from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.sdk.trace import ReadableSpan
@@ -109,33 +108,28 @@ def copy_span_id(span_id: int, trace_id: int) -> int:
 
 
 class Registry:
-    """Batches being worked on in this process, by their trace id."""
+    """Batches being worked on in this process, by their trace id: each for ``ttl_s``
+    from its registration, at most ``limit`` at once (the least recently used go
+    first)."""
 
     def __init__(self, ttl_s: float = REGISTRATION_TTL_S, limit: int = MAX_BATCHES) -> None:
-        self._ttl = ttl_s
-        self._limit = limit
         self._lock = threading.Lock()
-        self._batches: OrderedDict[int, tuple[float, list[Item]]] = OrderedDict()
+        self._batches: TTLCache[int, list[Item]] = TTLCache(limit, ttl_s)
 
     def add(self, trace_id: int, items: Sequence[Item]) -> None:
         """Register the batch of ``trace_id``; a second registration replaces the
         first (a server's handler takes over the items its request decode found)."""
-        now = time.monotonic()
         with self._lock:
-            self._batches.pop(trace_id, None)
-            self._batches[trace_id] = (now, list(items))
-            while self._batches:
-                oldest, (at, _) = next(iter(self._batches.items()))
-                if len(self._batches) <= self._limit and now - at < self._ttl:
-                    break
-                del self._batches[oldest]
+            self._batches[trace_id] = list(items)
 
     def get(self, trace_id: int) -> list[Item] | None:
         if not self._batches:  # the common case, without the lock
             return None
         with self._lock:
-            entry = self._batches.get(trace_id)
-        return entry[1] if entry else None
+            try:
+                return self._batches[trace_id]
+            except KeyError:
+                return None
 
 
 REGISTRY = Registry()

@@ -19,10 +19,11 @@ from __future__ import annotations
 import secrets
 import threading
 import time
-from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
+
+from cachetools import TLRUCache
 
 #: The cookie that holds a signed-in person's session id (never their key).
 COOKIE = "cronwave_session"
@@ -70,24 +71,24 @@ class Sessions:
     ) -> None:
         if limit < 1:
             raise ValueError("limit: must be at least 1")
-        self._idle = idle.total_seconds()
-        self._lifetime = lifetime.total_seconds()
-        self._limit = limit
+        idle_s, lifetime_s = idle.total_seconds(), lifetime.total_seconds()
         self._clock = clock
         self._lock = threading.Lock()
-        # session id -> (session, last used); least recently used first.
-        self._open: OrderedDict[str, tuple[Session, float]] = OrderedDict()
+        # session id -> session, least recently used first; an entry expires at its
+        # idle end, counted again from each use, or at its lifetime's, the earlier.
+        self._open: TLRUCache[str, Session] = TLRUCache(
+            limit,
+            lambda _id, session, now: min(now + idle_s, session.started + lifetime_s),
+            timer=clock,
+        )
 
     def start(self, name: str, role: str, key_id: str, token: str) -> tuple[str, Session]:
         """A new session and its id (a fresh one for every sign-in, so an id known
         before signing in is worth nothing after)."""
-        now = self._clock()
-        session = Session(name, role, key_id, token, started=now)
+        session = Session(name, role, key_id, token, started=self._clock())
         session_id = secrets.token_urlsafe(32)
         with self._lock:
-            self._open[session_id] = (session, now)
-            while len(self._open) > self._limit:
-                self._open.popitem(last=False)
+            self._open[session_id] = session
         return session_id, session
 
     def get(self, session_id: str | None) -> Session | None:
@@ -95,17 +96,13 @@ class Sessions:
         for an unknown, ended or expired one (which is then forgotten)."""
         if not session_id:
             return None
-        now = self._clock()
         with self._lock:
-            found = self._open.get(session_id)
-            if found is None:
+            try:
+                session = self._open[session_id]
+            except KeyError:
+                self._open.expire()  # an expired one is forgotten
                 return None
-            session, last = found
-            if now - last > self._idle or now - session.started > self._lifetime:
-                del self._open[session_id]
-                return None
-            self._open[session_id] = (session, now)
-            self._open.move_to_end(session_id)
+            self._open[session_id] = session  # its idle time starts again
             return session
 
     def end(self, session_id: str | None) -> Session | None:
@@ -113,9 +110,9 @@ class Sessions:
         if not session_id:
             return None
         with self._lock:
-            found = self._open.pop(session_id, None)
-        return found[0] if found else None
+            return self._open.pop(session_id, None)
 
     def __len__(self) -> int:
         with self._lock:
+            self._open.expire()
             return len(self._open)
