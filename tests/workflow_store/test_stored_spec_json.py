@@ -87,3 +87,17 @@ def test_a_stored_form_the_proto_refuses_is_refused_the_same_way() -> None:
     with pytest.raises(InvalidArgument) as reference:
         Spec.from_proto(json_format.ParseDict(stored, pb.ScheduleSpec()))
     assert str(direct.value) == str(reference.value)
+
+
+def test_the_direct_conversion_knows_every_field_of_spec_and_policy() -> None:
+    """A field added to ``Spec`` or ``Policy`` is stored correctly through
+    ``json_format`` until the direct path knows it; this says when it does not."""
+    from tests.schedules.field_samples import every_field_set
+    from workflow_store.stored_json import POLICY_DIRECT, SPEC_DIRECT
+
+    assert SPEC_DIRECT and POLICY_DIRECT
+    spec, policy = every_field_set()
+    assert (
+        spec_to_dict(spec) == proto_spec_dict(spec) and spec_from_dict(spec_to_dict(spec)) == spec
+    )
+    assert policy_from_dict(policy_to_dict(policy)) == policy

@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
 from enum import StrEnum
+from typing import Any
 
 from cronwave_proto.v1 import common_pb2 as pb
 
@@ -113,6 +114,14 @@ class Catchup(StrEnum):
         return CATCHUPS.parse(text, field)
 
 
+def _field(default: Any, help: str, *, option: str = "") -> Any:
+    """A field with its default and what people are told of it (the CLI's ``--help``);
+    ``option`` when its CLI option is not ``--`` and its name with dashes.
+    ``schedule_fields`` reads these."""
+    metadata = {"help": help, **({"option": option} if option else {})}
+    return field(default=default, metadata=metadata)
+
+
 @dataclass(frozen=True, slots=True)
 class Interval:
     """Fires at the Unix epoch + phase + k * every, for every whole k."""
@@ -126,17 +135,33 @@ class Spec:
     """When a schedule fires: the union of its cron expressions, intervals and
     one-off instants, minus excluded local dates, within [start_at, end_at]."""
 
-    cron: tuple[str, ...] = ()
-    time_zone: str = "UTC"
-    dst_gap: DstGap = DstGap.SHIFT
-    dst_repeat: DstRepeat = DstRepeat.ONCE
-    exclude_dates: tuple[date, ...] = ()
-    start_at: datetime | None = None
-    end_at: datetime | None = None
-    max_runs: int = 0
-    intervals: tuple[Interval, ...] = ()
-    one_off: tuple[datetime, ...] = ()
-    jitter: timedelta = timedelta(0)
+    cron: tuple[str, ...] = _field(
+        (), "Cron expression (5 or 6 fields, macros, L W #); repeatable.", option="--cron"
+    )
+    time_zone: str = _field(
+        "UTC", "IANA zone the cron and times without an offset are read in.", option="--tz"
+    )
+    dst_gap: DstGap = _field(DstGap.SHIFT, "Slot in a spring-forward gap.")
+    dst_repeat: DstRepeat = _field(DstRepeat.ONCE, "Slot in a fall-back hour.")
+    exclude_dates: tuple[date, ...] = _field(
+        (), "A local date (YYYY-MM-DD) with no runs; repeatable.", option="--exclude-date"
+    )
+    start_at: datetime | None = _field(
+        None, "First instant it may fire (inclusive).", option="--start"
+    )
+    end_at: datetime | None = _field(
+        None, "It fires only before this instant (exclusive).", option="--end"
+    )
+    max_runs: int = _field(0, "Fire at most this many times (0: no limit).")
+    intervals: tuple[Interval, ...] = _field(
+        (), "An interval such as 15m (epoch + phase + k*every); repeatable.", option="--every"
+    )
+    one_off: tuple[datetime, ...] = _field(
+        (), "A one-off ISO-8601 instant; repeatable.", option="--at"
+    )
+    jitter: timedelta = _field(
+        timedelta(0), "Delay each start by a deterministic amount below this, e.g. 30s."
+    )
 
     @classmethod
     def from_proto(cls, msg: pb.ScheduleSpec) -> Spec:
@@ -212,14 +237,27 @@ class Spec:
 
 @dataclass(frozen=True, slots=True, weakref_slot=True)
 class Policy:
-    overlap: Overlap = Overlap.SKIP
-    catchup: Catchup = Catchup.LATEST
-    catchup_window: timedelta = timedelta(minutes=10)
-    catchup_max_runs: int = 100
+    overlap: Overlap = _field(Overlap.SKIP, "Previous run still going.")
+    catchup: Catchup = _field(
+        Catchup.LATEST,
+        "Slots missed while down ('all' needs --overlap buffer_all or allow_all).",
+    )
+    catchup_window: timedelta = _field(
+        timedelta(minutes=10), "Slots later than this after downtime are MISSED (default 10m)."
+    )
+    catchup_max_runs: int = _field(
+        100, "At most this many catch-up runs with --catchup all (0: 100)."
+    )
     #: Each slot must have SUCCEEDED within this long of its fire time (None: no
     #: deadline); ``domain.deadlines`` says what a breach is.
-    deadline: timedelta | None = None
-    notifiers: tuple[Notifier, ...] = ()
+    deadline: timedelta | None = _field(
+        None,
+        "Each slot must have SUCCEEDED within this long of its fire time, e.g. 45m; "
+        "a breach is recorded and sent to the --notify webhooks.",
+    )
+    notifiers: tuple[Notifier, ...] = _field(
+        (), "An http(s) webhook a deadline breach is POSTed to; repeatable.", option="--notify"
+    )
 
     def __post_init__(self) -> None:
         if self.deadline is not None:
