@@ -11,17 +11,32 @@ socket timeouts. A thread that finds every connection taken waits up to
 treats an unreachable Redis as "not now" (a cache miss, a consumer's idle poll, a
 lease call refused UNAVAILABLE) treats an exhausted pool the same way, and its thread
 goes on.
+
+A connection of a ``redis://`` or ``rediss://`` pool is opened inside a ``connect``
+span, its server's name looked up by the pool's ``Resolver`` inside a ``dns`` span
+(``cronwave_core.telemetry.setup``); a connection already open costs one attribute
+check.
 """
 
 from __future__ import annotations
 
 import queue
+import socket
 from datetime import timedelta
 from typing import Any
+from urllib.parse import urlsplit
 
 import redis
+from redis.connection import Connection, SSLConnection
 
 from cronwave_core.settings_pools import PoolSettings
+from cronwave_core.telemetry.setup import (
+    Resolver,
+    connecting,
+    is_address,
+    resolve,
+    system_resolver,
+)
 
 __all__ = ["BoundedPool", "RedisPoolExhausted", "bounded_client", "process_client"]
 
@@ -63,6 +78,51 @@ class BoundedPool(redis.BlockingConnectionPool):
             raise
 
 
+class TracedConnection(Connection):
+    """A TCP connection opened in a ``connect`` span, its host looked up by
+    ``resolver`` in a ``dns`` span, then each address it was answered tried in turn
+    (as redis-py tries getaddrinfo's answers). TLS (``TracedSSLConnection``) is
+    handshaken inside the same ``connect`` span, with the host's name."""
+
+    def __init__(self, *args: Any, resolver: Resolver = system_resolver, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._resolver = resolver
+
+    def connect_check_health(self, *args: Any, **kwargs: Any) -> None:
+        if self._sock:  # already open: the path every command takes
+            return
+        with connecting("redis", f"{self.host}:{self.port}"):
+            super().connect_check_health(*args, **kwargs)
+
+    def _connect(self) -> socket.socket:
+        name = self.host
+        if is_address(name):
+            return super()._connect()
+        answers = resolve(name, self.port, self._resolver, "redis")
+        if not answers:
+            raise OSError(f"no address for {name}")
+        failure: OSError | None = None
+        try:
+            for answer in answers:
+                self.host = str(answer[4][0])  # redis-py connects to self.host
+                try:
+                    return super()._connect()
+                except OSError as exc:
+                    failure = exc
+        finally:
+            self.host = name
+        assert failure is not None
+        raise failure
+
+
+class TracedSSLConnection(SSLConnection, TracedConnection):
+    """``TracedConnection`` with TLS: SSLConnection's ``_connect`` wraps the socket
+    ``TracedConnection._connect`` opened (by address), checking the host's name."""
+
+
+_TRACED = {"redis": TracedConnection, "rediss": TracedSSLConnection}
+
+
 def bounded_client(
     url: str,
     *,
@@ -70,13 +130,19 @@ def bounded_client(
     size: int,
     wait: timedelta,
     timeout: timedelta,
+    resolver: Resolver = system_resolver,
 ) -> redis.Redis:
     """A client for ``url`` over a pool named ``name`` of at most ``size``
     connections; an operation waits up to ``wait`` for one, and each command up to
-    ``timeout`` to connect and for its reply."""
+    ``timeout`` to connect and for its reply. Its connections are opened in
+    ``connect`` spans, a host name looked up by ``resolver`` (``dns`` spans)."""
     if size < 1:
         raise ValueError(f"Redis pool '{name}' needs at least one connection, got {size}")
     seconds = timeout.total_seconds()
+    traced = _TRACED.get(urlsplit(url).scheme)
+    setup: dict[str, Any] = {}
+    if traced is not None:
+        setup = {"connection_class": traced, "resolver": resolver}
     pool = BoundedPool.from_url(
         url,
         name=name,
@@ -85,6 +151,7 @@ def bounded_client(
         socket_timeout=seconds,
         socket_connect_timeout=seconds,
         health_check_interval=30,
+        **setup,
     )
     return redis.Redis(connection_pool=pool)
 

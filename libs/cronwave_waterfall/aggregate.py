@@ -72,7 +72,7 @@ class Waterfall:
 
 
 def kind_order(kinds: set[str]) -> list[str]:
-    """The six known kinds in the design's order, then any others by name."""
+    """The known kinds in the design's order, then any others by name."""
     return [k for k in KINDS if k in kinds] + sorted(kinds - set(KINDS))
 
 

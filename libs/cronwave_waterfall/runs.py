@@ -10,7 +10,9 @@ per run, in integer nanoseconds:
   the union of the intervals of the spans with that hop and kind (nested or
   overlapping spans of the same hop and kind count once), minus the same nested
   other-hop time; plus, for ``network``, the derived network time of each RPC
-  (client minus server duration), added per call.
+  (client minus server duration), added per call. A connection's set-up counts
+  once, as its narrowest kind: ``dns`` time is out of ``connect``, and both are out
+  of the hop's other kinds (a connection opened inside a pool checkout).
 - **App** (``kind_ns[(hop, "app")]``): the hop's wall time minus the sum of its
   other kinds, never negative. Spans marked ``cronwave.kind=app`` only contribute
   wall time: ``app`` is always the remainder, so a job body that does SQL is not
@@ -56,6 +58,9 @@ from cronwave_waterfall.placement import NETWORK, Placed, place
 from cronwave_waterfall.span import Span
 
 APP = "app"
+DNS = "dns"
+CONNECT = "connect"
+SETUP_KINDS = (DNS, CONNECT)
 ATTR_JOB_TYPE = "cronwave.job_type"
 ATTR_LATENESS_MS = "cronwave.lateness_ms"
 SCENARIOS = ("local", "redis", "miss")
@@ -198,6 +203,19 @@ def _scenario(members: list[Placed]) -> str:
     return "local"
 
 
+def _carve_setup(covered: dict[tuple[str, str], list[tuple[int, int]]]) -> None:
+    """Set-up time counts once, as its narrowest kind: a hop's ``dns`` time is taken out
+    of its ``connect`` time, and both out of its other kinds (a connection opened
+    inside a pool checkout's ``database`` span, a look-up's ``cache`` span)."""
+    for hop in {hop for hop, kind in covered if kind in SETUP_KINDS}:
+        dns = covered.get((hop, DNS), [])
+        if dns and (hop, CONNECT) in covered:
+            covered[(hop, CONNECT)] = intervals.subtract(covered[(hop, CONNECT)], dns)
+        setup = intervals.union(dns + covered.get((hop, CONNECT), []))
+        for key in [k for k in covered if k[0] == hop and k[1] not in SETUP_KINDS]:
+            covered[key] = intervals.subtract(covered[key], setup)
+
+
 def _measure(run_id: str, members: list[Placed]) -> Run:
     fire = parse_instant(_first_attribute(members, ATTR_FIRE_TIME))
     fire_ns = epoch_ns(fire) if fire is not None else None
@@ -233,9 +251,13 @@ def _measure(run_id: str, members: list[Placed]) -> Run:
         if fire_ns is not None:
             hop_start[hop] = covered[0][0] - fire_ns if covered else spans[0][0] - fire_ns
             hop_end[hop] = covered[-1][1] - fire_ns if covered else spans[0][1] - fire_ns
+    covered_by: dict[tuple[str, str], list[tuple[int, int]]] = {}
     for (hop, kind), spans in typed.items():
         cut = excluded.get(hop, [])
-        kind_ns[(hop, kind)] = intervals.length(intervals.subtract(intervals.union(spans), cut))
+        covered_by[(hop, kind)] = intervals.subtract(intervals.union(spans), cut)
+    _carve_setup(covered_by)
+    for key, kept in covered_by.items():
+        kind_ns[key] = intervals.length(kept)
     for hop, network in derived.items():
         kind_ns[(hop, NETWORK)] = kind_ns.get((hop, NETWORK), 0) + network
     typed_total: dict[str, int] = {}

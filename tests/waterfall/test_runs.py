@@ -242,3 +242,36 @@ def test_the_run_s_own_spans_are_in_no_hop_s_time():
     assert set(run.hop_ns) == {"plan", "execute", "complete"}
     assert run.hop_ns == {"plan": 100 * US, "execute": 300 * US, "complete": 100 * US}
     assert run.kind_ns[("complete", "database")] == 100 * US
+
+
+def test_a_connection_s_set_up_counts_once_as_its_narrowest_kind():
+    # Given a pool checkout (database) that opened a connection (connect) whose
+    # name was looked up first (dns), then ran a statement
+    run = one(
+        [
+            sp(1, None, 0, 100, "persist", "app"),
+            sp(2, 1, 0, 60, "persist", "database"),  # the checkout
+            sp(3, 2, 5, 55, "persist", "connect"),
+            sp(4, 3, 5, 35, "persist", "dns"),
+            sp(5, 1, 60, 80, "persist", "database"),  # the statement
+        ]
+    )
+    # Then the look-up is dns, the rest of the set-up connect, the rest database
+    assert run.kind_ns[("persist", "dns")] == 30 * US
+    assert run.kind_ns[("persist", "connect")] == 20 * US
+    assert run.kind_ns[("persist", "database")] == 30 * US  # 10 of the checkout, 20
+    assert run.kind_ns[("persist", "app")] == 20 * US
+    assert sum(v for (hop, _), v in run.kind_ns.items() if hop == "persist") == 100 * US
+
+
+def test_set_up_in_one_hop_takes_nothing_from_another_hop_s_kinds():
+    run = one(
+        [
+            sp(1, None, 0, 50, "dispatch", "cache"),
+            sp(2, None, 0, 50, "persist", "database"),
+            sp(3, 2, 0, 40, "persist", "connect"),
+        ]
+    )
+    assert run.kind_ns[("dispatch", "cache")] == 50 * US
+    assert run.kind_ns[("persist", "database")] == 10 * US
+    assert run.kind_ns[("persist", "connect")] == 40 * US

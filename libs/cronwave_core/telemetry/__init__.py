@@ -7,7 +7,9 @@ re-export here would make the package import itself through them):
 
 - ``vocabulary``: ``Hop``, ``Kind``, the attribute names, ``RUN_KEYS``, ``BAGGAGE_KEYS``;
 - ``lean``: ``LeanSpan``, ``LeanTracer``, ``LeanTracerProvider``;
-- ``spans``: ``tracer``, ``hop_span``, ``codec_call``;
+- ``spans``: ``tracer``, ``hop_span``, ``kind_span``, ``codec_call``;
+- ``setup``: a connection's set-up, ``dns`` and ``connect`` spans (``resolve``,
+  ``connecting``);
 - ``propagation``: trace context and run attributes across processes and into child
   spans (``inject_context``, ``extracted_context``, ``run_baggage``,
   ``RunAttributesProcessor``);

@@ -1,6 +1,6 @@
-"""Opening cronwave's own spans: a span of a hop (``hop_span``) and the span of one
-protobuf encode or decode (``codec_call``), through tracers looked up once
-(``tracer``).
+"""Opening cronwave's own spans: a span of a hop (``hop_span``), a span of a kind in
+whichever hop it starts in (``kind_span``) and the span of one protobuf encode or
+decode (``codec_call``), through tracers looked up once (``tracer``).
 
 Before ``tracing.init_tracing`` installs a provider (and with ``CRONWAVE_TRACING=off``)
 these are OpenTelemetry's no-op spans, so they cost a few function calls.
@@ -49,6 +49,19 @@ def hop_span(
     if attributes:
         attrs.update(attributes)
     return _CurrentSpan(tracer(tracer_name), name, attrs, start_time)
+
+
+def kind_span(
+    name: str, kind: Kind, attributes: Mapping[str, Any] | None = None
+) -> AbstractContextManager[Span]:
+    """A span that measures ``kind`` time in the hop of the span it starts in (given at
+    start by ``propagation.RunAttributesProcessor``): for work any hop may do, such as
+    opening a connection. Current inside the block; an exception leaving it is
+    recorded, as in ``hop_span``."""
+    attrs: dict[str, Any] = {ATTR_KIND: kind.value}
+    if attributes:
+        attrs.update(attributes)
+    return _CurrentSpan(tracer("cronwave"), name, attrs)
 
 
 class _CurrentSpan(AbstractContextManager[Span]):

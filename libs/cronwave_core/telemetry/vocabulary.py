@@ -25,8 +25,12 @@ class Hop(StrEnum):
 
 
 class Kind(StrEnum):
-    """The kinds of time a hop is broken down into."""
+    """The kinds of time a hop is broken down into. ``DNS`` and ``CONNECT`` are a
+    connection's set-up (``cronwave_core.telemetry.setup``): rare, as connections are
+    pooled, and in a tail for that reason."""
 
+    DNS = "dns"
+    CONNECT = "connect"
     NETWORK = "network"
     SERIALIZATION = "serialization"
     CACHE = "cache"
@@ -70,6 +74,10 @@ ATTR_FAULT = "cronwave.fault"
 #: Set on the span of a run held until its fire time (dispatched ahead): waiting on
 #: purpose before the instant, which is no hop's latency.
 ATTR_HOLD = "cronwave.hold"
+#: On a ``dns`` or ``connect`` span: the name or address and port it was for
+#: (``redis.cronwave.svc:6379``), and on a ``dns`` span the addresses it was answered.
+ATTR_PEER = "cronwave.peer"
+ATTR_ADDRESSES = "cronwave.dns.addresses"
 
 #: The attributes a span inherits from its in-process parent
 #: (``propagation.RunAttributesProcessor``).

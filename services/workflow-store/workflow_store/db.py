@@ -29,6 +29,13 @@ from sqlalchemy.orm import Session, sessionmaker
 from cronwave_core.errors import ConfigurationError, Unavailable
 from cronwave_core.settings_pools import PoolSettings
 from cronwave_core.telemetry import sql
+from cronwave_core.telemetry.setup import (
+    Resolver,
+    connecting,
+    is_address,
+    resolve,
+    system_resolver,
+)
 
 if TYPE_CHECKING:
     from alembic.config import Config
@@ -63,12 +70,15 @@ def create_engine(
     instrument: bool = True,
     tracer_provider: TracerProvider | None = None,
     pools: PoolSettings | None = None,
+    resolver: Resolver = system_resolver,
 ) -> sa.Engine:
     """An engine for ``url`` (SQLite file or PostgreSQL), traced when ``instrument``
     (by ``tracer_provider``, else the global one), its pool bounded as ``pools`` says
     (default: the defaults of ``CRONWAVE_DATABASE_POOL_*``): a transaction that finds
     every connection taken waits ``database_pool_timeout`` for one, then fails
-    ``Unavailable`` (``Database``), that call alone."""
+    ``Unavailable`` (``Database``), that call alone. A PostgreSQL connection is opened
+    in a ``connect`` span, its host name looked up by ``resolver`` in a ``dns`` span
+    (``cronwave_core.telemetry.setup``), traced or not by ``instrument``."""
     pools = pools if pools is not None else PoolSettings()
     bounds: dict[str, Any] = {
         "pool_size": pools.database_pool_size,
@@ -87,6 +97,7 @@ def create_engine(
         _sqlite_events(engine)
     else:
         engine = sa.create_engine(parsed, pool_pre_ping=True, **bounds)
+        _connect_in_spans(engine, resolver)
     if instrument:
         _trace_engine(engine, tracer_provider)
     return engine
@@ -244,6 +255,42 @@ def _trace_engine(engine: sa.Engine, tracer_provider: TracerProvider | None) -> 
     sa.event.listen(engine, "after_cursor_execute", _after_execute)
     sa.event.listen(engine, "handle_error", _on_error)
     engine.__class__ = _TracedEngine
+
+
+def _connect_in_spans(engine: sa.Engine, resolver: Resolver) -> None:
+    """Open each new PostgreSQL connection in a ``connect`` span, its host name looked
+    up by ``resolver`` in a ``dns`` span first. psycopg would look the name up itself
+    and try each address in turn; given the addresses (``hostaddr``, the name kept in
+    ``host`` for TLS and the server's view), it tries the same attempts, and the
+    look-up is measured once."""
+
+    @sa.event.listens_for(engine, "do_connect")
+    def do_connect(dialect: Any, _record: Any, cargs: Any, cparams: dict[str, Any]) -> Any:
+        host = str(cparams.get("host") or "")
+        port = int(cparams.get("port") or 5432)
+        with connecting("postgresql", f"{host or 'local'}:{port}"):
+            if _needs_lookup(host, cparams):
+                try:
+                    answers = resolve(host, port, resolver, "postgresql")
+                except OSError as exc:  # as psycopg says it, so SQLAlchemy wraps it
+                    dbapi = dialect.loaded_dbapi
+                    raise dbapi.OperationalError(f"failed to resolve host {host!r}: {exc}") from exc
+                addresses = [str(a[4][0]) for a in answers]
+                cparams["host"] = ",".join([host] * len(addresses))
+                cparams["hostaddr"] = ",".join(addresses)
+            return dialect.connect(*cargs, **cparams)
+
+
+def _needs_lookup(host: str, cparams: dict[str, Any]) -> bool:
+    """One host name (not an address, a socket directory or a list), not resolved
+    already by a ``hostaddr``."""
+    return bool(
+        host
+        and "hostaddr" not in cparams
+        and "," not in host
+        and not host.startswith("/")
+        and not is_address(host)
+    )
 
 
 def _sqlite_events(engine: sa.Engine) -> None:
