@@ -22,6 +22,8 @@ from cronwave_waterfall.chart import STYLE as CHART_STYLE
 from cronwave_waterfall.percentiles import Stats
 
 KIND_COLORS = {
+    "dns": "#b07aa1",
+    "connect": "#9c755f",
     "network": "#4e79a7",
     "serialization": "#f28e2b",
     "cache": "#59a14f",

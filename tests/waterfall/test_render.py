@@ -9,6 +9,7 @@ from html.parser import HTMLParser
 
 import pytest
 
+from cronwave_core.telemetry.vocabulary import KINDS
 from cronwave_waterfall import (
     build_runs,
     compare_scenarios,
@@ -17,6 +18,7 @@ from cronwave_waterfall import (
     render_terminal,
     waterfall,
 )
+from cronwave_waterfall.render_html import KIND_COLORS
 from cronwave_waterfall.render_json import COMPARE_SCHEMA, SCHEMA
 
 from .synth import Injection, all_spans, make_runs
@@ -120,3 +122,8 @@ def test_html_escapes_what_spans_say():
 def test_html_compare_has_a_chart_per_scenario(runs):
     page = render_html(compare_scenarios(runs))
     assert page.count("<svg") == 3
+
+
+def test_every_kind_of_time_has_a_colour_of_its_own():
+    assert [k for k in KIND_COLORS] == [str(k) for k in KINDS]
+    assert len(set(KIND_COLORS.values())) == len(KIND_COLORS)
