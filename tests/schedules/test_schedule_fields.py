@@ -49,3 +49,38 @@ def test_a_type_no_kind_covers_is_refused_naming_the_field():
 
     with pytest.raises(TypeError, match=r"Spec\.odd has type .*add a Kind"):
         _kind(Spec, "odd", complex)
+
+
+@pytest.mark.parametrize("command", ["create", "update"])
+def test_the_cli_has_an_option_for_every_field(command: str):
+    import typer
+
+    from cronwave.cli.schedule import app
+
+    click_command = typer.main.get_command(app).commands[command]
+    options = {opt for param in click_command.params for opt in param.opts}
+    assert {f.option for f in FIELDS} <= options
+
+
+def test_the_sdk_takes_every_field_as_a_keyword_and_masks_it_by_its_path():
+    import inspect
+
+    from cronwave import Client
+    from cronwave._spec_input import policy_of, spec_of
+    from cronwave._update_input import update_of
+
+    keywords = {f.keyword for f in FIELDS}
+    for call in (Client.create_schedule, Client.update_schedule, update_of):
+        assert keywords <= set(inspect.signature(call).parameters), call.__qualname__
+    assert {f.keyword for f in SPEC_FIELDS} == set(inspect.signature(spec_of).parameters)
+    assert {f.keyword for f in POLICY_FIELDS} | {"notify_format"} == set(
+        inspect.signature(policy_of).parameters
+    )
+    spec, policy = every_field_set()
+    given = {f.keyword: getattr(spec if f.part == "spec" else policy, f.name) for f in FIELDS}
+    given["notify"] = [n.url for n in policy.notifiers]
+    for f in FIELDS:
+        if f.kind is Kind.ENUM:
+            given[f.keyword] = str(given[f.keyword])
+    _, paths = update_of("s", **given)
+    assert sorted(paths) == sorted(f.path for f in FIELDS)

@@ -21,21 +21,22 @@ by the command, before it changes anything too.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from cronwave._models import Schedule
 from cronwave._spec_input import policy_of, spec_of
-from cronwave.cli import _schedule_args as args
+from cronwave.cli._field_forms import ENTRY_KEYS, keywords_of_entry, yaml_fields
 from cronwave_core.domain import calendar
 from cronwave_core.domain.catchup import check_coherent
-from cronwave_core.domain.deadlines import notifier_url
 from cronwave_core.domain.labels import Labels, labels_value
-from cronwave_core.domain.spec import Interval, Policy, Spec
+from cronwave_core.domain.schedule_fields import SPEC_FIELDS
+from cronwave_core.domain.spec import Policy, Spec
 from cronwave_core.errors import InvalidArgument
 
 #: The manager of a file that names none.
@@ -43,32 +44,13 @@ DEFAULT_MANAGER = "default"
 #: What ``managed_by`` holds for the schedules of ``manager``'s file.
 MARKER_PREFIX = "apply:"
 _TOP_FIELDS = ("manager", "schedules")
-FIELDS = (
-    "id",
-    "job_type",
-    "cron",
-    "time_zone",
-    "intervals",
-    "one_off",
-    "exclude_dates",
-    "start_at",
-    "end_at",
-    "max_runs",
-    "jitter",
-    "dst_gap",
-    "dst_repeat",
-    "overlap",
-    "catchup",
-    "catchup_window",
-    "catchup_max_runs",
-    "deadline",
-    "notify",
-    "notify_format",
-    "payload",
-    "paused",
-    "labels",
-)
+#: An entry's keys: its identity, its spec and policy fields (``_field_forms``, from
+#: the dataclasses), and what the schedule carries beside them.
+FIELDS = ("id", "job_type", *ENTRY_KEYS, "payload", "paused", "labels")
 _MAX_ENTRIES = 10_000
+_SPEC_KEYWORDS = frozenset(f.keyword for f in SPEC_FIELDS)
+#: The path that reads the file from standard input.
+STDIN = Path("-")
 
 
 def marker(manager: str) -> str:
@@ -108,7 +90,7 @@ def read(path: Path) -> ApplyFile:
     """The file at ``path``, checked whole; ``InvalidArgument`` naming the file, the
     entry and the field otherwise."""
     try:
-        text = path.read_text(encoding="utf-8")
+        text = sys.stdin.read() if path == STDIN else path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise InvalidArgument(str(path), f"cannot be read ({type(exc).__name__})") from None
     try:
@@ -179,11 +161,6 @@ def _declared(entry: dict[str, Any], sid: str, index: int) -> Declared:
         raise InvalidArgument("job_type", "required: a registered job type, e.g. cronwave.noop")
     tz = _typed(entry, "time_zone", str, "a zone name such as Europe/Berlin") or "UTC"
     calendar.zone(tz, "time_zone")
-    cron = entry.get("cron", [])
-    if isinstance(cron, str):
-        cron = [cron]
-    if not isinstance(cron, list) or not all(isinstance(c, str) for c in cron):
-        raise InvalidArgument("cron", "must be a cron expression or a list of them (quoted)")
     payload = entry.get("payload", {})
     if not isinstance(payload, dict):
         raise InvalidArgument("payload", "must be a mapping (the job's input as a JSON object)")
@@ -193,32 +170,10 @@ def _declared(entry: dict[str, Any], sid: str, index: int) -> Declared:
     labels = entry.get("labels", {})
     if not isinstance(labels, dict):
         raise InvalidArgument("labels", 'must be a mapping such as {critical: "true"}')
-    spec = spec_of(
-        cron,
-        time_zone=tz,
-        dst_gap=_typed(entry, "dst_gap", str, "a name such as shift"),
-        dst_repeat=_typed(entry, "dst_repeat", str, "a name such as once"),
-        exclude_dates=[
-            _date(d, f"exclude_dates[{i}]") for i, d in enumerate(_list(entry, "exclude_dates"))
-        ],
-        intervals=[
-            _interval(v, f"intervals[{i}]") for i, v in enumerate(_list(entry, "intervals"))
-        ],
-        one_off=[_instant(v, f"one_off[{i}]", tz) for i, v in enumerate(_list(entry, "one_off"))],
-        start_at=_optional(entry, "start_at", lambda v: _instant(v, "start_at", tz)),
-        end_at=_optional(entry, "end_at", lambda v: _instant(v, "end_at", tz)),
-        max_runs=_typed(entry, "max_runs", int, "a whole number (0: no limit)") or 0,
-        jitter=_optional(entry, "jitter", lambda v: _duration(v, "jitter")),
-    )
-    policy = policy_of(
-        overlap=_typed(entry, "overlap", str, "a name such as skip"),
-        catchup=_typed(entry, "catchup", str, "a name such as latest"),
-        catchup_window=_optional(entry, "catchup_window", lambda v: _duration(v, "catchup_window")),
-        catchup_max_runs=_typed(entry, "catchup_max_runs", int, "a whole number") or 0,
-        deadline=_optional(entry, "deadline", lambda v: _duration(v, "deadline")),
-        notify=[_url(v, f"notify[{i}]") for i, v in enumerate(_list(entry, "notify"))],
-        notify_format=_typed(entry, "notify_format", str, "json or slack"),
-    )
+    keywords = keywords_of_entry(entry, tz)
+    keywords["time_zone"] = tz
+    spec = spec_of(**{k: v for k, v in keywords.items() if k in _SPEC_KEYWORDS})
+    policy = policy_of(**{k: v for k, v in keywords.items() if k not in _SPEC_KEYWORDS})
     # Exactly the store's checks: the values as the store would read them.
     checked = Spec.from_proto(spec.to_proto())
     calendar.validate(checked)
@@ -235,60 +190,27 @@ def _typed(entry: dict[str, Any], key: str, kind: type, what: str) -> Any:
     return value
 
 
-def _list(entry: dict[str, Any], key: str) -> list[Any]:
-    value = entry.get(key, [])
-    if not isinstance(value, list):
-        return [value]
-    return value
+def document_of(schedules: Sequence[Schedule]) -> dict[str, Any]:
+    """The file that declares ``schedules`` as they are (``schedule show -o yaml``):
+    applied, it changes none of them. The manager is theirs when they share one."""
+    managers = {s.managed_by for s in schedules if s.managed_by.startswith(MARKER_PREFIX)}
+    document: dict[str, Any] = {}
+    if len(managers) == 1:
+        document["manager"] = managers.pop().removeprefix(MARKER_PREFIX)
+    document["schedules"] = [_entry_of(s) for s in schedules]
+    return document
 
 
-def _optional(entry: dict[str, Any], key: str, parse: Callable[[Any], Any]) -> Any:
-    value = entry.get(key)
-    return None if value is None else parse(value)
+def _entry_of(schedule: Schedule) -> dict[str, Any]:
+    entry: dict[str, Any] = {"id": schedule.schedule_id, "job_type": schedule.job_type}
+    entry.update(yaml_fields(schedule.spec, schedule.policy))
+    if schedule.payload:
+        entry["payload"] = schedule.payload
+    entry["paused"] = schedule.paused
+    if schedule.labels:
+        entry["labels"] = dict(schedule.labels)
+    return entry
 
 
-def _duration(value: object, field: str) -> timedelta:
-    if isinstance(value, bool):
-        raise InvalidArgument(field, f"must be a duration such as 30s or 15m, got {value!r}")
-    if isinstance(value, int | float):
-        return timedelta(seconds=value)
-    if isinstance(value, str):
-        return args.parse_duration(value, field)
-    raise InvalidArgument(field, f"must be a duration such as 30s or 15m, got {value!r}")
-
-
-def _url(value: object, field: str) -> str:
-    if not isinstance(value, str):
-        raise InvalidArgument(field, f"must be an http:// or https:// URL, got {value!r}")
-    return notifier_url(value, field)
-
-
-def _date(value: object, field: str) -> date:
-    if isinstance(value, date) and not isinstance(value, datetime):
-        return value
-    if isinstance(value, str):
-        return args.parse_dates([value], field)[0]
-    raise InvalidArgument(field, f"must be a date in YYYY-MM-DD form, got {value!r}")
-
-
-def _instant(value: object, field: str, tz: str) -> datetime:
-    """An instant; YAML's own timestamps are taken as they are (a naive one, as
-    wall-clock time in ``tz``)."""
-    if isinstance(value, datetime):
-        if value.tzinfo is None:
-            return value.replace(tzinfo=calendar.zone(tz, "time_zone")).astimezone(UTC)
-        return value.astimezone(UTC)
-    if isinstance(value, str):
-        return args.parse_instant(value, field, tz)
-    raise InvalidArgument(field, f"must be an ISO-8601 instant, got {value!r}")
-
-
-def _interval(value: object, field: str) -> Interval:
-    if isinstance(value, dict):
-        unknown = [k for k in value if k not in ("every", "phase")]
-        if unknown or "every" not in value:
-            raise InvalidArgument(field, "must be a duration or a mapping of every and phase")
-        every = _duration(value["every"], f"{field}.every")
-        phase = _duration(value.get("phase", 0), f"{field}.phase")
-        return Interval(every, phase)
-    return Interval(_duration(value, field), timedelta(0))
+def dump(document: dict[str, Any]) -> str:
+    return str(yaml.safe_dump(document, sort_keys=False, allow_unicode=True))

@@ -11,13 +11,16 @@ CLI takes and shows (``"skip"``, ``"SUCCEEDED"``). docs/operations/schedules.md
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime, timedelta
+from datetime import UTC
 from enum import StrEnum
 from typing import Annotated, Any
 
 import typer
 
 from cronwave._models import Lease, Run, RunEvent, Schedule
+from cronwave.cli._field_forms import instant, json_fields, seconds
+
+__all__ = ["Output", "OutputOption", "emit", "instant", "seconds"]
 
 
 class Output(StrEnum):
@@ -33,16 +36,6 @@ OutputOption = Annotated[
 ]
 
 
-def instant(value: datetime | None) -> str | None:
-    if value is None:
-        return None
-    return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
-def seconds(value: timedelta | None) -> float | None:
-    return None if value is None else value.total_seconds()
-
-
 def emit(document: Any) -> None:
     """Print ``document`` as one JSON document on stdout."""
     typer.echo(json.dumps(document, indent=2, ensure_ascii=False))
@@ -56,29 +49,12 @@ def _decoded(text: str) -> Any:
 
 
 def schedule(s: Schedule) -> dict[str, Any]:
+    """A schedule: its identity, its spec and policy fields (``_field_forms``, from
+    the dataclasses), then what the store keeps beside them."""
     return {
         "schedule_id": s.schedule_id,
         "job_type": s.job_type,
-        "cron": list(s.cron),
-        "time_zone": s.time_zone,
-        "intervals": [
-            {"every_seconds": seconds(i.every), "phase_seconds": seconds(i.phase)}
-            for i in s.intervals
-        ],
-        "one_off": [instant(t) for t in s.one_off],
-        "exclude_dates": [d.isoformat() for d in s.exclude_dates],
-        "start_at": instant(s.start_at),
-        "end_at": instant(s.end_at),
-        "max_runs": s.max_runs,
-        "jitter_seconds": seconds(s.jitter),
-        "dst_gap": str(s.dst_gap),
-        "dst_repeat": str(s.dst_repeat),
-        "overlap": str(s.overlap),
-        "catchup": str(s.catchup),
-        "catchup_window_seconds": seconds(s.policy.catchup_window),
-        "catchup_max_runs": s.policy.catchup_max_runs,
-        "deadline_seconds": seconds(s.deadline),
-        "notifiers": [{"url": n.url, "format": str(n.format)} for n in s.notifiers],
+        **json_fields(s.spec, s.policy),
         "payload": _decoded(s.payload_json),
         "paused": s.paused,
         "pause_note": s.pause_note,

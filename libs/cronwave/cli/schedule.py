@@ -6,6 +6,7 @@ from __future__ import annotations
 import itertools
 import json
 from datetime import UTC, datetime, timedelta
+from enum import StrEnum
 from typing import Annotated, Any
 
 import typer
@@ -55,6 +56,23 @@ app = typer.Typer(
 )
 
 ScheduleId = Annotated[str, typer.Argument(help="The schedule's id, e.g. nightly-billing.")]
+
+
+class ShowOutput(StrEnum):
+    TABLE = "table"
+    JSON = "json"
+    YAML = "yaml"
+
+
+ShowOutputOption = Annotated[
+    ShowOutput,
+    typer.Option(
+        "--output",
+        "-o",
+        help="table (for people), json (one document, for scripts) or yaml (a file "
+        "`cronwave apply -f` takes back as it is).",
+    ),
+]
 _US = timedelta(microseconds=1)
 _SPEC = Spec()
 
@@ -410,14 +428,23 @@ def list_(
 
 
 @app.command()
-def show(schedule_id: ScheduleId, output: OutputOption = Output.TABLE) -> None:
-    """Show a schedule's fields."""
+def show(schedule_id: ScheduleId, output: ShowOutputOption = ShowOutput.TABLE) -> None:
+    """Show a schedule's fields (-o yaml: as an apply file that keeps it as it is)."""
     with connected() as client:
         schedule = client.get_schedule(schedule_id)
-    if output is Output.JSON:
+    if output is ShowOutput.JSON:
         _json.emit(_json.schedule(schedule))
         return
+    if output is ShowOutput.YAML:
+        _emit_yaml([schedule])
+        return
     out().print(_render.schedule_fields(schedule))
+
+
+def _emit_yaml(schedules: list[Schedule]) -> None:
+    from cronwave.cli import _apply_file  # PyYAML: only when asked for
+
+    typer.echo(_apply_file.dump(_apply_file.document_of(schedules)), nl=False)
 
 
 @app.command()
