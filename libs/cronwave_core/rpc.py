@@ -7,7 +7,8 @@ starts) and decodes the reply after it, each in a span of kind ``serialization``
 network time of a call (client span minus the server's span, which holds the
 server's own decode and encode) is not inflated by serialization. A call of an RPC that
 has no hop of its own (``rpc_hops``) sends the caller's hop along, so its server's spans
-are placed in it (``propagation.call_hop``).
+are placed in it (``propagation.call_hop``). Before its first traced call, a channel is
+connected in a ``connect`` span of the call's hop (``channel_ready``).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import grpc
 from opentelemetry import trace
 from opentelemetry.instrumentation.grpc import client_interceptor, grpcext
 
+from cronwave_core.channel_ready import ChannelReadiness
 from cronwave_core.channels import CHANNEL_OPTIONS, DeadlineInterceptor, RelayInterceptor
 from cronwave_core.security.tls import new_channel
 from cronwave_core.settings import TlsSettings
@@ -64,12 +66,14 @@ class _SerializingUnaryUnary(grpc.UnaryUnaryMultiCallable):
         serializer: Callable[[Any], bytes] | None,
         deserializer: Callable[[bytes], Any] | None,
         registered: bool,
+        readiness: ChannelReadiness | None = None,
     ) -> None:
         # grpc-stubs lags grpcio: unary_unary's fourth argument (_registered_method) is missing.
         self._bytes = channel.unary_unary(method, None, None, registered)  # type: ignore[call-arg]
         self._channel = channel
         self._method = method
         self._registered = registered
+        self._readiness = readiness
         self._encode = serializer or _same
         self._decode = deserializer or _same
         self._hop = rpc_hop(method)
@@ -87,21 +91,41 @@ class _SerializingUnaryUnary(grpc.UnaryUnaryMultiCallable):
             return self._decode(raw)
         return codec_call(self._decode, raw, self._decode_name, self._hop, "client")
 
+    def _connected(self, traced: bool, timeout: Any) -> None:
+        """Before a traced call on a channel not known to be connected: connect it in a
+        ``connect`` span (``channel_ready``)."""
+        readiness = self._readiness
+        if traced and readiness is not None and not readiness.ready:
+            readiness.ensure(timeout, self._hop)
+
     def __call__(self, request: Any, *args: Any, **kwargs: Any) -> Any:
         traced = _in_trace()
-        if traced and self._hop is None:
-            with call_hop(_caller_hop()):
-                return self._reply(self._bytes(self._request(request, True), *args, **kwargs), True)
-        return self._reply(self._bytes(self._request(request, traced), *args, **kwargs), traced)
+        self._connected(traced, kwargs.get("timeout"))
+        try:
+            if traced and self._hop is None:
+                with call_hop(_caller_hop()):
+                    raw = self._bytes(self._request(request, True), *args, **kwargs)
+                    return self._reply(raw, True)
+            return self._reply(self._bytes(self._request(request, traced), *args, **kwargs), traced)
+        except grpc.RpcError as exc:
+            if self._readiness is not None:
+                self._readiness.after_error(exc)
+            raise
 
     def with_call(self, request: Any, *args: Any, **kwargs: Any) -> Any:
         traced = _in_trace()
-        if traced and self._hop is None:
-            with call_hop(_caller_hop()):
-                raw, call = self._bytes.with_call(self._request(request, True), *args, **kwargs)
-                return self._reply(raw, True), call
-        raw, call = self._bytes.with_call(self._request(request, traced), *args, **kwargs)
-        return self._reply(raw, traced), call
+        self._connected(traced, kwargs.get("timeout"))
+        try:
+            if traced and self._hop is None:
+                with call_hop(_caller_hop()):
+                    raw, call = self._bytes.with_call(self._request(request, True), *args, **kwargs)
+                    return self._reply(raw, True), call
+            raw, call = self._bytes.with_call(self._request(request, traced), *args, **kwargs)
+            return self._reply(raw, traced), call
+        except grpc.RpcError as exc:
+            if self._readiness is not None:
+                self._readiness.after_error(exc)
+            raise
 
     def future(self, request: Any, *args: Any, **kwargs: Any) -> Any:
         # A future decodes on grpc's thread; it is not measured, only passed through.
@@ -118,8 +142,9 @@ class SerializingChannel(grpc.Channel):
     """A channel whose unary methods measure their encode and decode (see the
     module docstring); streams pass through unmeasured."""
 
-    def __init__(self, channel: grpc.Channel) -> None:
+    def __init__(self, channel: grpc.Channel, readiness: ChannelReadiness | None = None) -> None:
         self._channel = channel
+        self._readiness = readiness
 
     def unary_unary(
         self,
@@ -129,7 +154,12 @@ class SerializingChannel(grpc.Channel):
         _registered_method: bool = False,
     ) -> grpc.UnaryUnaryMultiCallable:
         return _SerializingUnaryUnary(
-            self._channel, method, request_serializer, response_deserializer, _registered_method
+            self._channel,
+            method,
+            request_serializer,
+            response_deserializer,
+            _registered_method,
+            self._readiness,
         )
 
     def unary_stream(self, method: str, *args: Any, **kwargs: Any) -> Any:
@@ -167,14 +197,16 @@ def open_channel(
     """A channel to ``address`` with mutual TLS as ``tls`` says (this process's
     ``CRONWAVE_TLS_*`` when None), a default deadline and, when ``traced`` and this
     process traces (``telemetry.tracing.tracing_enabled``), OpenTelemetry client spans
-    and serialization spans."""
-    channel = new_channel(address, CHANNEL_OPTIONS, tls)
+    and serialization spans, and a ``connect`` span for its set-up."""
+    raw = channel = new_channel(address, CHANNEL_OPTIONS, tls)
     traced = traced and tracing_enabled()
     if traced:
         # OpenTelemetry's interceptor is not a grpc one: it wraps through grpcext.
         channel = grpcext.intercept_channel(channel, client_interceptor())
     channel = grpc.intercept_channel(channel, DeadlineInterceptor(timeout), RelayInterceptor())
-    return SerializingChannel(channel) if traced else channel
+    if not traced:
+        return channel
+    return SerializingChannel(channel, ChannelReadiness(raw, address, timeout.total_seconds()))
 
 
 __all__ = [

@@ -11,8 +11,9 @@ rest as ``connect`` (``cronwave_waterfall.runs``).
 
 These spans say their kind but not their hop: they take the hop of the span they
 start in (``propagation.RunAttributesProcessor``), since any hop may be the one that
-opens a connection. One opened outside any span (at start-up) is a trace of its own,
-in no run.
+opens a connection; a gRPC channel's says the hop of the call it opens for, as the
+call's network time does (``cronwave_core.channel_ready``). One opened outside any
+span (at start-up) is a trace of its own, in no run.
 
 A name is looked up by a ``Resolver`` (``socket.getaddrinfo`` by default, given to
 the client that connects), once per connection, and the client then connects to the
@@ -31,7 +32,7 @@ from typing import Any
 from opentelemetry.trace import Span
 
 from cronwave_core.telemetry.spans import kind_span
-from cronwave_core.telemetry.vocabulary import ATTR_ADDRESSES, ATTR_PEER, Kind
+from cronwave_core.telemetry.vocabulary import ATTR_ADDRESSES, ATTR_HOP, ATTR_PEER, Hop, Kind
 
 __all__ = ["AddrInfo", "Resolver", "connecting", "is_address", "resolve", "system_resolver"]
 
@@ -67,7 +68,9 @@ def resolve(host: str, port: int, resolver: Resolver, client: str) -> list[AddrI
     return answers
 
 
-def connecting(client: str, peer: str) -> AbstractContextManager[Span]:
+def connecting(client: str, peer: str, hop: Hop | None = None) -> AbstractContextManager[Span]:
     """A ``connect`` span around opening one connection of ``client`` to ``peer``
-    (``host:port``), current inside the block: a look-up made inside is its child."""
-    return kind_span(f"{client} connect", Kind.CONNECT, {ATTR_PEER: peer})
+    (``host:port``), current inside the block: a look-up made inside is its child.
+    It is in ``hop`` when given (a gRPC call's own hop), else its parent's."""
+    attrs = {ATTR_PEER: peer} if hop is None else {ATTR_PEER: peer, ATTR_HOP: hop.value}
+    return kind_span(f"{client} connect", Kind.CONNECT, attrs)
