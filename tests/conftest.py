@@ -102,7 +102,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 # Tests whose figures a busy machine would distort: they run after the parallel
 # part of the suite, alone (see the Makefile's pytest target). The run span's share of
 # its trace is one: under load another span of a fast run's trace outlasted it once.
-SERIAL_FILES = {"test_truth.py", "test_run_spans.py"}
+SERIAL_FILES = {"test_truth.py", "test_truth_dns.py", "test_run_spans.py"}
 
 
 # Files whose tests take minutes each: each starts first on a worker of its own, so

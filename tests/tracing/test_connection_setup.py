@@ -11,19 +11,16 @@ from __future__ import annotations
 
 import os
 import socket
-from collections.abc import Iterator
 from datetime import timedelta
 
 import pytest
 import redis
 import sqlalchemy as sa
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from cronwave_core.redis_pools import bounded_client
 from cronwave_core.telemetry import spans
-from cronwave_core.telemetry.propagation import RunAttributesProcessor
 from cronwave_core.telemetry.setup import AddrInfo
 from cronwave_core.telemetry.spans import hop_span
 from cronwave_core.telemetry.vocabulary import (
@@ -35,7 +32,8 @@ from cronwave_core.telemetry.vocabulary import (
     Kind,
     run_attributes,
 )
-from cronwave_waterfall import Span, build_runs
+from cronwave_waterfall import build_runs
+from tests.tracing.captured import as_waterfall_spans, capturing_tracer
 from workflow_store.db import create_engine
 
 PG_URL = os.environ.get("CRONWAVE_TEST_DATABASE_URL", "")
@@ -58,14 +56,11 @@ class LoopbackResolver:
 
 
 @pytest.fixture
-def exported(monkeypatch: pytest.MonkeyPatch) -> Iterator[InMemorySpanExporter]:
+def exported(monkeypatch: pytest.MonkeyPatch) -> InMemorySpanExporter:
     """The spans drawn through ``spans.tracer``, placed as the services' are."""
-    exporter = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(RunAttributesProcessor())
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    monkeypatch.setitem(spans._tracers, "cronwave", provider.get_tracer("cronwave"))
-    yield exporter
+    tracer, exporter = capturing_tracer()
+    monkeypatch.setitem(spans._tracers, "cronwave", tracer)
+    return exporter
 
 
 def _named(exporter: InMemorySpanExporter, name: str) -> list[ReadableSpan]:
@@ -79,26 +74,6 @@ def _redis_on(url: str, host: str, resolver: LoopbackResolver) -> redis.Redis:
     return bounded_client(
         named, name="test", size=2, wait=SECOND, timeout=5 * SECOND, resolver=resolver
     )
-
-
-def _as_waterfall_spans(finished: list[ReadableSpan]) -> list[Span]:
-    out = []
-    for s in finished:
-        assert s.context is not None and s.start_time is not None and s.end_time is not None
-        out.append(
-            Span(
-                trace_id=f"{s.context.trace_id:032x}",
-                span_id=f"{s.context.span_id:016x}",
-                parent_span_id=f"{s.parent.span_id:016x}" if s.parent else "",
-                name=s.name,
-                service="test",
-                start_ns=s.start_time,
-                end_ns=s.end_time,
-                attributes=dict(s.attributes or {}),
-                span_kind=s.kind.name,
-            )
-        )
-    return out
 
 
 def test_a_new_redis_connection_is_a_connect_span_holding_its_look_up_in_the_caller_s_hop(
@@ -203,7 +178,7 @@ def test_a_new_postgresql_connection_is_dns_then_connect_in_the_waterfall(
     assert dns.parent.span_id == connect.context.span_id
     assert resolver.asked == ["pg.cronwave.test"]
     # and the waterfall counts the look-up as dns and only the rest as connect
-    [run] = build_runs(_as_waterfall_spans(list(exported.get_finished_spans())))
+    [run] = build_runs(as_waterfall_spans(exported.get_finished_spans()))
     assert dns.end_time is not None and dns.start_time is not None
     assert run.kind_ns[("persist", "dns")] == dns.end_time - dns.start_time
     assert connect.end_time is not None and connect.start_time is not None
