@@ -16,7 +16,9 @@ from typing import Any
 
 import grpc
 from cronwave_proto.v1 import payment_gateway_service_pb2 as pb
+from tenacity import RetryCallState, RetryError, Retrying, retry_if_exception, stop_after_attempt
 
+from cronwave_core.backoff import exponential
 from cronwave_core.errors import CronwaveError, Unavailable
 
 log = logging.getLogger("cronwave.job.billing")
@@ -69,42 +71,50 @@ class GatewayBatches:
         """One result per item, in order, once the gateway answered; raises
         ``Unavailable`` after ``attempts`` calls without an answer."""
         request = pb.ChargeManyRequest(items=items)
-        delay = FIRST_BACKOFF.total_seconds()
-        for attempt in range(1, self.attempts + 1):
-            try:
-                response = self.stub.ChargeMany(request, timeout=self.timeout.total_seconds())
-            except grpc.RpcError as exc:
-                code = exc.code()
-                if code not in RETRYABLE:
-                    raise GatewayRefused(
-                        f"payment gateway at {self.address} refused a batch of {len(items)} "
-                        "charges: "
-                        f"{code.name}: {exc.details()}"
-                    ) from exc
-                if attempt == self.attempts:
-                    raise Unavailable(
-                        f"payment gateway at {self.address} gave no answer to a batch of "
-                        f"{len(items)} charges in {self.attempts} calls ({code.name}: "
-                        f"{exc.details()}); is it running (`python -m cronwave_billing.gateway`, "
-                        "CRONWAVE_GATEWAY_ADDR)? The charges it may have made are safe to ask "
-                        "for again: run the job again"
-                    ) from exc
-                self.retries += 1
-                log.warning(
-                    "gateway: %s on a batch of %d charges; asking again with the same keys (%d/%d)",
-                    code.name,
-                    len(items),
-                    attempt,
-                    self.attempts,
-                )
-                self.between()
-                self.sleep(delay)
-                delay = min(delay * 2, MAX_BACKOFF.total_seconds())
-                continue
-            results = list(response.results)
-            if len(results) != len(items):
-                raise GatewayRefused(
-                    f"payment gateway answered {len(results)} results for {len(items)} charges"
-                )
-            return results
-        raise AssertionError("unreachable")  # the loop returns or raises
+
+        def again(state: RetryCallState) -> None:
+            self.retries += 1
+            exc = state.outcome.exception() if state.outcome else None
+            log.warning(
+                "gateway: %s on a batch of %d charges; asking again with the same keys (%d/%d)",
+                exc.code().name if isinstance(exc, grpc.RpcError) else exc,
+                len(items),
+                state.attempt_number,
+                self.attempts,
+            )
+            self.between()
+
+        calls = Retrying(
+            retry=retry_if_exception(_retryable),
+            stop=stop_after_attempt(self.attempts),
+            wait=exponential(FIRST_BACKOFF, MAX_BACKOFF),
+            sleep=self.sleep,
+            before_sleep=again,
+        )
+        try:
+            response = calls(self.stub.ChargeMany, request, timeout=self.timeout.total_seconds())
+        except RetryError as spent:
+            exc = spent.last_attempt.exception()
+            assert isinstance(exc, grpc.RpcError)
+            raise Unavailable(
+                f"payment gateway at {self.address} gave no answer to a batch of "
+                f"{len(items)} charges in {self.attempts} calls ({exc.code().name}: "
+                f"{exc.details()}); is it running (`python -m cronwave_billing.gateway`, "
+                "CRONWAVE_GATEWAY_ADDR)? The charges it may have made are safe to ask "
+                "for again: run the job again"
+            ) from exc
+        except grpc.RpcError as exc:
+            raise GatewayRefused(
+                f"payment gateway at {self.address} refused a batch of {len(items)} "
+                f"charges: {exc.code().name}: {exc.details()}"
+            ) from exc
+        results = list(response.results)
+        if len(results) != len(items):
+            raise GatewayRefused(
+                f"payment gateway answered {len(results)} results for {len(items)} charges"
+            )
+        return results
+
+
+def _retryable(exc: BaseException) -> bool:
+    return isinstance(exc, grpc.RpcError) and exc.code() in RETRYABLE

@@ -6,6 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import timedelta
 
+from cronwave_core.backoff import exponential, nth_wait
+
 
 @dataclass(frozen=True)
 class Backoff:
@@ -20,4 +22,7 @@ class Backoff:
             raise ValueError("Backoff needs 0 < initial <= maximum and multiplier >= 1")
 
     def delay(self, attempts: int) -> timedelta:
-        return min(self.maximum, self.initial * (self.multiplier ** min(attempts, 32)))
+        """The wait before the next try of a call that failed ``attempts`` times, for
+        the loop to schedule (it never sleeps: other fires are due meanwhile)."""
+        wait = exponential(self.initial, self.maximum, self.multiplier)
+        return nth_wait(wait, attempts + 1)

@@ -30,9 +30,11 @@ import grpc
 from cronwave_proto.v1 import common_pb2
 from cronwave_proto.v1 import workflow_store_service_pb2 as store_pb
 from cronwave_proto.v1 import workflow_store_service_pb2_grpc as store_grpc
+from tenacity import RetryCallState, Retrying, retry_if_exception_type, retry_if_result
 
 from cron_planner.clock import Clock
 from cron_planner.schedule_index import ScheduleIndex
+from cronwave_core.backoff import exponential
 from cronwave_core.convert import ts_to_dt
 from cronwave_core.domain.calendar import validate
 from cronwave_core.domain.spec import Policy, ScheduleDef, Spec
@@ -113,7 +115,7 @@ class ScheduleFeed:
         self._on_change = on_change
         self._on_pause = on_pause
         self._stream_timeout = stream_timeout.total_seconds()
-        self._backoff = (backoff[0].total_seconds(), backoff[1].total_seconds())
+        self._backoff = backoff
         self._stopping = threading.Event()
         self._call: grpc.Call | None = None
         self._lock = threading.Lock()
@@ -139,23 +141,39 @@ class ScheduleFeed:
             self._thread.join(timeout=self._rpc_timeout + 1)
 
     def _run(self) -> None:
-        delay = self._backoff[0]
+        sessions = Retrying(
+            retry=retry_if_exception_type((grpc.RpcError, CronwaveError))
+            | retry_if_result(lambda healthy: not healthy),
+            stop=lambda _state: self._stopping.is_set(),
+            wait=exponential(*self._backoff),
+            sleep=self._pause,
+            before_sleep=self._reconnecting,
+            retry_error_callback=lambda _state: False,  # stopping: the thread ends
+        )
+        # A stream that ended by its own deadline is re-opened at once, and the next
+        # break waits from the first delay again.
         while not self._stopping.is_set():
-            try:
-                if not self.loaded.is_set():
-                    self._load()
-                healthy = self._watch()
-            except (grpc.RpcError, CronwaveError) as exc:
-                if self._stopping.is_set():
-                    return
-                log.warning("schedule feed interrupted (%s); retrying in %.1fs", _text(exc), delay)
-                healthy = False
-            if healthy:
-                delay = self._backoff[0]
-                continue
-            self.reconnects += 1
-            self._stopping.wait(delay)
-            delay = min(delay * 2, self._backoff[1])
+            sessions(self._session)
+
+    def _session(self) -> bool:
+        """Load the index if it is not, then watch; True when the watch ended by its
+        own deadline."""
+        if not self.loaded.is_set():
+            self._load()
+        return self._watch()
+
+    def _pause(self, seconds: float) -> None:
+        self._stopping.wait(seconds)  # a stop ends the wait at once
+
+    def _reconnecting(self, state: RetryCallState) -> None:
+        self.reconnects += 1
+        exc = state.outcome.exception() if state.outcome else None
+        if exc is not None:
+            log.warning(
+                "schedule feed interrupted (%s); retrying in %.1fs",
+                _text(exc),
+                state.upcoming_sleep,
+            )
 
     def _load(self) -> None:
         now = self._clock.now()

@@ -21,6 +21,7 @@ install stays free of an HTTP client package.
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 import queue
@@ -32,6 +33,9 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
+from tenacity import RetryCallState, Retrying, retry_if_result, stop_after_attempt
+
+from cronwave_core.backoff import exponential, nth_wait
 from cronwave_core.domain.deadlines import NotifyFormat
 from workflow_store.deadline_records import BreachRecord, DeliveryRecord, DeliveryStatus
 
@@ -71,10 +75,24 @@ class _Job:
     body: bytes
 
 
+@dataclass(frozen=True)
+class _Post:
+    """One POST of a delivery: its number among the delivery's attempts, the answer's
+    HTTP status (0: none) and, unless 2xx, why it failed."""
+
+    attempt: int
+    status: int
+    error: str
+
+    @property
+    def delivered(self) -> bool:
+        return 200 <= self.status < 300
+
+
 def retry_wait(backoff: timedelta, attempts: int) -> timedelta:
     """The wait after a delivery's ``attempts``-th POST failed: ``backoff``, doubled
     for each POST before, at most ``MAX_BACKOFF``."""
-    return min(backoff * 2 ** min(attempts - 1, 20), MAX_BACKOFF)
+    return nth_wait(exponential(backoff, MAX_BACKOFF), attempts)
 
 
 def _iso(at: datetime) -> str:
@@ -197,35 +215,65 @@ class Notifications:
 
     def _deliver(self, job: _Job) -> None:
         delivery = job.delivery
-        first = delivery.attempts + 1
-        if first > self._attempts:
-            self._settle(delivery, DeliveryStatus.FAILED, delivery.attempts, 0, "no attempts left")
+        made = delivery.attempts
+        if made >= self._attempts:
+            self._settle(delivery, DeliveryStatus.FAILED, made, 0, "no attempts left")
             return
-        for attempt in range(first, self._attempts + 1):
-            if not self._safe(self._outbox.renew_delivery, delivery, self._hold):
-                log.info(
-                    "deadline notification %d not sent here: its claim is another's",
-                    delivery.delivery_id,
-                )
-                return
-            status, error = self._post(delivery.url, job.body)
-            if 200 <= status < 300:
-                self._settle(delivery, DeliveryStatus.DELIVERED, attempt, status, "")
-                return
-            if attempt == self._attempts:
-                self._settle(delivery, DeliveryStatus.FAILED, attempt, status, error)
-                log.warning(
-                    "deadline notification %d to %s failed after %d attempts: %s",
-                    delivery.delivery_id,
-                    delivery.url,
-                    attempt,
-                    error,
-                )
-                return
-            wait = retry_wait(self._backoff, attempt)
-            self._settle(delivery, DeliveryStatus.PENDING, attempt, status, error, retry_in=wait)
-            if self._stop.wait(wait.total_seconds()):
-                return
+        numbers = itertools.count(made + 1)
+
+        def wait(state: RetryCallState) -> float:
+            return retry_wait(self._backoff, made + state.attempt_number).total_seconds()
+
+        posts = Retrying(
+            retry=retry_if_result(lambda post: post is not None and not post.delivered),
+            stop=stop_after_attempt(self._attempts - made),
+            wait=wait,
+            sleep=self._pause,
+            before_sleep=lambda state: self._pending(delivery, state),
+            retry_error_callback=lambda state: state.outcome.result() if state.outcome else None,
+        )
+        post: _Post | None = posts(lambda: self._try(job, next(numbers), first=made + 1))
+        if post is None:  # not this process's to send, or stopping
+            return
+        if post.delivered:
+            self._settle(delivery, DeliveryStatus.DELIVERED, post.attempt, post.status, "")
+            return
+        self._settle(delivery, DeliveryStatus.FAILED, post.attempt, post.status, post.error)
+        log.warning(
+            "deadline notification %d to %s failed after %d attempts: %s",
+            delivery.delivery_id,
+            delivery.url,
+            post.attempt,
+            post.error,
+        )
+
+    def _try(self, job: _Job, attempt: int, *, first: int) -> _Post | None:
+        """POST ``job`` under its claim, renewed first; None, sending nothing, when the
+        claim is another's or (after a wait) the notifier is stopping."""
+        delivery = job.delivery
+        if attempt > first and self._stop.is_set():
+            return None  # it stays pending, with the attempts it made
+        if not self._safe(self._outbox.renew_delivery, delivery, self._hold):
+            log.info(
+                "deadline notification %d not sent here: its claim is another's",
+                delivery.delivery_id,
+            )
+            return None
+        status, error = self._post(delivery.url, job.body)
+        return _Post(attempt, status, error)
+
+    def _pending(self, delivery: DeliveryRecord, state: RetryCallState) -> None:
+        """Record a failed POST whose next one is due after the wait."""
+        post = state.outcome.result() if state.outcome else None
+        if isinstance(post, _Post):
+            wait = retry_wait(self._backoff, post.attempt)
+            self._settle(
+                delivery, DeliveryStatus.PENDING, post.attempt, post.status, post.error,
+                retry_in=wait,
+            )  # fmt: skip
+
+    def _pause(self, seconds: float) -> None:
+        self._stop.wait(seconds)  # a stop ends the wait at once
 
     def _settle(
         self,
