@@ -17,7 +17,7 @@ import logging
 import secrets
 import signal
 import threading
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from concurrent import futures
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -30,6 +30,7 @@ from opentelemetry.instrumentation.grpc import server_interceptor
 
 from cronwave_core.errors import CronwaveError, InvalidArgument
 from cronwave_core.fault_interceptors import server_faults
+from cronwave_core.handlers import around
 from cronwave_core.limits import DEFAULT_LIMITS
 from cronwave_core.logs import configure_logging
 from cronwave_core.metrics import MetricsServer, serve_metrics
@@ -100,49 +101,12 @@ class ErrorInterceptor(grpc.ServerInterceptor):
             return None
         method: str = details.method
         parse = handler.request_deserializer
-        decode = decoder(parse, method) if parse is not None else _same
         fail = self._fail
-        if handler.unary_unary:
-            inner_uu = handler.unary_unary
 
-            def unary_unary(request: Any, context: grpc.ServicerContext) -> Any:
-                try:
-                    return inner_uu(decode(request), context)
-                except Exception as exc:
-                    fail(exc, context, method)
+        def guard(context: grpc.ServicerContext) -> _Failing:
+            return _Failing(fail, context, method)
 
-            return handler._replace(unary_unary=unary_unary, request_deserializer=None)
-        if handler.unary_stream:
-            inner_us = handler.unary_stream
-
-            def unary_stream(request: Any, context: grpc.ServicerContext) -> Any:
-                try:
-                    yield from inner_us(decode(request), context)
-                except Exception as exc:
-                    fail(exc, context, method)
-
-            return handler._replace(unary_stream=unary_stream, request_deserializer=None)
-        if handler.stream_unary:
-            inner_su = handler.stream_unary
-
-            def stream_unary(requests: Iterator[Any], context: grpc.ServicerContext) -> Any:
-                try:
-                    return inner_su(map(decode, requests), context)
-                except Exception as exc:
-                    fail(exc, context, method)
-
-            return handler._replace(stream_unary=stream_unary, request_deserializer=None)
-        if handler.stream_stream:
-            inner_ss = handler.stream_stream
-
-            def stream_stream(requests: Iterator[Any], context: grpc.ServicerContext) -> Any:
-                try:
-                    yield from inner_ss(map(decode, requests), context)
-                except Exception as exc:
-                    fail(exc, context, method)
-
-            return handler._replace(stream_stream=stream_stream, request_deserializer=None)
-        return handler
+        return around(handler, guard, decoder(parse, method) if parse is not None else None)
 
     def _fail(self, exc: Exception, context: grpc.ServicerContext, method: str) -> NoReturn:
         """End the call for ``exc``: its own status for a ``CronwaveError``, else
@@ -170,8 +134,25 @@ class ErrorInterceptor(grpc.ServerInterceptor):
         raise AssertionError("context.abort returned")  # it raises
 
 
-def _same(value: Any) -> Any:
-    return value
+class _Failing:
+    """Ends the call it guards for the exception the call raised (``_fail``)."""
+
+    __slots__ = ("_context", "_fail", "_method")
+
+    def __init__(
+        self,
+        fail: Callable[[Exception, grpc.ServicerContext, str], NoReturn],
+        context: grpc.ServicerContext,
+        method: str,
+    ) -> None:
+        self._fail, self._context, self._method = fail, context, method
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, _kind: object, exc: BaseException | None, _tb: object) -> None:
+        if isinstance(exc, Exception):
+            self._fail(exc, self._context, self._method)
 
 
 def _ended(context: grpc.ServicerContext) -> bool:

@@ -16,12 +16,14 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager
 from typing import Any
 
 import grpc
 
 from cronwave_core.errors import Unauthenticated
+from cronwave_core.handlers import around
 from cronwave_core.security import rules
 from cronwave_core.security.identity import (
     INSECURE,
@@ -136,45 +138,9 @@ class AuthInterceptor(grpc.ServerInterceptor):
         identify = self.identify
         table = self.rules
 
-        def admit(context: grpc.ServicerContext) -> Identity:
+        def admit(context: grpc.ServicerContext) -> AbstractContextManager[object]:
             identity = identify(context)
             rules.check(method, identity, table)
-            return identity
+            return serving(identity, context.peer())
 
-        if handler.unary_unary:
-            inner_uu = handler.unary_unary
-
-            def unary_unary(request: Any, context: grpc.ServicerContext) -> Any:
-                with serving(admit(context), context.peer()):
-                    return inner_uu(request, context)
-
-            return handler._replace(unary_unary=unary_unary)
-        if handler.unary_stream:
-            inner_us = handler.unary_stream
-
-            def unary_stream(request: Any, context: grpc.ServicerContext) -> Iterator[Any]:
-                identity = admit(context)
-                with serving(identity, context.peer()):
-                    yield from inner_us(request, context)
-
-            return handler._replace(unary_stream=unary_stream)
-        if handler.stream_unary:
-            inner_su = handler.stream_unary
-
-            def stream_unary(requests: Iterator[Any], context: grpc.ServicerContext) -> Any:
-                with serving(admit(context), context.peer()):
-                    return inner_su(requests, context)
-
-            return handler._replace(stream_unary=stream_unary)
-        if handler.stream_stream:
-            inner_ss = handler.stream_stream
-
-            def stream_stream(
-                requests: Iterator[Any], context: grpc.ServicerContext
-            ) -> Iterator[Any]:
-                identity = admit(context)
-                with serving(identity, context.peer()):
-                    yield from inner_ss(requests, context)
-
-            return handler._replace(stream_stream=stream_stream)
-        return handler
+        return around(handler, admit)
