@@ -131,11 +131,6 @@ class Sweeper:
         if self._thread.is_alive():
             self._thread.join(timeout.total_seconds())
 
-    @property
-    def recovering(self) -> bool:
-        """True while the runs of a lost queue are still being re-sent."""
-        return self._recovery is not None
-
     def sweep_once(self) -> int:
         """One tick: look for a lost queue and re-send a page of the runs it held, then
         re-send the message of every run the store hands back; returns how many were

@@ -232,13 +232,6 @@ class RunStore(AuditStore):
             query = sa.select(m.RunEvent).where(m.RunEvent.run_id == run_id)
             return [_run_event(e) for e in s.scalars(query.order_by(m.RunEvent.seq))]
 
-    def append_run_event(self, run_id: str, kind: str, detail: str) -> RunEventRecord:
-        if not kind:
-            raise InvalidArgument("kind", "required, e.g. enqueued")
-        with self.db.write() as s:
-            event: RunEventRecord = _only(self._append_all(s, [EventRequest(run_id, kind, detail)]))
-            return event
-
     def append_run_events(
         self, events: Sequence[EventRequest]
     ) -> list[RunEventRecord | CronwaveError]:
