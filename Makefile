@@ -29,10 +29,6 @@ $(STAMP): pyproject.toml examples/billing/pyproject.toml
 	@# instead of compiling the sources again (PYTHONDONTWRITEBYTECODE, where set,
 	@# would keep Python from caching it itself).
 	$(BIN)/python -m compileall -q libs services examples tools > /dev/null
-	@# checkov (tests/deploy) pins many packages exactly (packaging==23.2, boto3, ...):
-	@# it gets a venv of its own, so that it moves none of cronwave's.
-	$(PYTHON) -m venv $(VENV)-checkov
-	$(VENV)-checkov/bin/python -m pip install --quiet "checkov>=3.2,<4"
 	@touch $(STAMP)
 
 # Whatever the demo's outcome, it ends saying how to reach the `cronwave` it installed.
