@@ -30,8 +30,10 @@ JOB_API = [
     for name in ("_job", "_job_context", "_job_errors", "_checkpoint", "_retry")
 ]
 #: What the job API may import of cronwave_core: values with no I/O (a job's progress
-#: is one; its proto conversion loads the messages only when the worker sends it).
+#: is one; its proto conversion loads the messages only when the worker sends it; the
+#: backoff formula a retry policy's delays come from is another).
 JOB_API_CORE = {
+    "cronwave_core.backoff",
     "cronwave_core.errors",
     "cronwave_core.fields",
     "cronwave_core.limits",
