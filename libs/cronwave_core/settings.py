@@ -467,7 +467,8 @@ class TestHooks(FromEnv):
         Text(),
         "",
         "fault injection: `delay=<hop>:<kind>:<delay>:<fraction>` (see *Fault hook*), "
-        "`planner.hold_start=<s>`, `worker.stop_before_complete=<attempt>` (see *Drills*)",
+        "`planner.hold_start=<s>`, `worker.stop_before_complete=<attempt>`, "
+        "`worker.lose_claim_answers=<count>` (see *Drills*)",
     )
     gateway_timeout_after_commit: int = setting(
         PREFIX + "GATEWAY_TIMEOUT_AFTER_COMMIT",

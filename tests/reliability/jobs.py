@@ -17,6 +17,9 @@ from cronwave import NO_RETRY, JobContext, JobType, NonRetryable, RetryPolicy
 from cronwave_core.settings import WorkerSettings
 
 HEARTBEAT_TIMEOUT = timedelta(seconds=1)
+#: The lost-claim-answer drill's: short enough that an attempt held by nobody is taken
+#: over within seconds, long enough that a loaded machine's heartbeats do not lapse.
+CLAIM_DRILL_TIMEOUT = timedelta(seconds=5)
 RUNAWAY_LIMIT = timedelta(seconds=1)
 #: Scaled retries: 0.2 s, 0.4 s, 0.8 s between four attempts.
 SCALED_RETRY = RetryPolicy(
@@ -182,5 +185,12 @@ def job_types(settings: WorkerSettings) -> list[JobType]:
         ),
         JobType(
             "drill.burst_unretried", flaky, duration_limit=timedelta(minutes=1), retry=NO_RETRY
+        ),
+        JobType(
+            "drill.once",
+            flaky,
+            duration_limit=timedelta(minutes=1),
+            heartbeat_timeout=CLAIM_DRILL_TIMEOUT,
+            retry=NO_RETRY,
         ),
     ]

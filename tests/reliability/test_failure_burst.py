@@ -115,3 +115,37 @@ def test_a_thousand_failing_runs_end_as_their_policy_says_with_no_consumer_resta
         log = rig.log(name)
         found = [line for line in log.splitlines() if any(t in line for t in TROUBLE)]
         assert not found, f"{name}: {found[:5]}"
+
+
+#: The worker drops the answers of its first ClaimRuns calls that claimed a run, once
+#: the store has committed them (worker.drills), as a deadline passing on a busy store
+#: does; the jobs run in job processes, as by default.
+_LOST_ANSWERS = {"CRONWAVE_TEST_HOOKS": "1", "CRONWAVE_FAULT": "worker.lose_claim_answers=2"}
+LOST_RUNS = 20
+
+
+def test_a_claim_whose_answer_was_lost_runs_its_attempt_and_no_other(make_rig: MakeRig) -> None:
+    # Given a worker with job processes (the default) whose first two claim answers
+    # are lost after the store committed them, and a job type with no retry
+    rig = make_rig(pools={"default": 1}, env=_LOST_ANSWERS)
+    schedule_id = rig.schedule("drill.once")
+
+    # When runs of it are started at once, each failing
+    start_burst(rig, schedule_id, LOST_RUNS)
+    runs = all_ended(rig, schedule_id, LOST_RUNS)
+
+    # Then answers were lost (the drill acted on some of these runs) ...
+    (worker,) = [name for name in rig.suite.procs if name.startswith("worker")]
+    dropped = [line for line in rig.log(worker).splitlines() if "worker.lose_claim_answers" in line]
+    assert dropped and any(r.run_id in "".join(dropped) for r in runs), dropped
+    # ... and each run was dead-lettered after its one attempt, whose claim was asked
+    # again and answered, not taken over by a second attempt once its heartbeat lapsed
+    outcomes = Counter((common_pb2.RunState.Name(r.state), r.attempt) for r in runs)
+    odd = [r.run_id for r in runs if r.attempt != 1][:3]
+    histories = {run_id: [(e.kind, e.detail) for e in rig.run_events(run_id)] for run_id in odd}
+    assert outcomes == {("RUN_STATE_DEAD_LETTERED", 1): LOST_RUNS}, histories
+    for run in runs:
+        kinds = [e.kind for e in rig.run_events(run.run_id)]
+        assert kinds.count("claimed") == 1 and kinds.count("started") == 1, kinds
+        assert "requeued" not in kinds[kinds.index("claimed") :], kinds  # no lapse
+        assert kinds[-1] == "dead_lettered", kinds

@@ -14,6 +14,7 @@ from cronwave_core.queueing import RunMessage
 from cronwave_core.status import item_error
 from worker.chain import Delivery, Skip
 from worker.draining import AttemptStop
+from worker.drills import ClaimAnswerLost
 from worker.jobs import Registry, builtin_job_types
 from worker.middleware.claim import Claim
 
@@ -65,3 +66,43 @@ def test_a_claim_names_the_worker_queues_and_skips_a_stray_message(error: Cronwa
     assert list(request.queues) == ["critical", "default"]
     assert [c.run_id for c in request.claims] == ["run-1"]
     assert not stray.attempt_token and not stray.run.run_id
+
+
+class LosingStore:
+    """A store whose first claim answer is lost (as if its deadline passed after the
+    store committed it), then answers every claim as claimed; keeps what it was asked."""
+
+    def __init__(self) -> None:
+        self.requests: list[store_pb.ClaimRunsRequest] = []
+
+    def ClaimRuns(self, request: store_pb.ClaimRunsRequest) -> store_pb.ClaimRunsResponse:
+        self.requests.append(request)
+        if len(self.requests) == 1:
+            raise ClaimAnswerLost()
+        claimed = store_pb.ClaimRunResponse(claimed=True, attempt_token="a" * 32)
+        claimed.run.run_id = "run-1"
+        return store_pb.ClaimRunsResponse(
+            results=[store_pb.ClaimRunResult(claim=claimed) for _ in request.claims]
+        )
+
+
+def test_a_claim_whose_answer_was_lost_is_asked_again_with_its_key() -> None:
+    # Given a worker whose first claim answer is lost
+    store = LosingStore()
+    claim = Claim(store, Registry(builtin_job_types()), "w-1", ["default"])
+    first, second = delivery("default"), delivery("default")
+    try:
+        # When a message comes, and then another
+        claim.before_claim(first)
+        claim.before_claim(second)
+    finally:
+        claim.close()
+        first.phase.close()
+        second.phase.close()
+
+    # Then the first claim was asked again with its own key and got its attempt, and
+    # the next message's claim has a key of its own
+    keys = [request.claims[0].claim_key for request in store.requests]
+    assert len(keys) == 3 and keys[0] == keys[1] != keys[2]
+    assert all(len(key) == 32 and int(key, 16) >= 0 for key in keys)
+    assert first.attempt_token == "a" * 32

@@ -255,14 +255,16 @@ class AppendRunEventRequest(_message.Message):
     def __init__(self, run_id: _Optional[str] = ..., kind: _Optional[str] = ..., detail: _Optional[str] = ..., traceparent: _Optional[str] = ...) -> None: ...
 
 class ClaimRunRequest(_message.Message):
-    __slots__ = ("run_id", "worker_id", "traceparent")
+    __slots__ = ("run_id", "worker_id", "traceparent", "claim_key")
     RUN_ID_FIELD_NUMBER: _ClassVar[int]
     WORKER_ID_FIELD_NUMBER: _ClassVar[int]
     TRACEPARENT_FIELD_NUMBER: _ClassVar[int]
+    CLAIM_KEY_FIELD_NUMBER: _ClassVar[int]
     run_id: str
     worker_id: str
     traceparent: str
-    def __init__(self, run_id: _Optional[str] = ..., worker_id: _Optional[str] = ..., traceparent: _Optional[str] = ...) -> None: ...
+    claim_key: str
+    def __init__(self, run_id: _Optional[str] = ..., worker_id: _Optional[str] = ..., traceparent: _Optional[str] = ..., claim_key: _Optional[str] = ...) -> None: ...
 
 class ClaimRunResponse(_message.Message):
     __slots__ = ("run", "claimed", "attempt_token")

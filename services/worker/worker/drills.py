@@ -8,6 +8,14 @@
     another worker has taken the run over, to show that the store refuses the
     completion of the superseded attempt and keeps nothing it reports.
 
+``worker.lose_claim_answers=<count>``
+    The answers of the worker's first ``<count>`` ``ClaimRuns`` calls that claimed a
+    run are dropped once the store has committed them: each call fails
+    DEADLINE_EXCEEDED, as one whose deadline passed while a busy store finished it.
+    A drill shows that the claims are asked again and answered with the attempts they
+    started (``worker.middleware.claim``), so no run gets an attempt its policy did
+    not allow.
+
 Why the pause waits for its SIGCONT: a SIGSTOP sent to one's own process is taken by
 one thread the kernel picks (the main thread, when it is not running), and only when
 that thread runs does it stop the others. Until then the thread that sent it runs on;
@@ -24,8 +32,13 @@ import logging
 import os
 import select
 import signal
+import threading
 import time
+from collections.abc import Callable
 from datetime import timedelta
+from typing import Any
+
+import grpc
 
 from cronwave_core.errors import ConfigurationError, CronwaveError
 from cronwave_core.faults import named_items
@@ -35,6 +48,8 @@ from worker.chain import Delivery, RunMiddleware
 log = logging.getLogger("cronwave.worker.drill")
 
 STOP_BEFORE_COMPLETE = "worker.stop_before_complete"
+LOSE_CLAIM_ANSWERS = "worker.lose_claim_answers"
+_CLAIM_RUNS = "/cronwave.v1.WorkflowStoreService/ClaimRuns"
 
 #: How long a paused drill waits to be resumed before it gives up and says so.
 PAUSE_LIMIT = timedelta(minutes=10)
@@ -128,3 +143,57 @@ def drill_hooks(hooks: TestHooks) -> StopBeforeComplete | None:
             f"CRONWAVE_FAULT: {STOP_BEFORE_COMPLETE} expects an attempt number >= 1, got {raw!r}"
         )
     return StopBeforeComplete(int(raw), GroupPause())
+
+
+class ClaimAnswerLost(grpc.RpcError):
+    """What a ``ClaimRuns`` call whose answer the drill dropped raises."""
+
+    def code(self) -> grpc.StatusCode:
+        return grpc.StatusCode.DEADLINE_EXCEEDED
+
+    def details(self) -> str:
+        return f"Deadline Exceeded (drill {LOSE_CLAIM_ANSWERS}: the answer was dropped)"
+
+
+class LoseClaimAnswers(grpc.UnaryUnaryClientInterceptor):
+    """On the worker's channel to the store: the first ``count`` ``ClaimRuns`` calls
+    that claimed a run are made, and their answers dropped."""
+
+    def __init__(self, count: int) -> None:
+        self._left = count
+        self._lock = threading.Lock()
+
+    def intercept_unary_unary(
+        self, continuation: Callable[..., Any], client_call_details: Any, request: Any
+    ) -> Any:
+        outcome = continuation(client_call_details, request)
+        if client_call_details.method != _CLAIM_RUNS or outcome.exception() is not None:
+            return outcome
+        claimed = [r.claim.run.run_id for r in outcome.result().results if r.claim.claimed]
+        with self._lock:
+            if not claimed or self._left <= 0:
+                return outcome
+            self._left -= 1
+        log.warning(
+            "drill %s: dropping the answer of a ClaimRuns call that claimed %d run(s): %s",
+            LOSE_CLAIM_ANSWERS,
+            len(claimed),
+            ", ".join(claimed),
+        )
+        raise ClaimAnswerLost()
+
+
+def drill_channel(hooks: TestHooks, channel: grpc.Channel) -> grpc.Channel:
+    """``channel`` (the worker's to the store), with the drill ``CRONWAVE_FAULT`` names
+    for it in a worker started for drills; ``channel`` itself otherwise. A malformed
+    value stops start-up (``ConfigurationError``)."""
+    if not hooks.enabled:
+        return channel
+    raw = named_items(hooks.fault, f"{LOSE_CLAIM_ANSWERS}=1").get(LOSE_CLAIM_ANSWERS)
+    if raw is None:
+        return channel
+    if not raw.isdigit() or int(raw) < 1:
+        raise ConfigurationError(
+            f"CRONWAVE_FAULT: {LOSE_CLAIM_ANSWERS} expects a count of calls >= 1, got {raw!r}"
+        )
+    return grpc.intercept_channel(channel, LoseClaimAnswers(int(raw)))

@@ -57,6 +57,7 @@ from worker.actors import declare_actors
 from worker.attempts import Isolation
 from worker.dead_letters import DeadLetterRejected
 from worker.draining import Draining
+from worker.drills import drill_channel
 from worker.held_runs import HeldRuns
 from worker.job_process import JobProcessPool
 from worker.jobs import Registry, default_registry
@@ -252,7 +253,7 @@ def main() -> None:
         middleware=[TimeLimit(), Retries()],
     )
     dramatiq.set_broker(broker)
-    channel = open_channel(network.store_addr, network.rpc_timeout)
+    channel = drill_channel(hooks, open_channel(network.store_addr, network.rpc_timeout))
     store = store_grpc.WorkflowStoreServiceStub(channel)
     register_job_types(store, registry)
     if pool is not None:

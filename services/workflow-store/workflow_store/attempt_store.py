@@ -4,6 +4,7 @@ conditional UPDATE of the run's state and attempt token.
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -65,17 +66,24 @@ class AttemptStore(AuditStore):
 
     # -- attempts ----------------------------------------------------------------------
 
-    def claim_run(self, run_id: str, worker_id: str, queues: Sequence[str]) -> Claim:
+    def claim_run(
+        self, run_id: str, worker_id: str, queues: Sequence[str], claim_key: str = ""
+    ) -> Claim:
         """Start a new attempt of the run for ``worker_id`` unless it is terminal or a
         live attempt holds it (its heartbeat younger than the job's heartbeat timeout).
         Of concurrent claims exactly one wins. The claimed run is WAITING: held, its
-        body not started (it becomes RUNNING when the attempt reports its start)."""
+        body not started (it becomes RUNNING when the attempt reports its start).
+
+        A claim asked again (same ``claim_key``, same worker) while the run still waits
+        under the attempt it started is answered with that attempt, its heartbeat
+        renewed: the first answer may have been lost (the call failed after this
+        transaction committed), and refusing the claim as held would leave the attempt
+        to nobody until its heartbeat lapsed, then start another one."""
         if not worker_id:
             raise InvalidArgument("worker_id", "required: the claiming worker's id")
         serves = claim_rules.served(queues)
-        claim: Claim = _only(
-            self._rounds(lambda s: self._claim_all(s, [ClaimRequest(run_id, worker_id)], serves))
-        )
+        request = ClaimRequest(run_id, worker_id, claim_key)
+        claim: Claim = _only(self._rounds(lambda s: self._claim_all(s, [request], serves)))
         return claim
 
     def claim_runs(
@@ -125,6 +133,14 @@ class AttemptStore(AuditStore):
             if answer and answer + blobs > CLAIM_ANSWER_BYTES:
                 results.append(AnswerFull(claim.run_id))  # not claimed: asked again
                 continue
+            if _asked_again(run, claim):  # its first answer was lost: the same attempt
+                answer += blobs
+                before.setdefault(run["run_id"], (run["state"], run["attempt_token"]))
+                run.update(heartbeat_at=now, next_sweep_at=None)
+                results.append(
+                    Claim(_run_of(run), claimed=True, attempt_token=run["attempt_token"])
+                )
+                continue
             if not self._claimable(s, run, now):
                 results.append(Claim(_run_of(run), claimed=False, attempt_token=""))
                 continue
@@ -134,6 +150,7 @@ class AttemptStore(AuditStore):
                 state=RunState.WAITING.value,
                 attempt=run["attempt"] + 1,
                 attempt_token=new_attempt_token(),
+                claim_key=claim.claim_key or None,
                 claimed_at=now,
                 heartbeat_at=now,
                 worker_id=claim.worker_id,
@@ -467,6 +484,20 @@ class AttemptStore(AuditStore):
         )
         _event(s, row, RunState.CANCELLED.value, now, request.reason)
         return _run(row), True
+
+
+def _asked_again(run: Mapping[str, Any], claim: ClaimRequest) -> bool:
+    """Whether ``claim`` is the one that started the run's current attempt, asked again
+    while that attempt waits (its body not begun, no cancel requested): same key, same
+    worker. Only that worker knows the key, and its first answer never reached it."""
+    key = run.get("claim_key") or ""
+    return (
+        bool(claim.claim_key)
+        and run["state"] == RunState.WAITING.value
+        and run.get("cancel_deadline") is None
+        and run["worker_id"] == claim.worker_id
+        and secrets.compare_digest(claim.claim_key.encode(), key.encode())
+    )
 
 
 def _check_completion(req: CompletionRequest, prefix: str) -> None:

@@ -342,6 +342,7 @@ def claim_from_proto(msg: api.ClaimRunRequest) -> ClaimRequest:
     return ClaimRequest(
         run_id=validate.run_id(msg.run_id),
         worker_id=validate.name(msg.worker_id, "worker_id"),
+        claim_key=validate.claim_key(msg.claim_key, "claim_key"),
     )
 
 

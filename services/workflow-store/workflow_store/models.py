@@ -155,6 +155,11 @@ class Run(Base):
     # 32 random hex digits, new at every claim; empty until the first claim. Never
     # returned by a read: only the attempt that claimed the run knows it.
     attempt_token: Mapped[str]
+    # The key the worker sent with the claim that started the current attempt (NULL:
+    # none given). A claim asked again with it, by the same worker, is answered with
+    # that attempt while the run waits under it (the first answer may have been lost).
+    # Never returned by a read, as the token is not.
+    claim_key: Mapped[str | None] = mapped_column(sa.String(64), nullable=True)
     fencing_token: Mapped[int]
     idempotency_key: Mapped[str]
     queue: Mapped[str]

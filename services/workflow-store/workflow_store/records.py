@@ -183,10 +183,13 @@ class EventRequest:
 
 @dataclass(frozen=True)
 class ClaimRequest:
-    """One ClaimRuns item: a new attempt of the run for ``worker_id``."""
+    """One ClaimRuns item: a new attempt of the run for ``worker_id``; ``claim_key``
+    (the worker's for this claim, "" = none) lets the claim be asked again after its
+    answer was lost and get the attempt it started."""
 
     run_id: str
     worker_id: str
+    claim_key: str = ""
 
 
 @dataclass(frozen=True)

@@ -60,6 +60,7 @@ _CLAIM_COLUMNS = (
     "state",
     "attempt",
     "attempt_token",
+    "claim_key",
     "claimed_at",
     "heartbeat_at",
     "worker_id",

@@ -66,6 +66,21 @@ def run_id(value: str, field: str = "run_id") -> str:
     return key(fields.require_run_id(value, field), field)
 
 
+#: A worker's key for one claim: random, long enough not to be guessed.
+_CLAIM_KEY = re.compile(r"[A-Za-z0-9_-]{16,64}")
+
+
+def claim_key(value: str, field: str) -> str:
+    """A claim's key: empty (none), or 16 to 64 letters, digits, '-' or '_'."""
+    if value and not _CLAIM_KEY.fullmatch(value):
+        raise InvalidArgument(
+            field,
+            "must be empty or 16 to 64 letters, digits, '-' or '_' (a random key the "
+            f"worker makes for one claim), got {len(value)} characters",
+        )
+    return value
+
+
 def name(value: str, field: str, *, required: bool = False) -> str:
     """A job type, queue, worker, event kind or error type name."""
     return _limits.identifier(value, field, required=required)

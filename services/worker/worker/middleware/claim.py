@@ -9,12 +9,24 @@ since): it is skipped, and the run keeps the message the dispatcher sends it.
 
 The claims of the runs this worker takes at once go to the store together (group
 commit; see ``cronwave_core.batching``).
+
+A claim's answer can be lost: the call fails (its deadline passed while the store was
+busy, the connection dropped) after the store has committed the claim. Each claim
+carries a key made for it alone, and is asked again with the same key while the store
+is unreachable, for up to the job type's heartbeat timeout: the store answers a claim
+asked again with the attempt it started (``workflow_store.attempt_store``), so that
+attempt is this worker's after all. A claim asked again without the key would be
+refused (the run is held), and the attempt, held by nobody, would wait out its
+heartbeat timeout and then be taken over by a second attempt: for a job with no retry,
+a second attempt its policy never allowed.
 """
 
 from __future__ import annotations
 
 import logging
+import secrets
 from collections.abc import Sequence
+from datetime import timedelta
 from typing import Any
 
 import grpc
@@ -40,6 +52,14 @@ def with_traceparent(request: Any, traceparent: str) -> Any:
 #: A claim's refusals that leave the message nothing to do here: the run is another
 #: queue's, or has no message yet (this one is stale).
 _STRAY = (grpc.StatusCode.PERMISSION_DENIED, grpc.StatusCode.FAILED_PRECONDITION)
+#: How long a claim is asked again while the store is unreachable, when the message
+#: names no job type this worker has (it is dead-lettered once the store answers).
+ASK_AGAIN_WITHIN = timedelta(seconds=3)
+
+
+def claim_key() -> str:
+    """A new claim's key: 128 random bits, as 32 hex digits."""
+    return secrets.token_hex(16)
 
 
 class Claim(RunMiddleware):
@@ -65,10 +85,17 @@ class Claim(RunMiddleware):
             hop_span("worker.claim", Hop.PICKUP, Kind.APP, delivery.attrs)
         )
         delivery.span = span
-        request = store_pb.ClaimRunRequest(run_id=message.run_id, worker_id=self.worker_id)
+        request = store_pb.ClaimRunRequest(
+            run_id=message.run_id, worker_id=self.worker_id, claim_key=claim_key()
+        )
+        # An attempt the store started for a claim whose answer was lost stays this
+        # worker's to take (asked again, same key) until its heartbeat lapses.
+        within = ASK_AGAIN_WITHIN
+        if message.job_type in self.registry:
+            within = max(within, self.registry.get(message.job_type).heartbeat_timeout)
         try:
             claim: store_pb.ClaimRunResponse = with_retries(
-                lambda: self.claims.call(request), f"claim run {message.run_id}"
+                lambda: self.claims.call(request), f"claim run {message.run_id}", within=within
             )
         except grpc.RpcError as exc:
             if exc.code() in _STRAY:
