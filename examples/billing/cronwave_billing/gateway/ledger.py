@@ -17,6 +17,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from cronwave_billing.bulk import any_of, insert_skipping_conflicts
 from cronwave_billing.gateway.domain import (
     SUCCEEDED,
     Charge,
@@ -26,7 +27,6 @@ from cronwave_billing.gateway.domain import (
     IdempotencyKeyReused,
     validate_items,
 )
-from cronwave_core.bulk import any_of, insert_skipping_conflicts
 from cronwave_core.errors import ConfigurationError
 
 metadata = sa.MetaData()

@@ -4,7 +4,8 @@ PostgreSQL.
 Row-at-a-time ``executemany`` on PostgreSQL, and an ``IN (...)`` list with a bound
 parameter per value, spend most of their time on round trips and SQL compilation.
 These send a whole batch as one JSON parameter (PostgreSQL), or through SQLite's
-in-process ``executemany`` and ``json_each``, with the same SQL text every time.
+in-process ``executemany`` and ``json_each``, with the same SQL text every time. The
+billing job's charges and the demo gateway's ledger write through them.
 """
 
 from __future__ import annotations
