@@ -24,7 +24,8 @@ from cronwave_core.suite import find_redis_server, free_port, wait_redis
 
 
 class TcpProxy:
-    """Forwards connections on a loopback port to ``target`` (HOST:PORT).
+    """Forwards connections on a loopback port (or on ``host``, another address of
+    this machine, such as a veth's) to ``target`` (HOST:PORT).
 
     ``blackhole()`` makes every connection, open or new, swallow the bytes sent either
     way without closing: calls through it hang until their deadline, as across a
@@ -34,14 +35,14 @@ class TcpProxy:
     lost its table does).
     """
 
-    def __init__(self, target: str, port: int = 0) -> None:
-        host, _, target_port = target.rpartition(":")
-        self._target = (host, int(target_port))
+    def __init__(self, target: str, port: int = 0, host: str = "127.0.0.1") -> None:
+        target_host, _, target_port = target.rpartition(":")
+        self._target = (target_host, int(target_port))
         # A given ``port`` lets a closed proxy come back at the same address.
-        self._listener = socket.create_server(("127.0.0.1", port))
+        self._listener = socket.create_server((host, port))
         self._listener.settimeout(0.1)
         self.port = int(self._listener.getsockname()[1])
-        self.address = f"127.0.0.1:{self.port}"
+        self.address = f"{host}:{self.port}"
         self._blackholed = threading.Event()
         self._closing = threading.Event()
         self._lock = threading.Lock()

@@ -11,6 +11,8 @@ import pytest
 from cronwave_bench.failover import Drill
 from cronwave_bench.faults import TcpProxy
 from cronwave_core.suite import Suite
+from tests.harness.netns import NetNamespace
+from tests.harness.processes import raise_all, run_all
 
 
 @pytest.fixture
@@ -40,3 +42,18 @@ def proxy_to() -> Iterator[Callable[[str], TcpProxy]]:
     yield make
     for proxy in proxies:
         proxy.close()
+
+
+@pytest.fixture
+def netns() -> Iterator[Callable[[Suite], NetNamespace]]:
+    """Network namespaces joined to this machine by a veth pair (root only), each
+    removed, with the processes started in it, when the test ends."""
+    made: list[NetNamespace] = []
+
+    def make(suite: Suite) -> NetNamespace:
+        namespace = NetNamespace(suite)
+        made.append(namespace)
+        return namespace
+
+    yield make
+    raise_all(run_all(namespace.close for namespace in reversed(made)), "removing namespaces")

@@ -15,4 +15,6 @@
 - ``clients``: the SDK client of a suite (``client_for``).
 - ``planner``: planner replicas as processes, and planners on manual clocks.
 - ``beats``: a stand-in receiver of a job's heartbeats.
+- ``netns``: a service process in a network namespace of its own, behind a veth link a
+  test cuts for real (root only).
 """
