@@ -96,6 +96,8 @@ GATEWAY_KEY = Rule("gateway key", gateway_domain.MAX_KEY_LENGTH, "\x07", "k1")
 GATEWAY_ID = Rule("gateway id", gateway_domain.MAX_ID_LENGTH, "\x07", "c1")
 #: A currency: three lowercase letters.
 CURRENCY = Rule("currency", longest(gateway_domain._CURRENCY), " ", "eur")
+#: A claim's key (``validate.claim_key``): 16 to 64 letters, digits, '-' or '_'.
+CLAIM_KEY = Rule("claim key", longest(validate._CLAIM_KEY), " ", "k" * 16)
 #: A schedule's label key and value (``cronwave_core.domain.labels``).
 LABEL_KEY = Rule("label key", labels.MAX_KEY_CHARS, " ", "team")
 LABEL_VALUE = Rule("label value", labels.MAX_VALUE_CHARS, " ", "billing")
@@ -124,6 +126,7 @@ BY_NAME: dict[str, Rule] = {
     "scope": LEASE,
     "candidate": LEASE,
     "key_id": KEY_ID,
+    "claim_key": CLAIM_KEY,
 }
 #: Where one name stands for another rule in one message.
 BY_FIELD: dict[str, Rule] = {
