@@ -1,6 +1,7 @@
 """Heartbeats over real gRPC: one call renews every attempt a worker holds, each item
 answered as its single Heartbeat would be; a body's start sent by a heartbeat and
-again by the completion (its answer lost) is one ``started`` event per attempt."""
+again by the completion or as an appended event (its answer lost) is one ``started``
+event per attempt."""
 
 from __future__ import annotations
 
@@ -83,6 +84,46 @@ def test_a_start_reported_twice_is_one_started_event_of_the_attempt(stub):
     # Then the history has the attempt's start once
     assert _kinds(stub, run.run_id).count("started") == 1
     assert get_one(stub, run.run_id).started_at.ToDatetime(tzinfo=UTC) == began
+
+
+def test_a_start_appended_after_a_heartbeat_recorded_it_is_not_written_again(stub):
+    # Given an attempt whose start a heartbeat recorded (its answer never came back)
+    run, token = claimed_run(stub)
+    beat = api.HeartbeatRequest(run_id=run.run_id, attempt_token=token)
+    beat.body_started_at.GetCurrentTime()
+    stub.Heartbeats(api.HeartbeatsRequest(beats=[beat]))
+    (recorded,) = [
+        e
+        for e in stub.ListRunEvents(api.ListRunEventsRequest(run_id=run.run_id)).events
+        if e.kind == "started"
+    ]
+
+    # When the worker, ending the attempt without a completion (dead-lettered or
+    # superseded), appends the start twice more in one call, with another event
+    start = api.AppendRunEventRequest(run_id=run.run_id, kind="started", detail="again")
+    other = api.AppendRunEventRequest(run_id=run.run_id, kind="note", detail="kept")
+    batch = api.AppendRunEventsRequest(events=[start, other, start])
+    results = stub.AppendRunEvents(batch).results
+
+    # Then each start is answered with the recorded one, and only the other is written
+    assert [r.event.seq for r in results[::2]] == [recorded.seq, recorded.seq]
+    assert results[1].event.seq > recorded.seq and results[1].event.kind == "note"
+    kinds = _kinds(stub, run.run_id)
+    assert kinds.count("started") == 1 and kinds.count("note") == 1
+
+
+def test_a_start_appended_for_a_new_attempt_is_written_once(stub):
+    # Given an attempt whose start no heartbeat carried
+    run, _ = claimed_run(stub)
+
+    # When its start is appended twice in one call
+    start = api.AppendRunEventRequest(run_id=run.run_id, kind="started", detail="began")
+    results = stub.AppendRunEvents(api.AppendRunEventsRequest(events=[start, start])).results
+
+    # Then it is written once, and both items are answered with it
+    assert results[0].event.seq == results[1].event.seq
+    assert results[0].event.attempt == 1 and results[0].event.detail == "began"
+    assert _kinds(stub, run.run_id).count("started") == 1
 
 
 def test_a_held_run_is_waiting_until_a_beat_carries_its_start_then_running(stub):

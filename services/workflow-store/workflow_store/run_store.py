@@ -236,7 +236,10 @@ class RunStore(AuditStore):
         self, events: Sequence[EventRequest]
     ) -> list[RunEventRecord | CronwaveError]:
         """Append every event in one transaction, in order: each item's event, or in its
-        place the ``RunNotFound`` it was refused with. Raises ``InvalidArgument``
+        place the ``RunNotFound`` it was refused with. A ``started`` event of an attempt
+        whose start is recorded already (by a heartbeat, a completion or an earlier
+        item) is answered with that event and not written: one per attempt, whichever
+        call's answer was lost. Raises ``InvalidArgument``
         naming the item (``events[2].kind``) for a malformed one; then nothing is
         written."""
         _check_batch("events", events)
@@ -254,35 +257,58 @@ class RunStore(AuditStore):
     ) -> list[RunEventRecord | CronwaveError]:
         now = self.clock()
         ids = sorted({event.run_id for event in events if event.run_id})
+        # An attempt's body began once: a start a heartbeat or a completion recorded
+        # already (the worker appends one when it could not tell), or one earlier in
+        # this batch, is answered with that event and not written again.
+        starting = sorted({event.run_id for event in events if event.kind == STARTED})
+        if starting:  # under the rows' locks, as a heartbeat recording a start holds them
+            s.execute(_LOCK_STARTS, {"ids": starting})
         attempts = dict(s.execute(_RUN_ATTEMPTS, {"ids": ids}).tuples().all())
-        rows = [
-            {
-                "run_id": event.run_id,
-                "kind": event.kind,
-                "at": now,
-                "detail": event.detail,
-                "attempt": attempts[event.run_id],
-            }
-            for event in events
-            if event.run_id in attempts
-        ]
-        seqs = iter(_insert_events(s, rows, returning=True))
-        results: list[RunEventRecord | CronwaveError] = []
+        # (run, attempt) -> its started event, or the index of this batch's answer
+        first: dict[tuple[str, int], RunEventRecord | int] = dict(
+            _started_events(s, starting) if starting else {}
+        )
+        answers: list[Any] = []  # a refusal, an event, a row to write, or an index
+        rows: list[dict[str, Any]] = []
+        written: list[int] = []
         for event in events:
             if event.run_id not in attempts:
-                results.append(RunNotFound(event.run_id))
+                answers.append(RunNotFound(event.run_id))
                 continue
-            results.append(
-                RunEventRecord(
-                    seq=next(seqs),
-                    run_id=event.run_id,
-                    kind=event.kind,
-                    at=now,
-                    detail=event.detail,
-                    attempt=attempts[event.run_id],
-                )
-            )
-        return results
+            key = (event.run_id, attempts[event.run_id])
+            if event.kind == STARTED and key in first:
+                answers.append(first[key])
+                continue
+            if event.kind == STARTED:
+                first[key] = len(answers)
+            row = {"run_id": key[0], "kind": event.kind, "at": now, "detail": event.detail,
+                   "attempt": key[1]}  # fmt: skip
+            written.append(len(answers))
+            rows.append(row)
+            answers.append(row)
+        for index, seq in zip(written, _insert_events(s, rows, returning=True), strict=True):
+            answers[index] = RunEventRecord(seq=seq, **answers[index])
+        return [answers[a] if isinstance(a, int) else a for a in answers]
+
+
+#: The event of a job body's start: one per attempt.
+STARTED = "started"
+_LOCK_STARTS = (
+    sa.select(_RUNS.c.run_id)
+    .where(_RUNS.c.run_id.in_(sa.bindparam("ids", expanding=True)))
+    .order_by(_RUNS.c.run_id)
+    .with_for_update(key_share=True)
+)
+
+
+def _started_events(s: Session, run_ids: Sequence[str]) -> dict[tuple[str, int], RunEventRecord]:
+    """The recorded start of each attempt of the runs named, the first if several."""
+    query = (
+        sa.select(m.RunEvent)
+        .where(m.RunEvent.kind == STARTED, m.RunEvent.run_id.in_(run_ids))
+        .order_by(m.RunEvent.seq.desc())
+    )
+    return {(e.run_id, e.attempt): _run_event(e) for e in s.scalars(query)}
 
 
 def _new_run(schedule: Any, req: RecordRequest, queue: str, now: datetime) -> dict[str, Any]:
