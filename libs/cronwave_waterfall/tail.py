@@ -7,14 +7,20 @@ Over the runs that have an end-to-end time:
 - The **median run** is the typical run built from medians: for each (hop, kind),
   the median of that time over all runs (0 where a run lacks it). One median run
   per figure is steadier than any single run picked as "the median".
-- A (hop, kind)'s **excess** is its median over the tail minus its median over all
-  runs: the typical tail run's extra time there. A median, not a mean, so that one
-  tail run slowed by something else (a stall of the host, a lock wait) does not
-  inflate the estimate; with one or two tail runs it is their mean. Its **share** is
-  its excess over the sum of all positive excesses (0 if negative).
-  The tail's end-to-end excess (its mean minus the median end-to-end) is reported
-  beside it: the two differ by the time between hops and by the variation the
-  medians smooth out.
+- A (hop, kind)'s **excess** is its own p99 over all runs minus its own median over
+  all runs: the extra time it puts into its slowest 1% of runs. A cause must recur:
+  a (hop, kind) that slows 1% of the runs or more by some delay moves its own p99 by
+  that delay, while a stall that hits one run in a few hundred at a random hop (the
+  host's CPU steal, a commit waiting on a shared disk) moves no hop's p99, even when
+  the stalls are slower than the cause and so are the slowest runs end to end. The
+  slowest runs end to end are still *the tail* below; the excess is read per (hop,
+  kind) over all runs rather than over those few, which would name a stall whenever
+  stalls outnumber the cause among them. A cause in fewer than 1% of the runs is not
+  the p99's (with under 100 runs the p99 is near each (hop, kind)'s slowest run, and
+  a single stall can be named). Its **share** is its excess over the sum of all
+  positive excesses (0 if negative). The tail's end-to-end excess (its mean minus the
+  median end-to-end) is reported beside it; ``tail_mean_ms`` is the (hop, kind)'s
+  mean over the tail runs.
 - **Attributes** over-represented in the tail: for every span attribute value a run
   carries (a run "has" ``key=value`` if any of its spans does), the share of tail
   runs that have it against the share of the rest. Ids and times are ignored:
@@ -52,6 +58,8 @@ from cronwave_waterfall.percentiles import quantile
 from cronwave_waterfall.runs import ATTR_LATENESS_MS, Run, hop_order
 
 MAX_VALUES = 64
+#: The tail a (hop, kind)'s excess is read at: its own p99, as the headline's.
+TAIL_QUANTILE = 0.99
 #: A longer attribute value is text (a statement, a message), never a cause to name.
 MAX_VALUE_CHARS = 64
 #: Keys that say where a call went: an address or port per connection.
@@ -221,11 +229,10 @@ def attribute_tail(runs: Sequence[Run], top_attributes: int = 10) -> TailAttribu
     for hop, kind in keys:
         values = sorted(r.kind_ns.get((hop, kind), 0) for r in completed)
         med = quantile(values, 0.5)
-        in_tail = sorted(r.kind_ns.get((hop, kind), 0) for r in tail)
-        tail_mean = sum(in_tail) / len(in_tail)
-        typical = quantile(in_tail, 0.5)
+        own_tail = quantile(values, TAIL_QUANTILE)
+        tail_mean = sum(r.kind_ns.get((hop, kind), 0) for r in tail) / len(tail)
         contributions.append(
-            Contribution(hop, kind, (typical - med) / 1e6, 0.0, tail_mean / 1e6, med / 1e6)
+            Contribution(hop, kind, (own_tail - med) / 1e6, 0.0, tail_mean / 1e6, med / 1e6)
         )
     positive = sum(c.excess_ms for c in contributions if c.excess_ms > 0)
     contributions = [

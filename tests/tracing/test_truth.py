@@ -5,15 +5,14 @@ Each test starts a suite with ``CRONWAVE_FAULT`` set, drives a few hundred runs 
 end, one at a time, stops the suite (so every span is flushed) and analyses its span
 files.
 
-The delay must stand above the machine's own stalls. A run takes ~30 ms here; about
-one run in 100 to 200 stalls on the host for 30 to 90 ms (a PostgreSQL commit waiting
-on a shared disk, CPU steal), and on a busy machine for up to 500 ms. The p99 tail of
-400 runs is 4 runs: for the injected delay to be what they are made of, it must stand
-above those stalls, and enough runs must carry it (3%: about 12) that the 4 slowest
-are theirs. So the suite injects ``CRONWAVE_TRUTH_DELAY_MS`` (300 ms by default);
-``CRONWAVE_TRUTH_DELAY_MS=50`` runs the same tests at 50 ms, which pass on a quiet
-machine when its stalls stay below the injected runs (see docs/benchmarks.md). A delay
-that hides among the stalls is rightly not blamed alone: the tail is then the stalls'.
+The machine stalls too: a run takes ~30 ms here, and about one run in 100 to 200
+stalls on the host for 30 to 90 ms (a PostgreSQL commit waiting on a shared disk, CPU
+steal). Those stalls can be slower than a 50 ms delay, so the 4 slowest of 400 runs may
+all be stalls; the waterfall still names the injected delay because it recurs at one
+hop and kind in 3% of the runs (about 12), which moves that hop and kind's own p99,
+and a stall in one run moves none (docs/architecture.md, *Reading a waterfall*). So
+the suite injects ``CRONWAVE_TRUTH_DELAY_MS`` (50 ms by default); ``make bench``'s
+``truth`` scenario measures how often the rule is right over many trials.
 """
 
 from __future__ import annotations
@@ -32,7 +31,7 @@ pytestmark = pytest.mark.slow
 
 RUNS = 400
 FRACTION = 0.03
-DELAY_MS = int(os.environ.get("CRONWAVE_TRUTH_DELAY_MS", "300"))
+DELAY_MS = int(os.environ.get("CRONWAVE_TRUTH_DELAY_MS", "50"))
 
 
 def _case(hop: str, kind: str, ms: int) -> object:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 import re
 from dataclasses import replace
 
@@ -9,7 +10,7 @@ import pytest
 
 from cronwave_waterfall import attribute_tail, build_runs, waterfall
 
-from .synth import Injection, all_spans, make_runs
+from .synth import Injection, all_spans, make_run, make_runs
 
 
 @pytest.mark.parametrize(
@@ -109,3 +110,53 @@ def test_the_tail_lists_no_statement_text_and_no_connection_address():
     keys = {a.key for a in tail.attributes}
     assert not keys & set(noise), keys
     assert ("cronwave.cache.hit", "miss") in {(a.key, a.value) for a in tail.attributes}
+
+
+def test_scattered_stalls_slower_than_the_cause_do_not_take_the_headline():
+    # Given 400 runs: 12 carry 50 ms more database time in persist (a cause that
+    # recurs), and 6 others stall for 60 to 87 ms, three in pickup's queue and three in
+    # dispatch's cache (the host's own stalls: slower, so the 4 slowest runs are all
+    # stalls, and no (hop, kind) has more than 3 of them)
+    rng = random.Random(11)
+    cause = Injection("persist", "database", 50.0, share=1.0)
+    slowed = set(range(17, 400, 33))
+    stalls = {
+        40: Injection("pickup", "queue", 87.0, share=1.0),
+        90: Injection("dispatch", "cache", 81.0, share=1.0),
+        160: Injection("pickup", "queue", 72.0, share=1.0),
+        230: Injection("dispatch", "cache", 66.0, share=1.0),
+        300: Injection("pickup", "queue", 60.0, share=1.0),
+        370: Injection("dispatch", "cache", 63.0, share=1.0),
+    }
+    assert len(slowed) == 12 and not slowed & set(stalls)
+    records = [make_run(rng, i, cause if i in slowed else stalls.get(i)) for i in range(400)]
+    runs = build_runs(all_spans(records))
+
+    # When the tail is attributed
+    tail = attribute_tail(runs)
+
+    # Then the slowest runs are the stalls
+    slowest = sorted(runs, key=lambda r: r.end_to_end_ns or 0)[-tail.tail_runs :]
+    assert {r.run_id for r in slowest} <= {records[i].run_id for i in stalls}
+    # but the headline names the cause that recurs, with its delay within 20%
+    top = tail.top
+    assert top is not None
+    assert (top.hop, top.kind) == ("persist", "database"), tail.headline
+    assert "database in persist" in tail.headline
+    assert top.excess_ms == pytest.approx(50.0, rel=0.2)
+
+
+def test_a_cause_in_fewer_runs_than_the_tail_quantile_is_not_named():
+    # Given 400 runs of which 2 (half of 1%) carry 50 ms more database time in persist
+    rng = random.Random(13)
+    cause = Injection("persist", "database", 50.0, share=1.0)
+    records = [make_run(rng, i, cause if i in (100, 300) else None) for i in range(400)]
+
+    # When the tail is attributed
+    tail = attribute_tail(build_runs(all_spans(records)))
+
+    # Then two runs are scattered, not a p99 cause: persist's database p99 is its own
+    top = tail.top
+    assert top is not None
+    persist = next(c for c in tail.contributions if (c.hop, c.kind) == ("persist", "database"))
+    assert persist.excess_ms < 10.0
