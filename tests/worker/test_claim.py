@@ -6,15 +6,22 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+import grpc
 import pytest
 from cronwave_proto.v1 import workflow_store_service_pb2 as store_pb
 
-from cronwave_core.errors import CronwaveError, QueueNotServed, RunNotEnqueued
+from cronwave_core.errors import (
+    ConfigurationError,
+    CronwaveError,
+    QueueNotServed,
+    RunNotEnqueued,
+)
 from cronwave_core.queueing import RunMessage
+from cronwave_core.settings import TestHooks
 from cronwave_core.status import item_error
 from worker.chain import Delivery, Skip
 from worker.draining import AttemptStop
-from worker.drills import ClaimAnswerLost
+from worker.drills import ClaimAnswerLost, drill_channel
 from worker.jobs import Registry, builtin_job_types
 from worker.middleware.claim import Claim
 
@@ -106,3 +113,17 @@ def test_a_claim_whose_answer_was_lost_is_asked_again_with_its_key() -> None:
     assert len(keys) == 3 and keys[0] == keys[1] != keys[2]
     assert all(len(key) == 32 and int(key, 16) >= 0 for key in keys)
     assert first.attempt_token == "a" * 32
+
+
+@pytest.mark.parametrize("value", ["0", "two", "-1"])
+def test_the_lost_answers_drill_refuses_a_count_that_is_not_one_or_more(value: str) -> None:
+    hooks = TestHooks.from_env(
+        {"CRONWAVE_TEST_HOOKS": "1", "CRONWAVE_FAULT": f"worker.lose_claim_answers={value}"}
+    )
+    with pytest.raises(ConfigurationError, match=r"worker\.lose_claim_answers expects a count"):
+        drill_channel(hooks, grpc.insecure_channel("127.0.0.1:1"))
+
+
+def test_without_the_test_hooks_the_channel_is_left_as_it_is() -> None:
+    channel = grpc.insecure_channel("127.0.0.1:1")
+    assert drill_channel(TestHooks.from_env({}), channel) is channel
