@@ -11,8 +11,12 @@ runs ``burst_repeats`` times on a suite of its own; the table shows the spread.
 
 The headline variants run the suite a fresh ``cronwave up --workers 2`` gives: mutual
 TLS, tracing, job bodies in job processes, the default lease, consumer threads and
-dispatch lead. A tuned variant (job bodies in threads, 128 consumer threads, one
-worker) follows, labelled with every setting it changes.
+dispatch lead. The 1,000 one-off variant runs again while the throughput scenario's
+load runs on the same suite (``throughput_rate`` schedules each firing every second,
+their phases spread over the second, from before the burst's schedules are made until
+after the instant); its target is twice the idle one's. A tuned variant (job bodies
+in threads, 128 consumer threads, one worker) follows, labelled with every setting it
+changes.
 
 Where the time goes is told apart too: how many runs the store had recorded before T
 (dispatched ahead, within the lead) and how many a worker had claimed before T.
@@ -48,10 +52,13 @@ from cronwave_bench.measure import (
 )
 from cronwave_bench.report import Result, fmt_ms
 from cronwave_bench.single import NOOP, next_whole_second
+from cronwave_core.domain.spec import Interval
 
 TARGET_LAST_START_MS = 250.0
 #: The target of the 10,000-schedule variant.
 TARGET_LARGE_MS = 2000.0
+#: Under the throughput load a burst's target is this many times the idle one's.
+LOADED_FACTOR = 2
 #: How long after the instant the bench waits for the last run to start.
 WAIT_AFTER = timedelta(seconds=30)
 _CALIBRATION = 16
@@ -81,11 +88,18 @@ class Variant:
     size: int
     workers: int = 2
     env: tuple[tuple[str, str], ...] = ()
+    load_per_s: int = 0  # runs due per second beside the burst (0: none)
 
     @property
     def settings(self) -> str:
         changed = ", ".join(f"{k}={v}" for k, v in self.env)
-        return f"{self.workers} workers" + (f"; {changed}" if changed else "; defaults")
+        load = f"; {self.load_per_s}/s load" if self.load_per_s else ""
+        return f"{self.workers} workers" + (f"; {changed}" if changed else "; defaults") + load
+
+    @property
+    def target_ms(self) -> float:
+        target = TARGET_LAST_START_MS if self.size <= 1000 else TARGET_LARGE_MS
+        return target * (LOADED_FACTOR if self.load_per_s else 1)
 
 
 def variants(ctx: BenchContext) -> list[Variant]:
@@ -96,6 +110,9 @@ def variants(ctx: BenchContext) -> list[Variant]:
     ]
     if large:
         out.append(Variant(f"{large:,} one-off", "one-off", large))
+    rate = ctx.sizes.throughput_rate
+    if rate:
+        out.append(Variant(f"{n:,} one-off, under load", "one-off", n, load_per_s=rate))
     if ctx.sizes.burst_tuned:
         tuned = tuple(sorted(PIPELINE_ENV.items()))
         out.append(Variant(f"{n:,} one-off, tuned", "one-off", n, workers=1, env=tuned))
@@ -132,10 +149,11 @@ def _one_burst(ctx: BenchContext, variant: Variant, lead: timedelta, trial: int)
         ctx.span_dirs.setdefault("burst", data_dir)  # the first headline run
         wait_leading(client)
         prefix = f"bench-burst-{uuid.uuid4().hex[:8]}"
-        estimate = _creation_seconds(client, n, prefix)
+        estimate = _creation_seconds(client, n + variant.load_per_s, prefix)
         instant = next_whole_second(
             datetime.now(UTC) + timedelta(seconds=estimate * 1.5 + 2) + lead
         )
+        load_ids = _start_load(client, prefix, variant.load_per_s, lead, instant)
         if variant.kind == "cron":  # cron names whole seconds; keep clear of a minute's edge
             instant = instant + timedelta(seconds=1)
         ids = [f"{prefix}-{i:05d}" for i in range(n)]
@@ -154,8 +172,33 @@ def _one_burst(ctx: BenchContext, variant: Variant, lead: timedelta, trial: int)
             started = with_starts(client, runs)
         finally:
             if shared_database(suite, ctx.backend):
-                delete_schedules(client, ids)
+                delete_schedules(client, ids + load_ids)
     return _figures(started, n, instant)
+
+
+def _start_load(
+    client: Client, prefix: str, per_s: int, lead: timedelta, instant: datetime
+) -> list[str]:
+    """``per_s`` schedules each firing every second, their phases spread over the
+    second, from a few seconds from now until well after ``instant``: the steady load
+    a burst meets on a busy suite. Made before the burst's own schedules."""
+    if not per_s:
+        return []
+    every = timedelta(seconds=1)
+    first = next_whole_second(datetime.now(UTC) + lead + timedelta(seconds=2))
+    ids = [f"{prefix}-load-{i:05d}" for i in range(per_s)]
+    parallel(
+        lambda i: client.create_schedule(
+            ids[i],
+            intervals=[Interval(every=every, phase=every * i / per_s)],
+            job_type=NOOP,
+            overlap="allow_all",
+            start_at=first,
+            end_at=instant + WAIT_AFTER,
+        ),
+        list(range(per_s)),
+    )
+    return ids
 
 
 def _create(client: Client, schedule_id: str, kind: str, instant: datetime) -> None:
@@ -204,7 +247,7 @@ def _rows(result: Result, variant: Variant, trials: list[dict[str, Any]]) -> Non
     last = [t["instant_to_last_start_ms"] for t in trials]
     not_started = sum(t["not_started"] for t in trials)
     duplicates = sum(t["duplicates"] for t in trials)
-    target = TARGET_LAST_START_MS if variant.size <= 1000 else TARGET_LARGE_MS
+    target = variant.target_ms
     met = not_started == 0 and all(v is not None and v <= target for v in last)
     tuned = dict(variant.env) != {}
     result.row(

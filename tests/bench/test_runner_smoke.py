@@ -35,7 +35,11 @@ def test_single_burst_and_waterfall_produce_their_figures(
     assert (single.figures["skipped"], single.figures["duplicates"]) == (0, 0)
     assert single.figures["job_process_overhead_ms"]["count"] == fires  # from the spans
     variants = burst.figures["variants"]
-    assert set(variants) == {f"{ctx.sizes.burst} one-off", f"{ctx.sizes.burst} cron"}
+    n = ctx.sizes.burst
+    assert set(variants) == {f"{n} one-off", f"{n} cron", f"{n} one-off, under load"}
+    assert variants[f"{n} one-off, under load"]["settings"].endswith(
+        f"; {ctx.sizes.throughput_rate}/s load"
+    )
     for variant in variants.values():
         assert "defaults" in variant["settings"]  # the headline runs what `up` gives
         (run,) = variant["runs"]
