@@ -44,6 +44,11 @@ class Sizes:
     console_schedules: int = 10_000
     console_runs: int = 24
     console_gets: int = 5
+    # The truth trials: trials (round the three injection points), runs per trial, and
+    # the delay injected into 3% of each trial's runs at one hop and kind.
+    truth_trials: int = 21
+    truth_runs: int = 400
+    truth_delay_ms: int = 50
 
     @classmethod
     def tiny(cls) -> Sizes:
@@ -66,6 +71,8 @@ class Sizes:
             console_schedules=300,
             console_runs=3,
             console_gets=2,
+            truth_trials=1,
+            truth_runs=40,
         )
 
     def scaled(self, **changes: Any) -> Sizes:

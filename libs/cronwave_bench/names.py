@@ -15,4 +15,5 @@ SCENARIO_NAMES = (
     "billing",
     "planner-memory",
     "fault-matrix",
+    "truth",
 )

@@ -30,6 +30,7 @@ from cronwave_bench.planner_memory import run_planner_memory
 from cronwave_bench.report import FAILED, NOT_AVAILABLE, Result, fmt_ms
 from cronwave_bench.single import run_single
 from cronwave_bench.throughput import run_throughput
+from cronwave_bench.truth import run_truth
 from cronwave_bench.waterfall import run_waterfall
 from cronwave_core.errors import InvalidArgument
 
@@ -155,6 +156,7 @@ SCENARIOS: dict[str, Scenario] = {
     "billing": run_billing,
     "planner-memory": run_planner_memory,
     "fault-matrix": run_fault_matrix_scenario,
+    "truth": run_truth,
 }
 
 

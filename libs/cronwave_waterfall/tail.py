@@ -15,9 +15,11 @@ Over the runs that have an end-to-end time:
   the stalls are slower than the cause and so are the slowest runs end to end. The
   slowest runs end to end are still *the tail* below; the excess is read per (hop,
   kind) over all runs rather than over those few, which would name a stall whenever
-  stalls outnumber the cause among them. A cause in fewer than 1% of the runs is not
-  the p99's (with under 100 runs the p99 is near each (hop, kind)'s slowest run, and
-  a single stall can be named). Its **share** is its excess over the sum of all
+  stalls outnumber the cause among them. The p99 is taken no higher than the time the
+  (hop, kind)'s slowest ``MIN_RUNS_PER_CAUSE`` runs all reach: with fewer than ~200
+  runs the p99 leans on the slowest one or two, and one stall would be named. So a
+  cause in fewer than 1% of the runs, or in fewer than three, is not named. Its
+  **share** is its excess over the sum of all
   positive excesses (0 if negative). The tail's end-to-end excess (its mean minus the
   median end-to-end) is reported beside it; ``tail_mean_ms`` is the (hop, kind)'s
   mean over the tail runs.
@@ -60,6 +62,8 @@ from cronwave_waterfall.runs import ATTR_LATENESS_MS, Run, hop_order
 MAX_VALUES = 64
 #: The tail a (hop, kind)'s excess is read at: its own p99, as the headline's.
 TAIL_QUANTILE = 0.99
+#: A cause is seen in at least this many runs: one or two slow runs are not a pattern.
+MIN_RUNS_PER_CAUSE = 3
 #: A longer attribute value is text (a statement, a message), never a cause to name.
 MAX_VALUE_CHARS = 64
 #: Keys that say where a call went: an address or port per connection.
@@ -229,7 +233,11 @@ def attribute_tail(runs: Sequence[Run], top_attributes: int = 10) -> TailAttribu
     for hop, kind in keys:
         values = sorted(r.kind_ns.get((hop, kind), 0) for r in completed)
         med = quantile(values, 0.5)
-        own_tail = quantile(values, TAIL_QUANTILE)
+        # Never above the value its slowest MIN_RUNS_PER_CAUSE runs all reach: with
+        # under ~200 runs the p99 leans on the slowest one or two, one stall's.
+        own_tail = min(
+            quantile(values, TAIL_QUANTILE), values[max(0, len(values) - MIN_RUNS_PER_CAUSE)]
+        )
         tail_mean = sum(r.kind_ns.get((hop, kind), 0) for r in tail) / len(tail)
         contributions.append(
             Contribution(hop, kind, (own_tail - med) / 1e6, 0.0, tail_mean / 1e6, med / 1e6)
