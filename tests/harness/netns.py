@@ -26,6 +26,7 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable, Mapping
 from functools import partial
 from pathlib import Path
@@ -128,11 +129,22 @@ class NetNamespace:
     # the link ----------------------------------------------------------------------
     def cut(self) -> None:
         """Take the host's end of the link down: the namespace's end loses its carrier,
-        and each side its route to the other."""
+        and each side its route to the other. Returns once both ends say ``DOWN``."""
         ip("link", "set", self.host_link, "down")
+        self._settle(("DOWN", "DOWN"))
 
     def heal(self) -> None:
+        """Bring the host's end up again; returns once both ends say ``UP`` (the kernel
+        turns a link's carrier on asynchronously, and drops what is sent before)."""
         ip("link", "set", self.host_link, "up")
+        self._settle(("UP", "UP"))
+
+    def _settle(self, states: tuple[str, str], timeout: float = 10.0) -> None:
+        deadline = time.monotonic() + timeout
+        while (now := self.link_states()) != states:
+            if time.monotonic() > deadline:
+                raise AssertionError(f"link {self.host_link}: {now} after {timeout}s, not {states}")
+            time.sleep(0.02)
 
     def link_states(self) -> tuple[str, str]:
         """The operational state of (the host's end, the namespace's end), as the
