@@ -19,8 +19,10 @@ Kubernetes service: the certificate check is the ordinary one, nothing is overri
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -57,6 +59,7 @@ _NETNS_ETC = Path("/etc/netns")
 _BLOCK = ipaddress.ip_network("10.201.0.0/16")
 _LINKS = _BLOCK.num_addresses // 4
 _counter = iter(range(1_000_000))
+_NAME = re.compile(r"cw(?P<pid>\d+)x\d+")
 _lock = threading.Lock()
 
 
@@ -85,7 +88,7 @@ class NetNamespace:
         self.suite = suite
         with _lock:
             n = next(_counter)
-        tag = f"{os.getpid() % 100_000}x{n}"
+        tag = f"{os.getpid()}x{n}"  # pid_max is at most 2**22: 7 digits
         self.name = f"cw{tag}"
         self.host_link, self.ns_link = f"cwh{tag}", f"cwn{tag}"  # at most 15 characters
         self.host_ip, self.ns_ip = self._pick_link(n)
@@ -93,6 +96,7 @@ class NetNamespace:
         self._forwarded: set[int] = set()
         self.procs: list[Proc] = []
         self._made: list[str] = []  # what close() undoes: "netns", "link", "etc"
+        sweep_leftovers()
         self._create()
 
     def _pick_link(self, n: int) -> tuple[str, str]:
@@ -233,6 +237,23 @@ class NetNamespace:
             steps.append(partial(shutil.rmtree, _NETNS_ETC / self.name))
         self._made.clear()
         raise_all(run_all(steps), f"removing network namespace {self.name}")
+
+
+def sweep_leftovers() -> None:
+    """Remove the namespaces, veths and /etc/netns entries of test processes that died
+    without closing theirs (killed): a name's pid no longer running."""
+    for line in ip("netns", "list").splitlines():
+        name = line.split()[0] if line.split() else ""
+        match = _NAME.fullmatch(name)
+        if match is None or Path(f"/proc/{match['pid']}").exists():
+            continue
+        tag = name.removeprefix("cw")
+        # Another test process may be sweeping the same leftover: gone is as good.
+        with contextlib.suppress(AssertionError):
+            ip("link", "del", f"cwh{tag}")
+        with contextlib.suppress(AssertionError):
+            ip("netns", "del", name)
+        shutil.rmtree(_NETNS_ETC / name, ignore_errors=True)
 
 
 def _state(line: str) -> str:

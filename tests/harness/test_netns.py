@@ -102,3 +102,26 @@ def test_a_cut_stops_what_crosses_the_link_and_a_heal_restores_it(
     assert link.host_link not in ip("-o", "link", "show")
     assert not (Path("/etc/netns") / link.name).exists()
     table.close()
+
+
+def test_what_a_killed_test_process_left_is_swept_by_the_next(
+    tmp_path: Path, redis_url: str
+) -> None:
+    # Given a namespace, a veth and an /etc/netns entry named after a process now gone
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    name, link_name = f"cw{dead.pid}x0", f"cwh{dead.pid}x0"
+    ip("netns", "add", name)
+    ip("link", "add", link_name, "type", "veth", "peer", "name", f"cwn{dead.pid}x0")
+    (Path("/etc/netns") / name).mkdir(parents=True)
+
+    # When a test makes a namespace
+    table = ProcessTable("none")
+    link = NetNamespace(services_suite(table, tmp_path, redis_url, {}))
+    link.close()
+    table.close()
+
+    # Then the leftovers are gone
+    assert name not in ip("netns", "list")
+    assert link_name not in ip("-o", "link", "show")
+    assert not (Path("/etc/netns") / name).exists()
