@@ -30,6 +30,11 @@ class Sizes:
     throughput_rate: int = 510
     throughput_window: timedelta = timedelta(seconds=30)
     throughput_warmup: timedelta = timedelta(seconds=5)
+    # The saturation ramp: runs due per second added per step, the highest offer, and
+    # each step's window.
+    saturation_step: int = 250
+    saturation_max: int = 2000
+    saturation_window: timedelta = timedelta(seconds=10)
     failover_trials: int = 20
     billing_customers: int = 100_000
     planner_schedules: int = 100_000
@@ -61,6 +66,9 @@ class Sizes:
             throughput_rate=5,
             throughput_window=timedelta(seconds=3),
             throughput_warmup=timedelta(seconds=1),
+            saturation_step=5,
+            saturation_max=10,
+            saturation_window=timedelta(seconds=3),
             failover_trials=1,
             billing_customers=50,
             planner_schedules=200,

@@ -10,6 +10,7 @@ SCENARIO_NAMES = (
     "single",
     "burst",
     "throughput",
+    "saturation",
     "waterfall",
     "failover",
     "billing",

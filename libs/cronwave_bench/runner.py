@@ -28,6 +28,7 @@ from cronwave_bench.harness import dispatch_lead, own_database
 from cronwave_bench.matrix_faults import SEED_VAR, MatrixConfig, seed_from_env
 from cronwave_bench.planner_memory import run_planner_memory
 from cronwave_bench.report import FAILED, NOT_AVAILABLE, Result, fmt_ms
+from cronwave_bench.saturation import run_saturation
 from cronwave_bench.single import run_single
 from cronwave_bench.throughput import run_throughput
 from cronwave_bench.truth import run_truth
@@ -151,6 +152,7 @@ SCENARIOS: dict[str, Scenario] = {
     "single": run_single,
     "burst": run_burst,
     "throughput": run_throughput,
+    "saturation": run_saturation,
     "waterfall": run_waterfall,
     "failover": run_failover_scenario,
     "billing": run_billing,

@@ -73,3 +73,24 @@ def test_an_unknown_scenario_is_refused_by_name() -> None:
 
     assert result.exit_code == 1
     assert "unknown singel" in result.output
+
+
+def test_saturation_raises_the_offer_step_by_step_and_names_the_last_kept_up(
+    tmp_path: Path, database_url: str, redis_url: str
+) -> None:
+    ctx = BenchContext(
+        Backend(database_url, redis_url),
+        tmp_path,
+        Sizes.tiny(),
+        say=lambda line: print(line, file=sys.stderr),
+    )
+
+    (saturation,) = run_scenarios(["saturation"], ctx)
+
+    assert saturation.status == OK
+    steps = saturation.figures["steps"]
+    assert [s["offered_per_s"] for s in steps] == [5, 10]  # tiny: steps of 5 up to 10
+    for step in steps:  # a suite of the defaults carries a few runs a second
+        assert step["kept_up"], step
+        assert step["cpu_ms_per_run"]["workflow-store"] > 0
+    assert saturation.figures["saturation_per_s"] == 10
