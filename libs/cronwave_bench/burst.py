@@ -43,6 +43,7 @@ from cronwave_bench.harness import (
 from cronwave_bench.measure import (
     Started,
     delete_schedules,
+    every_second,
     ms,
     ms_figures,
     parallel,
@@ -52,7 +53,6 @@ from cronwave_bench.measure import (
 )
 from cronwave_bench.report import Result, fmt_ms
 from cronwave_bench.single import NOOP, next_whole_second
-from cronwave_core.domain.spec import Interval
 
 TARGET_LAST_START_MS = 250.0
 #: The target of the 10,000-schedule variant.
@@ -184,20 +184,9 @@ def _start_load(
     a burst meets on a busy suite. Made before the burst's own schedules."""
     if not per_s:
         return []
-    every = timedelta(seconds=1)
     first = next_whole_second(datetime.now(UTC) + lead + timedelta(seconds=2))
     ids = [f"{prefix}-load-{i:05d}" for i in range(per_s)]
-    parallel(
-        lambda i: client.create_schedule(
-            ids[i],
-            intervals=[Interval(every=every, phase=every * i / per_s)],
-            job_type=NOOP,
-            overlap="allow_all",
-            start_at=first,
-            end_at=instant + WAIT_AFTER,
-        ),
-        list(range(per_s)),
-    )
+    every_second(client, ids, first, instant + WAIT_AFTER)
     return ids
 
 

@@ -21,6 +21,7 @@ from typing import Any, TypeVar
 
 from cronwave._client import Client
 from cronwave._models import Run, RunEvent
+from cronwave_core.domain.spec import Interval
 from cronwave_core.errors import CronwaveError
 from cronwave_waterfall.percentiles import quantile
 
@@ -56,6 +57,31 @@ def parallel(fn: Callable[[T], R], items: Sequence[T], workers: int = READERS) -
         return []
     with ThreadPoolExecutor(max_workers=min(workers, len(items))) as pool:
         return list(pool.map(fn, items))
+
+
+#: The job every bench schedule runs: a body that returns at once.
+NOOP = "cronwave.noop"
+
+
+def every_second(
+    client: Client, ids: Sequence[str], first: datetime, end: datetime | None = None
+) -> None:
+    """Create schedules ``ids`` running ``cronwave.noop`` every second from ``first``
+    (until ``end``), overlap ``allow_all``, their phases spread evenly over the second:
+    ``len(ids)`` runs due a second, as evenly as the ids are many."""
+    every, n = timedelta(seconds=1), len(ids)
+
+    def create(i: int) -> object:
+        return client.create_schedule(
+            ids[i],
+            intervals=[Interval(every=every, phase=every * i / n)],
+            job_type=NOOP,
+            overlap="allow_all",
+            start_at=first,
+            end_at=end,
+        )
+
+    parallel(create, list(range(n)))
 
 
 def runs_of(client: Client, schedule_ids: Sequence[str], limit: int) -> list[Run]:

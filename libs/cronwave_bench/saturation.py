@@ -17,17 +17,15 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from cronwave_bench.context import BenchContext
 from cronwave_bench.harness import SuiteOptions, bench_suite, dispatch_lead, wait_leading
-from cronwave_bench.measure import CpuMeter, ms, ms_figures, parallel, runs_of
+from cronwave_bench.measure import CpuMeter, every_second, ms, ms_figures, runs_of
 from cronwave_bench.report import Result, fmt_ms
-from cronwave_bench.single import NOOP, next_whole_second
-from cronwave_core.domain.spec import Interval
+from cronwave_bench.single import next_whole_second
 
 TARGET_RATE = 1000.0
 #: A step keeps up when it completes this share of what it offered ...
@@ -64,24 +62,6 @@ class Step:
         }
 
 
-def _creator(
-    client: Any, batch: list[str], first: datetime, every: timedelta
-) -> Callable[[int], object]:
-    """Creates ``batch[i]``: a schedule firing every ``every`` from ``first``, its phase
-    ``i`` parts of ``len(batch)`` of the interval."""
-
-    def create(i: int) -> object:
-        return client.create_schedule(
-            batch[i],
-            intervals=[Interval(every=every, phase=every * i / len(batch))],
-            job_type=NOOP,
-            overlap="allow_all",
-            start_at=first,
-        )
-
-    return create
-
-
 def run_saturation(ctx: BenchContext) -> Result:
     result = Result("saturation")
     sizes = ctx.sizes
@@ -100,7 +80,7 @@ def run_saturation(ctx: BenchContext) -> Result:
             first = next_whole_second(
                 datetime.now(UTC) + dispatch_lead() + timedelta(seconds=2 + step_size * 0.01)
             )
-            parallel(_creator(client, batch, first, every), list(range(step_size)))
+            every_second(client, batch, first)
             ids += batch
             rate += step_size
             start = max(first, next_whole_second(datetime.now(UTC))) + WARMUP

@@ -26,6 +26,7 @@ from cronwave_bench.harness import (
     wait_leading,
 )
 from cronwave_bench.measure import (
+    NOOP,
     delete_schedules,
     ms,
     ms_figures,
@@ -37,7 +38,6 @@ from cronwave_bench.report import Result, fmt_ms
 from cronwave_core.domain.spec import Interval
 from cronwave_waterfall import load_spans
 
-NOOP = "cronwave.noop"
 TARGET_P50_MS = 0.5
 TARGET_P99_MS = 1.5
 #: Set by the worker on a run's ``worker.execute`` span when its body ran in a job

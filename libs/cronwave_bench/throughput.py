@@ -43,14 +43,13 @@ from cronwave_bench.harness import (
 from cronwave_bench.measure import (
     CpuMeter,
     delete_schedules,
+    every_second,
     ms,
     ms_figures,
-    parallel,
     runs_of,
 )
 from cronwave_bench.report import Result, fmt_ms
-from cronwave_bench.single import NOOP, next_whole_second
-from cronwave_core.domain.spec import Interval
+from cronwave_bench.single import next_whole_second
 from cronwave_core.suite import Suite
 
 TARGET_RATE = 500.0
@@ -116,17 +115,7 @@ def _measure(ctx: BenchContext, tracing: bool) -> Variant:
             f"window {window_start:%H:%M:%S} to {window_end:%H:%M:%S}"
         )
         try:
-            parallel(
-                lambda i: client.create_schedule(
-                    ids[i],
-                    intervals=[Interval(every=every, phase=every * i / n)],
-                    job_type=NOOP,
-                    overlap="allow_all",
-                    start_at=first,
-                    end_at=window_end,
-                ),
-                list(range(n)),
-            )
+            every_second(client, ids, first, window_end)
             late = datetime.now(UTC) - first
             meter = CpuMeter({name: proc.pid for name, proc in suite.procs.items()})
             _sleep_until(window_start)

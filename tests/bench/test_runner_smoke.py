@@ -8,6 +8,7 @@ import json
 import sys
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from cronwave.cli.main import app
@@ -17,15 +18,19 @@ from cronwave_bench.report import OK
 from cronwave_bench.runner import run_scenarios
 
 
-def test_single_burst_and_waterfall_produce_their_figures(
-    tmp_path: Path, database_url: str, redis_url: str
-) -> None:
-    ctx = BenchContext(
+@pytest.fixture
+def tiny(tmp_path: Path, database_url: str, redis_url: str) -> BenchContext:
+    """A bench context of the runner's smallest sizes, on the test's backends."""
+    return BenchContext(
         Backend(database_url, redis_url),
         tmp_path,
         Sizes.tiny(),
         say=lambda line: print(line, file=sys.stderr),
     )
+
+
+def test_single_burst_and_waterfall_produce_their_figures(tiny: BenchContext) -> None:
+    ctx = tiny
 
     single, burst, waterfall = run_scenarios(["single", "burst", "waterfall"], ctx)
 
@@ -76,16 +81,9 @@ def test_an_unknown_scenario_is_refused_by_name() -> None:
 
 
 def test_saturation_raises_the_offer_step_by_step_and_names_the_last_kept_up(
-    tmp_path: Path, database_url: str, redis_url: str
+    tiny: BenchContext,
 ) -> None:
-    ctx = BenchContext(
-        Backend(database_url, redis_url),
-        tmp_path,
-        Sizes.tiny(),
-        say=lambda line: print(line, file=sys.stderr),
-    )
-
-    (saturation,) = run_scenarios(["saturation"], ctx)
+    (saturation,) = run_scenarios(["saturation"], tiny)
 
     assert saturation.status == OK
     steps = saturation.figures["steps"]
