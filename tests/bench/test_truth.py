@@ -16,7 +16,8 @@ from cronwave_core.faults import LatencyFault
 
 def _trial(hop: str, kind: str, right: bool, error: float, stalls: int) -> Trial:
     named = f"{hop}:{kind}" if right else "complete:database"
-    return Trial(hop, kind, named, right, 50 * (1 + error), error, 12, 4, stalls, "p99 tail: ")
+    excess = 50 * (1 + error)
+    return Trial(hop, kind, named, right, excess, error, 12, 4, stalls, 5.0, "p99 tail: ")
 
 
 def test_the_table_has_a_row_per_injection_point_and_one_for_all() -> None:
@@ -29,9 +30,9 @@ def test_the_table_has_a_row_per_injection_point_and_one_for_all() -> None:
     rows = table(trials).splitlines()[2:]
 
     assert rows == [
-        "| persist:database | 2 | 1 (50%) | 26%, 50% | 5 of 8 |",
-        "| pickup:queue | 1 | 1 (100%) | 10%, 10% | 0 of 4 |",
-        "| all | 3 | 2 (67%) | 10%, 50% | 5 of 12 |",
+        "| persist:database | 2 | 1 (50%) | 26%, 50% | 5 of 8 | +5.0 ms |",
+        "| pickup:queue | 1 | 1 (100%) | 10%, 10% | 0 of 4 | +5.0 ms |",
+        "| all | 3 | 2 (67%) | 10%, 50% | 5 of 12 |  |",
     ]
 
 
@@ -53,3 +54,4 @@ def test_a_trial_counts_the_runs_its_suite_slowed(
     assert trial.tail_runs >= 1, trial
     assert trial.named != "nothing", trial
     assert trial.headline.startswith("p99 tail: "), trial
+    assert trial.floor_ms is not None, trial
