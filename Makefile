@@ -70,4 +70,4 @@ config-table: setup
 	$(BIN)/python tools/config_table.py
 
 clean:
-	rm -rf $(VENV) $(VENV)-checkov .cronwave .pytest_cache .mypy_cache .ruff_cache .ci-artifacts
+	rm -rf $(VENV) .cronwave .pytest_cache .mypy_cache .ruff_cache .ci-artifacts

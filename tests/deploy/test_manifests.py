@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import fcntl
 import json
+import os
 import re
 import subprocess
 import sys
@@ -38,10 +39,16 @@ KUBERNETES = "1.31.0"
 #: Kinds with no schema in kubernetes-validate (custom resources).
 CUSTOM = {"Certificate", "Issuer", "PrometheusRule"}
 #: checkov pins many packages exactly (packaging, boto3, ...): it gets a venv of its own,
-#: made by the first test that needs it (so `make demo`'s set-up never pays for it).
-CHECKOV_VENV = REPO / ".venv-checkov"
-CHECKOV = CHECKOV_VENV / "bin" / "checkov"
+#: made by the first test that needs it (so `make demo`'s set-up never pays for it) in
+#: the user's cache, where the next checkout's tests find it (installing it takes about
+#: a minute).
 CHECKOV_REQUIREMENT = "checkov>=3.2,<4"
+CHECKOV_VENV = (
+    Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    / "cronwave-tests"
+    / f"checkov-{sys.version_info.major}.{sys.version_info.minor}"
+)
+CHECKOV = CHECKOV_VENV / "bin" / "checkov"
 #: The checks skipped in the manifests' annotations, each with its reason in a comment
 #: beside it: an image by digest (set at release time), secrets as files (cronwave reads
 #: its URLs from the environment).
@@ -65,9 +72,10 @@ def test_every_object_is_valid_against_the_kubernetes_schemas(overlay: str) -> N
 
 def _checkov() -> Path:
     """checkov in its own venv, installed once (a lock keeps parallel tests in turn)."""
-    with (REPO / ".venv-checkov.lock").open("w") as lock:
+    CHECKOV_VENV.parent.mkdir(parents=True, exist_ok=True)
+    with (CHECKOV_VENV.parent / "checkov.lock").open("w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        if not CHECKOV.exists():
+        if not CHECKOV.exists() or not _works(CHECKOV):
             subprocess.run([sys.executable, "-m", "venv", str(CHECKOV_VENV)], check=True)
             subprocess.run(
                 [str(CHECKOV_VENV / "bin" / "python"), "-m", "pip", "install", "--quiet",
@@ -75,6 +83,13 @@ def _checkov() -> Path:
                 check=True, timeout=600,
             )  # fmt: skip
     return CHECKOV
+
+
+def _works(checkov: Path) -> bool:
+    done = subprocess.run(
+        [str(checkov), "--version"], capture_output=True, text=True, timeout=120, check=False
+    )
+    return done.returncode == 0
 
 
 @pytest.fixture(scope="module")
