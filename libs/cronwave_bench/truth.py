@@ -203,8 +203,10 @@ def run_truth(ctx: BenchContext) -> Result:
     }
     result.figures = figures
     for line in text.splitlines()[2:]:
-        cells = [c.strip() for c in line.strip("|").split("|")]
-        result.row(f"{cells[0]}: named right", f"{cells[2]} of {cells[1]}; error {cells[3]}")
+        point, count, named, error, stalls, floor = [c.strip() for c in line.strip("|").split("|")]
+        right_of = named.replace(" (", f" of {count} (", 1)
+        said = f"{right_of}; delay error {error}; stalls in tail {stalls}"
+        result.row(f"{point}: named right", said + (f"; own p99 {floor}" if floor else ""))
     share = right / len(trials) if trials else 0.0
     result.row(
         f"headline names a {sizes.truth_delay_ms} ms cause",
