@@ -7,22 +7,22 @@ Over the runs that have an end-to-end time:
 - The **median run** is the typical run built from medians: for each (hop, kind),
   the median of that time over all runs (0 where a run lacks it). One median run
   per figure is steadier than any single run picked as "the median".
-- A (hop, kind)'s **excess** is its own p99 over all runs minus its own median over
-  all runs: the extra time it puts into its slowest 1% of runs. A cause must recur:
-  a (hop, kind) that slows 1% of the runs or more by some delay moves its own p99 by
-  that delay, while a stall that hits one run in a few hundred at a random hop (the
-  host's CPU steal, a commit waiting on a shared disk) moves no hop's p99, even when
-  the stalls are slower than the cause and so are the slowest runs end to end. The
-  slowest runs end to end are still *the tail* below; the excess is read per (hop,
-  kind) over all runs rather than over those few, which would name a stall whenever
-  stalls outnumber the cause among them. The p99 is taken no higher than the time the
-  (hop, kind)'s slowest ``MIN_RUNS_PER_CAUSE`` runs all reach: with fewer than ~200
-  runs the p99 leans on the slowest one or two, and one stall would be named. So a
-  cause in fewer than 1% of the runs, or in fewer than three, is not named. Its
-  **share** is its excess over the sum of all
-  positive excesses (0 if negative). The tail's end-to-end excess (its mean minus the
-  median end-to-end) is reported beside it; ``tail_mean_ms`` is the (hop, kind)'s
-  mean over the tail runs.
+- A (hop, kind)'s **excess** is the time all of its own slowest 1% of runs (at least
+  ``MIN_RUNS_PER_CAUSE``) spend on it beyond its own median over all runs: the least
+  of those runs' times there, minus the median. A cause must recur: a (hop, kind) that
+  slows 1% of the runs or more by some delay has that much excess, while a stall that
+  hits one run in a few hundred at a random hop (the host's CPU steal, a commit
+  waiting on a shared disk) adds to no hop's, even when the stalls are slower than
+  the cause and so are the slowest runs end to end. The slowest runs end to end are
+  still *the tail* below; the excess is read per (hop, kind) over all runs rather
+  than over those few, which would name a stall whenever stalls outnumber the cause
+  among them. At least three runs, because with fewer than 300 runs 1% is one or two,
+  and one stall would be named. So a cause in fewer than 1% of the runs, or in fewer
+  than three, is not named; nor is one shorter than the (hop, kind)'s own tail
+  without it. Its **share** is its excess over the sum of all positive excesses (0
+  if negative). The tail's end-to-end excess (its mean minus the median end-to-end)
+  is reported beside it; ``tail_mean_ms`` is the (hop, kind)'s mean over the tail
+  runs.
 - **Attributes** over-represented in the tail: for every span attribute value a run
   carries (a run "has" ``key=value`` if any of its spans does), the share of tail
   runs that have it against the share of the rest. Ids and times are ignored:
@@ -44,6 +44,7 @@ adds to a tail run.
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -60,8 +61,8 @@ from cronwave_waterfall.percentiles import quantile
 from cronwave_waterfall.runs import ATTR_LATENESS_MS, Run, hop_order
 
 MAX_VALUES = 64
-#: The tail a (hop, kind)'s excess is read at: its own p99, as the headline's.
-TAIL_QUANTILE = 0.99
+#: The share of its slowest runs a (hop, kind)'s excess is common to: 1%, the p99's.
+TAIL_SHARE = 0.01
 #: A cause is seen in at least this many runs: one or two slow runs are not a pattern.
 MIN_RUNS_PER_CAUSE = 3
 #: A longer attribute value is text (a statement, a message), never a cause to name.
@@ -230,14 +231,12 @@ def attribute_tail(runs: Sequence[Run], top_attributes: int = 10) -> TailAttribu
         keys.update(r.kind_ns)
     order = {hop: i for i, hop in enumerate(hop_order({h for h, _ in keys}))}
     contributions: list[Contribution] = []
+    # How many of its slowest runs a (hop, kind)'s excess must be common to.
+    slowest = min(len(completed), max(MIN_RUNS_PER_CAUSE, math.ceil(len(completed) * TAIL_SHARE)))
     for hop, kind in keys:
         values = sorted(r.kind_ns.get((hop, kind), 0) for r in completed)
         med = quantile(values, 0.5)
-        # Never above the value its slowest MIN_RUNS_PER_CAUSE runs all reach: with
-        # under ~200 runs the p99 leans on the slowest one or two, one stall's.
-        own_tail = min(
-            quantile(values, TAIL_QUANTILE), values[max(0, len(values) - MIN_RUNS_PER_CAUSE)]
-        )
+        own_tail = values[len(values) - slowest]
         tail_mean = sum(r.kind_ns.get((hop, kind), 0) for r in tail) / len(tail)
         contributions.append(
             Contribution(hop, kind, (own_tail - med) / 1e6, 0.0, tail_mean / 1e6, med / 1e6)

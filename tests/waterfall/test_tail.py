@@ -160,3 +160,19 @@ def test_a_cause_in_fewer_runs_than_the_tail_quantile_is_not_named():
     assert top is not None
     persist = next(c for c in tail.contributions if (c.hop, c.kind) == ("persist", "database"))
     assert persist.excess_ms < 10.0
+
+
+def test_a_cause_in_exactly_one_percent_of_runs_is_named():
+    # Given 400 runs of which 4 (the p99's 1%) carry 50 ms more cache time in dispatch
+    rng = random.Random(17)
+    cause = Injection("dispatch", "cache", 50.0, share=1.0)
+    records = [make_run(rng, i, cause if i in (50, 150, 250, 350) else None) for i in range(400)]
+
+    # When the tail is attributed
+    tail = attribute_tail(build_runs(all_spans(records)))
+
+    # Then it is named, with its delay
+    top = tail.top
+    assert top is not None
+    assert (top.hop, top.kind) == ("dispatch", "cache"), tail.headline
+    assert top.excess_ms == pytest.approx(50.0, rel=0.2)
