@@ -87,8 +87,12 @@ def test_saturation_raises_the_offer_step_by_step_and_names_the_last_kept_up(
 
     assert saturation.status == OK
     steps = saturation.figures["steps"]
-    assert [s["offered_per_s"] for s in steps] == [5, 10]  # tiny: steps of 5 up to 10
-    for step in steps:  # a suite of the defaults carries a few runs a second
-        assert step["kept_up"], step
+    offered = [s["offered_per_s"] for s in steps]
+    assert offered == [5, 10][: len(offered)] and offered  # tiny: steps of 5 up to 10
+    # the ramp goes on while a step keeps up (how fast is the machine's, never asserted)
+    assert all(s["kept_up"] for s in steps[:-1])
+    for step in steps:
+        assert step["completed_per_s"] > 0
         assert step["cpu_ms_per_run"]["workflow-store"] > 0
-    assert saturation.figures["saturation_per_s"] == 10
+    kept = [s["offered_per_s"] for s in steps if s["kept_up"]]
+    assert saturation.figures["saturation_per_s"] == (kept[-1] if kept else 0)
