@@ -22,7 +22,6 @@ import io
 import json
 from typing import Any
 
-from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
@@ -30,6 +29,7 @@ from cronwave_waterfall.chart import NARROW_STYLE, Axis, chart, rect, row_y
 from cronwave_waterfall.critical_path import Step, by_hop, critical_path, steps
 from cronwave_waterfall.render_html import KIND_COLORS, OTHER_COLOR, STYLE
 from cronwave_waterfall.render_run import render_run
+from cronwave_waterfall.render_terminal import text_console
 from cronwave_waterfall.runs import Run
 
 SCHEMA = "cronwave.run-path/v1"
@@ -137,15 +137,7 @@ def render_path_json(run: Run) -> str:
 def render_path_terminal(run: Run, *, width: int = 110, color: bool = False) -> str:
     path = _Path(run)
     out = io.StringIO()
-    console = Console(
-        file=out,
-        width=width,
-        force_terminal=color,
-        no_color=not color,
-        color_system="standard" if color else None,
-        highlight=False,
-        emoji=False,
-    )
+    console = text_console(out, width, color)
     console.print(Text(path.headline(), style="bold yellow"), soft_wrap=True)
     console.print(Text(path.about()), soft_wrap=True)
     origin = "fire time" if run.fire_ns is not None else "the run's first span"

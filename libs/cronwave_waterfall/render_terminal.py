@@ -208,15 +208,9 @@ def _header(waterfall: Waterfall) -> str:
     return f"{waterfall.runs} runs ({picked})"
 
 
-def render_terminal(
-    waterfall: Waterfall | Sequence[Waterfall], *, width: int = 110, color: bool = False
-) -> str:
-    """The waterfall (or, for a sequence, the scenarios side by side) as terminal
-    text; ``color`` adds ANSI styles."""
-    waterfalls = [waterfall] if isinstance(waterfall, Waterfall) else list(waterfall)
-    compare = not isinstance(waterfall, Waterfall)
-    out = io.StringIO()
-    console = Console(
+def text_console(out: io.StringIO, width: int, color: bool) -> Console:
+    """A rich console writing plain text to ``out`` (ANSI styles with ``color``)."""
+    return Console(
         file=out,
         width=width,
         force_terminal=color,
@@ -225,6 +219,17 @@ def render_terminal(
         highlight=False,
         emoji=False,
     )
+
+
+def render_terminal(
+    waterfall: Waterfall | Sequence[Waterfall], *, width: int = 110, color: bool = False
+) -> str:
+    """The waterfall (or, for a sequence, the scenarios side by side) as terminal
+    text; ``color`` adds ANSI styles."""
+    waterfalls = [waterfall] if isinstance(waterfall, Waterfall) else list(waterfall)
+    compare = not isinstance(waterfall, Waterfall)
+    out = io.StringIO()
+    console = text_console(out, width, color)
     if not waterfalls:
         console.print("no runs match the selection")
         return out.getvalue()
