@@ -27,7 +27,10 @@ from tests.tracing.slow_dns import DnsResolver, SlowDnsServer
 
 RUNS = 60
 SLOW = frozenset(range(7, RUNS, 20))  # 3 of 60
-DELAY = timedelta(milliseconds=int(os.environ.get("CRONWAVE_TRUTH_DELAY_MS", "50")))
+# 300 ms unless set: in 60 runs a 50 ms look-up is not told from this machine's own
+# stalls of unslowed look-ups (one run of four failed so under load); the 50 ms goal is
+# held by test_truth.py's 400 runs and `cronwave bench truth`.
+DELAY = timedelta(milliseconds=int(os.environ.get("CRONWAVE_TRUTH_DELAY_MS", "300")))
 NAME = "redis.cronwave.test"
 SECOND = timedelta(seconds=1)
 
