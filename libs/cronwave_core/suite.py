@@ -77,7 +77,7 @@ _PORT_ATTEMPTS = 3
 METRICS_ADDR = PREFIX + "METRICS_ADDR"
 #: What a service logs when it cannot listen (gRPC's bind error, or
 #: cronwave_core.bootstrap's own).
-_PORT_TAKEN = ("Address already in use", "cannot listen on")
+_PORT_TAKEN = ("Address already in use", "cannot listen on", "Failed to bind to address")
 _PORT_KEY = {
     "workflow-store": "store",
     "leader-election": "leader",

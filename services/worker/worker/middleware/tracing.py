@@ -166,13 +166,20 @@ class Tracing(RunMiddleware):
             ATTR_JOB_TYPE: run.job_type,
             ATTR_ATTEMPT: run.attempt,
         }
+        start = _held_until(delivery.fire_time, delivery.attrs)
+        spans: list[Any] = []
+        # Ended here rather than by its context (which exits first and records an
+        # error on it): a run released while it waited for its fire time ends before
+        # that start, and a span never ends before it begins.
+        delivery.phase.callback(
+            lambda: [span.end(end_time=max(time.time_ns(), start)) for span in spans]
+        )
         delivery.span = delivery.phase.enter_context(
             tracer("cronwave").start_as_current_span(
-                "worker.execute",
-                attributes=attributes,
-                start_time=_held_until(delivery.fire_time, delivery.attrs),
+                "worker.execute", attributes=attributes, start_time=start, end_on_exit=False
             )
         )
+        spans.append(delivery.span)
 
     def after_execute(self, delivery: Delivery) -> None:
         result, span = delivery.result, delivery.span
