@@ -59,6 +59,11 @@ def parallel(fn: Callable[[T], R], items: Sequence[T], workers: int = READERS) -
         return list(pool.map(fn, items))
 
 
+def sleep_until(instant: datetime) -> None:
+    """Sleep until ``instant`` (wall clock); at once when it has passed."""
+    time.sleep(max(0.0, (instant - datetime.now(UTC)).total_seconds()))
+
+
 #: The job every bench schedule runs: a body that returns at once.
 NOOP = "cronwave.noop"
 

@@ -23,7 +23,14 @@ from typing import Any
 
 from cronwave_bench.context import BenchContext
 from cronwave_bench.harness import SuiteOptions, bench_suite, dispatch_lead, wait_leading
-from cronwave_bench.measure import CpuMeter, every_second, ms, ms_figures, runs_of
+from cronwave_bench.measure import (
+    CpuMeter,
+    every_second,
+    ms,
+    ms_figures,
+    runs_of,
+    sleep_until,
+)
 from cronwave_bench.report import Result, fmt_ms
 from cronwave_bench.single import next_whole_second
 
@@ -87,9 +94,9 @@ def run_saturation(ctx: BenchContext) -> Result:
             end = start + window
             ctx.say(f"saturation: {rate}/s offered, window {start:%H:%M:%S}-{end:%H:%M:%S}")
             meter = CpuMeter({name: proc.pid for name, proc in suite.procs.items()})
-            time.sleep(max(0.0, (start - datetime.now(UTC)).total_seconds()))
+            sleep_until(start)
             meter.start()
-            time.sleep(max(0.0, (end - datetime.now(UTC)).total_seconds()))
+            sleep_until(end)
             cpu = meter.stop()
             time.sleep(LATE_P99.total_seconds())  # the window's last fires may complete
             fires = int((WARMUP + window + LATE_P99) / every) + 4

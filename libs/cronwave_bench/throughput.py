@@ -47,6 +47,7 @@ from cronwave_bench.measure import (
     ms,
     ms_figures,
     runs_of,
+    sleep_until,
 )
 from cronwave_bench.report import Result, fmt_ms
 from cronwave_bench.single import next_whole_second
@@ -118,10 +119,10 @@ def _measure(ctx: BenchContext, tracing: bool) -> Variant:
             every_second(client, ids, first, window_end)
             late = datetime.now(UTC) - first
             meter = CpuMeter({name: proc.pid for name, proc in suite.procs.items()})
-            _sleep_until(window_start)
+            sleep_until(window_start)
             lost_before = _leases_lost(suite)
             meter.start()
-            _sleep_until(window_end)
+            sleep_until(window_end)
             cpu = meter.stop()
             lost_after = _leases_lost(suite)
             time.sleep(0.5)
@@ -192,10 +193,6 @@ def _leases_lost(suite: Suite) -> int | None:
                 if sample.name.endswith("_total") and sample.labels.get("change") == "lost"
             )
     return total
-
-
-def _sleep_until(instant: datetime) -> None:
-    time.sleep(max(0.0, (instant - datetime.now(UTC)).total_seconds()))
 
 
 def _cpu_row(variant: Variant) -> str:
