@@ -11,11 +11,13 @@ delay. The trials go round the truth tests' three injection points; target: at l
 95% named right. Each trial also counts the slowest runs (above the end-to-end p99)
 that carried no injected delay (the host's own stalls the rule had to see past), and
 reads the injected point's own p99 over its median in the runs without the delay: the
-point's natural tail, which the delay must stand above for the p99 to be its.
+point's natural tail, recurring or not, which a rule reading the plain p99 would need
+the delay to stand above (the waterfall's rule sees past it where it is scattered).
 """
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -37,6 +39,8 @@ from cronwave_waterfall import (
     load_spans,
     select_runs,
 )
+from cronwave_waterfall.percentiles import quantile
+from cronwave_waterfall.tail import MIN_RUNS_PER_CAUSE, TAIL_SHARE
 
 #: The truth tests' injection points, in the order the trials go round them.
 POINTS = (("persist", "database"), ("pickup", "queue"), ("dispatch", "cache"))
@@ -127,11 +131,10 @@ def judge(runs: Sequence[Run], fault: LatencyFault) -> Trial:
         and error is not None
         and error <= TOLERANCE
     )
-    # The point's own tail without the cause: what the delay had to stand above.
+    # The point's own tail without the cause: the stalls the rule had to see past.
     point = (fault.hop, fault.kind)
     unslowed = [r for r in runs if r.run_id not in slowed and r.end_to_end_ns is not None]
-    floor = attribute_tail(unslowed).contributions if len(unslowed) > 1 else ()
-    floor_ms = next((c.excess_ms for c in floor if (c.hop, c.kind) == point), None)
+    floor_ms = own_tail_ms(unslowed, point) if len(unslowed) > 1 else None
     return Trial(
         fault.hop,
         fault.kind,
@@ -145,6 +148,15 @@ def judge(runs: Sequence[Run], fault: LatencyFault) -> Trial:
         floor_ms,
         tail.headline,
     )
+
+
+def own_tail_ms(runs: Sequence[Run], point: tuple[str, str]) -> float:
+    """How far above its median all of ``point``'s own slowest 1% of ``runs`` (at least
+    three) lie, recurring or not: its p99 over its median, as the attribution counts
+    its slowest runs."""
+    values = sorted(r.kind_ns.get(point, 0) for r in runs)
+    slowest = min(len(values), max(MIN_RUNS_PER_CAUSE, math.ceil(len(values) * TAIL_SHARE)))
+    return (values[len(values) - slowest] - quantile(values, 0.5)) / 1e6
 
 
 def table(trials: list[Trial]) -> str:

@@ -8,21 +8,29 @@ Over the runs that have an end-to-end time:
   the median of that time over all runs (0 where a run lacks it). One median run
   per figure is steadier than any single run picked as "the median".
 - A (hop, kind)'s **excess** is the time all of its own slowest 1% of runs (at least
-  ``MIN_RUNS_PER_CAUSE``) spend on it beyond its own median over all runs: the least
-  of those runs' times there, minus the median. A cause must recur: a (hop, kind) that
-  slows 1% of the runs or more by some delay has that much excess, while a stall that
-  hits one run in a few hundred at a random hop (the host's CPU steal, a commit
-  waiting on a shared disk) adds to no hop's, even when the stalls are slower than
-  the cause and so are the slowest runs end to end. The slowest runs end to end are
-  still *the tail* below; the excess is read per (hop, kind) over all runs rather
-  than over those few, which would name a stall whenever stalls outnumber the cause
-  among them. At least three runs, because with fewer than 300 runs 1% is one or two,
-  and one stall would be named. So a cause in fewer than 1% of the runs, or in fewer
-  than three, is not named; nor is one shorter than the (hop, kind)'s own tail
-  without it. Its **share** is its excess over the sum of all positive excesses (0
-  if negative). The tail's end-to-end excess (its mean minus the median end-to-end)
-  is reported beside it; ``tail_mean_ms`` is the (hop, kind)'s mean over the tail
-  runs.
+  ``MIN_RUNS_PER_CAUSE``) spend on it beyond its own median over all runs, counting
+  only runs whose time there **recurs**: at least as many runs (itself included) lie
+  within ``RECUR_TOLERANCE`` (10%) of its excess, or within the (hop, kind)'s own
+  spread (1.4826 x its median absolute deviation) where that is wider. It is the least
+  of those runs' excesses. A cause must recur, at one hop and kind and at one value:
+  a delay that slows 1% of the runs or more puts that many runs at that delay, while
+  the host's stalls (CPU steal, a commit waiting on a shared disk) take one run in a
+  few hundred at a random hop, each for its own 30 to 150 ms. A stall is then read
+  at no hop, even at one whose stalls are slower than the cause and more than 1% of
+  its runs (as a loaded machine's database commits are): they scatter, and no value
+  of theirs recurs, while the cause's runs cluster at its delay. A (hop, kind) whose
+  time is spread wide and dense (a job's own work) recurs everywhere, so its excess
+  is its own slowest 1%'s, as it would be without the test. The slowest runs end to
+  end are still *the tail* below; the excess is read per (hop, kind) over all runs
+  rather than over those few, which would name a stall whenever stalls outnumber the
+  cause among them. At least three runs, because with fewer than 300 runs 1% is one
+  or two, and one stall would be named. So a cause in fewer than 1% of the runs, or
+  in fewer than three, is not named; nor is one below its (hop, kind)'s own tail where
+  that tail is dense; and stalls that happen to recur (as many of them within 10% of
+  each other as the cause has runs, above it) still are. Its **share** is its excess
+  over the sum of all positive excesses (0 if negative). The tail's end-to-end excess
+  (its mean minus the median end-to-end) is reported beside it; ``tail_mean_ms`` is
+  the (hop, kind)'s mean over the tail runs.
 - **Attributes** over-represented in the tail: for every span attribute value a run
   carries (a run "has" ``key=value`` if any of its spans does), the share of tail
   runs that have it against the share of the rest. Ids and times are ignored:
@@ -44,6 +52,7 @@ adds to a tail run.
 
 from __future__ import annotations
 
+import bisect
 import math
 from collections import Counter
 from collections.abc import Mapping, Sequence
@@ -65,6 +74,11 @@ MAX_VALUES = 64
 TAIL_SHARE = 0.01
 #: A cause is seen in at least this many runs: one or two slow runs are not a pattern.
 MIN_RUNS_PER_CAUSE = 3
+#: Runs whose excesses are within this share of each other are at one value: a cause's
+#: runs are, give or take the hop's own jitter; and it is half the truth trials' 20%.
+RECUR_TOLERANCE = 0.1
+#: The median absolute deviation times this is a normal distribution's sigma.
+_MAD_TO_SIGMA = 1.4826
 #: A longer attribute value is text (a statement, a message), never a cause to name.
 MAX_VALUE_CHARS = 64
 #: Keys that say where a call went: an address or port per connection.
@@ -204,6 +218,31 @@ def _headline_attribute(
     return strong[0]
 
 
+def recurring_level(ordered: Sequence[float], slowest: int) -> float:
+    """How far above their median all of the ``slowest`` slowest recurring values of
+    ``ordered`` (sorted) lie: the least of their excesses (see the module docstring;
+    0 when fewer than ``slowest`` values above the median recur)."""
+    if not ordered:
+        return 0.0
+    med = quantile(ordered, 0.5)
+    deviations = sorted(abs(v - med) for v in ordered)
+    spread = _MAD_TO_SIGMA * quantile(deviations, 0.5)
+    recurring = 0
+    for value in reversed(ordered):
+        excess = value - med
+        if excess <= 0:
+            break
+        band = max(RECUR_TOLERANCE * excess, spread)
+        near = bisect.bisect_right(ordered, value + band) - bisect.bisect_left(
+            ordered, value - band
+        )
+        if near >= slowest:
+            recurring += 1
+            if recurring == slowest:
+                return excess
+    return 0.0
+
+
 def attribute_tail(runs: Sequence[Run], top_attributes: int = 10) -> TailAttribution:
     """Where the p99 tail of ``runs`` spends its extra time (see the module docstring)."""
     completed = [r for r in runs if r.end_to_end_ns is not None]
@@ -236,10 +275,10 @@ def attribute_tail(runs: Sequence[Run], top_attributes: int = 10) -> TailAttribu
     for hop, kind in keys:
         values = sorted(r.kind_ns.get((hop, kind), 0) for r in completed)
         med = quantile(values, 0.5)
-        own_tail = values[len(values) - slowest]
+        own_tail = recurring_level(values, slowest)
         tail_mean = sum(r.kind_ns.get((hop, kind), 0) for r in tail) / len(tail)
         contributions.append(
-            Contribution(hop, kind, (own_tail - med) / 1e6, 0.0, tail_mean / 1e6, med / 1e6)
+            Contribution(hop, kind, own_tail / 1e6, 0.0, tail_mean / 1e6, med / 1e6)
         )
     positive = sum(c.excess_ms for c in contributions if c.excess_ms > 0)
     contributions = [

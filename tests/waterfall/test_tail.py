@@ -9,6 +9,7 @@ from dataclasses import replace
 import pytest
 
 from cronwave_waterfall import attribute_tail, build_runs, waterfall
+from cronwave_waterfall.tail import recurring_level
 
 from .synth import Injection, all_spans, make_run, make_runs
 
@@ -176,3 +177,132 @@ def test_a_cause_in_exactly_one_percent_of_runs_is_named():
     assert top is not None
     assert (top.hop, top.kind) == ("dispatch", "cache"), tail.headline
     assert top.excess_ms == pytest.approx(50.0, rel=0.2)
+
+
+def _scattered(low_ms: float, count: int, step: float = 1.15) -> list[float]:
+    """``count`` stall times from ``low_ms`` up, each ``step`` times the last: no two
+    within 10% of each other, as a host's stalls fall."""
+    return [low_ms * step**i for i in range(count)]
+
+
+def test_stalls_at_the_causes_own_hop_slower_and_more_than_one_percent_do_not_hide_it():
+    # Given 400 runs: 12 carry 50 ms more database time in persist (a cause that
+    # recurs), and 8 others stall in persist's database for 58 to 154 ms each (a loaded
+    # machine's commits: slower than the cause, scattered, and 2% of the runs, so the
+    # plain p99 of persist's database time is a stall's)
+    rng = random.Random(29)
+    cause = Injection("persist", "database", 50.0, share=1.0)
+    slowed = set(range(11, 400, 33))
+    stalled = dict(zip(range(5, 400, 50), _scattered(58.0, 8), strict=True))  # 5, 55, ..., 355
+    assert len(slowed) == 12 and not slowed & set(stalled)
+    records = [
+        make_run(
+            rng,
+            i,
+            cause
+            if i in slowed
+            else Injection("persist", "database", stalled[i], share=1.0)
+            if i in stalled
+            else None,
+        )
+        for i in range(400)
+    ]
+    runs = build_runs(all_spans(records))
+    values = sorted(r.kind_ns.get(("persist", "database"), 0) for r in runs)
+    plain_p99_ms = (values[-4] - values[len(values) // 2]) / 1e6
+    assert plain_p99_ms > 60.0  # the 4 slowest are stalls
+
+    # When the tail is attributed
+    tail = attribute_tail(runs)
+
+    # Then the headline names the cause with its delay, not the stalls' level
+    top = tail.top
+    assert top is not None
+    assert (top.hop, top.kind) == ("persist", "database"), tail.headline
+    assert top.excess_ms == pytest.approx(50.0, rel=0.2), tail.headline
+    assert "+5" in tail.headline and "database in persist" in tail.headline
+
+
+@pytest.mark.parametrize(
+    "point",
+    [("persist", "database"), ("pickup", "queue"), ("dispatch", "cache")],
+    ids=lambda p: f"{p[0]}-{p[1]}",
+)
+@pytest.mark.parametrize("seed", range(8))
+def test_stalls_scattered_across_hops_do_not_displace_a_consistent_cause(point, seed):
+    # Given 400 runs: 3% carry 50 ms more time at one hop and kind, and 2% others stall
+    # at a hop and kind drawn at random (of the three), for 30 to 150 ms drawn at random
+    rng = random.Random(1000 + seed)
+    hop, kind = point
+    points = [("persist", "database"), ("pickup", "queue"), ("dispatch", "cache")]
+    order = list(range(400))
+    rng.shuffle(order)
+    slowed, stalled = set(order[:12]), set(order[12:20])
+    records = []
+    for i in range(400):
+        injection = None
+        if i in slowed:
+            injection = Injection(hop, kind, 50.0, share=1.0)
+        elif i in stalled:
+            where = rng.choice(points)
+            injection = Injection(*where, 30.0 * 5 ** rng.random(), share=1.0)
+        records.append(make_run(rng, i, injection))
+
+    # When the tail is attributed
+    tail = attribute_tail(build_runs(all_spans(records)))
+
+    # Then the cause is named, with its delay within 20%
+    top = tail.top
+    assert top is not None
+    assert (top.hop, top.kind) == point, tail.headline
+    assert top.excess_ms == pytest.approx(50.0, rel=0.2), tail.headline
+
+
+def test_scattered_stalls_alone_give_their_hop_no_excess():
+    # Given 400 runs of which 8 stall in persist's database for 58 to 154 ms, scattered
+    rng = random.Random(31)
+    stalled = dict(zip(range(5, 400, 50), _scattered(58.0, 8), strict=True))
+    records = [
+        make_run(rng, i, Injection("persist", "database", stalled[i], share=1.0))
+        if i in stalled
+        else make_run(rng, i)
+        for i in range(400)
+    ]
+
+    # When the tail is attributed
+    tail = attribute_tail(build_runs(all_spans(records)))
+
+    # Then persist's database time is read at its own spread, as without the stalls
+    persist = next(c for c in tail.contributions if (c.hop, c.kind) == ("persist", "database"))
+    assert persist.excess_ms < 5.0, tail.headline
+
+
+def test_stalls_that_recur_at_one_value_are_a_cause():
+    # Given 400 runs of which 6 wait 70 ms more in pickup's queue, give or take 1 ms
+    rng = random.Random(37)
+    records = [
+        make_run(rng, i, Injection("pickup", "queue", 69.0 + i % 3, share=1.0))
+        if i in range(30, 400, 65)
+        else make_run(rng, i)
+        for i in range(400)
+    ]
+
+    # When the tail is attributed
+    tail = attribute_tail(build_runs(all_spans(records)))
+
+    # Then they are named: a delay that recurs is what the rule looks for
+    top = tail.top
+    assert top is not None
+    assert (top.hop, top.kind) == ("pickup", "queue"), tail.headline
+    assert top.excess_ms == pytest.approx(70.0, rel=0.1)
+
+
+def test_a_dense_tail_is_read_at_its_own_slowest_one_percent():
+    # Given a time spread evenly from 0 to 99 ms over 400 runs (a job's own work)
+    values = sorted(float(i % 100) for i in range(400))
+
+    # When its recurring level is read over its slowest 4
+    level = recurring_level(values, 4)
+
+    # Then every value recurs, and the level is the 4th slowest's over the median
+    assert level == values[-4] - 49.5
