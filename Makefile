@@ -22,6 +22,11 @@ $(STAMP): pyproject.toml examples/billing/pyproject.toml
 	@test -x /usr/bin/chromium || { \
 		SUDO=$$(test "$$(id -u)" -eq 0 || echo sudo); \
 		$$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq chromium; }
+	@# The PgBouncer tests run Debian's pgbouncer in front of PostgreSQL in transaction
+	@# mode: installed once, when it is missing.
+	@test -x /usr/sbin/pgbouncer || { \
+		SUDO=$$(test "$$(id -u)" -eq 0 || echo sudo); \
+		$$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq pgbouncer; }
 	@# The billing demo is a job package of its own, found by workers through its
 	@# entry point (group cronwave.jobs), as a user's job package would be.
 	$(BIN)/python -m pip install --quiet -e examples/billing

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import timedelta
 
-from cronwave_core.config import Duration, Integer, setting
+from cronwave_core.config import Choice, Duration, Integer, setting
 from cronwave_core.errors import ConfigurationError
 from cronwave_core.settings_base import PREFIX, FromEnv
 
@@ -70,6 +70,15 @@ class PoolSettings(FromEnv):
         timedelta(seconds=2),
         "how long a workflow-store call waits for a free database connection; then "
         "that call fails UNAVAILABLE (nothing written, retry) and the store goes on",
+    )
+    database_pooler: str = setting(
+        PREFIX + "DATABASE_POOLER",
+        Choice("none", "transaction"),
+        "none",
+        "`transaction`: the store reaches PostgreSQL through a pooler in transaction mode "
+        "(PgBouncer's `pool_mode = transaction`), so it prepares no statement on the "
+        "server (psycopg's `prepare_threshold` off), the one session state it would "
+        "otherwise keep; `none`: directly, or through a pooler in session mode",
     )
     store_threads: int = setting(
         PREFIX + "STORE_THREADS",

@@ -96,11 +96,28 @@ def create_engine(
         )
         _sqlite_events(engine)
     else:
-        engine = sa.create_engine(parsed, pool_pre_ping=True, **bounds)
+        engine = sa.create_engine(
+            parsed, pool_pre_ping=True, connect_args=_session_free(pools), **bounds
+        )
         _connect_in_spans(engine, resolver)
     if instrument:
         _trace_engine(engine, tracer_provider)
     return engine
+
+
+def _session_free(pools: PoolSettings) -> dict[str, Any]:
+    """psycopg's connection options for a pooler in transaction mode
+    (``CRONWAVE_DATABASE_POOLER=transaction``), where each transaction may run on
+    another server connection than the one before. Of what a PostgreSQL session keeps,
+    the store relies on nothing else: its one advisory lock is a transaction's
+    (``pg_advisory_xact_lock``, migrations), it sets no session variable, uses no
+    LISTEN/NOTIFY, no temporary table and no cursor held past a commit. psycopg
+    prepares a statement it ran five times on a connection (``prepare_threshold``); the
+    next transaction using it on another server connection would find it missing, or
+    a name taken, so then nothing is prepared."""
+    if pools.database_pooler == "transaction":
+        return {"prepare_threshold": None}
+    return {}
 
 
 # SQL spans. They are the ones OpenTelemetry's SQLAlchemy instrumentation makes (same
