@@ -12,10 +12,16 @@ treats an unreachable Redis as "not now" (a cache miss, a consumer's idle poll, 
 lease call refused UNAVAILABLE) treats an exhausted pool the same way, and its thread
 goes on.
 
-A connection of a ``redis://`` or ``rediss://`` pool is opened inside a ``connect``
-span, its server's name looked up by the pool's ``Resolver`` inside a ``dns`` span
+The URL is one of ``cronwave_core.redis_urls``'s forms: one server (``redis://``,
+TLS with ``rediss://`` and redis-py's ``ssl_*`` query parameters) or the master a
+Sentinel service names (``redis+sentinel://``, ``rediss+sentinel://``), through
+redis-py's ``Sentinel(...).master_for`` over the same bounded pool, with the same
+timeouts for the sentinels as for the master.
+
+A connection to a server is opened inside a ``connect`` span, its server's name
+looked up by the pool's ``Resolver`` inside a ``dns`` span
 (``cronwave_core.telemetry.setup``); a connection already open costs one attribute
-check.
+check. Through Sentinel the master's address is asked first, outside the span.
 """
 
 from __future__ import annotations
@@ -28,7 +34,9 @@ from urllib.parse import urlsplit
 
 import redis
 from redis.connection import Connection, SSLConnection
+from redis.sentinel import Sentinel, SentinelConnectionPool, SentinelManagedConnection
 
+from cronwave_core import redis_urls
 from cronwave_core.settings_pools import PoolSettings
 from cronwave_core.telemetry.setup import (
     Resolver,
@@ -38,7 +46,13 @@ from cronwave_core.telemetry.setup import (
     system_resolver,
 )
 
-__all__ = ["BoundedPool", "RedisPoolExhausted", "bounded_client", "process_client"]
+__all__ = [
+    "BoundedPool",
+    "BoundedSentinelPool",
+    "RedisPoolExhausted",
+    "bounded_client",
+    "process_client",
+]
 
 
 class RedisPoolExhausted(redis.ConnectionError):
@@ -120,6 +134,21 @@ class TracedSSLConnection(SSLConnection, TracedConnection):
     ``TracedConnection._connect`` opened (by address), checking the host's name."""
 
 
+class TracedSentinelConnection(SentinelManagedConnection, TracedConnection):
+    """A connection to the master a Sentinel service names, opened as
+    ``TracedConnection`` once the sentinels said where the master is."""
+
+
+class TracedSentinelSSLConnection(TracedSentinelConnection, TracedSSLConnection):
+    """``TracedSentinelConnection`` with TLS."""
+
+
+class BoundedSentinelPool(SentinelConnectionPool, BoundedPool):
+    """``BoundedPool`` of connections to a Sentinel service's master: a new connection
+    asks the sentinels where the master is, and one still open to a master that was
+    replaced is closed when handed back (redis-py's ``SentinelConnectionPool``)."""
+
+
 _TRACED = {"redis": TracedConnection, "rediss": TracedSSLConnection}
 
 
@@ -138,22 +167,49 @@ def bounded_client(
     ``connect`` spans, a host name looked up by ``resolver`` (``dns`` spans)."""
     if size < 1:
         raise ValueError(f"Redis pool '{name}' needs at least one connection, got {size}")
+    target = redis_urls.parse(url)  # RedisUrlError: what is wrong with it
     seconds = timeout.total_seconds()
-    traced = _TRACED.get(urlsplit(url).scheme)
+    sockets = {"socket_timeout": seconds, "socket_connect_timeout": seconds}
+    bounds = {"name": name, "max_connections": size, "timeout": wait.total_seconds()}
+    if target.sentinel:
+        return _sentinel_client(target, bounds, sockets, resolver)
+    traced = _TRACED.get(urlsplit(url).scheme.lower())
     setup: dict[str, Any] = {}
     if traced is not None:
         setup = {"connection_class": traced, "resolver": resolver}
-    pool = BoundedPool.from_url(
-        url,
-        name=name,
-        max_connections=size,
-        timeout=wait.total_seconds(),
-        socket_timeout=seconds,
-        socket_connect_timeout=seconds,
-        health_check_interval=30,
-        **setup,
-    )
+    # redis-py reads the URL itself: host, port, db, password and the ssl_* options.
+    pool = BoundedPool.from_url(url, **bounds, **sockets, health_check_interval=30, **setup)
     return redis.Redis(connection_pool=pool)
+
+
+def _sentinel_client(
+    target: redis_urls.RedisTarget,
+    bounds: dict[str, Any],
+    sockets: dict[str, Any],
+    resolver: Resolver,
+) -> redis.Redis:
+    """A client of the master ``target``'s sentinels name, over a ``BoundedSentinelPool``.
+    The sentinels are asked with the same socket timeouts (and TLS options) as the
+    master; each sentinel's client holds at most one connection per thread that is
+    opening a master connection at that moment, so at most the pool's size."""
+    tls = dict(target.tls_options, ssl=True) if target.tls else {}
+    sentinel = Sentinel(
+        list(target.sentinels),
+        sentinel_kwargs={**sockets, **tls},
+    )
+    return sentinel.master_for(
+        target.service,
+        connection_pool_class=BoundedSentinelPool,
+        connection_class=TracedSentinelSSLConnection if target.tls else TracedSentinelConnection,
+        resolver=resolver,
+        db=target.db,
+        username=target.username,
+        password=target.password,
+        health_check_interval=30,
+        **bounds,
+        **sockets,
+        **target.tls_options,
+    )
 
 
 def process_client(
