@@ -65,15 +65,24 @@ class UndecodableRunMessage(CronwaveError):
 
 
 def make_broker(settings: RedisSettings, client: redis.Redis | None = None) -> RedisBroker:
-    """A Redis broker for ``settings.redis_url`` whose keys live under
-    ``settings.namespace``, over ``client`` when given (a bounded pool,
-    ``cronwave_core.redis_pools``; a service passes one), else over redis-py's
-    default pool. It is not installed as dramatiq's global broker."""
+    """A Redis broker for ``settings.redis_url`` (any of ``cronwave_core.redis_urls``'s
+    forms) whose keys live under ``settings.namespace``, over ``client`` when given (a
+    service passes its own bounded pool), else over a pool of two connections
+    (``cronwave_core.redis_pools``) for a caller that enqueues from one thread. It is
+    not installed as dramatiq's global broker."""
     from dramatiq.brokers.redis import RedisBroker
 
-    if client is not None:
-        return RedisBroker(client=client, namespace=settings.namespace)
-    return RedisBroker(url=settings.redis_url, namespace=settings.namespace)
+    from cronwave_core.redis_pools import bounded_client
+
+    if client is None:
+        client = bounded_client(
+            settings.redis_url,
+            name="broker",
+            size=2,
+            wait=timedelta(seconds=2),
+            timeout=timedelta(seconds=5),
+        )
+    return RedisBroker(client=client, namespace=settings.namespace)
 
 
 def enqueue_many(broker: RedisBroker, messages: Sequence[dramatiq.Message[Any]]) -> None:
