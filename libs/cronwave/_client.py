@@ -229,6 +229,7 @@ class Client(AuditCalls, PlannerCalls, DeadlineCalls):
         deadline: timedelta | None = None,
         notify: Sequence[str] = (),
         notify_format: str | None = None,
+        trace_sample: float | None = None,
         labels: Mapping[str, str] | None = None,
         if_absent: bool = False,
     ) -> Schedule:
@@ -249,9 +250,12 @@ class Client(AuditCalls, PlannerCalls, DeadlineCalls):
         deterministic amount below it (the nominal fire time is unchanged).
         ``deadline``: each slot must have SUCCEEDED within it of its fire time; a
         breach is sent to the ``notify`` webhooks (http(s) URLs; ``notify_format``
-        ``json`` or ``slack``) and listed by ``deadline_breaches``. ``labels``: its
-        owners' ``key=value`` pairs; ``{"critical": "true"}`` marks a schedule whose
-        slots must succeed (an alert pages when they do not).
+        ``json`` or ``slack``) and listed by ``deadline_breaches``. ``trace_sample``:
+        the share of runs traced whole, 0..1 (default 1: every run); a run not sampled
+        is traced by its worker only when it fails, is retried or starts late.
+        ``labels``: its owners' ``key=value`` pairs; ``{"critical": "true"}`` marks a
+        schedule whose slots must succeed (an alert pages when they do not; every run
+        of it is traced).
 
         The same fields may be given as keywords instead (``cron="0 2 * * *",
         overlap="skip"``), each policy by the value of its enum (``DstGap``,
@@ -294,8 +298,11 @@ class Client(AuditCalls, PlannerCalls, DeadlineCalls):
                 deadline=deadline,
                 notify=notify,
                 notify_format=notify_format,
+                trace_sample=trace_sample,
             ),
-            given=any(v is not None for v in (overlap, catchup, catchup_window, deadline))
+            given=any(
+                v is not None for v in (overlap, catchup, catchup_window, deadline, trace_sample)
+            )
             or catchup_max_runs != 0
             or bool(notify),
         )
@@ -349,6 +356,7 @@ class Client(AuditCalls, PlannerCalls, DeadlineCalls):
         deadline: timedelta | None = None,
         notify: Sequence[str] | None = None,
         notify_format: str | None = None,
+        trace_sample: float | None = None,
         labels: Mapping[str, str] | None = None,
     ) -> Schedule:
         """Change the fields given (not ``None``) of a live schedule, in place; every
@@ -388,6 +396,7 @@ class Client(AuditCalls, PlannerCalls, DeadlineCalls):
             deadline=deadline,
             notify=notify,
             notify_format=notify_format,
+            trace_sample=trace_sample,
             labels=labels,
         )
         return self._update(msg, paths)[0]

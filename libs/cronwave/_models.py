@@ -81,10 +81,14 @@ class Schedule:
     #: Its owners' ``key=value`` labels (``{"critical": "true", "team": "billing"}``);
     #: ``critical=true`` marks a schedule whose slots must succeed (see ``critical``).
     labels: dict[str, str] = field(default_factory=dict)
+    #: The share of its runs traced whole, 0..1 (1: every run; so are a critical
+    #: schedule's whatever this says).
+    trace_sample: float = 1.0
 
     @property
     def critical(self) -> bool:
-        """Labelled ``critical=true``: an alert pages when its slots do not succeed."""
+        """Labelled ``critical=true``: an alert pages when its slots do not succeed (and
+        every run is traced)."""
         return is_critical(self.labels)
 
     @property
@@ -120,6 +124,7 @@ class Schedule:
             catchup_max_runs=self.catchup_max_runs or _DEFAULT_POLICY.catchup_max_runs,
             deadline=self.deadline,
             notifiers=self.notifiers,
+            trace_sample=self.trace_sample,
         )
 
     @classmethod
@@ -162,6 +167,7 @@ class Schedule:
                 Notifier(n.url, NotifyFormat.from_proto(n.format)) for n in policy.notifiers
             ),
             labels=dict(sorted(msg.labels.items())),
+            trace_sample=policy.trace_sample if policy.HasField("trace_sample") else 1.0,
         )
 
 

@@ -83,6 +83,7 @@ def policy_of(
     deadline: timedelta | None = None,
     notify: Sequence[str] = (),
     notify_format: str | None = None,
+    trace_sample: float | None = None,
 ) -> Policy:
     """The ``Policy`` of ``create_schedule``'s keywords (``None`` and 0: the default)."""
     if deadline is not None:
@@ -94,6 +95,7 @@ def policy_of(
         catchup_max_runs=catchup_max_runs or _POLICY.catchup_max_runs,
         deadline=deadline,
         notifiers=notifiers_of(notify, notify_format),
+        trace_sample=_POLICY.trace_sample if trace_sample is None else trace_sample,
     )
 
 

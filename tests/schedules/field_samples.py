@@ -15,6 +15,7 @@ SAMPLES: dict[Kind, Any] = {
     Kind.TEXT: "Europe/Berlin",
     Kind.TEXTS: ("0 2 * * *", "30 4 * * 1"),
     Kind.COUNT: 7,
+    Kind.RATIO: 0.25,
     Kind.DURATION: timedelta(seconds=90),
     Kind.OPTIONAL_DURATION: timedelta(minutes=45),
     Kind.INSTANT: AT,

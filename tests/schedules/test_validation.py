@@ -67,6 +67,8 @@ CASES: list[tuple[str, dict[str, Any], str]] = [
         {"cron": "* * * * *", "catchup_max_runs": -3},
         "policy.catchup_max_runs",
     ),
+    ("a trace share over 1", {"cron": "* * * * *", "trace_sample": 1.5}, "policy.trace_sample"),
+    ("a negative trace share", {"cron": "* * * * *", "trace_sample": -0.01}, "policy.trace_sample"),
 ]
 
 
@@ -121,3 +123,26 @@ def test_an_enum_value_the_server_does_not_know_is_refused(store: StoreProcess) 
     assert info.value.details().startswith("spec.dst_gap: ")
     listed = stub.ListSchedules(api.ListSchedulesRequest(include_deleted=True), timeout=10)
     assert list(listed.schedules) == []
+
+
+@pytest.mark.parametrize("ratio", [1.01, -0.5, float("nan")])
+def test_a_trace_share_out_of_range_is_refused_by_the_store_itself(
+    store: StoreProcess, ratio: float
+) -> None:
+    # Given a schedule whose trace share is no share, sent as it is (not through the SDK)
+    stub = store.stub()
+    job = register_job_type(stub)
+    policy = pb.SchedulePolicy(trace_sample=ratio)
+    spec = pb.ScheduleSpec(cron=["* * * * *"])
+    schedule = pb.Schedule(schedule_id=fresh("share"), spec=spec, policy=policy, job_type=job)
+
+    # When it is created
+    with pytest.raises(grpc.RpcError) as info:
+        stub.CreateSchedule(api.CreateScheduleRequest(schedule=schedule), timeout=10)
+
+    # Then it is refused naming the field and the rule, and nothing is stored
+    assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert info.value.details().startswith("policy.trace_sample: "), info.value.details()
+    assert "0 <= ratio <= 1" in info.value.details()
+    listed = stub.ListSchedules(api.ListSchedulesRequest(include_deleted=True), timeout=10)
+    assert [s.schedule_id for s in listed.schedules] == []

@@ -43,6 +43,7 @@ _JSON: dict[Kind, Callable[[Any], Any]] = {
     Kind.TEXTS: list,
     Kind.ENUM: str,
     Kind.COUNT: int,
+    Kind.RATIO: float,
     Kind.DURATION: seconds,
     Kind.OPTIONAL_DURATION: seconds,
     Kind.INSTANT: instant,
@@ -89,6 +90,7 @@ _YAML: dict[Kind, Callable[[Any], Any]] = {
     Kind.TEXTS: list,
     Kind.ENUM: str,
     Kind.COUNT: int,
+    Kind.RATIO: float,
     Kind.DURATION: duration_text,
     Kind.OPTIONAL_DURATION: duration_text,
     Kind.INSTANT: lambda value: value.astimezone(UTC).isoformat(),
@@ -152,6 +154,12 @@ def _count(f: ScheduleField, value: object, tz: str) -> int:
     return int(_typed(f.keyword, value, int, what))
 
 
+def _ratio(f: ScheduleField, value: object, tz: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise InvalidArgument(f.keyword, f"must be a number with 0 <= ratio <= 1, got {value!r}")
+    return float(value)
+
+
 def duration(value: object, field: str) -> timedelta:
     if isinstance(value, bool):
         raise InvalidArgument(field, f"must be a duration such as 30s or 15m, got {value!r}")
@@ -210,6 +218,7 @@ _READ: dict[Kind, Callable[[ScheduleField, Any, str], Any]] = {
     Kind.TEXTS: _texts,
     Kind.ENUM: _enum_name,
     Kind.COUNT: _count,
+    Kind.RATIO: _ratio,
     Kind.DURATION: lambda f, v, tz: duration(v, f.keyword),
     Kind.OPTIONAL_DURATION: lambda f, v, tz: duration(v, f.keyword),
     Kind.INSTANT: lambda f, v, tz: parse_instant(v, f.keyword, tz),

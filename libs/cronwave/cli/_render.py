@@ -121,6 +121,9 @@ def schedule_fields(schedule: Schedule) -> Table:
         rows.append(("deadline", fmt_delta(schedule.deadline)))
     if schedule.notifiers:
         rows.append(("notify", ", ".join(f"{n.url} ({n.format})" for n in schedule.notifiers)))
+    if schedule.trace_sample != 1.0:
+        traced = "every run (critical)" if schedule.critical else f"{schedule.trace_sample:g}"
+        rows.append(("trace sample", traced))
     rows += [
         ("created", fmt_time(schedule.created_at)),
         ("updated", fmt_time(schedule.updated_at)),

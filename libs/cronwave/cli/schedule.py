@@ -41,6 +41,7 @@ from cronwave.cli._schedule_options import (
     deadline_keywords,
     labels_of,
 )
+from cronwave_core.domain.schedule_fields import BY_NAME
 from cronwave_core.domain.spec import (
     CATCHUPS,
     OVERLAPS,
@@ -56,6 +57,8 @@ app = typer.Typer(
 )
 
 ScheduleId = Annotated[str, typer.Argument(help="The schedule's id, e.g. nightly-billing.")]
+
+TRACE_SAMPLE_HELP = BY_NAME["trace_sample"].help
 
 
 class ShowOutput(StrEnum):
@@ -147,6 +150,7 @@ def create(
         str | None, typer.Option("--end", help="It fires only before this instant (exclusive).")
     ] = None,
     max_runs: Annotated[int, typer.Option(help="Fire at most this many times (0: no limit).")] = 0,
+    trace_sample: Annotated[float | None, typer.Option(help=TRACE_SAMPLE_HELP)] = None,
     deadline: DeadlineOption = None,
     notify: NotifyOption = [],  # noqa: B006
     notify_format: NotifyFormatOption = None,
@@ -183,6 +187,7 @@ def create(
                 else None
             ),
             catchup_max_runs=catchup_max_runs,
+            trace_sample=trace_sample,
             **deadline_keywords(deadline, notify, notify_format),
         )
         message = pb.Schedule(
@@ -250,6 +255,7 @@ def update(
     start: Annotated[str | None, typer.Option("--start", help="First instant it may fire.")] = None,
     end: Annotated[str | None, typer.Option("--end", help="It fires only before this.")] = None,
     max_runs: Annotated[int | None, typer.Option(help="Fire at most this many times.")] = None,
+    trace_sample: Annotated[float | None, typer.Option(help=TRACE_SAMPLE_HELP)] = None,
     deadline: DeadlineOption = None,
     notify: NotifyUpdateOption = None,
     notify_format: NotifyFormatOption = None,
@@ -293,6 +299,7 @@ def update(
             end_at=args.parse_instant(end, "--end", zone or "UTC") if end else None,
             max_runs=max_runs,
             jitter=args.parse_duration(jitter, "--jitter") if jitter is not None else None,
+            trace_sample=trace_sample,
             labels=_labels_update(label, no_labels),
             **deadline_keywords(deadline, notify, notify_format),
         )

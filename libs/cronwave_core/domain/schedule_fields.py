@@ -39,6 +39,7 @@ class Kind(StrEnum):
     TEXTS = "texts"  # cron
     ENUM = "enum"  # a policy named by its value ("buffer_one")
     COUNT = "count"  # a whole number, 0 the default
+    RATIO = "ratio"  # a share, 0..1 (trace_sample)
     DURATION = "duration"  # a timedelta, JSON "<name>_seconds"
     OPTIONAL_DURATION = "optional_duration"  # a timedelta or None (no value)
     INSTANT = "instant"  # an aware datetime or None
@@ -52,6 +53,7 @@ _KIND_OF_TYPE: tuple[tuple[object, Kind], ...] = (
     (str, Kind.TEXT),
     (tuple[str, ...], Kind.TEXTS),
     (int, Kind.COUNT),
+    (float, Kind.RATIO),
     (timedelta, Kind.DURATION),
     (timedelta | None, Kind.OPTIONAL_DURATION),
     (datetime | None, Kind.INSTANT),

@@ -26,6 +26,7 @@ from cronwave_core.domain.deadlines import (
     deadline_value,
     notifiers_value,
 )
+from cronwave_core.domain.labels import is_critical
 from cronwave_core.errors import InvalidArgument
 from cronwave_core.fields import shown
 from cronwave_core.proto_enum import ProtoEnum
@@ -258,11 +259,20 @@ class Policy:
     notifiers: tuple[Notifier, ...] = _field(
         (), "An http(s) webhook a deadline breach is POSTed to; repeatable.", option="--notify"
     )
+    #: The share of runs traced whole, decided when each run's trace begins (1: every
+    #: run, the schedule is critical); a run not sampled keeps its worker's spans only
+    #: when it fails, is retried or starts late (docs/operations/metrics-and-alerts.md).
+    trace_sample: float = _field(
+        1.0,
+        "Share of runs traced whole, 0..1, e.g. 0.01 (1: every run); a run not sampled "
+        "is traced by its worker only when it fails, is retried or starts late.",
+    )
 
     def __post_init__(self) -> None:
         if self.deadline is not None:
             deadline_value(self.deadline)
         notifiers_value(self.notifiers)
+        trace_sample_value(self.trace_sample)
 
     @classmethod
     def from_proto(cls, msg: pb.SchedulePolicy) -> Policy:
@@ -287,6 +297,11 @@ class Policy:
                 else None
             ),
             notifiers=_notifiers(msg),
+            trace_sample=(
+                trace_sample_value(msg.trace_sample)
+                if msg.HasField("trace_sample")
+                else _DEFAULT_POLICY.trace_sample
+            ),
         )
 
     def to_proto(self) -> pb.SchedulePolicy:
@@ -299,7 +314,18 @@ class Policy:
         )
         if self.deadline is not None:
             msg.deadline.CopyFrom(td_to_duration(self.deadline))
+        if self.trace_sample != 1.0:
+            msg.trace_sample = self.trace_sample
         return msg
+
+
+def trace_sample_value(ratio: float, field: str = "policy.trace_sample") -> float:
+    """A share of runs: a number with 0 <= ratio <= 1."""
+    if isinstance(ratio, bool) or not isinstance(ratio, int | float) or not 0.0 <= ratio <= 1.0:
+        raise InvalidArgument(
+            field, f"must be a share of runs, 0 <= ratio <= 1, got {str(ratio)[:40]}"
+        )
+    return float(ratio)
 
 
 def _notifiers(msg: pb.SchedulePolicy) -> tuple[Notifier, ...]:
@@ -323,6 +349,8 @@ class ScheduleDef:
     payload_json: str = "{}"
     paused: bool = False
     revision: int = 0
+    #: Labelled ``critical=true``: every run is traced, whatever ``trace_sample`` says.
+    critical: bool = False
 
     @classmethod
     def from_proto(cls, msg: pb.Schedule) -> ScheduleDef:
@@ -334,7 +362,13 @@ class ScheduleDef:
             payload_json=msg.payload_json or "{}",
             paused=msg.paused,
             revision=msg.revision,
+            critical=is_critical(msg.labels),
         )
+
+    @property
+    def trace_sample(self) -> float:
+        """The share of its runs traced whole: all of a critical schedule's."""
+        return 1.0 if self.critical else self.policy.trace_sample
 
 
 _DEFAULT_SPEC = Spec()

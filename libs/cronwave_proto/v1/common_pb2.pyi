@@ -145,20 +145,22 @@ class Notifier(_message.Message):
     def __init__(self, url: _Optional[str] = ..., format: _Optional[_Union[NotifyFormat, str]] = ...) -> None: ...
 
 class SchedulePolicy(_message.Message):
-    __slots__ = ("overlap", "catchup", "catchup_window", "catchup_max_runs", "deadline", "notifiers")
+    __slots__ = ("overlap", "catchup", "catchup_window", "catchup_max_runs", "deadline", "notifiers", "trace_sample")
     OVERLAP_FIELD_NUMBER: _ClassVar[int]
     CATCHUP_FIELD_NUMBER: _ClassVar[int]
     CATCHUP_WINDOW_FIELD_NUMBER: _ClassVar[int]
     CATCHUP_MAX_RUNS_FIELD_NUMBER: _ClassVar[int]
     DEADLINE_FIELD_NUMBER: _ClassVar[int]
     NOTIFIERS_FIELD_NUMBER: _ClassVar[int]
+    TRACE_SAMPLE_FIELD_NUMBER: _ClassVar[int]
     overlap: OverlapPolicy
     catchup: CatchupPolicy
     catchup_window: _duration_pb2.Duration
     catchup_max_runs: int
     deadline: _duration_pb2.Duration
     notifiers: _containers.RepeatedCompositeFieldContainer[Notifier]
-    def __init__(self, overlap: _Optional[_Union[OverlapPolicy, str]] = ..., catchup: _Optional[_Union[CatchupPolicy, str]] = ..., catchup_window: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., catchup_max_runs: _Optional[int] = ..., deadline: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., notifiers: _Optional[_Iterable[_Union[Notifier, _Mapping]]] = ...) -> None: ...
+    trace_sample: float
+    def __init__(self, overlap: _Optional[_Union[OverlapPolicy, str]] = ..., catchup: _Optional[_Union[CatchupPolicy, str]] = ..., catchup_window: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., catchup_max_runs: _Optional[int] = ..., deadline: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., notifiers: _Optional[_Iterable[_Union[Notifier, _Mapping]]] = ..., trace_sample: _Optional[float] = ...) -> None: ...
 
 class Schedule(_message.Message):
     __slots__ = ("schedule_id", "spec", "policy", "job_type", "payload_json", "paused", "pause_note", "created_at", "updated_at", "revision", "deleted", "withheld", "managed_by", "labels")

@@ -75,6 +75,7 @@ class _Shared:
             payload,
             schedule.paused,
             schedule.revision,
+            schedule.critical,
         )
 
     def instant(self, at: datetime) -> datetime:

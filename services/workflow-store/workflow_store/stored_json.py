@@ -49,7 +49,9 @@ _SPEC_KEYS = frozenset(
         "jitter",
     }
 )
-_POLICY_KEYS = frozenset({"overlap", "catchup", "catchup_window", "catchup_max_runs"})
+_POLICY_KEYS = frozenset(
+    {"overlap", "catchup", "catchup_window", "catchup_max_runs", "trace_sample"}
+)
 #: Whether the direct conversion knows every field (deadline and notifiers, rare, are
 #: left to ``json_format`` on purpose).
 SPEC_DIRECT = {f.name for f in SPEC_FIELDS} == _SPEC_KEYS
@@ -197,6 +199,8 @@ def policy_to_dict(policy: Policy) -> dict[str, Any]:
         }
         if policy.catchup_max_runs:
             data["catchup_max_runs"] = int(policy.catchup_max_runs)
+        if policy.trace_sample != _POLICY.trace_sample:
+            data["trace_sample"] = float(policy.trace_sample)
         return data
     except (KeyError, TypeError, ValueError, AttributeError):
         return json_format.MessageToDict(policy.to_proto(), preserving_proto_field_name=True)
@@ -229,6 +233,9 @@ def _policy_direct(data: dict[str, Any]) -> Policy:
     max_runs = data.get("catchup_max_runs", 0)
     if not isinstance(max_runs, int) or isinstance(max_runs, bool) or max_runs < 0:
         raise _Unusual
+    sample = data.get("trace_sample", _POLICY.trace_sample)
+    if type(sample) not in (int, float) or not 0.0 <= sample <= 1.0:
+        raise _Unusual
     return Policy(
         overlap=OVERLAPS.by_name[data["overlap"]] if "overlap" in data else _POLICY.overlap,
         catchup=CATCHUPS.by_name[data["catchup"]] if "catchup" in data else _POLICY.catchup,
@@ -238,6 +245,7 @@ def _policy_direct(data: dict[str, Any]) -> Policy:
             else _POLICY.catchup_window
         ),
         catchup_max_runs=max_runs or _POLICY.catchup_max_runs,
+        trace_sample=float(sample),
     )
 
 
