@@ -39,11 +39,22 @@ from cronwave_core.security.keys import CachedKeyCheck, RemoteKeyCheck
 from cronwave_core.security.tls import CredentialFiles, check_bind, server_credentials
 from cronwave_core.settings import MetricsSettings, NetworkSettings, TestHooks, TlsSettings
 from cronwave_core.status import rich_status
+from cronwave_core.targets import one_address
 from cronwave_core.telemetry import fanout
 from cronwave_core.telemetry.rpc_hops import rpc_hop
 from cronwave_core.telemetry.spans import codec_call
 
 log = logging.getLogger("cronwave")
+
+#: The variable that says where each service listens: one address for the process,
+#: though to its callers it may be one of a list (``cronwave_core.targets``).
+LISTEN_VARS = {
+    "workflow-store": "CRONWAVE_STORE_ADDR",
+    "leader-election": "CRONWAVE_LEADER_ADDR",
+    "dispatcher": "CRONWAVE_DISPATCHER_ADDR",
+    "cron-planner": "CRONWAVE_PLANNER_ADDR",
+    "worker": "CRONWAVE_WORKER_ADDR",
+}
 
 
 class UndecodableRequest(InvalidArgument):
@@ -258,6 +269,7 @@ class RunningServer:
         ``metrics``: where ``start`` serves ``/metrics`` (None: read from the
         environment, ``CRONWAVE_METRICS_ADDR``); ``tls``: its certificate and whether
         it is insecure (None: ``CRONWAVE_TLS_*`` and ``CRONWAVE_INSECURE``)."""
+        one_address(service.address, LISTEN_VARS.get(service.name, service.name))
         self.service = service
         self.grace = grace
         self.metrics = metrics if metrics is not None else MetricsSettings.from_env()

@@ -25,6 +25,7 @@ from collections.abc import Callable
 
 import grpc
 
+from cronwave_core.targets import addresses
 from cronwave_core.telemetry.setup import connecting, is_address
 from cronwave_core.telemetry.vocabulary import Hop
 
@@ -40,8 +41,9 @@ _SETTLED = (
 
 
 def _host(target: str) -> str:
-    """The host of ``host:port``, ``[v6]:port`` or ``dns:///host:port``."""
-    address = target.rsplit("/", 1)[-1]
+    """The host of ``host:port``, ``[v6]:port`` or ``dns:///host:port``; of a list of
+    replicas' addresses (``cronwave_core.targets``), the first one's."""
+    address = addresses(target)[0].rsplit("/", 1)[-1]
     if address.startswith("["):
         return address[1 : address.find("]")]
     return address.rsplit(":", 1)[0] if address.count(":") == 1 else address

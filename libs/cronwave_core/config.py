@@ -29,6 +29,7 @@ from typing import Any, Generic, Self, TypeVar
 
 from cronwave_core.errors import ConfigurationError
 from cronwave_core.redaction import redact
+from cronwave_core.targets import RULE, addresses, target
 
 T = TypeVar("T")
 _KEY = "cronwave.setting"
@@ -284,6 +285,28 @@ class Address(Kind[str]):
         if not sep or not host or not port.isdigit():
             raise ValueError()
         return raw
+
+
+class Addresses(Kind[str]):
+    """One address, or a service's replicas (``cronwave_core.targets``): where a
+    process listens when it is that service (one address then), where its callers
+    reach it."""
+
+    rule = RULE
+
+    @property
+    def summary(self) -> str:
+        return "HOST:PORT, or IP:PORT,IP:PORT,... (replicas)"
+
+    def parse(self, raw: str) -> str:
+        named = addresses(raw)
+        if len(named) == 1:
+            return Address().parse(named[0])
+        try:
+            target(raw)
+        except ConfigurationError:
+            raise ValueError() from None
+        return ",".join(named)
 
 
 class Url(Kind[str]):

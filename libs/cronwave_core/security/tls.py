@@ -29,6 +29,7 @@ import grpc
 
 from cronwave_core.errors import ConfigurationError
 from cronwave_core.settings import TlsSettings
+from cronwave_core.targets import target
 
 #: How often a server looks at its certificate files' modification times.
 _RELOAD_CHECK_SECONDS = 1.0
@@ -275,9 +276,12 @@ def set_process_tls(tls: TlsSettings) -> TlsSettings:
 def new_channel(
     address: str, options: Sequence[tuple[str, Any]], tls: TlsSettings | None = None
 ) -> grpc.Channel:
-    """A channel to ``address``: mutual TLS as ``tls`` says (this process's settings
-    when None), plaintext when it is insecure."""
+    """A channel to ``address`` (one address, or a service's replicas, calls spread
+    over them: ``cronwave_core.targets``): mutual TLS as ``tls`` says (this process's
+    settings when None), plaintext when it is insecure."""
     tls = tls or process_tls()
+    dialled = target(address)
+    options = dialled.with_options(options)
     if tls.insecure:
-        return grpc.insecure_channel(address, options=options)
-    return ReloadingChannel(address, options, tls)
+        return grpc.insecure_channel(dialled.target, options=options)
+    return ReloadingChannel(dialled.target, options, tls)
