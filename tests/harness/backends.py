@@ -310,7 +310,7 @@ class PgBouncer:
             "auth_type = any\npool_mode = transaction\n"
             f"default_pool_size = {self.server_connections}\nmin_pool_size = 0\n"
             "max_client_conn = 500\nmax_db_connections = 0\n"
-            "server_check_delay = 1\nignore_startup_parameters = extra_float_digits\n"
+            "server_check_delay = 1\n"
         )
         config.chmod(0o644)
         argv = [PGBOUNCER, str(config)]
