@@ -68,6 +68,11 @@ DEADLINE_BREACHES = Counter(
     " succeeded_late), counted by the store process whose deadline sweep recorded them",
     ["schedule", "reason"],
 )
+WATCH_STREAMS = Gauge(
+    "cronwave_store_watch_streams",
+    "WatchSchedules streams this store process serves now (each planner's schedule"
+    " feed holds one, on one store replica)",
+)
 BATCH_SIZE = Histogram(
     "cronwave_store_batch_size",
     "Items per batch RPC, by method",

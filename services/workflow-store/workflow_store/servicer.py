@@ -180,10 +180,14 @@ class WorkflowStoreServicer(AuditRpcs, DeadlineServicer, api_grpc.WorkflowStoreS
     ) -> Iterator[api.WatchSchedulesResponse]:
         # Wake the waiting stream as soon as the call ends (client cancel, server stop).
         context.add_callback(self.store.wake_watchers)
-        for record in self.store.watch(
-            request.since_revision, context.is_active, poll=self.watch_poll
-        ):
-            yield api.WatchSchedulesResponse(schedule=self._sent(record))
+        metrics.WATCH_STREAMS.inc()
+        try:
+            for record in self.store.watch(
+                request.since_revision, context.is_active, poll=self.watch_poll
+            ):
+                yield api.WatchSchedulesResponse(schedule=self._sent(record))
+        finally:
+            metrics.WATCH_STREAMS.dec()
 
     # -- job types -------------------------------------------------------------------------
 
