@@ -154,16 +154,20 @@ def _run_module(module: str, env: dict[str, str], log_path: str, cwd: str) -> No
     os.close(null)
     sys.stdout = open(1, "w", buffering=1, closefd=False)  # noqa: SIM115 (the process's own)
     sys.stderr = open(2, "w", buffering=1, closefd=False)  # noqa: SIM115
-    # sys.path as the interpreter would build it for ``python -P`` with env's
-    # PYTHONPATH: that first, then the fork server's own path without the PYTHONPATH
-    # it inherited, and never the working directory (-P: it must not shadow a module
-    # of ours).
-    inherited = os.environ.get("PYTHONPATH", "").split(os.pathsep)
-    given = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
-    base = [p for p in sys.path if p not in ("", ".", cwd) and p not in inherited]
-    sys.path[:] = given + [p for p in base if p not in given]
+    set_python_path(env, cwd)
     os.environ.clear()
     os.environ.update(env)
     os.chdir(cwd)
     sys.argv = [sys.executable]
     runpy.run_module(module, run_name="__main__", alter_sys=True)
+
+
+def set_python_path(env: Mapping[str, str], cwd: str) -> None:
+    """In a child of a fork server: ``sys.path`` as the interpreter builds it for
+    ``python -P`` with ``env``'s PYTHONPATH: that first, then the server's own path
+    without the PYTHONPATH it inherited, and never the working directory (-P: it must
+    not shadow a module of ours)."""
+    inherited = os.environ.get("PYTHONPATH", "").split(os.pathsep)
+    given = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
+    base = [p for p in sys.path if p not in ("", ".", cwd) and p not in inherited]
+    sys.path[:] = given + [p for p in base if p not in given]

@@ -210,19 +210,46 @@ def _wait_gone(live: Callable[[], list[int]], deadline: float) -> list[int]:
 
 def job_processes(namespace: str) -> list[int]:
     """Pids of job processes started for ``namespace`` that are still alive, whoever
-    started them (a worker process, or a pool inside the test's own process)."""
+    started them (a worker process, or a pool inside the test's own process).
+
+    A job process started as a new interpreter has ``worker.job_runner`` in its
+    command line and the namespace in its environment. One forked from its worker's
+    fork server names itself (``cronwave-job``) and has the server's command line and
+    environment: the server's is its worker's, and a pool inside this process has
+    a fork server started by this process."""
+    table = process_list()
+    marker = f"CRONWAVE_NAMESPACE={namespace}".encode()
+
+    def environ(pid: int) -> list[bytes]:
+        try:
+            return Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+        except OSError:
+            return []
+
     found = []
-    for pid, stat in process_list().items():
+    for pid, stat in table.items():
         if not stat.running:
+            continue
+        if _forked_job(pid):
+            server = table.get(stat.ppid)
+            ours = server is not None and server.ppid == os.getpid()
+            if ours or marker in environ(stat.ppid):
+                found.append(pid)
             continue
         try:
             cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
-            environ = Path(f"/proc/{pid}/environ").read_bytes()
         except OSError:
             continue
-        if b"worker.job_runner" not in cmdline:
-            continue
-        if f"CRONWAVE_NAMESPACE={namespace}".encode() not in environ.split(b"\0"):
-            continue
-        found.append(pid)
+        fresh = b"worker.job_runner" in cmdline and b"multiprocessing.forkserver" not in cmdline
+        if fresh and marker in environ(pid):
+            found.append(pid)
     return found
+
+
+def _forked_job(pid: int) -> bool:
+    """A job process forked from its worker's fork server names itself (its command
+    line is the server's)."""
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip() == "cronwave-job"
+    except OSError:
+        return False

@@ -21,7 +21,7 @@ import pytest
 from cronwave_core.domain.instants import epoch_ns
 from tests.harness.beats import Beats
 from tests.harness.cli import user_env
-from tests.harness.processes import job_processes
+from tests.harness.processes import job_processes, read_stat
 from tests.helpers import REPO, eventually
 from tests.reliability.jobs import SCALED_RETRY
 from worker.isolation import ProcessSupervisor
@@ -310,3 +310,68 @@ def test_a_job_process_dies_with_its_worker_even_while_starting(tmp_path: Path) 
         return "State:\tZ" in status
 
     eventually(gone, timeout=30, what="the orphaned job process gone")
+
+
+def test_job_processes_are_forked_import_their_job_modules_themselves_and_die_with_their_worker(
+    tmp_path: Path, namespace: str
+) -> None:
+    # Given a worker's pool of two warm job processes, forked from its fork server,
+    # whose job module notes each process that imports it
+    script = (
+        "import time\n"
+        "from worker.job_process import JobProcessPool\n"
+        "pool = JobProcessPool(warm=2, max_processes=2)\n"
+        "pool.start(wait=True)\n"
+        "procs = [pool.acquire(wait=10) for _ in range(2)]\n"
+        "print(' '.join(str(proc.pid) for proc in procs), flush=True)\n"
+        "time.sleep(60)\n"
+    )
+    imports = tmp_path / "imported-in"
+    (tmp_path / "noting_job_module.py").write_text(
+        "import os\n"
+        "from datetime import timedelta\n"
+        "from cronwave import JobType\n"
+        f"with open({str(imports)!r}, 'a') as f:\n"
+        "    f.write(f'{os.getpid()}\\n')\n"
+        "def job_types(settings):\n"
+        "    return [JobType('noting.noop', lambda ctx: {}, timedelta(minutes=1))]\n"
+    )
+    env = user_env()
+    env.update(
+        CRONWAVE_DATA_DIR=str(tmp_path),
+        CRONWAVE_TRACING="off",
+        CRONWAVE_NAMESPACE=namespace,
+        CRONWAVE_JOB_MODULES="noting_job_module",
+        PYTHONPATH=os.pathsep.join(filter(None, [str(tmp_path), env.get("PYTHONPATH")])),
+    )
+    worker = subprocess.Popen(
+        [sys.executable, "-P", "-c", script], env=env, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert worker.stdout is not None
+        pids = [int(pid) for pid in worker.stdout.readline().split()]
+        assert len(pids) == 2, "the pool's two processes"
+        parents = {stat.ppid for stat in map(read_stat, pids) if stat is not None}
+        [server] = parents
+        # Then each is a child of the fork server, itself the worker's child, and
+        # names itself
+        server_stat = read_stat(server)
+        assert server != worker.pid and server_stat is not None
+        assert server_stat.ppid == worker.pid
+        for pid in pids:
+            assert Path(f"/proc/{pid}/comm").read_text().strip() == "cronwave-job"
+        assert sorted(job_processes(namespace)) == sorted(pids)
+        # and the job module was imported by each job process, never by the server
+        assert sorted(int(line) for line in imports.read_text().split()) == sorted(pids)
+    finally:
+        worker.kill()
+        worker.wait(10)
+
+    # When the worker was killed, its job processes and their fork server are gone
+    def gone(pid: int) -> bool:
+        try:
+            return "State:\tZ" in Path(f"/proc/{pid}/status").read_text()
+        except OSError:
+            return True
+
+    eventually(lambda: all(gone(pid) for pid in [*pids, server]), timeout=30, what="all gone")

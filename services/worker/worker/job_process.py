@@ -23,6 +23,7 @@ from datetime import timedelta
 from typing import Any
 
 from cronwave_core.errors import CronwaveError, Unavailable
+from worker.job_forks import ForkedJobProcess, fork_job_process
 from worker.job_runner import PARENT_PID_VAR
 
 log = logging.getLogger("cronwave.worker")
@@ -45,7 +46,7 @@ def job_process_argv() -> list[str]:
 class JobProcess:
     """One ``python -m worker.job_runner`` and the pipes to it."""
 
-    def __init__(self, popen: subprocess.Popen[bytes]) -> None:
+    def __init__(self, popen: subprocess.Popen[bytes] | ForkedJobProcess) -> None:
         self.popen = popen
         self.runs = 0
         self._buffer = b""
@@ -172,7 +173,9 @@ class JobProcessPool:
     ) -> None:
         self.max_processes = max(max_processes, 1)
         self.warm = min(max(warm, 0), self.max_processes)
-        self.argv = list(argv or job_process_argv())
+        # None: forked from the fork server (``worker.job_forks``), as a fresh
+        # ``job_process_argv()`` would start; else a new interpreter running ``argv``.
+        self.argv = list(argv) if argv else None
         self.env = {**(os.environ if env is None else env), PARENT_PID_VAR: str(os.getpid())}
         self.start_timeout = start_timeout
         self.parallel_starts = max(parallel_starts or os.cpu_count() or 1, 1)
@@ -320,21 +323,26 @@ class JobProcessPool:
                 self._wanted -= 1
                 self._starting += 1
             try:
-                popen = subprocess.Popen(
-                    self.argv,
-                    stdin=subprocess.PIPE,
-                    stdout=subprocess.PIPE,
-                    stderr=None,  # the worker's own stderr: its log
-                    env=self.env,
-                    close_fds=True,
-                )
-            except OSError as exc:
-                self._failed(f"cannot start {self.argv!r}: {exc}")
+                popen = self._start_one()
+            except Exception as exc:  # OSError; the fork server's own errors besides
+                self._failed(f"cannot start {self.argv or job_process_argv()!r}: {exc}")
                 time.sleep(1.0)  # do not spin on a broken start-up
                 continue
             threading.Thread(
                 target=self._await_ready, args=(JobProcess(popen),), name="job-start", daemon=True
             ).start()
+
+    def _start_one(self) -> subprocess.Popen[bytes] | ForkedJobProcess:
+        if self.argv is None:
+            return fork_job_process(self.env)
+        return subprocess.Popen(
+            self.argv,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=None,  # the worker's own stderr: its log
+            env=self.env,
+            close_fds=True,
+        )
 
     def _await_ready(self, proc: JobProcess) -> None:
         try:

@@ -1,0 +1,175 @@
+"""Job processes forked from a server that imported the job runner's libraries once.
+
+A job process started as a new interpreter (``python -P -m worker.job_runner``) costs
+about 0.19 s of CPU before it is ready, nearly all of it imports (the settings,
+OpenTelemetry, the job context); a worker preparing 16 processes for an instant spends
+3 s of a core on them, and on a busy host they are not ready when the instant comes.
+Forked from multiprocessing's fork server, which imported those libraries once
+(``PRELOAD``), a process is ready in about a tenth of that: what is left is its own
+set-up (logging, tracing) and the job modules, which are imported in each process,
+never in the server, so no job's import-time state (a connection, a thread) is shared.
+
+The fork server never starts a thread or opens a connection. It is started by the
+pool's first process, with the worker's environment, and exits when the worker does
+(its end of a pipe closes); its children die with it (``die_with_parent``). Each child
+gets the worker's pipes as stdin and stdout, the worker's stderr, the pool's
+environment, and ``sys.path`` as ``python -P`` would build it.
+
+``ForkedJobProcess`` is the child as ``JobProcess`` uses a ``subprocess.Popen``: pid,
+stdin, stdout, ``poll``, ``wait``, ``send_signal``, ``kill``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import multiprocessing
+import multiprocessing.connection
+import os
+import signal
+import subprocess
+import sys
+import threading
+from collections.abc import Mapping
+from typing import IO
+
+from cronwave_core.forked import set_python_path
+
+#: What the fork server imports once: everything ``worker.job_body`` needs.
+PRELOAD = ("worker.job_runner", "worker.job_body", "opentelemetry.sdk.trace.export")
+#: The name a forked job process gives itself (/proc/PID/comm): its command line is
+#: the fork server's.
+PROCESS_NAME = b"cronwave-job"
+_PR_SET_NAME = 15
+
+_lock = threading.Lock()
+_context: multiprocessing.context.ForkServerContext | None = None
+
+
+def _fork_server() -> multiprocessing.context.ForkServerContext:
+    global _context
+    with _lock:
+        if _context is None:
+            context = multiprocessing.get_context("forkserver")
+            context.set_forkserver_preload(list(PRELOAD))
+            _context = context
+        return _context
+
+
+class ForkedJobProcess:
+    """A forked job process, tracked as a ``subprocess.Popen`` is."""
+
+    def __init__(
+        self, process: multiprocessing.process.BaseProcess, stdin: IO[bytes], stdout: IO[bytes]
+    ) -> None:
+        self._process = process
+        self.args = ["worker.job_runner", "(forked)"]
+        self.pid: int = process.pid or -1
+        self.stdin: IO[bytes] | None = stdin
+        self.stdout: IO[bytes] | None = stdout
+        self.returncode: int | None = None
+        self._sentinel = process.sentinel
+        self._reaping = threading.Lock()
+
+    def poll(self) -> int | None:
+        return self._ended(0.0)
+
+    def wait(self, timeout: float | None = None) -> int:
+        code = self._ended(timeout)
+        if code is None:
+            raise subprocess.TimeoutExpired(self.args, timeout or 0.0)
+        return code
+
+    def send_signal(self, sig: int) -> None:
+        if self.poll() is None:
+            os.kill(self.pid, sig)
+
+    def kill(self) -> None:
+        self.send_signal(signal.SIGKILL)
+
+    def _ended(self, timeout: float | None) -> int | None:
+        """The exit code once the process has ended (the fork server reaps it and
+        writes its status on the sentinel): several threads may ask at once, and the
+        status is read by one of them only."""
+        if self.returncode is not None:
+            return self.returncode
+        try:
+            ended = multiprocessing.connection.wait([self._sentinel], timeout)
+        except (OSError, ValueError):  # closed by another thread that read the status
+            ended = [self._sentinel]
+        if not ended:
+            return None
+        with self._reaping:
+            if self.returncode is None:
+                self._process.join(0)
+                code = self._process.exitcode
+                self.returncode = code if code is not None else -1
+                self._process.close()
+        return self.returncode
+
+
+def fork_job_process(env: Mapping[str, str]) -> ForkedJobProcess:
+    """A job process with ``env``, forked from the fork server, its stdin and stdout
+    pipes to this process."""
+    context = _fork_server()
+    child_in, to_child = os.pipe()
+    from_child, child_out = os.pipe()
+    try:
+        process = context.Process(
+            target=_serve,
+            args=(_Fd(child_in), _Fd(child_out), dict(env), os.getcwd()),
+            name="cronwave-job",
+            daemon=False,
+        )
+        process.start()
+    except BaseException:
+        for fd in (to_child, from_child):
+            os.close(fd)
+        raise
+    finally:
+        os.close(child_in)
+        os.close(child_out)
+    # The pool stops what it starts; multiprocessing would otherwise wait for it when
+    # the worker exits.
+    multiprocessing.process._children.discard(process)  # type: ignore[attr-defined]
+    return ForkedJobProcess(process, os.fdopen(to_child, "wb"), os.fdopen(from_child, "rb"))
+
+
+class _Fd:
+    """A file descriptor handed to the forked child (passed with the fork request)."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+
+    def __reduce__(self) -> tuple[object, tuple[object, ...]]:
+        from multiprocessing.reduction import DupFd
+
+        return (_detach, (DupFd(self.fd),))
+
+
+def _detach(dup: object) -> int:
+    return int(dup.detach())  # type: ignore[attr-defined]
+
+
+def _serve(stdin: int, stdout: int, env: dict[str, str], cwd: str) -> None:
+    """In the child: what ``python -P -m worker.job_runner`` with these pipes and
+    ``env`` would set up, then the job runner."""
+    os.dup2(stdin, 0)
+    os.dup2(stdout, 1)
+    for fd in (stdin, stdout):
+        if fd > 2:
+            os.close(fd)
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None).prctl(_PR_SET_NAME, PROCESS_NAME, 0, 0, 0)
+    sys.stdin = open(0, closefd=False)  # noqa: SIM115 (the process's own)
+    sys.stdout = open(1, "w", buffering=1, closefd=False)  # noqa: SIM115
+    set_python_path(env, cwd)
+    from worker.job_runner import PARENT_PID_VAR, main
+
+    # Its parent is the fork server, which exits when the worker does.
+    env[PARENT_PID_VAR] = str(os.getppid())
+    os.environ.clear()
+    os.environ.update(env)
+    os.chdir(cwd)
+    sys.argv = [sys.executable]
+    main()
