@@ -22,11 +22,16 @@ database time, because the run waited for all of it.
 
 The server side registers in its request decode (``register_request``): every batch
 request is a message with one repeated field of items that carry ``traceparent``.
+
+Only sampled items get copies (``run_span.run_sampled``: a run's trace id says whether
+it is sampled, and its ``traceparent`` carries the flag), and a batch none of whose
+items is sampled is itself not sampled, so no process records its spans.
 """
 
 from __future__ import annotations
 
 import hashlib
+import random
 import threading
 from collections.abc import Iterator, Mapping, MutableMapping, Sequence
 from contextlib import contextmanager
@@ -41,6 +46,7 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags
 
+from cronwave_core.telemetry.run_span import run_sampled
 from cronwave_core.telemetry.spans import tracer
 from cronwave_core.telemetry.vocabulary import ATTR_FIRE_TIME, ATTR_RUN_ID, ATTR_SCHEDULE_ID
 
@@ -53,6 +59,7 @@ MAX_BATCHES = 4096
 ATTR_BATCH_SIZE = "cronwave.batch.size"
 
 _SAMPLED = TraceFlags(TraceFlags.SAMPLED)
+_NOT_SAMPLED = TraceFlags(TraceFlags.DEFAULT)
 _SUCCESS = SpanExportResult.SUCCESS
 _RUN_KEYS = (ATTR_RUN_ID, ATTR_SCHEDULE_ID, ATTR_FIRE_TIME)
 
@@ -67,13 +74,20 @@ class Item:
     span_id: int
     attributes: MutableMapping[str, Any] = field(default_factory=dict)
 
+    @property
+    def sampled(self) -> bool:
+        """Whether the item's run is traced (its trace id says)."""
+        return run_sampled(self.trace_id)
+
     def traceparent(self) -> str:
-        return f"00-{self.trace_id:032x}-{self.span_id:016x}-01"
+        flags = "01" if self.sampled else "00"
+        return f"00-{self.trace_id:032x}-{self.span_id:016x}-{flags}"
 
     def context(self) -> otel_context.Context:
         """A context whose current span is this item's own (for the spans started for
         this run alone, e.g. its queue message, while the batch is worked on)."""
-        parent = SpanContext(self.trace_id, self.span_id, is_remote=True, trace_flags=_SAMPLED)
+        flags = _SAMPLED if self.sampled else _NOT_SAMPLED
+        parent = SpanContext(self.trace_id, self.span_id, is_remote=True, trace_flags=flags)
         return trace.set_span_in_context(NonRecordingSpan(parent))
 
     def under_current(self) -> Item:
@@ -150,12 +164,25 @@ def register(items: Sequence[Item], trace_id: int | None = None) -> None:
 @contextmanager
 def batch_span(name: str, items: Sequence[Item], attributes: Mapping[str, Any]) -> Iterator[None]:
     """A new trace for a batch the caller sends, registered with ``items``; its root
-    span (``name``) is copied under each item's span."""
+    span (``name``) is copied under each sampled item's span. Not sampled when no item
+    is."""
+    context = otel_context.Context()
+    if items and not any(item.sampled for item in items):
+        context = _unsampled_context()
     with tracer("cronwave.batch").start_as_current_span(
-        name, context=otel_context.Context(), attributes={**attributes, ATTR_BATCH_SIZE: len(items)}
+        name, context=context, attributes={**attributes, ATTR_BATCH_SIZE: len(items)}
     ) as span:
         register(items, span.get_span_context().trace_id)
         yield
+
+
+def _unsampled_context() -> otel_context.Context:
+    """A context whose span is of a new trace that is not sampled: spans started in it
+    are not recorded (``ParentBased``), nor are those of the calls made from them."""
+    parent = SpanContext(
+        random.getrandbits(128) or 1, random.getrandbits(64) or 1, True, _NOT_SAMPLED
+    )
+    return trace.set_span_in_context(NonRecordingSpan(parent), otel_context.Context())
 
 
 def annotate(traceparent: str, attributes: Mapping[str, Any]) -> None:
@@ -250,16 +277,17 @@ def expand(spans: Sequence[ReadableSpan], registry: Registry = REGISTRY) -> list
         if not items or context is None:
             out.append(span)
             continue
-        out.extend(_copy(span, context, item, len(items)) for item in items)
+        out.extend(_copy(span, context, item, len(items)) for item in items if item.sampled)
     return out
 
 
 def batch_record(trace_id: int, items: Sequence[Item]) -> dict[str, Any]:
     """The items of a batch as the local span store keeps them (one JSON line beside
     the batch's spans, which its reader expands; see ``cronwave_waterfall``)."""
+    kept = [i for i in items if i.sampled]
     return {
         "batch_trace_id": f"{trace_id:032x}",
-        "items": [[f"{i.trace_id:032x}", f"{i.span_id:016x}", dict(i.attributes)] for i in items],
+        "items": [[f"{i.trace_id:032x}", f"{i.span_id:016x}", dict(i.attributes)] for i in kept],
     }
 
 

@@ -35,6 +35,17 @@ _SAMPLED = TraceFlags(TraceFlags.SAMPLED)
 #: W3C trace-context level 2's "random trace id" flag, where the API knows it.
 _RANDOM = int(getattr(TraceFlags, "RANDOM_TRACE_ID", 0))
 _ROOT_FLAGS = TraceFlags(TraceFlags.SAMPLED | _RANDOM)
+_NOT_SAMPLED = TraceFlags(TraceFlags.DEFAULT)
+#: The sampler of a process that keeps the spans of traces not sampled back until it
+#: knows whether to keep them (``telemetry.deferred``): as the SDK's default, but a
+#: span whose parent is not sampled is recorded, not sampled (``RECORD_ONLY``), so the
+#: export processors pass it by and the deferred spans hold it.
+RECORD_UNSAMPLED = sampling.ParentBased(
+    sampling.ALWAYS_ON,
+    remote_parent_not_sampled=sampling.StaticSampler(sampling.Decision.RECORD_ONLY),
+    local_parent_not_sampled=sampling.StaticSampler(sampling.Decision.RECORD_ONLY),
+)
+_LEAN_SAMPLERS = (sampling.DEFAULT_ON, RECORD_UNSAMPLED)
 
 
 class LeanSpan(ReadableSpan, Span):
@@ -181,12 +192,14 @@ class LeanSpan(ReadableSpan, Span):
 class LeanTracer(trace.Tracer):
     """Starts ``LeanSpan``s for the SDK tracer it wraps, which keeps its resource,
     scope, id generator and span processors. Used only with the SDK's default sampler
-    (record every trace whose parent is sampled); any other sampler, configured
-    through ``OTEL_TRACES_SAMPLER``, gets the SDK's own spans."""
+    (record every trace whose parent is sampled) or ``RECORD_UNSAMPLED`` (the same,
+    and record a span whose parent is not sampled without sampling it); any other
+    sampler, configured through ``OTEL_TRACES_SAMPLER``, gets the SDK's own spans."""
 
     def __init__(self, inner: SdkTracer) -> None:
         self._inner = inner
         self._ids = inner.id_generator
+        self._record_unsampled = inner.sampler is RECORD_UNSAMPLED
 
     def start_span(
         self,
@@ -201,7 +214,7 @@ class LeanTracer(trace.Tracer):
     ) -> Span:
         parent: SpanContext | None = trace.get_current_span(context).get_span_context()
         if parent is not None and parent.is_valid:
-            if not parent.trace_flags.sampled:
+            if not parent.trace_flags.sampled and not self._record_unsampled:
                 return self._inner.start_span(
                     name,
                     context,
@@ -213,7 +226,10 @@ class LeanTracer(trace.Tracer):
                     set_status_on_exception,
                 )
             trace_id = parent.trace_id
-            flags = TraceFlags(TraceFlags.SAMPLED | (parent.trace_flags & _RANDOM))
+            if parent.trace_flags.sampled:
+                flags = TraceFlags(TraceFlags.SAMPLED | (parent.trace_flags & _RANDOM))
+            else:  # RECORD_UNSAMPLED's RECORD_ONLY
+                flags = _NOT_SAMPLED
             state = parent.trace_state
         else:
             parent = None
@@ -255,7 +271,9 @@ class LeanTracer(trace.Tracer):
     ) -> None:
         """A finished span whose ids the caller chose (a span fixed in one process and
         recorded in another, ``run_span``), handed to the span processors as any
-        other. No sampler is asked: the caller records only a sampled trace's span."""
+        other. No sampler is asked: ``context``'s flags say whether it is sampled (a span
+        not sampled reaches only a processor that keeps such spans back,
+        ``telemetry.deferred``)."""
         span = LeanSpan(
             name, context, parent, self._inner, trace.SpanKind.INTERNAL, {}, links, True, True
         )
@@ -319,12 +337,12 @@ class LeanTracerProvider(TracerProvider):
 
     @staticmethod
     def _lean_applies(tracer: SdkTracer) -> bool:
-        """The default sampler, and span limits that cronwave's spans never reach
-        (the SDK's defaults: 128 attributes, values of any length)."""
+        """The default sampler (or ``RECORD_UNSAMPLED``), and span limits that
+        cronwave's spans never reach (the SDK's defaults: 128 attributes, values of any length)."""
         limits = getattr(tracer, "_span_limits", None)
         count = getattr(limits, "max_span_attributes", 0)
         return (
-            tracer.sampler is sampling.DEFAULT_ON
+            any(tracer.sampler is s for s in _LEAN_SAMPLERS)
             and getattr(limits, "max_span_attribute_length", 0) is None
             and (count is None or count >= LEAN_MAX_ATTRIBUTES)
         )

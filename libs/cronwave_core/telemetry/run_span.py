@@ -7,9 +7,10 @@ No process holds a span open across five services and hours of queueing, so the 
 span is fixed when the run's trace begins and recorded when the run ends:
 
 - its trace id says when the run began: the first 64 bits are the start, in
-  nanoseconds since the epoch; then 32 random bits; then 32 bits of a keyed hash of
-  the 96 before, which mark the trace as a run's (``new_run_context``). The last 64
-  bits are thus uniformly distributed, as sampling by trace id ratio expects;
+  nanoseconds since the epoch; then 32 random bits, the last of which says whether
+  the run is sampled (``run_sampled``); then 32 bits of a keyed hash of the 96
+  before, which mark the trace as a run's (``new_run_context``). The last 64 bits are
+  thus uniformly distributed, as sampling by trace id ratio expects;
 - its span id is derived from the trace id (``run_span_id``), the same way in every
   process.
 
@@ -18,6 +19,15 @@ it, and the store keeps it with the run) can put spans beneath the run span
 (``run_context``), and the one that sees the run end records it (``record_run_span``)
 with the start its trace id says. A trace whose id lacks the mark (a caller's own
 trace) is no run's: it gets no run span, and nothing is put beneath one.
+
+Whether a run is traced is decided once, where its trace begins (head sampling:
+``new_run_context`` with the schedule's ``trace_sample``, by the SDK's
+``TraceIdRatioBased`` over the trace id), and written into the trace id itself: so
+every process reads the decision from the id with no look-up, and the contexts made
+here carry it as W3C's ``sampled`` flag, which OpenTelemetry's ``ParentBased`` sampler
+follows in every process. A span of a run not sampled is recorded by a process only
+where it keeps such spans back until the run's outcome decides (the worker:
+``telemetry.deferred``); elsewhere it is not recorded at all.
 
 An attempt's span (``cronwave.attempt``, a child of the run span) is fixed the same way:
 its id is derived from the trace id and the attempt's number (``attempt_span_id``),
@@ -29,6 +39,7 @@ last heartbeat, so the spans the dead worker had sent still have their parent.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import secrets
 import time
@@ -39,6 +50,7 @@ from typing import Any
 from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.sdk.trace import Tracer as SdkTracer
+from opentelemetry.sdk.trace.sampling import TraceIdRatioBased
 from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags
 
 from cronwave_core.telemetry.lean import LeanTracer
@@ -57,6 +69,9 @@ RUN_SPAN = "cronwave.run"
 ATTEMPT_SPAN = "cronwave.attempt"
 
 _SAMPLED = TraceFlags(TraceFlags.SAMPLED)
+_NOT_SAMPLED = TraceFlags(TraceFlags.DEFAULT)
+#: The last of the trace id's random bits: set in a run's trace that is not sampled.
+_UNSAMPLED_BIT = 1 << 32
 _MARK = b"cronwave.run"
 _SPAN = b"cronwave.span"
 _U64 = (1 << 64) - 1
@@ -68,10 +83,40 @@ def _mark(high: int) -> int:
     return int.from_bytes(digest, "big")
 
 
-def run_trace_id(start_ns: int) -> int:
-    """A new run's trace id, saying that it began at ``start_ns``."""
-    high = ((start_ns & _U64) << 32) | secrets.randbits(32)
+def run_trace_id(start_ns: int, sampled: bool = True) -> int:
+    """A new run's trace id, saying that it began at ``start_ns`` and whether it is
+    ``sampled``."""
+    return _decided(((start_ns & _U64) << 64) | (secrets.randbits(32) << 32), sampled)
+
+
+def _decided(trace_id: int, sampled: bool) -> int:
+    """``trace_id`` (a run's, its mark left out) with the decision written in and the
+    mark made anew."""
+    high = trace_id >> 32
+    high = high & ~1 if sampled else high | 1
     return (high << 32) | _mark(high)
+
+
+@functools.lru_cache(maxsize=256)
+def _ratio_sampler(ratio: float) -> TraceIdRatioBased:
+    return TraceIdRatioBased(ratio)
+
+
+def decide_run_trace_id(start_ns: int, ratio: float = 1.0) -> int:
+    """A new run's trace id, sampled with probability ``ratio`` (0..1; 1: always) by
+    the SDK's ``TraceIdRatioBased`` over the trace id's last 64 bits, the decision
+    written into the id (``run_sampled``)."""
+    trace_id = run_trace_id(start_ns)
+    if ratio >= 1.0:
+        return trace_id
+    decision = _ratio_sampler(max(ratio, 0.0)).should_sample(None, trace_id, RUN_SPAN).decision
+    return trace_id if decision.is_sampled() else _decided(trace_id, False)
+
+
+def run_sampled(trace_id: int) -> bool:
+    """Whether the spans of ``trace_id`` are sampled: False only for a run's trace
+    whose head decision was not to trace it (another trace is as its flags say)."""
+    return not trace_id & _UNSAMPLED_BIT or run_start_ns(trace_id) is None
 
 
 def run_start_ns(trace_id: int) -> int | None:
@@ -97,9 +142,14 @@ def attempt_span_id(trace_id: int, attempt: int) -> int:
     return int.from_bytes(digest, "big") or 1
 
 
+def run_flags(trace_id: int) -> TraceFlags:
+    """The W3C trace flags of a run's trace: sampled unless its id says not."""
+    return _SAMPLED if run_sampled(trace_id) else _NOT_SAMPLED
+
+
 def _context_of(trace_id: int, span_id: int | None = None) -> otel_context.Context:
     span_id = run_span_id(trace_id) if span_id is None else span_id
-    parent = SpanContext(trace_id, span_id, is_remote=True, trace_flags=_SAMPLED)
+    parent = SpanContext(trace_id, span_id, is_remote=True, trace_flags=run_flags(trace_id))
     return trace.set_span_in_context(NonRecordingSpan(parent), otel_context.Context())
 
 
@@ -112,11 +162,13 @@ def attempt_context(trace_id: int, attempt: int) -> otel_context.Context | None:
     return _context_of(trace_id, attempt_span_id(trace_id, attempt))
 
 
-def new_run_context(start_ns: int | None = None) -> otel_context.Context:
+def new_run_context(start_ns: int | None = None, sample: float = 1.0) -> otel_context.Context:
     """A context for a new run's first spans: a new trace (see the module docstring),
-    whose current span is the run span, begun at ``start_ns`` (default: now). It
-    holds nothing of the caller's context: a run's trace has one root."""
-    return _context_of(run_trace_id(time.time_ns() if start_ns is None else start_ns))
+    whose current span is the run span, begun at ``start_ns`` (default: now), sampled
+    with probability ``sample`` (``decide_run_trace_id``). It holds nothing of the
+    caller's context: a run's trace has one root."""
+    start = time.time_ns() if start_ns is None else start_ns
+    return _context_of(decide_run_trace_id(start, sample))
 
 
 def run_context(trace_id: int | str) -> otel_context.Context | None:
@@ -174,7 +226,8 @@ def record_run_span(
     if recorder is None:
         return False
     end = time.time_ns() if end_ns is None else end_ns
-    context = SpanContext(trace_id, run_span_id(trace_id), is_remote=False, trace_flags=_SAMPLED)
+    flags = run_flags(trace_id)
+    context = SpanContext(trace_id, run_span_id(trace_id), is_remote=False, trace_flags=flags)
     attrs = {**attributes, ATTR_HOP: RUN_HOP, ATTR_KIND: RUN_KIND}
     recorder.record(RUN_SPAN, context, None, start, max(start, end), attrs, links)
     return True
@@ -197,7 +250,7 @@ def record_attempt_span(
     if recorder is None:
         return False
     end = time.time_ns() if end_ns is None else end_ns
-    flags = _SAMPLED
+    flags = run_flags(trace_id)
     context = SpanContext(trace_id, attempt_span_id(trace_id, attempt), False, flags)
     parent = SpanContext(trace_id, run_span_id(trace_id), True, flags)
     attrs = {

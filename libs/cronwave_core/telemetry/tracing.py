@@ -9,6 +9,11 @@ batch span processor exports them from its own thread: a span's end only puts it
 a bounded queue, and what a full queue drops is counted
 (``cronwave_spans_dropped_total``, ``export_metrics``).
 
+A process given ``deferred`` (the worker) also records the spans of runs that are not
+sampled, and holds them there until the run's outcome decides whether they are
+exported (``deferred.DeferredSpans``); every other process records nothing of such a
+run (``run_span``: the decision is made where the run's trace begins).
+
 With ``CRONWAVE_TRACING=off`` no tracer provider is installed: every span is
 OpenTelemetry's no-op span, and the gRPC instrumentation is left out too
 (``tracing_enabled``), so tracing costs nothing but a few function calls.
@@ -25,9 +30,10 @@ from opentelemetry.sdk.trace.export import SpanExporter
 
 from cronwave_core.settings import TelemetrySettings
 from cronwave_core.telemetry import fanout
+from cronwave_core.telemetry.deferred import DeferredSpans
 from cronwave_core.telemetry.export import JsonLinesSpanExporter
 from cronwave_core.telemetry.export_metrics import CountingBatchSpanProcessor, CountingExporter
-from cronwave_core.telemetry.lean import LeanTracerProvider
+from cronwave_core.telemetry.lean import RECORD_UNSAMPLED, LeanTracerProvider
 from cronwave_core.telemetry.propagation import RunAttributesProcessor
 
 _tracing = False
@@ -43,8 +49,12 @@ def tracing_enabled() -> bool:
     return _tracing
 
 
-def init_tracing(service: str, settings: TelemetrySettings) -> TracerProvider:
+def init_tracing(
+    service: str, settings: TelemetrySettings, deferred: DeferredSpans | None = None
+) -> TracerProvider:
     """Build this process's tracer provider; with tracing on, make it the global one.
+    With ``deferred``, the spans of runs not sampled are recorded and held there
+    (its ``keep`` exports them through this provider's export processor).
 
     With ``CRONWAVE_TRACING=off`` the provider returned records nothing and is not
     installed (spans stay OpenTelemetry's no-op ones); shutting it down is harmless."""
@@ -55,7 +65,11 @@ def init_tracing(service: str, settings: TelemetrySettings) -> TracerProvider:
         # whole switch interval to get it back, at every read. A shorter interval
         # bounds that tail, at a cost in throughput (docs/operations/drills.md).
         sys.setswitchinterval(settings.switch_interval.total_seconds())
-    provider = LeanTracerProvider(resource=Resource.create({"service.name": service}))
+    resource = Resource.create({"service.name": service})
+    if deferred is not None and settings.tracing:
+        provider = LeanTracerProvider(resource=resource, sampler=RECORD_UNSAMPLED)
+    else:
+        provider = LeanTracerProvider(resource=resource)
     if not settings.tracing:
         return provider
     provider.add_span_processor(RunAttributesProcessor())
@@ -68,14 +82,16 @@ def init_tracing(service: str, settings: TelemetrySettings) -> TracerProvider:
     else:
         exporter = JsonLinesSpanExporter(settings.spans_dir, service, fanout.REGISTRY)
         batch = 4096
-    provider.add_span_processor(
-        CountingBatchSpanProcessor(
-            CountingExporter(exporter),
-            max_queue_size=QUEUE_SIZE,
-            max_export_batch_size=batch,
-            schedule_delay_millis=500,
-        )
+    export = CountingBatchSpanProcessor(
+        CountingExporter(exporter),
+        max_queue_size=QUEUE_SIZE,
+        max_export_batch_size=batch,
+        schedule_delay_millis=500,
     )
+    provider.add_span_processor(export)
+    if deferred is not None:
+        deferred.export = export
+        provider.add_span_processor(deferred)
     trace.set_tracer_provider(provider)
     _tracing = True
     return provider

@@ -247,10 +247,13 @@ class Starter:
             ATTR_KIND: Kind.APP,
         }
         # The fire decision begins the run's trace: its spans sit beneath the run
-        # span, which the run's durable completion records (``run_span``).
+        # span, which the run's durable completion records (``run_span``). Whether the
+        # run is traced is decided here, once, from the schedule's share (head
+        # sampling); the trace id carries the decision to every other process.
         decided = time.time_ns()
+        context = new_run_context(decided, schedule.trace_sample)
         root = self._tracer.start_span(
-            ROOT_SPAN, context=new_run_context(decided), attributes=attrs, start_time=decided
+            ROOT_SPAN, context=context, attributes=attrs, start_time=decided
         )
         prepared = self._prepare_in(root, fire, schedule, token, now, checked=checked, known=known)
         if prepared is None:

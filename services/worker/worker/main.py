@@ -50,6 +50,8 @@ from cronwave_core.settings import (
     WorkerSettings,
 )
 from cronwave_core.settings_pools import PoolSettings
+from cronwave_core.settings_sampling import TraceKeepSettings
+from cronwave_core.telemetry.deferred import DeferredSpans
 from cronwave_core.telemetry.tracing import init_tracing
 from worker import metrics_gauges
 from worker.acks import BatchAckBroker
@@ -63,7 +65,7 @@ from worker.job_process import JobProcessPool
 from worker.jobs import Registry, default_registry
 from worker.jobs.wire import job_type_to_proto
 from worker.log_format import configure_logging
-from worker.middleware import standard
+from worker.middleware import Tracing, standard
 from worker.middleware.faults import test_hooks
 from worker.runtime import RunProcessor, WorkerStats
 from worker.status import WorkerStatusServicer
@@ -227,11 +229,15 @@ def main() -> None:
     hooks = TestHooks.from_env()
     limits = LimitSettings.from_env().limits()
     pools = PoolSettings.from_env()
+    keep = TraceKeepSettings.from_env()
     configure_logging()
     # A job module that cannot be loaded stops start-up (ConfigurationError, its one
     # line and status 2: cronwave_core.entry), named, before anything else has started.
     registry = default_registry(settings)
-    provider = init_tracing("worker", telemetry)
+    # The spans of runs not sampled are held until the run's outcome decides
+    # (middleware.tracing); only the worker does so.
+    deferred = DeferredSpans() if telemetry.tracing else None
+    provider = init_tracing("worker", telemetry, deferred)
     pool: JobProcessPool | None = None
     if settings.isolation == "process":
         pool = JobProcessPool(warm=settings.warm_processes, max_processes=settings.max_processes)
@@ -279,6 +285,7 @@ def main() -> None:
         cancel_check=settings.cancel_check,
         test_hooks=test_hooks(hooks),
         result_bytes=limits.result_bytes,
+        tracing=Tracing(settings.worker_id, deferred, keep.keep_late),
     )
     processor = RunProcessor(
         store,

@@ -58,12 +58,14 @@ def standard(
     test_hooks: Sequence[RunMiddleware] = (),
     result_bytes: int = DEFAULT_LIMITS.result_bytes,
     liveness: Liveness | None = None,
+    tracing: Tracing | None = None,
 ) -> list[RunMiddleware]:
     """The worker's middleware in ``ORDER``, then ``test_hooks`` (innermost: see
     ``worker.chain``). ``queues``: the queues the worker consumes, named with its claims.
-    ``liveness``: the worker's heartbeats (default: one over ``store``)."""
+    ``liveness``: the worker's heartbeats (default: one over ``store``). ``tracing``:
+    the tracing hook (default: one that records nothing of runs not sampled)."""
     chain: list[RunMiddleware] = [
-        Tracing(worker_id),
+        tracing or Tracing(worker_id),
         Metrics(),
         DeadLettering(store, registry),
         Claim(store, registry, worker_id, queues),

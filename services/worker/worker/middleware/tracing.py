@@ -15,6 +15,14 @@ first statement (``job.start``), then the completion.
 When this delivery's completion (or dead letter) ended the run, the run span is
 recorded last, once the completion is durable and the run's status cached: the run's
 last span to end.
+
+A run its schedule's ``trace_sample`` left out (``run_span.run_sampled``) is still
+recorded here, into the process's deferred spans (``telemetry.deferred``), and when
+the delivery is over its spans are exported if the run turned out to matter, and
+dropped if not (``keep_reason``): it failed, timed out or was cancelled, was
+dead-lettered, released or retried (an attempt after the first), or its body started
+later than ``keep_late`` after its fire time. The attempt's and the run's span then say
+why (``cronwave.trace.kept``).
 """
 
 from __future__ import annotations
@@ -23,7 +31,7 @@ import logging
 import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from cronwave_proto.v1 import common_pb2
@@ -32,12 +40,14 @@ from opentelemetry import trace
 from opentelemetry.trace import INVALID_SPAN_CONTEXT, Link, Status, StatusCode
 
 from cronwave_core.domain.instants import epoch_ns
+from cronwave_core.telemetry.deferred import DeferredSpans
 from cronwave_core.telemetry.propagation import extracted_context
 from cronwave_core.telemetry.run_span import (
     attempt_context,
     record_attempt_span,
     record_run_span,
     run_context,
+    run_sampled,
 )
 from cronwave_core.telemetry.spans import tracer
 from cronwave_core.telemetry.vocabulary import (
@@ -66,13 +76,36 @@ ATTR_JOB_TYPE = "cronwave.job_type"
 ATTR_ATTEMPT = "cronwave.attempt"
 ATTR_OUTCOME = "cronwave.outcome"
 ATTR_OVERHEAD_MS = "cronwave.job_process.overhead_ms"
+#: Why the spans of a run that was not sampled were kept (``keep_reason``).
+ATTR_TRACE_KEPT = "cronwave.trace.kept"
 #: A hand-over to the body shorter than this is not drawn as ``job.start``.
 JOB_START_MIN_NS = 1_000_000
+_US = timedelta(microseconds=1)
+#: The outcomes of an attempt whose run's spans are kept, sampled or not.
+_KEPT_OUTCOMES = {
+    Outcome.FAILED: "failed",
+    Outcome.TIMED_OUT: "timed_out",
+    Outcome.CANCELLED: "cancelled",
+    Outcome.RELEASED: "released",
+}
 
 
 class Tracing(RunMiddleware):
-    def __init__(self, worker_id: str) -> None:
+    """``deferred``: where this process holds the spans of runs not sampled (None:
+    it records none); ``keep_late``: a run not sampled whose body started later than
+    this after its fire time is kept (None: lateness keeps none)."""
+
+    def __init__(
+        self,
+        worker_id: str,
+        deferred: DeferredSpans | None = None,
+        keep_late: timedelta | None = timedelta(seconds=1),
+    ) -> None:
         self.worker_id = worker_id
+        self.deferred = deferred
+        self._keep_late_ns = (
+            None if keep_late is None else keep_late // timedelta(microseconds=1) * 1000
+        )
 
     def before_pickup(self, delivery: Delivery) -> None:
         message = delivery.message
@@ -135,12 +168,26 @@ class Tracing(RunMiddleware):
             return
         delivery.sender = INVALID_SPAN_CONTEXT  # once
         trace_id, result = sender.trace_id, delivery.result
-        # A superseded attempt was found lost, and recorded so, by the sweeper.
-        if began and (result is None or result.outcome is not Outcome.SUPERSEDED):
-            attributes = dict(delivery.attrs)
-            if result is not None:
-                attributes[ATTR_OUTCOME] = result.outcome.value
-            record_attempt_span(trace_id, delivery.run.attempt, began, attributes)
+        deferred = None if run_sampled(trace_id) else self.deferred
+        kept = self.keep_reason(delivery) if deferred is not None else None
+        try:
+            # A superseded attempt was found lost, and recorded so, by the sweeper.
+            if began and (result is None or result.outcome is not Outcome.SUPERSEDED):
+                attributes = dict(delivery.attrs)
+                if result is not None:
+                    attributes[ATTR_OUTCOME] = result.outcome.value
+                if kept:
+                    attributes[ATTR_TRACE_KEPT] = kept
+                record_attempt_span(trace_id, delivery.run.attempt, began, attributes)
+            self._record_run(delivery, trace_id, kept)
+        finally:
+            if deferred is not None:
+                if kept:
+                    deferred.keep(trace_id)
+                else:
+                    deferred.drop(trace_id)
+
+    def _record_run(self, delivery: Delivery, trace_id: int, kept: str | None) -> None:
         ended = delivery.ended_run
         if ended is None and delivery.poison is not None:
             ended = delivery.poison.ended_run
@@ -154,7 +201,32 @@ class Tracing(RunMiddleware):
             ATTR_RUN_STATE: common_pb2.RunState.Name(ended.state).removeprefix("RUN_STATE_"),
         }
         attributes.pop(ATTR_WORKER_ID, None)  # the run's, not one worker's
+        if kept:
+            attributes[ATTR_TRACE_KEPT] = kept
         record_run_span(trace_id, attributes)
+
+    def keep_reason(self, delivery: Delivery) -> str | None:
+        """Why the spans of this delivery's run, not sampled, are kept: ``failed``,
+        ``timed_out``, ``cancelled``, ``released``, ``dead_lettered``, ``retried``,
+        ``ended_<state>`` (its run ended other than SUCCEEDED) or ``late``; None when
+        nothing about it calls for them (they are dropped)."""
+        result = delivery.result
+        if result is not None and result.outcome in _KEPT_OUTCOMES:
+            return _KEPT_OUTCOMES[result.outcome]
+        if delivery.poison is not None and delivery.run.run_id:
+            return "dead_lettered"
+        if delivery.run.attempt > 1:
+            return "retried"
+        ended = delivery.ended_run
+        if ended is not None and ended.state != common_pb2.RUN_STATE_SUCCEEDED:
+            return (
+                "ended_" + common_pb2.RunState.Name(ended.state).removeprefix("RUN_STATE_").lower()
+            )
+        limit = self._keep_late_ns
+        started = result.body_started_ns if result is not None else 0
+        if limit is not None and started and started - epoch_ns(delivery.fire_time) > limit:
+            return "late"
+        return None
 
     def before_execute(self, delivery: Delivery) -> None:
         self._enter_attempt(delivery)

@@ -1,0 +1,135 @@
+"""The head decision written into a run's trace id (``run_span``), and the spans of a
+run not sampled held back in the process until its outcome decides
+(``telemetry.deferred``): with the SDK's own processors and exporter."""
+
+from __future__ import annotations
+
+import time
+
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from cronwave_core.telemetry import fanout
+from cronwave_core.telemetry.deferred import DeferredSpans
+from cronwave_core.telemetry.lean import RECORD_UNSAMPLED, LeanTracerProvider
+from cronwave_core.telemetry.run_span import (
+    decide_run_trace_id,
+    run_context,
+    run_sampled,
+    run_start_ns,
+)
+
+DRAWS = 10_000
+
+
+def _provider(
+    deferred: DeferredSpans | None, sampler: object = RECORD_UNSAMPLED
+) -> tuple[LeanTracerProvider, InMemorySpanExporter]:
+    exporter = InMemorySpanExporter()
+    provider = LeanTracerProvider(sampler=sampler)
+    export = SimpleSpanProcessor(exporter)
+    provider.add_span_processor(export)
+    if deferred is not None:
+        deferred.export = export
+        provider.add_span_processor(deferred)
+    return provider, exporter
+
+
+def _spans_under(provider: LeanTracerProvider, trace_id: int, names: list[str]) -> None:
+    tracer = provider.get_tracer("test")
+    for name in names:
+        with tracer.start_as_current_span(name, context=run_context(trace_id)):
+            pass
+
+
+def test_a_ratio_samples_its_share_of_runs_and_the_id_keeps_the_start() -> None:
+    start = time.time_ns()
+    for ratio, low, high in (
+        (0.0, 0, 0),
+        (0.01, 50, 160),
+        (0.5, 4_700, 5_300),
+        (1.0, DRAWS, DRAWS),
+    ):
+        ids = [decide_run_trace_id(start, ratio) for _ in range(DRAWS)]
+        sampled = sum(run_sampled(t) for t in ids)
+        assert low <= sampled <= high, (ratio, sampled)
+        assert {run_start_ns(t) for t in ids} == {start}
+
+
+def test_a_run_not_sampled_is_held_and_kept_whole_as_sampled() -> None:
+    deferred = DeferredSpans()
+    provider, exporter = _provider(deferred)
+    trace_id = decide_run_trace_id(time.time_ns(), 0.0)
+
+    _spans_under(provider, trace_id, ["worker.pickup", "worker.execute"])
+
+    assert exporter.get_finished_spans() == ()
+    assert deferred.held(trace_id) == 2
+    assert deferred.keep(trace_id) == 2
+    kept = exporter.get_finished_spans()
+    assert sorted(s.name for s in kept) == ["worker.execute", "worker.pickup"]
+    assert all(s.context.trace_id == trace_id and s.context.trace_flags.sampled for s in kept)
+    assert deferred.held(trace_id) == 0
+
+
+def test_a_run_not_sampled_that_is_dropped_leaves_nothing() -> None:
+    deferred = DeferredSpans()
+    provider, exporter = _provider(deferred)
+    trace_id = decide_run_trace_id(time.time_ns(), 0.0)
+    _spans_under(provider, trace_id, ["worker.execute"])
+
+    deferred.drop(trace_id)
+
+    assert deferred.keep(trace_id) == 0
+    assert exporter.get_finished_spans() == ()
+
+
+def test_a_sampled_run_goes_straight_to_export_and_is_not_held() -> None:
+    deferred = DeferredSpans()
+    provider, exporter = _provider(deferred)
+    trace_id = decide_run_trace_id(time.time_ns(), 1.0)
+
+    _spans_under(provider, trace_id, ["worker.execute"])
+
+    assert [s.name for s in exporter.get_finished_spans()] == ["worker.execute"]
+    assert deferred.held(trace_id) == 0
+
+
+def test_a_process_that_holds_nothing_records_nothing_of_a_run_not_sampled() -> None:
+    # the planner, the dispatcher, the store: the SDK's default sampler (ParentBased)
+    provider, exporter = _provider(None, sampler=None)
+    trace_id = decide_run_trace_id(time.time_ns(), 0.0)
+    tracer = provider.get_tracer("test")
+
+    with tracer.start_as_current_span("dispatch", context=run_context(trace_id)) as span:
+        recording = span.is_recording()
+
+    assert not recording
+    assert exporter.get_finished_spans() == ()
+
+
+def test_the_held_spans_are_bounded_the_oldest_run_going_first() -> None:
+    deferred = DeferredSpans(max_spans=3)
+    provider, _ = _provider(deferred)
+    first, second = (decide_run_trace_id(time.time_ns(), 0.0) for _ in range(2))
+
+    _spans_under(provider, first, ["a", "b"])
+    _spans_under(provider, second, ["c", "d"])
+
+    assert (deferred.held(first), deferred.held(second)) == (0, 2)
+
+
+def test_a_batch_copies_only_into_sampled_runs_and_one_of_none_is_not_sampled() -> None:
+    sampled = fanout.Item(decide_run_trace_id(time.time_ns(), 1.0), 7)
+    left_out = fanout.Item(decide_run_trace_id(time.time_ns(), 0.0), 8)
+    assert sampled.traceparent().endswith("-01") and left_out.traceparent().endswith("-00")
+    record = fanout.batch_record(1, [sampled, left_out])
+    assert [item[0] for item in record["items"]] == [f"{sampled.trace_id:032x}"]
+
+    provider, exporter = _provider(None, sampler=None)
+    with provider.get_tracer("test").start_as_current_span("batch call") as span:
+        pass
+    registry = fanout.Registry()
+    registry.add(span.get_span_context().trace_id, [sampled, left_out])
+    copies = fanout.expand(exporter.get_finished_spans(), registry)
+    assert [c.context.trace_id for c in copies] == [sampled.trace_id]

@@ -1,0 +1,168 @@
+"""Head sampling per schedule (``trace_sample``), decided where a run's trace begins:
+a run not sampled leaves no span anywhere when it succeeds on time; when it fails or
+is retried, its worker's spans (held back until the outcome was known) are kept; a
+sampled run, and every run of a schedule labelled critical, is traced whole across
+the services."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from cronwave._models import Run
+from cronwave_core.telemetry.run_span import RUN_SPAN, run_sampled
+from cronwave_core.telemetry.vocabulary import ATTR_RUN_ID
+from cronwave_waterfall import Span
+from tests.harness.clients import client_for
+from tests.harness.cluster import REPO
+from tests.harness.suites import SuiteFactory
+from tests.helpers import eventually, fresh
+from tests.tracing.support import QUIET, WAIT, spans_of
+
+pytestmark = pytest.mark.slow
+
+#: Every service a run crosses, each of which writes spans of a sampled run.
+SERVICES = {"cron-planner", "dispatcher", "workflow-store", "worker"}
+#: The one-off fires this long after the schedules are made (the planner sees them).
+LEAD = timedelta(seconds=3)
+ATTR_TRACE_KEPT = "cronwave.trace.kept"
+
+
+def _env() -> dict[str, str]:
+    """Drill job types, and no lateness rule in reach of a loaded machine: a run kept
+    here is kept for its outcome, not for starting late."""
+    pythonpath = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH", "")]))
+    return {
+        **QUIET,
+        "CRONWAVE_JOB_MODULES": "tests.reliability.jobs",
+        "PYTHONPATH": pythonpath,
+        "CRONWAVE_TRACE_KEEP_LATE": "1h",
+    }
+
+
+@dataclass(frozen=True)
+class Case:
+    """A schedule of one one-off fire, made with ``options``."""
+
+    name: str
+    options: dict[str, Any]
+    state: str
+    attempts: int
+
+
+CASES = [
+    Case("ratio 0, succeeds", {"trace_sample": 0.0, "job_type": "cronwave.noop"}, "SUCCEEDED", 1),
+    Case(
+        "ratio 0, fails",
+        {"trace_sample": 0.0, "job_type": "drill.flaky", "payload": {"declined": True}},
+        "FAILED",
+        1,
+    ),
+    Case(
+        "ratio 0, retried",
+        {"trace_sample": 0.0, "job_type": "drill.flaky", "payload": {"succeed_at_attempt": 2}},
+        "SUCCEEDED",
+        2,
+    ),
+    Case("ratio 1", {"trace_sample": 1.0, "job_type": "cronwave.noop"}, "SUCCEEDED", 1),
+    Case(
+        "ratio 0, critical",
+        {"trace_sample": 0.0, "job_type": "cronwave.noop", "labels": {"critical": "true"}},
+        "SUCCEEDED",
+        1,
+    ),
+]
+
+
+@dataclass(frozen=True)
+class Traced:
+    runs: dict[str, Run]  # by case name
+    spans: list[Span]
+
+    def of(self, name: str) -> list[Span]:
+        """Every span of the case's run: in its trace, or naming its run."""
+        run = self.runs[name]
+        return [
+            s
+            for s in self.spans
+            if s.trace_id == run.trace_id or s.attributes.get(ATTR_RUN_ID) == run.run_id
+        ]
+
+
+@pytest.fixture(scope="module")
+def traced(shared_suite: SuiteFactory) -> Iterator[Traced]:
+    """One run of each case, fired by the planner, finished; then every span the suite
+    wrote (it is stopped for that)."""
+    suite = shared_suite(env=_env())
+    at = datetime.now(UTC) + LEAD
+    ids = {}
+    with client_for(suite) as client:
+        for case in CASES:
+            ids[case.name] = fresh("sampled")
+            client.create_schedule(ids[case.name], one_off=[at], **case.options)
+        runs = {}
+        for case in CASES:
+
+            def fired(sid: str = ids[case.name]) -> list[Run]:
+                found = client.list_runs(sid, limit=1)
+                assert found, f"{sid} has not fired yet"
+                return found
+
+            first = eventually(fired, timeout=30, what=f"the fire of {case.name}")[0]
+            runs[case.name] = client.wait_run(first.run_id, timeout=WAIT)
+    for case in CASES:
+        run = runs[case.name]
+        assert (run.state, run.attempt) == (case.state, case.attempts), (case.name, run)
+    yield Traced(runs, spans_of(suite))
+
+
+def test_the_decision_is_in_each_run_s_trace_id(traced: Traced) -> None:
+    sampled = {name: run_sampled(int(run.trace_id, 16)) for name, run in traced.runs.items()}
+    assert sampled == {
+        "ratio 0, succeeds": False,
+        "ratio 0, fails": False,
+        "ratio 0, retried": False,
+        "ratio 1": True,
+        "ratio 0, critical": True,
+    }
+
+
+def test_a_run_not_sampled_that_succeeds_leaves_no_span(traced: Traced) -> None:
+    assert traced.of("ratio 0, succeeds") == []
+
+
+def test_a_failed_run_not_sampled_keeps_its_worker_s_spans(traced: Traced) -> None:
+    spans = traced.of("ratio 0, fails")
+    names = {s.name for s in spans}
+    assert {RUN_SPAN, "cronwave.attempt", "worker.pickup", "worker.execute"} <= names, names
+    (run_span,) = [s for s in spans if s.name == RUN_SPAN]
+    assert run_span.attributes[ATTR_TRACE_KEPT] == "failed"
+    assert run_span.attributes["cronwave.run.state"] == "FAILED"
+    # the other hops did not record the run, which was not sampled where they ran
+    assert {s.service for s in spans} == {"worker"}
+
+
+def test_a_retried_run_not_sampled_keeps_each_attempt_s_spans(traced: Traced) -> None:
+    spans = traced.of("ratio 0, retried")
+    attempts = sorted(
+        (s.attributes["cronwave.attempt"], s.attributes[ATTR_TRACE_KEPT])
+        for s in spans
+        if s.name == "cronwave.attempt"
+    )
+    assert attempts == [(1, "failed"), (2, "retried")], attempts
+    assert [s.name for s in spans].count("worker.execute") == 2
+    assert [s.attributes[ATTR_TRACE_KEPT] for s in spans if s.name == RUN_SPAN] == ["retried"]
+
+
+@pytest.mark.parametrize("name", ["ratio 1", "ratio 0, critical"])
+def test_a_sampled_run_is_traced_whole_in_every_service(traced: Traced, name: str) -> None:
+    spans = traced.of(name)
+    assert {s.service for s in spans} == SERVICES
+    assert len({s.trace_id for s in spans}) == 1
+    assert [s.name for s in spans].count(RUN_SPAN) == 1
+    assert not any(ATTR_TRACE_KEPT in s.attributes for s in spans)
