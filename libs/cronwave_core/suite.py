@@ -71,6 +71,11 @@ _GRPC_SERVICE = {
     "worker": "cronwave.v1.WorkerService",
     GATEWAY: "cronwave.v1.PaymentGatewayService",
 }
+#: The services a suite runs more than one of by ``SuiteConfig.replicas`` (planners
+#: and workers have counts of their own): each replica listens on its own port, and
+#: every process is given all of them in the service's variable, so its calls spread
+#: over them (``cronwave_core.targets``).
+REPLICATED = ("workflow-store", "leader-election", "dispatcher")
 #: A service whose port another process took before it could listen is started again
 #: on a new port, at most this many times in all.
 _PORT_ATTEMPTS = 3
@@ -226,6 +231,10 @@ class SuiteConfig:
     tls_dir: Path | None = None
     # Also run the web console (HTTP), on ports["console"] (fixed defaults: 7407).
     console: bool = False
+    # Processes per service of REPLICATED (unnamed: one), e.g. {"workflow-store": 2}:
+    # every caller is given all of a service's replicas, its calls spread over them.
+    # Two store replicas need a database they share (PostgreSQL, not a SQLite file).
+    replicas: Mapping[str, int] = field(default_factory=dict)
 
 
 class Suite:
@@ -251,6 +260,21 @@ class Suite:
             given = (config.ports or {}).get("console")
             ports["console"] = given or (CONSOLE_PORT if config.ports is None else free_port())
         self.ports = ports
+        #: The ports of each replicated service's replicas after the first (which
+        #: listens on ``ports``), by port key.
+        self.replica_ports: dict[str, list[int]] = {}
+        for service, count in config.replicas.items():
+            if service not in REPLICATED or count < 1:
+                raise ConfigurationError(
+                    f"replicas: expected counts of at least 1 for {', '.join(REPLICATED)}, "
+                    f"got {service}={count}"
+                )
+            if count > 1 and service == "workflow-store" and not config.database_url:
+                raise ConfigurationError(
+                    "replicas: workflow-store replicas share one database, and a SQLite "
+                    "file is one process's: give a PostgreSQL database_url"
+                )
+            self.replica_ports[_PORT_KEY[service]] = [free_port() for _ in range(count - 1)]
         #: The embedded Redis's password ("" when the suite uses a Redis it was given).
         self.redis_password = "" if config.redis_url else redis_password.new_password()
         self.redis_url = config.redis_url or redis_password.with_password(
@@ -284,19 +308,33 @@ class Suite:
 
     # addresses ---------------------------------------------------------------
     def address(self, service: str) -> str:
+        """Where ``service``'s first replica listens (HOST:PORT)."""
         return f"127.0.0.1:{self.ports[_PORT_KEY[service]]}"
+
+    def addresses(self, service: str) -> list[str]:
+        """Where each of ``service``'s replicas listens, the first first."""
+        extra = self.replica_ports.get(_PORT_KEY[service], [])
+        return [self.address(service), *(f"127.0.0.1:{port}" for port in extra)]
+
+    def peer_address(self, service: str) -> str:
+        """What ``service``'s callers are given: its address, or its replicas'."""
+        return ",".join(self.addresses(service))
+
+    def replicas(self, service: str) -> int:
+        """How many processes of ``service`` (of REPLICATED) this suite runs."""
+        return len(self.addresses(service))
 
     @property
     def store_addr(self) -> str:
-        return self.address("workflow-store")
+        return self.peer_address("workflow-store")
 
     @property
     def dispatcher_addr(self) -> str:
-        return self.address("dispatcher")
+        return self.peer_address("dispatcher")
 
     @property
     def leader_addr(self) -> str:
-        return self.address("leader-election")
+        return self.peer_address("leader-election")
 
     @property
     def planner_addr(self) -> str:
@@ -319,7 +357,7 @@ class Suite:
         env["CRONWAVE_REDIS_URL"] = self.redis_url
         for service, var in _ADDR_VAR.items():
             if _PORT_KEY[service] in self.ports:
-                env["CRONWAVE_" + var] = self.address(service)
+                env["CRONWAVE_" + var] = self.peer_address(service)
         env["CRONWAVE_GRACE"] = str(self.config.grace.total_seconds())
         env["CRONWAVE_TLS_DIR"] = str(self.tls_dir)
         if self.config.insecure:
@@ -338,18 +376,24 @@ class Suite:
         try:
             if self.config.redis_url is None:
                 self.start_redis()
-            self.start_service("workflow-store")
+            # One store at a time: the first migrates the database.
+            for index in range(self.replicas("workflow-store")):
+                self.start_service("workflow-store", index)
             if self.config.payment_gateway:
                 self.start_service(GATEWAY)
             for attempt in range(1, _PORT_ATTEMPTS + 1):
-                ports = dict(self.ports)
-                spawned = [self.spawn_service("leader-election"), self.spawn_service("dispatcher")]
+                ports = self._port_plan()
+                spawned = [
+                    self.spawn_service(service, index)
+                    for service in ("leader-election", "dispatcher")
+                    for index in range(self.replicas(service))
+                ]
                 spawned += self.start_workers(wait=False)
                 spawned += [
                     self.spawn_service("cron-planner", index=i) for i in range(self.config.planners)
                 ]
                 started = [self.wait_started(proc) for proc in spawned]
-                if self.ports == ports:
+                if self._port_plan() == ports:
                     break
                 # One of them moved to a new port: the others were told the old one.
                 self.stop_procs(started)
@@ -361,6 +405,10 @@ class Suite:
             self.stop()
             raise
         return self
+
+    def _port_plan(self) -> tuple[dict[str, int], dict[str, list[int]]]:
+        """Every port the suite's processes were told (to notice one that moved)."""
+        return dict(self.ports), {k: list(v) for k, v in self.replica_ports.items()}
 
     @property
     def redis_password_file(self) -> Path | None:
@@ -436,8 +484,13 @@ class Suite:
         name = name or self.proc_name(service, index)
         env = {**self.base_env(), **(extra_env or {})}
         if index:
-            # Extra replicas listen on their own port; the first keeps the known one.
-            env["CRONWAVE_" + _ADDR_VAR[service]] = f"127.0.0.1:{free_port()}"
+            # Extra replicas listen on their own port (a replicated service's, the one
+            # its callers were given); the first keeps the known one.
+            extra = self.replica_ports.get(_PORT_KEY[service], [])
+            port = extra[index - 1] if index <= len(extra) else free_port()
+            env["CRONWAVE_" + _ADDR_VAR[service]] = f"127.0.0.1:{port}"
+        elif "CRONWAVE_" + _ADDR_VAR[service] not in (extra_env or {}):
+            env["CRONWAVE_" + _ADDR_VAR[service]] = self.address(service)
         if service == "cron-planner":
             env.setdefault("CRONWAVE_CANDIDATE", f"{name}@{socket.gethostname()}")
         # Each process presents its service's certificate (unless the env names files).
@@ -483,8 +536,11 @@ class Suite:
                     raise Unavailable(
                         f"{proc.name} did not start: {exc}\n--- {proc.log_path}:\n{tail}"
                     ) from exc
+                extra = self.replica_ports.get(_PORT_KEY[service], [])
                 if not proc.index:
                     self.ports[_PORT_KEY[service]] = free_port()
+                elif proc.index <= len(extra):
+                    extra[proc.index - 1] = free_port()
                 proc = self.spawn_service(service, proc.index, proc.name, proc.extra_env)
         raise AssertionError("unreachable")  # the loop returns or raises
 
