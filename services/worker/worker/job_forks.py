@@ -31,7 +31,8 @@ import subprocess
 import sys
 import threading
 from collections.abc import Mapping
-from typing import IO
+from multiprocessing import popen_forkserver, spawn
+from typing import IO, Any
 
 from cronwave_core.forked import set_python_path
 
@@ -43,17 +44,47 @@ PROCESS_NAME = b"cronwave-job"
 _PR_SET_NAME = 15
 
 _lock = threading.Lock()
-_context: multiprocessing.context.ForkServerContext | None = None
+_started = False
 
 
-def _fork_server() -> multiprocessing.context.ForkServerContext:
-    global _context
+def _fork_server() -> None:
+    global _started
     with _lock:
-        if _context is None:
-            context = multiprocessing.get_context("forkserver")
-            context.set_forkserver_preload(list(PRELOAD))
-            _context = context
-        return _context
+        if not _started:
+            multiprocessing.get_context("forkserver").set_forkserver_preload(list(PRELOAD))
+            _started = True
+
+
+class _Popen(popen_forkserver.Popen):
+    """The fork server's start of a child, except that the child does not import this
+    process's main script again, as multiprocessing would have it do: the worker's
+    is a console script (``worker``, ``cronwave worker``) whose imports are the worker
+    itself, and a job process runs the job runner alone."""
+
+    def _launch(self, process_obj: Any) -> None:
+        with _launching:
+            spawn.get_preparation_data = _without_main
+            try:
+                super()._launch(process_obj)  # type: ignore[misc]
+            finally:
+                spawn.get_preparation_data = _preparation_data
+
+
+_launching = threading.Lock()
+_preparation_data = spawn.get_preparation_data
+
+
+def _without_main(name: str) -> dict[str, Any]:
+    data: dict[str, Any] = _preparation_data(name)
+    data.pop("init_main_from_name", None)
+    data.pop("init_main_from_path", None)
+    return data
+
+
+class _JobProcess(multiprocessing.context.ForkServerProcess):
+    @staticmethod
+    def _Popen(process_obj: Any) -> _Popen:
+        return _Popen(process_obj)
 
 
 class ForkedJobProcess:
@@ -111,11 +142,11 @@ class ForkedJobProcess:
 def fork_job_process(env: Mapping[str, str]) -> ForkedJobProcess:
     """A job process with ``env``, forked from the fork server, its stdin and stdout
     pipes to this process."""
-    context = _fork_server()
+    _fork_server()
     child_in, to_child = os.pipe()
     from_child, child_out = os.pipe()
     try:
-        process = context.Process(
+        process = _JobProcess(
             target=_serve,
             args=(_Fd(child_in), _Fd(child_out), dict(env), os.getcwd()),
             name="cronwave-job",
@@ -147,8 +178,8 @@ class _Fd:
         return (_detach, (DupFd(self.fd),))
 
 
-def _detach(dup: object) -> int:
-    return int(dup.detach())  # type: ignore[attr-defined]
+def _detach(dup: Any) -> int:
+    return int(dup.detach())
 
 
 def _serve(stdin: int, stdout: int, env: dict[str, str], cwd: str) -> None:
