@@ -12,22 +12,25 @@ Over the runs that have an end-to-end time:
   only runs whose time there **recurs**: at least as many runs (itself included) lie
   within ``RECUR_TOLERANCE`` (10%) of its excess, or within the (hop, kind)'s own
   spread (1.4826 x its median absolute deviation) where that is wider. It is the least
-  of those runs' excesses. A cause must recur, at one hop and kind and at one value:
-  a delay that slows 1% of the runs or more puts that many runs at that delay, while
-  the host's stalls (CPU steal, a commit waiting on a shared disk) take one run in a
-  few hundred at a random hop, each for its own 30 to 150 ms. A stall is then read
-  at no hop, even at one whose stalls are slower than the cause and more than 1% of
-  its runs (as a loaded machine's database commits are): they scatter, and no value
-  of theirs recurs, while the cause's runs cluster at its delay. A (hop, kind) whose
-  time is spread wide and dense (a job's own work) recurs everywhere, so its excess
-  is its own slowest 1%'s, as it would be without the test. The slowest runs end to
-  end are still *the tail* below; the excess is read per (hop, kind) over all runs
-  rather than over those few, which would name a stall whenever stalls outnumber the
-  cause among them. At least three runs, because with fewer than 300 runs 1% is one
-  or two, and one stall would be named. So a cause in fewer than 1% of the runs, or
-  in fewer than three, is not named; nor is one below its (hop, kind)'s own tail where
-  that tail is dense; and stalls that happen to recur (as many of them within 10% of
-  each other as the cause has runs, above it) still are. Its **share** is its excess
+  of those runs' excesses. A cause recurs at one hop and kind and at one value: a
+  delay in 1% of the runs or more puts that many runs at that delay. The host's
+  stalls (CPU steal, a commit waiting on a shared disk) take a run here and there,
+  each for its own 30 to 150 ms: scattered, they are read at no hop, even at one
+  where they are slower than the cause and more than 1% of its runs. A time spread
+  wide and dense (a job's own work) recurs everywhere, so its excess is its plain
+  slowest 1%'s. The excess is read per (hop, kind) over all runs, not over the runs
+  above the end-to-end p99, which may all be stalls. At least three runs: with fewer
+  than 300 runs 1% is one or two, and one stall would be named.
+- An excess **stands out** when more runs lie within 10% of it than between half of
+  it and it: a cluster above a gap, as a fixed delay's runs stand above the rest of
+  their hop, not the top of a slope (a loaded database's commits, 20 to 150 ms and
+  every value between). (hop, kind)s are ranked by excess, except that one whose
+  excess stands out comes before any whose excess is less than ``STAND_OUT_MARGIN``
+  (2) times its: a hop's own slope a little slower than a cause does not hide it.
+- So a cause in fewer than 1% of the runs, or in fewer than three, is not named; nor
+  a delay below a dense tail of slow runs: its own (hop, kind)'s, or another's more
+  than twice as slow; and stalls that happen to recur (as many within 10% of each
+  other as the cause's 1%) can be. A contribution's **share** is its excess
   over the sum of all positive excesses (0 if negative). The tail's end-to-end excess
   (its mean minus the median end-to-end) is reported beside it; ``tail_mean_ms`` is
   the (hop, kind)'s mean over the tail runs.
@@ -42,7 +45,7 @@ Over the runs that have an end-to-end time:
   (``db.statement``, ``db.query.text``) and any value over ``MAX_VALUE_CHARS``
   characters.
 
-The **headline** is one line: the largest excess, its share, the attribute most
+The **headline** is one line: the first-ranked excess, its share, the attribute most
 over-represented among tail runs (preferring one seen on that hop's spans; only
 one that at least half the tail runs carry, at least 25 points more often than the
 rest, and only when the tail has 5 runs or more: one slow run shares every
@@ -79,6 +82,9 @@ MIN_RUNS_PER_CAUSE = 3
 RECUR_TOLERANCE = 0.1
 #: The median absolute deviation times this is a normal distribution's sigma.
 _MAD_TO_SIGMA = 1.4826
+#: A (hop, kind) whose excess stands out is named before any whose excess is less than
+#: this many times its own: a cause before a hop's own continuum of slow runs.
+STAND_OUT_MARGIN = 2.0
 #: A longer attribute value is text (a statement, a message), never a cause to name.
 MAX_VALUE_CHARS = 64
 #: Keys that say where a call went: an address or port per connection.
@@ -243,6 +249,19 @@ def recurring_level(ordered: Sequence[float], slowest: int) -> float:
     return 0.0
 
 
+def stands_out(ordered: Sequence[float], excess: float) -> bool:
+    """Whether more of ``ordered`` (sorted) lie within ``RECUR_TOLERANCE`` of ``excess``
+    over their median than between half of it and that: a cluster standing above the
+    values' own continuum, as a fixed delay's runs stand above the rest of their hop."""
+    if not ordered or excess <= 0:
+        return False
+    med = quantile(ordered, 0.5)
+    low, high = med + (1 - RECUR_TOLERANCE) * excess, med + (1 + RECUR_TOLERANCE) * excess
+    at = bisect.bisect_right(ordered, high) - bisect.bisect_left(ordered, low)
+    below = bisect.bisect_left(ordered, low) - bisect.bisect_left(ordered, med + excess / 2)
+    return at > below
+
+
 def attribute_tail(runs: Sequence[Run], top_attributes: int = 10) -> TailAttribution:
     """Where the p99 tail of ``runs`` spends its extra time (see the module docstring)."""
     completed = [r for r in runs if r.end_to_end_ns is not None]
@@ -270,12 +289,15 @@ def attribute_tail(runs: Sequence[Run], top_attributes: int = 10) -> TailAttribu
         keys.update(r.kind_ns)
     order = {hop: i for i, hop in enumerate(hop_order({h for h, _ in keys}))}
     contributions: list[Contribution] = []
+    standing: set[tuple[str, str]] = set()
     # How many of its slowest runs a (hop, kind)'s excess must be common to.
     slowest = min(len(completed), max(MIN_RUNS_PER_CAUSE, math.ceil(len(completed) * TAIL_SHARE)))
     for hop, kind in keys:
         values = sorted(r.kind_ns.get((hop, kind), 0) for r in completed)
         med = quantile(values, 0.5)
         own_tail = recurring_level(values, slowest)
+        if stands_out(values, own_tail):
+            standing.add((hop, kind))
         tail_mean = sum(r.kind_ns.get((hop, kind), 0) for r in tail) / len(tail)
         contributions.append(
             Contribution(hop, kind, own_tail / 1e6, 0.0, tail_mean / 1e6, med / 1e6)
@@ -292,7 +314,15 @@ def attribute_tail(runs: Sequence[Run], top_attributes: int = 10) -> TailAttribu
         )
         for c in contributions
     ]
-    contributions.sort(key=lambda c: (-c.excess_ms, order[c.hop], c.kind))
+    largest = max((c.excess_ms for c in contributions), default=0.0)
+    contributions.sort(
+        key=lambda c: (
+            not ((c.hop, c.kind) in standing and c.excess_ms * STAND_OUT_MARGIN >= largest),
+            -c.excess_ms,
+            order[c.hop],
+            c.kind,
+        )
+    )
 
     skews = _skews(tail, rest)
     median_e2e = quantile(e2e, 0.5) / 1e6

@@ -9,7 +9,7 @@ from dataclasses import replace
 import pytest
 
 from cronwave_waterfall import attribute_tail, build_runs, waterfall
-from cronwave_waterfall.tail import recurring_level
+from cronwave_waterfall.tail import recurring_level, stands_out
 
 from .synth import Injection, all_spans, make_run, make_runs
 
@@ -306,3 +306,47 @@ def test_a_dense_tail_is_read_at_its_own_slowest_one_percent():
 
     # Then every value recurs, and the level is the 4th slowest's over the median
     assert level == values[-4] - 49.5
+
+
+def test_a_cause_standing_out_is_named_before_a_hops_own_continuum_as_slow():
+    # Given 400 runs: 12 wait 50 ms more in pickup's queue (a cause), and 40 others
+    # spend 20 to 56 ms more in persist's database, spread evenly (a loaded database's
+    # own slow commits: a continuum whose slowest 1% recur and reach past the cause)
+    rng = random.Random(41)
+    order = list(range(400))
+    rng.shuffle(order)
+    slowed, slow_commits = set(order[:12]), order[12:52]
+    commit_ms = {i: 20.0 + 36.0 * n / 39 for n, i in enumerate(slow_commits)}
+    records = [
+        make_run(rng, i, Injection("pickup", "queue", 50.0, share=1.0))
+        if i in slowed
+        else make_run(rng, i, Injection("persist", "database", commit_ms[i], share=1.0))
+        if i in commit_ms
+        else make_run(rng, i)
+        for i in range(400)
+    ]
+
+    # When the tail is attributed
+    tail = attribute_tail(build_runs(all_spans(records)))
+
+    # Then persist's database reads slower than the cause
+    excess = {(c.hop, c.kind): c.excess_ms for c in tail.contributions}
+    assert excess[("persist", "database")] > excess[("pickup", "queue")], tail.headline
+    # but the cause is named first, with its delay: its runs stand above their hop's
+    # own time, while persist's slowest stand on a slope of slow commits
+    top = tail.top
+    assert top is not None
+    assert (top.hop, top.kind) == ("pickup", "queue"), tail.headline
+    assert top.excess_ms == pytest.approx(50.0, rel=0.2)
+
+
+def test_what_stands_out_is_a_cluster_above_a_gap():
+    # Given the same excess of 50 over a median of 0, once as 12 runs at 49 to 51 above
+    # a gap, once as the top of a slope from 20 to 55
+    cluster = sorted([0.0] * 388 + [49.0 + i / 6 for i in range(12)])
+    slope = sorted([0.0] * 360 + [20.0 + 35.0 * i / 39 for i in range(40)])
+
+    # Then only the cluster stands out
+    assert stands_out(cluster, 50.0)
+    assert not stands_out(slope, 50.0)
+    assert not stands_out(cluster, 0.0)
