@@ -10,6 +10,9 @@ spread over the second, with the default policies (overlap ``skip``, catch-up
 ``latest``). The worker runs job bodies in threads (``harness.PIPELINE_ENV``, as the
 throughput scenario does: a job process per noop body would make the figures those of
 process hand-overs on a busy machine). Lease timing is ``lease_timing.FAST`` unless given.
+With ``MatrixConfig.replicas`` every service runs in replicas (``matrix_faults.REPLICAS``,
+two workers; PostgreSQL only): each kill -9 hits a service's first replica while the
+others serve, and every worker's count is cross-checked.
 
 The faults, in this order, each in a window of its own: ``matrix_faults.FAULTS``.
 
@@ -66,6 +69,7 @@ from cronwave_bench.harness import (
 )
 from cronwave_bench.matrix_faults import (
     NOT_ON_SQLITE,
+    REPLICAS,
     SEED_VAR,
     Applied,
     FaultInjector,
@@ -408,15 +412,20 @@ def run_fault_matrix(
             else {}
         )
         faults = tuple(f for f in config.faults if f not in left_out)
+        if config.replicas and proxy is None:
+            raise ValueError("MatrixConfig.replicas: two store replicas need PostgreSQL")
         redis = OwnRedis(data_dir / "own-redis")
         redis.start()
         stack.callback(redis.stop)
+        workers = 2 if config.replicas else 1
         suite_cfg = suite_config(
             Backend(url, redis.url),
             data_dir,
-            SuiteOptions(tracing=False, planners=2, env=PIPELINE_ENV),
+            SuiteOptions(tracing=False, planners=2, workers=workers, env=PIPELINE_ENV),
         )
         suite_cfg.env = {**suite_cfg.env, **config.lease.env()}
+        if config.replicas:
+            suite_cfg.replicas = REPLICAS
         suite = Suite(suite_cfg)
         stack.callback(suite.stop)
         suite.start()

@@ -53,6 +53,9 @@ FAULTS = (
 #: The faults a SQLite store cannot have (no connection to cut), and why.
 NOT_ON_SQLITE = {"blackhole-database": "SQLite has no connection to blackhole"}
 SEED_VAR = "CRONWAVE_FAULT_MATRIX_SEED"
+#: The matrix's suite with ``MatrixConfig.replicas``: two of every service (and two
+#: workers and two planners). Two stores share one database: PostgreSQL only.
+REPLICAS = {"workflow-store": 2, "leader-election": 2, "dispatcher": 2}
 _RPC = 5.0  # seconds: deadline of every call the injector makes
 
 
@@ -70,6 +73,9 @@ class MatrixConfig:
     lease: LeaseTiming = FAST
     faults: tuple[str, ...] = FAULTS
     seed: int = 1
+    #: Every service in replicas (``REPLICAS``, two workers): a kill -9 of a service
+    #: kills its first replica, and the others serve meanwhile.
+    replicas: bool = False
 
     def __post_init__(self) -> None:
         if not 1 <= self.schedules <= 1000:
@@ -99,6 +105,7 @@ class MatrixConfig:
             "tolerance_s": self.tolerance.total_seconds(),
             "lease": self.lease.figures(),
             "seed": self.seed,
+            "replicas": self.replicas,
         }
 
 
@@ -217,7 +224,7 @@ class FaultInjector:
             label = "kill -9 leading cron-planner, restarted once another took over"
             return Applied(fault, label, injected, ended, f"{name} -> {successor}")
         if fault == "kill-worker":
-            (name,) = self.worker_names()
+            name = self.worker_names()[0]  # the only one, or the first of the replicas
             status = self.worker_status(name)
             self.killed_workers.append(
                 {"worker_id": status.worker_id, "runs_started_before_kill": status.runs_started}
