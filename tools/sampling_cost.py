@@ -1,0 +1,106 @@
+"""What tracing costs a run at each ``trace_sample``: CPU per completed run of the
+suite's own services, and span bytes written per run.
+
+For each setting, a suite of its own (the bench's: ``CRONWAVE_DATABASE_URL`` and
+``CRONWAVE_REDIS_URL`` if set, else embedded) runs ``--rate`` no-op schedules that fire
+every second with that ``trace_sample``; after a warm-up, a window counts the runs
+completed in it, the CPU time each service process spent in it (``/proc``: the
+database and Redis servers are left out, being shared with whatever else runs on the
+machine) and the bytes added to the local span files. ``off`` is
+``CRONWAVE_TRACING=off``, the floor.
+
+    python tools/sampling_cost.py [--rate 100] [--window 20] [--settings 1,0.01,off]
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+import time
+import uuid
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from cronwave import Interval
+from cronwave_bench.harness import PIPELINE_ENV, Backend, SuiteOptions, bench_suite, wait_leading
+from cronwave_bench.measure import CpuMeter, parallel, runs_of, sleep_until
+from cronwave_bench.single import next_whole_second
+
+WARMUP = timedelta(seconds=5)
+
+
+def _span_bytes(directory: Path) -> int:
+    return sum(p.stat().st_size for p in directory.glob("*.jsonl")) if directory.exists() else 0
+
+
+def measure(backend: Backend, root: Path, setting: str, rate: int, window: timedelta) -> str:
+    tracing = setting != "off"
+    ratio = float(setting) if tracing else 1.0
+    data_dir = root / f"sampling-{setting.replace('.', '_')}"
+    options = SuiteOptions(tracing=tracing, own_database=True, env=PIPELINE_ENV)
+    with bench_suite(backend, data_dir, options) as (suite, client):
+        wait_leading(client)
+        prefix = f"sampling-{uuid.uuid4().hex[:8]}"
+        ids = [f"{prefix}-{i:04d}" for i in range(rate)]
+        first = next_whole_second(datetime.now(UTC) + timedelta(seconds=3 + rate * 0.01))
+        start, end = first + WARMUP, first + WARMUP + window
+        every = timedelta(seconds=1)
+
+        def create(i: int) -> object:
+            return client.create_schedule(
+                ids[i],
+                intervals=[Interval(every=every, phase=every * i / rate)],
+                job_type="cronwave.noop",
+                overlap="allow_all",
+                start_at=first,
+                end_at=end,
+                trace_sample=ratio,
+            )
+
+        parallel(create, list(range(rate)))
+        spans = data_dir / "spans"
+        meter = CpuMeter({name: proc.pid for name, proc in suite.procs.items()})
+        sleep_until(start)
+        meter.start()
+        bytes_before = _span_bytes(spans)
+        sleep_until(end)
+        cpu = meter.stop()
+        time.sleep(1.0)  # the exporters' last 500-ms batches of the window
+        written = _span_bytes(spans) - bytes_before
+        for name in ("cron-planner", "dispatcher", "worker"):
+            suite.stop_proc(suite.procs[name])
+        runs = runs_of(client, ids, limit=int((end - first) / every) + 4)
+    done = [
+        r for r in runs if r.state == "SUCCEEDED" and r.finished_at and start <= r.finished_at < end
+    ]
+    own = {name: sec for name, sec in cpu.items() if name in suite.procs}
+    if not done:
+        return f"{setting:>6}: no run completed in the window"
+    per_run = 1000 * sum(own.values()) / len(done)
+    detail = ", ".join(
+        f"{name} {1000 * sec / len(done):.2f}"
+        for name, sec in sorted(own.items(), key=lambda kv: -kv[1])
+    )
+    return (
+        f"{setting:>6}: {len(done)} runs, {per_run:.2f} ms CPU/run ({detail}); "
+        f"{written / len(done) / 1024:.1f} KiB of spans/run"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rate", type=int, default=100, help="runs due per second")
+    parser.add_argument("--window", type=float, default=20.0, help="seconds measured")
+    parser.add_argument("--settings", default="1,0.01,off", help="trace_sample values, or off")
+    args = parser.parse_args()
+    backend = Backend.from_env()
+    with tempfile.TemporaryDirectory(prefix="cw-sampling-") as tmp:
+        for setting in args.settings.split(","):
+            line = measure(
+                backend, Path(tmp), setting.strip(), args.rate, timedelta(seconds=args.window)
+            )
+            print(line, flush=True)
+
+
+if __name__ == "__main__":
+    main()
