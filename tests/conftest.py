@@ -116,6 +116,7 @@ SERIAL_FILES = {"test_truth.py", "test_truth_dns.py", "test_run_spans.py"}
 LONG_FILES = (
     "test_many_failovers.py",
     "test_fault_matrix.py",
+    "test_replica_fault_matrix.py",
     "test_kill_recovery.py",
     "test_graceful_stop.py",
     "test_runner_smoke.py",
