@@ -134,7 +134,7 @@ def _query(text: str, tls: bool) -> dict[str, str]:
     if "ssl_keyfile" in query and "ssl_certfile" not in query:
         raise RedisUrlError("ssl_keyfile needs ssl_certfile (the client certificate it signs)")
     for name, choices in _CHOICES.items():
-        if name in query and query[name].lower() not in choices:
+        if name in query and query[name] not in choices:
             raise RedisUrlError(f"{name} must be {' or '.join(choices)}")
     return query
 
