@@ -10,8 +10,8 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from cronwave_core.telemetry import fanout
-from cronwave_core.telemetry.deferred import DeferredSpans
-from cronwave_core.telemetry.lean import RECORD_UNSAMPLED, LeanTracerProvider
+from cronwave_core.telemetry.deferred import RECORD_UNSAMPLED_RUNS, DeferredSpans
+from cronwave_core.telemetry.lean import LeanTracerProvider
 from cronwave_core.telemetry.run_span import (
     decide_run_trace_id,
     run_context,
@@ -23,7 +23,7 @@ DRAWS = 10_000
 
 
 def _provider(
-    deferred: DeferredSpans | None, sampler: object = RECORD_UNSAMPLED
+    deferred: DeferredSpans | None, sampler: object = RECORD_UNSAMPLED_RUNS
 ) -> tuple[LeanTracerProvider, InMemorySpanExporter]:
     exporter = InMemorySpanExporter()
     provider = LeanTracerProvider(sampler=sampler)
@@ -102,6 +102,21 @@ def test_a_process_that_holds_nothing_records_nothing_of_a_run_not_sampled() -> 
     tracer = provider.get_tracer("test")
 
     with tracer.start_as_current_span("dispatch", context=run_context(trace_id)) as span:
+        recording = span.is_recording()
+
+    assert not recording
+    assert exporter.get_finished_spans() == ()
+
+
+def test_a_holding_process_records_nothing_of_a_batch_that_carried_no_sampled_run() -> None:
+    deferred = DeferredSpans()
+    provider, exporter = _provider(deferred)
+    item = fanout.Item(decide_run_trace_id(time.time_ns(), 0.0), 7)
+    tracer = provider.get_tracer("cronwave.batch")
+
+    context = fanout.unsampled_context()
+    with tracer.start_as_current_span("worker.complete_runs", context=context) as span:
+        fanout.register([item], span.get_span_context().trace_id)
         recording = span.is_recording()
 
     assert not recording

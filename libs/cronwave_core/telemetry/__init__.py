@@ -16,5 +16,7 @@ re-export here would make the package import itself through them):
 - ``rpc_hops``: the hop of each RPC, by a rule per gRPC service (``rpc_hop``);
 - ``fanout``: a batch call's spans copied into every run's trace;
 - ``export``: the local span store's JSON lines (``JsonLinesSpanExporter``);
+- ``deferred``: a worker's spans of runs not sampled, held until the run's outcome
+  decides (``DeferredSpans``, ``RECORD_UNSAMPLED_RUNS``);
 - ``tracing``: ``init_tracing``, ``tracing_enabled``.
 """

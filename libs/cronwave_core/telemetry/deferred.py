@@ -3,10 +3,11 @@ decides: exported when the run turned out to matter (it failed, was retried, or
 started late), dropped when it did not.
 
 A process that keeps them (the worker: ``init_tracing(..., deferred=...)``) samples
-with ``lean.RECORD_UNSAMPLED``: a span whose parent is not sampled is recorded but not
-sampled, so the export processor passes it by and ``DeferredSpans`` holds it, by its
-trace id. ``keep(trace_id)`` hands copies of the held spans, now sampled, to the
-export processor; ``drop(trace_id)`` forgets them.
+with ``RECORD_UNSAMPLED_RUNS``: a span of a run's trace whose parent is not sampled is
+recorded but not sampled, so the export processor passes it by and ``DeferredSpans``
+holds it, by its trace id; a span of another trace not sampled (a batch call that
+carried no sampled run) is not recorded at all. ``keep(trace_id)`` hands copies of the
+held spans, now sampled, to the export processor; ``drop(trace_id)`` forgets them.
 
 Only this process's spans of the run can be kept so: the other hops (the planner's
 fire, the dispatch, the store's persist and complete, a batch call's copies) did not
@@ -29,12 +30,21 @@ from typing import Any
 from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor
 from opentelemetry.trace import SpanContext, TraceFlags
 
+from cronwave_core.telemetry.lean import RecordUnsampled
 from cronwave_core.telemetry.run_span import run_start_ns
 
 #: Spans held in a process at most, over all its runs not sampled.
 MAX_SPANS = 16384
 
 _SAMPLED = TraceFlags(TraceFlags.SAMPLED)
+
+
+def _is_run(trace_id: int) -> bool:
+    return run_start_ns(trace_id) is not None
+
+
+#: The sampler of a process that holds runs not sampled (``lean.RecordUnsampled``).
+RECORD_UNSAMPLED_RUNS = RecordUnsampled(_is_run)
 
 
 class DeferredSpans(SpanProcessor):
@@ -53,7 +63,7 @@ class DeferredSpans(SpanProcessor):
         context = span.context
         if context is None or context.trace_flags.sampled:
             return
-        if run_start_ns(context.trace_id) is None:  # no run's (a batch call's): not kept
+        if not _is_run(context.trace_id):  # recorded by a caller's choice: not held
             return
         with self._lock:
             spans = self._traces.get(context.trace_id)

@@ -168,7 +168,7 @@ def batch_span(name: str, items: Sequence[Item], attributes: Mapping[str, Any]) 
     is."""
     context = otel_context.Context()
     if items and not any(item.sampled for item in items):
-        context = _unsampled_context()
+        context = unsampled_context()
     with tracer("cronwave.batch").start_as_current_span(
         name, context=context, attributes={**attributes, ATTR_BATCH_SIZE: len(items)}
     ) as span:
@@ -176,7 +176,7 @@ def batch_span(name: str, items: Sequence[Item], attributes: Mapping[str, Any]) 
         yield
 
 
-def _unsampled_context() -> otel_context.Context:
+def unsampled_context() -> otel_context.Context:
     """A context whose span is of a new trace that is not sampled: spans started in it
     are not recorded (``ParentBased``), nor are those of the calls made from them."""
     parent = SpanContext(

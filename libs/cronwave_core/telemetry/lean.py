@@ -14,7 +14,7 @@ import logging
 import threading
 import time
 import traceback
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from types import TracebackType
 from typing import Any, cast
@@ -36,16 +36,47 @@ _SAMPLED = TraceFlags(TraceFlags.SAMPLED)
 _RANDOM = int(getattr(TraceFlags, "RANDOM_TRACE_ID", 0))
 _ROOT_FLAGS = TraceFlags(TraceFlags.SAMPLED | _RANDOM)
 _NOT_SAMPLED = TraceFlags(TraceFlags.DEFAULT)
-#: The sampler of a process that keeps the spans of traces not sampled back until it
-#: knows whether to keep them (``telemetry.deferred``): as the SDK's default, but a
-#: span whose parent is not sampled is recorded, not sampled (``RECORD_ONLY``), so the
-#: export processors pass it by and the deferred spans hold it.
-RECORD_UNSAMPLED = sampling.ParentBased(
-    sampling.ALWAYS_ON,
-    remote_parent_not_sampled=sampling.StaticSampler(sampling.Decision.RECORD_ONLY),
-    local_parent_not_sampled=sampling.StaticSampler(sampling.Decision.RECORD_ONLY),
-)
-_LEAN_SAMPLERS = (sampling.DEFAULT_ON, RECORD_UNSAMPLED)
+
+
+class _RecordOnlyWhere(sampling.Sampler):
+    """``RECORD_ONLY`` for a span of a trace ``records`` holds to, ``DROP`` else."""
+
+    def __init__(self, records: Callable[[int], bool]) -> None:
+        self._records = records
+
+    def should_sample(
+        self,
+        parent_context: otel_context.Context | None,
+        trace_id: int,
+        name: str,
+        kind: trace.SpanKind | None = None,
+        attributes: Any = None,
+        links: Sequence[trace.Link] | None = None,
+        trace_state: Any = None,
+    ) -> sampling.SamplingResult:
+        parent = trace.get_current_span(parent_context).get_span_context()
+        decision = (
+            sampling.Decision.RECORD_ONLY if self._records(trace_id) else sampling.Decision.DROP
+        )
+        return sampling.SamplingResult(decision, None, parent.trace_state)
+
+    def get_description(self) -> str:
+        return "RecordOnlyWhere"
+
+
+class RecordUnsampled(sampling.ParentBased):
+    """The sampler of a process that holds the spans of some traces not sampled until it
+    knows whether to keep them (``telemetry.deferred``): as the SDK's default
+    (``ParentBased``, every root sampled), but a span whose parent is not sampled is
+    recorded without being sampled (``RECORD_ONLY``: the export processors pass it by)
+    when ``records(trace_id)`` says its trace is one to hold, and not recorded else."""
+
+    def __init__(self, records: Callable[[int], bool]) -> None:
+        only = _RecordOnlyWhere(records)
+        super().__init__(
+            sampling.ALWAYS_ON, remote_parent_not_sampled=only, local_parent_not_sampled=only
+        )
+        self.records = records
 
 
 class LeanSpan(ReadableSpan, Span):
@@ -192,14 +223,16 @@ class LeanSpan(ReadableSpan, Span):
 class LeanTracer(trace.Tracer):
     """Starts ``LeanSpan``s for the SDK tracer it wraps, which keeps its resource,
     scope, id generator and span processors. Used only with the SDK's default sampler
-    (record every trace whose parent is sampled) or ``RECORD_UNSAMPLED`` (the same,
-    and record a span whose parent is not sampled without sampling it); any other
+    (record every trace whose parent is sampled) or a ``RecordUnsampled`` (the same,
+    and record a span whose parent is not sampled, of a trace it holds, without
+    sampling it); any other
     sampler, configured through ``OTEL_TRACES_SAMPLER``, gets the SDK's own spans."""
 
     def __init__(self, inner: SdkTracer) -> None:
         self._inner = inner
         self._ids = inner.id_generator
-        self._record_unsampled = inner.sampler is RECORD_UNSAMPLED
+        sampler = inner.sampler
+        self._records = sampler.records if isinstance(sampler, RecordUnsampled) else None
 
     def start_span(
         self,
@@ -214,7 +247,9 @@ class LeanTracer(trace.Tracer):
     ) -> Span:
         parent: SpanContext | None = trace.get_current_span(context).get_span_context()
         if parent is not None and parent.is_valid:
-            if not parent.trace_flags.sampled and not self._record_unsampled:
+            if not parent.trace_flags.sampled and (
+                self._records is None or not self._records(parent.trace_id)
+            ):
                 return self._inner.start_span(
                     name,
                     context,
@@ -228,7 +263,7 @@ class LeanTracer(trace.Tracer):
             trace_id = parent.trace_id
             if parent.trace_flags.sampled:
                 flags = TraceFlags(TraceFlags.SAMPLED | (parent.trace_flags & _RANDOM))
-            else:  # RECORD_UNSAMPLED's RECORD_ONLY
+            else:  # RecordUnsampled's RECORD_ONLY
                 flags = _NOT_SAMPLED
             state = parent.trace_state
         else:
@@ -337,12 +372,12 @@ class LeanTracerProvider(TracerProvider):
 
     @staticmethod
     def _lean_applies(tracer: SdkTracer) -> bool:
-        """The default sampler (or ``RECORD_UNSAMPLED``), and span limits that
+        """The default sampler (or a ``RecordUnsampled``), and span limits that
         cronwave's spans never reach (the SDK's defaults: 128 attributes, values of any length)."""
         limits = getattr(tracer, "_span_limits", None)
         count = getattr(limits, "max_span_attributes", 0)
         return (
-            any(tracer.sampler is s for s in _LEAN_SAMPLERS)
+            (tracer.sampler is sampling.DEFAULT_ON or isinstance(tracer.sampler, RecordUnsampled))
             and getattr(limits, "max_span_attribute_length", 0) is None
             and (count is None or count >= LEAN_MAX_ATTRIBUTES)
         )

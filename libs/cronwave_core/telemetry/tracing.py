@@ -30,10 +30,10 @@ from opentelemetry.sdk.trace.export import SpanExporter
 
 from cronwave_core.settings import TelemetrySettings
 from cronwave_core.telemetry import fanout
-from cronwave_core.telemetry.deferred import DeferredSpans
+from cronwave_core.telemetry.deferred import RECORD_UNSAMPLED_RUNS, DeferredSpans
 from cronwave_core.telemetry.export import JsonLinesSpanExporter
 from cronwave_core.telemetry.export_metrics import CountingBatchSpanProcessor, CountingExporter
-from cronwave_core.telemetry.lean import RECORD_UNSAMPLED, LeanTracerProvider
+from cronwave_core.telemetry.lean import LeanTracerProvider
 from cronwave_core.telemetry.propagation import RunAttributesProcessor
 
 _tracing = False
@@ -67,7 +67,7 @@ def init_tracing(
         sys.setswitchinterval(settings.switch_interval.total_seconds())
     resource = Resource.create({"service.name": service})
     if deferred is not None and settings.tracing:
-        provider = LeanTracerProvider(resource=resource, sampler=RECORD_UNSAMPLED)
+        provider = LeanTracerProvider(resource=resource, sampler=RECORD_UNSAMPLED_RUNS)
     else:
         provider = LeanTracerProvider(resource=resource)
     if not settings.tracing:
