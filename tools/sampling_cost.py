@@ -9,7 +9,13 @@ database and Redis servers are left out, being shared with whatever else runs on
 machine) and the bytes added to the local span files. ``off`` is
 ``CRONWAVE_TRACING=off``, the floor.
 
+With ``--spans``, the CPU of one span of a run in one process instead (this
+process's CPU time, the export thread's included, so the machine's load does not
+move it): sampled and exported; not sampled where nothing is held (the planner,
+dispatcher, store); not sampled in a worker, held and then dropped or kept.
+
     python tools/sampling_cost.py [--rate 100] [--window 20] [--settings 1,0.01,off]
+    python tools/sampling_cost.py --spans
 """
 
 from __future__ import annotations
@@ -21,12 +27,80 @@ import uuid
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+from opentelemetry import trace
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import sampling
+from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
 from cronwave import Interval
 from cronwave_bench.harness import PIPELINE_ENV, Backend, SuiteOptions, bench_suite, wait_leading
 from cronwave_bench.measure import CpuMeter, parallel, runs_of, sleep_until
 from cronwave_bench.single import next_whole_second
+from cronwave_core.telemetry.deferred import RECORD_UNSAMPLED_RUNS, DeferredSpans
+from cronwave_core.telemetry.export import JsonLinesSpanExporter
+from cronwave_core.telemetry.lean import LeanTracerProvider
+from cronwave_core.telemetry.propagation import RunAttributesProcessor
+from cronwave_core.telemetry.run_span import decide_run_trace_id, run_context
+from cronwave_core.telemetry.vocabulary import run_attributes
 
 WARMUP = timedelta(seconds=5)
+#: ``--spans``: runs of ``SPANS_PER_RUN`` spans each.
+RUNS = 2_000
+SPANS_PER_RUN = 10
+#: label, sampler (None: the default), whether the process holds, share, keep
+SPAN_CASES: list[tuple[str, sampling.Sampler | None, bool, float, bool]] = [
+    ("sampled, exported", None, False, 1.0, False),
+    ("not sampled, planner/dispatcher/store", None, False, 0.0, False),
+    ("not sampled, worker, held and dropped", RECORD_UNSAMPLED_RUNS, True, 0.0, False),
+    ("not sampled, worker, held and kept", RECORD_UNSAMPLED_RUNS, True, 0.0, True),
+]
+
+
+def _per_span(
+    tracer: trace.Tracer, ids: list[int], deferred: DeferredSpans | None, keep: bool
+) -> float:
+    """CPU microseconds per span of runs ``ids``, each run's spans then kept or dropped."""
+    attrs = run_attributes("run-123456", "sched-1", "2026-01-01T00:00:00+00:00")
+    started = time.process_time()
+    for trace_id in ids:
+        context = run_context(trace_id)
+        for _ in range(SPANS_PER_RUN):
+            with tracer.start_as_current_span("worker.step", context, attributes=attrs):
+                pass
+        if deferred is not None:
+            if keep:
+                deferred.keep(trace_id)
+            else:
+                deferred.drop(trace_id)
+    return (time.process_time() - started) / (len(ids) * SPANS_PER_RUN) * 1e6
+
+
+def span_costs() -> None:
+    off = trace.NoOpTracerProvider().get_tracer("cronwave")
+    ids = [decide_run_trace_id(time.time_ns(), 1.0) for _ in range(RUNS)]
+    floor = _per_span(off, ids, None, False)
+    print(f"{'tracing off (no-op spans)':>40}: {floor:5.1f} us CPU per span")
+    for label, sampler, holds, share, keep in SPAN_CASES:
+        with tempfile.TemporaryDirectory() as tmp:
+            resource = Resource.create({"service.name": "bench"})
+            provider = LeanTracerProvider(resource=resource, sampler=sampler)
+            provider.add_span_processor(RunAttributesProcessor())
+            export = BatchSpanProcessor(
+                JsonLinesSpanExporter(Path(tmp), "bench"), max_queue_size=65536
+            )
+            provider.add_span_processor(export)
+            deferred = DeferredSpans() if holds else None
+            if deferred is not None:
+                deferred.export = export
+                provider.add_span_processor(deferred)
+            tracer = provider.get_tracer("cronwave")
+            ids = [decide_run_trace_id(time.time_ns(), share) for _ in range(RUNS)]
+            per_span = _per_span(tracer, ids, deferred, keep)
+            flushed = time.process_time()
+            provider.force_flush()  # what the export thread has left, counted too
+            per_span += (time.process_time() - flushed) / (RUNS * SPANS_PER_RUN) * 1e6
+            provider.shutdown()
+        print(f"{label:>40}: {per_span:5.1f} us CPU per span", flush=True)
 
 
 def _span_bytes(directory: Path) -> int:
@@ -92,7 +166,11 @@ def main() -> None:
     parser.add_argument("--rate", type=int, default=100, help="runs due per second")
     parser.add_argument("--window", type=float, default=20.0, help="seconds measured")
     parser.add_argument("--settings", default="1,0.01,off", help="trace_sample values, or off")
+    parser.add_argument("--spans", action="store_true", help="CPU per span, in this process")
     args = parser.parse_args()
+    if args.spans:
+        span_costs()
+        return
     backend = Backend.from_env()
     with tempfile.TemporaryDirectory(prefix="cw-sampling-") as tmp:
         for setting in args.settings.split(","):

@@ -39,8 +39,19 @@ MAX_SPANS = 16384
 _SAMPLED = TraceFlags(TraceFlags.SAMPLED)
 
 
+_last: tuple[int, bool] = (0, False)
+
+
 def _is_run(trace_id: int) -> bool:
-    return run_start_ns(trace_id) is not None
+    """Whether ``trace_id`` is a run's (the answer for the last trace asked about is
+    remembered: a run's spans come one after another)."""
+    global _last
+    last = _last
+    if last[0] == trace_id:
+        return last[1]
+    found = run_start_ns(trace_id) is not None
+    _last = (trace_id, found)
+    return found
 
 
 #: The sampler of a process that holds runs not sampled (``lean.RecordUnsampled``).
@@ -48,9 +59,9 @@ RECORD_UNSAMPLED_RUNS = RecordUnsampled(_is_run)
 
 
 class DeferredSpans(SpanProcessor):
-    """Holds the recorded spans of runs' traces that are not sampled, by trace, until
-    ``keep`` hands them to ``export`` (set by ``init_tracing``) or ``drop`` forgets
-    them. Spans of other traces that are not sampled are not held."""
+    """Holds the recorded spans that are not sampled (``RECORD_UNSAMPLED_RUNS`` records
+    only runs' such spans), by trace, until ``keep`` hands them to ``export`` (set by
+    ``init_tracing``) or ``drop`` forgets them."""
 
     def __init__(self, max_spans: int = MAX_SPANS) -> None:
         self.export: SpanProcessor | None = None
@@ -62,8 +73,6 @@ class DeferredSpans(SpanProcessor):
     def on_end(self, span: ReadableSpan) -> None:
         context = span.context
         if context is None or context.trace_flags.sampled:
-            return
-        if not _is_run(context.trace_id):  # recorded by a caller's choice: not held
             return
         with self._lock:
             spans = self._traces.get(context.trace_id)

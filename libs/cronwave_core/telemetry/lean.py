@@ -225,8 +225,8 @@ class LeanTracer(trace.Tracer):
     scope, id generator and span processors. Used only with the SDK's default sampler
     (record every trace whose parent is sampled) or a ``RecordUnsampled`` (the same,
     and record a span whose parent is not sampled, of a trace it holds, without
-    sampling it); any other
-    sampler, configured through ``OTEL_TRACES_SAMPLER``, gets the SDK's own spans."""
+    sampling it), whose decisions it makes itself, as they would; any other sampler,
+    configured through ``OTEL_TRACES_SAMPLER``, gets the SDK's own spans."""
 
     def __init__(self, inner: SdkTracer) -> None:
         self._inner = inner
@@ -250,16 +250,16 @@ class LeanTracer(trace.Tracer):
             if not parent.trace_flags.sampled and (
                 self._records is None or not self._records(parent.trace_id)
             ):
-                return self._inner.start_span(
-                    name,
-                    context,
-                    kind,
-                    attributes,
-                    links,
-                    start_time,
-                    record_exception,
-                    set_status_on_exception,
+                # What either sampler decides for a parent not sampled (DROP): a span
+                # that records nothing, as the SDK's tracer would make it.
+                unrecorded = SpanContext(
+                    parent.trace_id,
+                    self._ids.generate_span_id(),
+                    is_remote=False,
+                    trace_flags=_NOT_SAMPLED,
+                    trace_state=parent.trace_state,
                 )
+                return trace.NonRecordingSpan(unrecorded)
             trace_id = parent.trace_id
             if parent.trace_flags.sampled:
                 flags = TraceFlags(TraceFlags.SAMPLED | (parent.trace_flags & _RANDOM))
