@@ -99,3 +99,23 @@ def test_an_unreadable_tls_file_is_refused_in_one_line(tmp_path: Path) -> None:
     )
     # Then it refuses in one line naming the file
     assert_one_clean_line(done, "workflow-store", f"cannot read the TLS CA certificate {missing}")
+
+
+def test_a_service_given_a_list_of_replicas_to_listen_on_is_refused_in_one_line(
+    tmp_path: Path,
+) -> None:
+    # Given the dispatcher's own variable naming two replicas (its callers' form)
+    replicas = f"127.0.0.1:{free_port()},127.0.0.1:{free_port()}"
+    done = refused(
+        [sys.executable, "-P", "-m", "dispatcher"],
+        tmp_path,
+        CRONWAVE_DISPATCHER_ADDR=replicas,
+        CRONWAVE_TLS_DIR=os.environ["CRONWAVE_TLS_DIR"],
+        CRONWAVE_TLS_IDENTITY="dispatcher",
+    )
+    # Then it stops, saying a process listens on one address
+    assert_one_clean_line(
+        done,
+        "dispatcher",
+        f"CRONWAVE_DISPATCHER_ADDR: a process listens on one HOST:PORT, got the list {replicas!r}",
+    )
