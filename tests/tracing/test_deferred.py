@@ -134,6 +134,17 @@ def test_the_held_spans_are_bounded_the_oldest_run_going_first() -> None:
     assert (deferred.held(first), deferred.held(second)) == (0, 2)
 
 
+def test_a_run_s_own_spans_are_bounded_too_keeping_its_first() -> None:
+    deferred = DeferredSpans(max_spans=100, max_run_spans=2)
+    provider, exporter = _provider(deferred)
+    trace_id = decide_run_trace_id(time.time_ns(), 0.0)
+
+    _spans_under(provider, trace_id, ["a", "b", "c"])
+
+    assert deferred.keep(trace_id) == 2
+    assert sorted(s.name for s in exporter.get_finished_spans()) == ["a", "b"]
+
+
 def test_a_batch_copies_only_into_sampled_runs_and_one_of_none_is_not_sampled() -> None:
     sampled = fanout.Item(decide_run_trace_id(time.time_ns(), 1.0), 7)
     left_out = fanout.Item(decide_run_trace_id(time.time_ns(), 0.0), 8)

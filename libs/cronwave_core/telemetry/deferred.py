@@ -16,9 +16,9 @@ process of its own records none either. A kept run's trace is therefore the work
 part of the waterfall (pickup, hold, execute and the body's spans in the worker's
 process, the attempt and the run span) with the other hops missing.
 
-Memory is bounded: at most ``max_spans`` spans are held in all; past that the trace
-held longest is dropped whole (a run that outlives that many other runs' spans is
-not kept).
+Memory is bounded: at most ``max_spans`` spans are held in all, past which the trace
+held longest is dropped whole (a run that outlives that many other runs' spans is not
+kept), and at most ``max_run_spans`` of one run (its later spans are not held).
 """
 
 from __future__ import annotations
@@ -35,6 +35,9 @@ from cronwave_core.telemetry.run_span import run_start_ns
 
 #: Spans held in a process at most, over all its runs not sampled.
 MAX_SPANS = 16384
+#: Spans held of one run at most: a body that makes more (a statement per row) keeps
+#: its first ones, and does not push every other run out.
+MAX_RUN_SPANS = 2048
 
 _SAMPLED = TraceFlags(TraceFlags.SAMPLED)
 
@@ -63,9 +66,10 @@ class DeferredSpans(SpanProcessor):
     only runs' such spans), by trace, until ``keep`` hands them to ``export`` (set by
     ``init_tracing``) or ``drop`` forgets them."""
 
-    def __init__(self, max_spans: int = MAX_SPANS) -> None:
+    def __init__(self, max_spans: int = MAX_SPANS, max_run_spans: int = MAX_RUN_SPANS) -> None:
         self.export: SpanProcessor | None = None
         self._max_spans = max_spans
+        self._max_run_spans = max_run_spans
         self._held = 0
         self._traces: OrderedDict[int, list[ReadableSpan]] = OrderedDict()
         self._lock = threading.Lock()
@@ -78,6 +82,8 @@ class DeferredSpans(SpanProcessor):
             spans = self._traces.get(context.trace_id)
             if spans is None:
                 spans = self._traces[context.trace_id] = []
+            elif len(spans) >= self._max_run_spans:
+                return
             spans.append(span)
             self._held += 1
             while self._held > self._max_spans and self._traces:
