@@ -24,13 +24,15 @@ Over the runs that have an end-to-end time:
 - An excess **stands out** when more runs lie within 10% of it than between half of
   it and it: a cluster above a gap, as a fixed delay's runs stand above the rest of
   their hop, not the top of a slope (a loaded database's commits, 20 to 150 ms and
-  every value between). (hop, kind)s are ranked by excess, except that one whose
-  excess stands out comes before any whose excess is less than ``STAND_OUT_MARGIN``
-  (2) times its: a hop's own slope a little slower than a cause does not hide it.
+  every value between). The (hop, kind)s whose excess stands out and is at least
+  1/``STAND_OUT_MARGIN`` (half) of the largest come first, the one whose excess more
+  runs share first; the rest follow by excess. A cause recurs in more runs than stalls
+  that happen to bunch up (five of them at 76 to 90 ms, in one trial), and than the
+  top of a hop's own slope a little slower than it.
 - So a cause in fewer than 1% of the runs, or in fewer than three, is not named; nor
   a delay below a dense tail of slow runs: its own (hop, kind)'s, or another's more
-  than twice as slow; and stalls that happen to recur (as many within 10% of each
-  other as the cause's 1%) can be. A contribution's **share** is its excess
+  than twice as slow; and stalls that bunch up (within 10% of each other, above a
+  gap) in more runs than the cause can be. A contribution's **share** is its excess
   over the sum of all positive excesses (0 if negative). The tail's end-to-end excess
   (its mean minus the median end-to-end) is reported beside it; ``tail_mean_ms`` is
   the (hop, kind)'s mean over the tail runs.
@@ -82,8 +84,8 @@ MIN_RUNS_PER_CAUSE = 3
 RECUR_TOLERANCE = 0.1
 #: The median absolute deviation times this is a normal distribution's sigma.
 _MAD_TO_SIGMA = 1.4826
-#: A (hop, kind) whose excess stands out is named before any whose excess is less than
-#: this many times its own: a cause before a hop's own continuum of slow runs.
+#: (hop, kind)s whose excess stands out are named first if it is at least the largest
+#: over this: a cause before a hop's own slope of slow runs a little slower than it.
 STAND_OUT_MARGIN = 2.0
 #: A longer attribute value is text (a statement, a message), never a cause to name.
 MAX_VALUE_CHARS = 64
@@ -249,17 +251,23 @@ def recurring_level(ordered: Sequence[float], slowest: int) -> float:
     return 0.0
 
 
-def stands_out(ordered: Sequence[float], excess: float) -> bool:
-    """Whether more of ``ordered`` (sorted) lie within ``RECUR_TOLERANCE`` of ``excess``
-    over their median than between half of it and that: a cluster standing above the
-    values' own continuum, as a fixed delay's runs stand above the rest of their hop."""
+def standing_runs(ordered: Sequence[float], excess: float) -> int:
+    """How many of ``ordered`` (sorted) lie within ``RECUR_TOLERANCE`` of ``excess`` over
+    their median, when more do than between half of it and that (a cluster standing
+    above the values' own continuum, as a fixed delay's runs stand above the rest of
+    their hop); 0 when fewer do."""
     if not ordered or excess <= 0:
-        return False
+        return 0
     med = quantile(ordered, 0.5)
     low, high = med + (1 - RECUR_TOLERANCE) * excess, med + (1 + RECUR_TOLERANCE) * excess
     at = bisect.bisect_right(ordered, high) - bisect.bisect_left(ordered, low)
     below = bisect.bisect_left(ordered, low) - bisect.bisect_left(ordered, med + excess / 2)
-    return at > below
+    return at if at > below else 0
+
+
+def stands_out(ordered: Sequence[float], excess: float) -> bool:
+    """Whether ``excess`` stands out of ``ordered`` (see ``standing_runs``)."""
+    return standing_runs(ordered, excess) > 0
 
 
 def attribute_tail(runs: Sequence[Run], top_attributes: int = 10) -> TailAttribution:
@@ -289,15 +297,15 @@ def attribute_tail(runs: Sequence[Run], top_attributes: int = 10) -> TailAttribu
         keys.update(r.kind_ns)
     order = {hop: i for i, hop in enumerate(hop_order({h for h, _ in keys}))}
     contributions: list[Contribution] = []
-    standing: set[tuple[str, str]] = set()
+    #: Per (hop, kind): how many runs stand out at its excess (0: it does not stand out).
+    standing: dict[tuple[str, str], int] = {}
     # How many of its slowest runs a (hop, kind)'s excess must be common to.
     slowest = min(len(completed), max(MIN_RUNS_PER_CAUSE, math.ceil(len(completed) * TAIL_SHARE)))
     for hop, kind in keys:
         values = sorted(r.kind_ns.get((hop, kind), 0) for r in completed)
         med = quantile(values, 0.5)
         own_tail = recurring_level(values, slowest)
-        if stands_out(values, own_tail):
-            standing.add((hop, kind))
+        standing[(hop, kind)] = standing_runs(values, own_tail)
         tail_mean = sum(r.kind_ns.get((hop, kind), 0) for r in tail) / len(tail)
         contributions.append(
             Contribution(hop, kind, own_tail / 1e6, 0.0, tail_mean / 1e6, med / 1e6)
@@ -315,14 +323,12 @@ def attribute_tail(runs: Sequence[Run], top_attributes: int = 10) -> TailAttribu
         for c in contributions
     ]
     largest = max((c.excess_ms for c in contributions), default=0.0)
-    contributions.sort(
-        key=lambda c: (
-            not ((c.hop, c.kind) in standing and c.excess_ms * STAND_OUT_MARGIN >= largest),
-            -c.excess_ms,
-            order[c.hop],
-            c.kind,
-        )
-    )
+
+    def standing_first(c: Contribution) -> int:
+        near = c.excess_ms * STAND_OUT_MARGIN >= largest
+        return standing[(c.hop, c.kind)] if near else 0
+
+    contributions.sort(key=lambda c: (-standing_first(c), -c.excess_ms, order[c.hop], c.kind))
 
     skews = _skews(tail, rest)
     median_e2e = quantile(e2e, 0.5) / 1e6
