@@ -40,6 +40,7 @@ from cronwave_core.console_settings import ConsoleSettings
 from cronwave_core.errors import ConfigurationError, InvalidArgument
 from cronwave_core.fields import lease_name, shown
 from cronwave_core.limit_settings import LimitSettings
+from cronwave_core.redis_urls import RedisUrl
 from cronwave_core.settings_base import PREFIX, FromEnv, ProcessSettings
 from cronwave_core.settings_deadlines import DeadlineSettings
 from cronwave_core.settings_logs import LogSettings
@@ -128,10 +129,13 @@ class RedisSettings(FromEnv):
 
     redis_url: str = setting(
         PREFIX + "REDIS_URL",
-        Url("redis://HOST:PORT/DB", "redis", "rediss", "unix"),
+        RedisUrl(PREFIX + "REDIS_URL"),
         f"redis://127.0.0.1:{DEFAULT_PORTS['redis']}/0",
         "broker, leases, caches; `cronwave up` starts an embedded redis-server there "
-        "unless this is set",
+        "unless this is set. `rediss://` for TLS (CA and client certificate as redis-py's "
+        "query parameters `ssl_ca_certs`, `ssl_certfile`, `ssl_keyfile`), "
+        "`redis+sentinel://HOST:PORT,HOST:PORT/SERVICE/DB` for the master Sentinel names "
+        "(see *Redis: TLS, Sentinel*)",
         secret=True,  # may carry a password
     )
     namespace: str = setting(

@@ -201,9 +201,13 @@ class SentinelRedis:
         service: str = "cronwave",
         *,
         replica: bool = False,
+        tls: bool = False,
     ) -> None:
         self.directory, self.table, self.service = directory, table, service
         directory.mkdir(parents=True, exist_ok=True)
+        #: With ``tls``, the master and the sentinel listen on TLS only, ask clients for
+        #: a certificate, and the sentinel speaks TLS to the master.
+        self.files = make_tls_files(directory / "tls") if tls else None
         self.master_port = free_port()
         self.replica_port = free_port() if replica else None
         self.sentinel_port = free_port()
@@ -211,30 +215,73 @@ class SentinelRedis:
         self.replica: subprocess.Popen[bytes] | None = None
         self.sentinel: subprocess.Popen[bytes] | None = None
 
+    def client(self, port: int) -> redis.Redis:
+        """A plain client of the master, the replica or the sentinel (by ``port``)."""
+        if self.files is None:
+            return redis.Redis(port=port, socket_timeout=2)
+        return redis.Redis(
+            port=port,
+            socket_timeout=2,
+            ssl=True,
+            ssl_ca_certs=str(self.files.ca),
+            ssl_certfile=str(self.files.client_cert),
+            ssl_keyfile=str(self.files.client_key),
+        )
+
     def sentinel_client(self) -> redis.Redis:
-        return redis.Redis(port=self.sentinel_port, socket_timeout=2)
+        return self.client(self.sentinel_port)
 
     @property
     def url(self) -> str:
-        return f"redis+sentinel://127.0.0.1:{self.sentinel_port}/{self.service}/0"
+        if self.files is None:
+            return f"redis+sentinel://127.0.0.1:{self.sentinel_port}/{self.service}/0"
+        query = urlencode(
+            {
+                "ssl_ca_certs": str(self.files.ca),
+                "ssl_certfile": str(self.files.client_cert),
+                "ssl_keyfile": str(self.files.client_key),
+            }
+        )
+        return f"rediss+sentinel://127.0.0.1:{self.sentinel_port}/{self.service}/0?{query}"
+
+    def _tls_config(self, port: int) -> dict[str, str]:
+        """A server's TLS settings (``port`` for TLS, none in plain text)."""
+        if self.files is None:
+            return {"port": str(port)}
+        return {
+            "port": "0",
+            "tls-port": str(port),
+            "tls-cert-file": str(self.files.server_cert),
+            "tls-key-file": str(self.files.server_key),
+            "tls-client-cert-file": str(self.files.client_cert),
+            "tls-client-key-file": str(self.files.client_key),
+            "tls-ca-cert-file": str(self.files.ca),
+            "tls-auth-clients": "yes",
+            "tls-replication": "yes",
+        }
+
+    def _server(self, name: str, port: int, extra: list[str]) -> subprocess.Popen[bytes]:
+        directory = self.directory / name
+        directory.mkdir(exist_ok=True)
+        argv = [
+            SYSTEM_REDIS, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+            "--dir", str(directory),
+        ]  # fmt: skip
+        for key, value in self._tls_config(port).items():
+            argv += [f"--{key}", value]
+        return _start(self.table, argv + extra, self.directory / f"{name}.log")
 
     def start(self) -> None:
-        master_dir = self.directory / "master"
-        master_dir.mkdir(exist_ok=True)
-        argv = _plain_redis_argv(self.master_port, master_dir)
-        self.master = _start(self.table, argv, self.directory / "master.log")
-        master = redis.Redis(port=self.master_port, socket_timeout=2)
+        self.master = self._server("master", self.master_port, [])
+        master = self.client(self.master_port)
         try:
             eventually(lambda: _answers(master), timeout=20, what="the Redis master")
         finally:
             master.close()
         if self.replica_port is not None:
-            replica_dir = self.directory / "replica"
-            replica_dir.mkdir(exist_ok=True)
-            argv = _plain_redis_argv(self.replica_port, replica_dir)
-            argv += ["--replicaof", "127.0.0.1", str(self.master_port)]
-            self.replica = _start(self.table, argv, self.directory / "replica.log")
-            replica = redis.Redis(port=self.replica_port, socket_timeout=2)
+            extra = ["--replicaof", "127.0.0.1", str(self.master_port)]
+            self.replica = self._server("replica", self.replica_port, extra)
+            replica = self.client(self.replica_port)
             try:
                 synced = lambda: replica.info("replication").get("master_link_status") == "up"  # noqa: E731
                 eventually(synced, timeout=20, what="the replica in sync with the master")
@@ -242,8 +289,9 @@ class SentinelRedis:
                 replica.close()
         # A sentinel rewrites its configuration file: one of its own, in the test's dir.
         config = self.directory / "sentinel.conf"
+        tls = "".join(f"{k} {v}\n" for k, v in self._tls_config(self.sentinel_port).items())
         config.write_text(
-            f"port {self.sentinel_port}\nbind 127.0.0.1\ndir {self.directory}\n"
+            f"{tls}bind 127.0.0.1\ndir {self.directory}\n"
             f"sentinel monitor {self.service} 127.0.0.1 {self.master_port} 1\n"
             f"sentinel down-after-milliseconds {self.service} 5000\n"
         )
