@@ -22,6 +22,7 @@ from tests.harness.clients import client_for
 from tests.harness.cluster import REPO
 from tests.harness.suites import SuiteFactory
 from tests.helpers import eventually, fresh
+from tests.metrics.test_metrics_endpoints import scrape, value
 from tests.tracing.support import QUIET, WAIT, spans_of
 
 pytestmark = pytest.mark.slow
@@ -83,6 +84,7 @@ CASES = [
 class Traced:
     runs: dict[str, Run]  # by case name
     spans: list[Span]
+    worker_metrics: dict[str, Any]
 
     def of(self, name: str) -> list[Span]:
         """Every span of the case's run: in its trace, or naming its run."""
@@ -118,7 +120,8 @@ def traced(shared_suite: SuiteFactory) -> Iterator[Traced]:
     for case in CASES:
         run = runs[case.name]
         assert (run.state, run.attempt) == (case.state, case.attempts), (case.name, run)
-    yield Traced(runs, spans_of(suite))
+    metrics = scrape(suite, "worker")
+    yield Traced(runs, spans_of(suite), metrics)
 
 
 def test_the_decision_is_in_each_run_s_trace_id(traced: Traced) -> None:
@@ -166,3 +169,15 @@ def test_a_sampled_run_is_traced_whole_in_every_service(traced: Traced, name: st
     assert len({s.trace_id for s in spans}) == 1
     assert [s.name for s in spans].count(RUN_SPAN) == 1
     assert not any(ATTR_TRACE_KEPT in s.attributes for s in spans)
+
+
+def test_the_worker_counts_what_became_of_each_delivery_not_sampled(traced: Traced) -> None:
+    # one delivery dropped (on time, succeeded), two failed (the failing run, the
+    # retried run's first attempt), one retried (its second)
+    counted = {
+        decision: value(
+            traced.worker_metrics, "cronwave_unsampled_deliveries_total", decision=decision
+        )
+        for decision in ("dropped", "failed", "retried", "late")
+    }
+    assert counted == {"dropped": 1, "failed": 2, "retried": 1, "late": 0}

@@ -38,6 +38,7 @@ from cronwave_proto.v1 import common_pb2
 from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.trace import INVALID_SPAN_CONTEXT, Link, Status, StatusCode
+from prometheus_client import Counter
 
 from cronwave_core.domain.instants import epoch_ns
 from cronwave_core.telemetry.deferred import DeferredSpans
@@ -81,6 +82,14 @@ ATTR_TRACE_KEPT = "cronwave.trace.kept"
 #: A hand-over to the body shorter than this is not drawn as ``job.start``.
 JOB_START_MIN_NS = 1_000_000
 _US = timedelta(microseconds=1)
+#: What became of the worker's spans of each delivery of a run not sampled.
+UNSAMPLED = Counter(
+    "cronwave_unsampled_deliveries",
+    "Deliveries of runs their schedule's trace_sample left out, by what became of the "
+    "worker's spans (decision=dropped, or the reason they were kept: failed, retried, "
+    "late, ...)",
+    ["decision"],
+)
 #: The outcomes of an attempt whose run's spans are kept, sampled or not.
 _KEPT_OUTCOMES = {
     Outcome.FAILED: "failed",
@@ -186,6 +195,7 @@ class Tracing(RunMiddleware):
                     deferred.keep(trace_id)
                 else:
                     deferred.drop(trace_id)
+                UNSAMPLED.labels(kept or "dropped").inc()
 
     def _record_run(self, delivery: Delivery, trace_id: int, kept: str | None) -> None:
         ended = delivery.ended_run
