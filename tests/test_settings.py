@@ -98,7 +98,11 @@ def test_a_bare_number_of_a_milliseconds_variable_is_milliseconds() -> None:
             "CRONWAVE_RPC_TIMEOUT: expected a duration such as 500ms, 5s or 2m (a bare "
             "number is seconds), got '-1s'",
         ),
-        ({"CRONWAVE_STORE_ADDR": "nowhere"}, "CRONWAVE_STORE_ADDR: expected HOST:PORT, got "),
+        (
+            {"CRONWAVE_STORE_ADDR": "nowhere"},
+            "CRONWAVE_STORE_ADDR: expected HOST:PORT, dns:///NAME:PORT, or replicas as "
+            "IP:PORT,IP:PORT,..., got 'nowhere'",
+        ),
         (
             {"CRONWAVE_SWEEP_LIMIT": "0"},
             "CRONWAVE_SWEEP_LIMIT: expected a whole number from 1 to 10000, got '0'",

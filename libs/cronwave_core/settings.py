@@ -26,6 +26,7 @@ from typing import Any, Self
 from cronwave_core import config
 from cronwave_core.config import (
     Address,
+    Addresses,
     Choice,
     Derived,
     Duration,
@@ -82,6 +83,12 @@ def _addr(name: str, port: int, doc: str) -> Any:
     return setting(PREFIX + name, Address(), f"127.0.0.1:{port}", doc)
 
 
+def _peer(name: str, port: int, doc: str) -> Any:
+    """A service's address: where it listens (one), where its callers reach it (one,
+    or its replicas: ``cronwave_core.targets``)."""
+    return setting(PREFIX + name, Addresses(), f"127.0.0.1:{port}", doc)
+
+
 def _data_dir(env: Mapping[str, str]) -> Path:
     return ProcessSettings.from_env(env).data_dir
 
@@ -98,13 +105,16 @@ _DATABASE = Url("a SQLAlchemy URL such as postgresql+psycopg://user@host/db")
 
 @dataclass(frozen=True, kw_only=True)
 class NetworkSettings(FromEnv):
-    """Where each service listens and is reached, and the deadline of a call to one."""
+    """Where each service listens and is reached, and the deadline of a call to one. A
+    process listens on one `HOST:PORT`; its callers may be given all of a service's
+    replicas instead, `IP:PORT,IP:PORT,...` (or `dns:///NAME:PORT`), and spread their
+    calls over them round robin (see *Replicas*)."""
 
-    store_addr: str = _addr("STORE_ADDR", DEFAULT_PORTS["store"], "the workflow-store")
-    leader_addr: str = _addr("LEADER_ADDR", DEFAULT_PORTS["leader"], "the leader-election service")
-    dispatcher_addr: str = _addr("DISPATCHER_ADDR", DEFAULT_PORTS["dispatcher"], "the dispatcher")
-    planner_addr: str = _addr("PLANNER_ADDR", DEFAULT_PORTS["planner"], "the cron-planner")
-    worker_addr: str = _addr("WORKER_ADDR", DEFAULT_PORTS["worker"], "a worker's status service")
+    store_addr: str = _peer("STORE_ADDR", DEFAULT_PORTS["store"], "the workflow-store")
+    leader_addr: str = _peer("LEADER_ADDR", DEFAULT_PORTS["leader"], "the leader-election service")
+    dispatcher_addr: str = _peer("DISPATCHER_ADDR", DEFAULT_PORTS["dispatcher"], "the dispatcher")
+    planner_addr: str = _peer("PLANNER_ADDR", DEFAULT_PORTS["planner"], "the cron-planner")
+    worker_addr: str = _peer("WORKER_ADDR", DEFAULT_PORTS["worker"], "a worker's status service")
     rpc_timeout: timedelta = setting(
         PREFIX + "RPC_TIMEOUT",
         Duration(),
