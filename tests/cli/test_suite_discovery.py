@@ -187,3 +187,5 @@ def test_up_ports_from_a_base_and_the_address_variables():
         up_ports(None, {"CRONWAVE_STORE_ADDR": "10.0.0.5:7401"})
     with pytest.raises(ConfigurationError, match="share port 9001"):
         up_ports(9000, {"CRONWAVE_STORE_ADDR": "127.0.0.1:9001"})
+    with pytest.raises(ConfigurationError, match="DISPATCHER_ADDR: `cronwave up` runs one"):
+        up_ports(None, {"CRONWAVE_DISPATCHER_ADDR": "127.0.0.1:7403,127.0.0.1:7413"})

@@ -132,6 +132,11 @@ def up_ports(port_base: int | None, environ: Mapping[str, str] | None = None) ->
         value = env.get(var)
         if key == "redis" or not value:
             continue
+        if "," in value:
+            raise ConfigurationError(
+                f"{var}: `cronwave up` runs one process of each service, on one HOST:PORT, "
+                f"got the list {value!r}; give one address or unset it"
+            )
         host, _, port = value.rpartition(":")
         if not port.isdigit() or not 0 < int(port) < 65536:
             raise ConfigurationError(f"{var}: expected HOST:PORT, got {value!r}")
