@@ -136,6 +136,10 @@ def test_each_path_s_trace_has_one_run_span_over_it_and_every_span_placed(make_s
     # Then each run's trace is whole, placed and covered by its run span
     problems = {p.name: _problems(spans, p) for p in paths}
     assert not any(problems.values()), problems
+    # and every trace context a worker entered for a run it held (the scheduled run
+    # was claimed ahead of its fire time) was left where it was entered
+    logs = "".join(path.read_text() for path in suite.log_dir.glob("worker*.log"))
+    assert "Failed to detach context" not in logs
 
 
 def _problems(spans: list[Span], path: Path) -> list[str]:

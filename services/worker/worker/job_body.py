@@ -87,6 +87,10 @@ def _wait_sleep(seconds: float) -> None:
     time.sleep(min(seconds, _WAIT_SLICE_S))
 
 
+#: The exit code of a job process whose worker went away under it.
+WORKER_GONE = 3
+
+
 class Channel:
     """The protocol's write end: one JSON object per line, from any thread."""
 
@@ -98,8 +102,15 @@ class Channel:
         # Standard JSON only (no NaN): results and checkpoints go on to the store.
         line = json.dumps(message, separators=(",", ":"), allow_nan=False) + "\n"
         with self._lock:
-            self._stream.write(line)
-            self._stream.flush()
+            try:
+                self._stream.write(line)
+                self._stream.flush()
+            except BrokenPipeError:
+                # The worker is gone (killed): end as if killed with it, writing
+                # nothing more (the body's span would hang under a worker's span that
+                # was never recorded). Its death reaches a forked process through the
+                # fork server a moment later; a write may come first.
+                os._exit(WORKER_GONE)
 
 
 def run_one(spec: Mapping[str, Any], registry: Registry, channel: Channel) -> None:

@@ -169,12 +169,17 @@ class RunProcessor:
         stop = delivery.stop = self.draining.enter(delivery.run.run_id)  # until run or back
 
         def attempt() -> None:
+            # What the attempt's phases enter on the delivery's stack (its trace
+            # context) is left here, in this thread's context: left to the garbage
+            # collector, it was left in whichever thread that ran, which OpenTelemetry
+            # refuses, logging a traceback per run (a third of a burst's CPU).
             try:
-                if lease.superseded:  # a pause cancels the runs dispatched ahead
-                    log.info("run %s ended while held: not started", delivery.run.run_id)
-                    self.chain.finish(delivery)
-                    return
-                self._attempt(delivery)
+                with delivery.stack:
+                    if lease.superseded:  # a pause cancels the runs dispatched ahead
+                        log.info("run %s ended while held: not started", delivery.run.run_id)
+                        self.chain.finish(delivery)
+                        return
+                    self._attempt(delivery)
             finally:
                 lease.drop()
                 self.draining.leave(stop)
