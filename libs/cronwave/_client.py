@@ -551,15 +551,17 @@ class Client(AuditCalls, PlannerCalls, DeadlineCalls):
         *,
         limit: int = 50,
         states: Iterable[str] = (),
+        schedule_ids: Iterable[str] = (),
     ) -> list[Run]:
-        """Runs, newest first: of one schedule or of all, optionally only in ``states``
-        (names such as ``"FAILED"``)."""
+        """Runs, newest first: of one schedule, of any of ``schedule_ids`` (at most
+        1,000) or of all, optionally only in ``states`` (names such as ``"FAILED"``)."""
         if limit < 1:
             raise InvalidArgument("limit", f"must be at least 1, got {limit}")
         request = store_pb.ListRunsRequest(
             schedule_id=schedule_id or "",
             limit=limit,
             states=_enums.parse_states(states),
+            schedule_ids=list(schedule_ids),
         )
         resp = self._call("workflow-store", self._store.ListRuns, request)
         return [Run.from_proto(r) for r in resp.runs]

@@ -48,7 +48,7 @@ from cronwave_bench.measure import (
     ms_figures,
     parallel,
     runs_of,
-    wait_terminal,
+    wait_settled,
     with_starts,
 )
 from cronwave_bench.report import Result, fmt_ms
@@ -162,7 +162,7 @@ def _one_burst(ctx: BenchContext, variant: Variant, lead: timedelta, trial: int)
             parallel(lambda sid: _create(client, sid, variant.kind, instant), ids)
             time.sleep(max(0.0, (instant - datetime.now(UTC)).total_seconds()) + 1)
             left = instant + WAIT_AFTER - datetime.now(UTC)
-            wait_terminal(client, ids, n, max(left, timedelta(seconds=1)), limit=4)
+            wait_settled(client, ids, n, max(left, timedelta(seconds=1)))
             # Nothing later counts: stop producing and consuming, so the store answers
             # the reads below at once.
             for proc in list(suite.procs):

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from cronwave._client import Client
+from cronwave._enums import IN_FLIGHT_STATES
 from cronwave._models import Run, RunEvent
 from cronwave_core.domain.spec import Interval
 from cronwave_core.errors import CronwaveError
@@ -135,6 +136,37 @@ def wait_terminal(
         runs = runs_of(client, schedule_ids, limit)
         if sum(1 for r in runs if r.terminal) >= expected or time.monotonic() >= deadline:
             return runs
+        time.sleep(poll.total_seconds())
+
+
+#: The most schedules one ``list_runs`` may name.
+LIST_BATCH = 1000
+
+
+def wait_settled(
+    client: Client,
+    schedule_ids: Sequence[str],
+    expected: int,
+    timeout: timedelta,
+    poll: timedelta = timedelta(seconds=1),
+) -> bool:
+    """Wait until the schedules have ``expected`` runs and none in flight, or
+    ``timeout`` passes; True when they settled. Each look asks only whether a run is
+    still in flight (one call per 1,000 schedules, one run back at most), so a burst
+    is not slowed by the bench watching it; the runs are counted once none is."""
+    deadline = time.monotonic() + timeout.total_seconds()
+    chunks = [schedule_ids[i : i + LIST_BATCH] for i in range(0, len(schedule_ids), LIST_BATCH)]
+    while True:
+        flying = any(
+            client.list_runs(schedule_ids=chunk, states=IN_FLIGHT_STATES, limit=1)
+            for chunk in chunks
+        )
+        if not flying and expected <= sum(
+            len(client.list_runs(schedule_ids=chunk, limit=len(chunk))) for chunk in chunks
+        ):
+            return True
+        if time.monotonic() >= deadline:
+            return False
         time.sleep(poll.total_seconds())
 
 
