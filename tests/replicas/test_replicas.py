@@ -74,6 +74,18 @@ def fired_through(
     eventually(every_one, timeout=wait, interval=0.5, what=f"runs through {at}")
 
 
+def lost_answers(suite: Suite) -> int:
+    """Calls the planners and workers logged as failed UNAVAILABLE (each retried): a
+    start whose store answer was lost, a completion, a claim."""
+    names = [p for p in suite.procs.values() if p.service in ("cron-planner", "worker")]
+    return sum(
+        line.count("UNAVAILABLE")
+        for proc in names
+        for line in proc.log_path.read_text(errors="replace").splitlines()
+        if "failed (" in line or "UNAVAILABLE (" in line
+    )
+
+
 def kill(suite: Suite, proc: Proc) -> None:
     suite.signal(proc.name, signal.SIGKILL)
     eventually(lambda: not proc.alive(), timeout=10, what=f"{proc.name} died")
@@ -111,10 +123,10 @@ def test_a_store_replica_killed_mid_batch_loses_and_doubles_nothing(
     make_suite: SuiteFactory, tmp_path: Path
 ) -> None:
     # Given every service in replicas, each store holding back its answer to a
-    # committed RecordRuns or CompleteRuns for 300 ms, and ten 1-second schedules
+    # committed RecordRuns or CompleteRuns for 500 ms, and ten 1-second schedules
     marks = tmp_path / "marks"
     marks.mkdir()
-    held = "delay=persist:database:300ms:1,delay=complete:database:300ms:1"
+    held = "delay=persist:database:500ms:1,delay=complete:database:500ms:1"
     suite = replicated_suite(make_suite, test_hooks=True, env={"CRONWAVE_FAULT": held})
     victim = stores(suite)[1]
     with client_for(suite) as client:
@@ -135,6 +147,7 @@ def test_a_store_replica_killed_mid_batch_loses_and_doubles_nothing(
             interval=0.02,
             what=f"{victim.name} committed a batch",
         )
+        lost_before = lost_answers(suite)
         kill(suite, victim)
         killed_at = datetime.now(UTC)
 
@@ -155,6 +168,11 @@ def test_a_store_replica_killed_mid_batch_loses_and_doubles_nothing(
     assert first < killed_at, "the kill came before any slot"
     assert audit.slots >= len(schedules) * 8, audit
     assert audit.clean(), audit
+    # And the kill did cut calls in flight: answers its callers never got, and asked
+    # again of the other replica
+    lost = lost_answers(suite) - lost_before
+    print(f"calls that met the kill: {lost}")
+    assert lost > 0
 
 
 def _store_revision(suite: Suite) -> int:
