@@ -46,6 +46,7 @@ from cronwave_core.settings_base import PREFIX, FromEnv, ProcessSettings
 from cronwave_core.settings_deadlines import DeadlineSettings
 from cronwave_core.settings_logs import LogSettings
 from cronwave_core.settings_pools import PoolSettings
+from cronwave_core.settings_sampling import TraceKeepSettings
 from cronwave_core.settings_tls import TlsSettings
 
 DEFAULT_PORTS = {
@@ -534,6 +535,7 @@ COMPONENTS: tuple[type[FromEnv], ...] = (
     RedisSettings,
     PoolSettings,
     TelemetrySettings,
+    TraceKeepSettings,
     MetricsSettings,
     LimitSettings,
     LogSettings,
