@@ -489,7 +489,9 @@ class Suite:
             extra = self.replica_ports.get(_PORT_KEY[service], [])
             port = extra[index - 1] if index <= len(extra) else free_port()
             env["CRONWAVE_" + _ADDR_VAR[service]] = f"127.0.0.1:{port}"
-        elif "CRONWAVE_" + _ADDR_VAR[service] not in (extra_env or {}):
+        elif "CRONWAVE_" + _ADDR_VAR[service] not in {**self.config.env, **(extra_env or {})}:
+            # Its callers may be given all its replicas; it listens on its own address
+            # (unless the suite's env or the caller says where).
             env["CRONWAVE_" + _ADDR_VAR[service]] = self.address(service)
         if service == "cron-planner":
             env.setdefault("CRONWAVE_CANDIDATE", f"{name}@{socket.gethostname()}")
