@@ -195,12 +195,10 @@ def _serve(stdin: int, stdout: int, env: dict[str, str], cwd: str) -> None:
     sys.stdin = open(0, closefd=False)  # noqa: SIM115 (the process's own)
     sys.stdout = open(1, "w", buffering=1, closefd=False)  # noqa: SIM115
     set_python_path(env, cwd)
-    from worker.job_runner import PARENT_PID_VAR, main
+    from worker.job_runner import main
 
-    # Its parent is the fork server, which exits when the worker does.
-    env[PARENT_PID_VAR] = str(os.getppid())
     os.environ.clear()
-    os.environ.update(env)
+    os.environ.update(env)  # CRONWAVE_JOB_PARENT_PID: still the worker (jobs may ask)
     os.chdir(cwd)
     sys.argv = [sys.executable]
-    main()
+    main(parent_pid=os.getppid())  # the fork server, which exits when the worker does

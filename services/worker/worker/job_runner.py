@@ -55,8 +55,10 @@ def die_with_parent(parent_pid: int) -> None:
     threading.Thread(target=watchdog, name="parent-watchdog", daemon=True).start()
 
 
-def main() -> None:
-    die_with_parent(WorkerSettings.from_env().parent_pid)
+def main(parent_pid: int | None = None) -> None:
+    """Serve bodies; die with ``parent_pid`` (default: the worker,
+    ``CRONWAVE_JOB_PARENT_PID``; a forked job process's parent is its fork server)."""
+    die_with_parent(WorkerSettings.from_env().parent_pid if parent_pid is None else parent_pid)
     from worker.job_body import serve  # the job modules: the slow part of a start-up
 
     serve()
