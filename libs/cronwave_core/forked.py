@@ -23,6 +23,7 @@ fork, with this process's environment, and ends when this process does.
 from __future__ import annotations
 
 import multiprocessing
+import multiprocessing.connection
 import os
 import runpy
 import signal
@@ -33,6 +34,7 @@ from collections.abc import Mapping, Sequence
 from multiprocessing.context import ForkServerContext
 from multiprocessing.process import BaseProcess
 from pathlib import Path
+from typing import IO
 
 #: Libraries the fork server imports once; every service imports most of them.
 PRELOAD = (
@@ -82,29 +84,35 @@ def fork_server_on() -> bool:
 
 
 class ForkedProcess:
-    """A service forked from the fork server, tracked as a ``subprocess.Popen`` is."""
+    """A process forked from a fork server, tracked as a ``subprocess.Popen`` is (its
+    ``stdin`` and ``stdout``: pipes given to it, or None). Several threads may ask
+    whether it ended at once: the fork server writes its status once, and one of them
+    reads it."""
 
-    stdin = None
-
-    def __init__(self, process: BaseProcess, args: Sequence[str]) -> None:
+    def __init__(
+        self,
+        process: BaseProcess,
+        args: Sequence[str],
+        stdin: IO[bytes] | None = None,
+        stdout: IO[bytes] | None = None,
+    ) -> None:
         self._process = process
         self.args = list(args)
         self.pid: int = process.pid or -1
+        self.stdin = stdin
+        self.stdout = stdout
         self.returncode: int | None = None
+        self._sentinel = process.sentinel
+        self._reaping = threading.Lock()
 
     def poll(self) -> int | None:
-        if self.returncode is None and not self._process.is_alive():
-            self._ended()
-        return self.returncode
+        return self._ended(0.0)
 
     def wait(self, timeout: float | None = None) -> int:
-        if self.returncode is None:
-            self._process.join(timeout)
-            if self._process.is_alive():
-                raise subprocess.TimeoutExpired(self.args, timeout or 0.0)
-            self._ended()
-        assert self.returncode is not None
-        return self.returncode
+        code = self._ended(timeout)
+        if code is None:
+            raise subprocess.TimeoutExpired(self.args, timeout or 0.0)
+        return code
 
     def send_signal(self, sig: int) -> None:
         if self.poll() is None:
@@ -116,10 +124,23 @@ class ForkedProcess:
     def kill(self) -> None:
         self.send_signal(signal.SIGKILL)
 
-    def _ended(self) -> None:
-        code = self._process.exitcode
-        self.returncode = code if code is not None else -1
-        self._process.close()  # its status pipe: one per process started
+    def _ended(self, timeout: float | None) -> int | None:
+        """The exit code once the process has ended, else None after ``timeout``."""
+        if self.returncode is not None:
+            return self.returncode
+        try:
+            ended = multiprocessing.connection.wait([self._sentinel], timeout)
+        except (OSError, ValueError):  # closed by another thread that read the status
+            ended = [self._sentinel]
+        if not ended:
+            return None
+        with self._reaping:
+            if self.returncode is None:
+                self._process.join(0)
+                code = self._process.exitcode
+                self.returncode = code if code is not None else -1
+                self._process.close()  # its status pipe: one per process started
+        return self.returncode
 
 
 def fork_module(

@@ -15,8 +15,8 @@ pool's first process, with the worker's environment, and exits when the worker d
 gets the worker's pipes as stdin and stdout, the worker's stderr, the pool's
 environment, and ``sys.path`` as ``python -P`` would build it.
 
-``ForkedJobProcess`` is the child as ``JobProcess`` uses a ``subprocess.Popen``: pid,
-stdin, stdout, ``poll``, ``wait``, ``send_signal``, ``kill``.
+The child is tracked as the suite tracks a forked service (``cronwave_core.forked.
+ForkedProcess``), with the pipes as its stdin and stdout.
 """
 
 from __future__ import annotations
@@ -26,15 +26,13 @@ import ctypes
 import multiprocessing
 import multiprocessing.connection
 import os
-import signal
-import subprocess
 import sys
 import threading
 from collections.abc import Mapping
 from multiprocessing import popen_forkserver, spawn
-from typing import IO, Any
+from typing import Any
 
-from cronwave_core.forked import set_python_path
+from cronwave_core.forked import ForkedProcess, set_python_path
 
 #: What the fork server imports once: everything ``worker.job_body`` needs.
 PRELOAD = ("worker.job_runner", "worker.job_body", "opentelemetry.sdk.trace.export")
@@ -87,59 +85,7 @@ class _JobProcess(multiprocessing.context.ForkServerProcess):
         return _Popen(process_obj)
 
 
-class ForkedJobProcess:
-    """A forked job process, tracked as a ``subprocess.Popen`` is."""
-
-    def __init__(
-        self, process: multiprocessing.process.BaseProcess, stdin: IO[bytes], stdout: IO[bytes]
-    ) -> None:
-        self._process = process
-        self.args = ["worker.job_runner", "(forked)"]
-        self.pid: int = process.pid or -1
-        self.stdin: IO[bytes] | None = stdin
-        self.stdout: IO[bytes] | None = stdout
-        self.returncode: int | None = None
-        self._sentinel = process.sentinel
-        self._reaping = threading.Lock()
-
-    def poll(self) -> int | None:
-        return self._ended(0.0)
-
-    def wait(self, timeout: float | None = None) -> int:
-        code = self._ended(timeout)
-        if code is None:
-            raise subprocess.TimeoutExpired(self.args, timeout or 0.0)
-        return code
-
-    def send_signal(self, sig: int) -> None:
-        if self.poll() is None:
-            os.kill(self.pid, sig)
-
-    def kill(self) -> None:
-        self.send_signal(signal.SIGKILL)
-
-    def _ended(self, timeout: float | None) -> int | None:
-        """The exit code once the process has ended (the fork server reaps it and
-        writes its status on the sentinel): several threads may ask at once, and the
-        status is read by one of them only."""
-        if self.returncode is not None:
-            return self.returncode
-        try:
-            ended = multiprocessing.connection.wait([self._sentinel], timeout)
-        except (OSError, ValueError):  # closed by another thread that read the status
-            ended = [self._sentinel]
-        if not ended:
-            return None
-        with self._reaping:
-            if self.returncode is None:
-                self._process.join(0)
-                code = self._process.exitcode
-                self.returncode = code if code is not None else -1
-                self._process.close()
-        return self.returncode
-
-
-def fork_job_process(env: Mapping[str, str]) -> ForkedJobProcess:
+def fork_job_process(env: Mapping[str, str]) -> ForkedProcess:
     """A job process with ``env``, forked from the fork server, its stdin and stdout
     pipes to this process."""
     _fork_server()
@@ -163,7 +109,8 @@ def fork_job_process(env: Mapping[str, str]) -> ForkedJobProcess:
     # The pool stops what it starts; multiprocessing would otherwise wait for it when
     # the worker exits.
     multiprocessing.process._children.discard(process)  # type: ignore[attr-defined]
-    return ForkedJobProcess(process, os.fdopen(to_child, "wb"), os.fdopen(from_child, "rb"))
+    args = ["worker.job_runner", "(forked)"]
+    return ForkedProcess(process, args, os.fdopen(to_child, "wb"), os.fdopen(from_child, "rb"))
 
 
 class _Fd:

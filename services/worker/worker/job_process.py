@@ -23,7 +23,8 @@ from datetime import timedelta
 from typing import Any
 
 from cronwave_core.errors import CronwaveError, Unavailable
-from worker.job_forks import ForkedJobProcess, fork_job_process
+from cronwave_core.forked import ForkedProcess
+from worker.job_forks import fork_job_process
 from worker.job_runner import PARENT_PID_VAR
 
 log = logging.getLogger("cronwave.worker")
@@ -46,7 +47,7 @@ def job_process_argv() -> list[str]:
 class JobProcess:
     """One ``python -m worker.job_runner`` and the pipes to it."""
 
-    def __init__(self, popen: subprocess.Popen[bytes] | ForkedJobProcess) -> None:
+    def __init__(self, popen: subprocess.Popen[bytes] | ForkedProcess) -> None:
         self.popen = popen
         self.runs = 0
         self._buffer = b""
@@ -332,7 +333,7 @@ class JobProcessPool:
                 target=self._await_ready, args=(JobProcess(popen),), name="job-start", daemon=True
             ).start()
 
-    def _start_one(self) -> subprocess.Popen[bytes] | ForkedJobProcess:
+    def _start_one(self) -> subprocess.Popen[bytes] | ForkedProcess:
         if self.argv is None:
             return fork_job_process(self.env)
         return subprocess.Popen(

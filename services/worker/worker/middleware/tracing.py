@@ -81,7 +81,6 @@ ATTR_OVERHEAD_MS = "cronwave.job_process.overhead_ms"
 ATTR_TRACE_KEPT = "cronwave.trace.kept"
 #: A hand-over to the body shorter than this is not drawn as ``job.start``.
 JOB_START_MIN_NS = 1_000_000
-_US = timedelta(microseconds=1)
 #: What became of the worker's spans of each delivery of a run not sampled.
 UNSAMPLED = Counter(
     "cronwave_unsampled_deliveries",
