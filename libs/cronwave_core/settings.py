@@ -48,6 +48,7 @@ from cronwave_core.settings_logs import LogSettings
 from cronwave_core.settings_pools import PoolSettings
 from cronwave_core.settings_sampling import TraceKeepSettings
 from cronwave_core.settings_tls import TlsSettings
+from cronwave_core.shards import MAX_SHARDS, shard_scopes
 
 DEFAULT_PORTS = {
     "store": 7401,
@@ -260,6 +261,20 @@ class LeaseSettings(FromEnv):
         "other is INVALID_ARGUMENT naming the scope); `planner` (the planners') is one. "
         "Give every leader-election and workflow-store the same",
     )
+    planner_shards: int = setting(
+        PREFIX + "PLANNER_SHARDS",
+        Integer(minimum=1, maximum=MAX_SHARDS),
+        1,
+        "how many shards the planners' schedules hash into, each with its own lease and "
+        "fencing token; planners divide the shards between them (1: one lease, "
+        "`planner`, one leader plans everything; 64 suits up to dozens of planners). "
+        "Give every planner, leader-election and workflow-store the same",
+    )
+
+    def fenced_scopes(self) -> frozenset[str]:
+        """The scopes leases are granted and tokens issued for: ``scopes`` and, when
+        planning is sharded, every shard's."""
+        return frozenset(self.scopes) | frozenset(shard_scopes(self.planner_shards))
 
     def __post_init__(self) -> None:
         if self.renew_interval >= self.ttl:

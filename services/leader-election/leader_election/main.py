@@ -54,7 +54,7 @@ def main() -> None:
         StoreTokens(store_channel, network.store_addr, network.rpc_timeout / 2),
         lease.max_ttl,
     )
-    servicer = LeaderElectionServicer(leases, lease.ttl, scopes=frozenset(lease.scopes))
+    servicer = LeaderElectionServicer(leases, lease.ttl, scopes=lease.fenced_scopes())
 
     def register(server: grpc.Server) -> None:
         pb_grpc.add_LeaderElectionServiceServicer_to_server(servicer, server)

@@ -57,7 +57,7 @@ def main() -> None:
         limits=Limits(payload_bytes=limits.payload_bytes),
         guards=Guards(
             missed_slot_ahead=MISSED_SLOT_SKEW + hooks.missed_slots_ahead,
-            lease_scopes=frozenset(LeaseSettings.from_env().scopes),
+            lease_scopes=LeaseSettings.from_env().fenced_scopes(),
         ),
     )
     metrics.install(db)
