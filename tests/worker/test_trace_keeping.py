@@ -62,3 +62,29 @@ def test_a_run_that_ended_other_than_succeeded_is_kept() -> None:
     delivery = _delivery(Outcome.SUCCEEDED, timedelta(0))
     delivery.ended_run = common_pb2.Run(run_id="run-1", state=common_pb2.RUN_STATE_CANCELLED)
     assert Tracing("w1", keep_late=KEEP_LATE).keep_reason(delivery) == "ended_cancelled"
+
+
+def test_a_run_that_succeeded_after_its_deadline_is_kept() -> None:
+    # Given a run that started on time and had five minutes to succeed
+    deadline = FIRE + timedelta(minutes=5)
+    keeping = Tracing("w1", keep_late=KEEP_LATE)
+
+    def ended_at(finished: datetime) -> Delivery:
+        delivery = _delivery(Outcome.SUCCEEDED, timedelta(0))
+        delivery.deadline_at = deadline
+        delivery.ended_run = common_pb2.Run(
+            run_id="run-1", state=common_pb2.RUN_STATE_SUCCEEDED, finished_at=dt_to_ts(finished)
+        )
+        return delivery
+
+    # Then its spans are kept when it succeeded past the deadline, not when it did not
+    assert keeping.keep_reason(ended_at(deadline + timedelta(milliseconds=1))) == "deadline"
+    assert keeping.keep_reason(ended_at(deadline)) is None
+
+
+def test_a_run_still_unfinished_when_its_deadline_passed_is_kept() -> None:
+    # its completion went to the store by another call: the delivery ends now, long
+    # after the deadline
+    delivery = _delivery(Outcome.SUCCEEDED, timedelta(0))
+    delivery.deadline_at = FIRE + timedelta(minutes=5)
+    assert Tracing("w1", keep_late=KEEP_LATE).keep_reason(delivery) == "deadline"

@@ -267,14 +267,16 @@ class ClaimRunRequest(_message.Message):
     def __init__(self, run_id: _Optional[str] = ..., worker_id: _Optional[str] = ..., traceparent: _Optional[str] = ..., claim_key: _Optional[str] = ...) -> None: ...
 
 class ClaimRunResponse(_message.Message):
-    __slots__ = ("run", "claimed", "attempt_token")
+    __slots__ = ("run", "claimed", "attempt_token", "deadline_at")
     RUN_FIELD_NUMBER: _ClassVar[int]
     CLAIMED_FIELD_NUMBER: _ClassVar[int]
     ATTEMPT_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    DEADLINE_AT_FIELD_NUMBER: _ClassVar[int]
     run: _common_pb2.Run
     claimed: bool
     attempt_token: str
-    def __init__(self, run: _Optional[_Union[_common_pb2.Run, _Mapping]] = ..., claimed: _Optional[bool] = ..., attempt_token: _Optional[str] = ...) -> None: ...
+    deadline_at: _timestamp_pb2.Timestamp
+    def __init__(self, run: _Optional[_Union[_common_pb2.Run, _Mapping]] = ..., claimed: _Optional[bool] = ..., attempt_token: _Optional[str] = ..., deadline_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class HeartbeatRequest(_message.Message):
     __slots__ = ("run_id", "attempt_token", "checkpoint_json", "body_started_at", "progress")

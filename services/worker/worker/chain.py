@@ -115,6 +115,9 @@ class Delivery:
     run: common_pb2.Run = field(default_factory=common_pb2.Run)
     attempt_token: str = ""
     job_type: JobType | None = None
+    #: By when the run must have succeeded, when the claim's answer said (a run not
+    #: sampled whose schedule has a deadline); None otherwise.
+    deadline_at: datetime | None = None
     # What the body runs under, filled before the execute step
     beat: Callable[[str], BeatResult] | None = None
     #: Tells the store when the body began (ns since the epoch), while it runs.

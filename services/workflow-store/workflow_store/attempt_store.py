@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -23,7 +24,7 @@ from cronwave_core.errors import (
     Unavailable,
 )
 from cronwave_core.fields import require_run_id
-from workflow_store import claim_rules
+from workflow_store import claim_deadlines, claim_rules
 from workflow_store import models as m
 from workflow_store.audit_store import Actor, AuditStore, change
 from workflow_store.ids import new_attempt_token, same_token
@@ -161,7 +162,7 @@ class AttemptStore(AuditStore):
             results.append(Claim(_run_of(run), claimed=True, attempt_token=run["attempt_token"]))
         _update_runs(s, _CLAIM_UPDATE, runs, before, _CLAIM_COLUMNS)
         _insert_events(s, events)
-        return results
+        return _with_deadlines(s, results, runs)
 
     def _claimable(self, s: Session, run: dict[str, Any], now: datetime) -> bool:
         """Whether a claim may start a new attempt: not terminal, not cancel-requested
@@ -484,6 +485,20 @@ class AttemptStore(AuditStore):
         )
         _event(s, row, RunState.CANCELLED.value, now, request.reason)
         return _run(row), True
+
+
+def _with_deadlines(
+    s: Session, results: list[Claim | CronwaveError], runs: Mapping[str, Mapping[str, Any]]
+) -> list[Claim | CronwaveError]:
+    """``results`` with each claimed run's deadline, where it is answered with one."""
+    claimed = [runs[r.run.run_id] for r in results if isinstance(r, Claim) and r.claimed]
+    found = claim_deadlines.deadlines(s, claimed)
+    if not found:
+        return results
+    return [
+        replace(r, deadline_at=found.get(r.run.run_id)) if isinstance(r, Claim) and r.claimed else r
+        for r in results
+    ]
 
 
 def _asked_again(run: Mapping[str, Any], claim: ClaimRequest) -> bool:

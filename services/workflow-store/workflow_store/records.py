@@ -153,6 +153,9 @@ class Claim:
     run: RunRecord
     claimed: bool
     attempt_token: str
+    #: By when the claimed run must have succeeded, when the answer carries it
+    #: (``claim_deadlines``); None otherwise.
+    deadline_at: datetime | None = None
 
 
 @dataclass(frozen=True)

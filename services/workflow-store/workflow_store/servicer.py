@@ -332,6 +332,7 @@ class WorkflowStoreServicer(AuditRpcs, DeadlineServicer, api_grpc.WorkflowStoreS
                         run=convert.run_to_proto(r.run),
                         claimed=r.claimed,
                         attempt_token=r.attempt_token,
+                        deadline_at=None if r.deadline_at is None else dt_to_ts(r.deadline_at),
                     )
                 )
                 for r in results

@@ -34,6 +34,7 @@ from cronwave_proto.v1 import common_pb2
 from cronwave_proto.v1 import workflow_store_service_pb2 as store_pb
 
 from cronwave_core.batching import Coalescer, results_of
+from cronwave_core.convert import ts_to_dt
 from cronwave_core.telemetry.spans import hop_span
 from cronwave_core.telemetry.vocabulary import Hop, Kind
 from worker.chain import Delivery, Poison, RunMiddleware, Skip
@@ -123,6 +124,8 @@ class Claim(RunMiddleware):
             raise Skip
         delivery.run = claim.run
         delivery.attempt_token = claim.attempt_token
+        if claim.HasField("deadline_at"):
+            delivery.deadline_at = ts_to_dt(claim.deadline_at)
         if claim.run.job_type in self.registry:
             delivery.job_type = self.registry.get(claim.run.job_type)
 

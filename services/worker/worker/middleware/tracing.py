@@ -20,7 +20,8 @@ A run its schedule's ``trace_sample`` left out (``run_span.run_sampled``) is sti
 recorded here, into the process's deferred spans (``telemetry.deferred``), and when
 the delivery is over its spans are exported if the run turned out to matter, and
 dropped if not (``keep_reason``): it failed, timed out or was cancelled, was
-dead-lettered, released or retried (an attempt after the first), or its body started
+dead-lettered, released or retried (an attempt after the first), it had not succeeded
+by its deadline (``Delivery.deadline_at``, from the claim's answer), or its body started
 later than ``keep_late`` after its fire time. The attempt's and the run's span then say
 why (``cronwave.trace.kept``).
 """
@@ -217,8 +218,9 @@ class Tracing(RunMiddleware):
     def keep_reason(self, delivery: Delivery) -> str | None:
         """Why the spans of this delivery's run, not sampled, are kept: ``failed``,
         ``timed_out``, ``cancelled``, ``released``, ``dead_lettered``, ``retried``,
-        ``ended_<state>`` (its run ended other than SUCCEEDED) or ``late``; None when
-        nothing about it calls for them (they are dropped)."""
+        ``ended_<state>`` (its run ended other than SUCCEEDED), ``deadline`` (it had not
+        succeeded by its deadline: ended after it, or is still going then) or ``late``;
+        None when nothing about it calls for them (they are dropped)."""
         result = delivery.result
         if result is not None and result.outcome in _KEPT_OUTCOMES:
             return _KEPT_OUTCOMES[result.outcome]
@@ -231,6 +233,14 @@ class Tracing(RunMiddleware):
             return (
                 "ended_" + common_pb2.RunState.Name(ended.state).removeprefix("RUN_STATE_").lower()
             )
+        deadline = delivery.deadline_at
+        if deadline is not None:
+            if ended is not None and ended.HasField("finished_at"):
+                ended_ns = ended.finished_at.ToNanoseconds()
+            else:  # the run goes on, or another call ended it: not before now
+                ended_ns = time.time_ns()
+            if ended_ns > epoch_ns(deadline):
+                return "deadline"
         limit = self._keep_late_ns
         started = result.body_started_ns if result is not None else 0
         if limit is not None and started and started - epoch_ns(delivery.fire_time) > limit:
