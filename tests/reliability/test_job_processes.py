@@ -11,7 +11,6 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -22,58 +21,14 @@ from cronwave_core.domain.instants import epoch_ns
 from tests.harness.beats import Beats
 from tests.harness.cli import user_env
 from tests.harness.processes import job_processes, read_stat
-from tests.helpers import REPO, eventually
+from tests.helpers import eventually
 from tests.reliability.jobs import SCALED_RETRY
-from worker.isolation import ProcessSupervisor
+from tests.reliability.pools import spec, supervised
 from worker.job_process import JobProcessPool
 from worker.outcome import Action, decide
 from worker.supervisor import AttemptResult, Outcome
 
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture
-def pool(tmp_path: Path, namespace: str) -> Iterator[JobProcessPool]:
-    env = user_env()
-    env.update(
-        CRONWAVE_DATA_DIR=str(tmp_path),
-        CRONWAVE_TRACING="off",
-        CRONWAVE_NAMESPACE=namespace,
-        CRONWAVE_JOB_MODULES="tests.reliability.jobs",
-        PYTHONPATH=str(REPO),
-    )
-    pool = JobProcessPool(warm=2, max_processes=2, env=env)
-    pool.start(wait=True)
-    try:
-        yield pool
-    finally:
-        pool.close()
-    eventually(lambda: not job_processes(namespace), timeout=10, what="job processes gone")
-
-
-def spec(job_type: str, fire_time: datetime | None = None, **payload: Any) -> dict[str, Any]:
-    return {
-        "run_id": "run-1",
-        "schedule_id": "s",
-        "fire_time": (fire_time or datetime.now(UTC)).isoformat(),
-        "attempt": 1,
-        "job_type": job_type,
-        "payload": payload,
-        "checkpoint": {},
-        "trace": {},
-    }
-
-
-def supervised(
-    pool: JobProcessPool, beats: Beats | None = None, interval: float = 10
-) -> ProcessSupervisor:
-    return ProcessSupervisor(
-        pool,
-        beats or Beats(),
-        heartbeat_interval=timedelta(seconds=interval),
-        duration_limit=timedelta(seconds=30),
-        kill_grace=timedelta(seconds=0.5),
-    )
 
 
 def run(pool: JobProcessPool, job_type: str, **payload: Any) -> AttemptResult:

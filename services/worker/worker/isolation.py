@@ -51,6 +51,13 @@ log = logging.getLogger("cronwave.worker")
 #: While the worker stops, the supervising loop looks at least this often whether the
 #: grace period is over.
 _STOP_POLL_S = 0.1
+#: A run queued behind another body and not begun this long after its fire time
+#: moves to a process that has gone idle; until it begins it looks this often.
+_MOVE_AFTER_S = 0.05
+_MOVE_POLL_S = 0.25
+#: A run that never began is handed over at most this many times (its process died
+#: or was stopped under it each time) before its attempt fails.
+_MAX_HANDOVERS = 5
 
 
 class ProcessSupervisor:
@@ -117,14 +124,35 @@ class ProcessSupervisor:
         """Hand ``spec`` (the run, JSON data) to a job process and see it through.
 
         The body starts at ``fire_time`` at the earliest (the job process waits for
-        it); the duration limit counts from then."""
+        it); the duration limit counts from the body's start. A run due at an instant
+        still to come may be queued on a busy process (``JobProcessPool.acquire``);
+        one that has not begun when its process dies, or that moves to a process
+        gone idle, is handed over again: nothing of its body ran."""
+        why = ""
+        for _ in range(_MAX_HANDOVERS):
+            result = self._run_once(spec, fire_time)
+            if isinstance(result, AttemptResult):
+                return result
+            why = result
+        return AttemptResult(
+            Outcome.FAILED,
+            error=f"JobProcessDied: {why}",
+            error_types=("JobProcessDied",),
+        )
+
+    def _run_once(self, spec: Mapping[str, Any], fire_time: datetime) -> AttemptResult | str:
+        """One hand-over: the attempt's outcome, or why the run left its process
+        without beginning (to be handed over again)."""
+        queue = epoch_ns(fire_time) > time.time_ns()  # held for an instant to come
         proc = None
         while proc is None:
             if self._releasing:  # the worker stopped before a process was free
                 return AttemptResult(Outcome.RELEASED)
             # The run is ours while it waits for a process: keep its heartbeat going.
             try:
-                proc = self._pool.acquire(wait=self._interval, abandon=lambda: self._releasing)
+                proc = self._pool.acquire(
+                    wait=self._interval, abandon=lambda: self._releasing, queue=queue
+                )
             except Exception as exc:
                 if self._releasing:
                     return AttemptResult(Outcome.RELEASED)
@@ -145,42 +173,77 @@ class ProcessSupervisor:
                 self._pool.release(proc, reusable=True)  # it never saw the run
                 return AttemptResult(Outcome.RELEASED)
             self._proc = proc
+        ticket = proc.expect()
+        try:
+            return self._supervise(proc, ticket, spec, fire_time)
+        finally:
+            proc.forget(ticket)
+            with self._lock:
+                self._proc = None
+
+    def _supervise(
+        self, proc: JobProcess, ticket: int, spec: Mapping[str, Any], fire_time: datetime
+    ) -> AttemptResult | str:
         sent_ns = time.time_ns()
         start = self._monotonic()
         early = max(0.0, (epoch_ns(fire_time) - sent_ns) / 1e9)
+        # Until the body begins, the limit counts from the fire time (a run still
+        # queued then moves rather than kill another run's body); then from its start.
         deadline = start + early + self._limit.total_seconds()
         next_beat = start + self._interval
+        move_at = start + early + _MOVE_AFTER_S  # a queued run not begun may move then
+        begun = False
+        withdrawing = ""  # why a skip was asked ("" while none was)
+        superseded = False
         try:
-            proc.send({"op": "run", **spec})
+            proc.send({"op": "run", **spec, "ticket": ticket})
             while True:
                 now = self._monotonic()
                 if self._forced:
                     return self._released(proc, started_ns=0, stop=True)
                 cancel_at = self.cancel.deadline
-                if cancel_at is not None and now >= cancel_at:
-                    return self._cancelled(proc, stop=True)
-                if now >= deadline:
-                    return self._timed_out(proc)
+                if begun:
+                    if cancel_at is not None and now >= cancel_at:
+                        return self._cancelled(proc, stop=True)
+                    if now >= deadline:
+                        return self._timed_out(proc)
+                elif not withdrawing:
+                    why = self._why_move(now, move_at, deadline, superseded)
+                    if why:
+                        withdrawing = why
+                        proc.send({"op": "skip", "ticket": ticket})
                 if now >= next_beat:  # what the store last said (no call is made here)
                     if self._send(force=True) is BeatResult.SUPERSEDED:
-                        return self._superseded(proc)
+                        if begun:
+                            return self._superseded(proc)
+                        superseded = True
+                        continue
                     next_beat = self._monotonic() + self._interval
-                self._tell_cancel(proc)
+                self._tell_cancel(proc, ticket)
                 wake = min(deadline, next_beat, cancel_at or deadline)
+                if not begun and not withdrawing:
+                    wake = min(wake, max(move_at, now + _MOVE_POLL_S))
                 if self._releasing:
                     wake = min(wake, now + _STOP_POLL_S)
-                message = proc.receive(max(0.0, wake - self._monotonic()))
+                message = proc.receive(ticket, max(0.0, wake - self._monotonic()))
                 if message is None:
                     continue
                 op = message.get("op")
                 if op == "started":
+                    begun = True
+                    deadline = self._monotonic() + self._limit.total_seconds()
                     self._started_ns = int(message.get("started_ns") or 0)
+                    if superseded:
+                        return self._superseded(proc)
                     # Handed on, not waited for: the next heartbeat call carries it.
                     if self._report_start is not None:
                         if self._report_start(self._started_ns) is BeatResult.SUPERSEDED:
                             return self._superseded(proc)
-                        self._tell_cancel(proc)
+                        self._tell_cancel(proc, ticket)
                     continue
+                if op == "skipped":  # out of the queue before it began
+                    self._pool.release(proc, reusable=True)
+                    return self._not_begun(superseded) or withdrawing
                 if op == "beat":
                     if message.get("checkpoint") is not None:
                         self._checkpoint = message["checkpoint"]
@@ -203,11 +266,34 @@ class ProcessSupervisor:
             if self._forced:  # the worker's stop killed it
                 return self._released(proc, started_ns=0, stop=True)
             self._pool.release(proc, reusable=False)
+            if not begun:  # stopped under the runs queued on it: this one never began
+                return self._not_begun(superseded) or str(exc)
             return AttemptResult(
                 Outcome.FAILED,
                 error=f"JobProcessDied: {exc}",
                 error_types=("JobProcessDied",),
             )
+
+    def _why_move(self, now: float, move_at: float, deadline: float, superseded: bool) -> str:
+        """Why a run queued and not begun should leave its process now ("" if not)."""
+        if superseded:
+            return "superseded"
+        if self.cancel.is_set():
+            return "cancelled"
+        if now >= deadline:
+            return "its process ran another body for the whole duration limit"
+        if now >= move_at and self._pool.idle_count():
+            return "another process was idle"
+        return ""
+
+    def _not_begun(self, superseded: bool) -> AttemptResult | None:
+        """The outcome of a run that left its process before beginning, if it has one
+        (superseded, cancelled); None: hand it over again."""
+        if superseded:
+            return AttemptResult(Outcome.SUPERSEDED)
+        if self.cancel.is_set():
+            return AttemptResult(Outcome.CANCELLED, error=self.cancel.reason or CANCELLED)
+        return None
 
     def _progress(self, message: Mapping[str, Any]) -> None:
         """Hand the body's progress to the heartbeat (no call waits for it here)."""
@@ -218,14 +304,15 @@ class ProcessSupervisor:
         except InvalidArgument as exc:  # the job's own values are checked in the job
             log.warning("run %s: job process sent a malformed progress: %s", self._run_id, exc)
 
-    def _tell_cancel(self, proc: JobProcess) -> None:
-        """Once a cancel is known: SIGUSR2, so the body's ``ctx.cancelled`` is True."""
+    def _tell_cancel(self, proc: JobProcess, ticket: int) -> None:
+        """Once a cancel is known, tell the body (its ``ctx.cancelled`` turns True);
+        the line names the run, so no other run queued on the process sees it."""
         if self._told_cancel or not self._started_ns or not self.cancel.is_set():
             return  # a body not begun is told once it has (its flag is reset then)
         with self._lock:
             self._signalled = True
         self._told_cancel = True
-        _signal(proc, signal.SIGUSR2)
+        proc.send({"op": "cancel", "ticket": ticket})
 
     def _cancelled(self, proc: JobProcess, *, stop: bool) -> AttemptResult:
         """CANCELLED once the body has ended (``stop``: it is made to)."""

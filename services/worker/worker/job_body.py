@@ -1,11 +1,20 @@
 """The inside of a job process (see ``worker.job_runner``, its entry point): it runs
 job bodies one at a time and speaks the JSON-lines protocol with its worker.
 
+The worker may queue several runs on one process (the bodies of an instant, handed
+over before it): a reader thread takes every line off stdin as it comes, and the
+bodies run in the order their runs arrived, each at its fire time at the earliest.
+Every line the process writes about a run carries that run's ``ticket`` (the worker's
+number for the hand-over), so the worker can tell the runs of one process apart.
+``{"op": "skip", "ticket": N}`` takes a run that has not begun out of the queue (the
+process answers ``skipped``; a run already begun goes on, and its ``started`` says
+so), and ``{"op": "cancel", "ticket": N}`` sets the running body's ``ctx.cancelled``.
+
 SIGTERM raises ``JobStopped`` in the body (finally blocks run); the worker sends
 SIGKILL after a grace period. SIGUSR1 says the worker is stopping: the body's next
-heartbeat sends its checkpoint and raises ``WorkerStopping``, a body still waiting for
-its fire time does not start, and the process answers ``released``. SIGUSR2 says the
-run is being cancelled: the body's ``ctx.cancelled`` becomes True.
+heartbeat sends its checkpoint and raises ``WorkerStopping``, every run still queued
+or waiting for its fire time does not start, and the process answers ``released`` for
+each. SIGUSR2 sets the running body's ``ctx.cancelled`` too.
 
 The process writes ``{"op": "started"}`` when a body begins, so its worker can tell
 the store while the body runs.
@@ -21,6 +30,7 @@ import signal
 import sys
 import threading
 import time
+from collections import deque
 from collections.abc import Mapping
 from datetime import datetime
 from typing import IO, Any
@@ -94,11 +104,20 @@ WORKER_GONE = 3
 class Channel:
     """The protocol's write end: one JSON object per line, from any thread."""
 
-    def __init__(self, stream: IO[str]) -> None:
+    def __init__(self, stream: IO[str], ticket: object = None) -> None:
         self._stream = stream
         self._lock = threading.Lock()
+        self._ticket = ticket
+
+    def for_ticket(self, ticket: object) -> Channel:
+        """This channel, each line marked with ``ticket`` (one run's)."""
+        marked = Channel(self._stream, ticket)
+        marked._lock = self._lock  # one writer at a time on the one stream
+        return marked
 
     def send(self, message: Mapping[str, Any]) -> None:
+        if self._ticket is not None:
+            message = {**message, "ticket": self._ticket}
         # Standard JSON only (no NaN): results and checkpoints go on to the store.
         line = json.dumps(message, separators=(",", ":"), allow_nan=False) + "\n"
         with self._lock:
@@ -113,10 +132,69 @@ class Channel:
                 os._exit(WORKER_GONE)
 
 
+class RunQueue:
+    """The runs handed to this process and not begun, in their order; filled by the
+    reader thread (``read_runs``), emptied by the bodies' thread (``next``)."""
+
+    def __init__(self, channel: Channel) -> None:
+        self._channel = channel
+        self._cond = threading.Condition()
+        self._runs: deque[dict[str, Any]] = deque()
+        self._closed = False
+        self._current: object = None  # the ticket of the body running now
+
+    def read_runs(self, lines: IO[str]) -> None:
+        """Take every line off ``lines`` until it closes (the worker is done with this
+        process, or gone)."""
+        try:
+            for line in lines:
+                if line.strip():
+                    self._take(json.loads(line))
+        except (OSError, ValueError):  # a broken pipe or a torn line: the worker is gone
+            pass
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
+
+    def _take(self, message: dict[str, Any]) -> None:
+        op = message.get("op")
+        with self._cond:
+            if op == "run":
+                self._runs.append(message)
+                self._cond.notify_all()
+                return
+            ticket = message.get("ticket")
+            if op == "cancel" and ticket == self._current:
+                CANCEL.requested = True
+                return
+            if op != "skip":
+                return
+            for spec in self._runs:
+                if spec.get("ticket") == ticket:
+                    self._runs.remove(spec)
+                    break
+            else:
+                return  # begun already (its ``started`` says so) or over
+        self._channel.send({"op": "skipped", "ticket": ticket})
+
+    def next(self) -> dict[str, Any] | None:
+        """The next run to begin; None once stdin has closed and none is left."""
+        with self._cond:
+            while not self._runs and not self._closed:
+                self._cond.wait()
+            if not self._runs:
+                return None
+            spec = self._runs.popleft()
+            self._current = spec.get("ticket")
+            CANCEL.requested = False
+            return spec
+
+
 def run_one(spec: Mapping[str, Any], registry: Registry, channel: Channel) -> None:
-    """Run the body ``spec`` names and report its outcome on ``channel``."""
+    """Run the body ``spec`` names and report its outcome on ``channel``, each line
+    with the run's ticket."""
     started_ns = 0
-    CANCEL.requested = False
+    channel = channel.for_ticket(spec.get("ticket"))
     try:
         job_type = registry.get(str(spec["job_type"]))
         fire_time = datetime.fromisoformat(str(spec["fire_time"]))
@@ -206,14 +284,12 @@ def serve() -> None:
     provider = init_tracing("worker", TelemetrySettings.from_env())
     registry = default_registry(WorkerSettings.from_env())
     channel = Channel(proto_out)
+    queue = RunQueue(channel)
+    reader = threading.Thread(target=queue.read_runs, args=(proto_in,), name="runs", daemon=True)
     try:
         channel.send({"op": "ready", "pid": os.getpid()})
-        for line in proto_in:
-            if not line.strip():
-                continue
-            spec = json.loads(line)
-            if spec.get("op") != "run":
-                continue
+        reader.start()
+        while (spec := queue.next()) is not None:
             run_one(spec, registry, channel)
             provider.force_flush()  # the body's spans, before this process may be killed
     except (JobStopped, BrokenPipeError):

@@ -8,6 +8,7 @@ stopped, died, or ran many jobs is retired and replaced in the background.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import logging
 import os
@@ -31,6 +32,8 @@ log = logging.getLogger("cronwave.worker")
 
 #: A process is retired after this many runs, so what a job leaks does not pile up.
 MAX_RUNS_PER_PROCESS = 1000
+#: At most this many runs are queued on one process (the running one included).
+MAX_QUEUED = 256
 _READ_CHUNK = 65536
 
 
@@ -45,14 +48,24 @@ def job_process_argv() -> list[str]:
 
 
 class JobProcess:
-    """One ``python -m worker.job_runner`` and the pipes to it."""
+    """One job process and the pipes to it.
+
+    Several runs may be queued on it at once (``worker.job_body``): each hand-over gets
+    a ticket (``expect``), every line the process writes about a run carries it, and
+    a reader thread sorts the lines into each ticket's inbox (``receive``)."""
 
     def __init__(self, popen: subprocess.Popen[bytes] | ForkedProcess) -> None:
         self.popen = popen
         self.runs = 0
+        self.assigned = 0  # runs handed over and not given back (``JobProcessPool``)
+        self.retiring = False  # takes no more runs; retired once the last is given back
         self._buffer = b""
         self._lines: deque[bytes] = deque()
         self._eof = False
+        self._tickets = itertools.count(1)
+        self._inbox_lock = threading.Condition()
+        self._inboxes: dict[int, deque[dict[str, Any]]] = {}
+        self._reader: threading.Thread | None = None
 
     @property
     def pid(self) -> int:
@@ -71,20 +84,85 @@ class JobProcess:
         except (BrokenPipeError, ValueError, OSError) as exc:
             raise JobProcessDied(f"job process {self.pid} {self.exit_description()}") from exc
 
-    def receive(self, timeout: float) -> dict[str, Any] | None:
-        """The next protocol message, or None when none arrives within ``timeout``
-        seconds; ``JobProcessDied`` at end of file."""
+    def expect(self) -> int:
+        """A new ticket, whose lines ``receive`` returns from now on."""
+        ticket = next(self._tickets)
+        with self._inbox_lock:
+            self._inboxes[ticket] = deque()
+        return ticket
+
+    def forget(self, ticket: int) -> None:
+        """Done with ``ticket``: later lines about it are dropped."""
+        with self._inbox_lock:
+            self._inboxes.pop(ticket, None)
+
+    def start_reading(self) -> None:
+        """Sort the process's lines into the tickets' inboxes from now on (after its
+        ``ready``)."""
+        self._reader = threading.Thread(
+            target=self._read_loop, name=f"job-{self.pid}-lines", daemon=True
+        )
+        self._reader.start()
+
+    def receive(self, ticket: int, timeout: float) -> dict[str, Any] | None:
+        """The next message about ``ticket``, or None when none arrives within
+        ``timeout`` seconds; ``JobProcessDied`` once the process has closed its pipe
+        and nothing about ``ticket`` is left."""
+        deadline = time.monotonic() + max(timeout, 0.0)
+        with self._inbox_lock:
+            while True:
+                inbox = self._inboxes.get(ticket)
+                if inbox:
+                    return inbox.popleft()
+                if self._eof:
+                    break
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return None
+                self._inbox_lock.wait(left)
+        raise JobProcessDied(f"job process {self.pid} {self.exit_description()}")
+
+    def _read_loop(self) -> None:
+        while True:
+            try:
+                message = self.read_message(None)
+            except JobProcessDied as exc:
+                if not self._eof:  # a line that is not protocol: stop trusting it
+                    log.error("%s", exc)
+                break
+            if message is None:
+                continue
+            ticket = message.get("ticket")
+            with self._inbox_lock:
+                inbox = self._inboxes.get(ticket) if isinstance(ticket, int) else None
+                if inbox is not None:
+                    inbox.append(message)
+                    self._inbox_lock.notify_all()
+        with self._inbox_lock:
+            self._eof = True
+            self._inbox_lock.notify_all()
+        if self.popen.stdout is not None:
+            with contextlib.suppress(OSError):
+                self.popen.stdout.close()
+
+    def read_message(self, timeout: float | None) -> dict[str, Any] | None:
+        """The next protocol line, whatever it is about; None when none arrives within
+        ``timeout`` seconds (None: wait); ``JobProcessDied`` at end of file. Only one
+        thread reads: the pool's until ``ready``, then the reader (``start_reading``)."""
         assert self.popen.stdout is not None
         fd = self.popen.stdout.fileno()
-        deadline = time.monotonic() + max(timeout, 0.0)
+        deadline = None if timeout is None else time.monotonic() + max(timeout, 0.0)
         while not self._lines:
             if self._eof:
                 raise JobProcessDied(f"job process {self.pid} {self.exit_description()}")
-            left = deadline - time.monotonic()
-            ready, _, _ = select.select([fd], [], [], max(left, 0.0))
+            left = None if deadline is None else max(deadline - time.monotonic(), 0.0)
+            ready, _, _ = select.select([fd], [], [], left)
             if not ready:
                 return None
-            chunk = os.read(fd, _READ_CHUNK)
+            try:
+                chunk = os.read(fd, _READ_CHUNK)
+            except OSError:  # the pipe was closed under us: the process is stopped
+                chunk = b""
             if not chunk:
                 self._eof = True
                 continue
@@ -143,7 +221,13 @@ class JobProcess:
         self._close_pipes()
 
     def _close_pipes(self) -> None:
-        for stream in (self.popen.stdin, self.popen.stdout):
+        """Close stdin, and stdout unless the reader thread reads it: the reader closes
+        it at end of file (closing it under the reader's ``select`` could hand the
+        number to another file)."""
+        streams = [self.popen.stdin]
+        if self._reader is None:
+            streams.append(self.popen.stdout)
+        for stream in streams:
             if stream is not None:
                 with contextlib.suppress(OSError):
                     stream.close()
@@ -156,6 +240,10 @@ class JobProcessPool:
     replaced in the background, and one released after a clean run stays ready, so the
     pool grows to the concurrency the worker uses, up to ``max_processes``; past that a
     run waits for a process to come back (the worker's capacity for job bodies).
+    A run held for an instant still to come may instead be queued on a busy process
+    (``acquire(queue=True)``, at most ``MAX_QUEUED`` a process): the bodies of an
+    instant are then in their processes before it, and each process starts its next
+    body the moment one ends, whatever its worker is busy with.
     At most ``parallel_starts`` processes start at once (a start is CPU-bound: more at
     a time only slows them all). Each is forked by the pool's own thread, which lives
     as long as the worker, because Linux ties PR_SET_PDEATHSIG to the thread that
@@ -185,8 +273,9 @@ class JobProcessPool:
         # Runs waiting for a process wait here, each woken alone (the longest waiting
         # first) when one becomes free: with hundreds waiting at a burst, waking them
         # all for every process handed back would cost more than the bodies.
-        self._free = threading.Condition(mutex)
-        self._idle: deque[JobProcess] = deque()
+        self._free = threading.Condition(mutex)  # for an idle process
+        self._slot = threading.Condition(mutex)  # for a place in a process's queue
+        self._ready: list[JobProcess] = []  # ready and taking runs, idle or not
         self._live = 0  # processes that exist or are asked for: at most max_processes
         self._wanted = 0  # starts asked of the spawner, not yet forked
         self._starting = 0  # forked, not yet ready
@@ -210,23 +299,30 @@ class JobProcessPool:
         deadline = time.monotonic() + self.start_timeout.total_seconds()
         with self._lock:
             failures = self._failures
-            while len(self._idle) < count and time.monotonic() < deadline:
+            while self._idle() < count and time.monotonic() < deadline:
                 if self._failures > failures and not (self._wanted or self._starting):
                     break
                 self._lock.wait(0.1)
-            if len(self._idle) < count:
+            if self._idle() < count:
                 raise Unavailable(f"job processes did not start: {self._last_error or 'timed out'}")
 
     def acquire(
-        self, wait: float | None = None, abandon: Callable[[], bool] = lambda: False
+        self,
+        wait: float | None = None,
+        abandon: Callable[[], bool] = lambda: False,
+        *,
+        queue: bool = False,
     ) -> JobProcess | None:
-        """A ready job process: a warm one, else one started now, else (at
-        ``max_processes``) the next one released. None when ``wait`` seconds pass
+        """A ready job process: an idle one, else one started now, else (at
+        ``max_processes``) the next one released; with ``queue``, the ready process
+        with the fewest runs queued when none is idle. None when ``wait`` seconds pass
         first, or within half a second of ``abandon()`` turning true (the worker is
-        stopping); ``Unavailable`` when processes cannot start or the pool is closed."""
+        stopping); ``Unavailable`` when processes cannot start or the pool is closed.
+        Each process acquired is given back with ``release``."""
         deadline = time.monotonic() + (
             self.start_timeout.total_seconds() if wait is None else max(wait, 0.0)
         )
+        waiting = self._slot if queue else self._free
         with self._lock:
             asked = False
             failures = self._failures
@@ -235,12 +331,12 @@ class JobProcessPool:
                     raise Unavailable("the job process pool is closed (the worker is stopping)")
                 if abandon():
                     return None
-                while self._idle:
-                    proc = self._idle.popleft()
-                    if proc.alive():
+                proc = self._pick(queue)
+                if proc is not None:
+                    proc.assigned += 1
+                    if proc.assigned == 1:
                         self._refill()
-                        return proc
-                    self._live -= 1  # died while idle
+                    return proc
                 if not asked and self._live < self.max_processes:
                     self._ask()
                     asked = True
@@ -255,19 +351,30 @@ class JobProcessPool:
                         f"{self.start_timeout.total_seconds():g}s: "
                         f"{self._last_error or f'all {self.max_processes} busy'}"
                     )
-                self._free.wait(min(left, 0.5))
+                waiting.wait(min(left, 0.5))
 
     def release(self, proc: JobProcess, *, reusable: bool) -> None:
-        """Give ``proc`` back after a run; it is retired unless ``reusable``."""
+        """Give ``proc`` back after a run; it is retired unless ``reusable``, once the
+        runs queued on it are given back too."""
         proc.runs += 1
         with self._lock:
-            keep = (
-                reusable and not self._closed and proc.alive() and proc.runs < MAX_RUNS_PER_PROCESS
-            )
-            if keep:
-                self._idle.append(proc)
-                self._free.notify()
+            proc.assigned -= 1
+            if (
+                not reusable
+                or self._closed
+                or not proc.alive()
+                or proc.runs >= MAX_RUNS_PER_PROCESS
+            ):
+                proc.retiring = True
+            if not proc.retiring:
+                if proc.assigned == 0:
+                    self._free.notify()
+                self._slot.notify()
                 return
+            if proc in self._ready:
+                self._ready.remove(proc)
+            if proc.assigned > 0:
+                return  # its last run's release retires it
             self._live -= 1
             self._refill()
             self._lock.notify_all()
@@ -283,20 +390,54 @@ class JobProcessPool:
 
     def idle_count(self) -> int:
         with self._lock:
-            return len(self._idle)
+            return self._idle()
+
+    def queued_count(self) -> int:
+        """Runs handed to the ready processes and not given back (running or queued)."""
+        with self._lock:
+            return sum(proc.assigned for proc in self._ready)
 
     def close(self) -> None:
         """Retire every idle process; processes still running a job are stopped by
         their supervisors."""
         with self._lock:
             self._closed = True
-            idle = list(self._idle)
-            self._idle.clear()
+            idle = [proc for proc in self._ready if proc.assigned == 0]
+            for proc in self._ready:
+                proc.retiring = True
+            self._ready.clear()
             self._live -= len(idle)
             self._lock.notify_all()
             self._free.notify_all()
+            self._slot.notify_all()
         for proc in idle:
             proc.retire()
+
+    def _idle(self) -> int:
+        """Ready processes with no run (lock held)."""
+        return sum(1 for proc in self._ready if proc.assigned == 0)
+
+    def _pick(self, queue: bool) -> JobProcess | None:
+        """An idle process, else with ``queue`` the one with the fewest runs queued
+        and room for one more (lock held). Processes found dead leave the pool."""
+        best: JobProcess | None = None
+        for proc in list(self._ready):
+            if not proc.alive():
+                self._ready.remove(proc)
+                proc.retiring = True
+                if proc.assigned == 0:  # else its runs' releases retire it
+                    self._live -= 1
+                    threading.Thread(target=proc.retire, name="job-retire", daemon=True).start()
+                continue
+            if proc.assigned == 0:
+                return proc
+            if (
+                queue
+                and proc.assigned < MAX_QUEUED
+                and (best is None or proc.assigned < best.assigned)
+            ):
+                best = proc
+        return best
 
     # ----------------------------------------------------------------------------------
     def _ask(self) -> None:
@@ -308,7 +449,7 @@ class JobProcessPool:
     def _refill(self) -> None:
         """Ask for a replacement when fewer than ``warm`` are ready or coming (lock
         held)."""
-        coming = len(self._idle) + self._wanted + self._starting
+        coming = self._idle() + self._wanted + self._starting
         if not self._closed and coming < self.warm and self._live < self.max_processes:
             self._ask()
 
@@ -347,7 +488,7 @@ class JobProcessPool:
 
     def _await_ready(self, proc: JobProcess) -> None:
         try:
-            hello = proc.receive(self.start_timeout.total_seconds())
+            hello = proc.read_message(self.start_timeout.total_seconds())
         except JobProcessDied as exc:
             hello = {"error": str(exc)}
         if hello is None or hello.get("op") != "ready":
@@ -360,9 +501,11 @@ class JobProcessPool:
             if closed:
                 self._live -= 1
             else:
-                self._idle.append(proc)
+                proc.start_reading()
+                self._ready.append(proc)
             self._lock.notify_all()
             self._free.notify()
+            self._slot.notify()
         if closed:
             proc.retire()
 
@@ -375,3 +518,4 @@ class JobProcessPool:
             self._last_error = error
             self._lock.notify_all()
             self._free.notify_all()
+            self._slot.notify_all()

@@ -1,0 +1,156 @@
+"""Runs queued on busy job processes: the bodies of an instant are in their processes
+before it and run back to back; a run that has not begun moves when its process is
+held up, is handed over when its process dies, and is cancelled without running; a
+cancel reaches only the run it names."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from cronwave_core.domain.instants import epoch_ns
+from tests.harness.processes import job_processes
+from tests.helpers import eventually
+from tests.reliability.pools import open_pool, spec, supervised
+from worker.isolation import ProcessSupervisor
+from worker.job_process import JobProcessPool
+from worker.supervisor import AttemptResult, Outcome
+
+pytestmark = pytest.mark.slow
+
+
+class Runs:
+    """Attempts supervised on threads of their own, each result kept by name."""
+
+    def __init__(self, pool: JobProcessPool) -> None:
+        self.pool = pool
+        self.results: dict[str, AttemptResult] = {}
+        self.supervisors: dict[str, ProcessSupervisor] = {}
+        self._threads: list[threading.Thread] = []
+
+    def start(self, name: str, job_type: str, fire: datetime, **payload: Any) -> None:
+        supervisor = supervised(self.pool)
+        self.supervisors[name] = supervisor
+        run = {**spec(job_type, fire, **payload), "run_id": name}
+
+        def attempt() -> None:
+            self.results[name] = supervisor.run(run, fire)
+
+        thread = threading.Thread(target=attempt, name=f"run-{name}", daemon=True)
+        self._threads.append(thread)
+        thread.start()
+
+    def queued(self, count: int) -> None:
+        """Wait until ``count`` runs are in the pool's processes."""
+        eventually(lambda: self.pool.queued_count() == count, timeout=30, what=f"{count} queued")
+
+    def join(self) -> None:
+        for thread in self._threads:
+            thread.join(90)
+        assert not any(thread.is_alive() for thread in self._threads)
+
+
+def soon(seconds: float) -> datetime:
+    return datetime.now(UTC) + timedelta(seconds=seconds)
+
+
+def test_runs_due_at_one_instant_are_in_their_processes_before_it(
+    pool: JobProcessPool, namespace: str
+) -> None:
+    # Given two job processes and 20 runs due at one instant a few seconds off
+    processes = set(job_processes(namespace))
+    fire = soon(6)
+    runs = Runs(pool)
+    for i in range(20):
+        runs.start(f"r{i}", "cronwave.noop", fire)
+    # Then all 20 are handed over before the instant, queued on the two processes
+    runs.queued(20)
+    queued_at = datetime.now(UTC)
+    runs.join()
+    assert queued_at < fire, "the machine was too slow to tell: rerun"
+    # and each ran there, at the instant at the earliest, once
+    assert {r.outcome for r in runs.results.values()} == {Outcome.SUCCEEDED}
+    assert all(r.body_started_ns >= epoch_ns(fire) for r in runs.results.values())
+    assert set(job_processes(namespace)) == processes
+
+
+def test_a_run_queued_behind_a_body_that_goes_on_moves_to_a_process_gone_idle(
+    pool: JobProcessPool, tmp_path: Path
+) -> None:
+    # Given both processes busy: one with a body held at a gate, one napping a second
+    gate = tmp_path / "gate"
+    runs = Runs(pool)
+    runs.start("held", "drill.gated", soon(0), gate=str(gate))
+    runs.queued(1)
+    runs.start("nap", "drill.nap", soon(0), seconds=1.0)
+    runs.queued(2)
+    # When two runs due in a moment are queued, one on each
+    fire = soon(0.3)
+    runs.start("a", "cronwave.noop", fire)
+    runs.queued(3)
+    runs.start("b", "cronwave.noop", fire)
+    runs.queued(4)
+    # Then both run while the gate is still shut: the one behind the held body moved
+    # to the napping process once its nap was over
+    done: Callable[[], bool] = lambda: {"a", "b"} <= runs.results.keys()  # noqa: E731
+    try:
+        eventually(done, timeout=30, what="both queued runs over, the gate shut")
+    finally:
+        gate.touch()
+        runs.join()
+    assert runs.results["a"].outcome is runs.results["b"].outcome is Outcome.SUCCEEDED
+    assert runs.results["held"].outcome is Outcome.SUCCEEDED
+
+
+def test_runs_queued_on_a_process_that_dies_are_handed_to_another_and_run(
+    tmp_path: Path, namespace: str
+) -> None:
+    with open_pool(tmp_path, namespace, processes=1) as one:
+        # Given one process, with a body that kills it first in its queue
+        fire = soon(1.5)
+        runs = Runs(one)
+        runs.start("crash", "drill.crash", fire)
+        runs.queued(1)
+        runs.start("a", "cronwave.noop", fire)
+        runs.start("b", "cronwave.noop", fire)
+        runs.queued(3)
+        runs.join()
+    # Then the crash fails its own run only; the runs behind it never began there and
+    # ran in the process that replaced it
+    crash = runs.results["crash"]
+    assert crash.outcome is Outcome.FAILED and crash.error_types == ("JobProcessDied",)
+    for name in ("a", "b"):
+        assert runs.results[name].outcome is Outcome.SUCCEEDED
+        assert runs.results[name].body_started_ns >= epoch_ns(fire)
+
+
+def test_a_cancel_reaches_only_the_run_it_names(tmp_path: Path, namespace: str) -> None:
+    with open_pool(tmp_path, namespace, processes=1) as one:
+        # Given one process with a body that runs until cancelled, and two runs behind
+        fire = soon(1.0)
+        runs = Runs(one)
+        for name in ("first", "second", "third"):
+            runs.start(name, "drill.polite", fire)
+            runs.queued(len(runs.supervisors))
+        # When the third is cancelled before it begins, and the first while it runs
+        runs.supervisors["third"].cancel.request(timedelta(seconds=10), "cancelled: test")
+        eventually(lambda: "third" in runs.results, timeout=30, what="third cancelled")
+        eventually(lambda: runs.supervisors["first"]._started_ns > 0, timeout=30, what="first")
+        runs.supervisors["first"].cancel.request(timedelta(seconds=10), "cancelled: test")
+        eventually(lambda: "first" in runs.results, timeout=30, what="first cancelled")
+        # Then the second, which began after it on the same process, did not see it
+        eventually(lambda: runs.supervisors["second"]._started_ns > 0, timeout=30, what="2nd")
+        # (a body that saw a cancel returns within its 20 ms step)
+        threading.Event().wait(1.0)
+        assert "second" not in runs.results
+        runs.supervisors["second"].cancel.request(timedelta(seconds=10), "cancelled: test")
+        runs.join()
+    third = runs.results["third"]
+    assert third.outcome is Outcome.CANCELLED and third.body_started_ns == 0
+    assert runs.results["first"].outcome is Outcome.CANCELLED
+    assert runs.results["second"].outcome is Outcome.CANCELLED
