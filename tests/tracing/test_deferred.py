@@ -4,12 +4,22 @@ run not sampled held back in the process until its outcome decides
 
 from __future__ import annotations
 
+import json
 import time
 
+from opentelemetry import trace
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import (
+    NonRecordingSpan,
+    SpanContext,
+    SpanKind,
+    Status,
+    StatusCode,
+    TraceFlags,
+)
 
-from cronwave_core.telemetry import fanout
+from cronwave_core.telemetry import fanout, span_wire
 from cronwave_core.telemetry.deferred import RECORD_UNSAMPLED_RUNS, DeferredSpans
 from cronwave_core.telemetry.lean import LeanTracerProvider
 from cronwave_core.telemetry.run_span import (
@@ -159,3 +169,54 @@ def test_a_batch_copies_only_into_sampled_runs_and_one_of_none_is_not_sampled() 
     registry.add(span.get_span_context().trace_id, [sampled, left_out])
     copies = fanout.expand(exporter.get_finished_spans(), registry)
     assert [c.context.trace_id for c in copies] == [sampled.trace_id]
+
+
+def test_spans_a_job_process_held_are_handed_over_as_json_and_kept_whole() -> None:
+    # Given a job process's spans of a run not sampled: the body's, and the job's own
+    # beneath it, all beneath the worker's execute span (the hand-over's context)
+    trace_id = decide_run_trace_id(time.time_ns(), 0.0)
+    job_deferred = DeferredSpans()
+    job_provider, job_exporter = _provider(job_deferred)
+    tracer = job_provider.get_tracer("job")
+    execute = SpanContext(trace_id, 0xE7, True, TraceFlags(TraceFlags.DEFAULT))
+    with tracer.start_as_current_span(
+        "job.body", context=trace.set_span_in_context(NonRecordingSpan(execute))
+    ) as body:
+        body.set_attribute("cronwave.hop", "execute")
+        with tracer.start_as_current_span("billing.invoices", kind=SpanKind.CLIENT) as own:
+            own.set_attributes({"rows": 3, "ratio": float("nan"), "tables": ("a", "b")})
+            own.add_event("batch", {"n": 1})
+            own.set_status(Status(StatusCode.ERROR, "card declined"))
+
+    # When it hands them over as JSON, and the worker holds them and keeps the run
+    handed = json.loads(json.dumps(span_wire.encode(job_deferred.take(trace_id))))
+    worker_deferred = DeferredSpans()
+    _, exporter = _provider(worker_deferred)
+    for span in span_wire.decode(trace_id, handed):
+        worker_deferred.on_end(span)
+    kept = worker_deferred.keep(trace_id)
+
+    # Then the worker exports them, sampled, as they were recorded; the job process
+    # exported nothing itself
+    assert job_exporter.get_finished_spans() == ()
+    assert kept == 2
+    spans = {s.name: s for s in exporter.get_finished_spans()}
+    body_span, own_span = spans["job.body"], spans["billing.invoices"]
+    assert body_span.parent.span_id == 0xE7 and body_span.parent.is_remote
+    assert own_span.parent.span_id == body_span.context.span_id
+    assert all(
+        s.context.trace_id == trace_id and s.context.trace_flags.sampled for s in spans.values()
+    )
+    assert own_span.kind is SpanKind.CLIENT
+    assert own_span.status.status_code is StatusCode.ERROR
+    assert own_span.status.description == "card declined"
+    assert dict(own_span.attributes) == {"rows": 3, "ratio": "nan", "tables": ("a", "b")}
+    assert [(e.name, dict(e.attributes)) for e in own_span.events] == [("batch", {"n": 1})]
+    assert own_span.start_time <= own_span.end_time
+    assert body_span.attributes["cronwave.hop"] == "execute"
+
+
+def test_what_is_not_a_handed_span_is_left_out() -> None:
+    trace_id = decide_run_trace_id(time.time_ns(), 0.0)
+    assert span_wire.decode(trace_id, {"spans": []}) == []
+    assert span_wire.decode(trace_id, [{"name": "no ids"}, "text"]) == []

@@ -9,12 +9,15 @@ holds it, by its trace id; a span of another trace not sampled (a batch call tha
 carried no sampled run) is not recorded at all. ``keep(trace_id)`` hands copies of the
 held spans, now sampled, to the export processor; ``drop(trace_id)`` forgets them.
 
-Only this process's spans of the run can be kept so: the other hops (the planner's
+Only the worker's spans of the run can be kept so: the other hops (the planner's
 fire, the dispatch, the store's persist and complete, a batch call's copies) did not
-record theirs, as the run was not sampled where they ran, and a job body run in a job
-process of its own records none either. A kept run's trace is therefore the worker's
-part of the waterfall (pickup, hold, execute and the body's spans in the worker's
-process, the attempt and the run span) with the other hops missing.
+record theirs, as the run was not sampled where they ran. A job process holds the
+spans of the body it runs the same way and hands them to its worker with the body's
+outcome (``span_wire``), where they are held with the worker's own; a body its worker
+stops (duration limit, cancel, the worker's stop) is always kept, so its job process
+exports them itself as it stops. A kept run's trace is therefore the worker's part
+of the waterfall (pickup, hold, execute, the body's spans, the attempt and the run
+span) with the other hops missing.
 
 Memory is bounded: at most ``max_spans`` spans are held in all, past which the trace
 held longest is dropped whole (a run that outlives that many other runs' spans is not
@@ -107,6 +110,11 @@ class DeferredSpans(SpanProcessor):
     def drop(self, trace_id: int) -> None:
         """Forget the held spans of ``trace_id``."""
         self._take(trace_id)
+
+    def take(self, trace_id: int) -> list[ReadableSpan]:
+        """The held spans of ``trace_id``, no longer held (a job process hands them to
+        its worker: ``span_wire``)."""
+        return self._take(trace_id)
 
     def _take(self, trace_id: int) -> list[ReadableSpan]:
         with self._lock:

@@ -16,7 +16,7 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -79,6 +79,9 @@ class AttemptResult:
     checkpoint_json: str = ""
     # The store has the body's start already (a heartbeat sent it while it ran).
     start_recorded: bool = False
+    # What a job process held of the body's spans, its run not sampled, as it handed
+    # them over (``span_wire``): the worker's keep rule decides them with its own.
+    job_spans: Sequence[Any] = ()
 
 
 def error_types(exc: BaseException) -> tuple[str, ...]:

@@ -17,7 +17,8 @@ recorded last, once the completion is durable and the run's status cached: the r
 last span to end.
 
 A run its schedule's ``trace_sample`` left out (``run_span.run_sampled``) is still
-recorded here, into the process's deferred spans (``telemetry.deferred``), and when
+recorded here, into the process's deferred spans (``telemetry.deferred``), with the
+spans its job process held of the body (``worker.job_spans``), and when
 the delivery is over its spans are exported if the run turned out to matter, and
 dropped if not (``keep_reason``): it failed, timed out or was cancelled, was
 dead-lettered, released or retried (an attempt after the first), it had not succeeded
@@ -30,7 +31,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timedelta
 from typing import Any
@@ -42,6 +43,7 @@ from opentelemetry.trace import INVALID_SPAN_CONTEXT, Link, Status, StatusCode
 from prometheus_client import Counter
 
 from cronwave_core.domain.instants import epoch_ns
+from cronwave_core.telemetry import span_wire
 from cronwave_core.telemetry.deferred import DeferredSpans
 from cronwave_core.telemetry.propagation import extracted_context
 from cronwave_core.telemetry.run_span import (
@@ -247,6 +249,16 @@ class Tracing(RunMiddleware):
             return "late"
         return None
 
+    def _hold_job_spans(self, delivery: Delivery, data: Sequence[Any]) -> None:
+        """The spans a job process held of the body of a run not sampled, held here
+        with the run's other spans until the keep rule decides them."""
+        trace_id = delivery.sender.trace_id
+        if self.deferred is None or not delivery.sender.is_valid or run_sampled(trace_id):
+            return
+        resource = getattr(trace.get_tracer_provider(), "resource", None)
+        for span in span_wire.decode(trace_id, list(data), resource):
+            self.deferred.on_end(span)
+
     def before_execute(self, delivery: Delivery) -> None:
         self._enter_attempt(delivery)
         run = delivery.run
@@ -276,6 +288,8 @@ class Tracing(RunMiddleware):
         result, span = delivery.result, delivery.span
         if result is None:
             return
+        if result.job_spans:
+            self._hold_job_spans(delivery, result.job_spans)
         if result.body_started_ns:
             lateness_ms = (result.body_started_ns - epoch_ns(delivery.fire_time)) / 1e6
             span.set_attribute(ATTR_LATENESS_MS, lateness_ms)
