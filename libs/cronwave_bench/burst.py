@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from cronwave._client import Client
+from cronwave import Client
 from cronwave_bench.context import BenchContext
 from cronwave_bench.harness import (
     PIPELINE_ENV,

@@ -56,7 +56,7 @@ import sqlalchemy as sa
 from cronwave_proto.v1 import common_pb2
 from cronwave_proto.v1 import workflow_store_service_pb2 as store_pb
 
-from cronwave._models import RunEvent
+from cronwave import RunEvent
 from cronwave_bench.audit import PLANNED, TERMINAL, is_placeholder
 from cronwave_bench.failover import NOOP, Drill, DrillFailed, wait_for
 from cronwave_bench.faults import OwnRedis, TcpProxy

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import sqlalchemy as sa
 
-from cronwave._client import Client
+from cronwave import Client
 from cronwave_core.redaction import redact_url
 from cronwave_core.settings import PlannerSettings, TlsSettings, check_env
 from cronwave_core.suite import Suite, SuiteConfig

@@ -19,9 +19,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, TypeVar
 
-from cronwave._client import Client
-from cronwave._enums import IN_FLIGHT_STATES
-from cronwave._models import Run, RunEvent
+from cronwave import Client, Run, RunEvent
+from cronwave_core.domain.runs import IN_FLIGHT, RunState
 from cronwave_core.domain.spec import Interval
 from cronwave_core.errors import CronwaveError
 from cronwave_waterfall.percentiles import quantile
@@ -30,6 +29,8 @@ T = TypeVar("T")
 R = TypeVar("R")
 
 STARTED_EVENT = "started"
+#: The states of a run not finished yet, by name (as the client takes them).
+IN_FLIGHT_STATES = tuple(state.name for state in RunState if state in IN_FLIGHT)
 BODY_STARTED_KEY = "body_started_at"
 #: Concurrent read calls the bench makes to the store while collecting figures.
 READERS = 8

@@ -68,7 +68,7 @@ from datetime import datetime, timedelta
 
 from cronwave_proto.v1 import common_pb2
 
-from cronwave._models import RunEvent
+from cronwave import RunEvent
 from cronwave_bench.audit import PLANNED, TERMINAL, audit, is_placeholder
 from cronwave_bench.measure import body_starts
 from cronwave_core.convert import ts_to_dt

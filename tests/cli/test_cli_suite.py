@@ -14,10 +14,10 @@ from typer.testing import CliRunner
 
 import cronwave
 from cronwave.cli.main import app
-from cronwave.cli.suite_cmds import port_in_use
 from cronwave_core.console_settings import CONSOLE_PORT
 from cronwave_core.settings import DEFAULT_PORTS, TlsSettings
 from cronwave_core.suite import Suite
+from cronwave_server.cli.suite_cmds import port_in_use
 from tests.harness.cli import cronwave_argv
 from tests.helpers import eventually, fresh
 

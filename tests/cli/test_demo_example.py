@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from cronwave.cli import demo_billing
 from cronwave.cli.main import app
+from cronwave_server.cli import demo_billing
 
 
 @pytest.mark.parametrize("args", [["demo"], ["demo", "billing"]], ids=" ".join)

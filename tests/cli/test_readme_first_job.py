@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from cronwave.cli._jobs_option import with_job_modules
 from cronwave.cli.main import app
+from cronwave_server.cli._jobs_option import with_job_modules
 from tests.harness.cli import user_env
 from tests.harness.clients import client_for
 from tests.helpers import REPO, eventually

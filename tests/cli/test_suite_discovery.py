@@ -15,9 +15,9 @@ from typer.testing import CliRunner
 
 from cronwave import _suite_record
 from cronwave.cli.main import app
-from cronwave.cli.suite_cmds import PORT_ORDER, up_ports
 from cronwave_core.errors import ConfigurationError
 from cronwave_core.settings import DEFAULT_PORTS
+from cronwave_server.cli.suite_cmds import PORT_ORDER, up_ports
 from tests.harness.cli import cronwave_argv, free_port_base
 from tests.harness.processes import ProcessTable
 from tests.helpers import eventually, fresh

@@ -20,9 +20,9 @@ import pytest
 
 import cronwave
 from cronwave import _suite_find, _suite_record
-from cronwave.cli.worker_cmd import joining_line
 from cronwave_core import redis_password
 from cronwave_core.settings import ProcessSettings
+from cronwave_server.cli.worker_cmd import joining_line
 from tests.harness.cli import cronwave_argv, free_port_base, user_env
 from tests.harness.processes import ProcessTable
 from tests.helpers import eventually, fresh

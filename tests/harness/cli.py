@@ -7,8 +7,8 @@ import os
 import random
 import sys
 
-from cronwave.cli.suite_cmds import PORT_ORDER, port_in_use
 from cronwave_core.suite import OWN_PORTS_VAR, own_port_range
+from cronwave_server.cli.suite_cmds import PORT_ORDER, port_in_use
 
 #: ``python -c CLI ARGS...`` runs the CLI of this checkout (no console script needed).
 CLI = "import sys; from cronwave.cli.main import app; sys.argv[0] = 'cronwave'; app()"

@@ -34,6 +34,8 @@ UNAVAILABLE_HINT = (
 )
 #: The addresses a client command uses.
 CLIENT_ADDRS = tuple(_suite_find.variable(need) for need in _suite_find.CLIENT)
+#: What a command of the server side says when the server is not installed.
+SERVER_HINT = "install them with: pip install 'cronwave[server]'"
 #: Top-level modules that only ``cronwave[server]`` installs.
 SERVER_PACKAGES = frozenset(
     {
@@ -120,7 +122,7 @@ def server_modules(command: str, needs: Sequence[str] = ()) -> Iterator[None]:
     if absent:
         fail(
             f"`{command}` needs the server packages ({', '.join(absent)} not installed)",
-            "install them with: pip install 'cronwave[server]'",
+            SERVER_HINT,
         )
     try:
         yield
@@ -130,7 +132,7 @@ def server_modules(command: str, needs: Sequence[str] = ()) -> Iterator[None]:
             raise
         fail(
             f"`{command}` needs the server packages ({missing} is not installed)",
-            "install them with: pip install 'cronwave[server]'",
+            SERVER_HINT,
         )
 
 

@@ -2,6 +2,9 @@
 named ``app``; adding a group is that module plus one ``add_typer`` line here
 (no ``name``: its commands join the top level, or the group they are added to).
 
+Other distributions add commands through the entry point group ``cronwave.cli``
+(``cli._extensions``): the server's ``up``, ``demo``, ``bench``, ``worker`` and the rest.
+
 Every module is imported to register its commands, on every call (``--help`` too), so
 a module imports only what its options need; what a command needs to run (the suite,
 the benchmarks, the waterfall, SQLAlchemy, Redis...) is imported inside the command.
@@ -18,20 +21,14 @@ from cronwave.cli import (
     apply,
     audit,
     auth,
-    bench,
-    demo,
     dlq,
     leader,
-    load,
     runs,
     schedule,
     status,
-    suite_cmds,
-    trace,
-    waterfall,
-    worker_cmd,
 )
 from cronwave.cli._console import choose_data_dir
+from cronwave.cli._extensions import add_installed
 
 app = typer.Typer(
     name="cronwave",
@@ -81,8 +78,6 @@ def main(
         raise typer.Exit(2)
 
 
-app.add_typer(suite_cmds.app)  # up
-app.add_typer(demo.app)  # demo
 app.add_typer(schedule.app, name="schedule")
 app.add_typer(apply.app)  # apply
 app.add_typer(runs.app, name="runs")
@@ -91,8 +86,5 @@ app.add_typer(audit.app, name="audit")
 app.add_typer(auth.app, name="auth")
 app.add_typer(leader.app)  # leader
 app.add_typer(status.app)  # status
-app.add_typer(bench.app)  # bench
-app.add_typer(waterfall.app)  # waterfall
-app.add_typer(trace.app, name="trace")
-app.add_typer(load.app)  # load
-app.add_typer(worker_cmd.app)  # worker
+# The server's commands (up, demo, bench, worker...) and any other distribution's.
+add_installed(app)

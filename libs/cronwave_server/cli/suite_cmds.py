@@ -33,9 +33,9 @@ from cronwave.cli._console import (
     reported_errors,
     server_modules,
 )
-from cronwave.cli._jobs_option import HELP, with_job_modules
 from cronwave_core.errors import ConfigurationError, FailedPrecondition
 from cronwave_core.redis_password import without_password
+from cronwave_server.cli._jobs_option import HELP, with_job_modules
 
 if TYPE_CHECKING:
     from cronwave_core.suite import Suite, SuiteConfig
@@ -381,7 +381,7 @@ def up(
         )
         ports = {**up_ports(port_base), "console": console_port(port_base)}
         config = replace(config, ports=ports, console=True)
-        from cronwave.cli import demo_billing
+        from cronwave_server.cli import demo_billing
 
         if demo_billing.billing_example_installed():
             # Its workers register billing.nightly (the example's entry point), so the

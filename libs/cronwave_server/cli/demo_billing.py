@@ -33,15 +33,14 @@ from rich.progress import (
 )
 from rich.table import Table
 
-from cronwave._client import Client
-from cronwave._models import Run
+from cronwave import Client, Run
 from cronwave.cli._console import CliClient
-from cronwave.cli._reconcile import Reconciliation, reconcile
 from cronwave_core.errors import ConfigurationError, CronwaveError
 from cronwave_core.queueing import RunMessage, make_broker
 from cronwave_core.rpc import open_channel
 from cronwave_core.settings import DemoSettings, RedisSettings
 from cronwave_core.suite import Proc, Suite, SuiteConfig
+from cronwave_server.cli._reconcile import Reconciliation, reconcile
 
 JOB_TYPE = "billing.nightly"
 POLL = 0.2

@@ -15,9 +15,7 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-from cronwave._client import Client
-from cronwave._errors import WaitTimeout
-from cronwave._models import Run, RunEvent, Schedule
+from cronwave import Client, Run, RunEvent, Schedule, WaitTimeout
 from cronwave.cli import _render
 from cronwave.cli._console import (
     SERVICE_MODULES,
@@ -28,8 +26,8 @@ from cronwave.cli._console import (
     reported_errors,
     server_modules,
 )
-from cronwave.cli.suite_cmds import running, suite_config, suite_facts, suite_table
 from cronwave_core.errors import NotFound
+from cronwave_server.cli.suite_cmds import running, suite_config, suite_facts, suite_table
 
 SCHEDULE_ID = "nightly-billing"
 JOB_TYPE = "billing.nightly"
@@ -146,11 +144,11 @@ def demo(
     if ctx.invoked_subcommand is not None:
         return
     with server_modules("cronwave demo", SERVICE_MODULES):
-        from cronwave.cli import demo_billing
         from cronwave_core.domain import calendar
         from cronwave_core.settings import NetworkSettings, ProcessSettings
         from cronwave_core.settings_base import user_data_dir
         from cronwave_core.suite import Suite
+        from cronwave_server.cli import demo_billing
     console = out()
     with reported_errors():
         calendar.zone(zone, "--zone")  # a typo fails before anything starts
@@ -240,9 +238,9 @@ def billing(
     The databases are SQLite files in the data dir unless CRONWAVE_DATABASE_URL,
     CRONWAVE_BILLING_DATABASE_URL and CRONWAVE_GATEWAY_DATABASE_URL name others."""
     with server_modules("cronwave demo billing", SERVICE_MODULES):
-        from cronwave.cli import demo_billing
         from cronwave_core.settings import NetworkSettings
         from cronwave_core.suite import Suite
+        from cronwave_server.cli import demo_billing
     kill_after = parse_duration(kill_worker_after) if kill_worker_after else None
     limit = parse_duration(timeout)
     console = out()

@@ -16,8 +16,8 @@ from typing import Annotated
 import typer
 
 from cronwave.cli._console import reported_errors, server_modules
-from cronwave.cli.waterfall import SOURCE_HELP, resolve_source
 from cronwave_core.errors import InvalidArgument
+from cronwave_server.cli.waterfall import SOURCE_HELP, resolve_source
 
 app = typer.Typer(help="Export traces of runs.", no_args_is_help=True)
 

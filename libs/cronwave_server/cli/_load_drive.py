@@ -22,17 +22,16 @@ from cronwave_proto.v1 import workflow_store_service_pb2 as store_pb
 from cronwave_proto.v1 import workflow_store_service_pb2_grpc as store_grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from cronwave import _suite_find, _suite_record
-from cronwave._client import Client
+from cronwave import Client, _suite_find, _suite_record
 from cronwave.cli._console import out
-from cronwave.cli.load import DEFAULT_JOB_TYPE, SCENARIOS
-from cronwave.cli.suite_cmds import running, suite_config
 from cronwave_core.caching import METADATA_KEY, TERMINAL_STATES, RunStatusCache, redis_client
 from cronwave_core.errors import InvalidArgument, Unavailable
 from cronwave_core.rpc import open_channel
 from cronwave_core.security.tls import new_channel
 from cronwave_core.settings import NetworkSettings, ProcessSettings, RedisSettings, TlsSettings
 from cronwave_core.suite import Suite
+from cronwave_server.cli.load import DEFAULT_JOB_TYPE, SCENARIOS
+from cronwave_server.cli.suite_cmds import running, suite_config
 
 POLL = 0.01  # seconds between two reads of the run-status cache
 _CHUNK = 1000  # run ids per MGET

@@ -23,8 +23,8 @@ from cronwave.cli._console import (
     reported_errors,
     server_modules,
 )
-from cronwave.cli._jobs_option import HELP, with_job_modules
 from cronwave_core.errors import ConfigurationError
+from cronwave_server.cli._jobs_option import HELP, with_job_modules
 
 app = typer.Typer()
 
@@ -33,7 +33,7 @@ WORKER_ADDR_VAR = "CRONWAVE_WORKER_ADDR"
 
 def joining_line(env: Mapping[str, str], found: _suite_find.Found | None) -> str:
     """What the worker joins, as it may be shown: the Redis URL without its password."""
-    from cronwave.cli.suite_cmds import mask
+    from cronwave_server.cli.suite_cmds import mask
 
     store = env.get(_suite_find.variable("store"), "?")
     redis = mask(env.get(_suite_find.variable("redis"), "?"))
@@ -68,8 +68,8 @@ def worker(
     one (beside a `cronwave up`, whose worker holds the fixed one)."""
     with server_modules("cronwave worker", SERVICE_MODULES):
         from cronwave_core.suite import free_port
-    from cronwave.cli.suite_cmds import port_in_use
     from cronwave_core.settings import DEFAULT_PORTS, check_env
+    from cronwave_server.cli.suite_cmds import port_in_use
 
     with reported_errors():
         env = with_job_modules(os.environ, jobs)

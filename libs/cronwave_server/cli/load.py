@@ -73,7 +73,7 @@ def load(
     in flight, after an unmeasured warm-up; `cronwave waterfall --since ...` (printed at
     the end) then shows where their time went."""
     with server_modules("cronwave load", SERVICE_MODULES):
-        from cronwave.cli._load_drive import children_cpu, drive, suite_target
+        from cronwave_server.cli._load_drive import children_cpu, drive, suite_target
     console = out()
     with reported_errors():
         if scenario not in SCENARIOS:
