@@ -1,8 +1,9 @@
 """Head sampling per schedule (``trace_sample``), decided where a run's trace begins:
-a run not sampled leaves no span anywhere when it succeeds on time; when it fails or
-is retried, its worker's spans (held back until the outcome was known) are kept; a
-sampled run, and every run of a schedule labelled critical, is traced whole across
-the services."""
+a run not sampled leaves no span anywhere when it succeeds on time and within its
+deadline; when it fails, is retried or succeeds past its deadline, its worker's spans
+and its job process's (held back until the outcome was known) are kept; a sampled
+run, and every run of a schedule labelled critical, is traced whole across the
+services."""
 
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ from tests.harness.cluster import REPO
 from tests.harness.suites import SuiteFactory
 from tests.helpers import eventually, fresh
 from tests.metrics.test_metrics_endpoints import scrape, value
+from tests.tracing.jobs import CARD_SPAN, CHARGE_SPAN
 from tests.tracing.support import QUIET, WAIT, spans_of
 
 pytestmark = pytest.mark.slow
@@ -40,7 +42,7 @@ def _env() -> dict[str, str]:
     pythonpath = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH", "")]))
     return {
         **QUIET,
-        "CRONWAVE_JOB_MODULES": "tests.reliability.jobs",
+        "CRONWAVE_JOB_MODULES": "tests.reliability.jobs,tests.tracing.jobs",
         "PYTHONPATH": pythonpath,
         "CRONWAVE_TRACE_KEEP_LATE": "1h",
     }
@@ -69,6 +71,34 @@ CASES = [
         {"trace_sample": 0.0, "job_type": "drill.flaky", "payload": {"succeed_at_attempt": 2}},
         "SUCCEEDED",
         2,
+    ),
+    Case(
+        "ratio 0, fails in its job's own span",
+        {"trace_sample": 0.0, "job_type": "drill.traced_failure"},
+        "FAILED",
+        1,
+    ),
+    Case(
+        "ratio 0, succeeds past its deadline",
+        {
+            "trace_sample": 0.0,
+            "job_type": "cronwave.sleep",
+            "payload": {"seconds": 2.5},
+            "deadline": timedelta(seconds=1),
+        },
+        "SUCCEEDED",
+        1,
+    ),
+    Case(
+        "ratio 0, succeeds within its deadline",
+        {
+            "trace_sample": 0.0,
+            "job_type": "cronwave.sleep",
+            "payload": {"seconds": 0.2},
+            "deadline": timedelta(minutes=5),
+        },
+        "SUCCEEDED",
+        1,
     ),
     Case("ratio 1", {"trace_sample": 1.0, "job_type": "cronwave.noop"}, "SUCCEEDED", 1),
     Case(
@@ -130,24 +160,58 @@ def test_the_decision_is_in_each_run_s_trace_id(traced: Traced) -> None:
         "ratio 0, succeeds": False,
         "ratio 0, fails": False,
         "ratio 0, retried": False,
+        "ratio 0, fails in its job's own span": False,
+        "ratio 0, succeeds past its deadline": False,
+        "ratio 0, succeeds within its deadline": False,
         "ratio 1": True,
         "ratio 0, critical": True,
     }
 
 
-def test_a_run_not_sampled_that_succeeds_leaves_no_span(traced: Traced) -> None:
-    assert traced.of("ratio 0, succeeds") == []
+@pytest.mark.parametrize("name", ["ratio 0, succeeds", "ratio 0, succeeds within its deadline"])
+def test_a_run_not_sampled_that_succeeds_in_time_leaves_no_span(traced: Traced, name: str) -> None:
+    assert traced.of(name) == []
 
 
 def test_a_failed_run_not_sampled_keeps_its_worker_s_spans(traced: Traced) -> None:
     spans = traced.of("ratio 0, fails")
     names = {s.name for s in spans}
     assert {RUN_SPAN, "cronwave.attempt", "worker.pickup", "worker.execute"} <= names, names
+    assert "job.body" in names  # recorded in its job process, handed to the worker
     (run_span,) = [s for s in spans if s.name == RUN_SPAN]
     assert run_span.attributes[ATTR_TRACE_KEPT] == "failed"
     assert run_span.attributes["cronwave.run.state"] == "FAILED"
     # the other hops did not record the run, which was not sampled where they ran
     assert {s.service for s in spans} == {"worker"}
+
+
+def test_a_failed_run_not_sampled_keeps_its_job_process_s_spans_in_place(traced: Traced) -> None:
+    spans = traced.of("ratio 0, fails in its job's own span")
+    by_name = {s.name: s for s in spans}
+    assert {CHARGE_SPAN, CARD_SPAN, "job.body", "worker.execute", RUN_SPAN} <= set(by_name)
+    # each beneath its parent: the job's spans beneath its body, the body beneath the
+    # worker's execute, every span in the run's one trace
+    assert by_name[CARD_SPAN].parent_span_id == by_name[CHARGE_SPAN].span_id
+    assert by_name[CHARGE_SPAN].parent_span_id == by_name["job.body"].span_id
+    assert by_name["job.body"].parent_span_id == by_name["worker.execute"].span_id
+    ids = {s.span_id for s in spans}
+    assert all(s.parent_span_id in ids for s in spans if s.name != RUN_SPAN)
+    assert {s.trace_id for s in spans} == {
+        traced.runs["ratio 0, fails in its job's own span"].trace_id
+    }
+    assert by_name[CHARGE_SPAN].attributes["drill.items"] == 3
+    assert by_name[RUN_SPAN].attributes[ATTR_TRACE_KEPT] == "failed"
+
+
+def test_a_run_not_sampled_that_succeeded_past_its_deadline_keeps_its_spans(
+    traced: Traced,
+) -> None:
+    spans = traced.of("ratio 0, succeeds past its deadline")
+    names = {s.name for s in spans}
+    assert {RUN_SPAN, "cronwave.attempt", "worker.execute", "job.body"} <= names, names
+    (run_span,) = [s for s in spans if s.name == RUN_SPAN]
+    assert run_span.attributes[ATTR_TRACE_KEPT] == "deadline"
+    assert run_span.attributes["cronwave.run.state"] == "SUCCEEDED"
 
 
 def test_a_retried_run_not_sampled_keeps_each_attempt_s_spans(traced: Traced) -> None:
@@ -172,12 +236,13 @@ def test_a_sampled_run_is_traced_whole_in_every_service(traced: Traced, name: st
 
 
 def test_the_worker_counts_what_became_of_each_delivery_not_sampled(traced: Traced) -> None:
-    # one delivery dropped (on time, succeeded), two failed (the failing run, the
-    # retried run's first attempt), one retried (its second)
+    # two deliveries dropped (on time and within the deadline, succeeded), three failed
+    # (the failing runs, the retried run's first attempt), one retried (its second),
+    # one past its deadline
     counted = {
         decision: value(
             traced.worker_metrics, "cronwave_unsampled_deliveries_total", decision=decision
         )
-        for decision in ("dropped", "failed", "retried", "late")
+        for decision in ("dropped", "failed", "retried", "deadline", "late")
     }
-    assert counted == {"dropped": 1, "failed": 2, "retried": 1, "late": 0}
+    assert counted == {"dropped": 2, "failed": 3, "retried": 1, "deadline": 1, "late": 0}

@@ -257,10 +257,10 @@ class ProcessSupervisor:
                     self._progress(message)
                     continue
                 if op in ("done", "error"):
-                    return self._finished(proc, message, sent_ns, fire_time)
+                    return _with_spans(self._finished(proc, message, sent_ns, fire_time), message)
                 if op == "released":
                     started_ns = int(message.get("started_ns") or 0)
-                    return self._released(proc, started_ns, stop=False)
+                    return _with_spans(self._released(proc, started_ns, stop=False), message)
                 log.warning("run %s: job process sent unknown op %r", self._run_id, op)
         except JobProcessDied as exc:
             if self._forced:  # the worker's stop killed it
@@ -419,6 +419,15 @@ class ProcessSupervisor:
         elif outcome is BeatResult.FAILED:
             log.warning("run %s: heartbeat not delivered; retrying next beat", self._run_id)
         return outcome
+
+
+def _with_spans(result: AttemptResult, message: Mapping[str, Any]) -> AttemptResult:
+    """``result``, with the spans the job process held of the body of a run not
+    sampled (``worker.job_spans``) for the worker's keep rule."""
+    spans = message.get("spans")
+    if isinstance(spans, list) and spans:
+        result.job_spans = spans
+    return result
 
 
 def _signal(proc: JobProcess, signum: int) -> None:

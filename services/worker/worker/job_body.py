@@ -17,7 +17,8 @@ or waiting for its fire time does not start, and the process answers ``released`
 each. SIGUSR2 sets the running body's ``ctx.cancelled`` too.
 
 The process writes ``{"op": "started"}`` when a body begins, so its worker can tell
-the store while the body runs.
+the store while the body runs. The outcome line of a run not sampled carries the
+spans the process held of its body (``"spans"``, ``worker.job_spans``).
 """
 
 from __future__ import annotations
@@ -40,8 +41,10 @@ from cronwave_core.domain.instants import wait_until_fire_time
 from cronwave_core.domain.progress import Progress
 from cronwave_core.limits import DEFAULT_LIMITS
 from cronwave_core.settings import TelemetrySettings, WorkerSettings
+from cronwave_core.telemetry.deferred import DeferredSpans
 from cronwave_core.telemetry.propagation import extracted_context
 from cronwave_core.telemetry.tracing import init_tracing
+from worker.job_spans import HeldSpans
 from worker.jobs import Registry, default_registry
 from worker.log_format import configure_logging
 from worker.run_context import CheckpointData, body_span, job_context, progress_message
@@ -190,10 +193,17 @@ class RunQueue:
             return spec
 
 
-def run_one(spec: Mapping[str, Any], registry: Registry, channel: Channel) -> None:
+def run_one(
+    spec: Mapping[str, Any],
+    registry: Registry,
+    channel: Channel,
+    held: HeldSpans | None = None,
+) -> None:
     """Run the body ``spec`` names and report its outcome on ``channel``, each line
     with the run's ticket."""
     started_ns = 0
+    carrier = dict(spec.get("trace") or {})
+    spans = held or HeldSpans(None)  # of a run not sampled: handed over with its outcome
     channel = channel.for_ticket(spec.get("ticket"))
     try:
         job_type = registry.get(str(spec["job_type"]))
@@ -234,13 +244,15 @@ def run_one(spec: Mapping[str, Any], registry: Registry, channel: Channel) -> No
             raise TypeError(f"a job returns a JSON object, got {type(result).__name__}")
         try:
             line = {"op": "done", "result": dict(result), "started_ns": started_ns}
-            channel.send({**line, "ended_ns": ended_ns})
+            channel.send({**line, "ended_ns": ended_ns, **spans.outcome(carrier)})
         except (TypeError, ValueError) as exc:
             raise TypeError(f"the job's result is not JSON data: {exc}") from exc
     except JobStopped:
+        spans.keep(carrier)  # its worker stopped it: such a run's spans are kept
         raise
     except WorkerStopping:
-        channel.send({"op": "released", "started_ns": started_ns, "ended_ns": time.time_ns()})
+        released = {"op": "released", "started_ns": started_ns, "ended_ns": time.time_ns()}
+        channel.send({**released, **spans.outcome(carrier)})
     except Exception as exc:  # everything the job raised is its outcome
         channel.send(
             {
@@ -249,6 +261,7 @@ def run_one(spec: Mapping[str, Any], registry: Registry, channel: Channel) -> No
                 "error_types": list(error_types(exc)),
                 "started_ns": started_ns,
                 "ended_ns": time.time_ns(),
+                **spans.outcome(carrier),
             }
         )
 
@@ -281,7 +294,11 @@ def serve() -> None:
     signal.signal(signal.SIGUSR1, _on_sigusr1)
     configure_logging(job_process=True)
     signal.signal(signal.SIGUSR2, _on_sigusr2)
-    provider = init_tracing("worker", TelemetrySettings.from_env())
+    telemetry = TelemetrySettings.from_env()
+    # A run not sampled: its spans are held until its worker's keep rule decides them.
+    deferred = DeferredSpans() if telemetry.tracing else None
+    provider = init_tracing("worker", telemetry, deferred)
+    held = HeldSpans(deferred)
     registry = default_registry(WorkerSettings.from_env())
     channel = Channel(proto_out)
     queue = RunQueue(channel)
@@ -290,7 +307,7 @@ def serve() -> None:
         channel.send({"op": "ready", "pid": os.getpid()})
         reader.start()
         while (spec := queue.next()) is not None:
-            run_one(spec, registry, channel)
+            run_one(spec, registry, channel, held)
             provider.force_flush()  # the body's spans, before this process may be killed
     except (JobStopped, BrokenPipeError):
         pass

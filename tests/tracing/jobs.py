@@ -1,0 +1,42 @@
+"""Job types for the tracing tests, loaded by the workers under test through
+``CRONWAVE_JOB_MODULES``: a body that records spans of its own and then fails."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import timedelta
+from typing import Any
+
+from cronwave import NO_RETRY, JobContext, JobType, NonRetryable
+from cronwave_core.settings import WorkerSettings
+from cronwave_core.telemetry.spans import hop_span
+from cronwave_core.telemetry.vocabulary import Hop, Kind
+
+#: The spans ``traced_failure`` records, the second beneath the first.
+CHARGE_SPAN = "drill.charge"
+CARD_SPAN = "drill.charge.card"
+
+
+class CardDeclined(NonRetryable):
+    """The traced body's failure: no retry, its run ends FAILED."""
+
+
+def traced_failure(ctx: JobContext) -> Mapping[str, Any]:
+    """Records ``drill.charge`` with ``drill.charge.card`` beneath it, then fails."""
+    with (
+        hop_span(CHARGE_SPAN, Hop.EXECUTE, Kind.APP, {"drill.items": 3}),
+        hop_span(CARD_SPAN, Hop.EXECUTE, Kind.DATABASE),
+    ):
+        pass
+    raise CardDeclined("card declined")
+
+
+def job_types(settings: WorkerSettings) -> list[JobType]:
+    return [
+        JobType(
+            "drill.traced_failure",
+            traced_failure,
+            duration_limit=timedelta(minutes=1),
+            retry=NO_RETRY,
+        )
+    ]
