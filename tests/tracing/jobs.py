@@ -1,8 +1,10 @@
 """Job types for the tracing tests, loaded by the workers under test through
-``CRONWAVE_JOB_MODULES``: a body that records spans of its own and then fails."""
+``CRONWAVE_JOB_MODULES``: bodies that record spans of their own and then fail, or
+overrun their duration limit."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
 from datetime import timedelta
 from typing import Any
@@ -31,6 +33,15 @@ def traced_failure(ctx: JobContext) -> Mapping[str, Any]:
     raise CardDeclined("card declined")
 
 
+def traced_runaway(ctx: JobContext) -> Mapping[str, Any]:
+    """Records ``drill.charge``, then blocks past its duration limit (its job process
+    is stopped)."""
+    with hop_span(CHARGE_SPAN, Hop.EXECUTE, Kind.APP, {"drill.items": 1}):
+        pass
+    time.sleep(3600)
+    return {}
+
+
 def job_types(settings: WorkerSettings) -> list[JobType]:
     return [
         JobType(
@@ -38,5 +49,11 @@ def job_types(settings: WorkerSettings) -> list[JobType]:
             traced_failure,
             duration_limit=timedelta(minutes=1),
             retry=NO_RETRY,
-        )
+        ),
+        JobType(
+            "drill.traced_runaway",
+            traced_runaway,
+            duration_limit=timedelta(seconds=1),
+            retry=NO_RETRY,
+        ),
     ]

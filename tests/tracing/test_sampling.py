@@ -79,6 +79,12 @@ CASES = [
         1,
     ),
     Case(
+        "ratio 0, overruns in its job's own span",
+        {"trace_sample": 0.0, "job_type": "drill.traced_runaway"},
+        "TIMED_OUT",
+        1,
+    ),
+    Case(
         "ratio 0, succeeds past its deadline",
         {
             "trace_sample": 0.0,
@@ -161,6 +167,7 @@ def test_the_decision_is_in_each_run_s_trace_id(traced: Traced) -> None:
         "ratio 0, fails": False,
         "ratio 0, retried": False,
         "ratio 0, fails in its job's own span": False,
+        "ratio 0, overruns in its job's own span": False,
         "ratio 0, succeeds past its deadline": False,
         "ratio 0, succeeds within its deadline": False,
         "ratio 1": True,
@@ -203,6 +210,16 @@ def test_a_failed_run_not_sampled_keeps_its_job_process_s_spans_in_place(traced:
     assert by_name[RUN_SPAN].attributes[ATTR_TRACE_KEPT] == "failed"
 
 
+def test_a_body_stopped_at_its_limit_keeps_its_job_process_s_spans(traced: Traced) -> None:
+    # its job process is stopped: it exported what it held itself, as it stopped
+    spans = traced.of("ratio 0, overruns in its job's own span")
+    by_name = {s.name: s for s in spans}
+    assert {CHARGE_SPAN, "job.body", "worker.execute", RUN_SPAN} <= set(by_name), set(by_name)
+    assert by_name[CHARGE_SPAN].parent_span_id == by_name["job.body"].span_id
+    assert by_name["job.body"].parent_span_id == by_name["worker.execute"].span_id
+    assert by_name[RUN_SPAN].attributes[ATTR_TRACE_KEPT] == "timed_out"
+
+
 def test_a_run_not_sampled_that_succeeded_past_its_deadline_keeps_its_spans(
     traced: Traced,
 ) -> None:
@@ -238,11 +255,18 @@ def test_a_sampled_run_is_traced_whole_in_every_service(traced: Traced, name: st
 def test_the_worker_counts_what_became_of_each_delivery_not_sampled(traced: Traced) -> None:
     # two deliveries dropped (on time and within the deadline, succeeded), three failed
     # (the failing runs, the retried run's first attempt), one retried (its second),
-    # one past its deadline
+    # one timed out, one past its deadline
     counted = {
         decision: value(
             traced.worker_metrics, "cronwave_unsampled_deliveries_total", decision=decision
         )
-        for decision in ("dropped", "failed", "retried", "deadline", "late")
+        for decision in ("dropped", "failed", "retried", "timed_out", "deadline", "late")
     }
-    assert counted == {"dropped": 2, "failed": 3, "retried": 1, "deadline": 1, "late": 0}
+    assert counted == {
+        "dropped": 2,
+        "failed": 3,
+        "retried": 1,
+        "timed_out": 1,
+        "deadline": 1,
+        "late": 0,
+    }
