@@ -40,7 +40,7 @@ def billing_backend(env: Mapping[str, str]) -> str:
 def run_billing(ctx: BenchContext) -> Result:
     result = Result("billing")
     try:
-        from cronwave_server.cli.demo_billing import (
+        from cronwave_bench.billing_demo import (
             require_billing_example,
             run_billing_demo,
             with_gateway,

@@ -18,3 +18,8 @@ SCENARIO_NAMES = (
     "fault-matrix",
     "truth",
 )
+
+#: ``cronwave load``'s cache scenarios: each one's ``cronwave-cache-control`` metadata.
+LOAD_SCENARIOS = {"local": "", "redis": "no-local", "miss": "no-cache"}
+#: The job type ``cronwave load`` runs unless told otherwise.
+LOAD_JOB_TYPE = "cronwave.noop"

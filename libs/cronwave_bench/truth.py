@@ -27,10 +27,10 @@ from typing import Any
 
 from cronwave_bench.context import BenchContext
 from cronwave_bench.harness import SuiteOptions, own_database, suite_config
+from cronwave_bench.load_drive import Target, drive
 from cronwave_bench.report import Result
 from cronwave_core.faults import LatencyFault, run_key
 from cronwave_core.suite import Suite
-from cronwave_server.cli._load_drive import Target, drive
 from cronwave_waterfall import (
     Run,
     RunFilter,

@@ -9,7 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from cronwave.cli.main import app
-from cronwave_server.cli import demo_billing
+from cronwave_bench import billing_demo as demo_billing
 
 
 @pytest.mark.parametrize("args", [["demo"], ["demo", "billing"]], ids=" ".join)

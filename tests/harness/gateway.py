@@ -16,8 +16,8 @@ from cronwave_proto.v1 import payment_gateway_service_pb2_grpc as gateway_grpc
 
 from cronwave._client import Client
 from cronwave._models import Run
+from cronwave_bench.reconcile import Reconciliation, reconcile
 from cronwave_core.suite import GATEWAY, Proc, SuiteConfig
-from cronwave_server.cli._reconcile import Reconciliation, reconcile
 from tests.harness.clients import client_for
 from tests.harness.processes import ProcessTable
 from tests.harness.suites import TrackedSuite

@@ -7,8 +7,8 @@ from collections.abc import Callable, Mapping
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+from cronwave_bench.load_drive import LoadReport, Target, drive
 from cronwave_core.suite import Suite
-from cronwave_server.cli._load_drive import LoadReport, Target, drive
 from cronwave_waterfall import Run, RunFilter, Span, build_runs, load_spans, select_runs
 from tests.harness.clients import client_for
 from tests.helpers import eventually, fresh

@@ -144,11 +144,11 @@ def demo(
     if ctx.invoked_subcommand is not None:
         return
     with server_modules("cronwave demo", SERVICE_MODULES):
+        from cronwave_bench import billing_demo as demo_billing
         from cronwave_core.domain import calendar
         from cronwave_core.settings import NetworkSettings, ProcessSettings
         from cronwave_core.settings_base import user_data_dir
         from cronwave_core.suite import Suite
-        from cronwave_server.cli import demo_billing
     console = out()
     with reported_errors():
         calendar.zone(zone, "--zone")  # a typo fails before anything starts
@@ -238,9 +238,9 @@ def billing(
     The databases are SQLite files in the data dir unless CRONWAVE_DATABASE_URL,
     CRONWAVE_BILLING_DATABASE_URL and CRONWAVE_GATEWAY_DATABASE_URL name others."""
     with server_modules("cronwave demo billing", SERVICE_MODULES):
+        from cronwave_bench import billing_demo as demo_billing
         from cronwave_core.settings import NetworkSettings
         from cronwave_core.suite import Suite
-        from cronwave_server.cli import demo_billing
     kill_after = parse_duration(kill_worker_after) if kill_worker_after else None
     limit = parse_duration(timeout)
     console = out()

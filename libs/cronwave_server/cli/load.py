@@ -26,13 +26,13 @@ from typing import Annotated
 import typer
 
 from cronwave.cli._console import SERVICE_MODULES, out, reported_errors, server_modules
+from cronwave_bench.names import LOAD_JOB_TYPE, LOAD_SCENARIOS
 from cronwave_core.errors import InvalidArgument
 
 app = typer.Typer()
 
-#: Each scenario's ``cronwave-cache-control`` metadata.
-SCENARIOS = {"local": "", "redis": "no-local", "miss": "no-cache"}
-DEFAULT_JOB_TYPE = "cronwave.noop"
+SCENARIOS = LOAD_SCENARIOS
+DEFAULT_JOB_TYPE = LOAD_JOB_TYPE
 
 
 @app.command("load")
@@ -73,7 +73,8 @@ def load(
     in flight, after an unmeasured warm-up; `cronwave waterfall --since ...` (printed at
     the end) then shows where their time went."""
     with server_modules("cronwave load", SERVICE_MODULES):
-        from cronwave_server.cli._load_drive import children_cpu, drive, suite_target
+        from cronwave_bench.load_drive import children_cpu, drive
+        from cronwave_server.cli._load_target import suite_target
     console = out()
     with reported_errors():
         if scenario not in SCENARIOS:

@@ -381,7 +381,7 @@ def up(
         )
         ports = {**up_ports(port_base), "console": console_port(port_base)}
         config = replace(config, ports=ports, console=True)
-        from cronwave_server.cli import demo_billing
+        from cronwave_bench import billing_demo as demo_billing
 
         if demo_billing.billing_example_installed():
             # Its workers register billing.nightly (the example's entry point), so the

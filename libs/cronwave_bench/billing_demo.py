@@ -34,13 +34,12 @@ from rich.progress import (
 from rich.table import Table
 
 from cronwave import Client, Run
-from cronwave.cli._console import CliClient
+from cronwave_bench.reconcile import Reconciliation, reconcile
 from cronwave_core.errors import ConfigurationError, CronwaveError
 from cronwave_core.queueing import RunMessage, make_broker
 from cronwave_core.rpc import open_channel
 from cronwave_core.settings import DemoSettings, RedisSettings
 from cronwave_core.suite import Proc, Suite, SuiteConfig
-from cronwave_server.cli._reconcile import Reconciliation, reconcile
 
 JOB_TYPE = "billing.nightly"
 POLL = 0.2
@@ -298,7 +297,7 @@ def run_billing_demo(
     reconcile its period against the gateway."""
     stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
     period = f"demo-{stamp}"
-    with CliClient(
+    with Client(
         store_addr=suite.store_addr,
         dispatcher_addr=suite.dispatcher_addr,
         planner_addr=suite.planner_addr,

@@ -1,18 +1,15 @@
-"""What ``cronwave load`` does (``cli/load.py`` has the command and what it means):
-trigger, wait and count, against a running suite or a private one."""
+"""What ``cronwave load`` does (``cronwave_server.cli.load`` has the command and what
+it means): trigger, wait and count, against a running suite; the truth benchmark
+drives its runs so too."""
 
 from __future__ import annotations
 
-import os
 import resource
 import threading
 import time
 import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 import grpc
 from cronwave_proto.v1 import common_pb2
@@ -20,18 +17,15 @@ from cronwave_proto.v1 import dispatcher_service_pb2 as dispatcher_pb
 from cronwave_proto.v1 import dispatcher_service_pb2_grpc as dispatcher_grpc
 from cronwave_proto.v1 import workflow_store_service_pb2 as store_pb
 from cronwave_proto.v1 import workflow_store_service_pb2_grpc as store_grpc
-from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from cronwave import Client, _suite_find, _suite_record
-from cronwave.cli._console import out
+from cronwave import Client
+from cronwave_bench.names import LOAD_JOB_TYPE as DEFAULT_JOB_TYPE
+from cronwave_bench.names import LOAD_SCENARIOS as SCENARIOS
 from cronwave_core.caching import METADATA_KEY, TERMINAL_STATES, RunStatusCache, redis_client
-from cronwave_core.errors import InvalidArgument, Unavailable
+from cronwave_core.errors import InvalidArgument
 from cronwave_core.rpc import open_channel
 from cronwave_core.security.tls import new_channel
-from cronwave_core.settings import NetworkSettings, ProcessSettings, RedisSettings, TlsSettings
-from cronwave_core.suite import Suite
-from cronwave_server.cli.load import DEFAULT_JOB_TYPE, SCENARIOS
-from cronwave_server.cli.suite_cmds import running, suite_config
+from cronwave_core.settings import TlsSettings
 
 POLL = 0.01  # seconds between two reads of the run-status cache
 _CHUNK = 1000  # run ids per MGET
@@ -266,7 +260,7 @@ class _Phase:
                     settle(self.status.get_many(waiting[start : start + _CHUNK]))
                 if progress and time.monotonic() - shown >= 2:
                     shown = time.monotonic()
-                    out().print(f"  {report.finished} of {report.runs} runs ended ...")
+                    print(f"  {report.finished} of {report.runs} runs ended ...", flush=True)
                 time.sleep(POLL)
         finally:
             stop.set()
@@ -308,55 +302,3 @@ def children_cpu() -> float:
     """User and system CPU seconds of this process's finished children."""
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
     return usage.ru_utime + usage.ru_stime
-
-
-def _reachable(address: str, tls: TlsSettings, timeout: float = 1.0) -> bool:
-    with new_channel(address, (), tls) as channel:
-        try:
-            reply = health_pb2_grpc.HealthStub(channel).Check(
-                health_pb2.HealthCheckRequest(), timeout=timeout
-            )
-        except grpc.RpcError:
-            return False
-    return bool(reply.status == health_pb2.HealthCheckResponse.SERVING)
-
-
-@contextmanager
-def suite_target(data_dir: Path | None, connect: bool) -> Iterator[tuple[Target, Suite | None]]:
-    """The configured suite when it answers, else (unless ``connect``) a private one.
-    Configured: by its variables, else the running suite of the data dir
-    (``cronwave._suite_find``: ``CRONWAVE_DATA_DIR``, else the per-user one); with
-    neither, the fixed ports are tried."""
-    try:
-        env = _suite_find.suite_env(os.environ, None, ("store", "dispatcher", "redis"))
-    except _suite_record.SuiteNotRunning:
-        env = dict(os.environ)
-    network = NetworkSettings.from_env(env)
-    redis = RedisSettings.from_env(env)
-    tls = TlsSettings.from_env(env)
-    if (tls.insecure or tls.ca.exists()) and _reachable(network.store_addr, tls):
-        if _reachable(network.dispatcher_addr, tls):
-            yield (
-                Target(
-                    network.store_addr,
-                    network.dispatcher_addr,
-                    redis.redis_url,
-                    redis.namespace,
-                    tls=tls,
-                ),
-                None,
-            )
-            return
-        return
-    if connect:
-        raise Unavailable(f"no suite answers at {network.store_addr} and {network.dispatcher_addr}")
-    suite = Suite(suite_config(data_dir or ProcessSettings.from_env().data_dir, ports={}))
-    with running(suite):
-        target = Target(
-            suite.store_addr,
-            suite.dispatcher_addr,
-            suite.redis_url,
-            redis.namespace,
-            tls=suite.tls(),
-        )
-        yield target, suite
