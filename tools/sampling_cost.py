@@ -12,7 +12,9 @@ machine) and the bytes added to the local span files. ``off`` is
 With ``--spans``, the CPU of one span of a run in one process instead (this
 process's CPU time, the export thread's included, so the machine's load does not
 move it): sampled and exported; not sampled where nothing is held (the planner,
-dispatcher, store); not sampled in a worker, held and then dropped or kept.
+dispatcher, store); not sampled in a worker, held and then dropped or kept; not
+sampled in a job process, held, handed to its worker as JSON (``span_wire``) and
+held there, then dropped or kept (both ends in this process).
 
     python tools/sampling_cost.py [--rate 100] [--window 20] [--settings 1,0.01,off]
     python tools/sampling_cost.py --spans
@@ -21,6 +23,7 @@ dispatcher, store); not sampled in a worker, held and then dropped or kept.
 from __future__ import annotations
 
 import argparse
+import json
 import tempfile
 import time
 import uuid
@@ -36,6 +39,7 @@ from cronwave import Interval
 from cronwave_bench.harness import PIPELINE_ENV, Backend, SuiteOptions, bench_suite, wait_leading
 from cronwave_bench.measure import CpuMeter, parallel, runs_of, sleep_until
 from cronwave_bench.single import next_whole_second
+from cronwave_core.telemetry import span_wire
 from cronwave_core.telemetry.deferred import RECORD_UNSAMPLED_RUNS, DeferredSpans
 from cronwave_core.telemetry.export import JsonLinesSpanExporter
 from cronwave_core.telemetry.lean import LeanTracerProvider
@@ -47,19 +51,27 @@ WARMUP = timedelta(seconds=5)
 #: ``--spans``: runs of ``SPANS_PER_RUN`` spans each.
 RUNS = 2_000
 SPANS_PER_RUN = 10
-#: label, sampler (None: the default), whether the process holds, share, keep
-SPAN_CASES: list[tuple[str, sampling.Sampler | None, bool, float, bool]] = [
-    ("sampled, exported", None, False, 1.0, False),
-    ("not sampled, planner/dispatcher/store", None, False, 0.0, False),
-    ("not sampled, worker, held and dropped", RECORD_UNSAMPLED_RUNS, True, 0.0, False),
-    ("not sampled, worker, held and kept", RECORD_UNSAMPLED_RUNS, True, 0.0, True),
+#: label, sampler (None: the default), whether the process holds, share, keep, and
+#: whether what is held is handed to a worker first (a job process's spans)
+SPAN_CASES: list[tuple[str, sampling.Sampler | None, bool, float, bool, bool]] = [
+    ("sampled, exported", None, False, 1.0, False, False),
+    ("not sampled, planner/dispatcher/store", None, False, 0.0, False, False),
+    ("not sampled, worker, held and dropped", RECORD_UNSAMPLED_RUNS, True, 0.0, False, False),
+    ("not sampled, worker, held and kept", RECORD_UNSAMPLED_RUNS, True, 0.0, True, False),
+    ("not sampled, job process, handed, dropped", RECORD_UNSAMPLED_RUNS, True, 0.0, False, True),
+    ("not sampled, job process, handed, kept", RECORD_UNSAMPLED_RUNS, True, 0.0, True, True),
 ]
 
 
 def _per_span(
-    tracer: trace.Tracer, ids: list[int], deferred: DeferredSpans | None, keep: bool
+    tracer: trace.Tracer,
+    ids: list[int],
+    deferred: DeferredSpans | None,
+    keep: bool,
+    worker: DeferredSpans | None = None,
 ) -> float:
-    """CPU microseconds per span of runs ``ids``, each run's spans then kept or dropped."""
+    """CPU microseconds per span of runs ``ids``, each run's spans then kept or dropped
+    (by ``worker``, when given, after they were handed to it as a job process does)."""
     attrs = run_attributes("run-123456", "sched-1", "2026-01-01T00:00:00+00:00")
     started = time.process_time()
     for trace_id in ids:
@@ -67,7 +79,15 @@ def _per_span(
         for _ in range(SPANS_PER_RUN):
             with tracer.start_as_current_span("worker.step", context, attributes=attrs):
                 pass
-        if deferred is not None:
+        if deferred is not None and worker is not None:
+            # the job process's outcome line, read by its worker, which makes spans
+            # of it again only for a run it keeps
+            handed = json.loads(json.dumps(span_wire.encode(deferred.take(trace_id))))
+            if keep:
+                for span in span_wire.decode(trace_id, handed):
+                    worker.on_end(span)
+                worker.keep(trace_id)
+        elif deferred is not None:
             if keep:
                 deferred.keep(trace_id)
             else:
@@ -79,8 +99,8 @@ def span_costs() -> None:
     off = trace.NoOpTracerProvider().get_tracer("cronwave")
     ids = [decide_run_trace_id(time.time_ns(), 1.0) for _ in range(RUNS)]
     floor = _per_span(off, ids, None, False)
-    print(f"{'tracing off (no-op spans)':>40}: {floor:5.1f} us CPU per span")
-    for label, sampler, holds, share, keep in SPAN_CASES:
+    print(f"{'tracing off (no-op spans)':>42}: {floor:5.1f} us CPU per span")
+    for label, sampler, holds, share, keep, hand in SPAN_CASES:
         with tempfile.TemporaryDirectory() as tmp:
             resource = Resource.create({"service.name": "bench"})
             provider = LeanTracerProvider(resource=resource, sampler=sampler)
@@ -93,14 +113,17 @@ def span_costs() -> None:
             if deferred is not None:
                 deferred.export = export
                 provider.add_span_processor(deferred)
+            worker = DeferredSpans() if hand else None
+            if worker is not None:
+                worker.export = export
             tracer = provider.get_tracer("cronwave")
             ids = [decide_run_trace_id(time.time_ns(), share) for _ in range(RUNS)]
-            per_span = _per_span(tracer, ids, deferred, keep)
+            per_span = _per_span(tracer, ids, deferred, keep, worker)
             flushed = time.process_time()
             provider.force_flush()  # what the export thread has left, counted too
             per_span += (time.process_time() - flushed) / (RUNS * SPANS_PER_RUN) * 1e6
             provider.shutdown()
-        print(f"{label:>40}: {per_span:5.1f} us CPU per span", flush=True)
+        print(f"{label:>42}: {per_span:5.1f} us CPU per span", flush=True)
 
 
 def _span_bytes(directory: Path) -> int:

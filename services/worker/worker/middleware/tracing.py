@@ -17,10 +17,10 @@ recorded last, once the completion is durable and the run's status cached: the r
 last span to end.
 
 A run its schedule's ``trace_sample`` left out (``run_span.run_sampled``) is still
-recorded here, into the process's deferred spans (``telemetry.deferred``), with the
-spans its job process held of the body (``worker.job_spans``), and when
-the delivery is over its spans are exported if the run turned out to matter, and
-dropped if not (``keep_reason``): it failed, timed out or was cancelled, was
+recorded here, into the process's deferred spans (``telemetry.deferred``), and when
+the delivery is over its spans, with those its job process held of the body
+(``worker.job_spans``), are exported if the run turned out to matter, and dropped if
+not (``keep_reason``): it failed, timed out or was cancelled, was
 dead-lettered, released or retried (an attempt after the first), it had not succeeded
 by its deadline (``Delivery.deadline_at``, from the claim's answer), or its body started
 later than ``keep_late`` after its fire time. The attempt's and the run's span then say
@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from datetime import datetime, timedelta
 from typing import Any
@@ -71,7 +71,7 @@ from cronwave_core.telemetry.vocabulary import (
     run_attributes,
 )
 from worker.chain import Delivery, RunMiddleware
-from worker.supervisor import Outcome
+from worker.supervisor import AttemptResult, Outcome
 
 log = logging.getLogger("cronwave.worker")
 
@@ -194,6 +194,7 @@ class Tracing(RunMiddleware):
         finally:
             if deferred is not None:
                 if kept:
+                    _hold_job_spans(deferred, trace_id, result)
                     deferred.keep(trace_id)
                 else:
                     deferred.drop(trace_id)
@@ -249,16 +250,6 @@ class Tracing(RunMiddleware):
             return "late"
         return None
 
-    def _hold_job_spans(self, delivery: Delivery, data: Sequence[Any]) -> None:
-        """The spans a job process held of the body of a run not sampled, held here
-        with the run's other spans until the keep rule decides them."""
-        trace_id = delivery.sender.trace_id
-        if self.deferred is None or not delivery.sender.is_valid or run_sampled(trace_id):
-            return
-        resource = getattr(trace.get_tracer_provider(), "resource", None)
-        for span in span_wire.decode(trace_id, list(data), resource):
-            self.deferred.on_end(span)
-
     def before_execute(self, delivery: Delivery) -> None:
         self._enter_attempt(delivery)
         run = delivery.run
@@ -288,8 +279,6 @@ class Tracing(RunMiddleware):
         result, span = delivery.result, delivery.span
         if result is None:
             return
-        if result.job_spans:
-            self._hold_job_spans(delivery, result.job_spans)
         if result.body_started_ns:
             lateness_ms = (result.body_started_ns - epoch_ns(delivery.fire_time)) / 1e6
             span.set_attribute(ATTR_LATENESS_MS, lateness_ms)
@@ -299,6 +288,17 @@ class Tracing(RunMiddleware):
         span.set_attribute(ATTR_OUTCOME, result.outcome.value)
         if result.error:
             span.set_status(Status(StatusCode.ERROR, result.error))
+
+
+def _hold_job_spans(deferred: DeferredSpans, trace_id: int, result: AttemptResult | None) -> None:
+    """The spans the attempt's job process held of its body (``worker.job_spans``),
+    held with the run's other spans to be kept with them. Made spans again only here:
+    a run dropped costs the worker no more than the JSON it read."""
+    if result is None or not result.job_spans:
+        return
+    resource = getattr(trace.get_tracer_provider(), "resource", None)
+    for span in span_wire.decode(trace_id, list(result.job_spans), resource):
+        deferred.on_end(span)
 
 
 def _held_until(fire_time: datetime, attrs: Mapping[str, Any]) -> int:
