@@ -123,6 +123,7 @@ RULES: Mapping[str, Rule] = {
     f"/{LEADER}/Campaign": _rule("cron-planner"),
     f"/{LEADER}/Renew": _rule("cron-planner"),
     f"/{LEADER}/Resign": _rule("cron-planner"),
+    f"/{LEADER}/SyncShards": _rule("cron-planner"),
     f"/{LEADER}/Observe": _rule("cron-planner", "console", role=_VIEW),
     # a worker's status
     f"/{WORKER}/GetWorkerStatus": _rule("console", role=_VIEW),

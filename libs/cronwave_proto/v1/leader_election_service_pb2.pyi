@@ -2,9 +2,10 @@ import datetime
 
 from google.protobuf import duration_pb2 as _duration_pb2
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
+from google.protobuf.internal import containers as _containers
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
-from collections.abc import Mapping as _Mapping
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
 from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
@@ -86,3 +87,35 @@ class ObserveResponse(_message.Message):
     LEASE_FIELD_NUMBER: _ClassVar[int]
     lease: Lease
     def __init__(self, lease: _Optional[_Union[Lease, _Mapping]] = ...) -> None: ...
+
+class ShardLease(_message.Message):
+    __slots__ = ("shard", "fencing_token")
+    SHARD_FIELD_NUMBER: _ClassVar[int]
+    FENCING_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    shard: int
+    fencing_token: int
+    def __init__(self, shard: _Optional[int] = ..., fencing_token: _Optional[int] = ...) -> None: ...
+
+class SyncShardsRequest(_message.Message):
+    __slots__ = ("candidate", "shard_count", "ttl", "held", "release", "want")
+    CANDIDATE_FIELD_NUMBER: _ClassVar[int]
+    SHARD_COUNT_FIELD_NUMBER: _ClassVar[int]
+    TTL_FIELD_NUMBER: _ClassVar[int]
+    HELD_FIELD_NUMBER: _ClassVar[int]
+    RELEASE_FIELD_NUMBER: _ClassVar[int]
+    WANT_FIELD_NUMBER: _ClassVar[int]
+    candidate: str
+    shard_count: int
+    ttl: _duration_pb2.Duration
+    held: _containers.RepeatedCompositeFieldContainer[ShardLease]
+    release: _containers.RepeatedCompositeFieldContainer[ShardLease]
+    want: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, candidate: _Optional[str] = ..., shard_count: _Optional[int] = ..., ttl: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., held: _Optional[_Iterable[_Union[ShardLease, _Mapping]]] = ..., release: _Optional[_Iterable[_Union[ShardLease, _Mapping]]] = ..., want: _Optional[_Iterable[int]] = ...) -> None: ...
+
+class SyncShardsResponse(_message.Message):
+    __slots__ = ("members", "held")
+    MEMBERS_FIELD_NUMBER: _ClassVar[int]
+    HELD_FIELD_NUMBER: _ClassVar[int]
+    members: _containers.RepeatedScalarFieldContainer[str]
+    held: _containers.RepeatedCompositeFieldContainer[ShardLease]
+    def __init__(self, members: _Optional[_Iterable[str]] = ..., held: _Optional[_Iterable[_Union[ShardLease, _Mapping]]] = ...) -> None: ...

@@ -55,6 +55,11 @@ class LeaderElectionServiceStub:
                 request_serializer=cronwave_dot_v1_dot_leader__election__service__pb2.ObserveRequest.SerializeToString,
                 response_deserializer=cronwave_dot_v1_dot_leader__election__service__pb2.ObserveResponse.FromString,
                 _registered_method=True)
+        self.SyncShards = channel.unary_unary(
+                '/cronwave.v1.LeaderElectionService/SyncShards',
+                request_serializer=cronwave_dot_v1_dot_leader__election__service__pb2.SyncShardsRequest.SerializeToString,
+                response_deserializer=cronwave_dot_v1_dot_leader__election__service__pb2.SyncShardsResponse.FromString,
+                _registered_method=True)
 
 
 class LeaderElectionServiceServicer:
@@ -85,6 +90,15 @@ class LeaderElectionServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def SyncShards(self, request, context):
+        """A sharded planner's one call per renew interval: keeps it a live member of the
+        planners, renews every shard lease it holds, resigns those it gives up and
+        campaigns for those it wants, and answers with the live members and each outcome.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_LeaderElectionServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -107,6 +121,11 @@ def add_LeaderElectionServiceServicer_to_server(servicer, server):
                     servicer.Observe,
                     request_deserializer=cronwave_dot_v1_dot_leader__election__service__pb2.ObserveRequest.FromString,
                     response_serializer=cronwave_dot_v1_dot_leader__election__service__pb2.ObserveResponse.SerializeToString,
+            ),
+            'SyncShards': grpc.unary_unary_rpc_method_handler(
+                    servicer.SyncShards,
+                    request_deserializer=cronwave_dot_v1_dot_leader__election__service__pb2.SyncShardsRequest.FromString,
+                    response_serializer=cronwave_dot_v1_dot_leader__election__service__pb2.SyncShardsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -218,6 +237,33 @@ class LeaderElectionService:
             '/cronwave.v1.LeaderElectionService/Observe',
             cronwave_dot_v1_dot_leader__election__service__pb2.ObserveRequest.SerializeToString,
             cronwave_dot_v1_dot_leader__election__service__pb2.ObserveResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SyncShards(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/cronwave.v1.LeaderElectionService/SyncShards',
+            cronwave_dot_v1_dot_leader__election__service__pb2.SyncShardsRequest.SerializeToString,
+            cronwave_dot_v1_dot_leader__election__service__pb2.SyncShardsResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -12,8 +12,15 @@ from cron_planner.elector import Elector
 from cron_planner.faults import with_faults
 from cron_planner.feed import ScheduleFeed
 from cron_planner.fire_loop import FireLoop
-from cron_planner.remote import DispatcherClient, LeaderClient, StoreClient
+from cron_planner.remote import (
+    DispatcherClient,
+    Fence,
+    LeaderClient,
+    StoreClient,
+    single_fence,
+)
 from cron_planner.schedule_index import ScheduleIndex
+from cron_planner.shard_elector import ShardElector
 from cronwave_core.caching import redis_client
 from cronwave_core.limits import DEFAULT_LIMITS, RequestLimits
 from cronwave_core.queue_epoch import LossView
@@ -27,6 +34,10 @@ from cronwave_core.settings import (
     TestHooks,
     TlsSettings,
 )
+
+
+def _everything(_schedule_id: str) -> bool:
+    return True
 
 
 @dataclass(frozen=True)
@@ -72,17 +83,36 @@ class Planner:
         self._watch_channel = open_channel(network.store_addr, timeout, traced=False, tls=tls)
         self._dispatcher_channel = open_channel(network.dispatcher_addr, timeout, tls=tls)
         self.index = ScheduleIndex(lead=settings.dispatch_lead)
-        self.elector = Elector(
-            self._leader_channel,
-            settings.candidate,
-            ttl=lease.ttl,
-            renew_interval=lease.renew_interval,
-            retry_interval=lease.retry_interval,
-            rpc_timeout=timeout,
-            on_change=self._on_change,
-            ready=lambda: self.feed.loaded.is_set(),
-        )
-        store = StoreClient(self._store_channel, timeout)
+        self.shards = lease.planner_shards
+        self.elector: Elector | ShardElector
+        fence: Fence = single_fence
+        keep: Callable[[str], bool] = _everything
+        if self.shards > 1:
+            sharded = ShardElector(
+                self._leader_channel,
+                settings.candidate,
+                self.shards,
+                ttl=lease.ttl,
+                renew_interval=lease.renew_interval,
+                rpc_timeout=timeout,
+                loaded=lambda: self.feed.loaded_shards,
+                on_assignment=lambda shards: self.feed.refilter(shards),
+                on_change=self._on_change,
+            )
+            fence, keep = (lambda sid, _token: sharded.fence(sid)), sharded.holds
+            self.elector = sharded
+        else:
+            self.elector = Elector(
+                self._leader_channel,
+                settings.candidate,
+                ttl=lease.ttl,
+                renew_interval=lease.renew_interval,
+                retry_interval=lease.retry_interval,
+                rpc_timeout=timeout,
+                on_change=self._on_change,
+                ready=lambda: self.feed.loaded.is_set(),
+            )
+        store = StoreClient(self._store_channel, timeout, fence, keep)
         # The broker's Redis, read only for its queue epoch (a lost queue's runs are no
         # reason to skip a slot); short timeouts: Redis away means "no loss known".
         # Only the fire loop reads it (and a backfill, through the loop): two at most.
@@ -91,7 +121,7 @@ class Planner:
             self.index,
             self.clock,
             self.elector,
-            with_faults(DispatcherClient(self._dispatcher_channel, timeout), hooks),
+            with_faults(DispatcherClient(self._dispatcher_channel, timeout, fence), hooks),
             store,
             idle=idle or timedelta(seconds=1),
             queue_loss=LossView(self._queue_redis, redis.namespace),
@@ -113,7 +143,9 @@ class Planner:
             self.clock,
             rpc_timeout=timeout,
             on_change=self._on_change,
+            on_loaded=self._loaded,
             on_pause=self.loop.paused,
+            shard_count=self.shards,
         )
 
     @classmethod
@@ -138,6 +170,10 @@ class Planner:
 
     def _on_change(self) -> None:
         self.loop.wake()
+
+    def _loaded(self) -> None:
+        if isinstance(self.elector, ShardElector):
+            self.elector.poke()  # campaign for the shards just loaded now
 
     def start(self) -> None:
         self.feed.start()

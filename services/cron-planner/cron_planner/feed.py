@@ -39,6 +39,7 @@ from cronwave_core.convert import ts_to_dt
 from cronwave_core.domain.calendar import validate
 from cronwave_core.domain.spec import Policy, ScheduleDef, Spec
 from cronwave_core.errors import CronwaveError
+from cronwave_core.shards import shard_of
 
 log = logging.getLogger("cronwave.planner.feed")
 
@@ -103,17 +104,22 @@ class ScheduleFeed:
         *,
         rpc_timeout: timedelta,
         on_change: Callable[[], None] = lambda: None,
+        on_loaded: Callable[[], None] = lambda: None,
         on_pause: Callable[[str, datetime], None] = lambda _sid, _at: None,
         stream_timeout: timedelta = timedelta(minutes=5),
         backoff: tuple[timedelta, timedelta] = (timedelta(seconds=0.1), timedelta(seconds=5)),
+        shard_count: int = 1,
     ) -> None:
         """``channel`` should be untraced: a watch stream lives for minutes, and a span
-        that long says nothing about any run."""
+        that long says nothing about any run. ``shard_count`` above 1: the feed holds
+        only the schedules of the shards ``refilter`` names, and loads nothing before
+        it is first told which."""
         self._stub = store_grpc.WorkflowStoreServiceStub(channel)
         self._index = index
         self._clock = clock
         self._rpc_timeout = rpc_timeout.total_seconds()
         self._on_change = on_change
+        self._on_loaded = on_loaded
         self._on_pause = on_pause
         self._stream_timeout = stream_timeout.total_seconds()
         self._backoff = backoff
@@ -127,6 +133,37 @@ class ScheduleFeed:
         self.reconnects = 0
         #: Schedules left out so far (each time one is: at a load, at a change).
         self.left_out = 0
+        self._shard_count = shard_count
+        self._shards: frozenset[int] | None = None if shard_count > 1 else frozenset({0})
+        self._loaded_shards: frozenset[int] = frozenset()
+        self._filtered = threading.Event()
+        if shard_count <= 1:
+            self._filtered.set()
+
+    @property
+    def loaded_shards(self) -> frozenset[int]:
+        """The shards whose schedules the index holds (all of them, ``{0}``, unsharded)."""
+        return self._loaded_shards if self.loaded.is_set() else frozenset()
+
+    def refilter(self, shards: frozenset[int]) -> None:
+        """Hold the schedules of ``shards`` alone from now on: the index is loaded again
+        for them (what was handled of schedules that stay is kept) and the watch
+        re-opened."""
+        with self._lock:
+            if shards == self._shards:
+                return
+            self._shards = shards
+            self.loaded.clear()
+            call = self._call
+        self._filtered.set()
+        if call is not None:
+            call.cancel()
+
+    def _keep(self, schedule_id: str) -> bool:
+        shards = self._shards
+        if self._shard_count <= 1:
+            return True
+        return shards is not None and shard_of(schedule_id, self._shard_count) in shards
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._run, name="schedule-feed", daemon=True)
@@ -159,6 +196,9 @@ class ScheduleFeed:
     def _session(self) -> bool:
         """Load the index if it is not, then watch; True when the watch ended by its
         own deadline."""
+        if not self._filtered.is_set():
+            self._stopping.wait(0.05)
+            return True
         if not self.loaded.is_set():
             self._load()
         return self._watch()
@@ -178,6 +218,7 @@ class ScheduleFeed:
 
     def _load(self) -> None:
         now = self._clock.now()
+        shards = self._shards or frozenset()
         decoded: list[tuple[ScheduleDef, datetime]] = []
         revision: int | None = None
         left_out = self.left_out
@@ -192,11 +233,19 @@ class ScheduleFeed:
                 revision = reply.revision
             if reply.schedules and not self._stopping.is_set():
                 pending = self._page(reply.schedules[-1].schedule_id)
-            decoded.extend(d for d in (self._decoded(s, now) for s in reply.schedules) if d)
+            kept = (s for s in reply.schedules if self._keep(s.schedule_id))
+            decoded.extend(d for d in (self._decoded(s, now) for s in kept) if d)
+            if self._shards != shards:
+                return  # refiltered meanwhile: load again for the new shards
         if self._stopping.is_set():
             return
         self._index.load(self._plannable(decoded), revision or 0)
-        self.loaded.set()
+        with self._lock:
+            if self._shards != shards:
+                return
+            self._loaded_shards = shards
+            self.loaded.set()
+        self._on_loaded()
         log.info(
             "loaded %d schedules at revision %d (%d left out)",
             len(self._index),
@@ -219,13 +268,19 @@ class ScheduleFeed:
             if self._stopping.is_set():
                 call.cancel()
                 return False
+            if not self.loaded.is_set():  # refiltered since the load: load again first
+                call.cancel()
+                return True
             self._call = call
         try:
             for reply in call:
-                self._apply(reply.schedule)
+                if self._keep(reply.schedule.schedule_id):
+                    self._apply(reply.schedule)
         except grpc.RpcError as exc:
             if exc.code() == grpc.StatusCode.DEADLINE_EXCEEDED:
                 return True
+            if exc.code() == grpc.StatusCode.CANCELLED and not self.loaded.is_set():
+                return True  # refiltered: load the new shards at once
             raise
         finally:
             with self._lock:

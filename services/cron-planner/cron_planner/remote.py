@@ -9,7 +9,7 @@ away), ``FailedPrecondition`` for a refused fencing token, and other
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 
 import grpc
@@ -62,26 +62,58 @@ def idempotency_key(schedule_id: str, fire_time: datetime) -> str:
     return f"{schedule_id}@{fire_time.isoformat()}"
 
 
+#: The scope and token a write of a schedule carries, given the term's token: the one
+#: lease's (``single_fence``) or the schedule's shard's (``ShardElector.fence``; token
+#: 0 when this planner does not hold that shard now).
+Fence = Callable[[str, int], tuple[str, int]]
+
+
+def single_fence(_schedule_id: str, token: int) -> tuple[str, int]:
+    return FENCING_SCOPE, token
+
+
+def not_held(schedule_id: str, scope: str) -> Unavailable:
+    return Unavailable(
+        f"schedule '{schedule_id}': this planner does not hold its shard ({scope}) now; "
+        "the shard's holder plans it"
+    )
+
+
 class DispatcherClient:
-    def __init__(self, channel: grpc.Channel, timeout: timedelta) -> None:
+    def __init__(
+        self, channel: grpc.Channel, timeout: timedelta, fence: Fence = single_fence
+    ) -> None:
         self._stub = dispatcher_grpc.DispatcherServiceStub(channel)
         self._timeout = timeout.total_seconds()
+        self._fence = fence
 
     def start_runs(self, starts: Sequence[Start], token: int) -> list[str | CronwaveError]:
         """Start the runs of planned fires in one call; per fire its run id (also when
-        the dispatcher already had it: a repeated start is harmless) or its refusal."""
+        the dispatcher already had it: a repeated start is harmless) or its refusal.
+        A fire of a shard this planner does not hold is not sent (``Unavailable``)."""
+        fenced = [(start, *self._fence(start.schedule_id, token)) for start in starts]
+        sent = [(start, scope, t) for start, scope, t in fenced if t > 0]
+        if len(sent) < len(fenced):
+            answers = iter(self._start(sent) if sent else [])
+            return [
+                next(answers) if t > 0 else not_held(s.schedule_id, scope) for s, scope, t in fenced
+            ]
+        return self._start(sent)
+
+    def _start(self, fenced: Sequence[tuple[Start, str, int]]) -> list[str | CronwaveError]:
+        starts = [start for start, _scope, _token in fenced]
         request = dispatcher_pb.StartRunsRequest(
             starts=[
                 dispatcher_pb.StartRunRequest(
                     schedule_id=start.schedule_id,
                     fire_time=dt_to_ts(start.fire_time),
                     fencing_token=token,
-                    fencing_scope=FENCING_SCOPE,
+                    fencing_scope=scope,
                     idempotency_key=idempotency_key(start.schedule_id, start.fire_time),
                     trigger=start.trigger.to_proto(),
                     traceparent=start.traceparent,
                 )
-                for start in starts
+                for start, scope, token in fenced
             ]
         )
         try:
@@ -106,9 +138,19 @@ class DispatcherClient:
 
 
 class StoreClient:
-    def __init__(self, channel: grpc.Channel, timeout: timedelta) -> None:
+    def __init__(
+        self,
+        channel: grpc.Channel,
+        timeout: timedelta,
+        fence: Fence = single_fence,
+        keep: Callable[[str], bool] = lambda _schedule_id: True,
+    ) -> None:
+        """``fence``: the scope and token of each write; ``keep``: whether a schedule
+        is this planner's (its shard held) when it reads where schedules stand."""
         self._stub = store_grpc.WorkflowStoreServiceStub(channel)
         self._timeout = timeout.total_seconds()
+        self._fence = fence
+        self._keep = keep
 
     def _call(self, method: grpc.UnaryUnaryMultiCallable, request: object) -> object:
         try:
@@ -117,13 +159,24 @@ class StoreClient:
             raise _error(exc, "workflow-store") from exc
 
     def record_missed(self, slots: Sequence[Missed], token: int) -> list[str]:
-        """Record ``slots`` as MISSED (or as placeholders), in batches; returns the ids
-        of schedules the store no longer has (their slots were left out)."""
+        """Record ``slots`` as MISSED (or as placeholders), in batches, one per fencing
+        scope; returns the ids of schedules the store no longer has (their slots were
+        left out). Slots of a shard this planner does not hold now are not written:
+        the shard's holder plans them."""
+        unknown: list[str] = []
+        by_fence: dict[tuple[str, int], list[Missed]] = {}
+        for slot in slots:
+            scope, fenced = self._fence(slot.schedule_id, token)
+            if fenced > 0 or token <= 0:
+                by_fence.setdefault((scope, fenced), []).append(slot)
+        for (scope, fenced), group in by_fence.items():
+            unknown.extend(self._record_missed(group, scope, fenced))
+        return unknown
+
+    def _record_missed(self, slots: Sequence[Missed], scope: str, token: int) -> list[str]:
         unknown: list[str] = []
         for i in range(0, len(slots), MISSED_BATCH):
-            request = store_pb.RecordMissedSlotsRequest(
-                fencing_token=token, fencing_scope=FENCING_SCOPE
-            )
+            request = store_pb.RecordMissedSlotsRequest(fencing_token=token, fencing_scope=scope)
             for slot in slots[i : i + MISSED_BATCH]:
                 request.slots.add(
                     schedule_id=slot.schedule_id,
@@ -146,7 +199,8 @@ class StoreClient:
             reply = self._call(self._stub.LatestFireTimes, request)
             assert isinstance(reply, store_pb.LatestFireTimesResponse)
             for entry in reply.entries:
-                latest[entry.schedule_id] = (ts_to_dt(entry.fire_time), int(entry.fires))
+                if self._keep(entry.schedule_id):
+                    latest[entry.schedule_id] = (ts_to_dt(entry.fire_time), int(entry.fires))
             if len(reply.entries) < LATEST_PAGE:
                 return latest
             after = reply.entries[-1].schedule_id
@@ -160,6 +214,8 @@ class StoreClient:
             reply = self._call(self._stub.ListPendingFires, request)
             assert isinstance(reply, store_pb.ListPendingFiresResponse)
             for run in reply.runs:
+                if not self._keep(run.schedule_id):
+                    continue
                 trigger = TRIGGERS.lookup(run.trigger) or Trigger.SCHEDULED
                 found.append(Missed(run.schedule_id, ts_to_dt(run.fire_time), run.error, trigger))
             if len(reply.runs) < PENDING_PAGE:

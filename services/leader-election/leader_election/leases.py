@@ -40,6 +40,7 @@ from cronwave_core.errors import (
     LeaseOwnedByAnother,
     Unavailable,
 )
+from cronwave_core.shards import shard_scope
 
 MIN_TTL = timedelta(seconds=1)
 # A token issued while a rival was granted a newer one is not used; the campaign asks
@@ -134,6 +135,17 @@ return {1, '', 0, 0, 0}
 """
 )
 
+# The live members of a group (KEYS[1], a sorted set scored by expiry in ms on Redis's
+# clock): ARGV[1] joins or stays for ARGV[2] ms; expired members are dropped.
+_MEMBERS = """
+local now = redis.call('TIME')
+local ms = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', ms)
+redis.call('ZADD', KEYS[1], ms + tonumber(ARGV[2]), ARGV[1])
+redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[2]) * 4)
+return redis.call('ZRANGE', KEYS[1], 0, -1)
+"""
+
 _OBSERVE = """
 local lease = redis.call('HMGET', KEYS[1], 'holder', 'ttl')
 if not lease[1] then
@@ -152,6 +164,20 @@ class Lease:
     token: int
     ttl: timedelta
     remaining: timedelta
+
+
+@dataclass(frozen=True)
+class ShardSync:
+    """One round of a sharded planner: ``held`` (shard, token) pairs to renew,
+    ``release`` pairs to resign, ``want`` shards to campaign for, among ``count``
+    shards; its membership and every lease last ``ttl``."""
+
+    candidate: str
+    count: int
+    ttl: timedelta
+    held: tuple[tuple[int, int], ...] = ()
+    release: tuple[tuple[int, int], ...] = ()
+    want: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -185,6 +211,8 @@ class LeaseStore:
         self._renew = client.register_script(_RENEW)
         self._resign = client.register_script(_RESIGN)
         self._observe = client.register_script(_OBSERVE)
+        self._members = client.register_script(_MEMBERS)
+        self._client = client
 
     def lease_key(self, scope: str) -> str:
         return f"{self._namespace}:lease:{scope}"
@@ -233,6 +261,48 @@ class LeaseStore:
         reply = self._run(self._resign, [self.lease_key(scope)], [candidate, str(token), owner])
         self._refuse(scope, candidate, reply)
         return bool(reply[0] == 1)
+
+    def sync(self, request: ShardSync, owner: str) -> tuple[list[str], dict[int, int]]:
+        """A sharded planner's round (see ``ShardSync``): the live members, and every
+        shard ``request.candidate`` holds afterwards with its token. Each lease is
+        checked as ``renew``, ``resign`` and ``campaign`` check it; a held shard whose
+        renewal is refused for any reason is simply not held any more."""
+        if request.ttl > self.max_ttl:
+            raise InvalidArgument("ttl", _too_long(request.ttl, self.max_ttl))
+        count, candidate = request.count, request.candidate
+        members_key = f"{self._namespace}:members:planner-shards-of-{count}"
+        try:
+            pipe = self._client.pipeline(transaction=False)
+            self._members(keys=[members_key], args=[candidate, _ms(request.ttl)], client=pipe)
+            for shard, token in request.release:
+                key = self.lease_key(shard_scope(shard, count))
+                self._resign(keys=[key], args=[candidate, str(token), owner], client=pipe)
+            renewals = list(request.held)
+            for shard, token in renewals:
+                key = self.lease_key(shard_scope(shard, count))
+                args: list[str | int] = [candidate, str(token), owner, _ms(self.max_ttl)]
+                self._renew(keys=[key], args=args, client=pipe)
+            replies = pipe.execute(raise_on_error=False)
+        except (redis.ConnectionError, redis.TimeoutError) as exc:
+            raise Unavailable(f"redis: {exc}; leases cannot be read or granted") from exc
+        if isinstance(replies[0], Exception):
+            raise Unavailable("redis: the planners' membership could not be updated")
+        members = sorted(_text(m) for m in replies[0])
+        held: dict[int, int] = {}
+        renewed = replies[1 + len(request.release) :]
+        for (shard, token), reply in zip(renewals, renewed, strict=True):
+            if not isinstance(reply, Exception) and reply[0] == 1:
+                held[shard] = token
+        for shard in request.want:
+            if shard in held:
+                continue
+            try:
+                outcome = self.campaign(shard_scope(shard, count), candidate, request.ttl, owner)
+            except Unavailable:
+                break  # the store or Redis is away: the next round asks again
+            if outcome.ok:
+                held[shard] = outcome.lease.token
+        return members, held
 
     def observe(self, scope: str) -> Lease:
         """The lease as anyone may see it: holder and ttl, never the token (0)."""

@@ -21,9 +21,10 @@ from cronwave_core.errors import InvalidArgument
 from cronwave_core.fields import lease_name, lease_scope
 from cronwave_core.security import identity
 from cronwave_core.settings import PLANNER_SCOPE
+from cronwave_core.shards import shard_list, shard_scope
 from cronwave_core.telemetry.spans import hop_span
 from cronwave_core.telemetry.vocabulary import ATTR_CACHE_HIT, Hop, Kind
-from leader_election.leases import MIN_TTL, Lease, LeaseStore
+from leader_election.leases import MIN_TTL, Lease, LeaseStore, ShardSync
 
 DEFAULT_SCOPE = PLANNER_SCOPE
 _REDIS = {ATTR_CACHE_HIT: "redis"}
@@ -42,7 +43,9 @@ def _token(value: int) -> int:
     return value
 
 
-def _ttl(request: pb.CampaignRequest, default: timedelta, maximum: timedelta) -> timedelta:
+def _ttl(
+    request: pb.CampaignRequest | pb.SyncShardsRequest, default: timedelta, maximum: timedelta
+) -> timedelta:
     if not request.HasField("ttl"):
         return default
     ttl = duration_to_td(request.ttl, "ttl")
@@ -129,3 +132,27 @@ class LeaderElectionServicer(pb_grpc.LeaderElectionServiceServicer):
         with hop_span("leader observe", hop=Hop.LEADER, kind=Kind.CACHE, attributes=_REDIS):
             lease = self._leases.observe(scope)
         return pb.ObserveResponse(lease=self._lease(lease))
+
+    def SyncShards(
+        self, request: pb.SyncShardsRequest, context: grpc.ServicerContext
+    ) -> pb.SyncShardsResponse:
+        candidate = _name("candidate", request.candidate)
+        count = request.shard_count
+        if count < 2 or shard_scope(0, count) not in self._scopes:
+            raise InvalidArgument(
+                "shard_count",
+                f"must be the suite's planner shard count (CRONWAVE_PLANNER_SHARDS, at least "
+                f"2), got {count}",
+            )
+        ttl = _ttl(request, self._default_ttl, self._leases.max_ttl)
+        held = tuple((lease.shard, _token(lease.fencing_token)) for lease in request.held)
+        release = tuple((lease.shard, _token(lease.fencing_token)) for lease in request.release)
+        want = tuple(request.want)
+        shard_list([k for k, _ in held] + [k for k, _ in release] + list(want), count, "shards")
+        sync = ShardSync(candidate, count, ttl, held, release, want)
+        with hop_span("leader sync shards", hop=Hop.LEADER, kind=Kind.CACHE, attributes=_REDIS):
+            members, granted = self._leases.sync(sync, _owner())
+        return pb.SyncShardsResponse(
+            members=members,
+            held=[pb.ShardLease(shard=k, fencing_token=t) for k, t in sorted(granted.items())],
+        )

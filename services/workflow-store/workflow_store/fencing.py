@@ -4,6 +4,7 @@ and checked on every write a planner fences.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
 
@@ -17,7 +18,8 @@ from cronwave_core.errors import (
     StaleFencingToken,
     UnissuedFencingToken,
 )
-from cronwave_core.fields import lease_scope
+from cronwave_core.fields import lease_scope, shown
+from cronwave_core.shards import in_scope, parse_scope, shard_of
 from workflow_store import metrics
 from workflow_store import models as m
 from workflow_store.store_core import (
@@ -31,7 +33,9 @@ class FencingStore(StoreCore):
 
     # -- fencing tokens ----------------------------------------------------------------
 
-    def _fence(self, s: Session, scope: str, token: int, now: datetime) -> None:
+    def _fence(
+        self, s: Session, scope: str, token: int, now: datetime, schedule_ids: Iterable[str] = ()
+    ) -> None:
         """Refuse ``token`` if the store never issued it for ``scope`` or it is older
         than the newest seen (``_Fences``); remember it if newer.
         Runs inside the caller's write transaction, under the scope's row lock
@@ -41,6 +45,10 @@ class FencingStore(StoreCore):
         stale = fences.check(scope, token)
         if stale is not None:
             raise stale
+        for schedule_id in schedule_ids:
+            outside = outside_shard(schedule_id, scope)
+            if outside is not None:
+                raise outside
         fences.save()
 
     def fencing_token(self, scope: str) -> int:
@@ -67,6 +75,20 @@ class FencingStore(StoreCore):
             set_={"issued": m.Fencing.issued + 1, "updated_at": stmt.excluded.updated_at},
         ).returning(m.Fencing.issued)
         return int(s.execute(stmt).scalar_one())
+
+
+def outside_shard(schedule_id: str, scope: str) -> InvalidArgument | None:
+    """The refusal of a write of ``schedule_id`` fenced under a shard scope that is
+    not its shard's; None when the scope may fence it."""
+    if in_scope(schedule_id, scope):
+        return None
+    parsed = parse_scope(scope)
+    count = parsed[1] if parsed else 1
+    return InvalidArgument(
+        "fencing_scope",
+        f"schedule {shown(schedule_id)} is in shard {shard_of(schedule_id, count)}, not the "
+        f"shard of {shown(scope)}; fence it with its own shard's lease",
+    )
 
 
 class _Fences:
@@ -101,16 +123,21 @@ class _Fences:
             self.issued[scope] = int(issued)
         self.newest = dict(self.stored)
 
-    def check(self, scope: str, token: int) -> CronwaveError | None:
+    def check(self, scope: str, token: int, schedule_id: str = "") -> CronwaveError | None:
         """Refuse ``token`` if the store never issued it for ``scope``, or if it is
         older than the newest seen (stored or accepted earlier in this transaction);
         otherwise it is the newest. A scope that is not the suite's is refused,
-        naming ``fencing_scope``."""
+        naming ``fencing_scope``, and so is a shard's scope for a schedule of another
+        shard (``schedule_id``): a shard's token fences its own schedules alone."""
         if scope not in self.scopes:
             try:
                 lease_scope(scope, "fencing_scope", self.scopes)
             except InvalidArgument as exc:
                 return exc
+        if schedule_id:
+            outside = outside_shard(schedule_id, scope)
+            if outside is not None:
+                return outside
         issued = self.issued.get(scope, 0)
         if token > issued:
             metrics.FENCING_REJECTIONS.labels("unissued").inc()

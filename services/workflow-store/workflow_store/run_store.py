@@ -113,7 +113,7 @@ class RunStore(AuditStore):
                 results[i] = SchedulePaused(req.schedule_id)
                 continue
             if req.fencing_token > 0:
-                stale = fences.check(req.fencing_scope, req.fencing_token)
+                stale = fences.check(req.fencing_scope, req.fencing_token, req.schedule_id)
                 if stale is not None:
                     results[i] = stale
                     continue

@@ -156,9 +156,9 @@ def _record_missed_slots(
     rows: list[MissedSlot] = []
     unknown: list[str] = []
     with store.db.write() as s:
-        if token > 0:
-            store._fence(s, scope, token, now)
         ids = sorted({slot.schedule_id for slot in slots})
+        if token > 0:
+            store._fence(s, scope, token, now, ids)
         schedules = {
             row.id: row
             for row in s.scalars(
@@ -317,7 +317,7 @@ def _revive(store: Store, req: RecordRequest, existing: RunRecord, actor: Actor 
     with store.db.write() as s:
         schedule = _live_schedule(s, req.schedule_id)
         if req.fencing_token > 0:
-            store._fence(s, req.fencing_scope, req.fencing_token, now)
+            store._fence(s, req.fencing_scope, req.fencing_token, now, [req.schedule_id])
         row = _same_row(s, existing)
         if row is None:
             return Recorded(_current(store, existing), created=False)

@@ -1,0 +1,248 @@
+"""Keeps this planner's share of the shards: one ``SyncShards`` call per renew interval
+renews every shard lease it holds, resigns those it gives up, campaigns for those it
+should hold, and tells it who the live planners are.
+
+Which shards a planner should hold is rendezvous hashing over the live members
+(``cronwave_core.shards``): each planner computes the same division from the same
+member list, so there is no coordinator to lose. A planner joins the members with its
+first call and leaves when it resigns or its membership's ttl lapses (a kill -9): the
+others then see the smaller list, and each campaigns for the dead planner's shards it
+now wins as soon as their leases expire -- within the lease ttl of the last renewal.
+A planner that joins (or rejoins) wins about ``shards / planners`` shards; their
+holders stop firing them at once and resign them at their next call, and the new
+holder campaigns for them when its feed holds their schedules.
+
+A shard is held on this process's monotonic clock exactly as ``Elector`` holds the
+single lease (``valid_until = sent + ttl - margin``; see its docstring); all shards
+granted or renewed by one call share that bound. Overlap is safe regardless: the
+store refuses a write under a shard's token older than the newest it has seen for
+that shard, and records each (schedule, fire time) once.
+
+To the fire loop this is one ``Leadership`` whose token is a *term number*, which
+changes whenever the set of shards held (or their tokens, or the schedules loaded for
+them) changes, so the loop re-bases its index from the store's word for the new set.
+Each write then carries its own shard's scope and token (``fence``).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from datetime import timedelta
+
+import grpc
+from cronwave_proto.v1 import leader_election_service_pb2 as pb
+from cronwave_proto.v1 import leader_election_service_pb2_grpc as pb_grpc
+
+from cron_planner.elector import Leadership, safety_margin
+from cron_planner.metrics import LEADER_CHANGES
+from cronwave_core.shards import assigned, shard_of, shard_scope
+
+log = logging.getLogger("cronwave.planner.shards")
+
+SCOPE = "planner-shards"
+
+
+class ShardElector:
+    def __init__(
+        self,
+        channel: grpc.Channel,
+        candidate: str,
+        count: int,
+        *,
+        ttl: timedelta,
+        renew_interval: timedelta,
+        rpc_timeout: timedelta,
+        loaded: Callable[[], frozenset[int]],
+        on_assignment: Callable[[frozenset[int]], None],
+        on_change: Callable[[], None] = lambda: None,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
+        """``loaded``: the shards whose schedules the feed holds (only those are
+        campaigned for); ``on_assignment``: told the shards this planner should hold
+        whenever that changes (the feed loads them)."""
+        margin = safety_margin(ttl, renew_interval)
+        if margin >= ttl:
+            raise ValueError(
+                f"lease ttl {ttl.total_seconds()}s leaves no time to lead after a safety "
+                f"margin of {margin.total_seconds()}s; raise CRONWAVE_LEASE_TTL or lower "
+                "CRONWAVE_LEASE_RENEW_INTERVAL"
+            )
+        self._stub = pb_grpc.LeaderElectionServiceStub(channel)
+        self.candidate = candidate
+        self.count = count
+        self.scope = SCOPE
+        self._ttl = ttl
+        self._margin = margin.total_seconds()
+        self._interval = renew_interval.total_seconds()
+        self._rpc_timeout = rpc_timeout.total_seconds()
+        self._loaded = loaded
+        self._on_assignment = on_assignment
+        self._on_change = on_change
+        self._monotonic = monotonic
+        self._lock = threading.Lock()
+        self._held: dict[int, int] = {}  # shard -> token
+        self._release: dict[int, int] = {}  # given up, to resign at the next call
+        self._valid_until = 0.0
+        self._term = 0
+        self._loaded_seen: frozenset[int] = frozenset()
+        self._assigned: frozenset[int] | None = None
+        self.members: tuple[str, ...] = ()
+        self._poke = threading.Event()
+        self._stopping = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.syncs = 0
+
+    # reading (any thread) -------------------------------------------------------
+    def is_leader(self) -> bool:
+        """Whether this planner holds any shard."""
+        return self.token() > 0
+
+    def token(self) -> int:
+        """The term number while this planner holds a shard, else 0."""
+        with self._lock:
+            return self._term if self._leading() else 0
+
+    def leadership(self) -> Leadership:
+        with self._lock:
+            left = max(0.0, self._valid_until - self._monotonic())
+            leading = self._leading()
+            return Leadership(leading, self._term if leading else 0, timedelta(seconds=left))
+
+    def held(self) -> dict[int, int]:
+        """Each shard held now, with its fencing token (empty once the bound passed)."""
+        with self._lock:
+            return dict(self._held) if self._leading() else {}
+
+    def fence(self, schedule_id: str) -> tuple[str, int]:
+        """The scope and token a write of ``schedule_id`` carries; token 0 when this
+        planner does not hold its shard now."""
+        shard = shard_of(schedule_id, self.count)
+        with self._lock:
+            token = self._held.get(shard, 0) if self._leading() else 0
+        return shard_scope(shard, self.count), token
+
+    def holds(self, schedule_id: str) -> bool:
+        return self.fence(schedule_id)[1] > 0
+
+    def _leading(self) -> bool:
+        return bool(self._held) and self._monotonic() < self._valid_until
+
+    # lifecycle -------------------------------------------------------------------
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="shard-elector", daemon=True)
+        self._thread.start()
+
+    def poke(self) -> None:
+        """Call leader-election now (the feed loaded shards; a write was refused)."""
+        self._poke.set()
+
+    def step_down(self, reason: str) -> None:
+        """A write was refused as stale: some shard was taken over. The next call,
+        made now, tells which; the rest are kept."""
+        log.warning("a write was refused (%s); checking the shards held", reason)
+        self._poke.set()
+
+    def stop(self, resign: bool = True) -> None:
+        self._stopping.set()
+        self._poke.set()
+        if self._thread is not None:
+            self._thread.join(timeout=self._rpc_timeout + 1)
+        with self._lock:
+            held, self._held, self._valid_until = dict(self._held), {}, 0.0
+            held.update(self._release)
+        if resign and held:
+            self._call(held={}, release=held, want=())
+
+    # the loop ----------------------------------------------------------------------
+    def _run(self) -> None:
+        while not self._stopping.is_set():
+            self._poke.clear()
+            started = self._monotonic()
+            self._round()
+            wait = self._interval - (self._monotonic() - started)
+            if wait > 0:
+                self._poke.wait(wait)
+
+    def _round(self) -> None:
+        with self._lock:
+            if self._held and self._monotonic() >= self._valid_until:
+                log.warning("shard leases ran out before a renewal succeeded: %s", self._held)
+                self._held = {}
+                self._bump()
+            held, release = dict(self._held), dict(self._release)
+        loaded = self._loaded()
+        want: tuple[int, ...] = ()
+        if self._assigned is not None:
+            want = tuple(sorted((self._assigned & loaded) - held.keys()))
+        sent = self._monotonic()
+        reply = self._call(held=held, release=release, want=want)
+        if reply is None:
+            return
+        granted = {lease.shard: lease.fencing_token for lease in reply.held}
+        members = tuple(reply.members)
+        mine = assigned(self.candidate, members, self.count)
+        with self._lock:
+            for shard in release:
+                self._release.pop(shard, None)
+            # Shards given up while the call was out stay given up.
+            granted = {k: t for k, t in granted.items() if k not in self._release}
+            # What this planner should no longer hold: stop firing now, resign next call.
+            for shard in set(granted) - mine:
+                self._release[shard] = granted.pop(shard)
+            changed = granted != self._held or loaded != self._loaded_seen
+            gained = granted.keys() - self._held.keys()
+            lost = self._held.keys() - granted.keys()
+            self._held = granted
+            self._loaded_seen = loaded
+            self._valid_until = sent + self._ttl.total_seconds() - self._margin if granted else 0
+            if changed:
+                self._bump()
+            release_now = bool(self._release)
+        self.members = members
+        if gained:
+            LEADER_CHANGES.labels(self.scope, "acquired").inc(len(gained))
+        if lost:
+            LEADER_CHANGES.labels(self.scope, "lost").inc(len(lost))
+        if gained or lost:
+            log.info(
+                "%s holds %d of %d shards (+%d -%d) among %d planners",
+                self.candidate,
+                len(granted),
+                self.count,
+                len(gained),
+                len(lost),
+                len(members),
+            )
+        if mine != self._assigned:
+            self._assigned = mine
+            self._on_assignment(mine)
+        if changed:
+            self._on_change()
+        if release_now:
+            self._poke.set()
+
+    def _bump(self) -> None:
+        self._term += 1
+
+    def _call(
+        self, *, held: dict[int, int], release: dict[int, int], want: tuple[int, ...]
+    ) -> pb.SyncShardsResponse | None:
+        self.syncs += 1
+        request = pb.SyncShardsRequest(
+            candidate=self.candidate,
+            shard_count=self.count,
+            held=[pb.ShardLease(shard=k, fencing_token=t) for k, t in sorted(held.items())],
+            release=[pb.ShardLease(shard=k, fencing_token=t) for k, t in sorted(release.items())],
+            want=want,
+        )
+        request.ttl.FromTimedelta(self._ttl)
+        try:
+            reply: pb.SyncShardsResponse = self._stub.SyncShards(request, timeout=self._rpc_timeout)
+        except grpc.RpcError as exc:
+            code = exc.code().name if hasattr(exc, "code") else "UNKNOWN"
+            log.warning("shard sync failed (%s); held shards last until their bound", code)
+            return None
+        return reply
