@@ -14,8 +14,9 @@ from cronwave_core.settings_base import PREFIX, FromEnv
 @dataclass(frozen=True, kw_only=True)
 class TraceKeepSettings(FromEnv):
     """The rule that keeps a worker's spans of a run its schedule's ``trace_sample`` left
-    out: a run that failed, timed out, was cancelled or retried is always kept; one
-    that started late by more than this is kept too (see *Sampling*)."""
+    out (its job process's among them): a run that failed, timed out, was cancelled or
+    retried, or had not succeeded by its deadline, is always kept; one that started
+    late by more than this is kept too (see *Sampling*)."""
 
     keep_late: timedelta | None = setting(
         PREFIX + "TRACE_KEEP_LATE",
