@@ -1,22 +1,5 @@
-"""The server's commands of the ``cronwave`` app, added by ``register`` (the entry
-point ``cronwave.cli`` of the server distribution). Each module exposes a
-``typer.Typer`` named ``app`` and imports only what its options need; what a command
-needs to run (the suite, the benchmarks, SQLAlchemy, Redis...) is imported inside it,
-so ``cronwave --help`` stays light."""
-
-from __future__ import annotations
-
-import typer
-
-
-def register(app: typer.Typer) -> None:
-    """Add the server's commands to the ``cronwave`` app."""
-    from cronwave_server.cli import bench, demo, load, suite_cmds, trace, waterfall, worker_cmd
-
-    app.add_typer(suite_cmds.app)  # up
-    app.add_typer(demo.app)  # demo
-    app.add_typer(bench.app)  # bench
-    app.add_typer(waterfall.app)  # waterfall
-    app.add_typer(trace.app, name="trace")
-    app.add_typer(load.app)  # load
-    app.add_typer(worker_cmd.app)  # worker
+"""The server's commands of the ``cronwave`` app, one module per command (or group),
+each exposing a ``typer.Typer`` named ``app`` and importing only what its options need;
+what a command needs to run (the suite, the benchmarks, SQLAlchemy, Redis...) is
+imported inside it, so ``cronwave --help`` stays light. ``cronwave_server.commands``
+adds them to the app."""
