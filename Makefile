@@ -12,11 +12,13 @@ STAMP := $(VENV)/.installed
 
 setup: $(STAMP)
 
-$(STAMP): pyproject.toml examples/billing/pyproject.toml
+$(STAMP): pyproject.toml libs/pyproject.toml examples/billing/pyproject.toml
 	@test -n "$(PYTHON)" || { echo "cronwave needs Python 3.11 or newer on PATH"; exit 1; }
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade "pip>=24"
-	$(BIN)/python -m pip install --quiet -e '.[server,dev]'
+	@# Two distributions: the SDK (libs: cronwave) and the server over it (here:
+	@# cronwave-server), installed together so the server's `cronwave` is this one.
+	$(BIN)/python -m pip install --quiet -e ./libs -e '.[dev]'
 	@# The console's browser tests drive Debian's chromium (playwright cannot download
 	@# its own browsers here): installed once, when /usr/bin/chromium is missing.
 	@test -x /usr/bin/chromium || { \
