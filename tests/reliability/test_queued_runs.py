@@ -154,3 +154,22 @@ def test_a_cancel_reaches_only_the_run_it_names(tmp_path: Path, namespace: str) 
     assert third.outcome is Outcome.CANCELLED and third.body_started_ns == 0
     assert runs.results["first"].outcome is Outcome.CANCELLED
     assert runs.results["second"].outcome is Outcome.CANCELLED
+
+
+def test_a_run_handed_over_later_but_due_sooner_begins_first(
+    tmp_path: Path, namespace: str
+) -> None:
+    with open_pool(tmp_path, namespace, processes=1) as one:
+        # Given one process with a run due in two seconds queued on it
+        later, sooner = soon(2.5), soon(1.0)
+        runs = Runs(one)
+        runs.start("later", "cronwave.noop", later)
+        runs.queued(1)
+        # When a run due sooner is queued behind it
+        runs.start("sooner", "cronwave.noop", sooner)
+        runs.queued(2)
+        runs.join()
+    # Then each began at its own fire time, the sooner one first
+    first, second = runs.results["sooner"], runs.results["later"]
+    assert first.outcome is second.outcome is Outcome.SUCCEEDED
+    assert epoch_ns(sooner) <= first.body_started_ns < epoch_ns(later) <= second.body_started_ns

@@ -38,6 +38,10 @@ DEFAULT_THREADS = 1024
 #: How long before its release instant a run leaves the heap for a pool thread, so the
 #: thread is running (and the attempt set up) when the instant comes.
 DEFAULT_RELEASE_AHEAD = timedelta(seconds=2)
+#: With job processes, a run leaves the heap as soon as it is this close: its attempt
+#: is set up at once and its run queued on a job process, which starts it at its fire
+#: time (``worker.job_body``), so the set-up of a thousand runs is long over by then.
+PROCESS_RELEASE_AHEAD = timedelta(seconds=10)
 
 
 class HeldRuns:

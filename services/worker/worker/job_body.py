@@ -3,7 +3,7 @@ job bodies one at a time and speaks the JSON-lines protocol with its worker.
 
 The worker may queue several runs on one process (the bodies of an instant, handed
 over before it): a reader thread takes every line off stdin as it comes, and the
-bodies run in the order their runs arrived, each at its fire time at the earliest.
+bodies run earliest fire time first, each at its fire time at the earliest.
 Every line the process writes about a run carries that run's ``ticket`` (the worker's
 number for the hand-over), so the worker can tell the runs of one process apart.
 ``{"op": "skip", "ticket": N}`` takes a run that has not begun out of the queue (the
@@ -24,6 +24,8 @@ spans the process held of its body (``"spans"``, ``worker.job_spans``).
 from __future__ import annotations
 
 import contextlib
+import heapq
+import itertools
 import json
 import logging
 import os
@@ -31,13 +33,12 @@ import signal
 import sys
 import threading
 import time
-from collections import deque
 from collections.abc import Mapping
 from datetime import datetime
 from typing import IO, Any
 
 from cronwave import WorkerStopping
-from cronwave_core.domain.instants import wait_until_fire_time
+from cronwave_core.domain.instants import epoch_ns, wait_until_fire_time
 from cronwave_core.domain.progress import Progress
 from cronwave_core.limits import DEFAULT_LIMITS
 from cronwave_core.settings import TelemetrySettings, WorkerSettings
@@ -136,13 +137,16 @@ class Channel:
 
 
 class RunQueue:
-    """The runs handed to this process and not begun, in their order; filled by the
-    reader thread (``read_runs``), emptied by the bodies' thread (``next``)."""
+    """The runs handed to this process and not begun, earliest fire time first; filled
+    by the reader thread (``read_runs``), emptied by the bodies' thread (``next``),
+    which takes a run when its fire time is near, so a run handed over later but due
+    sooner goes first."""
 
     def __init__(self, channel: Channel) -> None:
         self._channel = channel
         self._cond = threading.Condition()
-        self._runs: deque[dict[str, Any]] = deque()
+        self._runs: list[tuple[int, int, dict[str, Any]]] = []  # a heap: fire ns, order
+        self._order = itertools.count()
         self._closed = False
         self._current: object = None  # the ticket of the body running now
 
@@ -163,7 +167,7 @@ class RunQueue:
         op = message.get("op")
         with self._cond:
             if op == "run":
-                self._runs.append(message)
+                heapq.heappush(self._runs, (_fire_ns(message), next(self._order), message))
                 self._cond.notify_all()
                 return
             ticket = message.get("ticket")
@@ -172,25 +176,49 @@ class RunQueue:
                 return
             if op != "skip":
                 return
-            for spec in self._runs:
-                if spec.get("ticket") == ticket:
-                    self._runs.remove(spec)
+            for entry in self._runs:
+                if entry[2].get("ticket") == ticket:
+                    self._runs.remove(entry)
+                    heapq.heapify(self._runs)
                     break
             else:
                 return  # begun already (its ``started`` says so) or over
         self._channel.send({"op": "skipped", "ticket": ticket})
 
     def next(self) -> dict[str, Any] | None:
-        """The next run to begin; None once stdin has closed and none is left."""
+        """The next run to begin, once its fire time is near (at once when the worker
+        is stopping: it answers ``released``); None once stdin has closed and none is
+        left."""
         with self._cond:
-            while not self._runs and not self._closed:
-                self._cond.wait()
-            if not self._runs:
-                return None
-            spec = self._runs.popleft()
+            while True:
+                if not self._runs:
+                    if self._closed:
+                        return None
+                    self._cond.wait()
+                    continue
+                left = (self._runs[0][0] - time.time_ns()) / 1e9 - _TAKE_AHEAD_S
+                if left <= 0 or STOP.requested:
+                    break
+                # A signal handler may not notify: look at the stop flag now and then.
+                self._cond.wait(min(left, _WAIT_SLICE_S))
+            spec = heapq.heappop(self._runs)[2]
             self._current = spec.get("ticket")
             CANCEL.requested = False
             return spec
+
+
+#: A queued run is taken this long before its fire time; the body's own wait
+#: (``wait_until_fire_time``) does the last stretch precisely.
+_TAKE_AHEAD_S = 0.02
+
+
+def _fire_ns(spec: Mapping[str, Any]) -> int:
+    """The run's fire time in ns since the epoch (0 when unreadable: ``run_one``
+    reports why it cannot run)."""
+    try:
+        return epoch_ns(datetime.fromisoformat(str(spec["fire_time"])))
+    except (KeyError, ValueError, TypeError):
+        return 0
 
 
 def run_one(
