@@ -38,6 +38,8 @@ class Sizes:
     failover_trials: int = 20
     billing_customers: int = 100_000
     planner_schedules: int = 100_000
+    # Sharded planning: schedules across 4 planners over 64 shards.
+    sharded_schedules: int = 1_000_000
     # The fault matrix: schedules firing every second, how long each held fault lasts
     # (SIGSTOP, blackhole, Redis down), and the quiet period after each recovery.
     fault_matrix_schedules: int = 100
@@ -72,6 +74,7 @@ class Sizes:
             failover_trials=1,
             billing_customers=50,
             planner_schedules=200,
+            sharded_schedules=300,
             fault_matrix_schedules=10,
             fault_matrix_hold=timedelta(seconds=3),
             fault_matrix_quiet=timedelta(seconds=1),

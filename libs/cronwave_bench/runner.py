@@ -29,6 +29,7 @@ from cronwave_bench.matrix_faults import SEED_VAR, MatrixConfig, seed_from_env
 from cronwave_bench.planner_memory import run_planner_memory
 from cronwave_bench.report import FAILED, NOT_AVAILABLE, Result, fmt_ms
 from cronwave_bench.saturation import run_saturation
+from cronwave_bench.sharded_planners import run_sharded_planners
 from cronwave_bench.single import run_single
 from cronwave_bench.throughput import run_throughput
 from cronwave_bench.truth import run_truth
@@ -157,6 +158,7 @@ SCENARIOS: dict[str, Scenario] = {
     "failover": run_failover_scenario,
     "billing": run_billing,
     "planner-memory": run_planner_memory,
+    "sharded-planners": run_sharded_planners,
     "fault-matrix": run_fault_matrix_scenario,
     "truth": run_truth,
 }

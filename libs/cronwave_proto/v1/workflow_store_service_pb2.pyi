@@ -56,15 +56,25 @@ class GetScheduleResponse(_message.Message):
     schedule: _common_pb2.Schedule
     def __init__(self, schedule: _Optional[_Union[_common_pb2.Schedule, _Mapping]] = ...) -> None: ...
 
+class ShardFilter(_message.Message):
+    __slots__ = ("count", "shards")
+    COUNT_FIELD_NUMBER: _ClassVar[int]
+    SHARDS_FIELD_NUMBER: _ClassVar[int]
+    count: int
+    shards: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, count: _Optional[int] = ..., shards: _Optional[_Iterable[int]] = ...) -> None: ...
+
 class ListSchedulesRequest(_message.Message):
-    __slots__ = ("limit", "include_deleted", "after_schedule_id")
+    __slots__ = ("limit", "include_deleted", "after_schedule_id", "shard_filter")
     LIMIT_FIELD_NUMBER: _ClassVar[int]
     INCLUDE_DELETED_FIELD_NUMBER: _ClassVar[int]
     AFTER_SCHEDULE_ID_FIELD_NUMBER: _ClassVar[int]
+    SHARD_FILTER_FIELD_NUMBER: _ClassVar[int]
     limit: int
     include_deleted: bool
     after_schedule_id: str
-    def __init__(self, limit: _Optional[int] = ..., include_deleted: _Optional[bool] = ..., after_schedule_id: _Optional[str] = ...) -> None: ...
+    shard_filter: ShardFilter
+    def __init__(self, limit: _Optional[int] = ..., include_deleted: _Optional[bool] = ..., after_schedule_id: _Optional[str] = ..., shard_filter: _Optional[_Union[ShardFilter, _Mapping]] = ...) -> None: ...
 
 class ListSchedulesResponse(_message.Message):
     __slots__ = ("schedules", "revision")
@@ -119,10 +129,12 @@ class DeleteScheduleResponse(_message.Message):
     def __init__(self, schedule: _Optional[_Union[_common_pb2.Schedule, _Mapping]] = ..., cancelled: _Optional[_Iterable[_Union[_common_pb2.Run, _Mapping]]] = ...) -> None: ...
 
 class WatchSchedulesRequest(_message.Message):
-    __slots__ = ("since_revision",)
+    __slots__ = ("since_revision", "shard_filter")
     SINCE_REVISION_FIELD_NUMBER: _ClassVar[int]
+    SHARD_FILTER_FIELD_NUMBER: _ClassVar[int]
     since_revision: int
-    def __init__(self, since_revision: _Optional[int] = ...) -> None: ...
+    shard_filter: ShardFilter
+    def __init__(self, since_revision: _Optional[int] = ..., shard_filter: _Optional[_Union[ShardFilter, _Mapping]] = ...) -> None: ...
 
 class WatchSchedulesResponse(_message.Message):
     __slots__ = ("schedule",)

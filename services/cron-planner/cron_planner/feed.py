@@ -137,6 +137,7 @@ class ScheduleFeed:
         self._shards: frozenset[int] | None = None if shard_count > 1 else frozenset({0})
         self._loaded_shards: frozenset[int] = frozenset()
         self._filtered = threading.Event()
+        self._since: int | None = None  # where the next watch starts, when not the index's
         if shard_count <= 1:
             self._filtered.set()
 
@@ -146,18 +147,40 @@ class ScheduleFeed:
         return self._loaded_shards if self.loaded.is_set() else frozenset()
 
     def refilter(self, shards: frozenset[int]) -> None:
-        """Hold the schedules of ``shards`` alone from now on: the index is loaded again
-        for them (what was handled of schedules that stay is kept) and the watch
-        re-opened."""
+        """Hold the schedules of ``shards`` alone from now on. Shards given up are
+        dropped from the index at once; shards gained are listed (only theirs, the
+        store filtering) into the index, and the watch is re-opened for the new set
+        from where it was, so no change in between is missed."""
         with self._lock:
             if shards == self._shards:
                 return
-            self._shards = shards
-            self.loaded.clear()
-            call = self._call
+            old, self._shards = self._shards, shards
+            shrink = self.loaded.is_set() and old is not None and shards <= old
+            call = None
+            if not shrink:
+                self.loaded.clear()
+                call = self._call
         self._filtered.set()
+        if shrink:
+            self._drop_others()
+            with self._lock:
+                if self._shards == shards:
+                    self._loaded_shards = shards
+            self._on_loaded()
+            self._on_change()
         if call is not None:
             call.cancel()
+
+    def _drop_others(self) -> None:
+        """Forget the schedules of shards no longer held (no revision moves)."""
+        for schedule_id in self._index.ids():
+            if not self._keep(schedule_id):
+                self._index.remove(schedule_id)
+
+    def _filter(self, shards: frozenset[int]) -> store_pb.ShardFilter | None:
+        if self._shard_count <= 1:
+            return None
+        return store_pb.ShardFilter(count=self._shard_count, shards=sorted(shards))
 
     def _keep(self, schedule_id: str) -> bool:
         shards = self._shards
@@ -219,20 +242,24 @@ class ScheduleFeed:
     def _load(self) -> None:
         now = self._clock.now()
         shards = self._shards or frozenset()
+        held = self._loaded_shards
+        if self._shard_count > 1 and held and len(self._index):
+            self._load_more(shards, held, now)
+            return
         decoded: list[tuple[ScheduleDef, datetime]] = []
         revision: int | None = None
         left_out = self.left_out
         # The next page is asked for before this one is decoded, so the store reads
         # and encodes it while the planner decodes. A page may end early by bytes:
         # only an empty page ends the list.
-        pending: grpc.Future | None = self._page("")
+        pending: grpc.Future | None = self._page("", shards)
         while pending is not None:
             reply = pending.result()
             pending = None
             if revision is None:
                 revision = reply.revision
             if reply.schedules and not self._stopping.is_set():
-                pending = self._page(reply.schedules[-1].schedule_id)
+                pending = self._page(reply.schedules[-1].schedule_id, shards)
             kept = (s for s in reply.schedules if self._keep(s.schedule_id))
             decoded.extend(d for d in (self._decoded(s, now) for s in kept) if d)
             if self._shards != shards:
@@ -254,15 +281,53 @@ class ScheduleFeed:
         )
         self._on_change()
 
-    def _page(self, after: str) -> grpc.Future:
-        request = store_pb.ListSchedulesRequest(limit=PAGE, after_schedule_id=after)
+    def _load_more(self, shards: frozenset[int], held: frozenset[int], now: datetime) -> None:
+        """The index holds ``held``'s schedules: drop those of shards not in ``shards``,
+        list the gained shards' alone into it, and watch from where the index was."""
+        since = self._index.revision
+        self._drop_others()
+        gained = shards - held
+        count = 0
+        pending: grpc.Future | None = self._page("", gained) if gained else None
+        while pending is not None:
+            reply = pending.result()
+            pending = None
+            if reply.schedules and not self._stopping.is_set():
+                pending = self._page(reply.schedules[-1].schedule_id, gained)
+            for msg in reply.schedules:
+                readable = self._readable(msg, now) if self._keep(msg.schedule_id) else None
+                if readable is not None:
+                    self._index.apply(*readable)
+                    count += 1
+            if self._shards != shards:
+                return  # refiltered meanwhile: load again for the new shards
+        if self._stopping.is_set():
+            return
+        with self._lock:
+            if self._shards != shards:
+                return
+            self._since = since
+            self._loaded_shards = shards
+            self.loaded.set()
+        self._on_loaded()
+        log.info("loaded %d schedules of %d more shards", count, len(gained))
+        self._on_change()
+
+    def _page(self, after: str, shards: frozenset[int]) -> grpc.Future:
+        request = store_pb.ListSchedulesRequest(
+            limit=PAGE, after_schedule_id=after, shard_filter=self._filter(shards)
+        )
         future: grpc.Future = self._stub.ListSchedules.future(request, timeout=self._rpc_timeout)
         return future
 
     def _watch(self) -> bool:
         """Apply changes until the stream ends. True when it ended by its own deadline
         (re-open at once); an error or an early end raises or returns False."""
-        request = store_pb.WatchSchedulesRequest(since_revision=self._index.revision)
+        since, self._since = self._since, None
+        request = store_pb.WatchSchedulesRequest(
+            since_revision=self._index.revision if since is None else since,
+            shard_filter=self._filter(self._shards or frozenset()),
+        )
         call = self._stub.WatchSchedules(request, timeout=self._stream_timeout)
         with self._lock:
             if self._stopping.is_set():

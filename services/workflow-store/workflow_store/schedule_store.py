@@ -154,7 +154,11 @@ class ScheduleStore(AuditStore):
             return _schedule(_live_schedule(s, schedule_id))
 
     def list_schedules(
-        self, limit: int = 0, include_deleted: bool = False, after: str = ""
+        self,
+        limit: int = 0,
+        include_deleted: bool = False,
+        after: str = "",
+        keep: Callable[[str], bool] | None = None,
     ) -> tuple[list[ScheduleRecord], int]:
         """Schedules by id (all when ``limit`` is 0; only ids greater than ``after``, for
         paging) and the store revision they reflect.
@@ -173,7 +177,10 @@ class ScheduleStore(AuditStore):
                 query = query.where(m.Schedule.deleted.is_(False))
             if after:
                 query = query.where(m.Schedule.id > after)
-            if limit:
+            if keep is not None:
+                ids = _kept_ids(s, keep, limit, include_deleted, after)
+                query = sa.select(m.Schedule).where(m.Schedule.id.in_(ids)).order_by(m.Schedule.id)
+            elif limit:
                 query = query.limit(limit)
             listed = [_listed(r, self.limits) for r in s.scalars(query)]
             return listed, int(revision or 0)
@@ -350,3 +357,27 @@ def _stored_values(new: NewSchedule) -> dict[str, Any]:
         "managed_by": new.managed_by,
         "labels": dict(new.labels),
     }
+
+
+#: Ids read per statement while looking for the schedules a filter keeps.
+_ID_SCAN = 5_000
+
+
+def _kept_ids(
+    s: Session, keep: Callable[[str], bool], limit: int, include_deleted: bool, after: str
+) -> list[str]:
+    """The first ``limit`` ids after ``after`` that ``keep`` keeps (all when 0): ids
+    alone are scanned (the primary key's index), so rows left out are never loaded."""
+    kept: list[str] = []
+    while not limit or len(kept) < limit:
+        query = sa.select(m.Schedule.id).order_by(m.Schedule.id).limit(_ID_SCAN)
+        if not include_deleted:
+            query = query.where(m.Schedule.deleted.is_(False))
+        if after:
+            query = query.where(m.Schedule.id > after)
+        ids = list(s.scalars(query))
+        kept.extend(i for i in ids if keep(i))
+        if len(ids) < _ID_SCAN:
+            break
+        after = ids[-1]
+    return kept[:limit] if limit else kept

@@ -21,6 +21,7 @@ from cronwave_core.domain.cancel import CancelRequest
 from cronwave_core.domain.runs import Trigger
 from cronwave_core.errors import CronwaveError, InvalidArgument
 from cronwave_core.rpc import item_error
+from cronwave_core.shards import shard_list, shard_of
 from cronwave_core.telemetry.vocabulary import (
     Hop,
 )
@@ -129,8 +130,9 @@ class WorkflowStoreServicer(AuditRpcs, DeadlineServicer, api_grpc.WorkflowStoreS
     def ListSchedules(
         self, request: api.ListSchedulesRequest, context: grpc.ServicerContext
     ) -> api.ListSchedulesResponse:
+        keep = _shard_keep(request.shard_filter)
         schedules, revision = paging.page(
-            lambda after, n: self.store.list_schedules(n, request.include_deleted, after),
+            lambda after, n: self.store.list_schedules(n, request.include_deleted, after, keep),
             lambda record: record.schedule_id,
             self._sent,
             lambda msg: msg.ByteSize(),
@@ -179,13 +181,15 @@ class WorkflowStoreServicer(AuditRpcs, DeadlineServicer, api_grpc.WorkflowStoreS
         self, request: api.WatchSchedulesRequest, context: grpc.ServicerContext
     ) -> Iterator[api.WatchSchedulesResponse]:
         # Wake the waiting stream as soon as the call ends (client cancel, server stop).
+        keep = _shard_keep(request.shard_filter)
         context.add_callback(self.store.wake_watchers)
         metrics.WATCH_STREAMS.inc()
         try:
             for record in self.store.watch(
                 request.since_revision, context.is_active, poll=self.watch_poll
             ):
-                yield api.WatchSchedulesResponse(schedule=self._sent(record))
+                if keep is None or keep(record.schedule_id):
+                    yield api.WatchSchedulesResponse(schedule=self._sent(record))
         finally:
             metrics.WATCH_STREAMS.dec()
 
@@ -535,3 +539,13 @@ def _beat_to_proto(beat: Beat) -> api.HeartbeatResponse:
         response.cancel_grace.CopyFrom(td_to_duration(beat.cancel_grace))
         response.cancel_reason = beat.cancel_reason
     return response
+
+
+def _shard_keep(shard_filter: api.ShardFilter) -> Callable[[str], bool] | None:
+    """Whether a schedule is in one of the filter's shards; None when there is no
+    filter (``count`` 0)."""
+    if shard_filter.count == 0:
+        return None
+    count = shard_filter.count
+    shards = shard_list(shard_filter.shards, count, "shard_filter")
+    return lambda schedule_id: shard_of(schedule_id, count) in shards
