@@ -136,6 +136,7 @@ class Planner:
             self.loop.submit,
             loaded=lambda: self.feed.loaded.is_set(),
             max_fires=limits.backfill_slots,
+            holds=keep,
         )
         self.feed = ScheduleFeed(
             self._watch_channel,

@@ -77,9 +77,11 @@ class Backfiller:
         loaded: Callable[[], bool] = lambda: True,
         give_up_after: timedelta = timedelta(seconds=60),
         max_fires: int = MAX_FIRES,
+        holds: Callable[[str], bool] = lambda _schedule_id: True,
     ) -> None:
         """``max_fires``: the most fire times one backfill covers
-        (``CRONWAVE_MAX_BACKFILL_SLOTS``)."""
+        (``CRONWAVE_MAX_BACKFILL_SLOTS``); ``holds``: whether this planner holds a
+        schedule's shard (sharded planning; a backfill goes to the shard's holder)."""
         self._index = index
         self._clock = clock
         self._leadership = leadership
@@ -89,6 +91,7 @@ class Backfiller:
         self._loaded = loaded
         self._give_up_after = give_up_after
         self._max_fires = max_fires
+        self._holds = holds
 
     def backfill(self, req: BackfillRequest) -> BackfillResult:
         """Plan (and unless ``dry_run``, queue) the backfill ``req`` asks for. Raises
@@ -96,6 +99,11 @@ class Backfiller:
         ``FailedPrecondition`` (paused; not the leader) and ``Unavailable``."""
         if not req.schedule_id:
             raise InvalidArgument("schedule_id", "required")
+        if not self._holds(req.schedule_id):
+            raise FailedPrecondition(
+                f"schedule_id: '{req.schedule_id}' is in a shard this planner does not hold; "
+                "send the backfill to the planner that holds its shard"
+            )
         if req.start is None:
             raise InvalidArgument("start", "required: the first instant of the range (inclusive)")
         if req.end is None:
