@@ -3,12 +3,9 @@ shows them, and every slot of a set of schedules audited from the store's runs."
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import timedelta
 
-import grpc
 from cronwave_proto.v1 import common_pb2
 from cronwave_proto.v1 import leader_election_service_pb2 as leader_pb
 from cronwave_proto.v1 import leader_election_service_pb2_grpc as leader_grpc
@@ -16,11 +13,12 @@ from cronwave_proto.v1 import workflow_store_service_pb2 as store_pb
 from cronwave_proto.v1 import workflow_store_service_pb2_grpc as store_grpc
 
 from cronwave_bench.failover import NOOP, wait_for
-from cronwave_core.convert import ts_to_dt
+from cronwave_bench.sharded_planners import SlotAudit, audit_slots
 from cronwave_core.shards import shard_of, shard_scope
 from cronwave_core.suite import Suite
 
 RPC = 10.0
+__all__ = ["RPC", "SlotAudit", "audit_slots", "create_schedules", "holders", "runs_of"]
 
 
 def holders(suite: Suite, count: int) -> dict[int, str]:
@@ -76,48 +74,5 @@ def runs_of(suite: Suite, ids: Sequence[str]) -> list[common_pb2.Run]:
         return runs
 
 
-@dataclass
-class SlotAudit:
-    """Every whole second in ``(since, through]`` of every schedule: its runs."""
-
-    duplicates: list[tuple[str, datetime]] = field(default_factory=list)
-    missing: list[tuple[str, datetime]] = field(default_factory=list)
-    missed: list[tuple[str, datetime, str]] = field(default_factory=list)
-    slots: int = 0
-
-
-def audit_slots(
-    runs: Sequence[common_pb2.Run], ids: Sequence[str], since: datetime, through: datetime
-) -> SlotAudit:
-    per_slot = Counter((r.schedule_id, ts_to_dt(r.fire_time)) for r in runs)
-    missed = {
-        (r.schedule_id, ts_to_dt(r.fire_time)): r.error
-        for r in runs
-        if r.state == common_pb2.RUN_STATE_MISSED
-    }
-    result = SlotAudit()
-    first = since.replace(microsecond=0) + timedelta(seconds=1)
-    for sid in ids:
-        at = first
-        while at <= through:
-            result.slots += 1
-            n = per_slot.get((sid, at), 0)
-            if n == 0:
-                result.missing.append((sid, at))
-            elif n > 1:
-                result.duplicates.append((sid, at))
-            if (sid, at) in missed:
-                result.missed.append((sid, at, missed[(sid, at)]))
-            at += timedelta(seconds=1)
-    return result
-
-
 def shards_of(ids: Sequence[str], count: int) -> dict[str, int]:
     return {sid: shard_of(sid, count) for sid in ids}
-
-
-def no_rpc_error(call):  # type: ignore[no-untyped-def]
-    try:
-        return call()
-    except grpc.RpcError:
-        return None

@@ -148,3 +148,39 @@ def test_planners_split_the_shards_take_over_a_killed_ones_and_give_them_back(
     assert result.duplicates == []
     assert result.missing == []
     assert result.missed == []
+
+
+def test_one_planner_alone_holds_every_shard_and_fires_them_all(
+    make_suite: SuiteFactory, drill_of
+) -> None:
+    # Given one planner over 8 shards and 12 schedules firing every second
+    suite = make_suite(planners=1, env=ENV)
+    drill = drill_of(suite)
+    (name,) = drill.planner_names()
+    ids = create_schedules(suite, 12, "alone")
+    created = datetime.now(UTC)
+
+    # Then it holds every shard and all the schedules
+    eventually(
+        lambda: set(holders(suite, SHARDS).values()) == {name},
+        timeout=60,
+        interval=0.2,
+        what="every shard held by the one planner",
+    )
+    eventually(
+        lambda: (status := drill.status(name)) is not None and status.schedules == len(ids),
+        timeout=30,
+        interval=0.2,
+        what="every schedule held",
+    )
+    # And every slot of every schedule runs once
+    through = created.replace(microsecond=0) + timedelta(seconds=5)
+    eventually(
+        lambda: not audit_slots(runs_of(suite, ids), ids, created, through).missing,
+        timeout=30,
+        interval=0.5,
+        what="a run of every slot",
+    )
+    result = audit_slots(runs_of(suite, ids), ids, created, through)
+    assert result.slots == len(ids) * 5
+    assert (result.duplicates, result.missed) == ([], [])
