@@ -15,6 +15,7 @@ SCENARIO_NAMES = (
     "failover",
     "billing",
     "planner-memory",
+    "sharded-planners",
     "fault-matrix",
     "truth",
 )
