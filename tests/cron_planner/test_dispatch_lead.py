@@ -16,8 +16,9 @@ import pytest
 from cron_planner.clock import ManualClock
 from cron_planner.fire_loop import FireLoop
 from cron_planner.ports import Start
-from cron_planner.schedule_index import CROWD_RATE, MAX_LEAD, ScheduleIndex
+from cron_planner.schedule_index import ScheduleIndex
 from cron_planner.work import InFlight, Missed, Trigger
+from cronwave_core.domain.lead import CROWD_RATE, MAX_LEAD
 from cronwave_core.domain.spec import Interval, Overlap, Policy, ScheduleDef, Spec
 from cronwave_core.errors import CronwaveError
 from tests.cron_planner.fakes import start_each

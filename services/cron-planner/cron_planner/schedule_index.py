@@ -32,8 +32,8 @@ schedule is acted on at its jittered instant (a worker would start a run dispatc
 early at the nominal time, undoing the jitter).
 
 A crowded instant is acted on earlier still: with N slots due at one instant, the lead
-of each is up to N / ``CROWD_RATE`` seconds (grown in steps of half, at most
-``MAX_LEAD``),
+of each is up to N / ``CROWD_RATE`` seconds (``cronwave_core.domain.lead``; grown in
+steps of half, at most ``MAX_LEAD``),
 so the thousands of runs of the top of the hour are recorded, queued and claimed
 before it, at the rate the pipeline keeps, rather than all in the last seconds. The
 half-gap bound above still holds for each schedule.
@@ -53,14 +53,8 @@ from datetime import datetime, timedelta
 
 from cronwave_core.domain.calendar import occurrences_after, runs_left
 from cronwave_core.domain.jitter import jittered
+from cronwave_core.domain.lead import CROWD_RATE, MAX_LEAD, crowd_lead
 from cronwave_core.domain.spec import ScheduleDef
-
-#: The runs a second the pipeline records, queues and claims ahead on a small machine
-#: (2 cores: 300-500): a crowded instant's lead is its slots over this.
-CROWD_RATE = 400
-#: A crowded instant's lead is at most this: a worker puts back a run message that
-#: arrives more than 30 s before its fire time (``worker.runtime.EARLY_LIMIT``).
-MAX_LEAD = timedelta(seconds=25)
 
 
 @dataclass(frozen=True, slots=True)
@@ -363,7 +357,7 @@ class _Crowds:
             members.add(entry.schedule.schedule_id)
         if count < self._crowded_at:
             return None
-        lead = min(MAX_LEAD, timedelta(seconds=count // CROWD_RATE))
+        lead = crowd_lead(count, self._lead)
         current = self._leads.get(at, self._lead)
         # Grown by half at least (or to the cap): an instant's slots are moved a few
         # times while it fills, not once per second of lead.

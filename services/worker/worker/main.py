@@ -60,7 +60,7 @@ from worker.attempts import Isolation
 from worker.dead_letters import DeadLetterRejected
 from worker.draining import Draining
 from worker.drills import drill_channel
-from worker.held_runs import DEFAULT_RELEASE_AHEAD, PROCESS_RELEASE_AHEAD, HeldRuns
+from worker.held_runs import PROCESS_RELEASE_AHEAD, PROCESS_THREADS, HeldRuns
 from worker.job_process import JobProcessPool
 from worker.jobs import Registry, default_registry
 from worker.jobs.wire import job_type_to_proto
@@ -267,7 +267,11 @@ def main() -> None:
         pool.wait_ready(min(2, pool.warm))
 
     stats = WorkerStats()
-    held = HeldRuns(release_ahead=DEFAULT_RELEASE_AHEAD if pool is None else PROCESS_RELEASE_AHEAD)
+    held = (
+        HeldRuns()
+        if pool is None
+        else HeldRuns(threads=PROCESS_THREADS, release_ahead=PROCESS_RELEASE_AHEAD)
+    )
     draining = Draining()
     # Completions (consumer and held-run threads) fill it; the metrics scrape reads it.
     cache_redis = redis_client(
