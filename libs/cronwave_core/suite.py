@@ -32,33 +32,30 @@ from cronwave_core.forked import ForkedProcess, fork_module, fork_server_on
 from cronwave_core.http_health import wait_http_healthy
 from cronwave_core.security.pki import LOCAL_ADMIN, ensure_pki
 from cronwave_core.security.tls import new_channel
-from cronwave_core.settings import DEFAULT_PORTS, GATEWAY_PORT, PREFIX, TEST_HOOKS, TlsSettings
+from cronwave_core.settings import DEFAULT_PORTS, PREFIX, TEST_HOOKS, TlsSettings
 from cronwave_core.suite_health import find_redis_server, wait_healthy, wait_redis
+from cronwave_core.suite_processes import SuiteProcess, require_process
 
 # Start order: the store first (it migrates the database), the planner last.
 SERVICES = ("workflow-store", "leader-election", "dispatcher", "worker", "cron-planner")
 #: The billing demo's sandbox payment gateway: started, after the store, only by a
-#: suite configured with ``payment_gateway=True``. It ships with the billing example
-#: (``pip install -e examples/billing``), which is started by module name, never
-#: imported here.
+#: suite configured with ``payment_gateway=True``. The billing example declares it
+#: (``cronwave_core.suite_processes``: how it is started and answers); the suite
+#: knows it only by this name.
 GATEWAY = "payment-gateway"
-GATEWAY_MODULE = "cronwave_billing.gateway"
 #: The web console (``services/console``, HTTP, not gRPC): started last, only by a
 #: suite configured with ``console=True`` (``cronwave up``, ``cronwave demo``).
 CONSOLE = "console"
 _MODULE = {
     **{name: name.replace("-", "_") for name in SERVICES},
-    GATEWAY: GATEWAY_MODULE,
     CONSOLE: "console",
 }
-_MODULE_SERVICE = {module: name for name, module in _MODULE.items()}
 _ADDR_VAR = {
     "workflow-store": "STORE_ADDR",
     "leader-election": "LEADER_ADDR",
     "dispatcher": "DISPATCHER_ADDR",
     "cron-planner": "PLANNER_ADDR",
     "worker": "WORKER_ADDR",
-    GATEWAY: "GATEWAY_ADDR",
     CONSOLE: "CONSOLE_ADDR",
 }
 #: The gRPC service each process serves: its health is asked by that name, so a
@@ -69,7 +66,6 @@ _GRPC_SERVICE = {
     "dispatcher": "cronwave.v1.DispatcherService",
     "cron-planner": "cronwave.v1.CronPlannerService",
     "worker": "cronwave.v1.WorkerService",
-    GATEWAY: "cronwave.v1.PaymentGatewayService",
 }
 #: The services a suite runs more than one of by ``SuiteConfig.replicas`` (planners
 #: and workers have counts of their own): each replica listens on its own port, and
@@ -89,7 +85,6 @@ _PORT_KEY = {
     "dispatcher": "dispatcher",
     "cron-planner": "planner",
     "worker": "worker",
-    GATEWAY: "gateway",
     CONSOLE: "console",
 }
 
@@ -253,9 +248,14 @@ class Suite:
             ports = dict(DEFAULT_PORTS)
         else:
             ports = {k: config.ports.get(k) or free_port() for k in DEFAULT_PORTS}
+        #: The installed packages' processes this suite runs (``suite_processes``).
+        self.extra: dict[str, SuiteProcess] = {}
         if config.payment_gateway:
-            given = (config.ports or {}).get("gateway")
-            ports["gateway"] = given or (GATEWAY_PORT if config.ports is None else free_port())
+            gateway = self.extra[GATEWAY] = require_process(GATEWAY)
+            given = (config.ports or {}).get(gateway.port_key)
+            ports[gateway.port_key] = given or (
+                gateway.default_port if config.ports is None else free_port()
+            )
         if config.console:
             given = (config.ports or {}).get("console")
             ports["console"] = given or (CONSOLE_PORT if config.ports is None else free_port())
@@ -274,7 +274,7 @@ class Suite:
                     "replicas: workflow-store replicas share one database, and a SQLite "
                     "file is one process's: give a PostgreSQL database_url"
                 )
-            self.replica_ports[_PORT_KEY[service]] = [free_port() for _ in range(count - 1)]
+            self.replica_ports[self._port_keys()[service]] = [free_port() for _ in range(count - 1)]
         #: The embedded Redis's password ("" when the suite uses a Redis it was given).
         self.redis_password = "" if config.redis_url else redis_password.new_password()
         self.redis_url = config.redis_url or redis_password.with_password(
@@ -303,17 +303,27 @@ class Suite:
 
     def channel(self, target: str, identity: str = LOCAL_ADMIN, token: str = "") -> grpc.Channel:
         """A channel to ``target`` (a service's name, or ``HOST:PORT``) as ``identity``."""
-        address = self.address(target) if target in _PORT_KEY else target
+        address = self.address(target) if target in self._port_keys() else target
         return new_channel(address, (), self.tls(identity, token))
+
+    # the processes it knows --------------------------------------------------
+    def _port_keys(self) -> dict[str, str]:
+        return {**_PORT_KEY, **{name: p.port_key for name, p in self.extra.items()}}
+
+    def _addr_vars(self) -> dict[str, str]:
+        return {**_ADDR_VAR, **{name: p.addr_var for name, p in self.extra.items()}}
+
+    def _grpc_service(self, service: str) -> str:
+        return self.extra[service].grpc_service if service in self.extra else _GRPC_SERVICE[service]
 
     # addresses ---------------------------------------------------------------
     def address(self, service: str) -> str:
         """Where ``service``'s first replica listens (HOST:PORT)."""
-        return f"127.0.0.1:{self.ports[_PORT_KEY[service]]}"
+        return f"127.0.0.1:{self.ports[self._port_keys()[service]]}"
 
     def addresses(self, service: str) -> list[str]:
         """Where each of ``service``'s replicas listens, the first first."""
-        extra = self.replica_ports.get(_PORT_KEY[service], [])
+        extra = self.replica_ports.get(self._port_keys()[service], [])
         return [self.address(service), *(f"127.0.0.1:{port}" for port in extra)]
 
     def peer_address(self, service: str) -> str:
@@ -355,8 +365,9 @@ class Suite:
         if self.config.database_url:
             env["CRONWAVE_DATABASE_URL"] = self.config.database_url
         env["CRONWAVE_REDIS_URL"] = self.redis_url
-        for service, var in _ADDR_VAR.items():
-            if _PORT_KEY[service] in self.ports:
+        port_keys = self._port_keys()
+        for service, var in self._addr_vars().items():
+            if port_keys[service] in self.ports:
                 env["CRONWAVE_" + var] = self.peer_address(service)
         env["CRONWAVE_GRACE"] = str(self.config.grace.total_seconds())
         env["CRONWAVE_TLS_DIR"] = str(self.tls_dir)
@@ -483,23 +494,25 @@ class Suite:
         """Start one service's process, without waiting for it to answer."""
         name = name or self.proc_name(service, index)
         env = {**self.base_env(), **(extra_env or {})}
+        addr_var = "CRONWAVE_" + self._addr_vars()[service]
         if index:
             # Extra replicas listen on their own port (a replicated service's, the one
             # its callers were given); the first keeps the known one.
-            extra = self.replica_ports.get(_PORT_KEY[service], [])
+            extra = self.replica_ports.get(self._port_keys()[service], [])
             port = extra[index - 1] if index <= len(extra) else free_port()
-            env["CRONWAVE_" + _ADDR_VAR[service]] = f"127.0.0.1:{port}"
-        elif "CRONWAVE_" + _ADDR_VAR[service] not in {**self.config.env, **(extra_env or {})}:
+            env[addr_var] = f"127.0.0.1:{port}"
+        elif addr_var not in {**self.config.env, **(extra_env or {})}:
             # Its callers may be given all its replicas; it listens on its own address
             # (unless the suite's env or the caller says where).
-            env["CRONWAVE_" + _ADDR_VAR[service]] = self.address(service)
+            env[addr_var] = self.address(service)
         if service == "cron-planner":
             env.setdefault("CRONWAVE_CANDIDATE", f"{name}@{socket.gethostname()}")
         # Each process presents its service's certificate (unless the env names files).
         env.setdefault("CRONWAVE_TLS_IDENTITY", service)
         # -P: the caller's working directory must not shadow a module of ours.
-        argv = [sys.executable, "-P", "-m", _MODULE[service]]
-        addr = env["CRONWAVE_" + _ADDR_VAR[service]]
+        module = self.extra[service].module if service in self.extra else _MODULE[service]
+        argv = [sys.executable, "-P", "-m", module]
+        addr = env[addr_var]
         # Each process its own /metrics port, unless the suite's env says where (or,
         # empty, that there is none).
         if METRICS_ADDR not in self.config.env:
@@ -526,7 +539,7 @@ class Suite:
                     wait_healthy(
                         proc.address,
                         self.config.start_timeout,
-                        _GRPC_SERVICE[service],
+                        self._grpc_service(service),
                         alive=proc.alive,
                         tls=self.tls(),
                     )
@@ -538,9 +551,9 @@ class Suite:
                     raise Unavailable(
                         f"{proc.name} did not start: {exc}\n--- {proc.log_path}:\n{tail}"
                     ) from exc
-                extra = self.replica_ports.get(_PORT_KEY[service], [])
+                extra = self.replica_ports.get(self._port_keys()[service], [])
                 if not proc.index:
-                    self.ports[_PORT_KEY[service]] = free_port()
+                    self.ports[self._port_keys()[service]] = free_port()
                 elif proc.index <= len(extra):
                     extra[proc.index - 1] = free_port()
                 proc = self.spawn_service(service, proc.index, proc.name, proc.extra_env)
@@ -570,7 +583,8 @@ class Suite:
         if old.service == CONSOLE:
             wait_http_healthy(old.address, self.config.start_timeout, old.alive)
         elif old.address:
-            service = _GRPC_SERVICE[_MODULE_SERVICE[old.argv[-1]]]
+            assert old.service is not None, "a service's process"
+            service = self._grpc_service(old.service)
             wait_healthy(
                 old.address, self.config.start_timeout, service, alive=old.alive, tls=self.tls()
             )
