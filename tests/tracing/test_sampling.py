@@ -240,6 +240,9 @@ def test_a_retried_run_not_sampled_keeps_each_attempt_s_spans(traced: Traced) ->
     )
     assert attempts == [(1, "failed"), (2, "retried")], attempts
     assert [s.name for s in spans].count("worker.execute") == 2
+    # each attempt's body, from its job process, once
+    bodies = [s for s in spans if s.name == "job.body"]
+    assert len(bodies) == len({s.span_id for s in bodies}) == 2
     assert [s.attributes[ATTR_TRACE_KEPT] for s in spans if s.name == RUN_SPAN] == ["retried"]
 
 

@@ -28,10 +28,10 @@ def _job_process() -> tuple[LeanTracerProvider, HeldSpans, InMemorySpanExporter]
     return provider, HeldSpans(deferred), exporter
 
 
-def _hand_over(ratio: float) -> dict[str, str]:
+def _hand_over(ratio: float, trace_id: int = 0, execute_id: int = 0xE7) -> dict[str, str]:
     """The trace context a worker's execute span hands a job process."""
-    trace_id = decide_run_trace_id(time.time_ns(), ratio)
-    execute = SpanContext(trace_id, 0xE7, False, run_flags(trace_id))
+    trace_id = trace_id or decide_run_trace_id(time.time_ns(), ratio)
+    execute = SpanContext(trace_id, execute_id, False, run_flags(trace_id))
     with trace.use_span(NonRecordingSpan(execute)):
         return inject_context()
 
@@ -57,6 +57,26 @@ def test_a_run_not_sampled_hands_its_body_s_spans_over_once_with_its_outcome() -
     assert sorted(s["name"] for s in first["spans"]) == ["billing.invoices", "job.body"]
     assert again == first
     assert exporter.get_finished_spans() == ()
+
+
+def test_each_attempt_of_a_run_hands_over_its_own_spans() -> None:
+    # Given two attempts of one run (one trace) in the same job process
+    provider, held, _ = _job_process()
+    first = _hand_over(0.0, execute_id=0xA1)
+    trace_id = int(first["traceparent"].split("-")[1], 16)
+    second = _hand_over(0.0, trace_id, execute_id=0xA2)
+
+    _body(provider, first)
+    handed_first = held.outcome(first)
+    _body(provider, second)
+    handed_second = held.outcome(second)
+
+    # Then each outcome carries its own attempt's spans, once
+    assert len(handed_first["spans"]) == len(handed_second["spans"]) == 2
+    ids = {s["id"] for s in handed_first["spans"]} | {s["id"] for s in handed_second["spans"]}
+    assert len(ids) == 4
+    bodies = [s for s in handed_first["spans"] + handed_second["spans"] if s["name"] == "job.body"]
+    assert sorted(s["parent"] for s in bodies) == [0xA1, 0xA2]
 
 
 def test_a_body_its_worker_stopped_is_exported_by_its_job_process() -> None:

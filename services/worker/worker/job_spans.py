@@ -26,13 +26,14 @@ from cronwave_core.telemetry.deferred import DeferredSpans
 from cronwave_core.telemetry.run_span import run_sampled
 
 
-def held_trace(carrier: Mapping[str, str]) -> int:
-    """The trace id of a run not sampled whose hand-over carried ``carrier``; 0 for a
-    sampled run or none."""
+def held_trace(carrier: Mapping[str, str]) -> tuple[int, int]:
+    """The trace id of a run not sampled whose hand-over carried ``carrier``, and the
+    id of the span it was handed over from (the attempt's ``worker.execute``); (0, 0)
+    for a sampled run or none."""
     context = trace.get_current_span(propagate.extract(dict(carrier))).get_span_context()
     if not context.is_valid or run_sampled(context.trace_id):
-        return 0
-    return context.trace_id
+        return 0, 0
+    return context.trace_id, context.span_id
 
 
 class HeldSpans:
@@ -41,25 +42,27 @@ class HeldSpans:
 
     def __init__(self, deferred: DeferredSpans | None) -> None:
         self.deferred = deferred
-        self._last: tuple[int, dict[str, Any]] = (0, {})
+        self._last: tuple[tuple[int, int], dict[str, Any]] = ((0, 0), {})
 
     def outcome(self, carrier: Mapping[str, str]) -> dict[str, Any]:
         """What the body's outcome line carries of the run's held spans:
-        ``{"spans": [...]}``, or nothing. Asked again for the same run (its result
-        could not be sent, its error is), the same answer."""
-        trace_id = held_trace(carrier) if self.deferred is not None else 0
-        if not trace_id:
+        ``{"spans": [...]}``, or nothing. Asked again for the same hand-over (its
+        result could not be sent, its error is), the same answer; a later attempt of
+        the run (the same trace) is another hand-over."""
+        if self.deferred is None:
             return {}
-        if self._last[0] == trace_id:
+        handed = held_trace(carrier)
+        if not handed[0]:
+            return {}
+        if self._last[0] == handed:
             return self._last[1]
-        assert self.deferred is not None
-        spans = span_wire.encode(self.deferred.take(trace_id))
+        spans = span_wire.encode(self.deferred.take(handed[0]))
         answer = {"spans": spans} if spans else {}
-        self._last = (trace_id, answer)
+        self._last = (handed, answer)
         return answer
 
     def keep(self, carrier: Mapping[str, str]) -> None:
         """The worker stopped the body: export the run's held spans from here."""
-        trace_id = held_trace(carrier) if self.deferred is not None else 0
+        trace_id = held_trace(carrier)[0]
         if trace_id and self.deferred is not None:
             self.deferred.keep(trace_id)
