@@ -4,11 +4,14 @@ It runs job bodies one at a time, so the worker can kill one that overruns its
 duration limit even while it is stuck in a system call or in C code, which no
 exception raised into a thread can stop. The protocol is JSON lines, data only:
 
-- worker -> job process, on stdin: ``{"op": "run", ...the run...}``
+- worker -> job process, on stdin: ``{"op": "run", "ticket": N, ...the run...}`` (any
+  number queued), ``{"op": "skip", "ticket": N}`` (take a run not begun out of the
+  queue) and ``{"op": "cancel", "ticket": N}`` (the running body's ``ctx.cancelled``);
 - job process -> worker, on the stdout it was started with: ``{"op": "ready"}`` once,
-  then per run ``{"op": "started"}`` when its body begins, any number of
-  ``{"op": "beat", "checkpoint": ...}`` and one
-  ``{"op": "done", "result": ...}`` or ``{"op": "error", "error": ...}``.
+  then per run, each line with its ticket: ``{"op": "started"}`` when its body begins,
+  any number of ``{"op": "beat", "checkpoint": ...}`` and ``{"op": "progress", ...}``,
+  and one ``{"op": "done", "result": ...}``, ``{"op": "error", "error": ...}``,
+  ``{"op": "released"}`` (the worker is stopping) or ``{"op": "skipped"}``.
 
 The job's own prints go to stderr (the worker's log), never into the protocol.
 
