@@ -10,8 +10,8 @@ import pytest
 from cronwave_core.errors import InvalidArgument
 from cronwave_core.shards import (
     assigned,
+    division,
     in_scope,
-    owner,
     parse_scope,
     shard_list,
     shard_of,
@@ -22,7 +22,7 @@ SHARDS = 64
 
 
 def _division(members: list[str]) -> dict[int, str]:
-    return {k: owner(k, members) or "" for k in range(SHARDS)}
+    return division(members, SHARDS)
 
 
 def test_a_schedules_shard_is_a_stable_hash_of_its_id() -> None:
@@ -47,26 +47,30 @@ def test_a_shard_scope_names_its_shard_and_count() -> None:
     assert in_scope(sid, "planner")
 
 
-def test_shards_are_divided_evenly_and_a_join_or_leave_moves_only_its_share() -> None:
+def test_shards_are_divided_evenly_and_a_join_or_leave_moves_a_bounded_share() -> None:
     # Given four planners
     members = [f"planner-{i}@host" for i in range(4)]
     before = _division(members)
-    # Then each holds about a quarter, and each planner's own view agrees
-    sizes = Counter(before.values())
-    assert set(sizes) == set(members) and max(sizes.values()) <= 2 * SHARDS // 4
+    # Then each holds a quarter, and each planner's own view agrees
+    assert sorted(Counter(before.values()).values()) == [16, 16, 16, 16]
     for m in members:
         assert assigned(m, members, SHARDS) == {k for k, o in before.items() if o == m}
 
-    # When a fifth joins: only shards it wins move, each to it
+    # When a fifth joins: it gets its share, and few others move (13 at the least)
     joined = _division([*members, "planner-4@host"])
     moved = {k for k in range(SHARDS) if joined[k] != before[k]}
-    assert moved and all(joined[k] == "planner-4@host" for k in moved)
+    assert max(Counter(joined.values()).values()) == 13
+    assert sum(1 for k in moved if joined[k] == "planner-4@host") == 13
+    assert len(moved) <= 2 * 13
 
-    # When one leaves: only its shards move, spread over the others
+    # When one leaves: its shards go to the others, and few others move (16 at least)
     left = _division(members[1:])
     moved = {k for k in range(SHARDS) if left[k] != before[k]}
-    assert moved == {k for k, o in before.items() if o == members[0]}
-    assert len({left[k] for k in moved}) > 1
+    assert {k for k, o in before.items() if o == members[0]} <= moved
+    assert len(moved) <= 2 * 16 and max(Counter(left.values()).values()) == 22
+
+    # And no members, no division
+    assert division([], SHARDS) == {}
 
 
 def test_a_request_names_only_shards_of_the_count() -> None:
