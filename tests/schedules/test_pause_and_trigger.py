@@ -1,4 +1,7 @@
-"""Pause, resume and trigger-now against a real suite (planner process, real clock)."""
+"""Pause, resume and trigger-now against a real suite (planner process, real clock).
+
+The module's tests share one suite (``shared_suite``): each works on schedules of its
+own, under fresh ids, and reads only their runs."""
 
 from __future__ import annotations
 
@@ -31,10 +34,10 @@ def cli_env(suite: Suite) -> dict[str, str | None]:
 
 
 def test_pause_stops_at_once_and_resume_does_not_catch_up_the_pause(
-    make_suite: SuiteFactory,
+    shared_suite: SuiteFactory,
 ) -> None:
     # Given a schedule every 2 s that would catch up everything within a day
-    suite = make_suite(env=LEASE_ENV)
+    suite = shared_suite(env=LEASE_ENV)
     client = client_for(suite)
     schedule_id = fresh("pause")
     client.create_schedule(
@@ -106,9 +109,9 @@ def test_pause_stops_at_once_and_resume_does_not_catch_up_the_pause(
     client.close()
 
 
-def test_two_triggers_in_the_same_second_are_two_runs(make_suite: SuiteFactory) -> None:
+def test_two_triggers_in_the_same_second_are_two_runs(shared_suite: SuiteFactory) -> None:
     # Given a schedule that only ever runs when triggered
-    suite = make_suite(env=LEASE_ENV)
+    suite = shared_suite(env=LEASE_ENV)
     client = client_for(suite)
     schedule_id = fresh("trigger")
     client.create_schedule(schedule_id, cron="0 0 1 1 *", job_type="cronwave.noop")
@@ -140,9 +143,9 @@ def test_two_triggers_in_the_same_second_are_two_runs(make_suite: SuiteFactory) 
     client.close()
 
 
-def test_describe_lists_no_fire_time_past_a_reached_max_runs(make_suite: SuiteFactory) -> None:
+def test_describe_lists_no_fire_time_past_a_reached_max_runs(shared_suite: SuiteFactory) -> None:
     # Given a schedule every second that may fire twice, with no start to count from
-    suite = make_suite(env=LEASE_ENV)
+    suite = shared_suite(env=LEASE_ENV)
     client = client_for(suite)
     schedule_id = fresh("twice")
     created = client.create_schedule(

@@ -1,7 +1,10 @@
 """Updating a schedule while it fires, against a real suite (store, leader-election,
 planner, dispatcher and worker processes, real clock): the planner re-plans from the
 change without running a slot twice, without losing the next one, and without
-counting the slots between the old and the new calendar as missed."""
+counting the slots between the old and the new calendar as missed.
+
+The module's tests share one suite per backend (``shared_suite``): each works on a
+schedule of its own, under a fresh id, and reads only that schedule's runs."""
 
 from __future__ import annotations
 
@@ -60,11 +63,11 @@ def settled(client: Client, schedule_id: str, through: datetime) -> list[Run]:
 
 
 def test_payload_and_job_type_updates_around_fires_keep_one_run_per_slot(
-    make_suite: SuiteFactory,
+    shared_suite: SuiteFactory,
 ) -> None:
     # Given a schedule every second that runs every slot (none is skipped or missed
     # for load: catch-up all, overlaps allowed)
-    suite = make_suite(env=LEASE_ENV)
+    suite = shared_suite(env=LEASE_ENV)
     client = client_for(suite)
     sid = fresh("edge")
     client.create_schedule(
@@ -108,10 +111,10 @@ def test_payload_and_job_type_updates_around_fires_keep_one_run_per_slot(
 
 
 def test_a_cron_change_that_makes_a_run_slot_due_again_does_not_run_it_twice(
-    make_suite: SuiteFactory,
+    shared_suite: SuiteFactory,
 ) -> None:
     # Given a schedule on even seconds, once its next slot is already dispatched
-    suite = make_suite(env=LEASE_ENV)
+    suite = shared_suite(env=LEASE_ENV)
     client = client_for(suite)
     sid = fresh("recron")
     client.create_schedule(
@@ -152,10 +155,10 @@ def test_a_cron_change_that_makes_a_run_slot_due_again_does_not_run_it_twice(
 
 
 def test_a_schedule_with_a_run_in_flight_is_deleted_only_by_force(
-    make_suite: SuiteFactory,
+    shared_suite: SuiteFactory,
 ) -> None:
     # Given a schedule whose triggered run is sleeping on a worker
-    suite = make_suite(env=LEASE_ENV)
+    suite = shared_suite(env=LEASE_ENV)
     client = client_for(suite)
     sid = fresh("busy")
     client.create_schedule(
