@@ -152,17 +152,22 @@ class Shards:
         return [ids[k] for k in sorted(ids)]
 
     def runs(self, ids: Sequence[str]) -> list[common_pb2.Run]:
+        """Every run of ``ids``, one schedule per call (a probe has a run a second)."""
         runs: list[common_pb2.Run] = []
-        for start in range(0, len(ids), 100):
-            page = list(ids[start : start + 100])
-            request = store_pb.ListRunsRequest(schedule_ids=page, limit=100_000, lean=True)
+        for sid in ids:
+            request = store_pb.ListRunsRequest(schedule_id=sid, limit=20_000, lean=True)
             runs.extend(self.store.ListRuns(request, timeout=_RPC).runs)
         return runs
 
+    def recent(self, ids: Sequence[str], per_schedule: int = 30) -> list[common_pb2.Run]:
+        request = store_pb.ListRecentRunsRequest(schedule_ids=ids, per_schedule=per_schedule)
+        return list(self.store.ListRecentRuns(request, timeout=_RPC).runs)
+
     def recorded_after(self, ids: Sequence[str], instant: float) -> dict[str, float]:
-        """Per schedule of ``ids``, the earliest ``created_at`` after ``instant``."""
+        """Per schedule of ``ids``, the earliest ``created_at`` after ``instant`` among
+        its newest runs (polled while the gap is seconds: 30 runs reach past it)."""
         first: dict[str, float] = {}
-        for run in self.runs(ids):
+        for run in self.recent(ids):
             created = ts_to_dt(run.created_at).timestamp()
             if created > instant and created < first.get(run.schedule_id, float("inf")):
                 first[run.schedule_id] = created
@@ -317,6 +322,7 @@ def _scenario(
     figures["hwm_mib"] = {name: rss_mib(pid, "VmHWM") for name, pid in pids.items()}
     holders = view.holders()
     figures["shards_held"] = dict(Counter(holders.values()))
+    say(f"figures so far: {json.dumps(figures, default=str)}")
     # The audit's window: from every probe firing on.
     steady = datetime.now(UTC)
 
@@ -343,6 +349,7 @@ def _scenario(
     figures["held_again_s"] = held_again
     figures["firing_again_s"] = max(fired.values()) - killed if len(fired) == len(orphans) else None
 
+    say(f"figures so far: {json.dumps(figures, default=str)}")
     say(f"restarting {victim}")
     back = time.time()
     suite.restart(victim)
@@ -357,6 +364,7 @@ def _scenario(
     _wait(lambda: len(view.recorded_after(orphans, returned)) == len(orphans),
           "the returned planner's probes firing", 120)  # fmt: skip
     figures["rejoined_rss_mib"] = rss_mib(suite.procs[victim].pid)
+    say(f"figures so far: {json.dumps(figures, default=str)}")
 
     through = datetime.now(UTC).replace(microsecond=0) - timedelta(seconds=2)
     with contextlib.suppress(TimeoutError):  # what is still missing is counted below
