@@ -349,6 +349,12 @@ def make_rig(
         return rig
 
     yield make
+    _close_rigs(table, rigs, suites, namespace)
+
+
+def _close_rigs(
+    table: ProcessTable, rigs: list[Rig], suites: list[TrackedSuite], namespace: str
+) -> None:
     table.close(
         [
             *(rig.close for rig in rigs),
@@ -361,3 +367,42 @@ def make_rig(
             ),
         ]
     )
+
+
+@pytest.fixture(scope="module")
+def shared_rig(
+    tmp_path_factory: pytest.TempPathFactory, module_database_url: str, redis_url: str
+) -> Iterator[MakeRig]:
+    """``make_rig`` for a module whose tests each leave the rig as they found it (every
+    run of theirs ended, its job processes back to what they were): the module's first
+    call starts the rig, and every later call with the same settings gets it (of one
+    pytest worker); stopped, and its job processes gone, when the module ends."""
+    table = ProcessTable("shared_rig's processes")
+    namespace = fresh_namespace()
+    suites: list[TrackedSuite] = []
+    rigs: dict[str, Rig] = {}  # the settings' repr -> the rig, at most one
+
+    def make(pools: Mapping[str, int] | None = None, env: Mapping[str, str] | None = None) -> Rig:
+        pools = dict(pools or {"default": 1})
+        settings = repr((sorted(pools.items()), sorted((env or {}).items())))
+        if not rigs:
+            suite = new_suite(
+                tmp_path_factory.mktemp("shared-rig"),
+                module_database_url,
+                redis_url,
+                namespace,
+                pools,
+                table,
+                env,
+            )
+            suites.append(suite)
+            suite.start_service("workflow-store")
+            suite.start_service("dispatcher")
+            suite.start_workers()
+            rigs[settings] = Rig(suite, namespace)
+        if settings not in rigs:
+            raise AssertionError(f"shared_rig already serves {next(iter(rigs))}")
+        return rigs[settings]
+
+    yield make
+    _close_rigs(table, list(rigs.values()), suites, namespace)

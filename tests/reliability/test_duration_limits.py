@@ -1,6 +1,8 @@
 """A job that overruns its duration limit is killed, even in a busy loop or a blocking
 system call, marked TIMED_OUT, and its worker slot runs the next job. (How soon past the
-limit the kill lands depends on the machine; it is not a bound here.)"""
+limit the kill lands depends on the machine; it is not a bound here.) The three kinds of
+runaway take turns on one rig (``shared_rig``): each leaves its slot free and one warm
+job process, as it found them."""
 
 from __future__ import annotations
 
@@ -24,10 +26,10 @@ pytestmark = pytest.mark.slow
     ],
 )
 def test_a_runaway_job_is_killed_past_its_limit_and_frees_its_slot(
-    make_rig: MakeRig, job_type: str
+    shared_rig: MakeRig, job_type: str
 ) -> None:
     # Given a worker with one slot
-    rig = make_rig(env={"CRONWAVE_WORKER_THREADS": "1"})
+    rig = shared_rig(env={"CRONWAVE_WORKER_THREADS": "1"})
     # When a job runs past its one-second limit (none of them ever ends by itself)
     run_id = rig.start(rig.schedule(job_type)).run.run_id
     run = rig.wait_state(run_id, "TIMED_OUT", timeout=60)
