@@ -1,6 +1,7 @@
 """Cancelling runs on real workers: the job sees ``ctx.cancelled``, a body that does not
 return is stopped once the grace has passed, the run ends CANCELLED and is never run
-again; a run no worker holds ends at once and its message is dropped."""
+again; a run no worker holds ends at once and its message is dropped. The tests on a
+rig of default settings share one (``shared_rig``): each reads only its own runs."""
 
 from __future__ import annotations
 
@@ -50,9 +51,9 @@ def holds_for(check: Callable[[], None], seconds: float, interval: float = 0.5) 
         time.sleep(interval)
 
 
-def test_a_running_sleep_is_stopped_after_its_grace_and_never_resumed(make_rig: MakeRig) -> None:
+def test_a_running_sleep_is_stopped_after_its_grace_and_never_resumed(shared_rig: MakeRig) -> None:
     # Given a cronwave.sleep of ten minutes running on the only worker
-    rig = make_rig()
+    rig = shared_rig()
     run_id = rig.start(rig.schedule("cronwave.sleep", {"seconds": 600})).run.run_id
     running(rig, run_id)
     # (its body's start is recorded while it runs: the run shows started_at)
@@ -148,9 +149,9 @@ def test_a_queued_run_is_cancelled_at_once_and_its_message_dropped(make_rig: Mak
     assert "claimed" not in rig.events(run_id)
 
 
-def test_cancel_of_a_finished_or_unknown_run_and_a_bad_grace(make_rig: MakeRig) -> None:
+def test_cancel_of_a_finished_or_unknown_run_and_a_bad_grace(shared_rig: MakeRig) -> None:
     # Given a run that succeeded
-    rig = make_rig()
+    rig = shared_rig()
     run_id = rig.start(rig.schedule("cronwave.noop")).run.run_id
     done = rig.wait_state(run_id, "SUCCEEDED", timeout=30)
     with client_for(rig.suite) as client:

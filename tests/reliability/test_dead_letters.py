@@ -1,5 +1,6 @@
 """Poison messages and runs whose retries are spent land on the dead-letter list with
-their reason and last error; ``cronwave dlq replay`` runs a dead-lettered run again."""
+their reason and last error; ``cronwave dlq replay`` runs a dead-lettered run again.
+The tests share one rig (``shared_rig``): each finds its own letters by their content."""
 
 from __future__ import annotations
 
@@ -37,8 +38,8 @@ def letter_for(rig: Rig, what: str, match: object) -> store_pb.DeadLetter:
     return eventually(check, timeout=20, what=f"dead letter for {what}")
 
 
-def test_poison_messages_are_dead_lettered_with_their_reason(make_rig: MakeRig) -> None:
-    rig = make_rig()
+def test_poison_messages_are_dead_lettered_with_their_reason(shared_rig: MakeRig) -> None:
+    rig = shared_rig()
     actor = actor_name_for("default")
     # Given a job type the store knows but no worker of its pool runs
     rig.store.RegisterJobType(
@@ -92,9 +93,9 @@ def test_poison_messages_are_dead_lettered_with_their_reason(make_rig: MakeRig) 
     assert rig.wait_state(ok, "SUCCEEDED").state == common_pb2.RUN_STATE_SUCCEEDED
 
 
-def test_spent_retries_dead_letter_the_run_and_replay_runs_it_again(make_rig: MakeRig) -> None:
+def test_spent_retries_dead_letter_the_run_and_replay_runs_it_again(shared_rig: MakeRig) -> None:
     # Given a job that fails its four allowed attempts, and succeeds from the fifth
-    rig = make_rig()
+    rig = shared_rig()
     schedule_id = rig.schedule("drill.flaky", {"succeed_at_attempt": 5})
     run_id = rig.start(schedule_id).run.run_id
 

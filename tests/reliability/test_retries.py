@@ -1,5 +1,6 @@
 """An attempt that raises is retried after the job type's policy delay; a crash is
-not a retry; a non-retryable error ends the run at once."""
+not a retry; a non-retryable error ends the run at once. The tests share one rig
+(``shared_rig``): each reads only its own runs."""
 
 from __future__ import annotations
 
@@ -18,10 +19,10 @@ pytestmark = pytest.mark.slow
 PROMPT = timedelta(seconds=1.5)
 
 
-def test_retry_delays_follow_the_job_types_policy(make_rig: MakeRig) -> None:
+def test_retry_delays_follow_the_job_types_policy(shared_rig: MakeRig) -> None:
     # Given a job type whose policy is 0.2 s, x2, at most 4 attempts, and a job that
     # always fails
-    rig = make_rig()
+    rig = shared_rig()
     registered = {
         t.name: t
         for t in rig.store.ListJobTypes(store_pb.ListJobTypesRequest(), timeout=10).job_types
@@ -55,8 +56,8 @@ def test_retry_delays_follow_the_job_types_policy(make_rig: MakeRig) -> None:
     assert "requeued" not in [e.kind for e in events]
 
 
-def test_a_non_retryable_error_fails_the_run_at_once(make_rig: MakeRig) -> None:
-    rig = make_rig()
+def test_a_non_retryable_error_fails_the_run_at_once(shared_rig: MakeRig) -> None:
+    rig = shared_rig()
     run_id = rig.start(rig.schedule("drill.flaky", {"declined": True})).run.run_id
     run = rig.wait_state(run_id, "FAILED", timeout=20)
     assert run.error == "Declined: card declined" and run.attempt == 1
