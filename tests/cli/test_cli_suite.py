@@ -1,4 +1,5 @@
-"""The CLI against real suites: schedule and run commands, demo, and up."""
+"""The CLI against real suites: schedule and run commands, demo, and up. The tests that
+work on schedules of their own under fresh ids share one suite (``shared_suite``)."""
 
 from __future__ import annotations
 
@@ -40,8 +41,8 @@ def ok(args: list[str], env: dict[str, str | None]) -> str:
     return result.stdout
 
 
-def test_schedule_and_run_commands(make_suite):
-    suite = make_suite()
+def test_schedule_and_run_commands(shared_suite):
+    suite = shared_suite()
     env = env_for(suite)
     sid = fresh("cli")
 
@@ -100,8 +101,8 @@ def test_store_errors_reach_the_terminal_naming_the_field(make_suite):
     assert "no schedules yet" in ok(["schedule", "list"], env)
 
 
-def test_runs_wait_exits_1_when_the_run_fails_and_leader_shows_the_holder(make_suite):
-    suite = make_suite()
+def test_runs_wait_exits_1_when_the_run_fails_and_leader_shows_the_holder(shared_suite):
+    suite = shared_suite()
     env = env_for(suite)
     sid = fresh("fails")
     ok(["schedule", "create", sid, "--cron", "0 2 * * *", "--job-type", "cronwave.fail",
