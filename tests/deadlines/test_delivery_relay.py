@@ -20,7 +20,7 @@ from tests.harness.store import StartStore, register_job_type
 from tests.helpers import eventually, fresh
 from workflow_store.db import Database, create_engine
 from workflow_store.deadline_records import DeliveryStatus
-from workflow_store.store import Store
+from workflow_store.delivery_outbox import DeliveryOutbox
 
 #: Quick deadline sweeps; a second POST 4 s after a failed first, so the store can be
 #: killed while the delivery waits for it (a window wide enough for a loaded machine).
@@ -118,7 +118,7 @@ def test_two_replicas_never_both_claim_a_pending_delivery(
     try:
         db = Database(engine)
         later = datetime.now(UTC) + timedelta(minutes=10)  # every claim has lapsed
-        replicas = [Store(db, clock=lambda: later) for _ in range(2)]
+        replicas = [DeliveryOutbox(db, clock=lambda: later) for _ in range(2)]
         with db.write() as s:
             s.execute(
                 sa.text("UPDATE deadline_deliveries SET status = 'pending', claim_token = 'dead'")

@@ -45,7 +45,7 @@ class DeadlineServicer:
     def ListDeadlineBreaches(
         self, request: api.ListDeadlineBreachesRequest, context: grpc.ServicerContext
     ) -> api.ListDeadlineBreachesResponse:
-        breaches = self.store.list_deadline_breaches(
+        breaches = self.store.deadlines.list_deadline_breaches(
             validate.schedule_ref(request.schedule_id, "schedule_id"),
             request.limit,
             request.before_id,

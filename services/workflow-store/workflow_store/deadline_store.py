@@ -22,6 +22,7 @@ from cronwave_core.domain.deadlines import NotifyFormat, SlotRun, judge
 from cronwave_core.domain.runs import RunState, Trigger
 from cronwave_core.errors import InvalidArgument
 from workflow_store import models as m
+from workflow_store.db import Database
 from workflow_store.deadline_records import (
     QUEUED_HOLD,
     BreachRecord,
@@ -29,9 +30,10 @@ from workflow_store.deadline_records import (
     DeliveryStatus,
     SlotCheck,
 )
+from workflow_store.limits import LIMITS, Limits
 from workflow_store.records import ScheduleRecord
 from workflow_store.rows import _listed
-from workflow_store.store_core import StoreCore
+from workflow_store.store_core import Clock, utc_now
 
 #: A schedule's recorded runs judged in one sweep at most; the rest wait for the next.
 MAX_RUNS_PER_CHECK = 1_000
@@ -47,7 +49,16 @@ def _iso(at: datetime) -> str:
     return at.isoformat().replace("+00:00", "Z")
 
 
-class DeadlineStore(StoreCore):
+class DeadlineStore:
+    """The deadline tables (breaches, their deliveries, the sweep's cursors) over a
+    ``Database``: what the sweep reads and writes (``deadline_sweep.SweepStore``), and
+    the breaches' listing. It takes no other part of the store."""
+
+    def __init__(self, db: Database, clock: Clock = utc_now, limits: Limits = LIMITS) -> None:
+        self.db = db
+        self.clock = clock
+        self.limits = limits
+
     def deadline_changes(self, after: int, limit: int) -> list[tuple[str, int, bool]]:
         """The schedules changed after revision ``after``, oldest change first: id,
         revision, and whether it is live with a deadline (a look at the stored policy's

@@ -24,6 +24,10 @@ which no run was recorded and that this process did not see under the earlier ve
 after the change at the latest. A schedule with ``max_runs`` and no ``start_at`` is
 judged by its recorded runs only (the planner alone counts its fires). Manual triggers
 and backfills have no deadline.
+
+The sweep is a component beside the store, not a part of it: it reaches the database
+only through ``SweepStore`` (``deadline_store.DeadlineStore`` in the store process) and
+hands breaches on through ``BreachSink`` (``notifier.Notifications``).
 """
 
 from __future__ import annotations
@@ -31,9 +35,10 @@ from __future__ import annotations
 import itertools
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Protocol
 
 from cronwave_core.domain import calendar
 from cronwave_core.domain.deadlines import Notifier, NotifyFormat
@@ -42,9 +47,7 @@ from cronwave_core.errors import CronwaveError
 from cronwave_core.settings_deadlines import DeadlineSettings
 from workflow_store import metrics
 from workflow_store.deadline_records import BreachRecord, SlotCheck
-from workflow_store.notifier import Notifications
 from workflow_store.records import ScheduleRecord
-from workflow_store.store import Store
 from workflow_store.store_core import utc_now
 
 log = logging.getLogger("cronwave.store.deadlines")
@@ -53,6 +56,25 @@ PAGES_PER_TICK = 20
 PAGE = 500
 SCHEDULES_PER_TICK = 200
 SLOTS_PER_CHECK = 1_000
+
+
+class SweepStore(Protocol):
+    """What the sweep reads and writes: schedule changes by revision, the schedules
+    named, the judging cursors, and one transaction per schedule judged."""
+
+    def deadline_changes(self, after: int, limit: int) -> list[tuple[str, int, bool]]: ...
+
+    def schedules_named(self, schedule_ids: Sequence[str]) -> dict[str, ScheduleRecord]: ...
+
+    def deadline_cursors(self, schedule_ids: Sequence[str]) -> dict[str, datetime]: ...
+
+    def judge_slots(self, check: SlotCheck) -> tuple[list[BreachRecord], datetime]: ...
+
+
+class BreachSink(Protocol):
+    """Where a recorded breach goes to be notified; ``submit`` must not block."""
+
+    def submit(self, breach: BreachRecord) -> None: ...
 
 
 @dataclass
@@ -71,8 +93,8 @@ class _Watched:
 class DeadlineSweep:
     def __init__(
         self,
-        store: Store,
-        notifications: Notifications,
+        store: SweepStore,
+        notifications: BreachSink,
         settings: DeadlineSettings,
         clock: Callable[[], datetime] = utc_now,
     ) -> None:

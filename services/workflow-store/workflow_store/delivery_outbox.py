@@ -25,9 +25,10 @@ from typing import Any
 import sqlalchemy as sa
 
 from workflow_store import models as m
+from workflow_store.db import Database
 from workflow_store.deadline_records import BreachRecord, DeliveryStatus
 from workflow_store.deadline_store import breach_record, delivery_record
-from workflow_store.store_core import StoreCore
+from workflow_store.store_core import Clock, utc_now
 
 _D = m.DeadlineDelivery
 
@@ -36,7 +37,14 @@ def new_claim_token() -> str:
     return uuid.uuid4().hex
 
 
-class DeliveryOutbox(StoreCore):
+class DeliveryOutbox:
+    """The delivery rows over a ``Database``: the notifier's ``notifier.Outbox`` and the
+    relay's ``delivery_relay.Claims``. It takes no other part of the store."""
+
+    def __init__(self, db: Database, clock: Clock = utc_now) -> None:
+        self.db = db
+        self.clock = clock
+
     def record_delivery(
         self,
         delivery_id: int,

@@ -20,7 +20,6 @@ from typing import Protocol
 
 from cronwave_core.errors import CronwaveError
 from workflow_store.deadline_records import QUEUED_HOLD, BreachRecord
-from workflow_store.notifier import Notifications
 
 log = logging.getLogger("cronwave.store.notify")
 
@@ -30,14 +29,25 @@ RELAY_BATCH = 100
 
 
 class Claims(Protocol):
+    """The outbox's claim of due deliveries (``delivery_outbox.DeliveryOutbox``)."""
+
     def claim_deliveries(self, limit: int, hold: timedelta) -> list[BreachRecord]: ...
+
+
+class Sender(Protocol):
+    """The notifier's queue (``notifier.Notifications``): how much it takes now, and
+    a breach's deliveries handed to it without blocking."""
+
+    def room(self) -> int: ...
+
+    def submit(self, breach: BreachRecord) -> None: ...
 
 
 class DeliveryRelay:
     def __init__(
         self,
         claims: Claims,
-        notifications: Notifications,
+        notifications: Sender,
         *,
         interval: timedelta = RELAY_INTERVAL,
     ) -> None:

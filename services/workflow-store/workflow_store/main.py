@@ -27,6 +27,7 @@ from workflow_store import metrics, validate
 from workflow_store.api_keys import ApiKeys, ApiKeyServicer
 from workflow_store.db import Database, create_engine, migrate
 from workflow_store.deadline_sweep import DeadlineSweep
+from workflow_store.delivery_outbox import DeliveryOutbox
 from workflow_store.delivery_relay import DeliveryRelay
 from workflow_store.guards import MISSED_SLOT_SKEW, Guards
 from workflow_store.limits import Limits
@@ -62,14 +63,16 @@ def main() -> None:
     )
     metrics.install(db)
     servicer = WorkflowStoreServicer(store)
+    # Beside the store, not in it: each over the narrow port it uses.
+    outbox = DeliveryOutbox(db)
     notifications = Notifications(
-        store,
+        outbox,
         timeout=deadlines.notify_timeout,
         attempts=deadlines.notify_attempts,
         backoff=deadlines.notify_backoff,
     )
-    sweep = DeadlineSweep(store, notifications, deadlines)
-    relay = DeliveryRelay(store, notifications)
+    sweep = DeadlineSweep(store.deadlines, notifications, deadlines)
+    relay = DeliveryRelay(outbox, notifications)
     api_keys = ApiKeys(db)
     tls = TlsSettings.from_env()
 

@@ -10,10 +10,12 @@ that inserts the run.
 from __future__ import annotations
 
 from workflow_store.attempt_store import AttemptStore
+from workflow_store.db import Database
 from workflow_store.dead_letter_store import DeadLetterStore
 from workflow_store.deadline_store import DeadlineStore
-from workflow_store.delivery_outbox import DeliveryOutbox
 from workflow_store.fencing import FencingStore
+from workflow_store.guards import GUARDS, Guards
+from workflow_store.limits import LIMITS, Limits
 from workflow_store.run_store import RunStore
 from workflow_store.schedule_deletion import ScheduleDeletion
 from workflow_store.schedule_store import ScheduleStore
@@ -48,12 +50,24 @@ class Store(
     AttemptStore,
     SweepStore,
     DeadLetterStore,
-    DeadlineStore,
-    DeliveryOutbox,
 ):
-    """Schedules, job types, runs, attempts, fencing tokens, stalled runs, dead
-    letters, deadline breaches and their deliveries over a ``Database``: one class for
-    the servicer, one module per concept
+    """Schedules, job types, runs, attempts, fencing tokens, stalled runs and dead
+    letters over a ``Database``: one class for the servicer, one module per concept
     (``schedule_store``, ``schedule_deletion``, ``run_store``, ``fencing``, ``attempt_store``,
-    ``sweep_store``, ``dead_letter_store``, ``deadline_store``, ``delivery_outbox``), all on
-    ``store_core.StoreCore``."""
+    ``sweep_store``, ``dead_letter_store``), all on ``store_core.StoreCore``.
+
+    The deadline tables are a part it holds, not one it is: ``deadlines``
+    (``deadline_store.DeadlineStore``), which takes the database, the clock and the
+    limits only. The deadline sweep, the webhook notifier and the delivery relay are
+    not in it at all: ``main`` builds them beside it, each over the narrow port it uses
+    (``deadline_sweep.SweepStore``, ``notifier.Outbox``, ``delivery_relay.Claims``)."""
+
+    def __init__(
+        self,
+        db: Database,
+        clock: Clock = utc_now,
+        limits: Limits = LIMITS,
+        guards: Guards = GUARDS,
+    ) -> None:
+        super().__init__(db, clock, limits, guards)
+        self.deadlines = DeadlineStore(db, clock, limits)
