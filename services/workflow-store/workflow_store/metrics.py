@@ -17,7 +17,7 @@ from cronwave_core.metrics import CachedGauges, register, schedules, small
 from workflow_store import models as m
 from workflow_store.records import Completion
 
-if TYPE_CHECKING:  # fencing.py imports this module, and slots.py imports the store
+if TYPE_CHECKING:  # fencing.py imports this module
     from workflow_store.db import Database
     from workflow_store.slots import MissedSlot
 

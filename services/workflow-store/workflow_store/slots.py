@@ -22,6 +22,11 @@
   term before it.
 - ``create_schedules``: many schedules in one transaction, for bulk loads (the planner
   memory benchmark); the same rules as ``Store.create_schedule``.
+
+These take the store as a ``SlotStore``: the database, its clock and guards, and the
+three steps they share with the store's parts inside a write transaction (a fencing
+check, a recorded run's audit row, a schedule change's wake-up of the watchers); no
+more of it.
 """
 
 from __future__ import annotations
@@ -29,17 +34,21 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Protocol
 
 import sqlalchemy as sa
 from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
 
 from cronwave_core.domain.calendar import DST_GAP_SKIP, occurrences_after
 from cronwave_core.domain.catchup import OUTSIDE_CATCHUP_WINDOW
 from cronwave_core.domain.spec import Spec
 from cronwave_core.errors import AlreadyExists, FailedPrecondition, InvalidArgument
 from workflow_store import models as m
-from workflow_store.audit_store import AUDITED_TRIGGERS, Actor
+from workflow_store.audit_store import AUDITED_TRIGGERS, Actor, RecordRequestLike
 from workflow_store.convert import iso
+from workflow_store.db import Database
+from workflow_store.guards import Guards
 from workflow_store.ids import new_run_id
 from workflow_store.records import (
     DEFAULT_QUEUE,
@@ -51,7 +60,7 @@ from workflow_store.records import (
     Trigger,
 )
 from workflow_store.rows import _event, _live_schedule, _run
-from workflow_store.store import Store
+from workflow_store.store_core import Clock
 from workflow_store.stored_json import policy_to_dict, spec_from_dict, spec_to_dict
 from workflow_store.unknown_job_type import unknown_job_type
 
@@ -66,6 +75,30 @@ _ROUNDS = 5  # a batch that lost a unique race is decided again on the winner's 
 #: the ones it lists (``cron_planner.planning``): its instant is no fire time.
 SUMMARY_PREFIX = f"{OUTSIDE_CATCHUP_WINDOW}: "
 _US = timedelta(microseconds=1)
+
+
+class SlotStore(Protocol):
+    """What the slot rules take of the store (``store.Store`` is one)."""
+
+    db: Database
+    clock: Clock
+    guards: Guards
+
+    def _fence(
+        self, s: Session, scope: str, token: int, now: datetime, schedule_ids: Iterable[str] = ()
+    ) -> None:
+        """Refuse a stale fencing token inside ``s``'s transaction (``fencing``)."""
+        ...
+
+    def _audit_recorded(
+        self, s: Session, actor: Actor | None, req: RecordRequestLike, run_id: str
+    ) -> None:
+        """Append a manual or backfill run's audit row in ``s``'s transaction."""
+        ...
+
+    def _changed(self, revision: int) -> None:
+        """Wake the watchers of schedule changes up to ``revision``."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -88,7 +121,7 @@ def is_placeholder(reason: str) -> bool:
 
 
 def latest_fire_times(
-    store: Store, schedule_ids: Sequence[str] = (), after: str = "", limit: int = 0
+    store: SlotStore, schedule_ids: Sequence[str] = (), after: str = "", limit: int = 0
 ) -> list[LatestFire]:
     """Per schedule (all, or those in ``schedule_ids``) with ids greater than ``after``,
     by id, at most ``limit`` (0 = the maximum): the newest planned fire time and the
@@ -116,7 +149,7 @@ def latest_fire_times(
 
 
 def record_missed_slots(
-    store: Store,
+    store: SlotStore,
     slots: Sequence[MissedSlot],
     token: int,
     scope: str,
@@ -149,7 +182,7 @@ def record_missed_slots(
 
 
 def _record_missed_slots(
-    store: Store, slots: Sequence[MissedSlot], token: int, scope: str
+    store: SlotStore, slots: Sequence[MissedSlot], token: int, scope: str
 ) -> tuple[int, list[str], list[MissedSlot]]:
     now = store.clock()
     written = 0
@@ -200,7 +233,7 @@ def _record_missed_slots(
 
 
 def _check_slots(
-    store: Store,
+    store: SlotStore,
     schedules: dict[str, m.Schedule],
     existing: dict[tuple[str, datetime], m.Run],
     wanted: Sequence[tuple[int, MissedSlot]],
@@ -277,7 +310,7 @@ def _missed_row(
     )
 
 
-def pending_fires(store: Store, after_run_id: str = "", limit: int = 0) -> list[RunRecord]:
+def pending_fires(store: SlotStore, after_run_id: str = "", limit: int = 0) -> list[RunRecord]:
     """Placeholder rows (MISSED, reason ``pending:...``) of live schedules, by run id."""
     if limit < 0 or limit > MAX_PENDING_PAGE:
         raise InvalidArgument("limit", f"must be between 0 and {MAX_PENDING_PAGE}")
@@ -299,7 +332,7 @@ def pending_fires(store: Store, after_run_id: str = "", limit: int = 0) -> list[
 
 
 def settle(
-    store: Store, req: RecordRequest, existing: RunRecord, actor: Actor | None = None
+    store: SlotStore, req: RecordRequest, existing: RunRecord, actor: Actor | None = None
 ) -> Recorded:
     """A record of a slot that already has a row (see the module docstring): the
     row as it is afterwards; ``created`` is true only when a start revived it."""
@@ -310,7 +343,9 @@ def settle(
     return Recorded(existing, created=False)
 
 
-def _revive(store: Store, req: RecordRequest, existing: RunRecord, actor: Actor | None) -> Recorded:
+def _revive(
+    store: SlotStore, req: RecordRequest, existing: RunRecord, actor: Actor | None
+) -> Recorded:
     """The MISSED row becomes a PENDING run of ``req.trigger``, with the schedule's
     current job and payload: the run the placeholder stood for."""
     now = store.clock()
@@ -361,13 +396,13 @@ def _same_row(s: sa.orm.Session, existing: RunRecord) -> m.Run | None:
     return row
 
 
-def _current(store: Store, existing: RunRecord) -> RunRecord:
+def _current(store: SlotStore, existing: RunRecord) -> RunRecord:
     with store.db.read() as s:
         row = s.get(m.Run, existing.run_id, populate_existing=True)
         return _run(row) if row is not None else existing
 
 
-def create_schedules(store: Store, news: Iterable[NewSchedule], chunk: int = 5_000) -> int:
+def create_schedules(store: SlotStore, news: Iterable[NewSchedule], chunk: int = 5_000) -> int:
     """Create every schedule of ``news`` (already validated) in one transaction, each
     with its own revision, as ``Store.create_schedule`` would; returns how many. The
     revision counter is bumped once for all of them and the rows go in by multi-row
