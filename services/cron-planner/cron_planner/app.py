@@ -125,6 +125,7 @@ class Planner:
             store,
             idle=idle or timedelta(seconds=1),
             queue_loss=LossView(self._queue_redis, redis.namespace),
+            holds=keep,
         )
         leader = LeaderClient(self._leader_channel, timeout, self.elector.scope)
         self.backfiller = Backfiller(

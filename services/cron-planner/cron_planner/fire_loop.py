@@ -33,7 +33,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 
 from cron_planner.backoff import Backoff
@@ -76,8 +76,12 @@ class FireLoop:
         resume_spacing: timedelta = timedelta(seconds=1),
         resume_backfill_rate: float = 10.0,
         queue_loss: QueueLoss | None = None,
+        holds: Callable[[str], bool] = lambda _schedule_id: True,
     ) -> None:
+        """``holds``: whether a schedule is this planner's to fire in the term that
+        begins (sharded planning: its shard is held)."""
         self._index = index
+        self._holds = holds
         self._clock = clock
         self._leadership = leadership
         self._ledger = ledger
@@ -244,7 +248,16 @@ class FireLoop:
             log.warning("term of token %d waits: the store did not answer (%s)", token, exc)
             return
         self._term_attempts, self._term_retry_at = 0, None
-        self._work.clear()
+        # Straight from one term to the next (sharded planning begins one whenever the
+        # shards held change), a due fire waiting to be retried stays queued while its
+        # schedule is still this planner's: a later slot of it may be recorded already,
+        # so the store's newest fire time would not bring it back. Placeholders are
+        # resumed from the store below.
+        carried = [
+            f
+            for f in self._work.clear()
+            if self._term and not f.placeholder and self._holds(f.schedule_id)
+        ]
         self._buffers.clear()
         self._losses.clear()
         self._starter.forget_paces()
@@ -252,6 +265,8 @@ class FireLoop:
             self._inbox.clear()  # their placeholders are among `pending`
         self._index.rebase(latest)
         self._resume(pending, now)
+        for fire in carried:
+            self._work.push(fire)
         self._term = token
         self.stats.terms += 1
         log.info(
