@@ -87,7 +87,7 @@ def test_a_run_queued_behind_a_body_that_goes_on_moves_to_a_process_gone_idle(
     runs = Runs(pool)
     runs.start("held", "drill.gated", soon(0), gate=str(gate))
     runs.queued(1)
-    runs.start("nap", "drill.nap", soon(0), seconds=1.0)
+    runs.start("nap", "cronwave.sleep", soon(0), seconds=1.0)
     runs.queued(2)
     # When two runs due in a moment are queued, one on each
     fire = soon(0.3)
@@ -104,7 +104,7 @@ def test_a_run_queued_behind_a_body_that_goes_on_moves_to_a_process_gone_idle(
         gate.touch()
         runs.join()
     assert runs.results["a"].outcome is runs.results["b"].outcome is Outcome.SUCCEEDED
-    assert runs.results["held"].outcome is Outcome.SUCCEEDED
+    assert runs.results["held"].outcome is runs.results["nap"].outcome is Outcome.SUCCEEDED
 
 
 def test_runs_queued_on_a_process_that_dies_are_handed_to_another_and_run(

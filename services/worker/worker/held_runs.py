@@ -37,7 +37,7 @@ log = logging.getLogger("cronwave.worker")
 DEFAULT_THREADS = 1024
 #: With job processes a released run's thread waits, blocked, for its body's process
 #: (``PROCESS_RELEASE_AHEAD``): the runs of a crowded instant each need one before it.
-PROCESS_THREADS = 4096
+PROCESS_THREADS = 8192
 #: How long before its release instant a run leaves the heap for a pool thread, so the
 #: thread is running (and the attempt set up) when the instant comes.
 DEFAULT_RELEASE_AHEAD = timedelta(seconds=2)

@@ -124,10 +124,13 @@ class ProcessSupervisor:
         """Hand ``spec`` (the run, JSON data) to a job process and see it through.
 
         The body starts at ``fire_time`` at the earliest (the job process waits for
-        it); the duration limit counts from the body's start. A run due at an instant
-        still to come may be queued on a busy process (``JobProcessPool.acquire``);
-        one that has not begun when its process dies, or that moves to a process
-        gone idle, is handed over again: nothing of its body ran."""
+        it); the duration limit counts from the body's start. With no process idle
+        the run is queued on the busy one with the fewest runs
+        (``JobProcessPool.acquire``): the runs of an instant are in their processes
+        before it, and a run due now begins the moment the body ahead of it ends. One
+        that has not begun when its process dies, or that moves to a process gone idle
+        (its process is held up by a long body), is handed over again: nothing of its
+        body ran."""
         why = ""
         for _ in range(_MAX_HANDOVERS):
             result = self._run_once(spec, fire_time)
@@ -143,7 +146,6 @@ class ProcessSupervisor:
     def _run_once(self, spec: Mapping[str, Any], fire_time: datetime) -> AttemptResult | str:
         """One hand-over: the attempt's outcome, or why the run left its process
         without beginning (to be handed over again)."""
-        queue = epoch_ns(fire_time) > time.time_ns()  # held for an instant to come
         proc = None
         while proc is None:
             if self._releasing:  # the worker stopped before a process was free
@@ -151,7 +153,7 @@ class ProcessSupervisor:
             # The run is ours while it waits for a process: keep its heartbeat going.
             try:
                 proc = self._pool.acquire(
-                    wait=self._interval, abandon=lambda: self._releasing, queue=queue
+                    wait=self._interval, abandon=lambda: self._releasing, queue=True
                 )
             except Exception as exc:
                 if self._releasing:

@@ -240,10 +240,10 @@ class JobProcessPool:
     replaced in the background, and one released after a clean run stays ready, so the
     pool grows to the concurrency the worker uses, up to ``max_processes``; past that a
     run waits for a process to come back (the worker's capacity for job bodies).
-    A run held for an instant still to come may instead be queued on a busy process
-    (``acquire(queue=True)``, at most ``MAX_QUEUED`` a process): the bodies of an
-    instant are then in their processes before it, and each process starts its next
-    body the moment one ends, whatever its worker is busy with.
+    A run may instead be queued on a busy process (``acquire(queue=True)``, at most
+    ``MAX_QUEUED`` a process): the bodies of an instant are then in their processes
+    before it, and each process starts its next body the moment one ends, whatever its
+    worker is busy with.
     At most ``parallel_starts`` processes start at once (a start is CPU-bound: more at
     a time only slows them all). Each is forked by the pool's own thread, which lives
     as long as the worker, because Linux ties PR_SET_PDEATHSIG to the thread that
