@@ -249,7 +249,7 @@ def _measure(
         "schedules": n,
         "planners": planners,
         "shards": count,
-        "distinct_specs": distinct or n,
+        "distinct_specs": min(distinct, n) if distinct else n,
         "database": backend.database,
     }
     with own_database(backend, "sharded_planners") as own:
