@@ -118,14 +118,23 @@ class ShardElector:
 
     def fence(self, schedule_id: str) -> tuple[str, int]:
         """The scope and token a write of ``schedule_id`` carries; token 0 when this
-        planner does not hold its shard now."""
+        planner does not hold its shard now. A shard being given up still carries its
+        token until it is resigned at the next call, so the writes already decided
+        (MISSED rows waiting for their batch) land before the next holder plans from
+        the store's newest fire time; the next holder's newer token fences out any
+        later one."""
         shard = shard_of(schedule_id, self.count)
         with self._lock:
-            token = self._held.get(shard, 0) if self._leading() else 0
+            token = 0
+            if self._leading():
+                token = self._held.get(shard) or self._release.get(shard, 0)
         return shard_scope(shard, self.count), token
 
     def holds(self, schedule_id: str) -> bool:
-        return self.fence(schedule_id)[1] > 0
+        """Whether this planner holds the schedule's shard (not one it is giving up)."""
+        shard = shard_of(schedule_id, self.count)
+        with self._lock:
+            return self._leading() and shard in self._held
 
     def _leading(self) -> bool:
         return bool(self._held) and self._monotonic() < self._valid_until
