@@ -26,7 +26,7 @@ from cronwave_core.errors import (
 from cronwave_core.fields import require_run_id
 from workflow_store import claim_deadlines, claim_rules
 from workflow_store import models as m
-from workflow_store.audit_store import Actor, AuditStore, change
+from workflow_store.audit_store import Actor, append, change
 from workflow_store.ids import new_attempt_token, same_token
 from workflow_store.records import (
     COMPLETIONS,
@@ -52,6 +52,7 @@ from workflow_store.store_core import (
     _COMPLETE_UPDATE,
     _EVENTS,
     _RUNS,
+    StoreCore,
     _check_batch,
     _event_values,
     _insert_events,
@@ -62,7 +63,7 @@ from workflow_store.store_core import (
 )
 
 
-class AttemptStore(AuditStore):
+class AttemptStore(StoreCore):
     """A run's attempts, from claim to completion."""
 
     # -- attempts ----------------------------------------------------------------------
@@ -455,8 +456,14 @@ class AttemptStore(AuditStore):
                 "reason": request.reason,
                 "grace_seconds": request.grace.total_seconds(),
             }
-            self._audit(
-                s, actor, "CancelRun", changes, schedule_id=run.schedule_id, run_id=run.run_id
+            append(
+                s,
+                actor,
+                "CancelRun",
+                changes,
+                self.clock(),
+                schedule_id=run.schedule_id,
+                run_id=run.run_id,
             )
         return run, changed
 

@@ -39,7 +39,7 @@ class AuditRpcs:
     ) -> api.ListAuditEventsResponse:
         schedule_id = validate.schedule_ref(request.schedule_id, "schedule_id")
         limit = validate.limits().page(request.limit)
-        records = self.store.list_audit_events(schedule_id, limit, request.before_id)
+        records = self.store.audit.list_audit_events(schedule_id, limit, request.before_id)
         full = len(records) == (limit or DEFAULT_AUDIT_LIMIT)
         return api.ListAuditEventsResponse(
             events=[audit_event_to_proto(r) for r in records],

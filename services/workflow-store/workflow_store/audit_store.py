@@ -35,7 +35,7 @@ from cronwave_core.domain.runs import Trigger
 from cronwave_core.errors import InvalidArgument
 from cronwave_core.security import identity
 from workflow_store import models as m
-from workflow_store.store_core import StoreCore
+from workflow_store.db import Database
 
 #: Old and new values of a field are recorded when each is at most this many
 #: characters of JSON; longer ones by their sizes.
@@ -152,34 +152,28 @@ def append(
     )
 
 
-class AuditStore(StoreCore):
-    """Appends audit rows in a caller's transaction, and lists them."""
+def append_recorded(
+    s: Session, actor: Actor | None, req: RecordRequestLike, run_id: str, at: datetime
+) -> None:
+    """A manual or backfill run recorded: a caller's request, audited (a payload of
+    its own by its size, as a schedule's is)."""
+    changes: dict[str, Any] = {
+        "trigger": req.trigger.value,
+        "fire_time": req.fire_time.isoformat(),
+    }
+    if req.payload_json:
+        changes["payload_json"] = size_change("", req.payload_json)
+    append(s, actor, "RecordRuns", changes, at, schedule_id=req.schedule_id, run_id=run_id)
 
-    def _audit(
-        self,
-        s: Session,
-        actor: Actor | None,
-        rpc: str,
-        changes: Mapping[str, Any],
-        *,
-        schedule_id: str = "",
-        run_id: str = "",
-    ) -> None:
-        """``append`` at the store's clock."""
-        append(s, actor, rpc, changes, self.clock(), schedule_id=schedule_id, run_id=run_id)
 
-    def _audit_recorded(
-        self, s: Session, actor: Actor | None, req: RecordRequestLike, run_id: str
-    ) -> None:
-        """A manual or backfill run recorded: a caller's request, audited (a payload of
-        its own by its size, as a schedule's is)."""
-        changes: dict[str, Any] = {
-            "trigger": req.trigger.value,
-            "fire_time": req.fire_time.isoformat(),
-        }
-        if req.payload_json:
-            changes["payload_json"] = size_change("", req.payload_json)
-        self._audit(s, actor, "RecordRuns", changes, schedule_id=req.schedule_id, run_id=run_id)
+class AuditLog:
+    """The audit rows as callers read them (``ListAuditEvents``). Rows are written by
+    ``append`` and ``append_recorded``, in the transaction of the change they record,
+    by whichever part makes it; this repository only reads, and takes the database
+    alone."""
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
 
     def list_audit_events(
         self, schedule_id: str = "", limit: int = 0, before_id: int = 0

@@ -13,7 +13,7 @@ from cronwave_core.errors import (
     StaleAttempt,
 )
 from workflow_store import models as m
-from workflow_store.audit_store import Actor, AuditStore
+from workflow_store.audit_store import Actor, append
 from workflow_store.ids import same_token
 from workflow_store.records import (
     DeadLettered,
@@ -29,10 +29,11 @@ from workflow_store.rows import (
 )
 from workflow_store.store_core import (
     DEFAULT_DEAD_LETTER_LIMIT,
+    StoreCore,
 )
 
 
-class DeadLetterStore(AuditStore):
+class DeadLetterStore(StoreCore):
     """The dead-letter list."""
 
     # -- dead letters ------------------------------------------------------------------
@@ -147,8 +148,14 @@ class DeadLetterStore(AuditStore):
         )
         _event(s, row, "replayed", now, "")
         changes = {"state": {"old": "DEAD_LETTERED", "new": "PENDING"}}
-        self._audit(
-            s, actor, "ReplayDeadLetter", changes, schedule_id=row.schedule_id, run_id=run_id
+        append(
+            s,
+            actor,
+            "ReplayDeadLetter",
+            changes,
+            self.clock(),
+            schedule_id=row.schedule_id,
+            run_id=run_id,
         )
         return _run(row)
 

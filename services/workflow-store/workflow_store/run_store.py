@@ -20,7 +20,7 @@ from cronwave_core.fields import require_run_id
 from cronwave_core.security import identity
 from workflow_store import models as m
 from workflow_store import recent_runs, run_rules
-from workflow_store.audit_store import AUDITED_TRIGGERS, Actor, AuditStore
+from workflow_store.audit_store import AUDITED_TRIGGERS, Actor, append_recorded
 from workflow_store.convert import iso
 from workflow_store.fencing import _Fences
 from workflow_store.ids import new_run_id
@@ -46,6 +46,7 @@ from workflow_store.store_core import (
     _RUNS,
     _RUNS_NAMED,
     DEFAULT_RUN_LIMIT,
+    StoreCore,
     _check_batch,
     _event_values,
     _insert_events,
@@ -55,7 +56,7 @@ from workflow_store.store_core import (
 )
 
 
-class RunStore(AuditStore):
+class RunStore(StoreCore):
     """Runs recorded and read, and their history of events."""
 
     # -- recording runs ----------------------------------------------------------------
@@ -135,7 +136,7 @@ class RunStore(AuditStore):
                 if reqs[i].enqueue:
                     events.append(_event_values(new[slot], "enqueued", new[slot]["queue"], now))
                 if reqs[i].trigger in AUDITED_TRIGGERS:
-                    self._audit_recorded(s, actor, reqs[i], new[slot]["run_id"])
+                    append_recorded(s, actor, reqs[i], new[slot]["run_id"], self.clock())
         _insert_events(s, events)
         for i, req in enumerate(reqs):
             if results[i] is not None:

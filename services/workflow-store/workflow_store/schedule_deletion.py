@@ -18,7 +18,7 @@ from cronwave_core.domain.runs import IN_FLIGHT
 from cronwave_core.errors import ScheduleBusy, ScheduleNotFound
 from workflow_store import models as m
 from workflow_store.attempt_store import AttemptStore
-from workflow_store.audit_store import Actor
+from workflow_store.audit_store import Actor, append
 from workflow_store.records import RunRecord, ScheduleRecord
 from workflow_store.rows import _schedule
 from workflow_store.schedule_store import ScheduleStore
@@ -73,5 +73,5 @@ class ScheduleDeletion(ScheduleStore, AttemptStore):
             "cancelled_runs": [run.run_id for run in cancelled][:20],
             "cancelled_count": len(cancelled),
         }
-        self._audit(s, actor, "DeleteSchedule", changes, schedule_id=schedule_id)
+        append(s, actor, "DeleteSchedule", changes, self.clock(), schedule_id=schedule_id)
         return _schedule(row), cancelled, revision

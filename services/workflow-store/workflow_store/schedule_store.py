@@ -18,7 +18,7 @@ from cronwave_core.errors import (
 )
 from cronwave_core.security import identity
 from workflow_store import models as m
-from workflow_store.audit_store import Actor, AuditStore, change, schedule_changes
+from workflow_store.audit_store import Actor, append, change, schedule_changes
 from workflow_store.job_type_changes import check_change
 from workflow_store.records import (
     JobTypeRecord,
@@ -31,6 +31,7 @@ from workflow_store.rows import (
     _live_schedule,
     _schedule,
 )
+from workflow_store.store_core import StoreCore
 from workflow_store.stored_json import policy_to_dict, spec_to_dict
 from workflow_store.unknown_job_type import unknown_job_type
 
@@ -43,7 +44,7 @@ class _Existing(Exception):  # control flow: never leaves this module
         self.record = record
 
 
-class ScheduleStore(AuditStore):
+class ScheduleStore(StoreCore):
     """Schedules, their revisions and change stream, and job types."""
 
     # -- schedules ---------------------------------------------------------------------
@@ -90,11 +91,12 @@ class ScheduleStore(AuditStore):
                 row.revision = revision
                 s.flush()
                 record = _schedule(row)
-                self._audit(
+                append(
                     s,
                     actor,
                     "CreateSchedule",
                     schedule_changes({}, _stored_values(new)),
+                    self.clock(),
                     schedule_id=new.schedule_id,
                 )
         except _Existing as existing:
@@ -140,7 +142,7 @@ class ScheduleStore(AuditStore):
             s.flush()
             record = _schedule(row)
             changes = schedule_changes(old, values)
-            self._audit(s, actor, "UpdateSchedule", changes, schedule_id=schedule_id)
+            append(s, actor, "UpdateSchedule", changes, self.clock(), schedule_id=schedule_id)
         self._changed(revision)
         return record, True
 
@@ -216,7 +218,7 @@ class ScheduleStore(AuditStore):
             changes = schedule_changes(old, values) or {
                 "paused": change(old["paused"], values["paused"])
             }
-            self._audit(s, actor, rpc, changes, schedule_id=schedule_id)
+            append(s, actor, rpc, changes, self.clock(), schedule_id=schedule_id)
         self._changed(revision)
         return record
 
@@ -302,7 +304,7 @@ class ScheduleStore(AuditStore):
                 row = s.get(m.JobType, job.name, with_for_update=True, populate_existing=True)
                 assert row is not None
                 if created is not None:
-                    self._audit(s, actor, "RegisterJobType", values)
+                    append(s, actor, "RegisterJobType", values, self.clock())
                     return self._registered(row)
             current = _job_type(row)
             check_change(current, job, identity.current())
@@ -312,7 +314,7 @@ class ScheduleStore(AuditStore):
                 setattr(row, name, value)
             row.updated_at = now
             s.flush()
-            self._audit(s, actor, "RegisterJobType", values)
+            append(s, actor, "RegisterJobType", values, self.clock())
             return self._registered(row)
 
     def _registered(self, row: m.JobType) -> JobTypeRecord:

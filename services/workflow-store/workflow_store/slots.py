@@ -24,9 +24,9 @@
   memory benchmark); the same rules as ``Store.create_schedule``.
 
 These take the store as a ``SlotStore``: the database, its clock and guards, and the
-three steps they share with the store's parts inside a write transaction (a fencing
-check, a recorded run's audit row, a schedule change's wake-up of the watchers); no
-more of it.
+two steps they share with the store's parts (a fencing check inside a write
+transaction, a schedule change's wake-up of the watchers); no more of it. A revived
+run's audit row is ``audit_store.append_recorded``, as ``run_store``'s.
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ from cronwave_core.domain.catchup import OUTSIDE_CATCHUP_WINDOW
 from cronwave_core.domain.spec import Spec
 from cronwave_core.errors import AlreadyExists, FailedPrecondition, InvalidArgument
 from workflow_store import models as m
-from workflow_store.audit_store import AUDITED_TRIGGERS, Actor, RecordRequestLike
+from workflow_store.audit_store import AUDITED_TRIGGERS, Actor, append_recorded
 from workflow_store.convert import iso
 from workflow_store.db import Database
 from workflow_store.guards import Guards
@@ -88,12 +88,6 @@ class SlotStore(Protocol):
         self, s: Session, scope: str, token: int, now: datetime, schedule_ids: Iterable[str] = ()
     ) -> None:
         """Refuse a stale fencing token inside ``s``'s transaction (``fencing``)."""
-        ...
-
-    def _audit_recorded(
-        self, s: Session, actor: Actor | None, req: RecordRequestLike, run_id: str
-    ) -> None:
-        """Append a manual or backfill run's audit row in ``s``'s transaction."""
         ...
 
     def _changed(self, revision: int) -> None:
@@ -376,7 +370,7 @@ def _revive(
         if req.enqueue:
             _event(s, row, "enqueued", now, row.queue)
         if req.trigger in AUDITED_TRIGGERS:
-            store._audit_recorded(s, actor, req, row.run_id)
+            append_recorded(s, actor, req, row.run_id, store.clock())
         s.flush()
         return Recorded(_run(row), created=True)
 

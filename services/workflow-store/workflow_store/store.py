@@ -10,6 +10,7 @@ that inserts the run.
 from __future__ import annotations
 
 from workflow_store.attempt_store import AttemptStore
+from workflow_store.audit_store import AuditLog
 from workflow_store.db import Database
 from workflow_store.dead_letter_store import DeadLetterStore
 from workflow_store.deadline_store import DeadlineStore
@@ -70,4 +71,5 @@ class Store(
         guards: Guards = GUARDS,
     ) -> None:
         super().__init__(db, clock, limits, guards)
+        self.audit = AuditLog(db)
         self.deadlines = DeadlineStore(db, clock, limits)
