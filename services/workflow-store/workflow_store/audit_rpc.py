@@ -1,4 +1,5 @@
-"""The store's audit RPC (``ListAuditEvents``) and who a servicer call is made by."""
+"""The store's audit RPC (``ListAuditEvents``, over ``audit_store.AuditLog`` alone) and
+who a servicer call is made by."""
 
 from __future__ import annotations
 
@@ -7,8 +8,7 @@ from cronwave_proto.v1 import workflow_store_service_pb2 as api
 
 from cronwave_core.convert import dt_to_ts
 from workflow_store import validate
-from workflow_store.audit_store import DEFAULT_AUDIT_LIMIT, Actor, AuditRecord
-from workflow_store.store import Store
+from workflow_store.audit_store import DEFAULT_AUDIT_LIMIT, Actor, AuditLog, AuditRecord
 
 
 def actor(context: grpc.ServicerContext) -> Actor:
@@ -29,19 +29,15 @@ def audit_event_to_proto(record: AuditRecord) -> api.AuditEvent:
     )
 
 
-class AuditRpcs:
-    """``ListAuditEvents``, mixed into the store's servicer."""
-
-    store: Store
-
-    def ListAuditEvents(
-        self, request: api.ListAuditEventsRequest, context: grpc.ServicerContext
-    ) -> api.ListAuditEventsResponse:
-        schedule_id = validate.schedule_ref(request.schedule_id, "schedule_id")
-        limit = validate.limits().page(request.limit)
-        records = self.store.audit.list_audit_events(schedule_id, limit, request.before_id)
-        full = len(records) == (limit or DEFAULT_AUDIT_LIMIT)
-        return api.ListAuditEventsResponse(
-            events=[audit_event_to_proto(r) for r in records],
-            next_before_id=records[-1].id if full and records else 0,
-        )
+def list_audit_events(
+    audit: AuditLog, request: api.ListAuditEventsRequest
+) -> api.ListAuditEventsResponse:
+    """``ListAuditEvents``: a page of ``audit``'s rows, newest first."""
+    schedule_id = validate.schedule_ref(request.schedule_id, "schedule_id")
+    limit = validate.limits().page(request.limit)
+    records = audit.list_audit_events(schedule_id, limit, request.before_id)
+    full = len(records) == (limit or DEFAULT_AUDIT_LIMIT)
+    return api.ListAuditEventsResponse(
+        events=[audit_event_to_proto(r) for r in records],
+        next_before_id=records[-1].id if full and records else 0,
+    )

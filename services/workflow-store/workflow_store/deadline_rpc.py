@@ -1,15 +1,15 @@
-"""``ListDeadlineBreaches``: the servicer's part for deadlines (proto <-> records)."""
+"""``ListDeadlineBreaches``: the servicer's part for deadlines (proto <-> records), over
+``deadline_store.DeadlineStore`` alone."""
 
 from __future__ import annotations
 
-import grpc
 from cronwave_proto.v1 import common_pb2
 from cronwave_proto.v1 import workflow_store_service_pb2 as api
 
 from cronwave_core.convert import dt_to_ts
 from workflow_store import validate
 from workflow_store.deadline_records import BreachRecord, DeliveryRecord
-from workflow_store.store import Store
+from workflow_store.deadline_store import DeadlineStore
 
 
 def delivery_to_proto(d: DeliveryRecord) -> api.DeadlineDelivery:
@@ -39,15 +39,13 @@ def breach_to_proto(b: BreachRecord) -> api.DeadlineBreach:
     )
 
 
-class DeadlineServicer:
-    store: Store
-
-    def ListDeadlineBreaches(
-        self, request: api.ListDeadlineBreachesRequest, context: grpc.ServicerContext
-    ) -> api.ListDeadlineBreachesResponse:
-        breaches = self.store.deadlines.list_deadline_breaches(
-            validate.schedule_ref(request.schedule_id, "schedule_id"),
-            request.limit,
-            request.before_id,
-        )
-        return api.ListDeadlineBreachesResponse(breaches=[breach_to_proto(b) for b in breaches])
+def list_deadline_breaches(
+    deadlines: DeadlineStore, request: api.ListDeadlineBreachesRequest
+) -> api.ListDeadlineBreachesResponse:
+    """``ListDeadlineBreaches``: a page of breaches, newest first, with their deliveries."""
+    breaches = deadlines.list_deadline_breaches(
+        validate.schedule_ref(request.schedule_id, "schedule_id"),
+        request.limit,
+        request.before_id,
+    )
+    return api.ListDeadlineBreachesResponse(breaches=[breach_to_proto(b) for b in breaches])

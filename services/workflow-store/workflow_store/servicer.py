@@ -1,5 +1,8 @@
 """gRPC adapter: request proto -> domain values -> ``Store`` -> response proto.
 
+The parts ``Store`` holds rather than is (``Store.audit``, ``Store.deadlines``) are
+called by name, each through its module's RPC function (``audit_rpc``, ``deadline_rpc``).
+
 No SQL and no rules here; ``CronwaveError``s raised below become gRPC statuses in the
 bootstrap's error interceptor.
 """
@@ -26,7 +29,9 @@ from cronwave_core.telemetry.vocabulary import (
     Hop,
 )
 from workflow_store import (
+    audit_rpc,
     convert,
+    deadline_rpc,
     metrics,
     paging,
     recent_runs,
@@ -34,9 +39,8 @@ from workflow_store import (
     slots,
     validate,
 )
-from workflow_store.audit_rpc import AuditRpcs, actor
+from workflow_store.audit_rpc import actor
 from workflow_store.audit_store import Actor
-from workflow_store.deadline_rpc import DeadlineServicer
 from workflow_store.records import (
     MAX_BATCH,
     Beat,
@@ -92,7 +96,7 @@ def _completion_to_proto(completion: Completion) -> api.CompleteRunResponse:
     )
 
 
-class WorkflowStoreServicer(AuditRpcs, DeadlineServicer, api_grpc.WorkflowStoreServiceServicer):
+class WorkflowStoreServicer(api_grpc.WorkflowStoreServiceServicer):
     def __init__(
         self,
         store: Store,
@@ -530,6 +534,18 @@ class WorkflowStoreServicer(AuditRpcs, DeadlineServicer, api_grpc.WorkflowStoreS
     ) -> api.ReplayDeadLetterResponse:
         run = self.store.replay_dead_letter(validate.run_id(request.run_id), actor(context))
         return api.ReplayDeadLetterResponse(run=convert.run_to_proto(run))
+
+    # -- the parts the store holds: audit and deadlines ------------------------------------
+
+    def ListAuditEvents(
+        self, request: api.ListAuditEventsRequest, context: grpc.ServicerContext
+    ) -> api.ListAuditEventsResponse:
+        return audit_rpc.list_audit_events(self.store.audit, request)
+
+    def ListDeadlineBreaches(
+        self, request: api.ListDeadlineBreachesRequest, context: grpc.ServicerContext
+    ) -> api.ListDeadlineBreachesResponse:
+        return deadline_rpc.list_deadline_breaches(self.store.deadlines, request)
 
 
 def _beat_to_proto(beat: Beat) -> api.HeartbeatResponse:
