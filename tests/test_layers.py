@@ -2,7 +2,11 @@
 the infrastructure), no library imports a service, the SDK's job API imports nothing
 heavy, and the examples (job packages, such as the billing demo's) are the SDK's and
 the core's users: they import no service, and no library imports them (the demo
-command only looks for the billing example and starts its processes by name)."""
+command only looks for the billing example and starts its processes by name). In the
+workflow-store, the parts beside ``Store`` (the deadline sweep, the notifier and its
+relay, the slot rules) and the repositories it holds (audit, deadlines, the delivery
+outbox) reach it only through the narrow ports they are given: they import neither
+``Store`` nor the ``StoreCore`` its mixins share, and ``Store`` inherits none of them."""
 
 from __future__ import annotations
 
@@ -23,6 +27,32 @@ EXAMPLES = ROOT / "examples"
 #: The top-level packages of the examples (examples/<example>/<package>/).
 EXAMPLE_PACKAGES = {
     p.name for p in EXAMPLES.glob("*/*") if p.is_dir() and (p / "__init__.py").exists()
+}
+STORE_PACKAGE = ROOT / "services" / "workflow-store" / "workflow_store"
+#: The workflow-store's modules that stand beside ``Store`` or are held by it, each over
+#: the narrow port or the database it is given (docs/architecture.md, *The store's
+#: parts*).
+BESIDE_THE_STORE = (
+    "audit_rpc",
+    "audit_store",
+    "deadline_rpc",
+    "deadline_store",
+    "deadline_sweep",
+    "delivery_outbox",
+    "delivery_relay",
+    "notifier",
+    "slots",
+)
+#: The repositories ``Store`` holds as attributes rather than inherits.
+HELD_BY_THE_STORE = {"AuditLog", "DeadlineStore"}
+#: What is never a base of ``Store``: the parts it holds, and those beside it.
+NOT_THE_STORES_BASES = {
+    *HELD_BY_THE_STORE,
+    "AuditStore",
+    "DeliveryOutbox",
+    "DeadlineSweep",
+    "DeliveryRelay",
+    "Notifications",
 }
 #: The job author's API: what a job module imports, in the worker and in its own tests.
 JOB_API = [
@@ -121,3 +151,47 @@ def test_no_library_imports_an_example_and_no_example_a_service() -> None:
         if name.split(".")[0] in SERVICES
     ]
     assert (libs_to_examples, examples_to_services) == ([], [])
+
+
+def _reaches_the_store(path: Path) -> list[str]:
+    """The imports of ``path`` that reach the whole store or its mixins' shared base."""
+    whole = (
+        "workflow_store.store",
+        "workflow_store.store.Store",
+        "workflow_store.store_core.StoreCore",
+    )
+    return sorted(name for name in _imported(path) if name in whole)
+
+
+@pytest.mark.parametrize("name", BESIDE_THE_STORE)
+def test_a_part_beside_the_store_imports_no_store(name: str) -> None:
+    path = STORE_PACKAGE / f"{name}.py"
+    assert _reaches_the_store(path) == [], f"{path.relative_to(ROOT)} reaches the whole store"
+
+
+def test_the_check_sees_a_part_reaching_the_store(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.py"
+    bad.write_text(
+        "from workflow_store.store_core import StoreCore, utc_now\n"
+        "def f():\n    from workflow_store.store import Store\n"
+    )
+    assert _reaches_the_store(bad) == [
+        "workflow_store.store",
+        "workflow_store.store.Store",
+        "workflow_store.store_core.StoreCore",
+    ]
+
+
+def test_the_store_holds_its_repositories_rather_than_inheriting_them() -> None:
+    tree = ast.parse((STORE_PACKAGE / "store.py").read_text())
+    (store,) = [n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "Store"]
+    bases = {base.id for base in store.bases if isinstance(base, ast.Name)}
+    held = {
+        node.value.func.id
+        for node in ast.walk(store)
+        if isinstance(node, ast.Assign)
+        and isinstance(node.value, ast.Call)
+        and isinstance(node.value.func, ast.Name)
+    }
+    assert bases and not bases & NOT_THE_STORES_BASES
+    assert held == HELD_BY_THE_STORE
