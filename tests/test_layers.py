@@ -4,8 +4,8 @@ heavy, and the examples (job packages, such as the billing demo's) are the SDK's
 the core's users: they import no service, and no library imports them (the demo
 command only looks for the billing example and starts its processes by name). In the
 workflow-store, the parts beside ``Store`` (the deadline sweep, the notifier and its
-relay, the slot rules) and the repositories it holds (audit, deadlines, the delivery
-outbox) reach it only through the narrow ports they are given: they import neither
+relay and outbox, the slot rules) and the repositories it holds (audit, requeues,
+deadlines) reach it only through the narrow ports they are given: they import neither
 ``Store`` nor the ``StoreCore`` its mixins share, and ``Store`` inherits none of them."""
 
 from __future__ import annotations
@@ -42,9 +42,10 @@ BESIDE_THE_STORE = (
     "delivery_relay",
     "notifier",
     "slots",
+    "sweep_store",
 )
 #: The repositories ``Store`` holds as attributes rather than inherits.
-HELD_BY_THE_STORE = {"AuditLog", "DeadlineStore"}
+HELD_BY_THE_STORE = {"AuditLog", "DeadlineStore", "Requeues"}
 #: What is never a base of ``Store``: the parts it holds, and those beside it.
 NOT_THE_STORES_BASES = {
     *HELD_BY_THE_STORE,

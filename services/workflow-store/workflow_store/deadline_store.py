@@ -51,7 +51,7 @@ def _iso(at: datetime) -> str:
 
 class DeadlineStore:
     """The deadline tables (breaches, their deliveries, the sweep's cursors) over a
-    ``Database``: what the sweep reads and writes (``deadline_sweep.SweepStore``), and
+    ``Database``: what the sweep reads and writes (``deadline_sweep.DeadlineRecords``), and
     the breaches' listing. It takes no other part of the store."""
 
     def __init__(self, db: Database, clock: Clock = utc_now, limits: Limits = LIMITS) -> None:

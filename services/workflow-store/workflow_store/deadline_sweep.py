@@ -26,7 +26,7 @@ judged by its recorded runs only (the planner alone counts its fires). Manual tr
 and backfills have no deadline.
 
 The sweep is a component beside the store, not a part of it: it reaches the database
-only through ``SweepStore`` (``deadline_store.DeadlineStore`` in the store process) and
+only through ``DeadlineRecords`` (``deadline_store.DeadlineStore`` in the store process) and
 hands breaches on through ``BreachSink`` (``notifier.Notifications``).
 """
 
@@ -58,7 +58,7 @@ SCHEDULES_PER_TICK = 200
 SLOTS_PER_CHECK = 1_000
 
 
-class SweepStore(Protocol):
+class DeadlineRecords(Protocol):
     """What the sweep reads and writes: schedule changes by revision, the schedules
     named, the judging cursors, and one transaction per schedule judged."""
 
@@ -93,7 +93,7 @@ class _Watched:
 class DeadlineSweep:
     def __init__(
         self,
-        store: SweepStore,
+        store: DeadlineRecords,
         notifications: BreachSink,
         settings: DeadlineSettings,
         clock: Callable[[], datetime] = utc_now,

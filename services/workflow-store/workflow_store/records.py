@@ -239,7 +239,7 @@ class StalledRun:
 
 @dataclass(frozen=True)
 class LostRuns:
-    """A page of ``Store.requeue_lost_runs``: the runs to enqueue again, and the run id
+    """A page of ``Requeues.requeue_lost_runs``: the runs to enqueue again, and the run id
     the next page starts after ("" when this page was the last)."""
 
     runs: list[StalledRun]

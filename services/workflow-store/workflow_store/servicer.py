@@ -488,14 +488,14 @@ class WorkflowStoreServicer(api_grpc.WorkflowStoreServiceServicer):
         self, request: api.RequeueStalledRunsRequest, context: grpc.ServicerContext
     ) -> api.RequeueStalledRunsResponse:
         pending_for = duration_to_td(request.pending_for, "pending_for")
-        stalled = self.store.requeue_stalled_runs(pending_for, request.limit)
+        stalled = self.store.requeues.requeue_stalled_runs(pending_for, request.limit)
         return api.RequeueStalledRunsResponse(runs=[convert.stalled_to_proto(r) for r in stalled])
 
     def RequeueLostRuns(
         self, request: api.RequeueLostRunsRequest, context: grpc.ServicerContext
     ) -> api.RequeueLostRunsResponse:
         lost_at = convert.required_time(request, "lost_at", "lost_at")
-        page = self.store.requeue_lost_runs(
+        page = self.store.requeues.requeue_lost_runs(
             lost_at,
             duration_to_td(request.pending_for, "pending_for"),
             validate.key(request.after_run_id, "after_run_id"),

@@ -29,7 +29,7 @@ from workflow_store.store_core import (
     Clock,
     utc_now,
 )
-from workflow_store.sweep_store import SweepStore
+from workflow_store.sweep_store import Requeues
 
 __all__ = [
     "DEFAULT_DEAD_LETTER_LIMIT",
@@ -49,19 +49,20 @@ class Store(
     RunStore,
     FencingStore,
     AttemptStore,
-    SweepStore,
     DeadLetterStore,
 ):
-    """Schedules, job types, runs, attempts, fencing tokens, stalled runs and dead
-    letters over a ``Database``: one class for the servicer, one module per concept
+    """Schedules, job types, runs, attempts, fencing tokens and dead letters over a
+    ``Database``: one class for the servicer, one module per concept
     (``schedule_store``, ``schedule_deletion``, ``run_store``, ``fencing``, ``attempt_store``,
-    ``sweep_store``, ``dead_letter_store``), all on ``store_core.StoreCore``.
+    ``dead_letter_store``), all on ``store_core.StoreCore``.
 
-    The deadline tables are a part it holds, not one it is: ``deadlines``
-    (``deadline_store.DeadlineStore``), which takes the database, the clock and the
-    limits only. The deadline sweep, the webhook notifier and the delivery relay are
-    not in it at all: ``main`` builds them beside it, each over the narrow port it uses
-    (``deadline_sweep.SweepStore``, ``notifier.Outbox``, ``delivery_relay.Claims``)."""
+    Three parts it holds rather than is, each taking the database (and the clock, the
+    limits) only: ``audit`` (``audit_store.AuditLog``), ``requeues``
+    (``sweep_store.Requeues``: stalled and lost runs) and ``deadlines``
+    (``deadline_store.DeadlineStore``). The deadline sweep, the webhook notifier and the
+    delivery relay are not in it at all: ``main`` builds them beside it, each over the
+    narrow port it uses (``deadline_sweep.DeadlineRecords``, ``notifier.Outbox``,
+    ``delivery_relay.Claims``)."""
 
     def __init__(
         self,
@@ -72,4 +73,5 @@ class Store(
     ) -> None:
         super().__init__(db, clock, limits, guards)
         self.audit = AuditLog(db)
+        self.requeues = Requeues(db, clock)
         self.deadlines = DeadlineStore(db, clock, limits)

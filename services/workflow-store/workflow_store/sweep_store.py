@@ -1,5 +1,6 @@
 """Runs that need a new message: stalled (never picked up, replayed, heartbeat lapsed)
-and lost with the queue.
+and lost with the queue. ``Requeues`` is a repository ``Store`` holds (``Store.requeues``),
+over the database and the clock alone.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from cronwave_core.domain.runs import HELD
 from cronwave_core.errors import InvalidArgument
 from workflow_store import models as m
 from workflow_store.convert import iso
+from workflow_store.db import Database
 from workflow_store.records import (
     DEFAULT_HEARTBEAT_TIMEOUT,
     LostRuns,
@@ -29,12 +31,17 @@ from workflow_store.store_core import (
     _MIN_RESEND,
     DEFAULT_STALLED_LIMIT,
     MAX_LOST_PAGE,
-    StoreCore,
+    Clock,
+    utc_now,
 )
 
 
-class SweepStore(StoreCore):
+class Requeues:
     """The runs whose message must be sent again."""
+
+    def __init__(self, db: Database, clock: Clock = utc_now) -> None:
+        self.db = db
+        self.clock = clock
 
     # -- stalled and lost runs ---------------------------------------------------------
 
