@@ -5,7 +5,7 @@ the core's users: they import no service, and no library imports them (the demo
 command only looks for the billing example and starts its processes by name). In the
 workflow-store, the parts beside ``Store`` (the deadline sweep, the notifier and its
 relay and outbox, the slot rules) and the repositories it holds (audit, requeues,
-deadlines) reach it only through the narrow ports they are given: they import neither
+dead letters, deadlines) reach it only through the narrow ports they are given: they import neither
 ``Store`` nor the ``StoreCore`` its mixins share, and ``Store`` inherits none of them."""
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ STORE_PACKAGE = ROOT / "services" / "workflow-store" / "workflow_store"
 BESIDE_THE_STORE = (
     "audit_rpc",
     "audit_store",
+    "dead_letter_store",
     "deadline_rpc",
     "deadline_store",
     "deadline_sweep",
@@ -45,11 +46,12 @@ BESIDE_THE_STORE = (
     "sweep_store",
 )
 #: The repositories ``Store`` holds as attributes rather than inherits.
-HELD_BY_THE_STORE = {"AuditLog", "DeadlineStore", "Requeues"}
+HELD_BY_THE_STORE = {"AuditLog", "DeadLetters", "DeadlineStore", "Requeues"}
 #: What is never a base of ``Store``: the parts it holds, and those beside it.
 NOT_THE_STORES_BASES = {
     *HELD_BY_THE_STORE,
     "AuditStore",
+    "DeadLetterStore",
     "DeliveryOutbox",
     "DeadlineSweep",
     "DeliveryRelay",

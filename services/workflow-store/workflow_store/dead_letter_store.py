@@ -1,4 +1,6 @@
-"""The dead-letter list: runs given up on, poison messages, and replays."""
+"""The dead-letter list: runs given up on, poison messages, and replays. ``DeadLetters``
+is a repository ``Store`` holds (``Store.dead_letters``), over the database and the
+clock alone."""
 
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ from cronwave_core.errors import (
 )
 from workflow_store import models as m
 from workflow_store.audit_store import Actor, append
+from workflow_store.db import Database
 from workflow_store.ids import same_token
 from workflow_store.records import (
     DeadLettered,
@@ -29,12 +32,19 @@ from workflow_store.rows import (
 )
 from workflow_store.store_core import (
     DEFAULT_DEAD_LETTER_LIMIT,
-    StoreCore,
+    Clock,
+    conditional_update,
+    rounds,
+    utc_now,
 )
 
 
-class DeadLetterStore(StoreCore):
+class DeadLetters:
     """The dead-letter list."""
+
+    def __init__(self, db: Database, clock: Clock = utc_now) -> None:
+        self.db = db
+        self.clock = clock
 
     # -- dead letters ------------------------------------------------------------------
 
@@ -51,7 +61,7 @@ class DeadLetterStore(StoreCore):
         message), so a worker's certificate cannot dead-letter a run it never claimed.
         A terminal run, or one a live attempt holds, is left alone and nothing listed.
         """
-        return self._rounds(lambda s: self._dead_letter(s, req))
+        return rounds(self.db, lambda s: self._dead_letter(s, req))
 
     def _dead_letter(self, s: Session, req: DeadLetterRequest) -> DeadLettered:
         now = self.clock()
@@ -86,9 +96,7 @@ class DeadLetterStore(StoreCore):
                 "before its claim passes no attempt_token, and leaves the run as it is)"
             )
         error = req.error or row.error
-        self._conditional_update(
-            s, row, state=RunState.DEAD_LETTERED.value, finished_at=now, error=error
-        )
+        conditional_update(s, row, state=RunState.DEAD_LETTERED.value, finished_at=now, error=error)
         letter = _new_letter(
             s,
             req,
@@ -122,7 +130,7 @@ class DeadLetterStore(StoreCore):
         """A DEAD_LETTERED run becomes PENDING with no message (the sweeper sends one);
         its next claim is a new attempt with a fresh retry budget. Raises
         ``FailedPrecondition`` for a run in any other state."""
-        return self._rounds(lambda s: self._replay(s, run_id, actor))
+        return rounds(self.db, lambda s: self._replay(s, run_id, actor))
 
     def _replay(self, s: Session, run_id: str, actor: Actor | None) -> RunRecord:
         now = self.clock()
@@ -132,7 +140,7 @@ class DeadLetterStore(StoreCore):
                 f"run is {row.state}: run '{run_id}' is not dead-lettered; only runs on "
                 "the dead-letter list (`cronwave dlq list`) can be replayed"
             )
-        self._conditional_update(
+        conditional_update(
             s,
             row,
             state=RunState.PENDING.value,

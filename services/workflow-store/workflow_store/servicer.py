@@ -511,7 +511,7 @@ class WorkflowStoreServicer(api_grpc.WorkflowStoreServiceServicer):
     ) -> api.DeadLetterRunResponse:
         req = convert.dead_letter_from_proto(request)
         with db_span("DeadLetterRun", Hop.COMPLETE, req.run_id) as span:
-            outcome = self.store.dead_letter(req)
+            outcome = self.store.dead_letters.dead_letter(req)
             if outcome.run is not None:
                 mark_run(span, outcome.run)
         return api.DeadLetterRunResponse(
@@ -524,7 +524,7 @@ class WorkflowStoreServicer(api_grpc.WorkflowStoreServiceServicer):
         self, request: api.ListDeadLettersRequest, context: grpc.ServicerContext
     ) -> api.ListDeadLettersResponse:
         limit = validate.limits().page(request.limit)
-        letters = self.store.list_dead_letters(limit, request.include_replayed)
+        letters = self.store.dead_letters.list_dead_letters(limit, request.include_replayed)
         return api.ListDeadLettersResponse(
             dead_letters=[convert.dead_letter_to_proto(d) for d in letters]
         )
@@ -532,7 +532,9 @@ class WorkflowStoreServicer(api_grpc.WorkflowStoreServiceServicer):
     def ReplayDeadLetter(
         self, request: api.ReplayDeadLetterRequest, context: grpc.ServicerContext
     ) -> api.ReplayDeadLetterResponse:
-        run = self.store.replay_dead_letter(validate.run_id(request.run_id), actor(context))
+        run = self.store.dead_letters.replay_dead_letter(
+            validate.run_id(request.run_id), actor(context)
+        )
         return api.ReplayDeadLetterResponse(run=convert.run_to_proto(run))
 
     # -- the parts the store holds: audit and deadlines ------------------------------------

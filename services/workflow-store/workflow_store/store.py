@@ -12,7 +12,7 @@ from __future__ import annotations
 from workflow_store.attempt_store import AttemptStore
 from workflow_store.audit_store import AuditLog
 from workflow_store.db import Database
-from workflow_store.dead_letter_store import DeadLetterStore
+from workflow_store.dead_letter_store import DeadLetters
 from workflow_store.deadline_store import DeadlineStore
 from workflow_store.fencing import FencingStore
 from workflow_store.guards import GUARDS, Guards
@@ -49,16 +49,16 @@ class Store(
     RunStore,
     FencingStore,
     AttemptStore,
-    DeadLetterStore,
 ):
-    """Schedules, job types, runs, attempts, fencing tokens and dead letters over a
-    ``Database``: one class for the servicer, one module per concept
-    (``schedule_store``, ``schedule_deletion``, ``run_store``, ``fencing``, ``attempt_store``,
-    ``dead_letter_store``), all on ``store_core.StoreCore``.
+    """Schedules, job types, runs, attempts and fencing tokens over a ``Database``: one
+    class for the servicer, one module per concept (``schedule_store``,
+    ``schedule_deletion``, ``run_store``, ``fencing``, ``attempt_store``), all on
+    ``store_core.StoreCore``.
 
-    Three parts it holds rather than is, each taking the database (and the clock, the
+    Four parts it holds rather than is, each taking the database (and the clock, the
     limits) only: ``audit`` (``audit_store.AuditLog``), ``requeues``
-    (``sweep_store.Requeues``: stalled and lost runs) and ``deadlines``
+    (``sweep_store.Requeues``: stalled and lost runs), ``dead_letters``
+    (``dead_letter_store.DeadLetters``) and ``deadlines``
     (``deadline_store.DeadlineStore``). The deadline sweep, the webhook notifier and the
     delivery relay are not in it at all: ``main`` builds them beside it, each over the
     narrow port it uses (``deadline_sweep.DeadlineRecords``, ``notifier.Outbox``,
@@ -74,4 +74,5 @@ class Store(
         super().__init__(db, clock, limits, guards)
         self.audit = AuditLog(db)
         self.requeues = Requeues(db, clock)
+        self.dead_letters = DeadLetters(db, clock)
         self.deadlines = DeadlineStore(db, clock, limits)

@@ -185,34 +185,45 @@ class StoreCore:
         return record
 
     def _conditional_update(self, s: Session, row: m.Run, **values: Any) -> None:
-        """UPDATE the run only if its state and attempt token are still what ``row``
-        says; otherwise raise ``_Lost`` (the caller's transaction rolls back). ``row``
-        then holds the new values, as the database does, with no read."""
-        result: Any = s.execute(
-            sa.update(m.Run)
-            .where(
-                m.Run.run_id == row.run_id,
-                m.Run.state == row.state,
-                m.Run.attempt_token == row.attempt_token,
-            )
-            .values(**values)
-            .execution_options(synchronize_session=False)
-        )
-        if result.rowcount != 1:
-            raise _Lost
-        for name, value in values.items():
-            set_committed_value(row, name, value)
+        """``conditional_update``."""
+        conditional_update(s, row, **values)
 
     def _rounds(self, work: Callable[[Session], Any]) -> Any:
-        """Run ``work`` in a write transaction, again from the start when it lost a
-        race, so it decides on the winner's result."""
-        for _ in range(_MAX_ROUNDS):
-            try:
-                with self.db.write() as s:
-                    return work(s)
-            except _Lost:
-                continue
-        raise FailedPrecondition("run_id: the run keeps changing under concurrent writers; retry")
+        """``rounds`` over this store's database."""
+        return rounds(self.db, work)
+
+
+def conditional_update(s: Session, row: m.Run, **values: Any) -> None:
+    """UPDATE the run only if its state and attempt token are still what ``row`` says;
+    otherwise raise ``_Lost`` (the caller's transaction rolls back, and ``rounds``
+    runs it again). ``row`` then holds the new values, as the database does, with no
+    read."""
+    result: Any = s.execute(
+        sa.update(m.Run)
+        .where(
+            m.Run.run_id == row.run_id,
+            m.Run.state == row.state,
+            m.Run.attempt_token == row.attempt_token,
+        )
+        .values(**values)
+        .execution_options(synchronize_session=False)
+    )
+    if result.rowcount != 1:
+        raise _Lost
+    for name, value in values.items():
+        set_committed_value(row, name, value)
+
+
+def rounds(db: Database, work: Callable[[Session], Any]) -> Any:
+    """Run ``work`` in a write transaction of ``db``, again from the start when it lost
+    a race, so it decides on the winner's result."""
+    for _ in range(_MAX_ROUNDS):
+        try:
+            with db.write() as s:
+                return work(s)
+        except _Lost:
+            continue
+    raise FailedPrecondition("run_id: the run keeps changing under concurrent writers; retry")
 
 
 # -- batches -----------------------------------------------------------------------------
