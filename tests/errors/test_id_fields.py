@@ -282,6 +282,7 @@ BASES: dict[str, dict[str, Any]] = {
     "LeaderElectionService/Renew": {"scope": "planner", "candidate": "c1", "fencing_token": "1"},
     "LeaderElectionService/Resign": {"scope": "planner", "candidate": "c1", "fencing_token": "1"},
     "LeaderElectionService/Observe": {"scope": "planner"},
+    "LeaderElectionService/SyncShards": {"candidate": "c1", "shard_count": 2},
     "PaymentGatewayService/Charge": {
         "item": {
             "idempotency_key": "k1",
