@@ -63,8 +63,10 @@ class JobProcess:
         self._lines: deque[bytes] = deque()
         self._eof = False
         self._tickets = itertools.count(1)
-        self._inbox_lock = threading.Condition()
-        self._inboxes: dict[int, deque[dict[str, Any]]] = {}
+        # One lock, and a condition per ticket on it: a line wakes only its run's
+        # supervisor, not the hundreds queued on the same process.
+        self._inbox_lock = threading.Lock()
+        self._inboxes: dict[int, _Inbox] = {}
         self._reader: threading.Thread | None = None
 
     @property
@@ -88,7 +90,7 @@ class JobProcess:
         """A new ticket, whose lines ``receive`` returns from now on."""
         ticket = next(self._tickets)
         with self._inbox_lock:
-            self._inboxes[ticket] = deque()
+            self._inboxes[ticket] = _Inbox(self._inbox_lock)
         return ticket
 
     def forget(self, ticket: int) -> None:
@@ -112,14 +114,14 @@ class JobProcess:
         with self._inbox_lock:
             while True:
                 inbox = self._inboxes.get(ticket)
-                if inbox:
-                    return inbox.popleft()
+                if inbox is not None and inbox.lines:
+                    return inbox.lines.popleft()
                 if self._eof:
                     break
                 left = deadline - time.monotonic()
-                if left <= 0:
+                if left <= 0 or inbox is None:
                     return None
-                self._inbox_lock.wait(left)
+                inbox.arrived.wait(left)
         raise JobProcessDied(f"job process {self.pid} {self.exit_description()}")
 
     def _read_loop(self) -> None:
@@ -136,11 +138,12 @@ class JobProcess:
             with self._inbox_lock:
                 inbox = self._inboxes.get(ticket) if isinstance(ticket, int) else None
                 if inbox is not None:
-                    inbox.append(message)
-                    self._inbox_lock.notify_all()
+                    inbox.lines.append(message)
+                    inbox.arrived.notify()
         with self._inbox_lock:
             self._eof = True
-            self._inbox_lock.notify_all()
+            for inbox in self._inboxes.values():
+                inbox.arrived.notify()
         if self.popen.stdout is not None:
             with contextlib.suppress(OSError):
                 self.popen.stdout.close()
@@ -231,6 +234,17 @@ class JobProcess:
             if stream is not None:
                 with contextlib.suppress(OSError):
                     stream.close()
+
+
+class _Inbox:
+    """The lines about one ticket not read yet, and the condition its reader waits on
+    (on the process's one inbox lock)."""
+
+    __slots__ = ("arrived", "lines")
+
+    def __init__(self, lock: threading.Lock) -> None:
+        self.lines: deque[dict[str, Any]] = deque()
+        self.arrived = threading.Condition(lock)
 
 
 class JobProcessPool:
