@@ -122,6 +122,24 @@ def with_starts(client: Client, runs: Sequence[Run]) -> list[Started]:
     return parallel(one, list(runs))
 
 
+def wait_until(
+    check: Callable[[], Any], what: str, timeout: float, poll: float = 0.1, scenario: str = ""
+) -> Any:
+    """``check()`` until it returns something truthy (an exception counts as not yet:
+    a service still starting); ``TimeoutError`` naming ``what`` after ``timeout``
+    seconds."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            value = check()
+        except Exception:  # a service still starting: try again until the deadline
+            value = None
+        if value:
+            return value
+        time.sleep(poll)
+    raise TimeoutError(f"{scenario}: waited {timeout:.0f}s for {what}")
+
+
 def wait_terminal(
     client: Client,
     schedule_ids: Sequence[str],

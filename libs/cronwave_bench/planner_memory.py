@@ -55,6 +55,7 @@ from typing import Any, overload
 
 from cronwave_bench.context import BenchContext
 from cronwave_bench.harness import Backend, SuiteOptions, bench_suite, own_database
+from cronwave_bench.measure import wait_until
 from cronwave_bench.report import Result, fmt_ms
 
 TARGET_MIB = 200.0
@@ -257,16 +258,7 @@ def _probe(client: Any, i: int) -> float:
 
 
 def _wait(check: Callable[[], Any], what: str, timeout: float = 120) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            value = check()
-        except Exception:  # a service still starting: try again until the deadline
-            value = None
-        if value:
-            return value
-        time.sleep(0.1)
-    raise TimeoutError(f"planner-memory: waited {timeout:.0f}s for {what}")
+    return wait_until(check, what, timeout, poll=0.1, scenario="planner-memory")
 
 
 def _result(figures: dict[str, Any]) -> Result:

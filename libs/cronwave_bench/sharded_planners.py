@@ -50,6 +50,7 @@ from cronwave_proto.v1 import workflow_store_service_pb2_grpc as store_grpc
 
 from cronwave_bench.context import BenchContext
 from cronwave_bench.harness import Backend, SuiteOptions, bench_suite, own_database
+from cronwave_bench.measure import wait_until
 from cronwave_bench.planner_memory import JOB_TYPE, rss_mib, run_tool, specs
 from cronwave_bench.report import Result
 from cronwave_core.convert import ts_to_dt
@@ -398,16 +399,7 @@ def _status(suite: Suite, name: str) -> Any:
 
 
 def _wait(check: Callable[[], Any], what: str, timeout: float) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            value = check()
-        except Exception:  # a service still starting: try again until the deadline
-            value = None
-        if value:
-            return value
-        time.sleep(0.2)
-    raise TimeoutError(f"sharded-planners: waited {timeout:.0f}s for {what}")
+    return wait_until(check, what, timeout, poll=0.2, scenario="sharded-planners")
 
 
 def _result(figures: dict[str, Any]) -> Result:

@@ -72,8 +72,16 @@ class Leadership:
 
 
 def safety_margin(ttl: timedelta, renew_interval: timedelta) -> timedelta:
-    """How long before the lease's earliest possible expiry this planner stops leading."""
-    return max(renew_interval, ttl * 0.2)
+    """How long before the lease's earliest possible expiry this planner stops leading;
+    ``ValueError`` when that leaves no time to lead."""
+    margin = max(renew_interval, ttl * 0.2)
+    if margin >= ttl:
+        raise ValueError(
+            f"lease ttl {ttl.total_seconds()}s leaves no time to lead after a safety "
+            f"margin of {margin.total_seconds()}s; raise CRONWAVE_LEASE_TTL or lower "
+            "CRONWAVE_LEASE_RENEW_INTERVAL"
+        )
+    return margin
 
 
 class Elector:
@@ -92,12 +100,6 @@ class Elector:
         monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         margin = safety_margin(ttl, renew_interval)
-        if margin >= ttl:
-            raise ValueError(
-                f"lease ttl {ttl.total_seconds()}s leaves no time to lead after a safety "
-                f"margin of {margin.total_seconds()}s; raise CRONWAVE_LEASE_TTL or lower "
-                "CRONWAVE_LEASE_RENEW_INTERVAL"
-            )
         self._stub = pb_grpc.LeaderElectionServiceStub(channel)
         self.candidate = candidate
         self.scope = scope

@@ -64,12 +64,6 @@ class ShardElector:
         campaigned for); ``on_assignment``: told the shards this planner should hold
         whenever that changes (the feed loads them)."""
         margin = safety_margin(ttl, renew_interval)
-        if margin >= ttl:
-            raise ValueError(
-                f"lease ttl {ttl.total_seconds()}s leaves no time to lead after a safety "
-                f"margin of {margin.total_seconds()}s; raise CRONWAVE_LEASE_TTL or lower "
-                "CRONWAVE_LEASE_RENEW_INTERVAL"
-            )
         self._stub = pb_grpc.LeaderElectionServiceStub(channel)
         self.candidate = candidate
         self.count = count
