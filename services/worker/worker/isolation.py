@@ -14,10 +14,11 @@ and the process answers ``released``. Past the grace period (``force_release``) 
 stopped like a timed-out body. Either way the attempt is RELEASED once the body has
 ended, with the newest checkpoint it reported.
 
-A cancel (``cancel``, set by a beat's answer) reaches the body as SIGUSR2: its
+A cancel (``cancel``, set by a beat's answer) reaches the body as a ``cancel`` line
+naming its run (no signal, which could reach the next run queued on the process): its
 ``ctx.cancelled`` becomes True. A body still running when the cancel's grace has
-passed is stopped like a timed-out one; the attempt is CANCELLED either way, and the
-process, once signalled, is not reused. The body's start (the process's ``started``
+passed is stopped like a timed-out one; the attempt is CANCELLED either way, and its
+process is not reused. The body's start (the process's ``started``
 line), its checkpoints and its progress are handed to ``report_start``, ``beat`` and
 ``report_progress`` as they come; none waits for the store (``worker.liveness`` sends
 them with the worker's next heartbeat call), so a job process goes back to the pool the
@@ -82,7 +83,7 @@ class ProcessSupervisor:
         self._report_start = report_start
         self._report_progress = report_progress
         self.cancel = cancel or CancelSignal(monotonic)
-        self._told_cancel = False  # SIGUSR2 sent
+        self._told_cancel = False  # the cancel line sent
         self._started_ns = 0
         self._recorded = False  # the store has the body's start
         self._interval = max(heartbeat_interval.total_seconds(), 0.01)
@@ -311,8 +312,6 @@ class ProcessSupervisor:
         the line names the run, so no other run queued on the process sees it."""
         if self._told_cancel or not self._started_ns or not self.cancel.is_set():
             return  # a body not begun is told once it has (its flag is reset then)
-        with self._lock:
-            self._signalled = True
         self._told_cancel = True
         proc.send({"op": "cancel", "ticket": ticket})
 
@@ -333,8 +332,6 @@ class ProcessSupervisor:
     ) -> AttemptResult:
         if self.cancel.is_set():  # what it returned is not kept
             self._started_ns = int(message.get("started_ns") or self._started_ns)
-            with self._lock:
-                self._signalled = True
             return self._cancelled(proc, stop=False)
         received_ns = time.time_ns()
         with self._lock:

@@ -14,7 +14,8 @@ SIGTERM raises ``JobStopped`` in the body (finally blocks run); the worker sends
 SIGKILL after a grace period. SIGUSR1 says the worker is stopping: the body's next
 heartbeat sends its checkpoint and raises ``WorkerStopping``, every run still queued
 or waiting for its fire time does not start, and the process answers ``released`` for
-each. SIGUSR2 sets the running body's ``ctx.cancelled`` too.
+each. SIGUSR2 sets the running body's ``ctx.cancelled`` too (the worker sends the
+``cancel`` line instead: a signal could land on the next run queued).
 
 The process writes ``{"op": "started"}`` when a body begins, so its worker can tell
 the store while the body runs. The outcome line of a run not sampled carries the
@@ -71,9 +72,9 @@ STOP = _StopRequest()
 
 
 class _CancelRequest:
-    """Set by SIGUSR2 (a plain flag, as ``_StopRequest``), read by ``ctx.cancelled``.
-    Cleared when a run begins: a process told of a cancel is not given another run,
-    so no late signal can reach the next one."""
+    """Set by the running body's ``cancel`` line (or SIGUSR2, by hand), read by
+    ``ctx.cancelled``. Cleared when a run begins: a cancel names its run, so none
+    reaches the next one."""
 
     requested = False
 
