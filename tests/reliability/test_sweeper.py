@@ -67,7 +67,12 @@ def test_the_runs_of_a_lost_queue_are_sent_again_at_once_not_after_the_bound(
 
         eventually(resent, timeout=10, what="both runs re-sent for the lost queue")
         assert client.exists(f"{rig.namespace}:queue:epoch")
-        assert client.hlen(f"{rig.namespace}:bulk.msgs") == 2
+        # (the store records the re-send, then the dispatcher enqueues the messages)
+        eventually(
+            lambda: client.hlen(f"{rig.namespace}:bulk.msgs") == 2,
+            timeout=10,
+            what="both messages on the bulk queue again",
+        )
     finally:
         client.close()
     assert "queue lost: 2 runs re-sent" in rig.log("dispatcher")
