@@ -9,7 +9,7 @@ the real ones are exercised in tests/schedules/ and test_planner_process.py.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
@@ -20,7 +20,7 @@ from cron_planner.clock import ManualClock
 from cron_planner.fire_loop import FireLoop
 from cron_planner.ports import Start
 from cron_planner.schedule_index import ScheduleIndex
-from cron_planner.work import InFlight, Missed, Trigger
+from cron_planner.work import Fire, InFlight, Missed, Trigger
 from cronwave_core.domain.spec import Catchup, Interval, Overlap, Policy, ScheduleDef, Spec
 from cronwave_core.errors import (
     CronwaveError,
@@ -178,8 +178,12 @@ class Rig:
         raise AssertionError("loop did not settle")
 
 
-def make_rig(give_up_after: timedelta = timedelta(seconds=60)) -> Rig:
-    """A started loop on a manual clock at ``T0``; the caller stops ``rig.loop``."""
+def make_rig(
+    give_up_after: timedelta = timedelta(seconds=60),
+    holds: Callable[[str], bool] = lambda _schedule_id: True,
+) -> Rig:
+    """A started loop on a manual clock at ``T0``; the caller stops ``rig.loop``.
+    ``holds``: which schedules are this planner's (sharded planning)."""
     clock = ManualClock(T0)
     index = ScheduleIndex()
     lead, dispatcher, ledger, loss = Lead(), Dispatcher(clock), Ledger(), QueueLoss()
@@ -193,6 +197,7 @@ def make_rig(give_up_after: timedelta = timedelta(seconds=60)) -> Rig:
         backoff=Backoff(timedelta(seconds=1), timedelta(seconds=8)),
         idle=timedelta(seconds=30),
         queue_loss=loss,
+        holds=holds,
     )
     loop.start()
     return Rig(clock, index, lead, dispatcher, ledger, loop, loss)
@@ -291,6 +296,53 @@ def test_a_new_term_resumes_the_placeholders_of_the_last_one(rig: Rig) -> None:
     ]
 
 
+def test_a_fire_put_off_for_its_pace_stands_in_the_store_before_its_shard_moves() -> None:
+    # Given two catch-up runs of one schedule due now, neither with a placeholder (the
+    # retried one of the term before, carried over, and the term's own first one)
+    held = {"s"}
+    rig = make_rig(holds=lambda sid: sid in held)
+    try:
+        rig.add("s", "0 3 * * *", since=T0 - timedelta(days=3))
+        rig.run_until(T0 + timedelta(seconds=1))
+        first, second = (datetime(2030, 1, d, 3, 0, tzinfo=UTC) for d in (5, 6))
+        now = rig.clock.now()
+        pace, deadline = timedelta(seconds=30), now + timedelta(minutes=1)
+        fires = [Fire("s", t, Trigger.CATCHUP, now, deadline, pace=pace) for t in (first, second)]
+        rig.loop.submit(fires)
+
+        # When the first starts, the second waits for its pace
+        rig.run_until(T0 + timedelta(seconds=5))
+        assert (second, "pending:catchup") in [(t, r) for _, t, r, _ in rig.ledger.missed]
+
+        # Then, when the shard moves to another planner before the second starts, the
+        # store holds its placeholder for the next holder to resume: the slot is neither
+        # lost nor started here
+        held.clear()
+        rig.lead.current = 8
+        rig.loop.wake()
+        rig.run_until(T0 + timedelta(minutes=2))
+        assert [t for _, t, _, trig in rig.dispatcher.calls if trig is Trigger.CATCHUP] == [first]
+    finally:
+        rig.loop.stop()
+
+
+def test_a_schedule_loaded_for_a_shard_not_held_yet_is_left_to_its_holder() -> None:
+    # Given a schedule whose shard's schedules are loaded while its lease is not won
+    rig = make_rig(holds=lambda sid: sid != "elsewhere")
+    try:
+        rig.add("mine", "* * * * *", since=T0 - timedelta(minutes=3))
+        rig.add("elsewhere", "* * * * *", since=T0 - timedelta(minutes=3))
+
+        rig.run_until(T0 + timedelta(minutes=2))
+
+        # Then only this planner's schedule is planned: nothing is started, put off or
+        # recorded for the other one (its holder plans it from the store)
+        assert {sid for sid, _, _, _ in rig.dispatcher.calls} == {"mine"}
+        assert {sid for sid, _, _, _ in rig.ledger.missed} <= {"mine"}
+    finally:
+        rig.loop.stop()
+
+
 @pytest.mark.parametrize(
     "refusal",
     [
@@ -317,7 +369,10 @@ def test_transient_failures_are_retried_with_backoff_then_fired(rig: Rig) -> Non
     attempts = [t for _, t, _, _ in rig.dispatcher.calls]
     assert len(attempts) == 4  # 3 failures, then the start
     assert rig.loop.stats.fired == 1 and rig.loop.stats.retries == 3
-    assert rig.ledger.missed == []
+    # While it was retried the slot stood in the store as a placeholder (the run
+    # replaces it), so a planner taking over meanwhile would have started it.
+    assert rig.ledger.final() == []
+    assert [(sid, reason) for sid, _, reason, _ in rig.ledger.missed] == [("s", "pending:retry")]
     assert {f"{t:%H:%M}" for t in attempts} == {"12:00"}
 
 
@@ -337,8 +392,10 @@ def test_giving_up_after_60s_records_missed_and_moves_on(rig: Rig) -> None:
         "00:00", "00:01", "00:03", "00:07", "00:15", "00:23",
         "00:31", "00:39", "00:47", "00:55", "01:00",
     ]  # fmt: skip
-    assert len(rig.ledger.missed) == 1
-    sid, fire, reason, token = rig.ledger.missed[0]
+    # (first its placeholder while it was retried, then its final reason)
+    placeholder, final = rig.ledger.missed
+    assert placeholder[2] == "pending:retry"
+    sid, fire, reason, token = final
     assert (sid, fire, token) == ("s", datetime(2030, 1, 7, 12, 0, tzinfo=UTC), 7)
     assert "not started within 60s" in reason and "dispatcher away" in reason
     slot = rig.index.slot("s")

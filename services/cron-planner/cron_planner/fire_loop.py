@@ -129,6 +129,7 @@ class FireLoop:
             backoff=self._backoff,
             buffer_poll=buffer_poll,
             buffer_poll_limit=buffer_poll_limit,
+            holds=holds,
         )
 
     # lifecycle ---------------------------------------------------------------

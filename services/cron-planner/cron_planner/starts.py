@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -39,7 +39,7 @@ from cron_planner.overlap_gate import OverlapGate
 from cron_planner.planning import plan_slot
 from cron_planner.ports import Dispatch, Leadership, Ledger, Start
 from cron_planner.schedule_index import ScheduleIndex, Slot
-from cron_planner.work import PAUSED, Fire, InFlight, Trigger, WorkQueue, iso
+from cron_planner.work import PAUSED, Fire, InFlight, Trigger, WorkQueue, iso, pending_reason
 from cronwave_core.domain.overlap import RunView, in_flight
 from cronwave_core.domain.spec import ScheduleDef
 from cronwave_core.errors import (
@@ -108,8 +108,12 @@ class Starter:
         backoff: Backoff,
         buffer_poll: timedelta,
         buffer_poll_limit: int,
+        holds: Callable[[str], bool] = lambda _schedule_id: True,
     ) -> None:
+        """``holds``: whether a schedule is this planner's to fire now (sharded
+        planning: its shard is held, not only loaded)."""
         self._index = index
+        self._holds = holds
         self._clock = clock
         self._leadership = leadership
         self._dispatch = dispatch
@@ -141,6 +145,12 @@ class Starter:
         position = self._index.position(slot)
         if position is None:
             return  # a change superseded it; the loop looks again
+        if not self._holds(slot.schedule_id):
+            # Loaded for a shard this planner campaigns for but does not hold yet: its
+            # holder plans the slot. The term that wins the shard re-bases the schedule
+            # from the store's newest fire time, so nothing is decided here.
+            self._index.advance(slot, max(now, slot.fire_time))
+            return
         try:
             plan = plan_slot(
                 position.schedule,
@@ -177,7 +187,7 @@ class Starter:
             slot_at = slot.act_at if slot is not None and slot.act_at <= now else None
             if fire is not None and fire_at is not None and (slot_at is None or fire_at <= slot_at):
                 self._work.pop()
-                if self._paced_later(fire, now):
+                if self._paced_later(fire, token, now):
                     continue
                 allows_all = self._gate.allows_all(fire)
                 if fire.schedule_id in seen and not allows_all:
@@ -201,7 +211,7 @@ class Starter:
         batch = [p for p in (self._prepare(f, token, known=known) for f in fires) if p]
         self._dispatch_batch(batch, token)
 
-    def _paced_later(self, fire: Fire, now: datetime) -> bool:
+    def _paced_later(self, fire: Fire, token: int, now: datetime) -> bool:
         """Put a paced fire back when the last of its kind started less than its pace
         ago (the loop got to them late: they must not start as a burst)."""
         if not fire.pace:
@@ -210,7 +220,7 @@ class Starter:
         last = self._paced.get(key)
         if last is not None and now < last + fire.pace:
             fire.act_at = last + fire.pace
-            self._work.push(fire)
+            self._defer(fire, token, now)
             return True
         self._paced[key] = now
         return False
@@ -425,6 +435,17 @@ class Starter:
             exc.message,
             iso(fire.act_at),
         )
+        self._defer(fire, token, now)
+
+    def _defer(self, fire: Fire, token: int, now: datetime) -> None:
+        """Queue ``fire`` again for later. A fire put off for the first time gets a
+        placeholder in the store: a later slot of its schedule may be recorded before it
+        starts, and the next term (here, or a planner that takes the shard over) plans
+        from the store's newest fire time, so without the placeholder the slot would
+        be neither run nor recorded."""
+        if not fire.placeholder:
+            fire.placeholder = True
+            self._rows.queue([fire.missed(pending_reason(fire.trigger))], token, now)
         self._work.push(fire)
 
     def _give_up(self, fire: Fire, token: int, reason: str, now: datetime) -> None:

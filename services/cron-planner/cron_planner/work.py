@@ -2,7 +2,8 @@
 in-flight runs an overlap decision looks at. Plain values; no gRPC.
 
 Placeholders. Work the planner has decided but will start later -- a catch-up run
-waiting for its turn, a fire buffered behind a run in flight, a backfill being paced --
+waiting for its turn, a fire buffered behind a run in flight, a backfill being paced, a
+due fire whose start is retried --
 is recorded in the store at once as a MISSED row whose reason starts with ``pending:``
 (see ``ListPendingFires`` in workflow_store_service.proto). Starting the slot turns the
 placeholder into the run; deciding against it (an overlap skip, a pause) gives it its
@@ -24,6 +25,8 @@ PENDING_PREFIX = "pending:"
 PENDING_CATCHUP = "pending:catchup"
 PENDING_BUFFER = "pending:overlap_buffer"
 PENDING_BACKFILL = "pending:backfill"
+#: A due fire put off (its start failed and is retried, or it waits for its pace).
+PENDING_RETRY = "pending:retry"
 #: A fire the planner had decided on when its schedule was paused.
 PAUSED = "paused"
 #: A summary row for slots outside the catch-up window that were not listed one by one.
@@ -37,7 +40,9 @@ def iso(instant: datetime) -> str:
 
 def pending_reason(trigger: Trigger) -> str:
     """The placeholder reason of a fire that waits for its turn."""
-    return PENDING_BACKFILL if trigger is Trigger.BACKFILL else PENDING_CATCHUP
+    if trigger is Trigger.BACKFILL:
+        return PENDING_BACKFILL
+    return PENDING_CATCHUP if trigger is Trigger.CATCHUP else PENDING_RETRY
 
 
 @dataclass(frozen=True, slots=True)
