@@ -12,6 +12,7 @@ import re
 import signal
 from collections import defaultdict
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from cronwave_proto.v1 import workflow_store_service_pb2_grpc as store_grpc
@@ -124,11 +125,27 @@ def _paths(suite: Suite) -> list[Path]:
     ]
 
 
+def _held_together(suite: Suite, count: int = 40) -> None:
+    """``count`` runs due at one instant a few seconds away, all finished: claimed
+    ahead and held, each released to its pool thread at once (its fire time is within
+    the release lead) while the consumer thread that claimed it is still returning."""
+    at = (datetime.now(UTC) + timedelta(seconds=4)).replace(microsecond=0)
+    ids = [fresh("held") for _ in range(count)]
+    with client_for(suite) as client:
+        for sid in ids:
+            client.create_schedule(sid, job_type="cronwave.noop", one_off=[at])
+        for sid in ids:
+            runs = eventually(lambda sid=sid: client.list_runs(sid, limit=1), timeout=30,
+                              what="the fire")  # fmt: skip
+            assert client.wait_run(runs[0].run_id, timeout=WAIT).state == "SUCCEEDED"
+
+
 def test_each_path_s_trace_has_one_run_span_over_it_and_every_span_placed(make_suite) -> None:
     # Given runs of every path through a traced suite of two workers (the second
     # resumes the run of the one killed)
     suite = make_suite(env={**QUIET, **_env()}, worker_pools={"default": 2})
     paths = _paths(suite)
+    _held_together(suite)
 
     # When their spans are read back
     spans = spans_of(suite)
@@ -137,7 +154,7 @@ def test_each_path_s_trace_has_one_run_span_over_it_and_every_span_placed(make_s
     problems = {p.name: _problems(spans, p) for p in paths}
     assert not any(problems.values()), problems
     # and every trace context a worker entered for a run it held (the scheduled run
-    # was claimed ahead of its fire time) was left where it was entered
+    # and a burst were claimed ahead of their fire time) was left where it was entered
     logs = "".join(path.read_text() for path in suite.log_dir.glob("worker*.log"))
     assert "Failed to detach context" not in logs
 

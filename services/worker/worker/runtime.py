@@ -24,7 +24,7 @@ from __future__ import annotations
 import contextvars
 import logging
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -142,9 +142,16 @@ class RunProcessor:
             if not self.chain.take(delivery):
                 self.chain.finish(delivery)
                 return
-            if self._hold_if_early(delivery):
-                return  # finished where the held attempt ends
-            self._attempt(delivery)
+            hold = self._hold_if_early(delivery)
+            if hold is None:
+                self._attempt(delivery)
+                return
+        # Handed over only once this thread has left the delivery's stack: a run due
+        # within the release lead leaves the heap at once, and its pool thread enters
+        # the same stack; closing it here afterwards would undo (in this thread's
+        # context) what that thread had entered, which OpenTelemetry refuses, logging a
+        # traceback per run.
+        hold()  # finished where the held attempt ends
 
     def _attempt(self, delivery: Delivery) -> None:
         self.stats.started()
@@ -154,16 +161,17 @@ class RunProcessor:
             self.stats.finished()
             self.chain.finish(delivery)
 
-    def _hold_if_early(self, delivery: Delivery) -> bool:
-        """Hand a run claimed well ahead of its fire time to the held runs (see
-        ``worker.held_runs``), its lease beating meanwhile (``Heartbeat.hold``); False
-        when it is due too soon for that to pay (``HOLD_AT_LEAST``): it runs in this
-        thread."""
+    def _hold_if_early(self, delivery: Delivery) -> Callable[[], None] | None:
+        """For a run claimed well ahead of its fire time: what hands it to the held runs
+        (see ``worker.held_runs``), its lease beating meanwhile (``Heartbeat.hold``),
+        called once the caller has left the delivery's stack. None when it is due too
+        soon for that to pay (``HOLD_AT_LEAST``): it runs in this thread."""
         if self.held is None or self.heartbeat is None or delivery.job_type is None:
-            return False
+            return None
+        held = self.held
         fire_time = delivery.fire_time
         if fire_time - datetime.now(UTC) <= HOLD_AT_LEAST:
-            return False
+            return None
         lease = self.heartbeat.hold(delivery)
         context = contextvars.copy_context()  # the message's trace context
         stop = delivery.stop = self.draining.enter(delivery.run.run_id)  # until run or back
@@ -195,12 +203,12 @@ class RunProcessor:
                 self.draining.leave(stop)
                 self.chain.finish(delivery)
 
-        self.held.hold(
-            fire_time, lambda: context.run(attempt), on_stop=lambda: context.run(on_stop)
-        )
-        if self.isolation.pool is not None:  # the instant's bodies find processes ready
-            self.isolation.pool.prepare(len(self.held) + self.stats.snapshot()[2])
-        return True
+        def hold() -> None:
+            held.hold(fire_time, lambda: context.run(attempt), on_stop=lambda: context.run(on_stop))
+            if self.isolation.pool is not None:  # the instant's bodies find processes ready
+                self.isolation.pool.prepare(len(held) + self.stats.snapshot()[2])
+
+        return hold
 
     def _put_back(self, message: RunMessage) -> None:
         """The message again on its queue, unclaimed, for another worker (if it is
