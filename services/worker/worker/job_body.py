@@ -18,8 +18,11 @@ each. SIGUSR2 sets the running body's ``ctx.cancelled`` too (the worker sends th
 ``cancel`` line instead: a signal could land on the next run queued).
 
 The process writes ``{"op": "started"}`` when a body begins, so its worker can tell
-the store while the body runs. The outcome line of a run not sampled carries the
-spans the process held of its body (``"spans"``, ``worker.job_spans``).
+the store while the body runs. While more runs are due at once, a body's ``started``
+and outcome lines are held back up to ``REPORT_HOLD_S`` (100 ms), so the bodies of a
+burst begin before the worker's threads wake to handle their reports (``Channel``).
+The outcome line of a run not sampled carries the spans the process held of its body
+(``"spans"``, ``worker.job_spans``).
 """
 
 from __future__ import annotations
@@ -34,7 +37,7 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import IO, Any
 
@@ -106,35 +109,90 @@ def _wait_sleep(seconds: float) -> None:
 WORKER_GONE = 3
 
 
-class Channel:
-    """The protocol's write end: one JSON object per line, from any thread."""
+#: While runs due now wait in the queue, a body's ``started`` and outcome lines are
+#: held back at most this long (see ``Channel``).
+REPORT_HOLD_S = 0.1
 
-    def __init__(self, stream: IO[str], ticket: object = None) -> None:
-        self._stream = stream
-        self._lock = threading.Lock()
+
+class _Out:
+    """The protocol's one stream, shared by every run's channel: one writer at a time,
+    and the lines held back (``Channel.send(..., hold=True)``) until they are flushed."""
+
+    def __init__(self, stream: IO[str]) -> None:
+        self.stream = stream
+        self.lock = threading.Lock()
+        self.held: list[str] = []
+        self.held_since = 0.0  # monotonic; 0.0: nothing held
+        self.wake = threading.Condition(self.lock)
+
+
+class Channel:
+    """The protocol's write end: one JSON object per line, from any thread.
+
+    Lines sent with ``hold=True`` (a body's ``started`` and its outcome, while more
+    runs are due at once) wait until ``flush``, any line sent without it, or
+    ``REPORT_HOLD_S`` after the first of them (``keep_flushing``'s thread). At the
+    instant of a burst each line wakes the worker's threads, which then take the
+    cores from the job processes whose bodies are due: held back, the bodies of the
+    instant begin first and their reports follow within a moment."""
+
+    def __init__(self, stream: IO[str] | _Out, ticket: object = None) -> None:
+        self._out = stream if isinstance(stream, _Out) else _Out(stream)
         self._ticket = ticket
 
     def for_ticket(self, ticket: object) -> Channel:
         """This channel, each line marked with ``ticket`` (one run's)."""
-        marked = Channel(self._stream, ticket)
-        marked._lock = self._lock  # one writer at a time on the one stream
-        return marked
+        return Channel(self._out, ticket)
 
-    def send(self, message: Mapping[str, Any]) -> None:
+    def send(self, message: Mapping[str, Any], *, hold: bool = False) -> None:
         if self._ticket is not None:
             message = {**message, "ticket": self._ticket}
         # Standard JSON only (no NaN): results and checkpoints go on to the store.
         line = json.dumps(message, separators=(",", ":"), allow_nan=False) + "\n"
-        with self._lock:
-            try:
-                self._stream.write(line)
-                self._stream.flush()
-            except BrokenPipeError:
-                # The worker is gone (killed): end as if killed with it, writing
-                # nothing more (the body's span would hang under a worker's span that
-                # was never recorded). Its death reaches a forked process through the
-                # fork server a moment later; a write may come first.
-                os._exit(WORKER_GONE)
+        out = self._out
+        with out.lock:
+            out.held.append(line)
+            if hold:
+                if not out.held_since:
+                    out.held_since = time.monotonic()
+                    out.wake.notify()
+                return
+            self._write_held()
+
+    def flush(self) -> None:
+        """Write every line held back."""
+        with self._out.lock:
+            if self._out.held:
+                self._write_held()
+
+    def keep_flushing(self) -> None:
+        """Write held lines once they are ``REPORT_HOLD_S`` old; runs for ever (a
+        daemon thread's target)."""
+        out = self._out
+        with out.lock:
+            while True:
+                if not out.held_since:
+                    out.wake.wait()
+                    continue
+                left = out.held_since + REPORT_HOLD_S - time.monotonic()
+                if left > 0:
+                    out.wake.wait(left)
+                    continue
+                self._write_held()
+
+    def _write_held(self) -> None:
+        out = self._out  # its lock is held
+        try:
+            out.stream.write("".join(out.held))
+            out.stream.flush()
+        except BrokenPipeError:
+            # The worker is gone (killed): end as if killed with it, writing
+            # nothing more (the body's span would hang under a worker's span that
+            # was never recorded). Its death reaches a forked process through the
+            # fork server a moment later; a write may come first.
+            os._exit(WORKER_GONE)
+        out.held.clear()
+        out.held_since = 0.0
 
 
 class RunQueue:
@@ -157,14 +215,15 @@ class RunQueue:
         try:
             for line in lines:
                 if line.strip():
-                    self._take(json.loads(line))
+                    self.take(json.loads(line))
         except (OSError, ValueError):  # a broken pipe or a torn line: the worker is gone
             pass
         with self._cond:
             self._closed = True
             self._cond.notify_all()
 
-    def _take(self, message: dict[str, Any]) -> None:
+    def take(self, message: dict[str, Any]) -> None:
+        """Take one line from the worker (``read_runs``' thread)."""
         op = message.get("op")
         with self._cond:
             if op == "run":
@@ -186,6 +245,11 @@ class RunQueue:
                 return  # begun already (its ``started`` says so) or over
         self._channel.send({"op": "skipped", "ticket": ticket})
 
+    def due(self) -> bool:
+        """Whether a run waiting here is due now (its body would begin at once)."""
+        with self._cond:
+            return bool(self._runs) and self._runs[0][0] <= time.time_ns() + _TAKE_AHEAD_NS
+
     def next(self) -> dict[str, Any] | None:
         """The next run to begin, once its fire time is near (at once when the worker
         is stopping: it answers ``released``); None once stdin has closed and none is
@@ -193,6 +257,7 @@ class RunQueue:
         with self._cond:
             while True:
                 if not self._runs:
+                    self._channel.flush()  # nothing due follows: the reports go now
                     if self._closed:
                         return None
                     self._cond.wait()
@@ -200,6 +265,7 @@ class RunQueue:
                 left = (self._runs[0][0] - time.time_ns()) / 1e9 - _TAKE_AHEAD_S
                 if left <= 0 or STOP.requested:
                     break
+                self._channel.flush()
                 # A signal handler may not notify: look at the stop flag now and then.
                 self._cond.wait(min(left, _WAIT_SLICE_S))
             spec = heapq.heappop(self._runs)[2]
@@ -211,6 +277,7 @@ class RunQueue:
 #: A queued run is taken this long before its fire time; the body's own wait
 #: (``wait_until_fire_time``) does the last stretch precisely.
 _TAKE_AHEAD_S = 0.02
+_TAKE_AHEAD_NS = int(_TAKE_AHEAD_S * 1e9)
 
 
 def _fire_ns(spec: Mapping[str, Any]) -> int:
@@ -227,9 +294,11 @@ def run_one(
     registry: Registry,
     channel: Channel,
     held: HeldSpans | None = None,
+    more_due: Callable[[], bool] = lambda: False,
 ) -> None:
     """Run the body ``spec`` names and report its outcome on ``channel``, each line
-    with the run's ticket."""
+    with the run's ticket; its ``started`` and outcome lines are held back a moment
+    while ``more_due()`` (see ``Channel``)."""
     started_ns = 0
     carrier = dict(spec.get("trace") or {})
     spans = held or HeldSpans(None)  # of a run not sampled: handed over with its outcome
@@ -263,7 +332,7 @@ def run_one(
             )
             started_ns = wait_until_fire_time(fire_time, sleep=_wait_sleep)
             _check_stop()
-            channel.send({"op": "started", "started_ns": started_ns})
+            channel.send({"op": "started", "started_ns": started_ns}, hold=more_due())
             with body_span(ctx, started_ns):
                 result = job_type.fn(ctx)
         ended_ns = time.time_ns()
@@ -273,7 +342,8 @@ def run_one(
             raise TypeError(f"a job returns a JSON object, got {type(result).__name__}")
         try:
             line = {"op": "done", "result": dict(result), "started_ns": started_ns}
-            channel.send({**line, "ended_ns": ended_ns, **spans.outcome(carrier)})
+            outcome = {**line, "ended_ns": ended_ns, **spans.outcome(carrier)}
+            channel.send(outcome, hold=more_due())
         except (TypeError, ValueError) as exc:
             raise TypeError(f"the job's result is not JSON data: {exc}") from exc
     except JobStopped:
@@ -291,7 +361,8 @@ def run_one(
                 "started_ns": started_ns,
                 "ended_ns": time.time_ns(),
                 **spans.outcome(carrier),
-            }
+            },
+            hold=more_due(),
         )
 
 
@@ -332,15 +403,18 @@ def serve() -> None:
     channel = Channel(proto_out)
     queue = RunQueue(channel)
     reader = threading.Thread(target=queue.read_runs, args=(proto_in,), name="runs", daemon=True)
+    flusher = threading.Thread(target=channel.keep_flushing, name="reports", daemon=True)
     try:
         channel.send({"op": "ready", "pid": os.getpid()})
         reader.start()
+        flusher.start()
         while (spec := queue.next()) is not None:
-            run_one(spec, registry, channel, held)
+            run_one(spec, registry, channel, held, queue.due)
             provider.force_flush()  # the body's spans, before this process may be killed
     except (JobStopped, BrokenPipeError):
         pass
     finally:
+        channel.flush()  # the reports held back of bodies that ended
         for job_type in registry:
             dispose = getattr(job_type.fn, "dispose", None)
             if callable(dispose):
