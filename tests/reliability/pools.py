@@ -29,9 +29,11 @@ def pool(tmp_path: Path, namespace: str) -> Iterator[JobProcessPool]:
 
 
 @contextlib.contextmanager
-def open_pool(tmp_path: Path, namespace: str, processes: int) -> Iterator[JobProcessPool]:
-    """``processes`` warm job processes, at most as many, running the drills' jobs;
-    all of them gone when it closes."""
+def open_pool(
+    tmp_path: Path, namespace: str, processes: int, warm: int | None = None
+) -> Iterator[JobProcessPool]:
+    """At most ``processes`` job processes, ``warm`` of them (default: all) started
+    ahead, running the drills' jobs; all of them gone when it closes."""
     env = user_env()
     env.update(
         CRONWAVE_DATA_DIR=str(tmp_path),
@@ -40,7 +42,9 @@ def open_pool(tmp_path: Path, namespace: str, processes: int) -> Iterator[JobPro
         CRONWAVE_JOB_MODULES="tests.reliability.jobs",
         PYTHONPATH=str(REPO),
     )
-    pool = JobProcessPool(warm=processes, max_processes=processes, env=env)
+    pool = JobProcessPool(
+        warm=processes if warm is None else warm, max_processes=processes, env=env
+    )
     pool.start(wait=True)
     try:
         yield pool

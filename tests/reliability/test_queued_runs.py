@@ -6,6 +6,7 @@ cancel reaches only the run it names."""
 from __future__ import annotations
 
 import threading
+from collections import Counter
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -173,3 +174,22 @@ def test_a_run_handed_over_later_but_due_sooner_begins_first(
     first, second = runs.results["sooner"], runs.results["later"]
     assert first.outcome is second.outcome is Outcome.SUCCEEDED
     assert epoch_ns(sooner) <= first.body_started_ns < epoch_ns(later) <= second.body_started_ns
+
+
+def test_runs_queued_while_the_pool_grows_wait_for_its_new_processes(
+    tmp_path: Path, namespace: str
+) -> None:
+    # Given a pool of one warm process that may grow to four
+    with open_pool(tmp_path, namespace, processes=4, warm=1) as pool:
+        # When eight runs of an instant are queued at once, as its claims arrive
+        taken = [pool.acquire(wait=30, queue=True) for _ in range(8)]
+        try:
+            # Then they are spread over the four processes, two each, rather than
+            # piled on the one that was ready
+            assert all(proc is not None for proc in taken)
+            per_process = Counter(id(proc) for proc in taken)
+            assert sorted(per_process.values()) == [2, 2, 2, 2]
+        finally:
+            for proc in taken:
+                if proc is not None:
+                    pool.release(proc, reusable=True)

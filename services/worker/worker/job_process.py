@@ -451,6 +451,15 @@ class JobProcessPool:
                 and (best is None or proc.assigned < best.assigned)
             ):
                 best = proc
+        coming = self._wanted + self._starting
+        if best is not None and coming:
+            # Processes on their way take their share first: queued on the few ready
+            # ones, the runs of an instant claimed while the pool grows would begin
+            # one after another there while the new processes stood idle.
+            total = sum(proc.assigned for proc in self._ready)
+            share = -(-(total + 1) // (len(self._ready) + coming))
+            if best.assigned >= share:
+                return None
         return best
 
     # ----------------------------------------------------------------------------------
@@ -519,7 +528,7 @@ class JobProcessPool:
                 self._ready.append(proc)
             self._lock.notify_all()
             self._free.notify()
-            self._slot.notify()
+            self._slot.notify_all()  # the runs waiting to queue on it
         if closed:
             proc.retire()
 
