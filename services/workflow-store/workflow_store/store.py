@@ -48,10 +48,11 @@ class Store:
     - ``audit``, ``requeues``, ``dead_letters`` and ``deadlines``, over the database
       alone.
 
-    ``db``, ``tx``, ``clock`` and ``guards`` are here for ``slots`` (its ``SlotStore``
-    port), ``limits`` for the servicer's replies. The deadline sweep, the webhook
-    notifier and the delivery relay are not here at all: ``main`` builds them beside
-    it, each over the narrow port it uses."""
+    ``tx``, ``clock`` and ``guards`` are here for ``slots`` (its ``SlotStore`` port,
+    with ``fencing`` and ``changes``), ``db`` for the benchmark seeder, ``limits`` for
+    the servicer's replies. The deadline sweep, the webhook notifier and the delivery
+    relay are not here at all: ``main`` builds them beside it, each over the narrow
+    port it uses."""
 
     def __init__(
         self,
