@@ -3,10 +3,12 @@ the infrastructure), no library imports a service, the SDK's job API imports not
 heavy, and the examples (job packages, such as the billing demo's) are the SDK's and
 the core's users: they import no service, and no library imports them (the demo
 command only looks for the billing example and starts its processes by name). In the
-workflow-store, the parts beside ``Store`` (the deadline sweep, the notifier and its
-relay and outbox, the slot rules) and the repositories it holds (audit, requeues,
-dead letters, deadlines) reach it only through the narrow ports they are given: they import neither
-``Store`` nor the ``StoreCore`` its mixins share, and ``Store`` inherits none of them."""
+workflow-store, ``Store`` is a composition root: it inherits nothing and holds its
+repositories, none of which inherits another; each repository calls only the
+repositories ``Store`` hands it in its constructor (``REPOSITORIES``), and no module
+but the root, the servicer and the benchmark seeder imports ``Store`` (the parts
+beside it, such as the deadline sweep, the notifier and the slot rules, take narrow
+ports)."""
 
 from __future__ import annotations
 
@@ -29,34 +31,30 @@ EXAMPLE_PACKAGES = {
     p.name for p in EXAMPLES.glob("*/*") if p.is_dir() and (p / "__init__.py").exists()
 }
 STORE_PACKAGE = ROOT / "services" / "workflow-store" / "workflow_store"
-#: The workflow-store's modules that stand beside ``Store`` or are held by it, each over
-#: the narrow port or the database it is given (docs/architecture.md, *The store's
-#: parts*).
-BESIDE_THE_STORE = (
-    "audit_rpc",
-    "audit_store",
-    "dead_letter_store",
-    "deadline_rpc",
-    "deadline_store",
-    "deadline_sweep",
-    "delivery_outbox",
-    "delivery_relay",
-    "notifier",
-    "slots",
-    "sweep_store",
-)
-#: The repositories ``Store`` holds as attributes rather than inherits.
-HELD_BY_THE_STORE = {"AuditLog", "DeadLetters", "DeadlineStore", "Requeues"}
-#: What is never a base of ``Store``: the parts it holds, and those beside it.
-NOT_THE_STORES_BASES = {
-    *HELD_BY_THE_STORE,
-    "AuditStore",
-    "DeadLetterStore",
-    "DeliveryOutbox",
-    "DeadlineSweep",
-    "DeliveryRelay",
-    "Notifications",
+#: The workflow-store's repositories, by module: the class ``Store`` builds and holds,
+#: and the repositories it calls, each handed to it in its constructor
+#: (docs/architecture.md, *The workflow-store's parts*). Every part writes its audit
+#: rows with ``audit_store.append`` in its own unit of work: no call of a repository.
+REPOSITORIES: dict[str, tuple[str, set[str]]] = {
+    "schedule_store": ("Schedules", {"job_types", "schedule_changes"}),
+    "schedule_deletion": ("ScheduleDeletion", {"schedule_changes", "attempt_store"}),
+    "schedule_changes": ("ScheduleChanges", set()),
+    "job_types": ("JobTypes", set()),
+    "run_store": ("Runs", {"job_types", "fencing"}),
+    "attempt_store": ("Attempts", {"job_types"}),
+    "fencing": ("Fencing", set()),
+    "audit_store": ("AuditLog", set()),
+    "sweep_store": ("Requeues", set()),
+    "dead_letter_store": ("DeadLetters", set()),
+    "deadline_store": ("DeadlineStore", set()),
 }
+#: What ``Store`` builds besides its repositories: the unit of work's factory.
+STORE_PLUMBING = {"Transactions"}
+#: The modules that import ``Store``: the root that builds it (``main``), the servicer
+#: over it, and the benchmark seeder. Every other module (the repositories, and the
+#: parts beside the store: the deadline sweep, the notifier, its relay and outbox, the
+#: slot rules) reaches what it uses through the ports it is given.
+STORE_USERS = {"main", "servicer", "bench_seed"}
 #: The job author's API: what a job module imports, in the worker and in its own tests.
 JOB_API = [
     LIBS / "cronwave" / f"{name}.py"
@@ -157,44 +155,90 @@ def test_no_library_imports_an_example_and_no_example_a_service() -> None:
 
 
 def _reaches_the_store(path: Path) -> list[str]:
-    """The imports of ``path`` that reach the whole store or its mixins' shared base."""
-    whole = (
-        "workflow_store.store",
-        "workflow_store.store.Store",
-        "workflow_store.store_core.StoreCore",
-    )
+    """The imports of ``path`` that reach the whole store."""
+    whole = ("workflow_store.store", "workflow_store.store.Store")
     return sorted(name for name in _imported(path) if name in whole)
 
 
-@pytest.mark.parametrize("name", BESIDE_THE_STORE)
-def test_a_part_beside_the_store_imports_no_store(name: str) -> None:
-    path = STORE_PACKAGE / f"{name}.py"
-    assert _reaches_the_store(path) == [], f"{path.relative_to(ROOT)} reaches the whole store"
+def _store_modules() -> dict[str, Path]:
+    return {path.stem: path for path in sorted(STORE_PACKAGE.glob("*.py"))}
+
+
+def _classes() -> dict[str, ast.ClassDef]:
+    """Every class of the workflow-store's modules, by module and name."""
+    return {
+        f"{module}.{node.name}": node
+        for module, path in _store_modules().items()
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.ClassDef)
+    }
+
+
+def test_only_the_root_the_servicer_and_the_seeder_import_the_store() -> None:
+    users = {name for name, path in _store_modules().items() if _reaches_the_store(path)}
+    assert users == STORE_USERS
 
 
 def test_the_check_sees_a_part_reaching_the_store(tmp_path: Path) -> None:
     bad = tmp_path / "bad.py"
     bad.write_text(
-        "from workflow_store.store_core import StoreCore, utc_now\n"
+        "from workflow_store.store_core import utc_now\n"
         "def f():\n    from workflow_store.store import Store\n"
     )
-    assert _reaches_the_store(bad) == [
-        "workflow_store.store",
-        "workflow_store.store.Store",
-        "workflow_store.store_core.StoreCore",
-    ]
+    assert _reaches_the_store(bad) == ["workflow_store.store", "workflow_store.store.Store"]
 
 
-def test_the_store_holds_its_repositories_rather_than_inheriting_them() -> None:
+@pytest.mark.parametrize("module", sorted(REPOSITORIES))
+def test_a_repository_calls_only_the_repositories_it_is_given(module: str) -> None:
+    path = STORE_PACKAGE / f"{module}.py"
+    called = {
+        name.split(".")[1]
+        for name in _imported(path)
+        if name.startswith("workflow_store.") and name.split(".")[1] in REPOSITORIES
+    } - {"audit_store", module}
+    assert called == REPOSITORIES[module][1], f"{path.relative_to(ROOT)} calls other parts"
+
+
+def test_no_class_inherits_a_repository_or_the_store() -> None:
+    classes = _classes()
+    repositories = {f"{module}.{cls}" for module, (cls, _) in REPOSITORIES.items()}
+    assert repositories <= set(classes)
+    heirs = {
+        f"{name}({base.id})"
+        for name, node in classes.items()
+        for base in node.bases
+        if isinstance(base, ast.Name)
+        and base.id in {cls for cls, _ in REPOSITORIES.values()} | {"Store", "StoreCore"}
+    }
+    assert heirs == set()
+    assert {name: len(classes[name].bases) for name in repositories} == dict.fromkeys(
+        repositories, 0
+    )
+    assert not [name for name in classes if name.endswith(".StoreCore")]
+
+
+def test_the_store_holds_its_repositories_and_hands_each_the_ones_it_calls() -> None:
     tree = ast.parse((STORE_PACKAGE / "store.py").read_text())
     (store,) = [n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "Store"]
-    bases = {base.id for base in store.bases if isinstance(base, ast.Name)}
-    held = {
-        node.value.func.id
+    built = {
+        node.targets[0].attr: node.value
         for node in ast.walk(store)
         if isinstance(node, ast.Assign)
+        and isinstance(node.targets[0], ast.Attribute)
         and isinstance(node.value, ast.Call)
         and isinstance(node.value.func, ast.Name)
     }
-    assert bases and not bases & NOT_THE_STORES_BASES
-    assert held == HELD_BY_THE_STORE
+    module_of = {cls: module for module, (cls, _) in REPOSITORIES.items()}
+    held = {attr: call.func.id for attr, call in built.items()}  # type: ignore[attr-defined]
+    given = {
+        module_of[held[attr]]: {
+            module_of[held[arg.attr]]
+            for arg in [*call.args, *(k.value for k in call.keywords)]
+            if isinstance(arg, ast.Attribute) and held.get(arg.attr) in module_of
+        }
+        for attr, call in built.items()
+        if held[attr] in module_of
+    }
+    assert store.bases == []
+    assert set(held.values()) == set(module_of) | STORE_PLUMBING
+    assert given == {module: calls for module, (_, calls) in REPOSITORIES.items()}

@@ -52,7 +52,7 @@ MUTATIONS = (
                 'sa.UniqueConstraint("schedule_id", "fire_time", "fencing_token", name=',
             ),
             Edit(
-                f"{STORE}/store_core.py",
+                f"{STORE}/run_store.py",
                 'index_elements=["schedule_id", "fire_time"]',
                 'index_elements=["schedule_id", "fire_time", "fencing_token"]',
             ),

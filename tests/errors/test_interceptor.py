@@ -52,8 +52,8 @@ LEAK = (
 TRACEPARENT = (("traceparent", "00-" + "ab" * 16 + "-" + "cd" * 8 + "-01"),)
 
 
-class BrokenStore:
-    """A store whose reads fail the way a database driver does, and whose one known
+class BrokenSchedules:
+    """Schedules whose reads fail the way a database driver does, and whose one known
     schedule is missing."""
 
     def get_schedule(self, schedule_id: str) -> Any:
@@ -63,10 +63,19 @@ class BrokenStore:
 
     def watch(self, *args: Any, **kwargs: Any) -> Iterator[Any]:
         raise RuntimeError(LEAK)
-        yield  # a generator, as Store.watch is
+        yield  # a generator, as Schedules.watch is
 
+
+class QuietChanges:
     def wake_watchers(self) -> None:
         pass
+
+
+class BrokenStore:
+    """A store whose schedules are ``BrokenSchedules``."""
+
+    schedules = BrokenSchedules()
+    changes = QuietChanges()
 
 
 def _status() -> PlannerStatus:

@@ -296,12 +296,18 @@ def test_a_relayed_status_keeps_the_details() -> None:
 # -- over real gRPC -----------------------------------------------------------------------
 
 
-class RefusingStore:
-    """A store whose every schedule is refused with the sample its id names (the
-    reason, in lower case)."""
+class RefusingSchedules:
+    """Schedules each refused with the sample its id names (the reason, in lower
+    case)."""
 
     def get_schedule(self, schedule_id: str) -> Any:
         raise sample_of(BY_REASON[schedule_id.upper()])
+
+
+class RefusingStore:
+    """A store whose schedules are ``RefusingSchedules``."""
+
+    schedules = RefusingSchedules()
 
 
 @pytest.fixture(scope="module")

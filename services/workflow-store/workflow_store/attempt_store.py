@@ -28,6 +28,7 @@ from workflow_store import claim_deadlines, claim_rules
 from workflow_store import models as m
 from workflow_store.audit_store import Actor, append, change
 from workflow_store.ids import new_attempt_token, same_token
+from workflow_store.job_types import JobTypes
 from workflow_store.records import (
     COMPLETIONS,
     Beat,
@@ -52,7 +53,7 @@ from workflow_store.store_core import (
     _COMPLETE_UPDATE,
     _EVENTS,
     _RUNS,
-    StoreCore,
+    Clock,
     _check_batch,
     _event_values,
     _insert_events,
@@ -60,11 +61,20 @@ from workflow_store.store_core import (
     _only,
     _update_of,
     _update_runs,
+    conditional_update,
+    utc_now,
 )
+from workflow_store.unit_of_work import Transactions, UnitOfWork
 
 
-class AttemptStore(StoreCore):
-    """A run's attempts, from claim to completion."""
+class Attempts:
+    """A run's attempts, from claim to completion; whether one is alive is its job
+    type's heartbeat timeout (``JobTypes``)."""
+
+    def __init__(self, tx: Transactions, job_types: JobTypes, clock: Clock = utc_now) -> None:
+        self.tx = tx
+        self.job_types = job_types
+        self.clock = clock
 
     # -- attempts ----------------------------------------------------------------------
 
@@ -85,7 +95,7 @@ class AttemptStore(StoreCore):
             raise InvalidArgument("worker_id", "required: the claiming worker's id")
         serves = claim_rules.served(queues)
         request = ClaimRequest(run_id, worker_id, claim_key)
-        claim: Claim = _only(self._rounds(lambda s: self._claim_all(s, [request], serves)))
+        claim: Claim = _only(self.tx.rounds(lambda w: self._claim_all(w, [request], serves)))
         return claim
 
     def claim_runs(
@@ -108,14 +118,15 @@ class AttemptStore(StoreCore):
         if not claims:
             return []
         serves = claim_rules.served(queues)
-        results: list[Claim | CronwaveError] = self._rounds(
-            lambda s: self._claim_all(s, claims, serves)
+        results: list[Claim | CronwaveError] = self.tx.rounds(
+            lambda w: self._claim_all(w, claims, serves)
         )
         return results
 
     def _claim_all(
-        self, s: Session, claims: Sequence[ClaimRequest], queues: frozenset[str]
+        self, w: UnitOfWork, claims: Sequence[ClaimRequest], queues: frozenset[str]
     ) -> list[Claim | CronwaveError]:
+        s = w.session
         now = self.clock()
         runs = _lock_runs(s, {claim.run_id for claim in claims})
         before: dict[str, tuple[str, str]] = {}
@@ -143,7 +154,7 @@ class AttemptStore(StoreCore):
                     Claim(_run_of(run), claimed=True, attempt_token=run["attempt_token"])
                 )
                 continue
-            if not self._claimable(s, run, now):
+            if not self._claimable(w, run, now):
                 results.append(Claim(_run_of(run), claimed=False, attempt_token=""))
                 continue
             answer += blobs
@@ -165,7 +176,7 @@ class AttemptStore(StoreCore):
         _insert_events(s, events)
         return _with_deadlines(s, results, runs)
 
-    def _claimable(self, s: Session, run: dict[str, Any], now: datetime) -> bool:
+    def _claimable(self, w: UnitOfWork, run: dict[str, Any], now: datetime) -> bool:
         """Whether a claim may start a new attempt: not terminal, not cancel-requested
         (its body is stopping, never to run again), not a retry whose delay has not
         passed (an early duplicate message), not held by a live attempt."""
@@ -176,8 +187,8 @@ class AttemptStore(StoreCore):
             return False
         if state.held:
             alive_since = run["heartbeat_at"] or run["claimed_at"]
-            if alive_since is not None and now - alive_since < self._heartbeat_timeout(
-                s, run["job_type"]
+            if alive_since is not None and now - alive_since < self.job_types.heartbeat_timeout(
+                w, run["job_type"]
             ):
                 return False
         return True
@@ -210,12 +221,15 @@ class AttemptStore(StoreCore):
             require_run_id(beat.run_id, f"beats[{i}].run_id")
         if not beats:
             return []
-        results: list[Beat | CronwaveError] = self._rounds(lambda s: self._heartbeat_all(s, beats))
+        results: list[Beat | CronwaveError] = self.tx.rounds(
+            lambda w: self._heartbeat_all(w, beats)
+        )
         return results
 
     def _heartbeat_all(
-        self, s: Session, beats: Sequence[BeatRequest]
+        self, w: UnitOfWork, beats: Sequence[BeatRequest]
     ) -> list[Beat | CronwaveError]:
+        s = w.session
         runs = _lock_beats(s, {beat.run_id for beat in beats})
         now = self.clock()
         starting = {beat.run_id for beat in beats if beat.body_started_at is not None}
@@ -252,7 +266,7 @@ class AttemptStore(StoreCore):
                 progressed[beat.run_id] = (run["state"], run["attempt_token"])
             job_type = run["job_type"]
             if job_type not in timeouts:
-                timeouts[job_type] = self._heartbeat_timeout(s, job_type)
+                timeouts[job_type] = self.job_types.heartbeat_timeout(w, job_type)
             deadline = now + timeouts[job_type]
             if run["cancel_deadline"] is None:
                 results.append(Beat(deadline))
@@ -284,7 +298,9 @@ class AttemptStore(StoreCore):
             run_id, attempt_token, state, error, result_json, retry_after, body_started_at
         )
         _check_completion(req, "")
-        completion: Completion = _only(self._rounds(lambda s: self._complete_all(s, [req])))
+        completion: Completion = _only(
+            self.tx.rounds(lambda w: self._complete_all(w.session, [req]))
+        )
         return completion
 
     def complete_runs(
@@ -301,8 +317,8 @@ class AttemptStore(StoreCore):
             _check_completion(req, f"completions[{i}].")
         if not completions:
             return []
-        results: list[Completion | CronwaveError] = self._rounds(
-            lambda s: self._complete_all(s, completions)
+        results: list[Completion | CronwaveError] = self.tx.rounds(
+            lambda w: self._complete_all(w.session, completions)
         )
         return results
 
@@ -383,8 +399,8 @@ class AttemptStore(StoreCore):
         already terminal is returned unchanged (``False``). Raises ``StaleAttempt``
         for any token but the current attempt's, ``FailedPrecondition`` when no
         attempt holds the run."""
-        return self._rounds(
-            lambda s: self._release(s, run_id, attempt_token, checkpoint_json, reason)
+        return self.tx.rounds(
+            lambda w: self._release(w.session, run_id, attempt_token, checkpoint_json, reason)
         )
 
     def _release(
@@ -402,7 +418,7 @@ class AttemptStore(StoreCore):
                 f"run is {state.value}: run '{run_id}' has no attempt holding it to release"
             )
         if row.cancel_deadline is not None:  # cancel-requested: it ends here, not resumed
-            self._conditional_update(
+            conditional_update(
                 s,
                 row,
                 state=RunState.CANCELLED.value,
@@ -421,7 +437,7 @@ class AttemptStore(StoreCore):
         }
         if checkpoint:
             values["checkpoint_json"] = checkpoint
-        self._conditional_update(s, row, **values)
+        conditional_update(s, row, **values)
         _event(s, row, "released", now, reason[:200])
         return _run(row), True
 
@@ -443,13 +459,14 @@ class AttemptStore(StoreCore):
         never claimed again, and the sweeper ends it CANCELLED should the attempt's
         heartbeat lapse. A second request may bring the deadline closer, never move it
         away."""
-        return self._rounds(lambda s: self._audited_cancel(s, request, actor))
+        return self.tx.rounds(lambda w: self._audited_cancel(w, request, actor))
 
     def _audited_cancel(
-        self, s: Session, request: CancelRequest, actor: Actor | None
+        self, w: UnitOfWork, request: CancelRequest, actor: Actor | None
     ) -> tuple[RunRecord, bool]:
+        s = w.session
         state = s.scalar(sa.select(m.Run.state).where(m.Run.run_id == request.run_id))
-        run, changed = self._cancel(s, request)
+        run, changed = self.cancel(w, request)
         if changed:
             changes: dict[str, Any] = {
                 "state": change(str(state).upper(), run.state.value.upper()),
@@ -467,7 +484,12 @@ class AttemptStore(StoreCore):
             )
         return run, changed
 
-    def _cancel(self, s: Session, request: CancelRequest) -> tuple[RunRecord, bool]:
+    # -- in another part's unit of work -------------------------------------------------
+
+    def cancel(self, w: UnitOfWork, request: CancelRequest) -> tuple[RunRecord, bool]:
+        """``cancel_run``'s change in ``w``, with no audit row (the caller writes its own:
+        a schedule's deletion cancels its runs in flight). Raises ``RunNotFound``."""
+        s = w.session
         now = self.clock()
         row = _get_run(s, request.run_id)
         state = RunState(row.state)
@@ -477,17 +499,17 @@ class AttemptStore(StoreCore):
         alive = (
             state.held
             and alive_since is not None
-            and now - alive_since < self._heartbeat_timeout(s, row.job_type)
+            and now - alive_since < self.job_types.heartbeat_timeout(w, row.job_type)
         )
         if request.grace > timedelta(0) and alive:
             deadline = now + request.grace
             if row.cancel_deadline is not None and row.cancel_deadline <= deadline:
                 return _run(row), False
-            self._conditional_update(s, row, cancel_deadline=deadline, cancel_reason=request.reason)
+            conditional_update(s, row, cancel_deadline=deadline, cancel_reason=request.reason)
             detail = f"grace={request.grace.total_seconds():g}s reason={request.reason}"
             _event(s, row, "cancel_requested", now, detail)
             return _run(row), True
-        self._conditional_update(
+        conditional_update(
             s, row, state=RunState.CANCELLED.value, finished_at=now, error=request.reason
         )
         _event(s, row, RunState.CANCELLED.value, now, request.reason)

@@ -92,7 +92,7 @@ def main() -> None:
     try:
         store = Store(Database(engine))
         deadline = time.monotonic() + JOB_TYPE_WAIT_S
-        while job_type not in {j.name for j in store.list_job_types()}:
+        while job_type not in {j.name for j in store.job_types.list_job_types()}:
             if time.monotonic() >= deadline:
                 raise SystemExit(f"job type {job_type!r} not registered in {JOB_TYPE_WAIT_S:.0f} s")
             time.sleep(0.1)

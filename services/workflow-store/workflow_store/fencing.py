@@ -1,5 +1,5 @@
 """Fencing tokens: issued by the store for a scope when leader-election grants a lease,
-and checked on every write a planner fences.
+and checked on every write a planner fences, in that write's unit of work.
 """
 
 from __future__ import annotations
@@ -22,25 +22,40 @@ from cronwave_core.fields import lease_scope, shown
 from cronwave_core.shards import in_scope, parse_scope, shard_of
 from workflow_store import metrics
 from workflow_store import models as m
-from workflow_store.store_core import (
-    _LOCK_FENCES,
-    StoreCore,
-)
+from workflow_store.guards import GUARDS, Guards
+from workflow_store.store_core import _LOCK_FENCES, Clock, utc_now
+from workflow_store.unit_of_work import Transactions, UnitOfWork
 
 
-class FencingStore(StoreCore):
-    """Fencing tokens issued and checked per scope (see ``_Fences``)."""
+class Fencing:
+    """Fencing tokens issued and checked per scope (see ``Fences``), for the scopes of
+    this suite (``Guards.lease_scopes``)."""
 
-    # -- fencing tokens ----------------------------------------------------------------
+    def __init__(self, tx: Transactions, clock: Clock = utc_now, guards: Guards = GUARDS) -> None:
+        self.tx = tx
+        self.clock = clock
+        self.guards = guards
 
-    def _fence(
-        self, s: Session, scope: str, token: int, now: datetime, schedule_ids: Iterable[str] = ()
+    # -- in a write's unit of work -----------------------------------------------------
+
+    def fences(self, w: UnitOfWork, now: datetime) -> Fences:
+        """The fencing tokens of the scopes ``w`` writes under, checked per write (a
+        batch locks its scopes once, then checks each item)."""
+        return Fences(w.session, now, self.guards.lease_scopes)
+
+    def fence(
+        self,
+        w: UnitOfWork,
+        scope: str,
+        token: int,
+        now: datetime,
+        schedule_ids: Iterable[str] = (),
     ) -> None:
         """Refuse ``token`` if the store never issued it for ``scope`` or it is older
-        than the newest seen (``_Fences``); remember it if newer.
-        Runs inside the caller's write transaction, under the scope's row lock
+        than the newest seen (``Fences``); remember it if newer.
+        Runs inside the caller's unit of work, under the scope's row lock
         (PostgreSQL) or the database write lock (SQLite)."""
-        fences = _Fences(s, now, self.guards.lease_scopes)
+        fences = self.fences(w, now)
         fences.lock({scope})
         stale = fences.check(scope, token)
         if stale is not None:
@@ -53,7 +68,7 @@ class FencingStore(StoreCore):
 
     def fencing_token(self, scope: str) -> int:
         """The newest fencing token seen for ``scope`` (0 when none)."""
-        with self.db.read() as s:
+        with self.tx.read() as s:
             token = s.scalar(sa.select(m.Fencing.token).where(m.Fencing.scope == scope))
             return int(token or 0)
 
@@ -65,10 +80,10 @@ class FencingStore(StoreCore):
         no caller can drive it to overflow. Only for a scope of this suite
         (``Guards.lease_scopes``), else ``InvalidArgument`` naming ``fencing_scope``."""
         lease_scope(scope, "fencing_scope", self.guards.lease_scopes)
-        return int(self._rounds(lambda s: self._issue(s, scope)))
+        return int(self.tx.rounds(lambda w: self._issue(w.session, scope)))
 
     def _issue(self, s: Session, scope: str) -> int:
-        insert: Any = postgresql.insert if self.db.dialect == "postgresql" else sqlite.insert
+        insert: Any = postgresql.insert if self.tx.dialect == "postgresql" else sqlite.insert
         stmt = insert(m.Fencing).values(scope=scope, token=0, issued=1, updated_at=self.clock())
         stmt = stmt.on_conflict_do_update(
             index_elements=["scope"],
@@ -91,7 +106,7 @@ def outside_shard(schedule_id: str, scope: str) -> InvalidArgument | None:
     )
 
 
-class _Fences:
+class Fences:
     """The fencing tokens of each scope a transaction writes under: read once under
     the scopes' row locks (PostgreSQL; SQLite holds the database write lock), checked
     per write in memory, and the newest seen saved once when a newer one was taken.

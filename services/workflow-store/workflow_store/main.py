@@ -84,10 +84,10 @@ def main() -> None:
         sweep.stop()
         relay.stop()
         notifications.stop()
-        store.close_watchers()
+        store.changes.close_watchers()
 
     def on_stop() -> None:
-        store.wake_watchers()
+        store.changes.wake_watchers()
         db.dispose()
         provider.shutdown()
 

@@ -56,7 +56,7 @@ class ScheduleRecord:
     revision: int
     managed_by: str = ""
     labels: Labels = ()
-    # Only in listings: why part of the row was left out (see ``Store.list_schedules``);
+    # Only in listings: why part of the row was left out (see ``Schedules.list_schedules``);
     # ``identity_only``: all but its identity was (spec and policy are placeholders).
     withheld: str = ""
     identity_only: bool = False

@@ -1,4 +1,5 @@
-"""Recording runs (one per schedule and fire time), reading them, and their history."""
+"""Recording runs (one per schedule and fire time, fenced), reading them, and their
+history."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
 from cronwave_core.errors import (
@@ -22,8 +24,9 @@ from workflow_store import models as m
 from workflow_store import recent_runs, run_rules
 from workflow_store.audit_store import AUDITED_TRIGGERS, Actor, append_recorded
 from workflow_store.convert import iso
-from workflow_store.fencing import _Fences
+from workflow_store.fencing import Fencing
 from workflow_store.ids import new_run_id
+from workflow_store.job_types import JobTypes
 from workflow_store.records import (
     DEFAULT_QUEUE,
     EventRequest,
@@ -46,18 +49,38 @@ from workflow_store.store_core import (
     _RUNS,
     _RUNS_NAMED,
     DEFAULT_RUN_LIMIT,
-    StoreCore,
+    Clock,
     _check_batch,
     _event_values,
     _insert_events,
     _Lost,
     _only,
     _recordset,
+    utc_now,
 )
+from workflow_store.unit_of_work import Transactions, UnitOfWork
 
 
-class RunStore(StoreCore):
-    """Runs recorded and read, and their history of events."""
+class Runs:
+    """Runs recorded and read, and their history of events. A recorded run is fenced
+    (``Fencing``, in the record's unit of work) and queued as its job type says
+    (``JobTypes``)."""
+
+    def __init__(
+        self,
+        tx: Transactions,
+        job_types: JobTypes,
+        fencing: Fencing,
+        clock: Clock = utc_now,
+    ) -> None:
+        self.tx = tx
+        self.job_types = job_types
+        self.fencing = fencing
+        self.clock = clock
+        insert: Any = postgresql.insert if tx.dialect == "postgresql" else sqlite.insert
+        self._insert_run = insert(_RUNS).on_conflict_do_nothing(
+            index_elements=["schedule_id", "fire_time"]
+        )
 
     # -- recording runs ----------------------------------------------------------------
 
@@ -67,7 +90,7 @@ class RunStore(StoreCore):
 
         Raises ``ScheduleNotFound`` and ``StaleFencingToken``; then nothing is written.
         """
-        recorded: Recorded = _only(self._rounds(lambda s: self._record_all(s, [req])))
+        recorded: Recorded = _only(self.tx.rounds(lambda w: self._record_all(w, [req])))
         return recorded
 
     def record_runs(
@@ -87,18 +110,19 @@ class RunStore(StoreCore):
         run_rules.check_manual(reqs, identity.current())
         if not reqs:
             return []
-        results: list[Recorded | CronwaveError] = self._rounds(
-            lambda s: self._record_all(s, reqs, actor)
+        results: list[Recorded | CronwaveError] = self.tx.rounds(
+            lambda w: self._record_all(w, reqs, actor)
         )
         return results
 
     def _record_all(
-        self, s: Session, reqs: Sequence[RecordRequest], actor: Actor | None = None
+        self, w: UnitOfWork, reqs: Sequence[RecordRequest], actor: Actor | None = None
     ) -> list[Recorded | CronwaveError]:
+        s = w.session
         now = self.clock()
         ids = sorted({req.schedule_id for req in reqs})
         schedules = {row.id: row for row in s.execute(_LIVE_SCHEDULES, {"ids": ids})}
-        fences = _Fences(s, now, self.guards.lease_scopes)
+        fences = self.fencing.fences(w, now)
         fences.lock(
             {r.fencing_scope for r in reqs if r.fencing_token > 0 and r.schedule_id in schedules}
         )
@@ -120,7 +144,7 @@ class RunStore(StoreCore):
                     continue
             slot = (req.schedule_id, req.fire_time)
             if slot not in new:
-                job = self._job(s, schedule.job_type)
+                job = self.job_types.cached(w, schedule.job_type)
                 new[slot] = _new_run(schedule, req, job.queue if job else DEFAULT_QUEUE, now)
                 first[slot] = i
         fences.save()
@@ -183,7 +207,7 @@ class RunStore(StoreCore):
     # -- reading runs ------------------------------------------------------------------
 
     def get_run(self, run_id: str) -> RunRecord:
-        with self.db.read() as s:
+        with self.tx.read() as s:
             return _run(_get_run(s, run_id))
 
     def get_runs(self, run_ids: Sequence[str]) -> list[RunRecord]:
@@ -193,7 +217,7 @@ class RunStore(StoreCore):
         ids = sorted({run_id for run_id in run_ids if run_id})
         if not ids:
             return []
-        with self.db.read() as s:
+        with self.tx.read() as s:
             return [_run_of(row._mapping) for row in s.execute(_RUNS_NAMED, {"ids": ids})]
 
     def list_runs(
@@ -218,17 +242,17 @@ class RunStore(StoreCore):
         wanted = [state.value for state in states]
         if wanted:
             query = query.where(m.Run.state.in_(wanted))
-        with self.db.read() as s:
+        with self.tx.read() as s:
             rows = s.scalars(query.limit(limit or DEFAULT_RUN_LIMIT))
             return [_run(r) for r in rows]
 
     def recent_runs(self, schedule_ids: Sequence[str], per_schedule: int) -> list[RunRecord]:
         """Each schedule's newest runs, lean (``workflow_store.recent_runs``)."""
-        return recent_runs.recent_runs(self.db, schedule_ids, per_schedule)
+        return recent_runs.recent_runs(self.tx.db, schedule_ids, per_schedule)
 
     def list_run_events(self, run_id: str) -> list[RunEventRecord]:
         """The run's history, oldest first."""
-        with self.db.read() as s:
+        with self.tx.read() as s:
             _get_run(s, run_id)
             query = sa.select(m.RunEvent).where(m.RunEvent.run_id == run_id)
             return [_run_event(e) for e in s.scalars(query.order_by(m.RunEvent.seq))]
@@ -250,8 +274,8 @@ class RunStore(StoreCore):
                 raise InvalidArgument(f"events[{i}].kind", "required, e.g. enqueued")
         if not events:
             return []
-        with self.db.write() as s:
-            return self._append_all(s, events)
+        with self.tx.write() as w:
+            return self._append_all(w.session, events)
 
     def _append_all(
         self, s: Session, events: Sequence[EventRequest]

@@ -6,28 +6,47 @@ schedule to answer for it, so a delete is refused while there is one, naming it;
 refused at its next heartbeat or completion, and stops), in the deletion's own
 transaction: either the schedule is deleted and those runs cancelled, or nothing
 changed.
+
+A deletion is a use of two parts in one unit of work: a schedule change
+(``ScheduleChanges``: its revision, the watchers woken once it committed) and the
+attempts' cancel (``Attempts.cancel``).
 """
 
 from __future__ import annotations
 
 import sqlalchemy as sa
-from sqlalchemy.orm import Session
 
 from cronwave_core.domain.cancel import CancelRequest
 from cronwave_core.domain.runs import IN_FLIGHT
 from cronwave_core.errors import ScheduleBusy, ScheduleNotFound
 from workflow_store import models as m
-from workflow_store.attempt_store import AttemptStore
+from workflow_store.attempt_store import Attempts
 from workflow_store.audit_store import Actor, append
 from workflow_store.records import RunRecord, ScheduleRecord
 from workflow_store.rows import _schedule
-from workflow_store.schedule_store import ScheduleStore
+from workflow_store.schedule_changes import ScheduleChanges
+from workflow_store.store_core import Clock, utc_now
+from workflow_store.unit_of_work import Transactions, UnitOfWork
 
 #: The error a forced deletion records on the runs it cancels.
 DELETED_REASON = "schedule deleted"
 
 
-class ScheduleDeletion(ScheduleStore, AttemptStore):
+class ScheduleDeletion:
+    """Schedules deleted, their runs in flight refused or cancelled."""
+
+    def __init__(
+        self,
+        tx: Transactions,
+        changes: ScheduleChanges,
+        attempts: Attempts,
+        clock: Clock = utc_now,
+    ) -> None:
+        self.tx = tx
+        self.changes = changes
+        self.attempts = attempts
+        self.clock = clock
+
     def delete_schedule(
         self, schedule_id: str, *, force: bool = False, actor: Actor | None = None
     ) -> tuple[ScheduleRecord, list[RunRecord]]:
@@ -35,17 +54,16 @@ class ScheduleDeletion(ScheduleStore, AttemptStore):
         Returns the deleted schedule and the runs ``force`` cancelled. Raises
         ``ScheduleNotFound`` for an unknown or deleted schedule and, without
         ``force``, ``ScheduleBusy`` naming its runs in flight."""
-        result: tuple[ScheduleRecord, list[RunRecord], int] = self._rounds(
-            lambda s: self._delete(s, schedule_id, force, actor)
+        result: tuple[ScheduleRecord, list[RunRecord]] = self.tx.rounds(
+            lambda w: self._delete(w, schedule_id, force, actor)
         )
-        record, cancelled, revision = result
-        self._changed(revision)
-        return record, cancelled
+        return result
 
     def _delete(
-        self, s: Session, schedule_id: str, force: bool, actor: Actor | None
-    ) -> tuple[ScheduleRecord, list[RunRecord], int]:
-        revision = self._bump_revision(s)
+        self, w: UnitOfWork, schedule_id: str, force: bool, actor: Actor | None
+    ) -> tuple[ScheduleRecord, list[RunRecord]]:
+        s = w.session
+        revision = self.changes.bump(w)
         row = s.get(m.Schedule, schedule_id, with_for_update=True) if schedule_id else None
         if row is None or row.deleted:
             raise ScheduleNotFound(schedule_id)
@@ -60,7 +78,7 @@ class ScheduleDeletion(ScheduleStore, AttemptStore):
             raise ScheduleBusy(schedule_id, in_flight)
         cancelled = []
         for run_id, _ in in_flight:
-            run, changed = self._cancel(s, CancelRequest(run_id, DELETED_REASON))
+            run, changed = self.attempts.cancel(w, CancelRequest(run_id, DELETED_REASON))
             if changed:
                 cancelled.append(run)
         row.deleted = True
@@ -74,4 +92,4 @@ class ScheduleDeletion(ScheduleStore, AttemptStore):
             "cancelled_count": len(cancelled),
         }
         append(s, actor, "DeleteSchedule", changes, self.clock(), schedule_id=schedule_id)
-        return _schedule(row), cancelled, revision
+        return _schedule(row), cancelled

@@ -1,4 +1,5 @@
-"""Schedules (with their change stream) and job types."""
+"""Schedules: created, changed, read, listed and watched (job types are ``job_types``; a
+deletion, which cancels runs, is ``schedule_deletion``)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,6 @@ from datetime import timedelta
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -16,24 +16,23 @@ from cronwave_core.errors import (
     ScheduleExists,
     ScheduleNotFound,
 )
-from cronwave_core.security import identity
 from workflow_store import models as m
 from workflow_store.audit_store import Actor, append, change, schedule_changes
-from workflow_store.job_type_changes import check_change
+from workflow_store.job_types import JobTypes
+from workflow_store.limits import LIMITS, Limits
 from workflow_store.records import (
-    JobTypeRecord,
     NewSchedule,
     ScheduleRecord,
 )
 from workflow_store.rows import (
-    _job_type,
     _listed,
     _live_schedule,
     _schedule,
 )
-from workflow_store.store_core import StoreCore
+from workflow_store.schedule_changes import ScheduleChanges
+from workflow_store.store_core import Clock, utc_now
 from workflow_store.stored_json import policy_to_dict, spec_to_dict
-from workflow_store.unknown_job_type import unknown_job_type
+from workflow_store.unit_of_work import Transactions
 
 
 class _Existing(Exception):  # control flow: never leaves this module
@@ -44,10 +43,23 @@ class _Existing(Exception):  # control flow: never leaves this module
         self.record = record
 
 
-class ScheduleStore(StoreCore):
-    """Schedules, their revisions and change stream, and job types."""
+class Schedules:
+    """Schedules, each change under a new store revision (``ScheduleChanges``), which
+    is how watchers learn of it. A schedule names a registered job type (``JobTypes``)."""
 
-    # -- schedules ---------------------------------------------------------------------
+    def __init__(
+        self,
+        tx: Transactions,
+        job_types: JobTypes,
+        changes: ScheduleChanges,
+        clock: Clock = utc_now,
+        limits: Limits = LIMITS,
+    ) -> None:
+        self.tx = tx
+        self.job_types = job_types
+        self.changes = changes
+        self.clock = clock
+        self.limits = limits
 
     def create_schedule(self, new: NewSchedule) -> ScheduleRecord:
         """Create ``new``; a deleted schedule of the same id is replaced.
@@ -65,9 +77,10 @@ class ScheduleStore(StoreCore):
         of ``ScheduleExists``; ``new`` is checked (its job type too) all the same."""
         now = self.clock()
         try:
-            with self.db.write() as s:
-                revision = self._bump_revision(s)
-                self._check_job_type(s, new.job_type)
+            with self.tx.write() as w:
+                s = w.session
+                revision = self.changes.bump(w)
+                self.job_types.require(w, new.job_type)
                 row = s.get(m.Schedule, new.schedule_id)
                 if row is not None and not row.deleted:
                     if if_absent:
@@ -106,7 +119,6 @@ class ScheduleStore(StoreCore):
             if if_absent:
                 return False, self.get_schedule(new.schedule_id)
             raise ScheduleExists(new.schedule_id) from exc
-        self._changed(revision)
         return True, record
 
     def update_schedule(
@@ -122,7 +134,8 @@ class ScheduleStore(StoreCore):
         returns False; any other bumps the schedule's revision, which is how the
         planner (through WatchSchedules) learns of it. Raises ``ScheduleNotFound`` for
         an unknown or deleted schedule."""
-        with self.db.write() as s:
+        with self.tx.write() as w:
+            s = w.session
             row = s.get(m.Schedule, schedule_id, with_for_update=True) if schedule_id else None
             if row is None or row.deleted:
                 raise ScheduleNotFound(schedule_id)
@@ -133,8 +146,8 @@ class ScheduleStore(StoreCore):
             if old == values:
                 return current, False
             if new.job_type != current.job_type:
-                self._check_job_type(s, new.job_type)
-            revision = self._bump_revision(s)
+                self.job_types.require(w, new.job_type)
+            revision = self.changes.bump(w)
             for name, value in values.items():
                 setattr(row, name, value)
             row.updated_at = self.clock()
@@ -143,16 +156,10 @@ class ScheduleStore(StoreCore):
             record = _schedule(row)
             changes = schedule_changes(old, values)
             append(s, actor, "UpdateSchedule", changes, self.clock(), schedule_id=schedule_id)
-        self._changed(revision)
         return record, True
 
-    def _check_job_type(self, s: Session, job_type: str) -> None:
-        if s.get(m.JobType, job_type) is None:
-            names = s.scalars(sa.select(m.JobType.name).order_by(m.JobType.name)).all()
-            raise unknown_job_type(job_type, names)
-
     def get_schedule(self, schedule_id: str) -> ScheduleRecord:
-        with self.db.read() as s:
+        with self.tx.read() as s:
             return _schedule(_live_schedule(s, schedule_id))
 
     def list_schedules(
@@ -170,7 +177,7 @@ class ScheduleStore(StoreCore):
         left out and says why in ``withheld``, so one bad row never fails a listing."""
         if limit < 0:
             raise InvalidArgument("limit", "must not be negative (0 means all)")
-        with self.db.read() as s:
+        with self.tx.read() as s:
             # The revision is read first: under READ COMMITTED the list may then hold
             # newer changes than it says, which a watch from it re-sends, never misses.
             revision = s.scalar(sa.select(m.StoreRevision.revision).where(m.StoreRevision.id == 1))
@@ -204,8 +211,9 @@ class ScheduleStore(StoreCore):
     def _change_schedule(
         self, schedule_id: str, rpc: str, actor: Actor | None, **values: Any
     ) -> ScheduleRecord:
-        with self.db.write() as s:
-            revision = self._bump_revision(s)
+        with self.tx.write() as w:
+            s = w.session
+            revision = self.changes.bump(w)
             row = _live_schedule(s, schedule_id)
             old = {name: getattr(row, name) for name in values}
             for name, value in values.items():
@@ -219,13 +227,12 @@ class ScheduleStore(StoreCore):
                 "paused": change(old["paused"], values["paused"])
             }
             append(s, actor, rpc, changes, self.clock(), schedule_id=schedule_id)
-        self._changed(revision)
         return record
 
     def schedules_since(self, revision: int, limit: int = 500) -> list[ScheduleRecord]:
         """Schedules (deleted ones too) changed after ``revision``, oldest change first,
         as listings show them (``_listed``)."""
-        with self.db.read() as s:
+        with self.tx.read() as s:
             query = (
                 sa.select(m.Schedule)
                 .where(m.Schedule.revision > revision)
@@ -241,110 +248,13 @@ class ScheduleStore(StoreCore):
         is false. Changes this process writes arrive at once; changes written by another
         replica arrive within ``poll``."""
         last = since
-        while active() and not self._closing.is_set():
+        while active() and not self.changes.closing:
             batch = self.schedules_since(last)
             for record in batch:
                 yield record
                 last = record.revision
             if not batch:
-                self.wait_for_change(last, poll)
-
-    def wait_for_change(self, after: int, timeout: timedelta) -> None:
-        """Block until this process commits a schedule change newer than ``after``, a
-        ``wake_watchers`` call, or ``timeout``."""
-        with self._changes:
-            if self._latest_revision <= after:
-                self._changes.wait(timeout.total_seconds())
-
-    def wake_watchers(self) -> None:
-        with self._changes:
-            self._changes.notify_all()
-
-    def close_watchers(self) -> None:
-        """End every watch stream: the process is stopping. Watchers reconnect to
-        another replica (or to this one when it is back) from their last revision."""
-        self._closing.set()
-        self.wake_watchers()
-
-    def _changed(self, revision: int) -> None:
-        with self._changes:
-            self._latest_revision = max(self._latest_revision, revision)
-            self._changes.notify_all()
-
-    def _bump_revision(self, s: Session) -> int:
-        """The next store revision. The counter row stays locked until commit, so
-        revisions become visible in the order they were handed out."""
-        query = (
-            sa.update(m.StoreRevision)
-            .where(m.StoreRevision.id == 1)
-            .values(revision=m.StoreRevision.revision + 1)
-            .returning(m.StoreRevision.revision)
-        )
-        return int(s.execute(query).scalar_one())
-
-    # -- job types ---------------------------------------------------------------------
-
-    def register_job_type(self, job: JobTypeRecord, actor: Actor | None = None) -> JobTypeRecord:
-        """Create the job type named ``job.name`` (already validated), or register it
-        again: identical values change nothing (no write, no audit row); changed ones
-        replace it only when the caller may change a job type (``job_type_changes``:
-        an admin, not a worker's certificate), else ``PermissionDenied`` naming the
-        first field changed, and nothing is written."""
-        now = self.clock()
-        values = _job_type_values(job)
-        with self.db.write() as s:
-            row = s.get(m.JobType, job.name, with_for_update=True, populate_existing=True)
-            if row is None:
-                insert: Any = (
-                    postgresql.insert if self.db.dialect == "postgresql" else sqlite.insert
-                )
-                stmt = insert(m.JobType).values(**values, created_at=now, updated_at=now)
-                stmt = stmt.on_conflict_do_nothing(index_elements=["name"])
-                created = s.execute(stmt.returning(m.JobType.name)).scalar_one_or_none()
-                row = s.get(m.JobType, job.name, with_for_update=True, populate_existing=True)
-                assert row is not None
-                if created is not None:
-                    append(s, actor, "RegisterJobType", values, self.clock())
-                    return self._registered(row)
-            current = _job_type(row)
-            check_change(current, job, identity.current())
-            if current == job:
-                return current
-            for name, value in values.items():
-                setattr(row, name, value)
-            row.updated_at = now
-            s.flush()
-            append(s, actor, "RegisterJobType", values, self.clock())
-            return self._registered(row)
-
-    def _registered(self, row: m.JobType) -> JobTypeRecord:
-        """The job type as written, and this replica's cache of it forgotten."""
-        record = _job_type(row)
-        with self._job_lock:
-            self._job_generation += 1
-            self._job_types.pop(record.name, None)
-        return record
-
-    def list_job_types(self) -> list[JobTypeRecord]:
-        with self.db.read() as s:
-            return [_job_type(r) for r in s.scalars(sa.select(m.JobType).order_by(m.JobType.name))]
-
-
-def _job_type_values(job: JobTypeRecord) -> dict[str, Any]:
-    """What a job type's row stores of ``job``, by column (its name first)."""
-    return {
-        "name": job.name,
-        "duration_limit": job.duration_limit,
-        "heartbeat_timeout": job.heartbeat_timeout,
-        "retry_initial_interval": job.retry.initial_interval,
-        "retry_backoff_coefficient": job.retry.backoff_coefficient,
-        "retry_maximum_interval": job.retry.maximum_interval,
-        "retry_maximum_attempts": job.retry.maximum_attempts,
-        "retry_non_retryable_errors": list(job.retry.non_retryable_errors),
-        "queue": job.queue,
-        "priority": job.priority,
-        "financial": job.financial,
-    }
+                self.changes.wait_for_change(last, poll)
 
 
 def _stored_values(new: NewSchedule) -> dict[str, Any]:

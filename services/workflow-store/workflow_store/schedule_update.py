@@ -62,7 +62,7 @@ def update_paths(mask: FieldMask) -> tuple[str, ...]:
 
 
 def reviser(msg: pb.Schedule, paths: tuple[str, ...]) -> Callable[[ScheduleRecord], NewSchedule]:
-    """What ``Store.update_schedule`` applies to the current schedule: the fields of
+    """What ``Schedules.update_schedule`` applies to the current schedule: the fields of
     ``msg`` that ``paths`` name, over the rest of the current one, validated as a
     create validates (refusals name the field, ``spec.cron[0]``)."""
     mask = FieldMask(paths=list(paths))

@@ -1,7 +1,10 @@
-"""gRPC adapter: request proto -> domain values -> ``Store`` -> response proto.
+"""gRPC adapter: request proto -> domain values -> one of the store's parts -> response
+proto.
 
-The parts ``Store`` holds rather than is (``Store.audit``, ``Store.deadlines``) are
-called by name, each through its module's RPC function (``audit_rpc``, ``deadline_rpc``).
+Each RPC calls the part it concerns by name (``store.schedules``, ``store.runs``,
+``store.attempts``...; ``Store`` is the composition root that holds them); the audit and
+deadline listings go through their module's RPC function (``audit_rpc``,
+``deadline_rpc``), and the slot rules take the store as their ``SlotStore`` port.
 
 No SQL and no rules here; ``CronwaveError``s raised below become gRPC statuses in the
 bootstrap's error interceptor.
@@ -111,7 +114,7 @@ class WorkflowStoreServicer(api_grpc.WorkflowStoreServiceServicer):
         self, request: api.CreateScheduleRequest, context: grpc.ServicerContext
     ) -> api.CreateScheduleResponse:
         new = convert.new_schedule_from_proto(request.schedule)
-        created, record = self.store.create_schedule_if(
+        created, record = self.store.schedules.create_schedule_if(
             new, if_absent=request.if_absent, actor=actor(context)
         )
         return api.CreateScheduleResponse(schedule=self._sent(record), created=created)
@@ -122,13 +125,13 @@ class WorkflowStoreServicer(api_grpc.WorkflowStoreServiceServicer):
         schedule_id = validate.schedule_id(request.schedule.schedule_id, "schedule.schedule_id")
         paths = schedule_update.update_paths(request.update_mask)
         revise = schedule_update.reviser(request.schedule, paths)
-        record, changed = self.store.update_schedule(schedule_id, revise, actor(context))
+        record, changed = self.store.schedules.update_schedule(schedule_id, revise, actor(context))
         return api.UpdateScheduleResponse(schedule=self._sent(record), changed=changed)
 
     def GetSchedule(
         self, request: api.GetScheduleRequest, context: grpc.ServicerContext
     ) -> api.GetScheduleResponse:
-        record = self.store.get_schedule(validate.schedule_id(request.schedule_id))
+        record = self.store.schedules.get_schedule(validate.schedule_id(request.schedule_id))
         return api.GetScheduleResponse(schedule=self._sent(record))
 
     def ListSchedules(
@@ -136,7 +139,9 @@ class WorkflowStoreServicer(api_grpc.WorkflowStoreServiceServicer):
     ) -> api.ListSchedulesResponse:
         keep = _shard_keep(request.shard_filter)
         schedules, revision = paging.page(
-            lambda after, n: self.store.list_schedules(n, request.include_deleted, after, keep),
+            lambda after, n: self.store.schedules.list_schedules(
+                n, request.include_deleted, after, keep
+            ),
             lambda record: record.schedule_id,
             self._sent,
             lambda msg: msg.ByteSize(),
@@ -153,7 +158,7 @@ class WorkflowStoreServicer(api_grpc.WorkflowStoreServiceServicer):
     def PauseSchedule(
         self, request: api.PauseScheduleRequest, context: grpc.ServicerContext
     ) -> api.PauseScheduleResponse:
-        record = self.store.pause_schedule(
+        record = self.store.schedules.pause_schedule(
             validate.schedule_id(request.schedule_id),
             validate.note(request.note, "note"),
             actor(context),
@@ -163,7 +168,7 @@ class WorkflowStoreServicer(api_grpc.WorkflowStoreServiceServicer):
     def ResumeSchedule(
         self, request: api.ResumeScheduleRequest, context: grpc.ServicerContext
     ) -> api.ResumeScheduleResponse:
-        record = self.store.resume_schedule(
+        record = self.store.schedules.resume_schedule(
             validate.schedule_id(request.schedule_id),
             validate.note(request.note, "note"),
             actor(context),
@@ -173,7 +178,7 @@ class WorkflowStoreServicer(api_grpc.WorkflowStoreServiceServicer):
     def DeleteSchedule(
         self, request: api.DeleteScheduleRequest, context: grpc.ServicerContext
     ) -> api.DeleteScheduleResponse:
-        record, cancelled = self.store.delete_schedule(
+        record, cancelled = self.store.deletion.delete_schedule(
             validate.schedule_id(request.schedule_id), force=request.force, actor=actor(context)
         )
         return api.DeleteScheduleResponse(
@@ -186,10 +191,10 @@ class WorkflowStoreServicer(api_grpc.WorkflowStoreServiceServicer):
     ) -> Iterator[api.WatchSchedulesResponse]:
         # Wake the waiting stream as soon as the call ends (client cancel, server stop).
         keep = _shard_keep(request.shard_filter)
-        context.add_callback(self.store.wake_watchers)
+        context.add_callback(self.store.changes.wake_watchers)
         metrics.WATCH_STREAMS.inc()
         try:
-            for record in self.store.watch(
+            for record in self.store.schedules.watch(
                 request.since_revision, context.is_active, poll=self.watch_poll
             ):
                 if keep is None or keep(record.schedule_id):
@@ -202,7 +207,7 @@ class WorkflowStoreServicer(api_grpc.WorkflowStoreServiceServicer):
     def RegisterJobType(
         self, request: api.RegisterJobTypeRequest, context: grpc.ServicerContext
     ) -> api.RegisterJobTypeResponse:
-        record = self.store.register_job_type(
+        record = self.store.job_types.register_job_type(
             convert.job_type_from_proto(request.job_type), actor(context)
         )
         return api.RegisterJobTypeResponse(job_type=convert.job_type_to_proto(record))
@@ -210,7 +215,7 @@ class WorkflowStoreServicer(api_grpc.WorkflowStoreServiceServicer):
     def ListJobTypes(
         self, request: api.ListJobTypesRequest, context: grpc.ServicerContext
     ) -> api.ListJobTypesResponse:
-        records = self.store.list_job_types()
+        records = self.store.job_types.list_job_types()
         return api.ListJobTypesResponse(job_types=[convert.job_type_to_proto(r) for r in records])
 
     # -- runs ------------------------------------------------------------------------------
@@ -230,7 +235,7 @@ class WorkflowStoreServicer(api_grpc.WorkflowStoreServiceServicer):
         with db_span("RecordRuns", Hop.PERSIST):
             results = [
                 self._settled(req, result, who)
-                for req, result in zip(reqs, self.store.record_runs(reqs, who), strict=True)
+                for req, result in zip(reqs, self.store.runs.record_runs(reqs, who), strict=True)
             ]
             annotate_batch(
                 request.runs, [r.run if isinstance(r, Recorded) else None for r in results]
@@ -265,7 +270,7 @@ class WorkflowStoreServicer(api_grpc.WorkflowStoreServiceServicer):
         self, request: api.GetRunsRequest, context: grpc.ServicerContext
     ) -> api.GetRunsResponse:
         ids = _items("runs", request.runs, convert.run_id_from_proto)
-        runs = self.store.get_runs(ids)
+        runs = self.store.runs.get_runs(ids)
         by_id = {r.run_id: r for r in runs}
         annotate_batch(request.runs, [by_id.get(run_id) for run_id in ids])
         return api.GetRunsResponse(runs=[convert.run_to_proto(r) for r in runs])
@@ -276,7 +281,7 @@ class WorkflowStoreServicer(api_grpc.WorkflowStoreServiceServicer):
         states = convert.run_states_from_proto(request.states)
         schedule_id = validate.schedule_ref(request.schedule_id, "schedule_id")
         schedule_ids = convert.schedule_ids(request.schedule_ids, "schedule_ids")
-        runs = self.store.list_runs(schedule_id, states, request.limit, schedule_ids)
+        runs = self.store.runs.list_runs(schedule_id, states, request.limit, schedule_ids)
         blobs = not request.lean
         return api.ListRunsResponse(runs=[convert.run_to_proto(r, blobs=blobs) for r in runs])
 
@@ -284,7 +289,7 @@ class WorkflowStoreServicer(api_grpc.WorkflowStoreServiceServicer):
         self, request: api.ListRecentRunsRequest, context: grpc.ServicerContext
     ) -> api.ListRecentRunsResponse:
         ids = convert.schedule_ids(request.schedule_ids, "schedule_ids")
-        runs = self.store.recent_runs(ids, request.per_schedule)
+        runs = self.store.runs.recent_runs(ids, request.per_schedule)
         by_schedule: dict[str, list[common_pb2.Run]] = {}
         for run in runs:
             by_schedule.setdefault(run.schedule_id, []).append(
@@ -297,14 +302,14 @@ class WorkflowStoreServicer(api_grpc.WorkflowStoreServiceServicer):
     def ListRunEvents(
         self, request: api.ListRunEventsRequest, context: grpc.ServicerContext
     ) -> api.ListRunEventsResponse:
-        events = self.store.list_run_events(validate.run_id(request.run_id))
+        events = self.store.runs.list_run_events(validate.run_id(request.run_id))
         return api.ListRunEventsResponse(events=[convert.event_to_proto(e) for e in events])
 
     def AppendRunEvents(
         self, request: api.AppendRunEventsRequest, context: grpc.ServicerContext
     ) -> api.AppendRunEventsResponse:
         events = _items("events", request.events, convert.event_from_proto)
-        results = self.store.append_run_events(events)
+        results = self.store.runs.append_run_events(events)
         return api.AppendRunEventsResponse(
             results=[
                 api.AppendRunEventResult(error=item_error(r))
@@ -326,7 +331,7 @@ class WorkflowStoreServicer(api_grpc.WorkflowStoreServiceServicer):
         ]
         began = time.perf_counter()
         with db_span("ClaimRuns", Hop.PICKUP):
-            results = self.store.claim_runs(claims, queues)
+            results = self.store.attempts.claim_runs(claims, queues)
             annotate_batch(
                 request.claims, [None if isinstance(r, CronwaveError) else r.run for r in results]
             )
@@ -354,7 +359,7 @@ class WorkflowStoreServicer(api_grpc.WorkflowStoreServiceServicer):
         checkpoint = validate.checkpoint_json(request.checkpoint_json)
         body_started_at = opt_ts(request, "body_started_at")
         with db_span("Heartbeat", Hop.EXECUTE, run_id):
-            beat = self.store.heartbeat(
+            beat = self.store.attempts.heartbeat(
                 run_id, convert.attempt_token(request.attempt_token), checkpoint, body_started_at
             )
         return _beat_to_proto(beat)
@@ -365,7 +370,7 @@ class WorkflowStoreServicer(api_grpc.WorkflowStoreServiceServicer):
         beats = _items("beats", request.beats, convert.beat_from_proto)
         began = time.perf_counter()
         with db_span("Heartbeats", Hop.EXECUTE):
-            results = self.store.heartbeats(beats)
+            results = self.store.attempts.heartbeats(beats)
         metrics.batch("Heartbeats", len(beats), time.perf_counter() - began)
         return api.HeartbeatsResponse(
             results=[
@@ -382,7 +387,7 @@ class WorkflowStoreServicer(api_grpc.WorkflowStoreServiceServicer):
         completions = _items("completions", request.completions, convert.completion_from_proto)
         began = time.perf_counter()
         with db_span("CompleteRuns", Hop.COMPLETE):
-            results = self.store.complete_runs(completions)
+            results = self.store.attempts.complete_runs(completions)
             annotate_batch(
                 request.completions,
                 [r.run if isinstance(r, Completion) else None for r in results],
@@ -407,7 +412,7 @@ class WorkflowStoreServicer(api_grpc.WorkflowStoreServiceServicer):
         reason = validate.note(request.reason, "reason")
         validate.key(request.traceparent, "traceparent")
         with db_span("ReleaseRun", Hop.EXECUTE, run_id) as span:
-            run, released = self.store.release_run(run_id, token, checkpoint, reason)
+            run, released = self.store.attempts.release_run(run_id, token, checkpoint, reason)
             mark_run(span, run)
         # The worker only queues a message naming the run: no blobs.
         return api.ReleaseRunResponse(run=convert.run_to_proto(run, blobs=False), released=released)
@@ -418,7 +423,9 @@ class WorkflowStoreServicer(api_grpc.WorkflowStoreServiceServicer):
         run_id = validate.run_id(request.run_id)
         reason = validate.note(request.reason, "reason")
         grace = duration_to_td(request.grace, "grace")
-        run, changed = self.store.cancel_run(CancelRequest(run_id, reason, grace), actor(context))
+        run, changed = self.store.attempts.cancel_run(
+            CancelRequest(run_id, reason, grace), actor(context)
+        )
         if changed:
             run_ended(run)  # a run no worker held ends here (a running one: its worker's)
         return api.CancelRunResponse(run=convert.run_to_proto(run), changed=changed)
@@ -428,13 +435,13 @@ class WorkflowStoreServicer(api_grpc.WorkflowStoreServiceServicer):
     def GetFencingToken(
         self, request: api.GetFencingTokenRequest, context: grpc.ServicerContext
     ) -> api.GetFencingTokenResponse:
-        token = self.store.fencing_token(convert.fencing_scope(request.fencing_scope))
+        token = self.store.fencing.fencing_token(convert.fencing_scope(request.fencing_scope))
         return api.GetFencingTokenResponse(fencing_token=token)
 
     def IssueFencingToken(
         self, request: api.IssueFencingTokenRequest, context: grpc.ServicerContext
     ) -> api.IssueFencingTokenResponse:
-        token = self.store.issue_fencing_token(convert.fencing_scope(request.fencing_scope))
+        token = self.store.fencing.issue_fencing_token(convert.fencing_scope(request.fencing_scope))
         return api.IssueFencingTokenResponse(fencing_token=token)
 
     # -- what planners ask of their slots (see slots.py) -----------------------------------
@@ -537,7 +544,7 @@ class WorkflowStoreServicer(api_grpc.WorkflowStoreServiceServicer):
         )
         return api.ReplayDeadLetterResponse(run=convert.run_to_proto(run))
 
-    # -- the parts the store holds: audit and deadlines ------------------------------------
+    # -- audit and deadlines ---------------------------------------------------------------
 
     def ListAuditEvents(
         self, request: api.ListAuditEventsRequest, context: grpc.ServicerContext

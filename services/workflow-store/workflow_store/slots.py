@@ -21,12 +21,13 @@
   ``pending_fires`` lists the placeholders, so a new leader finishes the work of the
   term before it.
 - ``create_schedules``: many schedules in one transaction, for bulk loads (the planner
-  memory benchmark); the same rules as ``Store.create_schedule``.
+  memory benchmark); the same rules as ``Schedules.create_schedule``.
 
-These take the store as a ``SlotStore``: the database, its clock and guards, and the
-two steps they share with the store's parts (a fencing check inside a write
-transaction, a schedule change's wake-up of the watchers); no more of it. A revived
-run's audit row is ``audit_store.append_recorded``, as ``run_store``'s.
+These take the store as a ``SlotStore``: its transactions, clock and guards, and the
+two steps they take of the store's parts in their own unit of work (the fencing check,
+``Fencing.fence``; the schedules' revision, ``ScheduleChanges.bump``, which wakes the
+watchers once it committed); no more of it. A revived run's audit row is
+``audit_store.append_recorded``, as ``run_store``'s.
 """
 
 from __future__ import annotations
@@ -38,7 +39,6 @@ from typing import Protocol
 
 import sqlalchemy as sa
 from sqlalchemy.exc import IntegrityError
-from sqlalchemy.orm import Session
 
 from cronwave_core.domain.calendar import DST_GAP_SKIP, occurrences_after
 from cronwave_core.domain.catchup import OUTSIDE_CATCHUP_WINDOW
@@ -47,7 +47,6 @@ from cronwave_core.errors import AlreadyExists, FailedPrecondition, InvalidArgum
 from workflow_store import models as m
 from workflow_store.audit_store import AUDITED_TRIGGERS, Actor, append_recorded
 from workflow_store.convert import iso
-from workflow_store.db import Database
 from workflow_store.guards import Guards
 from workflow_store.ids import new_run_id
 from workflow_store.records import (
@@ -62,6 +61,7 @@ from workflow_store.records import (
 from workflow_store.rows import _event, _live_schedule, _run
 from workflow_store.store_core import Clock
 from workflow_store.stored_json import policy_to_dict, spec_from_dict, spec_to_dict
+from workflow_store.unit_of_work import Transactions, UnitOfWork
 from workflow_store.unknown_job_type import unknown_job_type
 
 #: Reasons of placeholder rows start with this (see the module docstring).
@@ -77,22 +77,39 @@ SUMMARY_PREFIX = f"{OUTSIDE_CATCHUP_WINDOW}: "
 _US = timedelta(microseconds=1)
 
 
+class Fence(Protocol):
+    def fence(
+        self,
+        w: UnitOfWork,
+        scope: str,
+        token: int,
+        now: datetime,
+        schedule_ids: Iterable[str] = (),
+    ) -> None:
+        """Refuse a stale fencing token inside ``w`` (``fencing.Fencing``)."""
+        ...
+
+
+class Revisions(Protocol):
+    def bump(self, w: UnitOfWork, count: int = 1) -> int:
+        """The next store revision (the last of ``count``) in ``w``; the watchers of
+        schedule changes are woken once it committed (``schedule_changes``)."""
+        ...
+
+
 class SlotStore(Protocol):
     """What the slot rules take of the store (``store.Store`` is one)."""
 
-    db: Database
-    clock: Clock
-    guards: Guards
-
-    def _fence(
-        self, s: Session, scope: str, token: int, now: datetime, schedule_ids: Iterable[str] = ()
-    ) -> None:
-        """Refuse a stale fencing token inside ``s``'s transaction (``fencing``)."""
-        ...
-
-    def _changed(self, revision: int) -> None:
-        """Wake the watchers of schedule changes up to ``revision``."""
-        ...
+    @property
+    def tx(self) -> Transactions: ...
+    @property
+    def clock(self) -> Clock: ...
+    @property
+    def guards(self) -> Guards: ...
+    @property
+    def fencing(self) -> Fence: ...
+    @property
+    def changes(self) -> Revisions: ...
 
 
 @dataclass(frozen=True)
@@ -138,7 +155,7 @@ def latest_fire_times(
         query = query.where(run.schedule_id > after)
     if schedule_ids:
         query = query.where(run.schedule_id.in_(list(schedule_ids)))
-    with store.db.read() as s:
+    with store.tx.read() as s:
         return [LatestFire(sid, newest, int(count or 0)) for sid, newest, count in s.execute(query)]
 
 
@@ -182,10 +199,11 @@ def _record_missed_slots(
     written = 0
     rows: list[MissedSlot] = []
     unknown: list[str] = []
-    with store.db.write() as s:
+    with store.tx.write() as w:
+        s = w.session
         ids = sorted({slot.schedule_id for slot in slots})
         if token > 0:
-            store._fence(s, scope, token, now, ids)
+            store.fencing.fence(w, scope, token, now, ids)
         schedules = {
             row.id: row
             for row in s.scalars(
@@ -321,7 +339,7 @@ def pending_fires(store: SlotStore, after_run_id: str = "", limit: int = 0) -> l
     )
     if after_run_id:
         query = query.where(m.Run.run_id > after_run_id)
-    with store.db.read() as s:
+    with store.tx.read() as s:
         return [_run(row) for row in s.scalars(query)]
 
 
@@ -343,10 +361,11 @@ def _revive(
     """The MISSED row becomes a PENDING run of ``req.trigger``, with the schedule's
     current job and payload: the run the placeholder stood for."""
     now = store.clock()
-    with store.db.write() as s:
+    with store.tx.write() as w:
+        s = w.session
         schedule = _live_schedule(s, req.schedule_id)
         if req.fencing_token > 0:
-            store._fence(s, req.fencing_scope, req.fencing_token, now, [req.schedule_id])
+            store.fencing.fence(w, req.fencing_scope, req.fencing_token, now, [req.schedule_id])
         row = _same_row(s, existing)
         if row is None:
             return Recorded(_current(store, existing), created=False)
@@ -391,14 +410,14 @@ def _same_row(s: sa.orm.Session, existing: RunRecord) -> m.Run | None:
 
 
 def _current(store: SlotStore, existing: RunRecord) -> RunRecord:
-    with store.db.read() as s:
+    with store.tx.read() as s:
         row = s.get(m.Run, existing.run_id, populate_existing=True)
         return _run(row) if row is not None else existing
 
 
 def create_schedules(store: SlotStore, news: Iterable[NewSchedule], chunk: int = 5_000) -> int:
     """Create every schedule of ``news`` (already validated) in one transaction, each
-    with its own revision, as ``Store.create_schedule`` would; returns how many. The
+    with its own revision, as ``Schedules.create_schedule`` would; returns how many. The
     revision counter is bumped once for all of them and the rows go in by multi-row
     INSERTs. Raises ``InvalidArgument`` (job_type) or ``AlreadyExists``; then nothing
     is written."""
@@ -407,19 +426,13 @@ def create_schedules(store: SlotStore, news: Iterable[NewSchedule], chunk: int =
         return 0
     now = store.clock()
     try:
-        with store.db.write() as s:
+        with store.tx.write() as w:
+            s = w.session
             jobs = set(s.scalars(sa.select(m.JobType.name)))
             for new in batch:
                 if new.job_type not in jobs:
                     raise unknown_job_type(new.job_type)
-            last = int(
-                s.execute(
-                    sa.update(m.StoreRevision)
-                    .where(m.StoreRevision.id == 1)
-                    .values(revision=m.StoreRevision.revision + len(batch))
-                    .returning(m.StoreRevision.revision)
-                ).scalar_one()
-            )
+            last = store.changes.bump(w, len(batch))  # the watchers woken once committed
             first = last - len(batch) + 1
             for i in range(0, len(batch), chunk):
                 rows = [
@@ -444,5 +457,4 @@ def create_schedules(store: SlotStore, news: Iterable[NewSchedule], chunk: int =
         raise AlreadyExists(
             "schedule_id: a schedule of the batch already exists; nothing was created"
         ) from exc
-    store._changed(last)
     return len(batch)

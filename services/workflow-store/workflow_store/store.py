@@ -1,5 +1,10 @@
-"""The store's transactional logic: every public method is one transaction that either
-applies completely or raises a ``CronwaveError`` and writes nothing.
+"""The store's composition root: every repository built once, each given only what it
+uses, and held by name for the servicer.
+
+Every public method of a repository is one transaction (a unit of work,
+``unit_of_work``) that either applies completely or raises a ``CronwaveError`` and
+writes nothing; a step one repository takes of another (a fencing check, a schedule's
+revision, a run's cancel) runs in the caller's unit of work, passed explicitly.
 
 Uniqueness and races are settled by the database: one run per (schedule, fire time)
 is a unique constraint; a claim or completion is a conditional UPDATE whose row count
@@ -9,60 +14,45 @@ that inserts the run.
 
 from __future__ import annotations
 
-from workflow_store.attempt_store import AttemptStore
+from workflow_store.attempt_store import Attempts
 from workflow_store.audit_store import AuditLog
 from workflow_store.db import Database
 from workflow_store.dead_letter_store import DeadLetters
 from workflow_store.deadline_store import DeadlineStore
-from workflow_store.fencing import FencingStore
+from workflow_store.fencing import Fencing
 from workflow_store.guards import GUARDS, Guards
+from workflow_store.job_types import JobTypes
 from workflow_store.limits import LIMITS, Limits
-from workflow_store.run_store import RunStore
+from workflow_store.run_store import Runs
+from workflow_store.schedule_changes import ScheduleChanges
 from workflow_store.schedule_deletion import ScheduleDeletion
-from workflow_store.schedule_store import ScheduleStore
-from workflow_store.store_core import (
-    DEFAULT_DEAD_LETTER_LIMIT,
-    DEFAULT_RUN_LIMIT,
-    DEFAULT_STALLED_LIMIT,
-    JOB_TYPE_TTL,
-    MAX_LOST_PAGE,
-    Clock,
-    utc_now,
-)
+from workflow_store.schedule_store import Schedules
+from workflow_store.store_core import Clock, utc_now
 from workflow_store.sweep_store import Requeues
+from workflow_store.unit_of_work import Transactions
 
-__all__ = [
-    "DEFAULT_DEAD_LETTER_LIMIT",
-    "DEFAULT_RUN_LIMIT",
-    "DEFAULT_STALLED_LIMIT",
-    "JOB_TYPE_TTL",
-    "MAX_LOST_PAGE",
-    "Clock",
-    "Store",
-    "utc_now",
-]
+__all__ = ["Store"]
 
 
-class Store(
-    ScheduleDeletion,
-    ScheduleStore,
-    RunStore,
-    FencingStore,
-    AttemptStore,
-):
-    """Schedules, job types, runs, attempts and fencing tokens over a ``Database``: one
-    class for the servicer, one module per concept (``schedule_store``,
-    ``schedule_deletion``, ``run_store``, ``fencing``, ``attempt_store``), all on
-    ``store_core.StoreCore``.
+class Store:
+    """The store's parts over one ``Database`` (docs/architecture.md, *The
+    workflow-store's parts*, says who may call what):
 
-    Four parts it holds rather than is, each taking the database (and the clock, the
-    limits) only: ``audit`` (``audit_store.AuditLog``), ``requeues``
-    (``sweep_store.Requeues``: stalled and lost runs), ``dead_letters``
-    (``dead_letter_store.DeadLetters``) and ``deadlines``
-    (``deadline_store.DeadlineStore``). The deadline sweep, the webhook notifier and the
-    delivery relay are not in it at all: ``main`` builds them beside it, each over the
-    narrow port it uses (``deadline_sweep.DeadlineRecords``, ``notifier.Outbox``,
-    ``delivery_relay.Claims``)."""
+    - ``schedules`` (``schedule_store.Schedules``), ``deletion``
+      (``schedule_deletion.ScheduleDeletion``) and ``changes``
+      (``schedule_changes.ScheduleChanges``: the revision counter and the watchers'
+      wake-up, one per process);
+    - ``job_types`` (``job_types.JobTypes``, with the one job-type cache);
+    - ``runs`` (``run_store.Runs``), ``attempts`` (``attempt_store.Attempts``) and
+      ``fencing`` (``fencing.Fencing``);
+    - ``audit``, ``requeues``, ``dead_letters`` and ``deadlines``, over the database
+      alone.
+
+    ``tx``, ``clock`` and ``guards`` are here for ``slots`` (its ``SlotStore`` port,
+    with ``fencing`` and ``changes``), ``db`` for the benchmark seeder, ``limits`` for
+    the servicer's replies. The deadline sweep, the webhook notifier and the delivery
+    relay are not here at all: ``main`` builds them beside it, each over the narrow
+    port it uses."""
 
     def __init__(
         self,
@@ -71,7 +61,18 @@ class Store(
         limits: Limits = LIMITS,
         guards: Guards = GUARDS,
     ) -> None:
-        super().__init__(db, clock, limits, guards)
+        self.db = db
+        self.tx = Transactions(db)
+        self.clock = clock
+        self.limits = limits
+        self.guards = guards
+        self.changes = ScheduleChanges()
+        self.job_types = JobTypes(self.tx, clock)
+        self.fencing = Fencing(self.tx, clock, guards)
+        self.schedules = Schedules(self.tx, self.job_types, self.changes, clock, limits)
+        self.runs = Runs(self.tx, self.job_types, self.fencing, clock)
+        self.attempts = Attempts(self.tx, self.job_types, clock)
+        self.deletion = ScheduleDeletion(self.tx, self.changes, self.attempts, clock)
         self.audit = AuditLog(db)
         self.requeues = Requeues(db, clock)
         self.dead_letters = DeadLetters(db, clock)

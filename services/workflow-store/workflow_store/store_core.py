@@ -1,38 +1,30 @@
-"""What every part of the store (``store.Store``) shares: its statements and constants,
-the ``StoreCore`` base with the database, the clock and the job-type cache, the retry
-of a transaction that lost a race, and the helpers of batch writes.
+"""What the store's repositories share: the statements of the hot paths and the
+constants, the conditional update of a run, the retry of a transaction that lost a race
+over the database alone (``rounds``), and the helpers of batch writes. No class: each
+repository takes what it uses in its constructor (``store.Store`` builds them).
 """
 
 from __future__ import annotations
 
 import logging
-import threading
-import time
 from collections.abc import Callable, Mapping, Sequence, Sized
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar, cast
 
 import sqlalchemy as sa
-from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 from sqlalchemy.orm.attributes import set_committed_value
 
 from cronwave_core.errors import (
     CronwaveError,
-    FailedPrecondition,
     InvalidArgument,
 )
 from workflow_store import models as m
 from workflow_store.bulk import RecordSet
 from workflow_store.db import Database
-from workflow_store.guards import GUARDS, Guards
-from workflow_store.limits import LIMITS, Limits
-from workflow_store.records import (
-    DEFAULT_HEARTBEAT_TIMEOUT,
-    MAX_BATCH,
-    JobTypeRecord,
-)
-from workflow_store.rows import _job_type
+from workflow_store.records import MAX_BATCH
+from workflow_store.unit_of_work import Lost as _Lost
+from workflow_store.unit_of_work import Transactions
 
 log = logging.getLogger("cronwave.store")
 
@@ -48,12 +40,6 @@ MAX_LOST_PAGE = 10_000
 _MIN_RESEND = timedelta(seconds=1)
 _MAX_RESEND_DOUBLINGS = 6
 DEFAULT_DEAD_LETTER_LIMIT = 50
-# A conditional UPDATE that loses a race is re-evaluated against the winner's result;
-# more rounds than this means something keeps changing the row, which we report.
-_MAX_ROUNDS = 5
-#: How long a job type read from the database is used without reading it again: the
-#: longest a change registered through another replica goes unseen here.
-JOB_TYPE_TTL = timedelta(seconds=5)
 _RUNS = cast(sa.Table, m.Run.__table__)
 _EVENTS = cast(sa.Table, m.RunEvent.__table__)
 _CLAIM_COLUMNS = (
@@ -130,69 +116,6 @@ def utc_now() -> datetime:
     return datetime.now(UTC)
 
 
-class _Lost(Exception):
-    """A conditional UPDATE matched no row: another transaction changed it first."""
-
-
-class StoreCore:
-    """What every part of the store shares: the database, the clock, the limits, the
-    guards on a caller's word, the job types read recently, and the retry of a
-    transaction that lost a race."""
-
-    def __init__(
-        self,
-        db: Database,
-        clock: Clock = utc_now,
-        limits: Limits = LIMITS,
-        guards: Guards = GUARDS,
-    ) -> None:
-        self.db = db
-        self.clock = clock
-        self.limits = limits
-        self.guards = guards
-        self._changes = threading.Condition()
-        self._closing = threading.Event()
-        self._latest_revision = 0
-        # Job types by name, each with the monotonic instant it must be read again.
-        self._job_types: dict[str, tuple[float, JobTypeRecord]] = {}
-        self._job_lock = threading.Lock()
-        self._job_generation = 0
-        insert: Any = postgresql.insert if db.dialect == "postgresql" else sqlite.insert
-        self._insert_run = insert(_RUNS).on_conflict_do_nothing(
-            index_elements=["schedule_id", "fire_time"]
-        )
-
-    def _heartbeat_timeout(self, s: Session, job_type: str) -> timedelta:
-        job = self._job(s, job_type)
-        return job.heartbeat_timeout if job else DEFAULT_HEARTBEAT_TIMEOUT
-
-    def _job(self, s: Session, name: str) -> JobTypeRecord | None:
-        """The job type ``name`` (None when unknown), from the in-process cache when
-        fresh. A change registered through this process is seen at once; one
-        registered through another replica within ``JOB_TYPE_TTL``."""
-        cached = self._job_types.get(name)
-        if cached is not None and cached[0] > time.monotonic():
-            return cached[1]
-        generation = self._job_generation
-        row = s.get(m.JobType, name)
-        if row is None:
-            return None
-        record = _job_type(row)
-        with self._job_lock:
-            # A registration that committed while we read may be newer than our row.
-            if generation == self._job_generation:
-                self._job_types[name] = (time.monotonic() + JOB_TYPE_TTL.total_seconds(), record)
-        return record
-
-    def _conditional_update(self, s: Session, row: m.Run, **values: Any) -> None:
-        """``conditional_update``."""
-        conditional_update(s, row, **values)
-
-    def _rounds(self, work: Callable[[Session], Any]) -> Any:
-        """``rounds`` over this store's database."""
-        return rounds(self.db, work)
-
-
 def conditional_update(s: Session, row: m.Run, **values: Any) -> None:
     """UPDATE the run only if its state and attempt token are still what ``row`` says;
     otherwise raise ``_Lost`` (the caller's transaction rolls back, and ``rounds``
@@ -216,14 +139,9 @@ def conditional_update(s: Session, row: m.Run, **values: Any) -> None:
 
 def rounds(db: Database, work: Callable[[Session], Any]) -> Any:
     """Run ``work`` in a write transaction of ``db``, again from the start when it lost
-    a race, so it decides on the winner's result."""
-    for _ in range(_MAX_ROUNDS):
-        try:
-            with db.write() as s:
-                return work(s)
-        except _Lost:
-            continue
-    raise FailedPrecondition("run_id: the run keeps changing under concurrent writers; retry")
+    a race, so it decides on the winner's result (``Transactions.rounds``, for a
+    repository over the database alone)."""
+    return Transactions(db).rounds(lambda w: work(w.session))
 
 
 # -- batches -----------------------------------------------------------------------------
