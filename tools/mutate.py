@@ -221,9 +221,9 @@ MUTATIONS = (
         (
             Edit(
                 "libs/cronwave_core/security/keys.py",
-                "            if hit is not None and hit[0] > now:\n                return hit[1]\n",
-                "            if hit is not None and hit[0] > now:\n"
-                "                self._answers[digest] = (now + self._ttl, hit[1])\n"
+                "                return self._answers[digest][1]\n",
+                "                hit = self._answers[digest]\n"
+                "                self._answers[digest] = (self._clock(), hit[1])\n"
                 "                return hit[1]\n",
             ),
         ),
