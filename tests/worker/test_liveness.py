@@ -9,6 +9,7 @@ store's ``Heartbeats`` is tested in tests/workflow_store/test_heartbeats.py)."""
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
@@ -217,3 +218,36 @@ def test_the_newest_progress_rides_along_once_and_an_end_sends_the_last() -> Non
         assert store.items("run-1")[-1].progress.done == 100
 
     with_liveness(test)
+
+
+def test_a_run_held_for_its_fire_time_beats_seldom_and_once_just_before_it() -> None:
+    # Given a run held 2 s before its fire time, its held gap 1 s, beside a run that
+    # runs now; both beat every 50 ms once begun
+    store, held_at = FakeStore(), []
+
+    def send(request: store_pb.HeartbeatsRequest) -> store_pb.HeartbeatsResponse:
+        if any(b.run_id == "held" for b in request.beats):
+            held_at.append(time.monotonic())
+        return store(request)
+
+    liveness = Liveness(send)
+    try:
+        gap, fire_in = timedelta(seconds=1), timedelta(seconds=2)
+        began = time.monotonic()
+        held = liveness.hold("held", TOKEN, TICK, CancelSignal(), fire_in=fire_in, held_gap=gap)
+        liveness.hold("running", TOKEN, TICK, CancelSignal())
+
+        # When its fire time comes and its body begins
+        eventually(lambda: time.monotonic() - began >= 2.3, timeout=10, what="the fire time")
+        before = [t - began for t in held_at]
+        held.report_start(time.time_ns())
+        eventually(lambda: len(held_at) >= len(before) + 3, timeout=10, what="beats once begun")
+
+        # Then while held it beat about once a held gap, not every 50 ms as the
+        # running one did, and once within the interval before its fire time (where a
+        # cancel still reaches it before its body would begin)
+        assert len(store.items("running")) >= 10
+        assert 1 <= len([t for t in before if t < 1.85]) <= 3, before
+        assert any(1.85 <= t for t in before), before
+    finally:
+        liveness.close()

@@ -33,7 +33,7 @@ log = logging.getLogger("cronwave.worker")
 #: A process is retired after this many runs, so what a job leaks does not pile up.
 MAX_RUNS_PER_PROCESS = 1000
 #: At most this many runs are queued on one process (the running one included).
-MAX_QUEUED = 256
+MAX_QUEUED = 1024
 _READ_CHUNK = 65536
 
 

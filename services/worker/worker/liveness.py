@@ -82,6 +82,11 @@ class Lease:
         self.interval = interval
         self.cancel = cancel
         self.due = due  # next beat (monotonic seconds)
+        # A run held for its fire time: until the body begins, the lease beats every
+        # ``held_gap`` rather than every ``interval``, and once in the last interval
+        # before ``fire_at`` (monotonic seconds; 0.0: not held).
+        self.fire_at = 0.0
+        self.held_gap = 0.0
         self.flush_by = 0.0  # an unsent checkpoint or start must go by then; 0 = none
         self.checkpoint = ""  # newest unsent checkpoint JSON ("" = the store has it)
         self.progress: Progress | None = None  # newest unsent progress (None: sent)
@@ -157,12 +162,29 @@ class Liveness:
         self._thread.start()
 
     def hold(
-        self, run_id: str, attempt_token: str, interval: timedelta, cancel: CancelSignal
+        self,
+        run_id: str,
+        attempt_token: str,
+        interval: timedelta,
+        cancel: CancelSignal,
+        *,
+        fire_in: timedelta = timedelta(0),
+        held_gap: timedelta = timedelta(0),
     ) -> Lease:
-        """A lease of the attempt, beating every ``interval`` from now on."""
+        """A lease of the attempt, beating every ``interval`` from now on. A run held
+        for a fire time ``fire_in`` away beats every ``held_gap`` (when longer) until
+        its body begins, and once within the interval before the fire time: thousands
+        of runs claimed ahead of the top of the hour cost the store a renewal each
+        ``held_gap``, not each second, and a cancel still reaches each before its
+        body would begin."""
         seconds = max(interval.total_seconds(), 0.01)
         with self._cond:
-            lease = Lease(self, run_id, attempt_token, seconds, cancel, self._monotonic() + seconds)
+            now = self._monotonic()
+            lease = Lease(self, run_id, attempt_token, seconds, cancel, now + seconds)
+            if fire_in > interval and held_gap > interval:
+                lease.fire_at = now + fire_in.total_seconds()
+                lease.held_gap = held_gap.total_seconds()
+                lease.due = now + _gap(lease, now)
             self._leases[id(lease)] = lease
             self._cond.notify()
         return lease
@@ -188,6 +210,8 @@ class Liveness:
             if started_ns and not lease.started_ns:
                 lease.started_ns = started_ns
                 lease.version += 1
+                lease.fire_at = 0.0  # begun: it beats every interval from now on
+                lease.due = min(lease.due, self._monotonic() + lease.interval)
                 start_by = self._monotonic() + min(self._start_s, lease.interval)
                 if not lease.flush_by or start_by < lease.flush_by:
                     lease.flush_by = start_by
@@ -253,7 +277,7 @@ class Liveness:
         ]
         batch = []
         for lease in [*due, *riders][: self._max_batch]:
-            lease.due = now + lease.interval
+            lease.due = now + _gap(lease, now)
             lease.flush_by = 0.0
             lease.urgent = False
             started = lease.started_ns if not lease.start_recorded else 0
@@ -338,6 +362,15 @@ class _Item:
     checkpoint: str
     started_ns: int
     progress: Progress | None
+
+
+def _gap(lease: Lease, now: float) -> float:
+    """How long until the lease's next beat: its interval, or while it is held far
+    from its fire time its held gap, ending within the interval before the fire time."""
+    if not lease.fire_at:
+        return lease.interval
+    last = lease.fire_at - lease.interval - now  # a beat within the last interval
+    return max(lease.interval, min(lease.held_gap, last))
 
 
 def _due(lease: Lease, now: float) -> bool:

@@ -13,12 +13,14 @@ the body when the grace has passed. So a cancel reaches a running body within
 ``cancel_check`` plus one heartbeat call.
 
 A run claimed ahead of its fire time beats from its claim on (``hold``), so it stays
-this worker's however long it waits. The lease ends with the execute phase: the newest
+this worker's however long it waits: a third of its heartbeat timeout apart until its
+body begins, and once within the interval before its fire time, so a cancel reaches it
+before the body would begin. The lease ends with the execute phase: the newest
 checkpoint is then sent (and waited for) before the outcome, so a retry resumes from it."""
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 from worker.cancellation import CancelSignal
 from worker.chain import Delivery, RunMiddleware
@@ -41,7 +43,16 @@ class Heartbeat(RunMiddleware):
             cancel = delivery.cancel = CancelSignal()
             delivery.heartbeat_interval = interval
             run_id, token = delivery.run.run_id, delivery.attempt_token
-            delivery.lease = self.liveness.hold(run_id, token, interval, cancel)
+            # Held for its fire time, it beats a third as often as its heartbeat
+            # timeout allows (and once just before the fire time): see Liveness.hold.
+            delivery.lease = self.liveness.hold(
+                run_id,
+                token,
+                interval,
+                cancel,
+                fire_in=delivery.fire_time - datetime.now(UTC),
+                held_gap=delivery.job_type.heartbeat_timeout / 3,
+            )
         return delivery.lease
 
     def before_execute(self, delivery: Delivery) -> None:
