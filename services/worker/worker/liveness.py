@@ -365,11 +365,16 @@ class _Item:
 
 
 def _gap(lease: Lease, now: float) -> float:
-    """How long until the lease's next beat: its interval, or while it is held far
-    from its fire time its held gap, ending within the interval before the fire time."""
+    """How long until the lease's next beat: its interval once its body has begun;
+    before that its held gap, with one beat within the interval before the fire time
+    (a run still queued after its fire time, behind the bodies of a crowded instant,
+    keeps the held gap: thousands of them beating every second would starve the
+    store of the time to renew them)."""
     if not lease.fire_at:
         return lease.interval
     last = lease.fire_at - lease.interval - now  # a beat within the last interval
+    if last <= 0:
+        return max(lease.interval, lease.held_gap)
     return max(lease.interval, min(lease.held_gap, last))
 
 
