@@ -55,7 +55,6 @@ from cronwave_bench.measure import (
 )
 from cronwave_bench.report import Result, fmt_ms
 from cronwave_bench.single import NOOP, next_whole_second
-from cronwave_core.domain.lead import crowd_lead
 
 TARGET_LAST_START_MS = 250.0
 #: The target of the 10,000-schedule variant.
@@ -153,11 +152,11 @@ def _one_burst(ctx: BenchContext, variant: Variant, lead: timedelta, trial: int)
         wait_leading(client)
         prefix = f"bench-burst-{uuid.uuid4().hex[:8]}"
         estimate = _creation_seconds(client, n + variant.load_per_s, prefix)
-        # Past the creation by twice the planner's lead for this crowd, so that even
-        # the last schedule made is acted on its whole lead ahead (at most half the
-        # time since it was made), as for schedules made long before their instant.
+        # Past the creation by twice the dispatch lead, so that even the last schedule
+        # made is acted on its whole lead ahead (at most half the time since it was
+        # made), as for schedules made long before their instant.
         instant = next_whole_second(
-            datetime.now(UTC) + timedelta(seconds=estimate * 1.5 + 2) + 2 * crowd_lead(n, lead)
+            datetime.now(UTC) + timedelta(seconds=estimate * 1.5 + 2) + 2 * lead
         )
         load_ids = _start_load(client, prefix, variant.load_per_s, lead, instant)
         if variant.kind == "cron":  # cron names whole seconds; keep clear of a minute's edge

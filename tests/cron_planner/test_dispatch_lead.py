@@ -18,7 +18,6 @@ from cron_planner.fire_loop import FireLoop
 from cron_planner.ports import Start
 from cron_planner.schedule_index import ScheduleIndex
 from cron_planner.work import InFlight, Missed, Trigger
-from cronwave_core.domain.lead import CROWD_RATE, MAX_LEAD
 from cronwave_core.domain.spec import Interval, Overlap, Policy, ScheduleDef, Spec
 from cronwave_core.errors import CronwaveError
 from tests.cron_planner.fakes import start_each
@@ -66,44 +65,6 @@ def test_no_lead_for_a_jittered_schedule_nor_with_lead_zero() -> None:
     assert slot is not None and slot.act_at >= slot.fire_time  # the jittered instant
     slot = plain.peek()
     assert slot is not None and slot.act_at == slot.fire_time
-
-
-def test_a_crowded_instant_is_acted_on_earlier_the_more_slots_it_has() -> None:
-    # Given the dispatch lead, and many daily schedules due at noon (made an hour ahead)
-    index = ScheduleIndex(lead=LEAD)
-    made = NOON - timedelta(hours=1)
-    crowd = 4 * CROWD_RATE + 1
-    for i in range(crowd):
-        index.apply(_daily(f"noon-{i:05d}"), made)
-    # and one due a second later
-    later = ScheduleDef("later", Spec(cron=("1 0 12 * * *",)), revision=1)
-    index.apply(later, made)
-    # Then every noon slot, the first made too, is acted on ahead by about N / CROWD_RATE
-    # seconds (the lead grows in steps of half)
-    acts = {index.slot(f"noon-{i:05d}").act_at for i in range(crowd)}  # type: ignore[union-attr]
-    [act] = acts
-    assert crowd / CROWD_RATE / 1.5 <= (NOON - act).total_seconds() <= crowd / CROWD_RATE
-    # and the lone slot at the plain lead
-    assert index.slot("later").act_at == NOON + timedelta(seconds=1) - LEAD  # type: ignore[union-attr]
-    # and the fire loop meets them in that order: the crowd first
-    slot = index.peek()
-    assert slot is not None and (slot.fire_time, slot.act_at) == (NOON, act)
-
-
-def test_a_crowded_instant_is_capped_and_keeps_the_half_gap_bound() -> None:
-    index = ScheduleIndex(lead=LEAD)
-    # Made 20 seconds before noon: no slot may be acted on more than 10 s ahead
-    made = NOON - timedelta(seconds=20)
-    crowd = int(MAX_LEAD.total_seconds() + 5) * CROWD_RATE
-    for i in range(crowd):
-        index.apply(ScheduleDef(f"s{i}", Spec(one_off=(NOON,)), revision=1), made)
-    acts = {index.slot(f"s{i}").act_at for i in range(0, crowd, 97)}  # type: ignore[union-attr]
-    assert acts == {NOON - timedelta(seconds=10)}
-    # Made an hour ahead instead: capped at MAX_LEAD
-    index = ScheduleIndex(lead=LEAD)
-    for i in range(crowd):
-        index.apply(_daily(f"d{i}"), NOON - timedelta(hours=1))
-    assert index.peek().act_at == NOON - MAX_LEAD  # type: ignore[union-attr]
 
 
 def test_a_negative_lead_is_refused() -> None:

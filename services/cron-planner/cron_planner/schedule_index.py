@@ -31,13 +31,6 @@ at that instant; fencing is checked when it is recorded, as for any start. A jit
 schedule is acted on at its jittered instant (a worker would start a run dispatched
 early at the nominal time, undoing the jitter).
 
-A crowded instant is acted on earlier still: with N slots due at one instant, the lead
-of each is up to N / ``CROWD_RATE`` seconds (``cronwave_core.domain.lead``; grown in
-steps of half, at most ``MAX_LEAD``),
-so the thousands of runs of the top of the hour are recorded, queued and claimed
-before it, at the rate the pipeline keeps, rather than all in the last seconds. The
-half-gap bound above still holds for each schedule.
-
 ``fires`` counts the fire times handled, for ``max_runs`` on a schedule without
 ``start_at`` (with ``start_at`` the calendar stops by itself). Paused, deleted and
 finished schedules have no slot. Thread-safe: one lock guards everything.
@@ -53,7 +46,6 @@ from datetime import datetime, timedelta
 
 from cronwave_core.domain.calendar import occurrences_after, runs_left
 from cronwave_core.domain.jitter import jittered
-from cronwave_core.domain.lead import CROWD_RATE, MAX_LEAD, crowd_lead
 from cronwave_core.domain.spec import ScheduleDef
 
 
@@ -89,7 +81,6 @@ class _Entry:
     fire_time: datetime | None = None  # None: no pending slot
     act_at: datetime | None = None
     generation: int = 0
-    counted: bool = False  # its slot counts towards its instant's crowd
 
     @property
     def after(self) -> datetime:
@@ -112,7 +103,6 @@ class ScheduleIndex:
         self._heap: list[tuple[datetime, str, int]] = []
         self._live = 0  # entries with a slot
         self._revision = 0
-        self._crowd = _Crowds(lead)
 
     # reading ---------------------------------------------------------------
     @property
@@ -178,7 +168,6 @@ class ScheduleIndex:
             self._entries = {}
             self._heap = []
             self._live = 0
-            self._crowd = _Crowds(self.lead)
             for schedule, since in schedules:
                 previous = old.get(schedule.schedule_id)
                 entry = _Entry(schedule, since)
@@ -226,7 +215,6 @@ class ScheduleIndex:
                 return False
             if entry.fire_time is not None:
                 self._live -= 1
-            self._crowd.leave(entry)
             self._compact_if_sparse()
             return True
 
@@ -276,17 +264,12 @@ class ScheduleIndex:
             return
         at = occurrence.at
         act_at = at if occurrence.skipped else jittered(schedule.schedule_id, at, spec.jitter)
-        led = bool(self.lead) and not occurrence.skipped and not spec.jitter
-        if led:
-            act_at = at - min(self._crowd.lead(at), (at - entry.after) / 2)
-        self._set_slot(entry, (at, act_at), led)
+        if self.lead and not occurrence.skipped and not spec.jitter:
+            act_at = at - min(self.lead, (at - entry.after) / 2)
+        self._set_slot(entry, (at, act_at))
 
-    def _set_slot(
-        self, entry: _Entry, times: tuple[datetime, datetime] | None, led: bool = False
-    ) -> None:
-        """Give ``entry`` the slot (fire time, act at) under a new generation, or none;
-        ``led``: acted on ahead of its fire time, its instant's crowd counting it."""
-        self._crowd.leave(entry)
+    def _set_slot(self, entry: _Entry, times: tuple[datetime, datetime] | None) -> None:
+        """Give ``entry`` the slot (fire time, act at) under a new generation, or none."""
         entry.generation += 1
         self._live += (times is not None) - (entry.fire_time is not None)
         if times is None:
@@ -295,21 +278,7 @@ class ScheduleIndex:
             return
         entry.fire_time, entry.act_at = times
         heapq.heappush(self._heap, (times[1], entry.schedule.schedule_id, entry.generation))
-        if led and (lead := self._crowd.join(entry, self._entries)) is not None:
-            self._lead_crowd(times[0], lead)
         self._compact_if_sparse()
-
-    def _lead_crowd(self, at: datetime, lead: timedelta) -> None:
-        """Every slot at the crowded instant ``at`` acted on ``lead`` ahead (or half its
-        gap), each under a new generation."""
-        for schedule_id in self._crowd.members(at):
-            entry = self._entries[schedule_id]
-            act_at = at - min(lead, (at - entry.after) / 2)
-            if entry.act_at is None or act_at >= entry.act_at:
-                continue
-            entry.generation += 1
-            entry.act_at = act_at
-            heapq.heappush(self._heap, (act_at, schedule_id, entry.generation))
 
     def _compact_if_sparse(self) -> None:
         # Stale entries only leave the heap when they surface; rebuild once they
@@ -322,70 +291,3 @@ class ScheduleIndex:
             if e.act_at is not None
         ]
         heapq.heapify(self._heap)
-
-
-class _Crowds:
-    """How many slots are due at each instant, and the lead of the crowded ones.
-
-    Counted: the slots acted on ahead (no jitter, not skipped). An instant becomes
-    crowded once its count would lead it more than the dispatch lead; only then are
-    its schedules' ids kept (one pass over the index, once per instant), so a million
-    schedules due at scattered instants cost one counter per instant."""
-
-    def __init__(self, lead: timedelta) -> None:
-        self._lead = lead
-        self._counts: dict[datetime, int] = {}
-        self._leads: dict[datetime, timedelta] = {}  # crowded instants only
-        self._members: dict[datetime, set[str]] = {}  # crowded instants only
-        self._crowded_at = int(lead.total_seconds() * CROWD_RATE) + CROWD_RATE
-
-    def lead(self, at: datetime) -> timedelta:
-        return self._leads.get(at, self._lead)
-
-    def members(self, at: datetime) -> set[str]:
-        return self._members.get(at, set())
-
-    def join(self, entry: _Entry, entries: Mapping[str, _Entry]) -> timedelta | None:
-        """Count ``entry``'s slot; the instant's new lead when it grew (its slots are
-        then to be acted on earlier), else None."""
-        at = entry.fire_time
-        assert at is not None
-        entry.counted = True
-        count = self._counts[at] = self._counts.get(at, 0) + 1
-        members = self._members.get(at)
-        if members is not None:
-            members.add(entry.schedule.schedule_id)
-        if count < self._crowded_at:
-            return None
-        lead = crowd_lead(count, self._lead)
-        current = self._leads.get(at, self._lead)
-        # Grown by half at least (or to the cap): an instant's slots are moved a few
-        # times while it fills, not once per second of lead.
-        if lead <= current or (lead < MAX_LEAD and lead < current * 1.5):
-            return None
-        if members is None:
-            self._members[at] = {
-                schedule_id
-                for schedule_id, other in entries.items()
-                if other.counted and other.fire_time == at
-            }
-        self._leads[at] = lead
-        return lead
-
-    def leave(self, entry: _Entry) -> None:
-        """Stop counting ``entry``'s slot (before it changes)."""
-        if not entry.counted:
-            return
-        entry.counted = False
-        at = entry.fire_time
-        assert at is not None
-        count = self._counts[at] - 1
-        if count:
-            self._counts[at] = count
-            members = self._members.get(at)
-            if members is not None:
-                members.discard(entry.schedule.schedule_id)
-            return
-        del self._counts[at]
-        self._leads.pop(at, None)
-        self._members.pop(at, None)
