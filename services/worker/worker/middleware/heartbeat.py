@@ -13,7 +13,7 @@ the body when the grace has passed. So a cancel reaches a running body within
 ``cancel_check`` plus one heartbeat call.
 
 A run claimed ahead of its fire time beats from its claim on (``hold``), so it stays
-this worker's however long it waits: a third of its heartbeat timeout apart until its
+this worker's however long it waits: a fifth of its heartbeat timeout apart until its
 body begins, and once within the interval before its fire time, so a cancel reaches it
 before the body would begin. The lease ends with the execute phase: the newest
 checkpoint is then sent (and waited for) before the outcome, so a retry resumes from it."""
@@ -43,15 +43,15 @@ class Heartbeat(RunMiddleware):
             cancel = delivery.cancel = CancelSignal()
             delivery.heartbeat_interval = interval
             run_id, token = delivery.run.run_id, delivery.attempt_token
-            # Held for its fire time, it beats a third as often as its heartbeat
-            # timeout allows (and once just before the fire time): see Liveness.hold.
+            # Held for its fire time, it beats a fifth of its heartbeat timeout apart
+            # (and once just before the fire time): see Liveness.hold.
             delivery.lease = self.liveness.hold(
                 run_id,
                 token,
                 interval,
                 cancel,
                 fire_in=delivery.fire_time - datetime.now(UTC),
-                held_gap=delivery.job_type.heartbeat_timeout / 3,
+                held_gap=delivery.job_type.heartbeat_timeout / 5,
             )
         return delivery.lease
 
