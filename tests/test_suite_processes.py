@@ -19,7 +19,7 @@ def test_the_billing_example_declares_its_gateway() -> None:
     declared = require_process(GATEWAY)
 
     assert declared.module == "cronwave_billing.gateway"
-    assert declared.grpc_service == "cronwave.v1.PaymentGatewayService"
+    assert declared.grpc_service == "cronwave_billing.v1.PaymentGatewayService"
     assert "cronwave_billing" not in SUITE.read_text()  # the suite names no package
 
 

@@ -24,7 +24,6 @@ from cronwave_proto.v1 import (
     cron_planner_service_pb2,
     dispatcher_service_pb2,
     leader_election_service_pb2,
-    payment_gateway_service_pb2,
     worker_service_pb2,
     workflow_store_service_pb2,
     workflow_store_service_pb2_grpc,
@@ -34,6 +33,7 @@ from google.protobuf.descriptor import Descriptor, FieldDescriptor, MethodDescri
 from google.protobuf.message import Message
 
 from cronwave_billing.gateway import domain as gateway_domain
+from cronwave_billing.v1 import payment_gateway_service_pb2
 from cronwave_core import fields
 from cronwave_core.domain import labels
 from cronwave_core.limits import DEFAULT_LIMITS

@@ -11,12 +11,12 @@ from typing import Any
 
 import grpc
 import sqlalchemy as sa
-from cronwave_proto.v1 import payment_gateway_service_pb2 as gateway_pb
-from cronwave_proto.v1 import payment_gateway_service_pb2_grpc as gateway_grpc
 
 from cronwave._client import Client
 from cronwave._models import Run
-from cronwave_bench.reconcile import Reconciliation, reconcile
+from cronwave_billing.reconcile import Reconciliation, reconcile
+from cronwave_billing.v1 import payment_gateway_service_pb2 as gateway_pb
+from cronwave_billing.v1 import payment_gateway_service_pb2_grpc as gateway_grpc
 from cronwave_core.suite import GATEWAY, Proc, SuiteConfig
 from tests.harness.clients import client_for
 from tests.harness.processes import ProcessTable
