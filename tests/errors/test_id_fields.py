@@ -132,10 +132,10 @@ BY_NAME: dict[str, Rule] = {
 BY_FIELD: dict[str, Rule] = {
     "cronwave.v1.JobType.name": JOB_TYPE,
     "cronwave.v1.CreateApiKeyRequest.name": KEY_NAME,
-    "cronwave.v1.ChargeItem.idempotency_key": GATEWAY_KEY,
-    "cronwave.v1.ChargeItem.customer_id": GATEWAY_ID,
-    "cronwave.v1.ChargeItem.invoice_id": GATEWAY_ID,
-    "cronwave.v1.ChargeItem.currency": CURRENCY,
+    "cronwave_billing.v1.ChargeItem.idempotency_key": GATEWAY_KEY,
+    "cronwave_billing.v1.ChargeItem.customer_id": GATEWAY_ID,
+    "cronwave_billing.v1.ChargeItem.invoice_id": GATEWAY_ID,
+    "cronwave_billing.v1.ChargeItem.currency": CURRENCY,
     "cronwave.v1.Schedule.LabelsEntry.key": LABEL_KEY,
     "cronwave.v1.Schedule.LabelsEntry.value": LABEL_VALUE,
 }
