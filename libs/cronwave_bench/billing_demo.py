@@ -372,7 +372,7 @@ def run_billing_demo(
         console.print(f"triggered run [bold]{run.run_id}[/]")
         run = watch.follow(run.run_id, started, timeout)
         elapsed = time.monotonic() - started
-    channel = open_channel(suite.gateway_addr, rpc_timeout, traced=False, tls=suite.tls())
+    channel = open_channel(suite.address(GATEWAY), rpc_timeout, traced=False, tls=suite.tls())
     try:
         reconciliation = books()(suite.base_env(), channel, period, rpc_timeout * 6)
     finally:
@@ -426,6 +426,8 @@ def outcome_table(outcome: Outcome) -> Table:
 
 #: The billing demo's job package (examples/billing): its job and its gateway.
 EXAMPLE_PACKAGE = "cronwave_billing"
+#: The gateway, as the billing example declares it (entry point group cronwave.processes).
+GATEWAY = "payment-gateway"
 
 
 def billing_example_installed() -> bool:
@@ -451,4 +453,5 @@ def with_gateway(config: SuiteConfig) -> SuiteConfig:
     when the billing example is not installed (``require_billing_example``)."""
     require_billing_example()
     env = {k: v for k, v in config.env.items() if k != "CRONWAVE_GATEWAY_ADDR"}
-    return replace(config, payment_gateway=True, env=env)
+    processes = (*(p for p in config.processes if p != GATEWAY), GATEWAY)
+    return replace(config, processes=processes, env=env)

@@ -479,7 +479,7 @@ _CODES = {code.value[0]: code.name for code in grpc.StatusCode}
 
 @pytest.fixture(scope="module")
 def suite(shared_suite: SuiteFactory) -> Suite:
-    suite = shared_suite(payment_gateway=True)
+    suite = shared_suite(processes=("payment-gateway",))
     with hop_channel(suite, "workflow-store") as channel:
         workflow_store_service_pb2_grpc.WorkflowStoreServiceStub(channel).CreateSchedule(
             json_format.ParseDict(

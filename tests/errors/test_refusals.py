@@ -221,7 +221,7 @@ CASES = [
 
 @pytest.fixture
 def suite(make_suite: SuiteFactory) -> Suite:
-    return make_suite(payment_gateway=True)
+    return make_suite(processes=("payment-gateway",))
 
 
 @pytest.fixture

@@ -189,7 +189,7 @@ def fuzz_method(
 
 @pytest.fixture
 def suite(make_suite: SuiteFactory) -> Suite:
-    return make_suite(payment_gateway=True)
+    return make_suite(processes=("payment-gateway",))
 
 
 def methods(

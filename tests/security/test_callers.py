@@ -50,7 +50,7 @@ REVOCATION_MARGIN = timedelta(milliseconds=100)
 @pytest.fixture(scope="module")
 def suite(shared_suite: SuiteFactory) -> Suite:
     """One suite for the module: each test makes its own keys and schedules."""
-    return shared_suite(env={"CRONWAVE_AUTH_CACHE_TTL": "1s"}, payment_gateway=True)
+    return shared_suite(env={"CRONWAVE_AUTH_CACHE_TTL": "1s"}, processes=("payment-gateway",))
 
 
 def refused(call: Callable[[], Any]) -> grpc.RpcError:
@@ -386,13 +386,13 @@ def test_only_the_workers_jobs_may_charge(suite: Suite) -> None:
             currency="eur",
         )
     )
-    with channel(suite.gateway_addr, "local-admin") as admin:
+    with channel(suite.address("payment-gateway"), "local-admin") as admin:
         gateway = gateway_grpc.PaymentGatewayServiceStub(admin)
         error = refused(lambda: gateway.Charge(charge, timeout=10))
         assert error.code() == grpc.StatusCode.PERMISSION_DENIED
         assert "needs service worker" in error.details()
         assert gateway.CountCharges(gateway_pb.CountChargesRequest(), timeout=10).charges == 0
-    with channel(suite.gateway_addr, "worker") as as_worker:
+    with channel(suite.address("payment-gateway"), "worker") as as_worker:
         reply = gateway_grpc.PaymentGatewayServiceStub(as_worker).Charge(charge, timeout=10)
     assert reply.result.charge.customer_id == "c1"
 

@@ -1,4 +1,4 @@
-"""The payment gateway as a suite runs it (``SuiteConfig(payment_gateway=True)``):
+"""The payment gateway as a suite runs it (``SuiteConfig(processes=("payment-gateway",))``):
 declared to cronwave by this package's entry point ``payment-gateway`` of the group
 ``cronwave.processes``, as any package declares a server of its own."""
 
