@@ -30,7 +30,8 @@ $(STAMP): pyproject.toml libs/pyproject.toml examples/billing/pyproject.toml
 		SUDO=$$(test "$$(id -u)" -eq 0 || echo sudo); \
 		$$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq pgbouncer; }
 	@# The billing demo is a job package of its own, found by workers through its
-	@# entry point (group cronwave.jobs), as a user's job package would be.
+	@# entry point (group cronwave.jobs), and its settings, gateway identity and rules
+	@# through cronwave.extensions, as a user's job package would be.
 	$(BIN)/python -m pip install --quiet -e examples/billing
 	@# Our modules' bytecode, written once: every service and job process loads it
 	@# instead of compiling the sources again (PYTHONDONTWRITEBYTECODE, where set,
@@ -72,6 +73,7 @@ bench: setup
 mutate: setup
 	$(BIN)/python tools/mutate.py
 
+# cronwave's protos (protos/) and the billing example's (examples/billing/protos/).
 gen: setup
 	$(BIN)/python tools/gen_protos.py
 

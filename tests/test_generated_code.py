@@ -22,16 +22,21 @@ def test_generated_code_is_fresh(tmp_path: Path) -> None:
     gen = _load_generator()
     # When it generates into an empty directory
     gen.generate(tmp_path)
-    # Then every file matches the committed one, and there are no extra or missing files
-    fresh = {p.name: p.read_bytes() for p in (tmp_path / "cronwave_proto" / "v1").iterdir()}
-    committed_dir = ROOT / "libs" / "cronwave_proto" / "v1"
-    committed = {
-        p.name: p.read_bytes()
-        for p in committed_dir.iterdir()
-        if p.is_file() and p.suffix in (".py", ".pyi")
-    }
-    stale = sorted(n for n in fresh.keys() | committed.keys() if fresh.get(n) != committed.get(n))
-    assert not stale, f"generated code is stale: {stale}; run `make gen` and commit the result"
+    # Then every file matches the committed one, and there are no extra or missing files,
+    # for cronwave's protos and for each job package's under examples/
+    assert {source.package for source in gen.SOURCES} >= {"cronwave_proto", "cronwave_billing"}
+    for source in gen.SOURCES:
+        fresh = {p.name: p.read_bytes() for p in (tmp_path / source.package / "v1").iterdir()}
+        committed_dir = source.out_root / source.package / "v1"
+        committed = {
+            p.name: p.read_bytes()
+            for p in committed_dir.iterdir()
+            if p.is_file() and p.suffix in (".py", ".pyi")
+        }
+        stale = sorted(
+            n for n in fresh.keys() | committed.keys() if fresh.get(n) != committed.get(n)
+        )
+        assert not stale, f"generated code is stale: {stale}; run `make gen` and commit the result"
 
 
 def test_every_service_has_its_proto() -> None:

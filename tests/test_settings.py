@@ -14,13 +14,13 @@ import pytest
 from cronwave_core import config
 from cronwave_core.errors import ConfigurationError
 from cronwave_core.settings import (
-    COMPONENTS,
     LeaseSettings,
     NetworkSettings,
     PlannerSettings,
     TestHooks,
     WorkerSettings,
     check_env,
+    components,
 )
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -49,7 +49,7 @@ def test_the_committed_configuration_table_is_fresh() -> None:
 
 
 def test_every_variable_the_code_names_is_a_setting_of_one_class() -> None:
-    declared = [var.name for cls in COMPONENTS for _, var in config.variables(cls)]
+    declared = [var.name for cls in components() for _, var in config.variables(cls)]
     assert len(declared) == len(set(declared)), "a variable is declared by two classes"
     named: set[str] = set()
     for folder in ("libs", "services"):
@@ -145,6 +145,6 @@ def test_defaults_derived_from_other_settings() -> None:
 def test_test_only_settings_are_apart_from_the_production_classes() -> None:
     test_only = {var.name for _, var in config.variables(TestHooks)}
     assert "CRONWAVE_FAULT" in test_only and "CRONWAVE_TEST_HOOKS" in test_only
-    for cls in COMPONENTS:
+    for cls in components():
         if cls is not TestHooks:
             assert not test_only & {var.name for _, var in config.variables(cls)}

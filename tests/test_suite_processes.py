@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 
 from cronwave_core.errors import ConfigurationError
-from cronwave_core.suite import GATEWAY, Suite, SuiteConfig
+from cronwave_core.suite import Suite, SuiteConfig
 from cronwave_core.suite_processes import SuiteProcess, installed_process, require_process
+from tests.harness.gateway import GATEWAY
 
 SUITE = Path(__file__).resolve().parents[1] / "libs" / "cronwave_core" / "suite.py"
 
@@ -19,16 +20,16 @@ def test_the_billing_example_declares_its_gateway() -> None:
     declared = require_process(GATEWAY)
 
     assert declared.module == "cronwave_billing.gateway"
-    assert declared.grpc_service == "cronwave.v1.PaymentGatewayService"
+    assert declared.grpc_service == "cronwave_billing.v1.PaymentGatewayService"
     assert "cronwave_billing" not in SUITE.read_text()  # the suite names no package
 
 
 def test_a_suite_with_the_gateway_runs_what_the_declaration_says(tmp_path: Path) -> None:
-    suite = Suite(SuiteConfig(data_dir=tmp_path, payment_gateway=True, ports={}))
+    suite = Suite(SuiteConfig(data_dir=tmp_path, processes=(GATEWAY,), ports={}))
 
     assert suite.extra == {GATEWAY: require_process(GATEWAY)}
-    assert suite.base_env()["CRONWAVE_GATEWAY_ADDR"] == suite.gateway_addr
-    assert suite.gateway_addr == f"127.0.0.1:{suite.ports['gateway']}"
+    assert suite.base_env()["CRONWAVE_GATEWAY_ADDR"] == suite.address(GATEWAY)
+    assert suite.address(GATEWAY) == f"127.0.0.1:{suite.ports['gateway']}"
 
 
 def test_a_process_no_package_declares_is_refused_by_name() -> None:

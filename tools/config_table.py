@@ -1,6 +1,7 @@
 """Generates the configuration table of docs/operations/configure.md from the settings classes.
 
-The table is one section per class of ``cronwave_core.settings.COMPONENTS``, one row
+The table is one section per class of ``cronwave_core.settings.components()`` (cronwave's
+and those of the installed packages' extensions, such as the billing example's), one row
 per field: the variable, the field, the default, the rule its value follows and what
 it means, all from the field's ``setting(...)`` declaration. It is written between
 the ``BEGIN``/``END`` markers; the rest of the page is left alone.
@@ -16,7 +17,7 @@ import sys
 from pathlib import Path
 
 from cronwave_core import config
-from cronwave_core.settings import COMPONENTS
+from cronwave_core.settings import components
 
 ROOT = Path(__file__).resolve().parent.parent
 DOC = ROOT / "docs" / "operations" / "configure.md"
@@ -25,7 +26,9 @@ END = "<!-- END configuration table -->"
 
 INTRO = """\
 Each component reads its own frozen settings class (`cronwave_core.settings`), built
-once in its `main()`. Unset or empty means the default. A duration takes a unit,
+once in its `main()`; an installed job package's classes (its extension: see
+[jobs](../jobs.md#a-job-packages-own-settings-rules-and-servers)) follow cronwave's.
+Unset or empty means the default. A duration takes a unit,
 `500ms`, `5s`, `2m` or `1h`; a bare number keeps the unit the variable always had:
 seconds, or milliseconds for `CRONWAVE_WORKER_POLL_MS`. A value that breaks its rule
 stops the process at start-up with one line on stderr naming the variable and the rule
@@ -41,7 +44,7 @@ def _cell(text: str) -> str:
 def table() -> str:
     """The generated region, markers included."""
     parts = [BEGIN, "", INTRO]
-    for cls in COMPONENTS:
+    for cls in components():
         title = (cls.__doc__ or cls.__name__).strip().split("\n\n")[0]
         parts += [
             "",

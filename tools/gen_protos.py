@@ -1,4 +1,5 @@
-"""The one generator of cronwave's protobuf and gRPC code.
+"""The one generator of cronwave's protobuf and gRPC code, and of the job packages'
+under examples/ (each proto source in ``SOURCES``).
 
 protos/cronwave/v1/*.proto -> libs/cronwave_proto/v1/*_pb2.py, *_pb2.pyi, *_pb2_grpc.py.
 The generated code is a package of its own (``cronwave_proto``), which the SDK, the
@@ -6,8 +7,13 @@ shared core and the services all import; the protos keep their package
 (``cronwave.v1``: the names on the wire), so the generated imports of one another are
 rewritten from ``cronwave.v1`` to ``cronwave_proto.v1``.
 
-    python tools/gen_protos.py              # write into libs/
-    python tools/gen_protos.py --out DIR    # write elsewhere (the staleness test)
+examples/billing/protos/cronwave_billing/v1/*.proto ->
+examples/billing/cronwave_billing/v1/: a job package's own protos, whose proto package
+is its Python package (``cronwave_billing.v1``), so nothing is rewritten.
+
+    python tools/gen_protos.py              # write into libs/ and examples/
+    python tools/gen_protos.py --out DIR    # write elsewhere (the staleness test):
+                                            # DIR/<package>/v1 for each source
 """
 
 from __future__ import annotations
@@ -18,58 +24,104 @@ import sys
 import tempfile
 from importlib import resources
 from pathlib import Path
+from typing import NamedTuple
 
 ROOT = Path(__file__).resolve().parent.parent
-PROTO_ROOT = ROOT / "protos"
-DEFAULT_OUT = ROOT / "libs"
-#: The Python package of the generated code, and the proto package it comes from.
-PACKAGE = "cronwave_proto"
-PROTO_PACKAGE = "cronwave.v1"
 
 
-def generate(out: Path) -> list[Path]:
-    """Generate code for every proto into ``out``; returns the files written."""
+class Source(NamedTuple):
+    """The protos under ``proto_root``/``proto_package`` (dotted, as a folder),
+    generated into ``out_root``/``package``/v1 (the Python package ``package``)."""
+
+    proto_root: Path
+    proto_package: str
+    out_root: Path
+    package: str
+
+    @property
+    def proto_dir(self) -> Path:
+        return self.proto_root.joinpath(*self.proto_package.split("."))
+
+
+SOURCES = (
+    Source(ROOT / "protos", "cronwave.v1", ROOT / "libs", "cronwave_proto"),
+    Source(
+        ROOT / "examples" / "billing" / "protos",
+        "cronwave_billing.v1",
+        ROOT / "examples" / "billing",
+        "cronwave_billing",
+    ),
+)
+#: The core's source, as before (the SDK's generated package).
+PROTO_ROOT = SOURCES[0].proto_root
+DEFAULT_OUT = SOURCES[0].out_root
+PACKAGE = SOURCES[0].package
+PROTO_PACKAGE = SOURCES[0].proto_package
+
+
+def _generate_one(source: Source, out: Path) -> list[Path]:
+    """Generate ``source``'s protos into ``out``/``source.package``/v1."""
     from grpc_tools import protoc
 
-    protos = sorted(PROTO_ROOT.glob("cronwave/v1/*.proto"))
+    protos = sorted(source.proto_dir.glob("*.proto"))
     if not protos:
-        raise SystemExit(f"no .proto files under {PROTO_ROOT}")
+        raise SystemExit(f"no .proto files under {source.proto_dir}")
     well_known = str(resources.files("grpc_tools") / "_proto")
-    package_dir = out / PACKAGE / "v1"
+    package_dir = out / source.package / "v1"
     package_dir.mkdir(parents=True, exist_ok=True)
+    own = source.proto_package == f"{source.package}.v1"  # nothing to rewrite
     with tempfile.TemporaryDirectory() as tmp:
         args = [
             "grpc_tools.protoc",
-            f"-I{PROTO_ROOT}",
+            f"-I{source.proto_root}",
             f"-I{well_known}",
             f"--python_out={tmp}",
             f"--pyi_out={tmp}",
             f"--grpc_python_out={tmp}",
-            *(str(p.relative_to(PROTO_ROOT)) for p in protos),
+            *(str(p.relative_to(source.proto_root)) for p in protos),
         ]
         if protoc.main(args) != 0:
             raise SystemExit("protoc failed")
-        for made in sorted((Path(tmp) / "cronwave" / "v1").glob("*.py*")):
-            text = made.read_text().replace(
-                f"from {PROTO_PACKAGE} import ", f"from {PACKAGE}.v1 import "
-            )
-            # The generated classes' module (not a wire name: services keep theirs)
-            text = re.sub(rf"'{re.escape(PROTO_PACKAGE)}\.(\w+_pb2)'", rf"'{PACKAGE}.v1.\1'", text)
+        made_dir = Path(tmp).joinpath(*source.proto_package.split("."))
+        for made in sorted(made_dir.glob("*.py*")):
+            text = made.read_text()
+            if not own:
+                text = text.replace(
+                    f"from {source.proto_package} import ", f"from {source.package}.v1 import "
+                )
+                # The generated classes' module (not a wire name: services keep theirs)
+                text = re.sub(
+                    rf"'{re.escape(source.proto_package)}\.(\w+_pb2)'",
+                    rf"'{source.package}.v1.\1'",
+                    text,
+                )
             (package_dir / made.name).write_text(text)
-    for path in (out / PACKAGE / "__init__.py", package_dir / "__init__.py"):
-        path.write_text(
-            '"""Generated by tools/gen_protos.py from protos/cronwave/v1. Do not edit."""\n'
-        )
-    (out / PACKAGE / "py.typed").write_text("")
+    relative = source.proto_dir.relative_to(ROOT).as_posix()
+    stamp = f'"""Generated by tools/gen_protos.py from {relative}. Do not edit."""\n'
+    if own:
+        (package_dir / "__init__.py").write_text(stamp)
+    else:
+        for path in (out / source.package / "__init__.py", package_dir / "__init__.py"):
+            path.write_text(stamp)
+        (out / source.package / "py.typed").write_text("")
     return sorted(package_dir.glob("*.py*"))
+
+
+def generate(out: Path | None = None) -> list[Path]:
+    """Generate code for every proto of ``SOURCES``, each into its own package's
+    folder, or under ``out`` when given; returns the files written."""
+    written: list[Path] = []
+    for source in SOURCES:
+        written += _generate_one(source, source.out_root if out is None else out)
+    return written
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
+    parser.add_argument("--out", type=Path, default=None)
     opts = parser.parse_args(argv)
     for path in generate(opts.out):
-        print(path.relative_to(opts.out))
+        print(path.relative_to(ROOT if opts.out is None else opts.out))
     return 0
 
 

@@ -13,12 +13,14 @@ import json
 import signal
 import tempfile
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
+from importlib.metadata import entry_points
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
-from cronwave_proto.v1 import payment_gateway_service_pb2_grpc as gateway_grpc
+import grpc
 from cronwave_proto.v1 import workflow_store_service_pb2 as store_pb
 from cronwave_proto.v1 import workflow_store_service_pb2_grpc as store_grpc
 from rich.console import Console
@@ -34,11 +36,10 @@ from rich.progress import (
 from rich.table import Table
 
 from cronwave import Client, Run
-from cronwave_bench.reconcile import Reconciliation, reconcile
 from cronwave_core.errors import ConfigurationError, CronwaveError
 from cronwave_core.queueing import RunMessage, make_broker
 from cronwave_core.rpc import open_channel
-from cronwave_core.settings import DemoSettings, RedisSettings
+from cronwave_core.settings import RedisSettings
 from cronwave_core.suite import Proc, Suite, SuiteConfig
 
 JOB_TYPE = "billing.nightly"
@@ -51,6 +52,52 @@ REDELIVER_EVERY = timedelta(seconds=2)
 
 class DemoFailed(CronwaveError):
     """The demo's run did not end as it must."""
+
+
+class Reconciliation(Protocol):
+    """A billing period's books: the job's database against the gateway's charges."""
+
+    @property
+    def period(self) -> str: ...
+    @property
+    def customers(self) -> int: ...
+    @property
+    def invoices(self) -> int: ...
+    @property
+    def gateway_charges(self) -> int: ...
+    @property
+    def duplicates(self) -> int: ...
+    @property
+    def missing(self) -> int: ...
+    @property
+    def unrecorded(self) -> int: ...
+    @property
+    def ok(self) -> bool: ...
+
+
+class Books(Protocol):
+    """How the billing example checks a period once the run is done: from the suite's
+    environment and a channel to its gateway (the entry point ``billing`` of the group
+    ``BOOKS_GROUP``, so this module names none of its tables or RPCs)."""
+
+    def __call__(
+        self, env: Mapping[str, str], gateway: grpc.Channel, period: str, timeout: timedelta
+    ) -> Reconciliation: ...
+
+
+#: Where a demo's job package declares how its books are checked.
+BOOKS_GROUP = "cronwave.demo_books"
+
+
+def books() -> Books:
+    """The billing example's ``Books``, refused when it declares none."""
+    for point in entry_points(group=BOOKS_GROUP, name="billing"):
+        found: Books = point.load()
+        return found
+    raise ConfigurationError(
+        f"the billing example declares no entry point billing of the group {BOOKS_GROUP}: "
+        "reinstall it (`pip install -e examples/billing`)"
+    )
 
 
 @dataclass
@@ -325,18 +372,12 @@ def run_billing_demo(
         console.print(f"triggered run [bold]{run.run_id}[/]")
         run = watch.follow(run.run_id, started, timeout)
         elapsed = time.monotonic() - started
-    channel = open_channel(suite.gateway_addr, rpc_timeout, traced=False, tls=suite.tls())
+    channel = open_channel(suite.address(GATEWAY), rpc_timeout, traced=False, tls=suite.tls())
     try:
-        gateway = gateway_grpc.PaymentGatewayServiceStub(channel)
-        reconciliation = reconcile(billing_url(suite), gateway, period, timeout=rpc_timeout * 6)
+        reconciliation = books()(suite.base_env(), channel, period, rpc_timeout * 6)
     finally:
         channel.close()
     return Outcome(run, elapsed, reconciliation, watch.recovery, hb_timeout)
-
-
-def billing_url(suite: Suite) -> str:
-    """The billing database the suite's worker uses."""
-    return DemoSettings.from_env(suite.base_env()).billing_database_url
 
 
 def outcome_table(outcome: Outcome) -> Table:
@@ -385,6 +426,8 @@ def outcome_table(outcome: Outcome) -> Table:
 
 #: The billing demo's job package (examples/billing): its job and its gateway.
 EXAMPLE_PACKAGE = "cronwave_billing"
+#: The gateway, as the billing example declares it (entry point group cronwave.processes).
+GATEWAY = "payment-gateway"
 
 
 def billing_example_installed() -> bool:
@@ -410,4 +453,5 @@ def with_gateway(config: SuiteConfig) -> SuiteConfig:
     when the billing example is not installed (``require_billing_example``)."""
     require_billing_example()
     env = {k: v for k, v in config.env.items() if k != "CRONWAVE_GATEWAY_ADDR"}
-    return replace(config, payment_gateway=True, env=env)
+    processes = (*(p for p in config.processes if p != GATEWAY), GATEWAY)
+    return replace(config, processes=processes, env=env)

@@ -5,17 +5,20 @@ Every default works on one laptop: a SQLite file and span files under the data
 directory, services on fixed loopback ports. A malformed value stops start-up with a
 message naming the variable and the rule (``cronwave_core.config``).
 
-``COMPONENTS`` lists the classes in the order ``docs/operations/configure.md`` shows them; the
-table there is generated from them (``tools/config_table.py``).
+``COMPONENTS`` lists cronwave's classes; ``components()`` adds those of the installed
+packages (``cronwave_core.extensions``), in the order ``docs/operations/configure.md``
+shows them; the table there is generated from them (``tools/config_table.py``).
 
 Fault injection and failure drills (``TestHooks``) exist only in a process started
 for tests or drills, which says so with ``CRONWAVE_TEST_HOOKS=1``. A process given one
 of them without the switch does not start: a drill variable that leaked into a
 production environment stops it rather than slowing, stalling or killing real runs.
+An installed package's drills (its ``Extension.drills``) are refused the same way.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -23,7 +26,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any, Self
 
-from cronwave_core import config
+from cronwave_core import config, extensions
 from cronwave_core.config import (
     Address,
     Addresses,
@@ -64,24 +67,22 @@ MAX_DERIVED_PROCESSES = 16
 
 #: The planners' lease scope (``CRONWAVE_LEASE_SCOPES`` must include it).
 PLANNER_SCOPE = "planner"
-#: The billing demo's sandbox payment gateway; apart from DEFAULT_PORTS because only a
-#: suite asked for it runs one.
-GATEWAY_PORT = 7406
 
 #: The switch that says "this process was started for tests or drills"; never set in
 #: production. Without it no fault hook is installed and ``TEST_ONLY`` is refused.
 TEST_HOOKS = PREFIX + "TEST_HOOKS"
 FAULT = PREFIX + "FAULT"
-#: The variables that arm a fault or a failure drill: each needs ``TEST_HOOKS``.
+#: The variables that arm a fault or a failure drill: each needs ``TEST_HOOKS``
+#: (and so does each of an installed package's drills: ``test_only_variables``).
 TEST_ONLY = (
     FAULT,
-    PREFIX + "GATEWAY_TIMEOUT_AFTER_COMMIT",
-    PREFIX + "BILLING_CRASH_AFTER_CHARGES",
     PREFIX + "MISSED_SLOTS_AHEAD",
 )
 
 
-def _addr(name: str, port: int, doc: str) -> Any:
+def listen_address(name: str, port: int, doc: str) -> Any:
+    """A ``setting`` of one server's address, ``CRONWAVE_<name>``, by default
+    ``127.0.0.1:<port>`` (a package's own server, as the billing example's gateway)."""
     return setting(PREFIX + name, Address(), f"127.0.0.1:{port}", doc)
 
 
@@ -95,14 +96,16 @@ def _data_dir(env: Mapping[str, str]) -> Path:
     return ProcessSettings.from_env(env).data_dir
 
 
-def _in_data_dir(file: str) -> Derived[str]:
+def in_data_dir(file: str) -> Derived[str]:
+    """The default of a database setting: the SQLite file ``file`` in the data dir."""
     return Derived(
         f"sqlite:///<data dir>/{file}",
         lambda _values, env: f"sqlite:///{_data_dir(env) / file}",
     )
 
 
-_DATABASE = Url("a SQLAlchemy URL such as postgresql+psycopg://user@host/db")
+#: The rule of a database URL setting.
+DATABASE_URL = Url("a SQLAlchemy URL such as postgresql+psycopg://user@host/db")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -216,8 +219,8 @@ class StoreSettings(FromEnv):
 
     database_url: str = setting(
         PREFIX + "DATABASE_URL",
-        _DATABASE,
-        _in_data_dir("cronwave.db"),
+        DATABASE_URL,
+        in_data_dir("cronwave.db"),
         "the scheduler's database (workflow-store only); `postgresql+psycopg://user@host/db` "
         "in production",
         secret=True,  # may carry a password
@@ -430,36 +433,6 @@ class WorkerSettings(FromEnv):
             object.__setattr__(self, "warm_processes", self.max_processes)
 
 
-@dataclass(frozen=True, kw_only=True)
-class DemoSettings(FromEnv):
-    """The billing demo (the job package ``examples/billing``): the ``billing.nightly``
-    job's database and its sandbox payment gateway (``cronwave_billing.gateway``)."""
-
-    billing_database_url: str = setting(
-        PREFIX + "BILLING_DATABASE_URL",
-        _DATABASE,
-        _in_data_dir("billing.db"),
-        "the billing job's own database",
-        secret=True,
-    )
-    billing_heartbeat_timeout: timedelta = setting(
-        PREFIX + "BILLING_HEARTBEAT_TIMEOUT",
-        Duration(positive=True),
-        timedelta(seconds=3),
-        "heartbeat timeout of `billing.nightly`",
-    )
-    gateway_addr: str = _addr(
-        "GATEWAY_ADDR", GATEWAY_PORT, "the billing demo's sandbox payment gateway"
-    )
-    gateway_database_url: str = setting(
-        PREFIX + "GATEWAY_DATABASE_URL",
-        _DATABASE,
-        _in_data_dir("gateway.db"),
-        "the payment gateway's own database",
-        secret=True,
-    )
-
-
 def refuse_test_only(names: Iterable[str]) -> None:
     """Stop start-up when any of ``names`` (set ``TEST_ONLY`` variables) is given to a
     process without ``TEST_HOOKS``."""
@@ -486,9 +459,9 @@ class TestHooks(FromEnv):
         False,
         "**never set in production.** `1`: the process was started for tests or "
         "drills, so fault injection and failure drills may be installed (the variables "
-        "below, the gateway's `SetFaults`). Unset, a process given any of them does "
-        "not start (the message names the variable and this switch), and the gateway "
-        "answers `SetFaults` with UNIMPLEMENTED. The test harness sets it "
+        "below and an installed package's drills, such as the billing example's). "
+        "Unset, a process given any of them does not start (the message names the "
+        "variable and this switch). The test harness sets it "
         "(`SuiteConfig(test_hooks=True)`) where a test injects faults; `cronwave up` "
         "and `cronwave demo` never do",
     )
@@ -499,19 +472,6 @@ class TestHooks(FromEnv):
         "fault injection: `delay=<hop>:<kind>:<delay>:<fraction>` (see *Fault hook*), "
         "`planner.hold_start=<s>`, `worker.stop_before_complete=<attempt>`, "
         "`worker.lose_claim_answers=<count>` (see *Drills*)",
-    )
-    gateway_timeout_after_commit: int = setting(
-        PREFIX + "GATEWAY_TIMEOUT_AFTER_COMMIT",
-        Integer(0),
-        0,
-        "the gateway holds the answers of the first N charge calls past their callers' "
-        "deadlines (see *Drills*)",
-    )
-    billing_crash_after_charges: int = setting(
-        PREFIX + "BILLING_CRASH_AFTER_CHARGES",
-        Integer(0),
-        0,
-        "a billing attempt SIGKILLs its worker right after its N-th gateway answer (see *Drills*)",
     )
     missed_slots_ahead: timedelta = setting(
         PREFIX + "MISSED_SLOTS_AHEAD",
@@ -527,22 +487,53 @@ class TestHooks(FromEnv):
         if not self.enabled:
             armed = (
                 (FAULT, self.fault),
-                (TEST_ONLY[1], self.gateway_timeout_after_commit),
-                (TEST_ONLY[2], self.billing_crash_after_charges),
-                (TEST_ONLY[3], self.missed_slots_ahead),
+                (TEST_ONLY[1], self.missed_slots_ahead),
             )
             refuse_test_only(name for name, value in armed if value)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Self:
+        """The hooks, after refusing what a process not started for tests may not be
+        given: any ``test_only_variables()`` set at all when the switch is unset, and an
+        installed package's drill armed (not its default) when it is off."""
         env = os.environ if env is None else env
         switch = dict(config.variables(cls))["enabled"]
         if not config.read(switch, env, {}):  # set at all, even to 0 or malformed
-            refuse_test_only(name for name in TEST_ONLY if env.get(name))
-        return super().from_env(env)
+            refuse_test_only(name for name in test_only_variables() if env.get(name))
+        hooks = super().from_env(env)
+        if not hooks.enabled:
+            refuse_test_only(_armed_drills(env))
+        return hooks
 
 
-#: Every settings class, in the order the configuration table shows them.
+def _extension_drills() -> tuple[type[FromEnv], ...]:
+    return tuple(drill for extension in extensions.installed() for drill in extension.drills)
+
+
+def _armed_drills(env: Mapping[str, str]) -> list[str]:
+    """The variables of the installed packages' drills that ``env`` sets to other than
+    their defaults."""
+    armed = []
+    for drill in _extension_drills():
+        values = drill.from_env(env)
+        armed += [
+            var.name
+            for name, var in config.variables(drill)
+            if getattr(values, name) != var.default
+        ]
+    return armed
+
+
+@functools.cache
+def test_only_variables() -> tuple[str, ...]:
+    """``TEST_ONLY`` and the variables of the installed packages' drills: each stops a
+    process not started for tests (``TEST_HOOKS``)."""
+    drills = [var.name for drill in _extension_drills() for _, var in config.variables(drill)]
+    return (*TEST_ONLY, *drills)
+
+
+#: cronwave's settings classes, in the order the configuration table shows them
+#: (``components()`` places the installed packages' among them).
 COMPONENTS: tuple[type[FromEnv], ...] = (
     ProcessSettings,
     NetworkSettings,
@@ -561,13 +552,22 @@ COMPONENTS: tuple[type[FromEnv], ...] = (
     DispatcherSettings,
     WorkerSettings,
     ConsoleSettings,
-    DemoSettings,
     TestHooks,
 )
+
+
+@functools.cache
+def components() -> tuple[type[FromEnv], ...]:
+    """Every settings class in the order the configuration table shows them: cronwave's,
+    the installed packages' settings (``Extension.settings``), ``TestHooks``, then the
+    packages' drills (``Extension.drills``)."""
+    installed = extensions.installed()
+    own = tuple(cls for extension in installed for cls in extension.settings)
+    return (*COMPONENTS[:-1], *own, TestHooks, *_extension_drills())
 
 
 def check_env(env: Mapping[str, str]) -> None:
     """Load every component from ``env``: a malformed variable stops here, named. For
     a launcher (``cronwave up``, the bench) before it starts processes with ``env``."""
-    for component in COMPONENTS:
+    for component in components():
         component.from_env(env)

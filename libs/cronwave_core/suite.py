@@ -38,11 +38,6 @@ from cronwave_core.suite_processes import SuiteProcess, require_process
 
 # Start order: the store first (it migrates the database), the planner last.
 SERVICES = ("workflow-store", "leader-election", "dispatcher", "worker", "cron-planner")
-#: The billing demo's sandbox payment gateway: started, after the store, only by a
-#: suite configured with ``payment_gateway=True``. The billing example declares it
-#: (``cronwave_core.suite_processes``: how it is started and answers); the suite
-#: knows it only by this name.
-GATEWAY = "payment-gateway"
 #: The web console (``services/console``, HTTP, not gRPC): started last, only by a
 #: suite configured with ``console=True`` (``cronwave up``, ``cronwave demo``).
 CONSOLE = "console"
@@ -210,13 +205,16 @@ class SuiteConfig:
     env: Mapping[str, str] = field(default_factory=dict)
     start_timeout: timedelta = timedelta(seconds=60)
     grace: timedelta = timedelta(seconds=5)
-    payment_gateway: bool = False  # also run the billing demo's payment gateway
+    # Installed packages' processes to run too, after the store, by the names their
+    # packages declare them under (``cronwave_core.suite_processes``), e.g. the billing
+    # example's ("payment-gateway",).
+    processes: tuple[str, ...] = ()
     # Priority pools: worker processes per queue, each consuming only its queue. None:
     # CRONWAVE_WORKER_POOLS in env ("critical=1,default=1,bulk=1"), else `workers`
     # processes on CRONWAVE_WORKER_QUEUES.
     worker_pools: Mapping[str, int] | None = None
     # Started for tests or drills: CRONWAVE_TEST_HOOKS=1, so CRONWAVE_FAULT and the
-    # gateway's SetFaults work. Never for `cronwave up` / `cronwave demo`.
+    # installed packages' drills work. Never for `cronwave up` / `cronwave demo`.
     test_hooks: bool = False
     # Plaintext and no authentication (CRONWAVE_INSECURE=1; loopback only). Else the
     # suite's local CA and certificates are made in the TLS dir when absent.
@@ -250,11 +248,11 @@ class Suite:
             ports = {k: config.ports.get(k) or free_port() for k in DEFAULT_PORTS}
         #: The installed packages' processes this suite runs (``suite_processes``).
         self.extra: dict[str, SuiteProcess] = {}
-        if config.payment_gateway:
-            gateway = self.extra[GATEWAY] = require_process(GATEWAY)
-            given = (config.ports or {}).get(gateway.port_key)
-            ports[gateway.port_key] = given or (
-                gateway.default_port if config.ports is None else free_port()
+        for name in config.processes:
+            process = self.extra[name] = require_process(name)
+            given = (config.ports or {}).get(process.port_key)
+            ports[process.port_key] = given or (
+                process.default_port if config.ports is None else free_port()
             )
         if config.console:
             given = (config.ports or {}).get("console")
@@ -351,10 +349,6 @@ class Suite:
         return self.address("cron-planner")
 
     @property
-    def gateway_addr(self) -> str:
-        return self.address(GATEWAY)
-
-    @property
     def console_url(self) -> str:
         """The web console's URL (a suite configured with ``console=True``)."""
         return f"http://{self.address(CONSOLE)}/"
@@ -390,8 +384,8 @@ class Suite:
             # One store at a time: the first migrates the database.
             for index in range(self.replicas("workflow-store")):
                 self.start_service("workflow-store", index)
-            if self.config.payment_gateway:
-                self.start_service(GATEWAY)
+            for name in self.config.processes:
+                self.start_service(name)
             for attempt in range(1, _PORT_ATTEMPTS + 1):
                 ports = self._port_plan()
                 spawned = [
@@ -619,12 +613,12 @@ class Suite:
 
     def stop_order(self) -> list[list[Proc]]:
         """The tiers a stop goes through: the planners (nothing new is fired), the other
-        services but the store and the payment gateway (a worker hands its runs back
-        to the store, a job finishing meanwhile may still charge), those two, then
-        Redis."""
+        services but the store and the installed packages' processes (a worker hands its
+        runs back to the store, a job finishing meanwhile may still call its package's
+        server, as billing charges the gateway), those, then Redis."""
         procs = list(self.procs.values())
         planners = [p for p in procs if p.service == "cron-planner"]
-        stores = [p for p in procs if p.service in ("workflow-store", GATEWAY)]
+        stores = [p for p in procs if p.service == "workflow-store" or p.service in self.extra]
         others = [p for p in procs if p not in planners and p not in stores]
         return [planners, others, stores, [self.redis] if self.redis else []]
 

@@ -9,13 +9,13 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from cronwave_proto.v1 import payment_gateway_service_pb2 as gateway_pb
 
 from cronwave import Checkpoint, JobContext
 from cronwave_billing.config import BillingSettings
 from cronwave_billing.gateway_client import idempotency_key
 from cronwave_billing.job import BillingJob, billing_job_type
 from cronwave_billing.schema import charges, create_billing_engine, customers, invoices
+from cronwave_billing.v1 import payment_gateway_service_pb2 as gateway_pb
 from cronwave_core.errors import ConfigurationError, InvalidArgument, Unavailable
 from tests.billing.conftest import NewDatabase
 from tests.harness.beats import Beats

@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 
 import pytest
-from cronwave_proto.v1 import payment_gateway_service_pb2 as gateway_pb
 
+from cronwave_billing.v1 import payment_gateway_service_pb2 as gateway_pb
 from tests.harness.gateway import BillingSuite
 
 pytestmark = pytest.mark.slow

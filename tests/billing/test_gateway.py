@@ -10,9 +10,9 @@ import time
 
 import grpc
 import pytest
-from cronwave_proto.v1 import payment_gateway_service_pb2 as pb
 from google.protobuf.duration_pb2 import Duration
 
+from cronwave_billing.v1 import payment_gateway_service_pb2 as pb
 from cronwave_core.settings import TEST_HOOKS
 from tests.billing.conftest import StartGateway
 from tests.harness.gateway import GRACE, GatewayProcess, charged_twice, item

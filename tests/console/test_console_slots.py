@@ -92,7 +92,7 @@ def billing(make_suite: SuiteFactory) -> Suite:
     the checkpoints) every 0.2 s."""
     return make_suite(
         console=True,
-        payment_gateway=True,
+        processes=("payment-gateway",),
         env={**LEASE_ENV, "CRONWAVE_BILLING_HEARTBEAT_TIMEOUT": "0.6"},
     )
 

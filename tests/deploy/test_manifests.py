@@ -23,7 +23,7 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from cronwave_core.security.identity import SERVICE_IDENTITIES
+from cronwave_core.security.identity import service_identities
 from cronwave_core.security.pki import service_uri
 from tests.deploy.manifests import (
     OVERLAYS,
@@ -155,7 +155,7 @@ def test_every_service_identity_has_its_certificate(overlay: str) -> None:
     certificates = of_kind(overlay, "Certificate")
     issuers = of_kind(overlay, "Issuer")
     for name in services_of(overlay):
-        assert name in SERVICE_IDENTITIES
+        assert name in service_identities()
         spec = certificates[f"cronwave-{name}"]["spec"]
         assert spec["secretName"] == f"cronwave-{name}-tls"
         assert spec["uris"] == [service_uri(name)]

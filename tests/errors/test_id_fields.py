@@ -24,7 +24,6 @@ from cronwave_proto.v1 import (
     cron_planner_service_pb2,
     dispatcher_service_pb2,
     leader_election_service_pb2,
-    payment_gateway_service_pb2,
     worker_service_pb2,
     workflow_store_service_pb2,
     workflow_store_service_pb2_grpc,
@@ -34,6 +33,7 @@ from google.protobuf.descriptor import Descriptor, FieldDescriptor, MethodDescri
 from google.protobuf.message import Message
 
 from cronwave_billing.gateway import domain as gateway_domain
+from cronwave_billing.v1 import payment_gateway_service_pb2
 from cronwave_core import fields
 from cronwave_core.domain import labels
 from cronwave_core.limits import DEFAULT_LIMITS
@@ -132,10 +132,10 @@ BY_NAME: dict[str, Rule] = {
 BY_FIELD: dict[str, Rule] = {
     "cronwave.v1.JobType.name": JOB_TYPE,
     "cronwave.v1.CreateApiKeyRequest.name": KEY_NAME,
-    "cronwave.v1.ChargeItem.idempotency_key": GATEWAY_KEY,
-    "cronwave.v1.ChargeItem.customer_id": GATEWAY_ID,
-    "cronwave.v1.ChargeItem.invoice_id": GATEWAY_ID,
-    "cronwave.v1.ChargeItem.currency": CURRENCY,
+    "cronwave_billing.v1.ChargeItem.idempotency_key": GATEWAY_KEY,
+    "cronwave_billing.v1.ChargeItem.customer_id": GATEWAY_ID,
+    "cronwave_billing.v1.ChargeItem.invoice_id": GATEWAY_ID,
+    "cronwave_billing.v1.ChargeItem.currency": CURRENCY,
     "cronwave.v1.Schedule.LabelsEntry.key": LABEL_KEY,
     "cronwave.v1.Schedule.LabelsEntry.value": LABEL_VALUE,
 }
@@ -479,7 +479,7 @@ _CODES = {code.value[0]: code.name for code in grpc.StatusCode}
 
 @pytest.fixture(scope="module")
 def suite(shared_suite: SuiteFactory) -> Suite:
-    suite = shared_suite(payment_gateway=True)
+    suite = shared_suite(processes=("payment-gateway",))
     with hop_channel(suite, "workflow-store") as channel:
         workflow_store_service_pb2_grpc.WorkflowStoreServiceStub(channel).CreateSchedule(
             json_format.ParseDict(

@@ -14,12 +14,12 @@ from cronwave_proto.v1 import common_pb2 as pb
 from cronwave_proto.v1 import cron_planner_service_pb2 as planner
 from cronwave_proto.v1 import dispatcher_service_pb2 as dispatcher
 from cronwave_proto.v1 import leader_election_service_pb2 as leader
-from cronwave_proto.v1 import payment_gateway_service_pb2 as gateway
 from cronwave_proto.v1 import workflow_store_service_pb2 as store
 from google.protobuf.duration_pb2 import Duration
 from google.protobuf.message import Message
 from google.protobuf.timestamp_pb2 import Timestamp
 
+from cronwave_billing.v1 import payment_gateway_service_pb2 as gateway
 from cronwave_core.suite import Suite
 from tests.fuzz.support import Databases, changed, leaks, settled, strings_in
 from tests.harness.suites import SuiteFactory
@@ -81,6 +81,7 @@ class Case:
 
 S = "workflow-store"
 STORE = "cronwave.v1.WorkflowStoreService/"
+GATEWAY = "cronwave_billing.v1.PaymentGatewayService"
 CASES = [
     # NUL in ids and names: PostgreSQL refuses such text, and its error (with the SQL)
     # came back as UNKNOWN.
@@ -209,18 +210,18 @@ CASES = [
          dispatcher.TriggerRunRequest(schedule_id=NUL_ID), "schedule_id"),
     Case("a huge lease", "leader-election", "cronwave.v1.LeaderElectionService/Campaign",
          leader.CampaignRequest(candidate="planner-1", ttl=HUGE), "ttl"),
-    Case("NUL in a customer id", "payment-gateway", "cronwave.v1.PaymentGatewayService/Charge",
+    Case("NUL in a customer id", "payment-gateway", f"{GATEWAY}/Charge",
          gateway.ChargeRequest(item=gateway.ChargeItem(
              idempotency_key="k1", customer_id="c\x00", invoice_id="i1", amount_cents=100,
              currency="eur")), "item.customer_id"),
-    Case("a huge drill hold", "payment-gateway", "cronwave.v1.PaymentGatewayService/SetFaults",
+    Case("a huge drill hold", "payment-gateway", f"{GATEWAY}/SetFaults",
          gateway.SetFaultsRequest(timeout_after_commit=1, hold=HUGE), "hold"),
 ]  # fmt: skip
 
 
 @pytest.fixture
 def suite(make_suite: SuiteFactory) -> Suite:
-    return make_suite(payment_gateway=True)
+    return make_suite(processes=("payment-gateway",))
 
 
 @pytest.fixture
@@ -271,7 +272,7 @@ def test_a_body_that_is_not_protobuf_is_an_invalid_argument_at_every_service(
         "leader-election": "cronwave.v1.LeaderElectionService/Campaign",
         "cron-planner": "cronwave.v1.CronPlannerService/PreviewFireTimes",
         "worker": "cronwave.v1.WorkerService/GetWorkerStatus",
-        "payment-gateway": "cronwave.v1.PaymentGatewayService/Charge",
+        "payment-gateway": f"{GATEWAY}/Charge",
     }
     truncated = b"\x0a\xff\xff\xff\xff\x0f"  # field 1 says 4 GiB follow; 0 do
     not_utf8 = b"\x0a\x02\xc3\x28"  # field 1, a string, is not UTF-8

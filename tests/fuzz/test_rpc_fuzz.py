@@ -26,16 +26,16 @@ from cronwave_proto.v1 import (
     cron_planner_service_pb2,
     dispatcher_service_pb2,
     leader_election_service_pb2,
-    payment_gateway_service_pb2,
     worker_service_pb2,
     workflow_store_service_pb2,
 )
-from cronwave_proto.v1 import payment_gateway_service_pb2 as gateway_pb
 from cronwave_proto.v1 import workflow_store_service_pb2 as store_pb
 from google.protobuf.descriptor import MethodDescriptor, ServiceDescriptor
 from hypothesis import HealthCheck, given, seed, settings
 from hypothesis import strategies as st
 
+from cronwave_billing.v1 import payment_gateway_service_pb2
+from cronwave_billing.v1 import payment_gateway_service_pb2 as gateway_pb
 from cronwave_core.suite import Suite
 from tests.fuzz.strategies import messages, weighted
 from tests.fuzz.support import FIELD_RULE, NEVER, Databases, leaks, settled, strings_in
@@ -124,9 +124,9 @@ class Cleanup:
             delete(
                 store_pb.DeleteScheduleRequest(schedule_id=created.schedule.schedule_id), timeout=10
             )
-        if method.full_name == "cronwave.v1.PaymentGatewayService.SetFaults":
+        if method.full_name == "cronwave_billing.v1.PaymentGatewayService.SetFaults":
             clear = self._gateway.unary_unary(
-                "/cronwave.v1.PaymentGatewayService/SetFaults",
+                "/cronwave_billing.v1.PaymentGatewayService/SetFaults",
                 request_serializer=gateway_pb.SetFaultsRequest.SerializeToString,
                 response_deserializer=gateway_pb.SetFaultsResponse.FromString,
             )
@@ -189,7 +189,7 @@ def fuzz_method(
 
 @pytest.fixture
 def suite(make_suite: SuiteFactory) -> Suite:
-    return make_suite(payment_gateway=True)
+    return make_suite(processes=("payment-gateway",))
 
 
 def methods(

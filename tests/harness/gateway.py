@@ -11,18 +11,21 @@ from typing import Any
 
 import grpc
 import sqlalchemy as sa
-from cronwave_proto.v1 import payment_gateway_service_pb2 as gateway_pb
-from cronwave_proto.v1 import payment_gateway_service_pb2_grpc as gateway_grpc
 
 from cronwave._client import Client
 from cronwave._models import Run
-from cronwave_bench.reconcile import Reconciliation, reconcile
-from cronwave_core.suite import GATEWAY, Proc, SuiteConfig
+from cronwave_billing.reconcile import Reconciliation, reconcile
+from cronwave_billing.v1 import payment_gateway_service_pb2 as gateway_pb
+from cronwave_billing.v1 import payment_gateway_service_pb2_grpc as gateway_grpc
+from cronwave_core.suite import Proc, SuiteConfig
 from tests.harness.clients import client_for
 from tests.harness.processes import ProcessTable
 from tests.harness.suites import TrackedSuite
 from tests.harness.tls import hop_channel
 from tests.helpers import eventually, fresh
+
+#: The gateway's process, as the billing example declares it (group cronwave.processes).
+GATEWAY = "payment-gateway"
 
 GRACE = timedelta(seconds=2)
 
@@ -72,7 +75,7 @@ class GatewayProcess:
                 data_dir=data_dir,
                 redis_url="redis://127.0.0.1:9/0",  # unused: no redis, no other service
                 ports={},
-                payment_gateway=True,
+                processes=(GATEWAY,),
                 env={
                     "CRONWAVE_GATEWAY_DATABASE_URL": database_url,
                     "CRONWAVE_TRACING": "off",
@@ -88,7 +91,7 @@ class GatewayProcess:
 
     @property
     def addr(self) -> str:
-        return self.suite.gateway_addr
+        return self.suite.address(GATEWAY)
 
     @property
     def proc(self) -> Proc:
@@ -136,7 +139,7 @@ class BillingSuite:
                 database_url=database_url,
                 redis_url=redis_url,
                 ports={},
-                payment_gateway=True,
+                processes=(GATEWAY,),
                 env={
                     "CRONWAVE_NAMESPACE": namespace,
                     "CRONWAVE_BILLING_DATABASE_URL": billing_url,

@@ -10,7 +10,7 @@ from typing import Any
 
 import grpc
 
-from cronwave_core.security.rules import RULES
+from cronwave_core.security.rules import rule_table
 from cronwave_core.security.tls import new_channel, process_tls, set_process_tls
 from cronwave_core.settings import TlsSettings
 from cronwave_core.suite import Suite
@@ -48,7 +48,7 @@ def caller_for(method: str) -> str:
     """The identity a test calls ``method`` as: the local administrator where a role
     may call it, else the first service its rule allows (the hop that makes the call
     in production: the dispatcher records runs, a worker claims them, ...)."""
-    rule = RULES.get(method)
+    rule = rule_table().get(method)
     if rule is None or rule.role is not None or rule.anyone or not rule.services:
         return "local-admin"
     return sorted(rule.services)[0]

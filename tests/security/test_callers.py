@@ -20,18 +20,18 @@ from cronwave_proto.v1 import dispatcher_service_pb2 as dispatcher_pb
 from cronwave_proto.v1 import dispatcher_service_pb2_grpc as dispatcher_grpc
 from cronwave_proto.v1 import leader_election_service_pb2 as leader_pb
 from cronwave_proto.v1 import leader_election_service_pb2_grpc as leader_grpc
-from cronwave_proto.v1 import payment_gateway_service_pb2 as gateway_pb
-from cronwave_proto.v1 import payment_gateway_service_pb2_grpc as gateway_grpc
 from cronwave_proto.v1 import workflow_store_service_pb2 as store_pb
 from cronwave_proto.v1 import workflow_store_service_pb2_grpc as store_grpc
 from google.protobuf import descriptor_pool, message_factory
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2
 
+from cronwave_billing.v1 import payment_gateway_service_pb2 as gateway_pb
+from cronwave_billing.v1 import payment_gateway_service_pb2_grpc as gateway_grpc
 from cronwave_core.convert import dt_to_ts, td_to_duration
 from cronwave_core.security.identity import ROLES
 from cronwave_core.security.pki import ensure_pki
-from cronwave_core.security.rules import RULES
+from cronwave_core.security.rules import rule_table
 from cronwave_core.suite import Suite
 from tests.harness.leases import leading_token
 from tests.harness.suites import SuiteFactory
@@ -50,7 +50,7 @@ REVOCATION_MARGIN = timedelta(milliseconds=100)
 @pytest.fixture(scope="module")
 def suite(shared_suite: SuiteFactory) -> Suite:
     """One suite for the module: each test makes its own keys and schedules."""
-    return shared_suite(env={"CRONWAVE_AUTH_CACHE_TTL": "1s"}, payment_gateway=True)
+    return shared_suite(env={"CRONWAVE_AUTH_CACHE_TTL": "1s"}, processes=("payment-gateway",))
 
 
 def refused(call: Callable[[], Any]) -> grpc.RpcError:
@@ -177,7 +177,7 @@ SERVED_BY = {
     "cronwave.v1.CronPlannerService": "cron-planner",
     "cronwave.v1.LeaderElectionService": "leader-election",
     "cronwave.v1.WorkerService": "worker",
-    "cronwave.v1.PaymentGatewayService": "payment-gateway",
+    "cronwave_billing.v1.PaymentGatewayService": "payment-gateway",
     "grpc.reflection.v1alpha.ServerReflection": "workflow-store",
 }
 #: A streaming call allowed to run is ended after this (WatchSchedules waits forever).
@@ -187,7 +187,7 @@ STREAM_DEADLINE = 0.5
 def role_gated() -> list[tuple[str, str]]:
     """(method, least role) of every rule a person's role satisfies: from the rule
     table itself, so a method added to it is tested here at once."""
-    return sorted((method, rule.role) for method, rule in RULES.items() if rule.role)
+    return sorted((method, rule.role) for method, rule in rule_table().items() if rule.role)
 
 
 def answer_code(address: str, method: str, identity: str, token: str) -> tuple[str, str]:
@@ -386,13 +386,13 @@ def test_only_the_workers_jobs_may_charge(suite: Suite) -> None:
             currency="eur",
         )
     )
-    with channel(suite.gateway_addr, "local-admin") as admin:
+    with channel(suite.address("payment-gateway"), "local-admin") as admin:
         gateway = gateway_grpc.PaymentGatewayServiceStub(admin)
         error = refused(lambda: gateway.Charge(charge, timeout=10))
         assert error.code() == grpc.StatusCode.PERMISSION_DENIED
         assert "needs service worker" in error.details()
         assert gateway.CountCharges(gateway_pb.CountChargesRequest(), timeout=10).charges == 0
-    with channel(suite.gateway_addr, "worker") as as_worker:
+    with channel(suite.address("payment-gateway"), "worker") as as_worker:
         reply = gateway_grpc.PaymentGatewayServiceStub(as_worker).Charge(charge, timeout=10)
     assert reply.result.charge.customer_id == "c1"
 

@@ -89,7 +89,7 @@ def test_a_server_of_an_rpc_with_no_hop_works_in_the_hop_its_caller_sent(
     token = otel_context.attach(trace.set_span_in_context(remote))
     try:
         with call_hop("execute"):
-            rpc = {"rpc.system": "grpc", "rpc.service": "cronwave.v1.PaymentGatewayService"}
+            rpc = {"rpc.system": "grpc", "rpc.service": "cronwave_billing.v1.PaymentGatewayService"}
             server = {**rpc, "rpc.method": "ChargeMany"}
             with tracer.start_as_current_span(
                 "charge", kind=trace.SpanKind.SERVER, attributes=server

@@ -4,6 +4,8 @@ through (``cronwave_billing.gateway``, the ``payment-gateway`` command).
 
 Installed, it is found by every worker through its entry point
 (``[project.entry-points."cronwave.jobs"]`` in its pyproject.toml names
-``cronwave_billing.jobs``); nothing in cronwave imports it, but for ``cronwave demo``,
-which loads it when run.
+``cronwave_billing.jobs``); its settings, drills, gateway identity and gateway rules
+reach cronwave through ``cronwave_billing.extension`` (group ``cronwave.extensions``), and
+its books through ``cronwave_billing.reconcile`` (group ``cronwave.demo_books``). Nothing
+in cronwave imports it by name.
 """

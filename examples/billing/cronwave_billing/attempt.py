@@ -10,7 +10,6 @@ from datetime import UTC, datetime
 from typing import Any
 
 import sqlalchemy as sa
-from cronwave_proto.v1 import payment_gateway_service_pb2_grpc as gateway_grpc
 
 from cronwave import JobContext
 from cronwave_billing.charges import ChargePhase
@@ -25,6 +24,7 @@ from cronwave_billing.schema import (
     invoices,
     seed_statement,
 )
+from cronwave_billing.v1 import payment_gateway_service_pb2_grpc as gateway_grpc
 from cronwave_core.rpc import open_channel
 from cronwave_core.telemetry.spans import hop_span
 from cronwave_core.telemetry.vocabulary import Hop, Kind

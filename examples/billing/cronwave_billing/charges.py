@@ -28,7 +28,6 @@ from datetime import UTC, datetime
 from typing import Any, NoReturn
 
 import sqlalchemy as sa
-from cronwave_proto.v1 import payment_gateway_service_pb2 as gateway_pb
 
 from cronwave import JobContext, WorkerStopping
 from cronwave_billing.bulk import any_of, insert_skipping_conflicts
@@ -36,6 +35,7 @@ from cronwave_billing.config import BillingSettings
 from cronwave_billing.gateway_client import GatewayBatches, GatewayRefused, idempotency_key
 from cronwave_billing.plan import BillingPlan, Progress
 from cronwave_billing.schema import charges, invoices
+from cronwave_billing.v1 import payment_gateway_service_pb2 as gateway_pb
 from cronwave_core.telemetry.spans import hop_span
 from cronwave_core.telemetry.vocabulary import Hop, Kind
 

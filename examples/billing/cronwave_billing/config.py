@@ -7,14 +7,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import timedelta
 
+from cronwave_billing.settings import BillingDemoSettings, BillingDrills
 from cronwave_core import config
-from cronwave_core.settings import DemoSettings, TestHooks, WorkerSettings
+from cronwave_core.settings import TestHooks, WorkerSettings
 
 #: A beat every second (a third of it), so the checkpoint a resumed attempt starts
 #: from, and the progress a user watches, is at most about a second old; a dead
 #: worker's run is taken over this long after its last beat
 #: (``CRONWAVE_BILLING_HEARTBEAT_TIMEOUT``'s default).
-DEFAULT_HEARTBEAT_TIMEOUT: timedelta = dict(config.variables(DemoSettings))[
+DEFAULT_HEARTBEAT_TIMEOUT: timedelta = dict(config.variables(BillingDemoSettings))[
     "billing_heartbeat_timeout"
 ].default
 
@@ -36,19 +37,26 @@ class BillingSettings:
 
     @classmethod
     def from_settings(
-        cls, demo: DemoSettings, hooks: TestHooks, worker: WorkerSettings
+        cls,
+        demo: BillingDemoSettings,
+        hooks: TestHooks,
+        drills: BillingDrills,
+        worker: WorkerSettings,
     ) -> BillingSettings:
         return cls(
             database_url=demo.billing_database_url,
             gateway_addr=demo.gateway_addr,
             heartbeat_timeout=demo.billing_heartbeat_timeout,
             # A drill: TestHooks refuses it in a worker not started for tests.
-            crash_after_charges=hooks.billing_crash_after_charges,
+            crash_after_charges=drills.billing_crash_after_charges if hooks.enabled else 0,
             worker_pid=worker.parent_pid,
         )
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> BillingSettings:
         return cls.from_settings(
-            DemoSettings.from_env(env), TestHooks.from_env(env), WorkerSettings.from_env(env)
+            BillingDemoSettings.from_env(env),
+            TestHooks.from_env(env),
+            BillingDrills.from_env(env),
+            WorkerSettings.from_env(env),
         )

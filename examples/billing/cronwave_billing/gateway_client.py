@@ -15,9 +15,9 @@ from datetime import timedelta
 from typing import Any
 
 import grpc
-from cronwave_proto.v1 import payment_gateway_service_pb2 as pb
 from tenacity import RetryCallState, RetryError, Retrying, retry_if_exception, stop_after_attempt
 
+from cronwave_billing.v1 import payment_gateway_service_pb2 as pb
 from cronwave_core.backoff import exponential
 from cronwave_core.errors import CronwaveError, Unavailable
 

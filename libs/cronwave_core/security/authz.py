@@ -89,12 +89,13 @@ class AuthInterceptor(grpc.ServerInterceptor):
         *,
         insecure: bool = False,
         check_key: KeyCheck | None = None,
-        rule_table: Mapping[str, rules.Rule] = rules.RULES,
+        rule_table: Mapping[str, rules.Rule] | None = None,
     ) -> None:
         self.service = service
         self.insecure = insecure
         self.check_key = check_key
-        self.rules = rule_table
+        # cronwave's rules and the installed packages' (rules.rule_table()) unless given
+        self.rules = rules.rule_table() if rule_table is None else rule_table
 
     def identify(self, context: grpc.ServicerContext) -> Identity:
         """Who makes this call, or ``Unauthenticated``."""

@@ -11,22 +11,37 @@ is ``cronwave_core.security.rules``, applied before the servicer runs."""
 from __future__ import annotations
 
 import contextlib
+import functools
 from collections.abc import Iterator
 from contextvars import ContextVar
 from dataclasses import dataclass
 
+from cronwave_core import extensions
+
 #: Roles of people and programs, each allowed what the one before it is.
 ROLES = ("viewer", "operator", "admin")
-#: The services of a suite, each known by its certificate (``pki``).
+#: cronwave's services, each known by its certificate (``pki``); an installed package
+#: adds its own servers' (``service_identities``).
 SERVICE_IDENTITIES = (
     "workflow-store",
     "leader-election",
     "dispatcher",
     "cron-planner",
     "worker",
-    "payment-gateway",
     "console",
 )
+
+
+@functools.cache
+def service_identities() -> tuple[str, ...]:
+    """cronwave's services and then the servers of the installed packages
+    (``cronwave_core.extensions``): every identity a suite issues a certificate to."""
+    names = list(SERVICE_IDENTITIES)
+    for extension in extensions.installed():
+        names += [name for name in extension.identities if name not in names]
+    return tuple(names)
+
+
 #: A certificate's identity is a URI under this prefix (``pki``).
 SPIFFE_PREFIX = "spiffe://cronwave/"
 #: A user certificate's role is a second URI, this prefix and the role.

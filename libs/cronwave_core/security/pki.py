@@ -31,7 +31,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from cronwave_core.security.identity import ROLE_URN_PREFIX, SERVICE_IDENTITIES, SPIFFE_PREFIX
+from cronwave_core.security.identity import ROLE_URN_PREFIX, SPIFFE_PREFIX, service_identities
 
 #: The local administrator's certificate: what the CLI on the suite's machine uses.
 LOCAL_ADMIN = "local-admin"
@@ -201,11 +201,12 @@ def _fresh(path: Path) -> bool:
 
 def ensure_pki(tls_dir: Path) -> Path:
     """``tls_dir`` (``<data dir>/tls`` by default) with the CA, a certificate per service
-    (``SERVICE_IDENTITIES``), the local administrator's (``LOCAL_ADMIN``, role
-    admin) and one with no role (``CLIENT``, for API-key callers); what exists and
-    is not near its end is kept. Returns the folder."""
+    (``service_identities()``: cronwave's and the installed packages' servers'), the
+    local administrator's (``LOCAL_ADMIN``, role admin) and one with no role
+    (``CLIENT``, for API-key callers); what exists and is not near its end is kept.
+    Returns the folder."""
     ca = LocalCA(tls_dir)
-    for name in SERVICE_IDENTITIES:
+    for name in service_identities():
         if not _fresh(ca.dir / f"{name}.pem"):
             key, cert = ca.issue(service_uri(name), name, dns_names=(name, "localhost"))
             ca.write(name, key, cert)

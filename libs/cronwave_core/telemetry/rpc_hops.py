@@ -13,7 +13,8 @@ new RPC gets its hop from its name:
   is ``execute``, ``Complete…`` is ``complete``; the store's other RPCs (reads,
   schedules, fencing, ``AppendRunEvent…``, which every hop uses for a run's history)
   have none;
-- the planner, the worker and the payment gateway serve no hop of a run.
+- the planner and the worker serve no hop of a run, nor does an installed package's own
+  server (which no rule here names: it has no hop).
 
 A rule's ``exceptions`` name the RPCs its verbs would get wrong, and are checked
 against the descriptors when the rule is made: an exception that names no RPC of the
@@ -32,7 +33,6 @@ from cronwave_proto.v1 import (
     cron_planner_service_pb2,
     dispatcher_service_pb2,
     leader_election_service_pb2,
-    payment_gateway_service_pb2,
     worker_service_pb2,
     workflow_store_service_pb2,
 )
@@ -121,10 +121,6 @@ SERVICES: tuple[ServiceHops, ...] = (
         cron_planner_service_pb2.DESCRIPTOR.services_by_name["CronPlannerService"], default=None
     ),
     ServiceHops(worker_service_pb2.DESCRIPTOR.services_by_name["WorkerService"], default=None),
-    ServiceHops(
-        payment_gateway_service_pb2.DESCRIPTOR.services_by_name["PaymentGatewayService"],
-        default=None,
-    ),
 )
 
 _RPC_HOPS: dict[str, Hop] = {

@@ -1,4 +1,4 @@
-"""``cronwave.v1.PaymentGatewayService``: a thin adapter over the ledger and the
+"""``cronwave_billing.v1.PaymentGatewayService``: a thin adapter over the ledger and the
 failure drills."""
 
 from __future__ import annotations
@@ -8,13 +8,13 @@ from collections.abc import Sequence
 from datetime import datetime
 
 import grpc
-from cronwave_proto.v1 import payment_gateway_service_pb2 as pb
-from cronwave_proto.v1 import payment_gateway_service_pb2_grpc as pb_grpc
 from google.protobuf.timestamp_pb2 import Timestamp
 
 from cronwave_billing.gateway.domain import SUCCEEDED, Charge, ChargeItem, ChargeResult
 from cronwave_billing.gateway.faults import NO_FAULTS, FaultHooks
 from cronwave_billing.gateway.ledger import Ledger
+from cronwave_billing.v1 import payment_gateway_service_pb2 as pb
+from cronwave_billing.v1 import payment_gateway_service_pb2_grpc as pb_grpc
 from cronwave_core.convert import dt_to_ts, duration_to_td
 from cronwave_core.errors import InvalidArgument
 from cronwave_core.telemetry.spans import hop_span

@@ -4,17 +4,26 @@ gateway's charges, the way a finance team would check a night's billing.
 Read-only on both sides. The gateway is the truth about money moved: an invoice of
 the period charged more than once there is a duplicate charge, one not charged at all
 is a missing charge. The job's own record of a charge must name the gateway's charge.
+
+``reconcile_suite`` is what ``cronwave demo`` and the bench call after a run: declared
+by this package's entry point ``billing`` of the group ``cronwave.demo_books``, so
+cronwave's demo driver names neither this module nor the gateway's RPCs.
 """
 
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
+import grpc
 import sqlalchemy as sa
-from cronwave_proto.v1 import payment_gateway_service_pb2 as gateway_pb
+
+from cronwave_billing.settings import BillingDemoSettings
+from cronwave_billing.v1 import payment_gateway_service_pb2 as gateway_pb
+from cronwave_billing.v1 import payment_gateway_service_pb2_grpc as gateway_grpc
 
 PAGE = 10_000
 
@@ -101,3 +110,12 @@ def reconcile(
         missing=sum(1 for i in invoice_ids if per_invoice[i] == 0),
         unrecorded=sum(1 for i, ids in charge_ids.items() if recorded.get(i) not in ids),
     )
+
+
+def reconcile_suite(
+    env: Mapping[str, str], gateway: grpc.Channel, period: str, timeout: timedelta
+) -> Reconciliation:
+    """``reconcile`` the billing database a suite's workers use (from its environment
+    ``env``) against the gateway reached through ``gateway``."""
+    url = BillingDemoSettings.from_env(env).billing_database_url
+    return reconcile(url, gateway_grpc.PaymentGatewayServiceStub(gateway), period, timeout)

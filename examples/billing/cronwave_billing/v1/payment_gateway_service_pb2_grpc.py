@@ -3,7 +3,7 @@
 import grpc
 import warnings
 
-from cronwave_proto.v1 import payment_gateway_service_pb2 as cronwave_dot_v1_dot_payment__gateway__service__pb2
+from cronwave_billing.v1 import payment_gateway_service_pb2 as cronwave__billing_dot_v1_dot_payment__gateway__service__pb2
 
 GRPC_GENERATED_VERSION = '1.85.1'
 GRPC_VERSION = grpc.__version__
@@ -18,7 +18,7 @@ except ImportError:
 if _version_not_supported:
     raise RuntimeError(
         f'The grpc package installed is at version {GRPC_VERSION},'
-        + ' but the generated code in cronwave/v1/payment_gateway_service_pb2_grpc.py depends on'
+        + ' but the generated code in cronwave_billing/v1/payment_gateway_service_pb2_grpc.py depends on'
         + f' grpcio>={GRPC_GENERATED_VERSION}.'
         + f' Please upgrade your grpc module to grpcio>={GRPC_GENERATED_VERSION}'
         + f' or downgrade your generated code using grpcio-tools<={GRPC_VERSION}.'
@@ -39,29 +39,29 @@ class PaymentGatewayServiceStub:
             channel: A grpc.Channel.
         """
         self.Charge = channel.unary_unary(
-                '/cronwave.v1.PaymentGatewayService/Charge',
-                request_serializer=cronwave_dot_v1_dot_payment__gateway__service__pb2.ChargeRequest.SerializeToString,
-                response_deserializer=cronwave_dot_v1_dot_payment__gateway__service__pb2.ChargeResponse.FromString,
+                '/cronwave_billing.v1.PaymentGatewayService/Charge',
+                request_serializer=cronwave__billing_dot_v1_dot_payment__gateway__service__pb2.ChargeRequest.SerializeToString,
+                response_deserializer=cronwave__billing_dot_v1_dot_payment__gateway__service__pb2.ChargeResponse.FromString,
                 _registered_method=True)
         self.ChargeMany = channel.unary_unary(
-                '/cronwave.v1.PaymentGatewayService/ChargeMany',
-                request_serializer=cronwave_dot_v1_dot_payment__gateway__service__pb2.ChargeManyRequest.SerializeToString,
-                response_deserializer=cronwave_dot_v1_dot_payment__gateway__service__pb2.ChargeManyResponse.FromString,
+                '/cronwave_billing.v1.PaymentGatewayService/ChargeMany',
+                request_serializer=cronwave__billing_dot_v1_dot_payment__gateway__service__pb2.ChargeManyRequest.SerializeToString,
+                response_deserializer=cronwave__billing_dot_v1_dot_payment__gateway__service__pb2.ChargeManyResponse.FromString,
                 _registered_method=True)
         self.ListCharges = channel.unary_unary(
-                '/cronwave.v1.PaymentGatewayService/ListCharges',
-                request_serializer=cronwave_dot_v1_dot_payment__gateway__service__pb2.ListChargesRequest.SerializeToString,
-                response_deserializer=cronwave_dot_v1_dot_payment__gateway__service__pb2.ListChargesResponse.FromString,
+                '/cronwave_billing.v1.PaymentGatewayService/ListCharges',
+                request_serializer=cronwave__billing_dot_v1_dot_payment__gateway__service__pb2.ListChargesRequest.SerializeToString,
+                response_deserializer=cronwave__billing_dot_v1_dot_payment__gateway__service__pb2.ListChargesResponse.FromString,
                 _registered_method=True)
         self.CountCharges = channel.unary_unary(
-                '/cronwave.v1.PaymentGatewayService/CountCharges',
-                request_serializer=cronwave_dot_v1_dot_payment__gateway__service__pb2.CountChargesRequest.SerializeToString,
-                response_deserializer=cronwave_dot_v1_dot_payment__gateway__service__pb2.CountChargesResponse.FromString,
+                '/cronwave_billing.v1.PaymentGatewayService/CountCharges',
+                request_serializer=cronwave__billing_dot_v1_dot_payment__gateway__service__pb2.CountChargesRequest.SerializeToString,
+                response_deserializer=cronwave__billing_dot_v1_dot_payment__gateway__service__pb2.CountChargesResponse.FromString,
                 _registered_method=True)
         self.SetFaults = channel.unary_unary(
-                '/cronwave.v1.PaymentGatewayService/SetFaults',
-                request_serializer=cronwave_dot_v1_dot_payment__gateway__service__pb2.SetFaultsRequest.SerializeToString,
-                response_deserializer=cronwave_dot_v1_dot_payment__gateway__service__pb2.SetFaultsResponse.FromString,
+                '/cronwave_billing.v1.PaymentGatewayService/SetFaults',
+                request_serializer=cronwave__billing_dot_v1_dot_payment__gateway__service__pb2.SetFaultsRequest.SerializeToString,
+                response_deserializer=cronwave__billing_dot_v1_dot_payment__gateway__service__pb2.SetFaultsResponse.FromString,
                 _registered_method=True)
 
 
@@ -112,34 +112,34 @@ def add_PaymentGatewayServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
             'Charge': grpc.unary_unary_rpc_method_handler(
                     servicer.Charge,
-                    request_deserializer=cronwave_dot_v1_dot_payment__gateway__service__pb2.ChargeRequest.FromString,
-                    response_serializer=cronwave_dot_v1_dot_payment__gateway__service__pb2.ChargeResponse.SerializeToString,
+                    request_deserializer=cronwave__billing_dot_v1_dot_payment__gateway__service__pb2.ChargeRequest.FromString,
+                    response_serializer=cronwave__billing_dot_v1_dot_payment__gateway__service__pb2.ChargeResponse.SerializeToString,
             ),
             'ChargeMany': grpc.unary_unary_rpc_method_handler(
                     servicer.ChargeMany,
-                    request_deserializer=cronwave_dot_v1_dot_payment__gateway__service__pb2.ChargeManyRequest.FromString,
-                    response_serializer=cronwave_dot_v1_dot_payment__gateway__service__pb2.ChargeManyResponse.SerializeToString,
+                    request_deserializer=cronwave__billing_dot_v1_dot_payment__gateway__service__pb2.ChargeManyRequest.FromString,
+                    response_serializer=cronwave__billing_dot_v1_dot_payment__gateway__service__pb2.ChargeManyResponse.SerializeToString,
             ),
             'ListCharges': grpc.unary_unary_rpc_method_handler(
                     servicer.ListCharges,
-                    request_deserializer=cronwave_dot_v1_dot_payment__gateway__service__pb2.ListChargesRequest.FromString,
-                    response_serializer=cronwave_dot_v1_dot_payment__gateway__service__pb2.ListChargesResponse.SerializeToString,
+                    request_deserializer=cronwave__billing_dot_v1_dot_payment__gateway__service__pb2.ListChargesRequest.FromString,
+                    response_serializer=cronwave__billing_dot_v1_dot_payment__gateway__service__pb2.ListChargesResponse.SerializeToString,
             ),
             'CountCharges': grpc.unary_unary_rpc_method_handler(
                     servicer.CountCharges,
-                    request_deserializer=cronwave_dot_v1_dot_payment__gateway__service__pb2.CountChargesRequest.FromString,
-                    response_serializer=cronwave_dot_v1_dot_payment__gateway__service__pb2.CountChargesResponse.SerializeToString,
+                    request_deserializer=cronwave__billing_dot_v1_dot_payment__gateway__service__pb2.CountChargesRequest.FromString,
+                    response_serializer=cronwave__billing_dot_v1_dot_payment__gateway__service__pb2.CountChargesResponse.SerializeToString,
             ),
             'SetFaults': grpc.unary_unary_rpc_method_handler(
                     servicer.SetFaults,
-                    request_deserializer=cronwave_dot_v1_dot_payment__gateway__service__pb2.SetFaultsRequest.FromString,
-                    response_serializer=cronwave_dot_v1_dot_payment__gateway__service__pb2.SetFaultsResponse.SerializeToString,
+                    request_deserializer=cronwave__billing_dot_v1_dot_payment__gateway__service__pb2.SetFaultsRequest.FromString,
+                    response_serializer=cronwave__billing_dot_v1_dot_payment__gateway__service__pb2.SetFaultsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
-            'cronwave.v1.PaymentGatewayService', rpc_method_handlers)
+            'cronwave_billing.v1.PaymentGatewayService', rpc_method_handlers)
     server.add_generic_rpc_handlers((generic_handler,))
-    server.add_registered_method_handlers('cronwave.v1.PaymentGatewayService', rpc_method_handlers)
+    server.add_registered_method_handlers('cronwave_billing.v1.PaymentGatewayService', rpc_method_handlers)
 
 
  # This class is part of an EXPERIMENTAL API.
@@ -164,9 +164,9 @@ class PaymentGatewayService:
         return grpc.experimental.unary_unary(
             request,
             target,
-            '/cronwave.v1.PaymentGatewayService/Charge',
-            cronwave_dot_v1_dot_payment__gateway__service__pb2.ChargeRequest.SerializeToString,
-            cronwave_dot_v1_dot_payment__gateway__service__pb2.ChargeResponse.FromString,
+            '/cronwave_billing.v1.PaymentGatewayService/Charge',
+            cronwave__billing_dot_v1_dot_payment__gateway__service__pb2.ChargeRequest.SerializeToString,
+            cronwave__billing_dot_v1_dot_payment__gateway__service__pb2.ChargeResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -191,9 +191,9 @@ class PaymentGatewayService:
         return grpc.experimental.unary_unary(
             request,
             target,
-            '/cronwave.v1.PaymentGatewayService/ChargeMany',
-            cronwave_dot_v1_dot_payment__gateway__service__pb2.ChargeManyRequest.SerializeToString,
-            cronwave_dot_v1_dot_payment__gateway__service__pb2.ChargeManyResponse.FromString,
+            '/cronwave_billing.v1.PaymentGatewayService/ChargeMany',
+            cronwave__billing_dot_v1_dot_payment__gateway__service__pb2.ChargeManyRequest.SerializeToString,
+            cronwave__billing_dot_v1_dot_payment__gateway__service__pb2.ChargeManyResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -218,9 +218,9 @@ class PaymentGatewayService:
         return grpc.experimental.unary_unary(
             request,
             target,
-            '/cronwave.v1.PaymentGatewayService/ListCharges',
-            cronwave_dot_v1_dot_payment__gateway__service__pb2.ListChargesRequest.SerializeToString,
-            cronwave_dot_v1_dot_payment__gateway__service__pb2.ListChargesResponse.FromString,
+            '/cronwave_billing.v1.PaymentGatewayService/ListCharges',
+            cronwave__billing_dot_v1_dot_payment__gateway__service__pb2.ListChargesRequest.SerializeToString,
+            cronwave__billing_dot_v1_dot_payment__gateway__service__pb2.ListChargesResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -245,9 +245,9 @@ class PaymentGatewayService:
         return grpc.experimental.unary_unary(
             request,
             target,
-            '/cronwave.v1.PaymentGatewayService/CountCharges',
-            cronwave_dot_v1_dot_payment__gateway__service__pb2.CountChargesRequest.SerializeToString,
-            cronwave_dot_v1_dot_payment__gateway__service__pb2.CountChargesResponse.FromString,
+            '/cronwave_billing.v1.PaymentGatewayService/CountCharges',
+            cronwave__billing_dot_v1_dot_payment__gateway__service__pb2.CountChargesRequest.SerializeToString,
+            cronwave__billing_dot_v1_dot_payment__gateway__service__pb2.CountChargesResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -272,9 +272,9 @@ class PaymentGatewayService:
         return grpc.experimental.unary_unary(
             request,
             target,
-            '/cronwave.v1.PaymentGatewayService/SetFaults',
-            cronwave_dot_v1_dot_payment__gateway__service__pb2.SetFaultsRequest.SerializeToString,
-            cronwave_dot_v1_dot_payment__gateway__service__pb2.SetFaultsResponse.FromString,
+            '/cronwave_billing.v1.PaymentGatewayService/SetFaults',
+            cronwave__billing_dot_v1_dot_payment__gateway__service__pb2.SetFaultsRequest.SerializeToString,
+            cronwave__billing_dot_v1_dot_payment__gateway__service__pb2.SetFaultsResponse.FromString,
             options,
             channel_credentials,
             insecure,
