@@ -274,10 +274,11 @@ class ScheduleFeed:
             self.loaded.set()
         self._on_loaded()
         log.info(
-            "loaded %d schedules at revision %d (%d left out)",
+            "loaded %d schedules at revision %d (%d left out) of shards %s",
             len(self._index),
             revision or 0,
             self.left_out - left_out,
+            sorted(shards),
         )
         self._on_change()
 
@@ -310,7 +311,7 @@ class ScheduleFeed:
             self._loaded_shards = shards
             self.loaded.set()
         self._on_loaded()
-        log.info("loaded %d schedules of %d more shards", count, len(gained))
+        log.info("loaded %d schedules of %d more shards %s", count, len(gained), sorted(gained))
         self._on_change()
 
     def _page(self, after: str, shards: frozenset[int]) -> grpc.Future:
