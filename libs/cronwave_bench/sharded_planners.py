@@ -300,14 +300,22 @@ def _scenario(
     with ThreadPoolExecutor(max_workers=len(names)) as pool:
         list(pool.map(suite.restart, names))
     loaded: dict[str, float] = {}
+    candidates: dict[str, str] = {}  # process name -> candidate (the name it hashes)
 
     def all_loaded() -> bool:
         holders = view.holders()
+        statuses = {name: _status(suite, name) for name in names}
+        for name, status in statuses.items():
+            if status is not None:
+                candidates[name] = status.candidate
+        if len(candidates) < len(names):
+            return False
         for name in names:
             mine = [k for k, holder in holders.items() if holder == name]
-            status = _status(suite, name)
+            status = statuses[name]
             # Its own shards' schedules and those of its warm standby.
-            want = sum(per_shard[k] for k in set(mine) | standby(name, names, view.count))
+            spare = standby(candidates[name], candidates.values(), view.count)
+            want = sum(per_shard[k] for k in set(mine) | spare)
             if status is not None and mine and status.leader and status.schedules == want:
                 loaded.setdefault(name, time.monotonic() - began)
         return "" not in holders.values() and len(loaded) == len(names)

@@ -113,7 +113,8 @@ class ScheduleFeed:
         """``channel`` should be untraced: a watch stream lives for minutes, and a span
         that long says nothing about any run. ``shard_count`` above 1: the feed holds
         only the schedules of the shards ``refilter`` names, and loads nothing before
-        it is first told which."""
+        it is first told which; ``index`` must then keep each schedule's shard among
+        ``shard_count`` (``ScheduleIndex(shard=...)``)."""
         self._stub = store_grpc.WorkflowStoreServiceStub(channel)
         self._index = index
         self._clock = clock
@@ -143,8 +144,13 @@ class ScheduleFeed:
 
     @property
     def loaded_shards(self) -> frozenset[int]:
-        """The shards whose schedules the index holds (all of them, ``{0}``, unsharded)."""
-        return self._loaded_shards if self.loaded.is_set() else frozenset()
+        """The shards whose schedules the index holds (all of them, ``{0}``, unsharded).
+        While more shards are listed, those loaded before that are still wanted stay
+        loaded: their schedules stay in the index (the watch resumes where it was)."""
+        with self._lock:
+            if self.loaded.is_set():
+                return self._loaded_shards
+            return self._loaded_shards & (self._shards or frozenset())
 
     def refilter(self, shards: frozenset[int]) -> None:
         """Hold the schedules of ``shards`` alone from now on. Shards given up are
@@ -172,10 +178,11 @@ class ScheduleFeed:
             call.cancel()
 
     def _drop_others(self) -> None:
-        """Forget the schedules of shards no longer held (no revision moves)."""
-        for schedule_id in self._index.ids():
-            if not self._keep(schedule_id):
-                self._index.remove(schedule_id)
+        """Forget the schedules of shards no longer held (no revision moves), found by
+        the shard the index keeps for each (no id hashed again)."""
+        others = set(range(self._shard_count)) - (self._shards or frozenset())
+        for schedule_id in self._index.ids_in(others):
+            self._index.remove(schedule_id)
 
     def _filter(self, shards: frozenset[int]) -> store_pb.ShardFilter | None:
         if self._shard_count <= 1:

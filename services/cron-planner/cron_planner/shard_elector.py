@@ -234,7 +234,12 @@ class ShardElector:
         # renew interval later.
         campaign = mine != self._assigned and bool((mine & loaded) - granted.keys())
         self._assigned = mine
-        loading = mine | standby(self.candidate, members, self.count)
+        # Standby shards not loaded yet wait until this planner holds all its own: their
+        # listing would compete with a takeover (or a cold start) for the store.
+        spare = standby(self.candidate, members, self.count)
+        if not mine <= granted.keys():
+            spare &= self._loading or frozenset()
+        loading = mine | spare
         if loading != self._loading:
             self._loading = loading
             self._on_assignment(loading)
