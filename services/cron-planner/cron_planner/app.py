@@ -101,7 +101,7 @@ class Planner:
                 renew_interval=lease.renew_interval,
                 rpc_timeout=timeout,
                 loaded=lambda: self.feed.loaded_shards,
-                on_assignment=lambda shards: self.feed.refilter(shards),
+                on_assignment=lambda shards, paced: self.feed.refilter(shards, paced=paced),
                 on_change=self._on_change,
             )
             fence, keep = (lambda sid, _token: sharded.fence(sid)), sharded.holds

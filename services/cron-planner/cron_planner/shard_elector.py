@@ -62,14 +62,15 @@ class ShardElector:
         renew_interval: timedelta,
         rpc_timeout: timedelta,
         loaded: Callable[[], frozenset[int]],
-        on_assignment: Callable[[frozenset[int]], None],
+        on_assignment: Callable[[frozenset[int], bool], None],
         on_change: Callable[[], None] = lambda: None,
         monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         """``loaded``: the shards whose schedules the feed holds (only those are
         campaigned for); ``on_assignment``: told the shards to load whenever that
         changes -- those this planner should hold and its standby ones (the feed loads
-        them)."""
+        them) -- and whether their listing may go slowly (only standby shards are
+        new: it should not starve the lease renewals of this planner or the store)."""
         margin = safety_margin(ttl, renew_interval)
         self._stub = pb_grpc.LeaderElectionServiceStub(channel)
         self.candidate = candidate
@@ -237,12 +238,13 @@ class ShardElector:
         # Standby shards not loaded yet wait until this planner holds all its own: their
         # listing would compete with a takeover (or a cold start) for the store.
         spare = standby(self.candidate, members, self.count)
-        if not mine <= granted.keys():
+        settled = mine <= granted.keys()
+        if not settled:
             spare &= self._loading or frozenset()
         loading = mine | spare
         if loading != self._loading:
             self._loading = loading
-            self._on_assignment(loading)
+            self._on_assignment(loading, settled)
         if changed:
             self._on_change()
         if release_now or campaign:
