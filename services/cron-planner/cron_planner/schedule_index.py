@@ -258,6 +258,8 @@ class ScheduleIndex:
                 entries = [(sid, e) for sid, e in found if e is not None]
             for schedule_id, entry in entries:
                 newest, fires = latest.get(schedule_id, (None, 0))
+                if entry.handled == newest and entry.fires == fires:
+                    continue  # its slot follows from these: computing it again is costly
                 entry.handled, entry.fires = newest, fires
                 self._reschedule(entry)
 
