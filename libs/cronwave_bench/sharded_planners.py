@@ -9,10 +9,10 @@ On a suite of real processes (store, leader-election, dispatcher, worker and
    specs).
 2. Every planner is started at once (a cold start of the whole tier): ``cold_load_s``
    per planner is the time from the start until it holds exactly its own shards'
-   schedules and leads them; ``all_held_s`` until every shard is held. Then one
-   *probe* schedule per shard firing every second is created over the API (the
-   probes are what fires during the measurement), and once they all fire, the
-   resident memory (``VmRSS``, and ``VmHWM``, the peak) of each planner.
+   schedules and those of its warm standby, and leads its own; ``all_held_s`` until
+   every shard is held. Then one *probe* schedule per shard firing every second is
+   created over the API (the probes are what fires during the measurement), and once
+   they all fire, the resident memory (``VmRSS``, and ``VmHWM``, the peak) of each planner.
 3. The planner holding the most shards is killed with SIGKILL. ``held_again_s``: until
    leader-election shows all of its shards held by the others; ``firing_again_s``:
    until every probe of its shards has a run recorded after the kill (the store's
@@ -54,7 +54,7 @@ from cronwave_bench.measure import wait_until
 from cronwave_bench.planner_memory import JOB_TYPE, rss_mib, run_tool, specs
 from cronwave_bench.report import Result
 from cronwave_core.convert import ts_to_dt
-from cronwave_core.shards import shard_of, shard_scope
+from cronwave_core.shards import shard_of, shard_scope, standby
 from cronwave_core.suite import Suite
 
 RSS_TARGET_MIB = 300.0
@@ -300,13 +300,22 @@ def _scenario(
     with ThreadPoolExecutor(max_workers=len(names)) as pool:
         list(pool.map(suite.restart, names))
     loaded: dict[str, float] = {}
+    candidates: dict[str, str] = {}  # process name -> candidate (the name it hashes)
 
     def all_loaded() -> bool:
         holders = view.holders()
+        statuses = {name: _status(suite, name) for name in names}
+        for name, status in statuses.items():
+            if status is not None:
+                candidates[name] = status.candidate
+        if len(candidates) < len(names):
+            return False
         for name in names:
             mine = [k for k, holder in holders.items() if holder == name]
-            status = _status(suite, name)
-            want = sum(per_shard[k] for k in mine)
+            status = statuses[name]
+            # Its own shards' schedules and those of its warm standby.
+            spare = standby(candidates[name], candidates.values(), view.count)
+            want = sum(per_shard[k] for k in set(mine) | spare)
             if status is not None and mine and status.leader and status.schedules == want:
                 loaded.setdefault(name, time.monotonic() - began)
         return "" not in holders.values() and len(loaded) == len(names)

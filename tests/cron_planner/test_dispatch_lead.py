@@ -113,7 +113,9 @@ class Recorder:
             self.missed.extend((m.fire_time, m.reason) for m in slots if "pending" not in m.reason)
         return []
 
-    def latest_fire_times(self) -> dict[str, tuple[datetime, int]]:
+    def latest_fire_times(
+        self, schedule_ids: Sequence[str] | None = None
+    ) -> dict[str, tuple[datetime, int]]:
         return {}
 
     def pending_fires(self) -> list[Missed]:

@@ -91,6 +91,7 @@ class Ledger:
     missed: list[tuple[str, datetime, str, int]] = field(default_factory=list)
     cancelled: list[str] = field(default_factory=list)
     unavailable: int = 0  # record_missed calls to refuse first
+    latest_asked: list[list[str] | None] = field(default_factory=list)  # None: all
 
     def record_missed(self, slots: Sequence[Missed], token: int) -> list[str]:
         if self.unavailable:
@@ -107,8 +108,13 @@ class Ledger:
             if not reason.startswith("pending:")
         ]
 
-    def latest_fire_times(self) -> dict[str, tuple[datetime, int]]:
-        return dict(self.newest)
+    def latest_fire_times(
+        self, schedule_ids: Sequence[str] | None = None
+    ) -> dict[str, tuple[datetime, int]]:
+        self.latest_asked.append(None if schedule_ids is None else sorted(schedule_ids))
+        if schedule_ids is None:
+            return dict(self.newest)
+        return {sid: v for sid, v in self.newest.items() if sid in schedule_ids}
 
     def pending_fires(self) -> list[Missed]:
         return list(self.pending)
@@ -178,14 +184,32 @@ class Rig:
         raise AssertionError("loop did not settle")
 
 
+@dataclass
+class HeldShards:
+    """The shards held, with their tokens; a schedule ``s<k>...`` is in shard ``k``."""
+
+    now: dict[int, int] = field(default_factory=dict)
+
+    def held(self) -> dict[int, int]:
+        return dict(self.now)
+
+    def shard(self, schedule_id: str) -> int:
+        return int(schedule_id[1])
+
+    def holds(self, schedule_id: str) -> bool:
+        return self.shard(schedule_id) in self.now
+
+
 def make_rig(
     give_up_after: timedelta = timedelta(seconds=60),
     holds: Callable[[str], bool] = lambda _schedule_id: True,
+    shards: HeldShards | None = None,
 ) -> Rig:
     """A started loop on a manual clock at ``T0``; the caller stops ``rig.loop``.
-    ``holds``: which schedules are this planner's (sharded planning)."""
+    ``holds``: which schedules are this planner's (sharded planning); ``shards``: the
+    shards held (then ``holds`` follows them)."""
     clock = ManualClock(T0)
-    index = ScheduleIndex()
+    index = ScheduleIndex() if shards is None else ScheduleIndex(shard=shards.shard)
     lead, dispatcher, ledger, loss = Lead(), Dispatcher(clock), Ledger(), QueueLoss()
     loop = FireLoop(
         index,
@@ -197,7 +221,8 @@ def make_rig(
         backoff=Backoff(timedelta(seconds=1), timedelta(seconds=8)),
         idle=timedelta(seconds=30),
         queue_loss=loss,
-        holds=holds,
+        holds=holds if shards is None else shards.holds,
+        shards=shards,
     )
     loop.start()
     return Rig(clock, index, lead, dispatcher, ledger, loop, loss)
@@ -339,6 +364,99 @@ def test_a_schedule_loaded_for_a_shard_not_held_yet_is_left_to_its_holder() -> N
         # recorded for the other one (its holder plans it from the store)
         assert {sid for sid, _, _, _ in rig.dispatcher.calls} == {"mine"}
         assert {sid for sid, _, _, _ in rig.ledger.missed} <= {"mine"}
+    finally:
+        rig.loop.stop()
+
+
+def _at(hh_mm: str) -> datetime:
+    hours, minutes = hh_mm.split(":")
+    return datetime(2030, 1, 7, int(hours), int(minutes), tzinfo=UTC)
+
+
+def test_a_term_begun_for_a_gained_shard_re_bases_and_resumes_that_shard_alone() -> None:
+    # Given a planner holding shard 0 that has loaded shard 1 ahead (a standby shard)
+    shards = HeldShards({0: 1})
+    rig = make_rig(shards=shards)
+    try:
+        rig.add("s0", "* * * * *", since=T0 - timedelta(seconds=40))
+        rig.add("s1", "* * * * *", since=T0 - timedelta(seconds=40))
+        rig.run_until(T0 + timedelta(minutes=1))
+        assert rig.dispatcher.started() == [("s0", "12:00"), ("s0", "12:01")]
+        assert rig.ledger.latest_asked == [None]  # the first term: everything
+
+        # When shard 1's holder, which fired it through 12:01 and left a paced catch-up
+        # run, dies and this planner wins shard 1 (the store's word for shard 0 is
+        # not asked for: this planner's own is as new)
+        rig.ledger.newest["s1"] = (_at("12:01"), 2)
+        rig.ledger.newest["s0"] = (_at("12:05"), 6)  # would skip s0's slots if taken
+        rig.ledger.pending = [
+            Missed("s1", _at("11:58"), "pending:catchup", Trigger.CATCHUP),
+            Missed("s0", _at("11:57"), "pending:catchup", Trigger.CATCHUP),
+        ]
+        shards.now = {0: 1, 1: 4}
+        rig.lead.current = 8
+        rig.loop.wake()
+        rig.run_until(T0 + timedelta(minutes=3))
+
+        # Then only shard 1's schedules are re-based and only its placeholder resumed
+        assert rig.ledger.latest_asked == [None, ["s1"]]
+        assert sorted(rig.dispatcher.started()[2:]) == [
+            ("s0", "12:02"),
+            ("s0", "12:03"),
+            ("s1", "11:58"),
+            ("s1", "12:02"),
+            ("s1", "12:03"),
+        ]
+        assert rig.ledger.final() == []
+    finally:
+        rig.loop.stop()
+
+
+def test_a_term_begun_for_a_lost_shard_drops_its_work_and_re_bases_nothing() -> None:
+    # Given a planner holding shards 0 and 1, with a fire of shard 1 queued for later
+    shards = HeldShards({0: 1, 1: 1})
+    rig = make_rig(shards=shards)
+    try:
+        rig.add("s0", "* * * * *", since=T0 - timedelta(seconds=40))
+        rig.run_until(T0 + timedelta(seconds=1))
+        later = rig.clock.now() + timedelta(seconds=20)
+        fire = Fire("s1", _at("11:00"), Trigger.BACKFILL, later, later + timedelta(minutes=1))
+        rig.loop.submit([fire])
+        rig.run_until(T0 + timedelta(seconds=2))
+
+        # When shard 1 is given up
+        shards.now = {0: 1}
+        rig.lead.current = 8
+        rig.loop.wake()
+        rig.run_until(T0 + timedelta(minutes=2))
+
+        # Then its fire is dropped, nothing is asked of the store, and shard 0 fires on
+        assert rig.ledger.latest_asked == [None]
+        assert rig.loop.stats.terms == 2
+        assert rig.dispatcher.started() == [("s0", "12:00"), ("s0", "12:01"), ("s0", "12:02")]
+    finally:
+        rig.loop.stop()
+
+
+def test_a_shard_held_again_under_a_new_token_is_re_based() -> None:
+    # Given a planner holding shard 0
+    shards = HeldShards({0: 1})
+    rig = make_rig(shards=shards)
+    try:
+        rig.add("s0", "* * * * *", since=T0 - timedelta(seconds=40))
+        rig.run_until(T0 + timedelta(seconds=1))
+
+        # When it holds shard 0 under a newer token (another planner may have held it
+        # between) and the store says 12:01 was handled
+        rig.ledger.newest["s0"] = (_at("12:01"), 2)
+        shards.now = {0: 2}
+        rig.lead.current = 8
+        rig.loop.wake()
+        rig.run_until(T0 + timedelta(minutes=2))
+
+        # Then the shard is re-based: 12:01 is not fired again
+        assert rig.ledger.latest_asked == [None, ["s0"]]
+        assert rig.dispatcher.started() == [("s0", "12:00"), ("s0", "12:02")]
     finally:
         rig.loop.stop()
 

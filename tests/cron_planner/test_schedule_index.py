@@ -264,3 +264,23 @@ def test_many_changes_keep_the_heap_bounded() -> None:
     assert first.fire_time == min(
         s.fire_time for s in (index.slot(f"s{i}") for i in range(100)) if s is not None
     )
+
+
+def test_rebase_of_some_schedules_leaves_the_others_and_the_unchanged_as_they_stand() -> None:
+    index = ScheduleIndex()
+    for sid in ("a", "b", "c"):
+        index.apply(every(1, sid=sid), T0 - timedelta(minutes=5))
+    a, b, c = (index.slot(sid) for sid in ("a", "b", "c"))
+    assert a is not None and b is not None and c is not None
+    index.advance(a, T0)
+    index.advance(c, T0)  # this planner had handled `a` and `c` up to T0
+
+    # When only `a` and `b` are re-based: the store has nothing of either
+    index.rebase({}, only=["a", "b", "gone"])
+
+    # Then `a` starts again from where it took effect, `b` (nothing handled, as the store
+    # says) keeps its slot as it was, and `c`, not named, keeps this planner's word
+    nxt_a, nxt_c = index.slot("a"), index.slot("c")
+    assert nxt_a is not None and nxt_a.fire_time == a.fire_time
+    assert index.slot("b") == b
+    assert nxt_c is not None and nxt_c.fire_time > T0

@@ -6,14 +6,15 @@ the bench's figure, `make bench`.)"""
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from datetime import UTC, datetime, timedelta
 
 import pytest
 
 from cronwave_core.convert import ts_to_dt
-from cronwave_core.shards import assigned
-from tests.failover.support import LEASE_ENV
+from cronwave_core.shards import assigned, standby
+from tests.failover.support import LEASE_ENV, log_text
 from tests.harness.suites import SuiteFactory
 from tests.helpers import eventually
 from tests.sharding.support import audit_slots, create_schedules, holders, runs_of, shards_of
@@ -26,6 +27,8 @@ SCHEDULES = 40
 # slot the new holder must fire itself.
 ENV = {**LEASE_ENV, "CRONWAVE_PLANNER_SHARDS": str(SHARDS), "CRONWAVE_DISPATCH_LEAD": "0s"}
 PLANNER = "cron-planner"
+# The feed's log line of each listing: the shards it listed.
+LISTED = re.compile(r"loaded \d+ schedules .*?of (?:\d+ more )?shards \[([\d, ]*)\]")
 
 
 def _all_recorded_after(suite, ids: list[str], instant: datetime) -> bool:  # type: ignore[no-untyped-def]
@@ -48,7 +51,7 @@ def test_planners_split_the_shards_take_over_a_killed_ones_and_give_them_back(
 
     # Then the shards are split the way rendezvous hashing over the three says (each
     # planner's name is its process's, with the host: the split is computed, not
-    # assumed), and each holds exactly its own shards' schedules
+    # assumed), and each holds exactly its own and its standby shards' schedules
     candidates = {}
     for name in names:
         status = eventually(lambda n=name: drill.status(n), timeout=60, what=f"{name} answers")
@@ -66,6 +69,8 @@ def test_planners_split_the_shards_take_over_a_killed_ones_and_give_them_back(
     def holding_own_schedules() -> bool:
         for name in names:
             mine = {k for k, holder in holders(suite, SHARDS).items() if holder == name}
+            # and those of its warm standby (loaded, not fired)
+            mine |= standby(candidates[name], members, SHARDS)
             status = drill.status(name)
             expected = sum(1 for sid in ids if shard[sid] in mine)
             if status is None or status.schedules != expected:
@@ -143,6 +148,77 @@ def test_planners_split_the_shards_take_over_a_killed_ones_and_give_them_back(
     assert result.duplicates == []
     assert result.missing == []
     assert result.missed == []
+
+
+def test_a_survivor_takes_over_from_its_warm_standby_without_listing_again(
+    make_suite: SuiteFactory, drill_of
+) -> None:
+    # Given three planners sharing 16 shards and 24 schedules firing every second
+    suite = make_suite(planners=3, env=ENV)
+    drill = drill_of(suite)
+    names = drill.planner_names()
+    ids = create_schedules(suite, 24, "standby")
+    shard = shards_of(ids, SHARDS)
+    candidates = {
+        name: eventually(
+            lambda n=name: drill.status(n), timeout=60, what=f"{name} answers"
+        ).candidate
+        for name in names
+    }
+    members = list(candidates.values())
+    own = {name: assigned(candidates[name], members, SHARDS) for name in names}
+    spare = {name: standby(candidates[name], members, SHARDS) for name in names}
+    eventually(
+        lambda: (
+            {k: own_name for own_name in names for k in own[own_name]} == holders(suite, SHARDS)
+        ),
+        timeout=60,
+        interval=0.2,
+        what="every shard held by the planner rendezvous hashing names",
+    )
+
+    # Then each planner holds its standby shards' schedules as well as its own, before
+    # anyone dies
+    def loaded(name: str) -> bool:
+        status = drill.status(name)
+        expected = sum(1 for sid in ids if shard[sid] in own[name] | spare[name])
+        return status is not None and status.schedules == expected
+
+    eventually(lambda: all(loaded(n) for n in names), timeout=30, interval=0.2, what="loaded")
+    victim = max(names, key=lambda n: len(own[n]))
+    survivors = [n for n in names if n != victim]
+    for name in survivors:
+        wins = assigned(candidates[name], [candidates[n] for n in survivors], SHARDS)
+        assert wins - own[name] <= spare[name]
+    logged = {name: len(log_text(drill, name)) for name in survivors}
+
+    # When the planner holding the most shards is killed with SIGKILL
+    killed_at = drill.end(victim, graceful=False)
+
+    # Then the survivors hold its shards
+    lost = own[victim]
+    eventually(
+        lambda: set(holders(suite, SHARDS).values()) == set(survivors),
+        timeout=60,
+        interval=0.1,
+        what="the dead planner's shards held",
+    )
+    # and fire them again
+    orphans = [sid for sid in ids if shard[sid] in lost]
+    dead_since = datetime.fromtimestamp(killed_at, UTC)
+    eventually(
+        lambda: _all_recorded_after(suite, orphans, dead_since),
+        timeout=60,
+        interval=0.2,
+        what="every schedule of the dead planner's shards firing again",
+    )
+    # without either survivor listing any shard it took over from the store again
+    after = holders(suite, SHARDS)
+    for name in survivors:
+        taken = {k for k in lost if after[k] == name}
+        tail = log_text(drill, name)[logged[name] :]
+        listed = {int(k) for found in LISTED.findall(tail) for k in found.split(",") if k.strip()}
+        assert taken and not (listed & taken), (name, taken, listed)
 
 
 def test_one_planner_alone_holds_every_shard_and_fires_them_all(

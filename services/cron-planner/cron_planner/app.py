@@ -34,6 +34,7 @@ from cronwave_core.settings import (
     TestHooks,
     TlsSettings,
 )
+from cronwave_core.shards import shard_of
 
 
 def _everything(_schedule_id: str) -> bool:
@@ -82,11 +83,15 @@ class Planner:
         self._store_channel = open_channel(network.store_addr, timeout, tls=tls)
         self._watch_channel = open_channel(network.store_addr, timeout, traced=False, tls=tls)
         self._dispatcher_channel = open_channel(network.dispatcher_addr, timeout, tls=tls)
-        self.index = ScheduleIndex(lead=settings.dispatch_lead)
         self.shards = lease.planner_shards
+        count = self.shards
+        self.index = ScheduleIndex(
+            lead=settings.dispatch_lead, shard=lambda schedule_id: shard_of(schedule_id, count)
+        )
         self.elector: Elector | ShardElector
         fence: Fence = single_fence
         keep: Callable[[str], bool] = _everything
+        sharded: ShardElector | None = None
         if self.shards > 1:
             sharded = ShardElector(
                 self._leader_channel,
@@ -96,7 +101,7 @@ class Planner:
                 renew_interval=lease.renew_interval,
                 rpc_timeout=timeout,
                 loaded=lambda: self.feed.loaded_shards,
-                on_assignment=lambda shards: self.feed.refilter(shards),
+                on_assignment=lambda shards, paced: self.feed.refilter(shards, paced=paced),
                 on_change=self._on_change,
             )
             fence, keep = (lambda sid, _token: sharded.fence(sid)), sharded.holds
@@ -126,6 +131,7 @@ class Planner:
             idle=idle or timedelta(seconds=1),
             queue_loss=LossView(self._queue_redis, redis.namespace),
             holds=keep,
+            shards=sharded,
         )
         leader = LeaderClient(self._leader_channel, timeout, self.elector.scope)
         self.backfiller = Backfiller(

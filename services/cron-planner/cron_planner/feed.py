@@ -22,6 +22,7 @@ from __future__ import annotations
 import logging
 import sys
 import threading
+import time
 import weakref
 from collections.abc import Callable, Iterable, Iterator
 from datetime import datetime, timedelta
@@ -43,6 +44,8 @@ from cronwave_core.shards import shard_of
 
 log = logging.getLogger("cronwave.planner.feed")
 
+#: The longest pause between two pages of a paced listing.
+_MAX_PACE = 0.5
 #: Schedules per ListSchedules page: the store's default page size limit
 #: (CRONWAVE_MAX_PAGE_SIZE).
 PAGE = 1_000
@@ -113,7 +116,8 @@ class ScheduleFeed:
         """``channel`` should be untraced: a watch stream lives for minutes, and a span
         that long says nothing about any run. ``shard_count`` above 1: the feed holds
         only the schedules of the shards ``refilter`` names, and loads nothing before
-        it is first told which."""
+        it is first told which; ``index`` must then keep each schedule's shard among
+        ``shard_count`` (``ScheduleIndex(shard=...)``)."""
         self._stub = store_grpc.WorkflowStoreServiceStub(channel)
         self._index = index
         self._clock = clock
@@ -138,22 +142,32 @@ class ScheduleFeed:
         self._loaded_shards: frozenset[int] = frozenset()
         self._filtered = threading.Event()
         self._since: int | None = None  # where the next watch starts, when not the index's
+        self._paced = False  # the shards being listed may be listed slowly
         if shard_count <= 1:
             self._filtered.set()
 
     @property
     def loaded_shards(self) -> frozenset[int]:
-        """The shards whose schedules the index holds (all of them, ``{0}``, unsharded)."""
-        return self._loaded_shards if self.loaded.is_set() else frozenset()
+        """The shards whose schedules the index holds (all of them, ``{0}``, unsharded).
+        While more shards are listed, those loaded before that are still wanted stay
+        loaded: their schedules stay in the index (the watch resumes where it was)."""
+        with self._lock:
+            if self.loaded.is_set():
+                return self._loaded_shards
+            return self._loaded_shards & (self._shards or frozenset())
 
-    def refilter(self, shards: frozenset[int]) -> None:
+    def refilter(self, shards: frozenset[int], *, paced: bool = False) -> None:
         """Hold the schedules of ``shards`` alone from now on. Shards given up are
         dropped from the index at once; shards gained are listed (only theirs, the
         store filtering) into the index, and the watch is re-opened for the new set
-        from where it was, so no change in between is missed."""
+        from where it was, so no change in between is missed. ``paced``: nothing
+        waits for the shards gained (a warm standby's), so their pages are read at
+        most half the time, leaving the store and this process the rest (on a busy
+        machine a burst of listing starves lease renewals)."""
         with self._lock:
             if shards == self._shards:
                 return
+            self._paced = paced
             old, self._shards = self._shards, shards
             shrink = self.loaded.is_set() and old is not None and shards <= old
             call = None
@@ -172,10 +186,11 @@ class ScheduleFeed:
             call.cancel()
 
     def _drop_others(self) -> None:
-        """Forget the schedules of shards no longer held (no revision moves)."""
-        for schedule_id in self._index.ids():
-            if not self._keep(schedule_id):
-                self._index.remove(schedule_id)
+        """Forget the schedules of shards no longer held (no revision moves), found by
+        the shard the index keeps for each (no id hashed again)."""
+        others = set(range(self._shard_count)) - (self._shards or frozenset())
+        for schedule_id in self._index.ids_in(others):
+            self._index.remove(schedule_id)
 
     def _filter(self, shards: frozenset[int]) -> store_pb.ShardFilter | None:
         if self._shard_count <= 1:
@@ -274,10 +289,11 @@ class ScheduleFeed:
             self.loaded.set()
         self._on_loaded()
         log.info(
-            "loaded %d schedules at revision %d (%d left out)",
+            "loaded %d schedules at revision %d (%d left out) of shards %s",
             len(self._index),
             revision or 0,
             self.left_out - left_out,
+            sorted(shards),
         )
         self._on_change()
 
@@ -288,11 +304,13 @@ class ScheduleFeed:
         self._drop_others()
         gained = shards - held
         count = 0
+        paced = self._paced
         pending: grpc.Future | None = self._page("", gained) if gained else None
         while pending is not None:
+            began = time.monotonic()
             reply = pending.result()
             pending = None
-            if reply.schedules and not self._stopping.is_set():
+            if reply.schedules and not self._stopping.is_set() and not paced:
                 pending = self._page(reply.schedules[-1].schedule_id, gained)
             for msg in reply.schedules:
                 readable = self._readable(msg, now) if self._keep(msg.schedule_id) else None
@@ -301,6 +319,9 @@ class ScheduleFeed:
                     count += 1
             if self._shards != shards:
                 return  # refiltered meanwhile: load again for the new shards
+            if paced and reply.schedules and not self._stopping.is_set():
+                self._stopping.wait(min(time.monotonic() - began, _MAX_PACE))
+                pending = self._page(reply.schedules[-1].schedule_id, gained)
         if self._stopping.is_set():
             return
         with self._lock:
@@ -310,7 +331,7 @@ class ScheduleFeed:
             self._loaded_shards = shards
             self.loaded.set()
         self._on_loaded()
-        log.info("loaded %d schedules of %d more shards", count, len(gained))
+        log.info("loaded %d schedules of %d more shards %s", count, len(gained), sorted(gained))
         self._on_change()
 
     def _page(self, after: str, shards: frozenset[int]) -> grpc.Future:

@@ -26,6 +26,15 @@ term before (see ``work``): paced catch-up runs, buffered fires and backfills th
 previous leader decided but did not start. When a term ends, queued work is left to
 the next term: placeholders in the store stand for it, and due fires that were not
 started are newer than anything recorded, so the next term plans them again.
+
+Sharded planning begins a term whenever the shards held change, straight from the
+term before. Such a term takes the store's word for the schedules of the shards it
+gained alone (``LatestFireTimes`` of their ids, and their placeholders), and keeps the
+rest as it stands: the schedules of shards held all along, with their queued and
+buffered work, as if no term had begun; the work of shards lost is dropped (their new
+holder resumes it from the store, and the store refuses a write under a stale token
+anyway). A shard held again under a new token counts as gained: someone else may
+have held it between. The first term after none re-bases everything.
 """
 
 from __future__ import annotations
@@ -43,7 +52,7 @@ from cron_planner.fire_stats import FireStats
 from cron_planner.loss_waits import LossWaits
 from cron_planner.missed_rows import MissedRows
 from cron_planner.overlap_gate import OverlapGate
-from cron_planner.ports import Dispatch, Leadership, Ledger, QueueLoss
+from cron_planner.ports import Dispatch, Leadership, Ledger, QueueLoss, Shards
 from cron_planner.schedule_index import ScheduleIndex
 from cron_planner.starts import Starter
 from cron_planner.work import PENDING_BUFFER, PENDING_PREFIX, Fire, Missed, Trigger, WorkQueue, iso
@@ -77,11 +86,15 @@ class FireLoop:
         resume_backfill_rate: float = 10.0,
         queue_loss: QueueLoss | None = None,
         holds: Callable[[str], bool] = lambda _schedule_id: True,
+        shards: Shards | None = None,
     ) -> None:
         """``holds``: whether a schedule is this planner's to fire in the term that
-        begins (sharded planning: its shard is held)."""
+        begins (sharded planning: its shard is held); ``shards``: the shards held
+        (sharded planning: a term re-bases only the shards it gained)."""
         self._index = index
         self._holds = holds
+        self._shards = shards
+        self._held: dict[int, int] = {}  # the shards (and tokens) the term is based on
         self._clock = clock
         self._leadership = leadership
         self._ledger = ledger
@@ -239,9 +252,17 @@ class FireLoop:
 
     # terms -----------------------------------------------------------------------
     def _begin_term(self, token: int, now: datetime) -> None:
+        held = self._shards.held() if self._shards is not None else {}
+        gained: set[int] | None = None  # None: re-base everything
+        if self._shards is not None and self._term:
+            gained = {k for k, t in held.items() if self._held.get(k) != t}
+        only = None if gained is None else self._index.ids_in(gained)
         try:
-            latest = self._ledger.latest_fire_times()
-            pending = self._ledger.pending_fires()
+            if gained == set():  # shards lost, or only loaded: nothing to re-base
+                latest, pending = {}, []
+            else:
+                latest = self._ledger.latest_fire_times(only)
+                pending = self._ledger.pending_fires()
         except CronwaveError as exc:
             # Not knowing where the schedules stand, the planner does not fire.
             self._term_retry_at = now + self._backoff.delay(self._term_attempts)
@@ -249,8 +270,26 @@ class FireLoop:
             log.warning("term of token %d waits: the store did not answer (%s)", token, exc)
             return
         self._term_attempts, self._term_retry_at = 0, None
-        # Straight from one term to the next (sharded planning begins one whenever the
-        # shards held change), a due fire waiting to be retried stays queued while its
+        if gained is None:
+            self._rebase_all(latest, pending, now)
+        else:
+            self._rebase_gained(gained, only or [], latest, pending, now)
+        self._held = held
+        self._term = token
+        self.stats.terms += 1
+        log.info(
+            "term of token %d: %d schedules re-based (%d with runs), %d placeholders resumed",
+            token,
+            len(self._index) if only is None else len(only),
+            len(latest),
+            len(pending),
+        )
+
+    def _rebase_all(
+        self, latest: dict[str, tuple[datetime, int]], pending: list[Missed], now: datetime
+    ) -> None:
+        # Straight from one term to the next (unsharded: a new token after a lease
+        # renewed late), a due fire waiting to be retried stays queued while its
         # schedule is still this planner's: a later slot of it may be recorded already,
         # so the store's newest fire time would not bring it back. Placeholders are
         # resumed from the store below.
@@ -268,19 +307,40 @@ class FireLoop:
         self._resume(pending, now)
         for fire in carried:
             self._work.push(fire)
-        self._term = token
-        self.stats.terms += 1
-        log.info(
-            "term of token %d: %d schedules re-based (%d with runs), %d placeholders resumed",
-            token,
-            len(self._index),
-            len(latest),
-            len(pending),
-        )
+
+    def _rebase_gained(
+        self,
+        gained: set[int],
+        ids: list[str],
+        latest: dict[str, tuple[datetime, int]],
+        pending: list[Missed],
+        now: datetime,
+    ) -> None:
+        """Re-base the schedules of ``gained`` shards and resume their placeholders;
+        keep the work of shards still held, drop that of shards no longer held."""
+        assert self._shards is not None
+        shard = self._shards.shard
+
+        def kept(fire: Fire) -> bool:
+            return shard(fire.schedule_id) not in gained and self._holds(fire.schedule_id)
+
+        work, buffered = self._work.clear(), self._buffers.clear()
+        for fire in work:
+            if kept(fire):
+                self._work.push(fire)
+        for fire in buffered:
+            if kept(fire):
+                self._buffers.add(fire)
+        self._losses.forget(lambda sid: shard(sid) in gained or not self._holds(sid))
+        with self._inbox_lock:
+            self._inbox = [f for f in self._inbox if kept(f)]  # the rest: among `pending`
+        self._index.rebase(latest, only=ids)
+        self._resume([p for p in pending if shard(p.schedule_id) in gained], now)
 
     def _end_term(self) -> None:
         queued, buffered = self._work.clear(), self._buffers.clear()
         self._losses.clear()
+        self._held = {}
         with self._inbox_lock:
             self._inbox.clear()
         if queued or buffered:

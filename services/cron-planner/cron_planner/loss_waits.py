@@ -21,7 +21,7 @@ usual. Not thread-safe: the fire loop owns it.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 
 from cron_planner.fire_stats import FireStats
@@ -51,6 +51,12 @@ class LossWaits:
     def clear(self) -> None:
         """Forget the held fires (a term begins or ends: its queued work goes)."""
         self._held.clear()
+
+    def forget(self, schedule: Callable[[str], bool]) -> None:
+        """Forget the held fires of the schedules ``schedule`` names (a term begins
+        that drops or resumes their work)."""
+        for sid in [sid for sid in self._held if schedule(sid)]:
+            del self._held[sid]
 
     def behind_held(self, fire: Fire, now: datetime) -> bool:
         """True when an earlier fire of the schedule waits for a run lost in the queue

@@ -23,6 +23,16 @@ class Leadership(Protocol):
     def step_down(self, reason: str) -> None: ...
 
 
+class Shards(Protocol):
+    """The shards a sharded planner holds, for a term to re-base only what it gained."""
+
+    def held(self) -> dict[int, int]:
+        """Each shard held now, with its fencing token."""
+        ...
+
+    def shard(self, schedule_id: str) -> int: ...
+
+
 @dataclass(frozen=True)
 class Start:
     """One fire handed to the dispatcher; ``traceparent`` is its trace's context."""
@@ -58,7 +68,12 @@ class Ledger(Protocol):
         store no longer has."""
         ...
 
-    def latest_fire_times(self) -> dict[str, tuple[datetime, int]]: ...
+    def latest_fire_times(
+        self, schedule_ids: Sequence[str] | None = None
+    ) -> dict[str, tuple[datetime, int]]:
+        """Each schedule's (newest handled fire time, fire times handled): of every
+        schedule, or of ``schedule_ids`` alone; a schedule without any is absent."""
+        ...
 
     def pending_fires(self) -> list[Missed]: ...
 

@@ -189,13 +189,27 @@ class StoreClient:
             unknown.extend(reply.unknown_schedules)
         return unknown
 
-    def latest_fire_times(self) -> dict[str, tuple[datetime, int]]:
-        """Every schedule's newest handled fire time and count of fire times, page by
-        page (one GROUP BY query each on the store's side)."""
+    def latest_fire_times(
+        self, schedule_ids: Sequence[str] | None = None
+    ) -> dict[str, tuple[datetime, int]]:
+        """Every schedule's newest handled fire time and count of fire times (or only
+        those of ``schedule_ids``, ``LATEST_PAGE`` ids a call), page by page: one
+        GROUP BY query each on the store's side."""
+        if schedule_ids is not None:
+            latest: dict[str, tuple[datetime, int]] = {}
+            ids = sorted(schedule_ids)
+            for start in range(0, len(ids), LATEST_PAGE):
+                latest.update(self._latest(ids[start : start + LATEST_PAGE]))
+            return latest
+        return self._latest(())
+
+    def _latest(self, ids: Sequence[str]) -> dict[str, tuple[datetime, int]]:
         latest: dict[str, tuple[datetime, int]] = {}
         after = ""
         while True:
-            request = store_pb.LatestFireTimesRequest(after_schedule_id=after, limit=LATEST_PAGE)
+            request = store_pb.LatestFireTimesRequest(
+                schedule_ids=ids, after_schedule_id=after, limit=LATEST_PAGE
+            )
             reply = self._call(self._stub.LatestFireTimes, request)
             assert isinstance(reply, store_pb.LatestFireTimesResponse)
             for entry in reply.entries:

@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import heapq
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -76,6 +76,7 @@ class _Entry:
 
     schedule: ScheduleDef
     since: datetime
+    shard: int = 0
     handled: datetime | None = None
     fires: int = 0
     fire_time: datetime | None = None  # None: no pending slot
@@ -94,10 +95,15 @@ class _Entry:
 
 
 class ScheduleIndex:
-    def __init__(self, lead: timedelta = timedelta(0)) -> None:
+    def __init__(
+        self, lead: timedelta = timedelta(0), shard: Callable[[str], int] = lambda _sid: 0
+    ) -> None:
+        """``shard``: the shard of a schedule id (sharded planning), kept per schedule
+        so that ``ids_in`` need not hash every id again."""
         if lead < timedelta(0):
             raise ValueError("the dispatch lead must not be negative")
         self.lead = lead
+        self._shard = shard
         self._lock = threading.RLock()
         self._entries: dict[str, _Entry] = {}
         self._heap: list[tuple[datetime, str, int]] = []
@@ -123,6 +129,11 @@ class ScheduleIndex:
     def ids(self) -> list[str]:
         with self._lock:
             return list(self._entries)
+
+    def ids_in(self, shards: Collection[int]) -> list[str]:
+        """The ids of the schedules of ``shards``."""
+        with self._lock:
+            return [sid for sid, e in self._entries.items() if e.shard in shards]
 
     def slot(self, schedule_id: str) -> Slot | None:
         with self._lock:
@@ -170,7 +181,7 @@ class ScheduleIndex:
             self._live = 0
             for schedule, since in schedules:
                 previous = old.get(schedule.schedule_id)
-                entry = _Entry(schedule, since)
+                entry = _Entry(schedule, since, self._shard(schedule.schedule_id))
                 if previous is not None:
                     entry.handled, entry.fires = previous.handled, previous.fires
                     entry.generation = previous.generation + 1
@@ -190,7 +201,7 @@ class ScheduleIndex:
             self._revision = max(self._revision, schedule.revision)
             entry = self._entries.get(schedule.schedule_id)
             if entry is None:
-                entry = _Entry(schedule, since)
+                entry = _Entry(schedule, since, self._shard(schedule.schedule_id))
                 self._entries[schedule.schedule_id] = entry
                 self._reschedule(entry)
                 return True
@@ -232,13 +243,23 @@ class ScheduleIndex:
             self._reschedule(entry)
             return entry.slot
 
-    def rebase(self, latest: Mapping[str, tuple[datetime, int]]) -> None:
+    def rebase(
+        self, latest: Mapping[str, tuple[datetime, int]], only: Iterable[str] | None = None
+    ) -> None:
         """Take the store's word for what was handled (a new term begins): for every
-        schedule, ``latest[id]`` is (newest handled fire time, fire times handled);
-        a schedule missing from it has handled nothing since its creation."""
+        schedule (or each of ``only`` the index holds; the rest stand as they are),
+        ``latest[id]`` is (newest handled fire time, fire times handled); a schedule
+        missing from it has handled nothing since its creation."""
         with self._lock:
-            for schedule_id, entry in self._entries.items():
+            if only is None:
+                entries: Iterable[tuple[str, _Entry]] = self._entries.items()
+            else:
+                found = ((sid, self._entries.get(sid)) for sid in only)
+                entries = [(sid, e) for sid, e in found if e is not None]
+            for schedule_id, entry in entries:
                 newest, fires = latest.get(schedule_id, (None, 0))
+                if entry.handled == newest and entry.fires == fires:
+                    continue  # its slot follows from these: computing it again is costly
                 entry.handled, entry.fires = newest, fires
                 self._reschedule(entry)
 

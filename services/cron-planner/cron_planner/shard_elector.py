@@ -12,6 +12,12 @@ A planner that joins (or rejoins) wins about ``shards / planners`` shards; their
 holders stop firing them at once and resign them at their next call, and the new
 holder campaigns for them when its feed holds their schedules.
 
+Warm standby: the feed loads, besides the shards this planner should hold, those it
+would win if any one other live planner died (``cronwave_core.shards.standby``). They
+sit in the index unfired (the fire loop skips what ``holds`` denies), so when a planner
+dies the survivors campaign for its shards at once, without listing them first; the
+cost is memory, about twice the schedules held.
+
 A shard is held on this process's monotonic clock exactly as ``Elector`` holds the
 single lease (``valid_until = sent + ttl - margin``; see its docstring); all shards
 granted or renewed by one call share that bound. Overlap is safe regardless: the
@@ -38,7 +44,7 @@ from cronwave_proto.v1 import leader_election_service_pb2_grpc as pb_grpc
 
 from cron_planner.elector import Leadership, safety_margin
 from cron_planner.metrics import LEADER_CHANGES
-from cronwave_core.shards import assigned, shard_of, shard_scope
+from cronwave_core.shards import assigned, shard_of, shard_scope, standby
 
 log = logging.getLogger("cronwave.planner.shards")
 
@@ -56,13 +62,15 @@ class ShardElector:
         renew_interval: timedelta,
         rpc_timeout: timedelta,
         loaded: Callable[[], frozenset[int]],
-        on_assignment: Callable[[frozenset[int]], None],
+        on_assignment: Callable[[frozenset[int], bool], None],
         on_change: Callable[[], None] = lambda: None,
         monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         """``loaded``: the shards whose schedules the feed holds (only those are
-        campaigned for); ``on_assignment``: told the shards this planner should hold
-        whenever that changes (the feed loads them)."""
+        campaigned for); ``on_assignment``: told the shards to load whenever that
+        changes -- those this planner should hold and its standby ones (the feed loads
+        them) -- and whether their listing may go slowly (only standby shards are
+        new: it should not starve the lease renewals of this planner or the store)."""
         margin = safety_margin(ttl, renew_interval)
         self._stub = pb_grpc.LeaderElectionServiceStub(channel)
         self.candidate = candidate
@@ -83,6 +91,7 @@ class ShardElector:
         self._term = 0
         self._loaded_seen: frozenset[int] = frozenset()
         self._assigned: frozenset[int] | None = None
+        self._loading: frozenset[int] | None = None  # told to the feed last
         self.members: tuple[str, ...] = ()
         self._poke = threading.Event()
         self._stopping = threading.Event()
@@ -123,6 +132,9 @@ class ShardElector:
             if self._leading():
                 token = self._held.get(shard) or self._release.get(shard, 0)
         return shard_scope(shard, self.count), token
+
+    def shard(self, schedule_id: str) -> int:
+        return shard_of(schedule_id, self.count)
 
     def holds(self, schedule_id: str) -> bool:
         """Whether this planner holds the schedule's shard (not one it is giving up)."""
@@ -219,12 +231,23 @@ class ShardElector:
                 len(lost),
                 len(members),
             )
-        if mine != self._assigned:
-            self._assigned = mine
-            self._on_assignment(mine)
+        # Newly assigned shards already loaded (standby ones): campaign now, not a
+        # renew interval later.
+        campaign = mine != self._assigned and bool((mine & loaded) - granted.keys())
+        self._assigned = mine
+        # Standby shards not loaded yet wait until this planner holds all its own: their
+        # listing would compete with a takeover (or a cold start) for the store.
+        spare = standby(self.candidate, members, self.count)
+        settled = mine <= granted.keys()
+        if not settled:
+            spare &= self._loading or frozenset()
+        loading = mine | spare
+        if loading != self._loading:
+            self._loading = loading
+            self._on_assignment(loading, settled)
         if changed:
             self._on_change()
-        if release_now:
+        if release_now or campaign:
             self._poke.set()
 
     def _bump(self) -> None:
