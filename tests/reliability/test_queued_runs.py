@@ -182,7 +182,7 @@ def test_runs_queued_while_the_pool_grows_wait_for_its_new_processes(
     # Given a pool of one warm process that may grow to four
     with open_pool(tmp_path, namespace, processes=4, warm=1) as pool:
         # When eight runs of an instant are queued at once, as its claims arrive
-        taken = [pool.acquire(wait=30, queue=True) for _ in range(8)]
+        taken = [pool.acquire(wait=30, queue=True, ahead=5.0) for _ in range(8)]
         try:
             # Then they are spread over the four processes, two each, rather than
             # piled on the one that was ready
@@ -193,3 +193,18 @@ def test_runs_queued_while_the_pool_grows_wait_for_its_new_processes(
             for proc in taken:
                 if proc is not None:
                     pool.release(proc, reusable=True)
+
+
+def test_a_run_due_now_queues_at_once_while_the_pool_grows(tmp_path: Path, namespace: str) -> None:
+    # Given a pool of one warm process that may grow to four, that one busy
+    with open_pool(tmp_path, namespace, processes=4, warm=1) as pool:
+        busy = pool.acquire(wait=30, queue=True)
+        assert busy is not None
+        try:
+            # When a run due now asks for a place while the others start
+            due_now = pool.acquire(wait=0.0, queue=True, ahead=0.0)
+            # Then it has one at once, on the busy process, rather than wait for them
+            assert due_now is busy
+            pool.release(due_now, reusable=True)
+        finally:
+            pool.release(busy, reusable=True)

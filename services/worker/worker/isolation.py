@@ -36,7 +36,7 @@ import signal
 import threading
 import time
 from collections.abc import Callable, Mapping
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from cronwave_core.domain.instants import epoch_ns
@@ -153,8 +153,9 @@ class ProcessSupervisor:
                 return AttemptResult(Outcome.RELEASED)
             # The run is ours while it waits for a process: keep its heartbeat going.
             try:
+                ahead = (fire_time - datetime.now(UTC)).total_seconds()
                 proc = self._pool.acquire(
-                    wait=self._interval, abandon=lambda: self._releasing, queue=True
+                    wait=self._interval, abandon=lambda: self._releasing, queue=True, ahead=ahead
                 )
             except Exception as exc:
                 if self._releasing:

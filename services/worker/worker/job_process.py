@@ -34,6 +34,9 @@ log = logging.getLogger("cronwave.worker")
 MAX_RUNS_PER_PROCESS = 1000
 #: At most this many runs are queued on one process (the running one included).
 MAX_QUEUED = 1024
+#: A run due more than this many seconds ahead waits for a process on its way rather
+#: than queue past its share (``JobProcessPool.acquire``).
+FAIR_AHEAD = 1.0
 _READ_CHUNK = 65536
 
 
@@ -326,10 +329,13 @@ class JobProcessPool:
         abandon: Callable[[], bool] = lambda: False,
         *,
         queue: bool = False,
+        ahead: float = 0.0,
     ) -> JobProcess | None:
         """A ready job process: an idle one, else one started now, else (at
         ``max_processes``) the next one released; with ``queue``, the ready process
-        with the fewest runs queued when none is idle. None when ``wait`` seconds pass
+        with the fewest runs queued when none is idle (a run due more than
+        ``FAIR_AHEAD`` seconds ``ahead`` waits for a process on its way rather than
+        queue past its share). None when ``wait`` seconds pass
         first, or within half a second of ``abandon()`` turning true (the worker is
         stopping); ``Unavailable`` when processes cannot start or the pool is closed.
         Each process acquired is given back with ``release``."""
@@ -345,7 +351,7 @@ class JobProcessPool:
                     raise Unavailable("the job process pool is closed (the worker is stopping)")
                 if abandon():
                     return None
-                proc = self._pick(queue)
+                proc = self._pick(queue, fair=ahead > FAIR_AHEAD)
                 if proc is not None:
                     proc.assigned += 1
                     if proc.assigned == 1:
@@ -431,7 +437,7 @@ class JobProcessPool:
         """Ready processes with no run (lock held)."""
         return sum(1 for proc in self._ready if proc.assigned == 0)
 
-    def _pick(self, queue: bool) -> JobProcess | None:
+    def _pick(self, queue: bool, fair: bool = False) -> JobProcess | None:
         """An idle process, else with ``queue`` the one with the fewest runs queued
         and room for one more (lock held). Processes found dead leave the pool."""
         best: JobProcess | None = None
@@ -452,10 +458,12 @@ class JobProcessPool:
             ):
                 best = proc
         coming = self._wanted + self._starting
-        if best is not None and coming:
+        if best is not None and coming and fair:
             # Processes on their way take their share first: queued on the few ready
             # ones, the runs of an instant claimed while the pool grows would begin
-            # one after another there while the new processes stood idle.
+            # one after another there while the new processes stood idle. Only for
+            # runs due well ahead: a run due now queues at once (a process replacing
+            # one retired under a steady load is no reason to wait).
             total = sum(proc.assigned for proc in self._ready)
             share = -(-(total + 1) // (len(self._ready) + coming))
             if best.assigned >= share:
