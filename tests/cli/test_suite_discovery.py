@@ -82,9 +82,14 @@ def running_record(data_dir: Path) -> _suite_record.SuiteRecord:
 def test_two_suites_each_reached_through_its_data_dir(tmp_path, ups):
     dir_a, dir_b = tmp_path / "a", tmp_path / "b"
     base_a = free_port_base()
+    # Suite b's ports are chosen clear of suite a's, which it may not have bound yet.
+    taken = set(range(base_a, base_a + len(PORT_ORDER) + 1))
+    for _ in range(50):
+        base_b, store_b = free_port_base(), free_port_base(1)
+        ports_b = {*range(base_b, base_b + len(PORT_ORDER) + 1), store_b}
+        if not ports_b & taken and store_b not in range(base_b, base_b + len(PORT_ORDER) + 1):
+            break
     up_a = ups(dir_a, "--port-base", str(base_a))
-    base_b = free_port_base()
-    store_b = free_port_base(1)
     up_b = ups(dir_b, "--port-base", str(base_b), CRONWAVE_STORE_ADDR=f"127.0.0.1:{store_b}")
 
     a = eventually(lambda: running_record(dir_a), timeout=180, what="suite a up")

@@ -347,7 +347,16 @@ def test_a_planner_back_13s_behind_a_one_second_schedule_says_what_became_of_eac
     # Then each slot of the outage has one outcome: the newest runs on time as
     # SCHEDULED, the ones before it are MISSED superseded_by_latest, and no SCHEDULED run
     # started late (nor was an older slot skipped as an overlap)
-    got = runs(s, schedule_id)
+    # (the MISSED rows are written a moment after the run they go with is recorded)
+    got = eventually(
+        lambda: (
+            (g := runs(s, schedule_id))
+            and sum(r.state == common_pb2.RUN_STATE_MISSED for r in g) >= 10
+            and g
+        ),
+        timeout=30,
+        what="the outage's slots recorded",
+    )
     fires = [ts_to_dt(r.fire_time) for r in got]
     assert len(set(fires)) == len(fires)
     missed = [r for r in got if r.state == common_pb2.RUN_STATE_MISSED]
