@@ -210,9 +210,10 @@ class Liveness:
             if started_ns and not lease.started_ns:
                 lease.started_ns = started_ns
                 lease.version += 1
+                now = self._monotonic()
                 lease.fire_at = 0.0  # begun: it beats every interval from now on
-                lease.due = min(lease.due, self._monotonic() + lease.interval)
-                start_by = self._monotonic() + min(self._start_s, lease.interval)
+                lease.due = min(lease.due, now + lease.interval)
+                start_by = now + min(self._start_s, lease.interval)
                 if not lease.flush_by or start_by < lease.flush_by:
                     lease.flush_by = start_by
                     self._cond.notify()
