@@ -236,6 +236,9 @@ class Service:
     address: str
     register: Callable[[grpc.Server], None]
     service_names: Sequence[str]  # full names, for health and reflection
+    # Once the server listens: the service's own loops and threads, so a process
+    # refused at start-up (its address, its port, its TLS) has started none of them.
+    on_start: Callable[[], None] = lambda: None
     on_stop: Callable[[], None] = lambda: None  # after the server stopped
     # Before stop(grace): end long-lived streams and loops so the grace period
     # is spent on in-flight unary calls, not on watchers that never return.
@@ -346,6 +349,7 @@ class RunningServer:
                     f"{self.metrics.metrics_addr} ({exc}); is another process using the port?"
                 ) from exc
         self.server.start()
+        self.service.on_start()
         for name in (*self.service.service_names, ""):
             self.health.set(name, health_pb2.HealthCheckResponse.SERVING)
         log.info("%s listening on %s", self.service.name, self.service.address)

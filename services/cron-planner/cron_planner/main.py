@@ -35,13 +35,13 @@ def main() -> None:
         finally:
             provider.shutdown()
 
-    planner.start()
     serve(
         Service(
             name="cron-planner",
             address=network.planner_addr,
             register=register,
             service_names=full_names([pb.DESCRIPTOR]),
+            on_start=planner.start,
             on_stop=on_stop,
             # Its largest request is a spec at its limits (about 1 MiB).
             max_receive_bytes=4 * MIB,

@@ -82,7 +82,6 @@ def main() -> None:
     )
     watch = EpochWatch(broker.client, redis_settings.namespace)
     sweeper = Sweeper(store, broker, dispatcher, watch=watch)
-    sweeper.start()
 
     def on_stop() -> None:
         sweeper.stop()
@@ -99,6 +98,7 @@ def main() -> None:
                 servicer, server
             ),
             service_names=full_names([dispatcher_service_pb2.DESCRIPTOR]),
+            on_start=sweeper.start,
             on_stop=on_stop,
             # Its requests carry ids and keys (at most 500 starts of a few hundred bytes).
             max_receive_bytes=4 * MIB,

@@ -91,9 +91,11 @@ def main() -> None:
         db.dispose()
         provider.shutdown()
 
-    notifications.start()
-    relay.start()  # resumes what a stopped or crashed store left pending
-    sweep.start()
+    def on_start() -> None:
+        notifications.start()
+        relay.start()  # resumes what a stopped or crashed store left pending
+        sweep.start()
+
     serve(
         Service(
             name=NAME,
@@ -101,6 +103,7 @@ def main() -> None:
             register=register,
             service_names=full_names([api.DESCRIPTOR, keys_pb.DESCRIPTOR]),
             check_key=api_keys.key_check(tls.auth_cache_ttl),
+            on_start=on_start,
             on_stopping=on_stopping,
             on_stop=on_stop,
             # Watch streams hold a thread each for as long as their callers listen.
