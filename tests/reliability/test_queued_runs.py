@@ -18,6 +18,7 @@ from cronwave_core.domain.instants import epoch_ns
 from tests.harness.processes import job_processes
 from tests.helpers import eventually
 from tests.reliability.pools import open_pool, spec, supervised
+from worker import isolation
 from worker.isolation import ProcessSupervisor
 from worker.job_process import JobProcessPool
 from worker.supervisor import AttemptResult, Outcome
@@ -28,14 +29,15 @@ pytestmark = pytest.mark.slow
 class Runs:
     """Attempts supervised on threads of their own, each result kept by name."""
 
-    def __init__(self, pool: JobProcessPool) -> None:
+    def __init__(self, pool: JobProcessPool, interval: float = 10) -> None:
         self.pool = pool
+        self.interval = interval  # each run's heartbeat interval, in seconds
         self.results: dict[str, AttemptResult] = {}
         self.supervisors: dict[str, ProcessSupervisor] = {}
         self._threads: list[threading.Thread] = []
 
     def start(self, name: str, job_type: str, fire: datetime, **payload: Any) -> None:
-        supervisor = supervised(self.pool)
+        supervisor = supervised(self.pool, interval=self.interval)
         self.supervisors[name] = supervisor
         run = {**spec(job_type, fire, **payload), "run_id": name}
 
@@ -106,6 +108,36 @@ def test_a_run_queued_behind_a_body_that_goes_on_moves_to_a_process_gone_idle(
         runs.join()
     assert runs.results["a"].outcome is runs.results["b"].outcome is Outcome.SUCCEEDED
     assert runs.results["held"].outcome is runs.results["nap"].outcome is Outcome.SUCCEEDED
+
+
+def test_a_process_gone_idle_wakes_a_run_queued_elsewhere_at_once(
+    pool: JobProcessPool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given runs that look again for an idle process only after a minute, as their
+    # heartbeats do: within the test's bound only the pool can wake them
+    monkeypatch.setattr(isolation, "_MOVE_POLL_S", 60.0)
+    gate = tmp_path / "gate"
+    runs = Runs(pool, interval=60)
+    runs.start("held", "drill.gated", soon(0), gate=str(gate))
+    runs.queued(1)
+    runs.start("nap", "cronwave.sleep", soon(0), seconds=1.0)
+    runs.queued(2)
+    # When a run due in a moment is queued on each busy process
+    fire = soon(0.3)
+    runs.start("a", "cronwave.noop", fire)
+    runs.queued(3)
+    runs.start("b", "cronwave.noop", fire)
+    runs.queued(4)
+    # Then the one behind the held body moves once the napping process is idle, long
+    # before either would look again
+    done: Callable[[], bool] = lambda: {"a", "b"} <= runs.results.keys()  # noqa: E731
+    try:
+        # (well inside the 30-s duration limit, past which a queued run moves anyway)
+        eventually(done, timeout=15, what="both queued runs over, the gate shut")
+    finally:
+        gate.touch()
+        runs.join()
+    assert runs.results["a"].outcome is runs.results["b"].outcome is Outcome.SUCCEEDED
 
 
 def test_runs_queued_on_a_process_that_dies_are_handed_to_another_and_run(

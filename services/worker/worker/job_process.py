@@ -119,6 +119,9 @@ class JobProcess:
                 inbox = self._inboxes.get(ticket)
                 if inbox is not None and inbox.lines:
                     return inbox.lines.popleft()
+                if inbox is not None and inbox.poked:
+                    inbox.poked = False
+                    return None
                 if self._eof:
                     break
                 left = deadline - time.monotonic()
@@ -126,6 +129,17 @@ class JobProcess:
                     return None
                 inbox.arrived.wait(left)
         raise JobProcessDied(f"job process {self.pid} {self.exit_description()}")
+
+    def poke_last(self) -> None:
+        """Wake the supervisor of the run handed over last (the back of the queue),
+        as if its wait had run out: a process has gone idle, and a run queued here
+        and not begun may move to it at once rather than at its next look."""
+        with self._inbox_lock:
+            if len(self._inboxes) < 2:  # none queued behind the body running
+                return
+            inbox = self._inboxes[max(self._inboxes)]
+            inbox.poked = True
+            inbox.arrived.notify()
 
     def _read_loop(self) -> None:
         while True:
@@ -243,11 +257,12 @@ class _Inbox:
     """The lines about one ticket not read yet, and the condition its reader waits on
     (on the process's one inbox lock)."""
 
-    __slots__ = ("arrived", "lines")
+    __slots__ = ("arrived", "lines", "poked")
 
     def __init__(self, lock: threading.Lock) -> None:
         self.lines: deque[dict[str, Any]] = deque()
         self.arrived = threading.Condition(lock)
+        self.poked = False  # woken without a line (``JobProcess.poke_last``)
 
 
 class JobProcessPool:
@@ -375,8 +390,10 @@ class JobProcessPool:
 
     def release(self, proc: JobProcess, *, reusable: bool) -> None:
         """Give ``proc`` back after a run; it is retired unless ``reusable``, once the
-        runs queued on it are given back too."""
+        runs queued on it are given back too. A process gone idle wakes a run queued
+        on the busiest one, which moves to it if it is due (``ProcessSupervisor``)."""
         proc.runs += 1
+        busiest: JobProcess | None = None
         with self._lock:
             proc.assigned -= 1
             if (
@@ -389,16 +406,21 @@ class JobProcessPool:
             if not proc.retiring:
                 if proc.assigned == 0:
                     self._free.notify()
+                    busiest = self._busiest()
                 self._slot.notify()
-                return
-            if proc in self._ready:
-                self._ready.remove(proc)
-            if proc.assigned > 0:
-                return  # its last run's release retires it
-            self._live -= 1
-            self._refill()
-            self._lock.notify_all()
-        threading.Thread(target=proc.retire, name="job-retire", daemon=True).start()
+            else:
+                if proc in self._ready:
+                    self._ready.remove(proc)
+                if proc.assigned > 0:
+                    return  # its last run's release retires it
+                self._live -= 1
+                self._refill()
+                self._lock.notify_all()
+        if busiest is not None:
+            busiest.poke_last()  # outside the pool's lock: it takes the process's own
+            return
+        if proc.retiring:
+            threading.Thread(target=proc.retire, name="job-retire", daemon=True).start()
 
     def prepare(self, count: int) -> None:
         """Have ``count`` processes (at most ``max_processes``) started or starting:
@@ -436,6 +458,12 @@ class JobProcessPool:
     def _idle(self) -> int:
         """Ready processes with no run (lock held)."""
         return sum(1 for proc in self._ready if proc.assigned == 0)
+
+    def _busiest(self) -> JobProcess | None:
+        """The ready process with the most runs queued behind its body, if any has
+        one (lock held)."""
+        busiest = max(self._ready, key=lambda proc: proc.assigned, default=None)
+        return busiest if busiest is not None and busiest.assigned > 1 else None
 
     def _pick(self, queue: bool, fair: bool = False) -> JobProcess | None:
         """An idle process, else with ``queue`` the one with the fewest runs queued
@@ -534,11 +562,14 @@ class JobProcessPool:
             else:
                 proc.start_reading()
                 self._ready.append(proc)
+            busiest = None if closed else self._busiest()
             self._lock.notify_all()
             self._free.notify()
             self._slot.notify_all()  # the runs waiting to queue on it
         if closed:
             proc.retire()
+        elif busiest is not None:
+            busiest.poke_last()  # a run queued there and due may move to it
 
     def _failed(self, error: str) -> None:
         log.error("job process did not start: %s", error)
