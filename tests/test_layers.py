@@ -1,8 +1,10 @@
 """The layers hold: cronwave_core's domain modules do no I/O (they import nothing of
 the infrastructure), no library imports a service, the SDK's job API imports nothing
 heavy, and the examples (job packages, such as the billing demo's) are the SDK's and
-the core's users: they import no service, and no library imports them (the demo
-command only looks for the billing example and starts its processes by name). In the
+the core's users: they import no service, and no library or service imports them; the
+server's libraries and the core name none of them in their code either (the demo
+commands are the billing example's, and the bench and ``cronwave up`` reach it through
+entry points: ``cronwave.demos``, ``cronwave.processes``). In the
 workflow-store, ``Store`` is a composition root: it inherits nothing and holds its
 repositories, none of which inherits another; each repository calls only the
 repositories ``Store`` hands it in its constructor (``REPOSITORIES``), and no module
@@ -30,6 +32,10 @@ EXAMPLES = ROOT / "examples"
 EXAMPLE_PACKAGES = {
     p.name for p in EXAMPLES.glob("*/*") if p.is_dir() and (p / "__init__.py").exists()
 }
+#: The server distribution's libraries and the core: their code names no example.
+SERVER_LIBS = [LIBS / name for name in ("cronwave_server", "cronwave_bench", "cronwave_core")]
+#: What names an example in code: its package, or the billing example's job type.
+EXAMPLE_JOB_TYPES = {"billing.nightly"}
 STORE_PACKAGE = ROOT / "services" / "workflow-store" / "workflow_store"
 #: The workflow-store's repositories, by module: the class ``Store`` builds and holds,
 #: and the repositories it calls, each handed to it in its constructor
@@ -137,11 +143,11 @@ def test_the_job_api_imports_nothing_heavy(path: Path) -> None:
     assert heavy == [], f"{path.relative_to(ROOT)} imports more than the job API needs"
 
 
-def test_no_library_imports_an_example_and_no_example_a_service() -> None:
+def test_no_library_or_service_imports_an_example_and_no_example_a_service() -> None:
     assert {"cronwave_billing"} <= EXAMPLE_PACKAGES
     libs_to_examples = [
         f"{path.relative_to(ROOT)}: {name}"
-        for path in sorted(LIBS.rglob("*.py"))
+        for path in sorted([*LIBS.rglob("*.py"), *(ROOT / "services").rglob("*.py")])
         for name in sorted(_imported(path))
         if name.split(".")[0] in EXAMPLE_PACKAGES
     ]
@@ -152,6 +158,51 @@ def test_no_library_imports_an_example_and_no_example_a_service() -> None:
         if name.split(".")[0] in SERVICES
     ]
     assert (libs_to_examples, examples_to_services) == ([], [])
+
+
+def _names_an_example(path: Path) -> list[str]:
+    """The strings of ``path``'s code (its docstrings aside) that name an example's
+    package or job type."""
+    tree = ast.parse(path.read_text())
+    docstrings = {
+        id(node.body[0].value)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef)
+        and node.body
+        and isinstance(node.body[0], ast.Expr)
+        and isinstance(node.body[0].value, ast.Constant)
+    }
+    names = EXAMPLE_PACKAGES | EXAMPLE_JOB_TYPES
+    return sorted(
+        node.value
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Constant)
+        and isinstance(node.value, str)
+        and id(node) not in docstrings
+        and any(name in node.value for name in names)
+    )
+
+
+@pytest.mark.parametrize("lib", SERVER_LIBS, ids=lambda p: p.name)
+def test_the_server_s_code_names_no_example(lib: Path) -> None:
+    found = {
+        str(path.relative_to(ROOT)): named
+        for path in sorted(lib.rglob("*.py"))
+        if (named := _names_an_example(path))
+    }
+    assert found == {}
+
+
+def test_the_check_sees_an_example_named(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.py"
+    bad.write_text(
+        '"""Runs billing.nightly (a docstring may say so)."""\n'
+        'JOB = "billing.nightly"\n'
+        "def installed():\n"
+        '    """Whether cronwave_billing is there."""\n'
+        '    return find_spec("cronwave_billing")\n'
+    )
+    assert _names_an_example(bad) == ["billing.nightly", "cronwave_billing"]
 
 
 def _reaches_the_store(path: Path) -> list[str]:

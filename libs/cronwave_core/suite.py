@@ -17,9 +17,9 @@ import signal
 import socket
 import subprocess
 import sys
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from pathlib import Path
 
@@ -228,6 +228,17 @@ class SuiteConfig:
     # every caller is given all of a service's replicas, its calls spread over them.
     # Two store replicas need a database they share (PostgreSQL, not a SQLite file).
     replicas: Mapping[str, int] = field(default_factory=dict)
+
+    def with_processes(self, names: Iterable[str]) -> SuiteConfig:
+        """This config, also running the installed packages' processes ``names``, each
+        at the suite's own address (a ``CRONWAVE_<addr_var>`` passed on in ``env`` would
+        point the suite's processes elsewhere, so it is dropped); refused, by
+        ``require_process``, for a name no installed package declares."""
+        added = {name: require_process(name) for name in names}
+        own = {f"CRONWAVE_{process.addr_var}" for process in added.values()}
+        env = {k: v for k, v in self.env.items() if k not in own}
+        processes = (*(p for p in self.processes if p not in added), *added)
+        return replace(self, processes=processes, env=env)
 
 
 class Suite:

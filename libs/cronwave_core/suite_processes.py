@@ -2,7 +2,8 @@
 job package's own sandbox (the billing example's payment gateway): the package
 declares each one by an entry point of the group ``cronwave.processes``, named as the
 process and naming a ``SuiteProcess``; a suite asked for it looks it up by that name.
-The suite names no such package or module itself."""
+``cronwave up`` runs every declared one (the jobs the same packages register need
+them). The suite names no such package or module itself."""
 
 from __future__ import annotations
 
@@ -60,3 +61,8 @@ def require_process(name: str) -> SuiteProcess:
             f"group {GROUP}); install the package that provides it"
         )
     return found
+
+
+def declared_processes() -> tuple[str, ...]:
+    """The names of every process the installed packages declare, sorted."""
+    return tuple(sorted({point.name for point in entry_points(group=GROUP)}))

@@ -8,10 +8,9 @@ import typer
 
 def register(app: typer.Typer) -> None:
     """Add the server's commands to the ``cronwave`` app."""
-    from cronwave_server.cli import bench, demo, load, suite_cmds, trace, waterfall, worker_cmd
+    from cronwave_server.cli import bench, load, suite_cmds, trace, waterfall, worker_cmd
 
     app.add_typer(suite_cmds.app)  # up
-    app.add_typer(demo.app)  # demo
     app.add_typer(bench.app)  # bench
     app.add_typer(waterfall.app)  # waterfall
     app.add_typer(trace.app, name="trace")

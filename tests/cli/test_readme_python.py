@@ -17,8 +17,8 @@ import pytest
 from rich.console import Console
 
 import cronwave
+from cronwave_billing.demo import cli as demo
 from cronwave_core.settings import TlsSettings
-from cronwave_server.cli import demo
 from cronwave_server.cli.suite_cmds import PORT_ORDER
 from tests.harness.cli import cronwave_argv, free_port_base
 from tests.harness.processes import ProcessTable

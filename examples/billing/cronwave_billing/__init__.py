@@ -5,7 +5,9 @@ through (``cronwave_billing.gateway``, the ``payment-gateway`` command).
 Installed, it is found by every worker through its entry point
 (``[project.entry-points."cronwave.jobs"]`` in its pyproject.toml names
 ``cronwave_billing.jobs``); its settings, drills, gateway identity and gateway rules
-reach cronwave through ``cronwave_billing.extension`` (group ``cronwave.extensions``), and
-its books through ``cronwave_billing.reconcile`` (group ``cronwave.demo_books``). Nothing
-in cronwave imports it by name.
+reach cronwave through ``cronwave_billing.extension`` (group ``cronwave.extensions``), its
+gateway through ``cronwave_billing.suite_process`` (group ``cronwave.processes``), and the
+demo (``cronwave demo``, the bench's scenario ``billing``) through
+``cronwave_billing.demo`` (groups ``cronwave.cli`` and ``cronwave.demos``). Nothing in
+cronwave imports it by name.
 """

@@ -5,9 +5,8 @@ Read-only on both sides. The gateway is the truth about money moved: an invoice 
 the period charged more than once there is a duplicate charge, one not charged at all
 is a missing charge. The job's own record of a charge must name the gateway's charge.
 
-``reconcile_suite`` is what ``cronwave demo`` and the bench call after a run: declared
-by this package's entry point ``billing`` of the group ``cronwave.demo_books``, so
-cronwave's demo driver names neither this module nor the gateway's RPCs.
+``reconcile_suite`` is what the demo's driver (``cronwave_billing.demo.driver``: ``cronwave
+demo billing`` and the bench) calls after a run.
 """
 
 from __future__ import annotations

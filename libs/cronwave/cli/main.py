@@ -3,7 +3,8 @@ named ``app``; adding a group is that module plus one ``add_typer`` line here
 (no ``name``: its commands join the top level, or the group they are added to).
 
 Other distributions add commands through the entry point group ``cronwave.cli``
-(``cli._extensions``): the server's ``up``, ``demo``, ``bench``, ``worker`` and the rest.
+(``cli._extensions``): the server's ``up``, ``bench``, ``worker`` and the rest, the
+billing example's ``demo``.
 
 Every module is imported to register its commands, on every call (``--help`` too), so
 a module imports only what its options need; what a command needs to run (the suite,

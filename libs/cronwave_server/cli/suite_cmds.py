@@ -1,6 +1,6 @@
 """``cronwave up``: the whole suite in the foreground, until Ctrl-C or SIGTERM.
 
-Also what ``demo`` shares with it: a suite configured from the environment, started
+Also what the demos share with it: a suite configured from the environment, started
 and always stopped by pid, recorded in its data dir while it runs
 (``cronwave._suite_record``), and its table of processes."""
 
@@ -357,8 +357,8 @@ def up(
         ),
     ] = False,
 ) -> None:
-    """Run the whole suite until Ctrl-C (or SIGTERM), then stop it; with the billing
-    example installed, its sandbox payment gateway too.
+    """Run the whole suite until Ctrl-C (or SIGTERM), then stop it, with every server the
+    installed job packages declare (such as a job's sandbox payment gateway).
 
     Ports: a service's CRONWAVE_*_ADDR when set, else --port-base N + its place, else
     the fixed defaults. The suite is recorded in the data dir while it runs, so a
@@ -381,12 +381,11 @@ def up(
         )
         ports = {**up_ports(port_base), "console": console_port(port_base)}
         config = replace(config, ports=ports, console=True)
-        from cronwave_bench import billing_demo as demo_billing
+        from cronwave_core.suite_processes import declared_processes
 
-        if demo_billing.billing_example_installed():
-            # Its workers register billing.nightly (the example's entry point), so the
-            # job's sandbox payment gateway runs beside them, as under `cronwave demo`.
-            config = demo_billing.with_gateway(config)
+        # The installed job packages' servers (entry point group cronwave.processes): the
+        # jobs those packages register with the workers need them.
+        config = config.with_processes(declared_processes())
         suite = Suite(config)
         busy = busy_ports(suite)
         if busy:

@@ -1,6 +1,7 @@
-"""``cronwave demo billing``: nightly billing of many customers on a private suite with
+"""The billing demo's driver: nightly billing of many customers on a private suite with
 its payment gateway, optionally killing the worker mid-run to show the run resume
-from its checkpoint without charging anyone twice.
+from its checkpoint without charging anyone twice (``cronwave demo billing``, and the
+bench's scenario ``billing`` through ``DEMO``).
 
 The progress bars are drawn from the run's checkpoint as the store has it (what a
 resumed attempt would start from), not from the worker's memory.
@@ -8,19 +9,17 @@ resumed attempt would start from), not from the worker's memory.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import signal
 import tempfile
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from importlib.metadata import entry_points
 from pathlib import Path
-from typing import Any, Protocol
+from types import MappingProxyType
+from typing import Any
 
-import grpc
 from cronwave_proto.v1 import workflow_store_service_pb2 as store_pb
 from cronwave_proto.v1 import workflow_store_service_pb2_grpc as store_grpc
 from rich.console import Console
@@ -36,13 +35,16 @@ from rich.progress import (
 from rich.table import Table
 
 from cronwave import Client, Run
-from cronwave_core.errors import ConfigurationError, CronwaveError
+from cronwave_billing.reconcile import Reconciliation, reconcile_suite
+from cronwave_core.errors import CronwaveError
 from cronwave_core.queueing import RunMessage, make_broker
 from cronwave_core.rpc import open_channel
 from cronwave_core.settings import RedisSettings
 from cronwave_core.suite import Proc, Suite, SuiteConfig
 
 JOB_TYPE = "billing.nightly"
+#: The gateway, as this package declares it (entry point group cronwave.processes).
+GATEWAY = "payment-gateway"
 POLL = 0.2
 #: Waited past the heartbeat timeout for cronwave to hand the dead worker's run to a
 #: new attempt before the demo re-delivers the run's message itself.
@@ -52,52 +54,6 @@ REDELIVER_EVERY = timedelta(seconds=2)
 
 class DemoFailed(CronwaveError):
     """The demo's run did not end as it must."""
-
-
-class Reconciliation(Protocol):
-    """A billing period's books: the job's database against the gateway's charges."""
-
-    @property
-    def period(self) -> str: ...
-    @property
-    def customers(self) -> int: ...
-    @property
-    def invoices(self) -> int: ...
-    @property
-    def gateway_charges(self) -> int: ...
-    @property
-    def duplicates(self) -> int: ...
-    @property
-    def missing(self) -> int: ...
-    @property
-    def unrecorded(self) -> int: ...
-    @property
-    def ok(self) -> bool: ...
-
-
-class Books(Protocol):
-    """How the billing example checks a period once the run is done: from the suite's
-    environment and a channel to its gateway (the entry point ``billing`` of the group
-    ``BOOKS_GROUP``, so this module names none of its tables or RPCs)."""
-
-    def __call__(
-        self, env: Mapping[str, str], gateway: grpc.Channel, period: str, timeout: timedelta
-    ) -> Reconciliation: ...
-
-
-#: Where a demo's job package declares how its books are checked.
-BOOKS_GROUP = "cronwave.demo_books"
-
-
-def books() -> Books:
-    """The billing example's ``Books``, refused when it declares none."""
-    for point in entry_points(group=BOOKS_GROUP, name="billing"):
-        found: Books = point.load()
-        return found
-    raise ConfigurationError(
-        f"the billing example declares no entry point billing of the group {BOOKS_GROUP}: "
-        "reinstall it (`pip install -e examples/billing`)"
-    )
 
 
 @dataclass
@@ -374,7 +330,7 @@ def run_billing_demo(
         elapsed = time.monotonic() - started
     channel = open_channel(suite.address(GATEWAY), rpc_timeout, traced=False, tls=suite.tls())
     try:
-        reconciliation = books()(suite.base_env(), channel, period, rpc_timeout * 6)
+        reconciliation = reconcile_suite(suite.base_env(), channel, period, rpc_timeout * 6)
     finally:
         channel.close()
     return Outcome(run, elapsed, reconciliation, watch.recovery, hb_timeout)
@@ -424,34 +380,37 @@ def outcome_table(outcome: Outcome) -> Table:
     return table
 
 
-#: The billing demo's job package (examples/billing): its job and its gateway.
-EXAMPLE_PACKAGE = "cronwave_billing"
-#: The gateway, as the billing example declares it (entry point group cronwave.processes).
-GATEWAY = "payment-gateway"
-
-
-def billing_example_installed() -> bool:
-    """Whether the billing example's job package is installed (looked up, not imported)."""
-    return importlib.util.find_spec(EXAMPLE_PACKAGE) is not None
-
-
-def require_billing_example() -> None:
-    """Refuse, saying how to install it, when the billing example is not installed.
-    Looked up, not imported: the suite's workers load it through its entry point, and
-    the gateway is started by module name."""
-    if not billing_example_installed():
-        raise ConfigurationError(
-            f"the billing demo needs its job package ({EXAMPLE_PACKAGE}, the "
-            "cronwave-example-billing distribution), which is not installed: run "
-            "`pip install -e examples/billing` in a checkout of cronwave (`make setup` "
-            "does), then try again"
-        )
-
-
 def with_gateway(config: SuiteConfig) -> SuiteConfig:
-    """``config`` with the payment gateway on, at the suite's own address; refused
-    when the billing example is not installed (``require_billing_example``)."""
-    require_billing_example()
-    env = {k: v for k, v in config.env.items() if k != "CRONWAVE_GATEWAY_ADDR"}
-    processes = (*(p for p in config.processes if p != GATEWAY), GATEWAY)
-    return replace(config, processes=processes, env=env)
+    """``config`` with the payment gateway on, at the suite's own address."""
+    return config.with_processes([GATEWAY])
+
+
+class BenchDemo:
+    """The demo as the bench's scenario ``billing`` drives it, through this package's
+    entry point ``billing`` of the group ``cronwave.demos``: the suite it needs, and
+    one run on that suite, reconciled."""
+
+    #: The job's own database and the gateway's (``cronwave_billing.settings``).
+    databases: Mapping[str, str] = MappingProxyType(
+        {
+            "CRONWAVE_BILLING_DATABASE_URL": "billing_job",
+            "CRONWAVE_GATEWAY_DATABASE_URL": "billing_gateway",
+        }
+    )
+
+    def suite_config(self, config: SuiteConfig) -> SuiteConfig:
+        return with_gateway(config)
+
+    def run(
+        self,
+        suite: Suite,
+        console: Console,
+        customers: int,
+        kill_after: timedelta | None,
+        timeout: timedelta,
+        rpc_timeout: timedelta,
+    ) -> Outcome:
+        return run_billing_demo(suite, console, customers, kill_after, timeout, rpc_timeout)
+
+
+DEMO = BenchDemo()

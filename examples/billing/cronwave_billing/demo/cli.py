@@ -1,5 +1,10 @@
 """``cronwave demo``: nightly billing end to end on a private suite, then stop it;
-``cronwave demo billing``: the same job at scale, with a kill -9 in the middle if asked."""
+``cronwave demo billing``: the same job at scale, with a kill -9 in the middle if asked.
+
+They join the ``cronwave`` app through this package's entry point ``billing`` of the
+group ``cronwave.cli`` (``register``). Imported on every ``cronwave`` call, so this
+module imports only what the options need: the suite and the driver are imported
+inside the commands."""
 
 from __future__ import annotations
 
@@ -48,6 +53,11 @@ group = typer.Typer(
     help="Nightly billing end to end on a private suite (see also: demo billing).",
 )
 app.add_typer(group)
+
+
+def register(cronwave_app: typer.Typer) -> None:
+    """Add ``demo`` and ``demo billing`` to the ``cronwave`` app."""
+    cronwave_app.add_typer(app)
 
 
 def ensure_schedule(client: Client, console: Console, zone: str, customers: int) -> Schedule:
@@ -144,7 +154,7 @@ def demo(
     if ctx.invoked_subcommand is not None:
         return
     with server_modules("cronwave demo", SERVICE_MODULES):
-        from cronwave_bench import billing_demo as demo_billing
+        from cronwave_billing.demo import driver
         from cronwave_core.domain import calendar
         from cronwave_core.settings import NetworkSettings, ProcessSettings
         from cronwave_core.settings_base import user_data_dir
@@ -156,7 +166,7 @@ def demo(
         # The data dir `cronwave up` would use, so that the commands it prints reach
         # this data from any folder.
         data_dir = data_dir or chosen_data_dir() or ProcessSettings.from_env().data_dir
-        config = demo_billing.with_gateway(suite_config(data_dir, ports={}))
+        config = driver.with_gateway(suite_config(data_dir, ports={}))
         suite = Suite(replace(config, console=True))
         console.print(f"starting a private cronwave suite in {suite.config.data_dir} ...")
         try:
@@ -238,7 +248,7 @@ def billing(
     The databases are SQLite files in the data dir unless CRONWAVE_DATABASE_URL,
     CRONWAVE_BILLING_DATABASE_URL and CRONWAVE_GATEWAY_DATABASE_URL name others."""
     with server_modules("cronwave demo billing", SERVICE_MODULES):
-        from cronwave_bench import billing_demo as demo_billing
+        from cronwave_billing.demo import driver
         from cronwave_core.settings import NetworkSettings
         from cronwave_core.suite import Suite
     kill_after = parse_duration(kill_worker_after) if kill_worker_after else None
@@ -246,18 +256,18 @@ def billing(
     console = out()
     with reported_errors():
         settings = NetworkSettings.from_env()
-        directory = data_dir or demo_billing.fresh_data_dir()
-        suite = Suite(demo_billing.with_gateway(suite_config(directory, ports={})))
+        directory = data_dir or driver.fresh_data_dir()
+        suite = Suite(driver.with_gateway(suite_config(directory, ports={})))
         console.print(f"starting a private cronwave suite and payment gateway in {directory} ...")
         try:
             with running(suite):
                 console.print(suite_table(suite))
-                outcome = demo_billing.run_billing_demo(
+                outcome = driver.run_billing_demo(
                     suite, console, customers, kill_after, limit, settings.rpc_timeout
                 )
         except KeyboardInterrupt:
             fail("interrupted; every process the demo started was stopped")
-    console.print(demo_billing.outcome_table(outcome))
+    console.print(driver.outcome_table(outcome))
     console.print(f"suite stopped; data and logs kept in {directory}", soft_wrap=True)
     if outcome.run.state != "SUCCEEDED":
         fail(
