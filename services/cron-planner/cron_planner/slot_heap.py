@@ -61,11 +61,12 @@ class SlotHeap(Generic[T]):
         for i in reversed(range(len(items) // 2)):
             self._down(i)
 
-    def _up(self, i: int) -> bool:
+    def _up(self, i: int, top: int = 0) -> bool:
+        """Move the item at ``i`` up, no higher than ``top``; whether it moved."""
         items = self._items
         item = items[i]
         start = i
-        while i > 0:
+        while i > top:
             parent = (i - 1) >> 1
             above = items[parent]
             if not item.before(above):
@@ -78,21 +79,24 @@ class SlotHeap(Generic[T]):
         return i != start
 
     def _down(self, i: int) -> None:
+        # As heapq does: move the hole down to a leaf along the earlier child (one
+        # comparison a level), then back up to where the item belongs. An item that
+        # moved down usually belongs near the bottom, so this compares about half as
+        # often as stopping on the way down.
         items = self._items
         count = len(items)
+        top = i
         item = items[i]
-        while True:
-            child = 2 * i + 1
-            if child >= count:
-                break
+        child = 2 * i + 1
+        while child < count:
             right = child + 1
-            if right < count and items[right].before(items[child]):
+            if right < count and not items[child].before(items[right]):
                 child = right
             below = items[child]
-            if not below.before(item):
-                break
             items[i] = below
             below.position = i
             i = child
+            child = 2 * i + 1
         items[i] = item
         item.position = i
+        self._up(i, top)
