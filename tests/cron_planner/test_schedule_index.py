@@ -248,6 +248,30 @@ def test_load_replaces_everything_and_sets_the_revision() -> None:
     assert slot is not None and slot.schedule_id == "x"
 
 
+def test_a_load_remembers_what_was_handled_of_the_schedules_that_stay() -> None:
+    # Given `a` handled up to T0 and a slot of `b` handed out
+    index = ScheduleIndex()
+    index.apply(every(1, sid="a"), LONG_AGO)
+    index.apply(every(1, sid="b"), LONG_AGO)
+    a, b = index.slot("a"), index.slot("b")
+    assert a is not None and b is not None
+    index.advance(a, T0, 3)
+
+    # When a listing gathered one by one replaces everything
+    loading = index.loading()
+    loading.add(every(1, sid="a", revision=2), LONG_AGO)
+    loading.add(every(1, sid="b", revision=2), LONG_AGO)
+    index.load(loading, 2)
+
+    # Then `a` goes on after T0, `b` starts again from where it took effect, and the
+    # slot handed out before the load is superseded
+    nxt_a, nxt_b = index.slot("a"), index.slot("b")
+    assert nxt_a is not None and nxt_a.fire_time == datetime(2030, 1, 7, 12, 1, tzinfo=UTC)
+    assert nxt_b is not None and nxt_b.fire_time == b.fire_time
+    assert index.position(b) is None
+    assert index.peek() == nxt_b
+
+
 def test_many_changes_keep_the_heap_bounded() -> None:
     # Given 100 schedules changed 50 times each
     index = ScheduleIndex()

@@ -13,6 +13,7 @@ equal values can be shared without keeping unused ones alive.
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
 from enum import StrEnum
@@ -32,6 +33,7 @@ from cronwave_core.fields import shown
 from cronwave_core.proto_enum import ProtoEnum
 from cronwave_core.wire import dt_to_ts, duration_to_td, opt_ts, td_to_duration, ts_to_dt
 
+_NO_JITTER = timedelta(0)
 #: The longest cron expression a schedule may have, in characters. Here, not beside
 #: the cron parser (``calendar_cron``), so that a spec is checked without loading
 #: croniter: the SDK builds specs, only the calendar reads them.
@@ -199,7 +201,9 @@ class Spec:
             raise InvalidArgument("spec.jitter", "must not be negative")
         spec = cls(
             cron=tuple(c.strip() for c in msg.cron),
-            time_zone=msg.time_zone or "UTC",
+            # A planner holds a spec per schedule: the few zone names and the zero
+            # jitter are one object each, not one per spec.
+            time_zone=sys.intern(msg.time_zone or "UTC"),
             dst_gap=DstGap.from_proto(msg.dst_gap),
             dst_repeat=DstRepeat.from_proto(msg.dst_repeat),
             exclude_dates=tuple(excluded),
@@ -208,7 +212,7 @@ class Spec:
             max_runs=msg.max_runs,
             intervals=tuple(intervals),
             one_off=tuple(ts_to_dt(t, f"spec.one_off[{i}]") for i, t in enumerate(msg.one_off)),
-            jitter=jitter,
+            jitter=jitter or _NO_JITTER,
         )
         if spec.start_at and spec.end_at and spec.end_at <= spec.start_at:
             raise InvalidArgument("spec.end_at", "must be after spec.start_at")

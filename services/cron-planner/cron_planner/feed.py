@@ -51,7 +51,7 @@ _MAX_PACE = 0.5
 PAGE = 1_000
 
 
-class _Shared:
+class SharedValues:
     """One instance per distinct spec and policy value: 100,000 schedules that share a
     few hundred calendars hold a few hundred Spec objects, not 100,000 equal ones.
     Weak values, so a spec no schedule uses any more is freed. Job type names and
@@ -132,7 +132,7 @@ class ScheduleFeed:
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
         self.loaded = threading.Event()
-        self._shared = _Shared()
+        self._shared = SharedValues()
         self.changes = 0
         self.reconnects = 0
         #: Schedules left out so far (each time one is: at a load, at a change).
@@ -261,7 +261,7 @@ class ScheduleFeed:
         if self._shard_count > 1 and held and len(self._index):
             self._load_more(shards, held, now)
             return
-        decoded: list[tuple[ScheduleDef, datetime]] = []
+        loading = self._index.loading()
         revision: int | None = None
         left_out = self.left_out
         # The next page is asked for before this one is decoded, so the store reads
@@ -275,13 +275,15 @@ class ScheduleFeed:
                 revision = reply.revision
             if reply.schedules and not self._stopping.is_set():
                 pending = self._page(reply.schedules[-1].schedule_id, shards)
-            kept = (s for s in reply.schedules if self._keep(s.schedule_id))
-            decoded.extend(d for d in (self._decoded(s, now) for s in kept) if d)
+            for msg in reply.schedules:
+                readable = self._readable(msg, now) if self._keep(msg.schedule_id) else None
+                if readable is not None:
+                    loading.add(*readable)
             if self._shards != shards:
                 return  # refiltered meanwhile: load again for the new shards
         if self._stopping.is_set():
             return
-        self._index.load(self._plannable(decoded), revision or 0)
+        self._index.load(loading, revision or 0)
         with self._lock:
             if self._shards != shards:
                 return

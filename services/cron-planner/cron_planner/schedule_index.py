@@ -6,10 +6,11 @@ dropped) -- and the instant the planner acts on it: the fire time delayed by the
 schedule's deterministic jitter (a skipped slot: its own instant). The nominal fire
 time stays the run's identity; only the moment of the start moves.
 
-Slots sit in a heap keyed by (act at, schedule id, generation); a change bumps the
-schedule's generation instead of searching the heap, and stale heap entries are dropped
-when they surface (lazy invalidation). Finding the next due slot is therefore
-O(log n) amortised, and a change re-computes only its own schedule.
+Slots sit in a heap ordered by (act at, schedule id) whose entries know their place
+(``slot_heap``): a change moves its own schedule's entry, so the heap holds one entry
+per pending slot and nothing stale. Finding the next due slot is O(1), moving one
+O(log n), and a change re-computes only its own schedule. Each change also bumps the
+schedule's generation, so a ``Slot`` handed out before it is known to be superseded.
 
 Where a schedule's next occurrence is searched from: strictly after
 ``max(since, handled)``, where
@@ -38,15 +39,15 @@ finished schedules have no slot. Thread-safe: one lock guards everything.
 
 from __future__ import annotations
 
-import heapq
 import threading
 from collections.abc import Callable, Collection, Iterable, Mapping
-from dataclasses import dataclass
-from datetime import datetime, timedelta
+from dataclasses import dataclass, fields
+from datetime import UTC, datetime, timedelta
 
+from cron_planner.slot_heap import SlotHeap
 from cronwave_core.domain.calendar import occurrences_after, runs_left
 from cronwave_core.domain.jitter import jittered
-from cronwave_core.domain.spec import ScheduleDef
+from cronwave_core.domain.spec import ScheduleDef, Spec
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,19 +70,66 @@ class Position:
     fires: int
 
 
-@dataclass(slots=True)
-class _Entry:
-    """One schedule. Its pending slot is kept as two instants, not as a ``Slot``
-    object (built when asked for): 100,000 schedules, one object fewer each."""
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_US = timedelta(microseconds=1)
+#: The fields of a schedule, which an entry holds itself (see ``_Entry``).
+_SCHEDULE = tuple(f.name for f in fields(ScheduleDef))
 
-    schedule: ScheduleDef
-    since: datetime
-    shard: int = 0
-    handled: datetime | None = None
-    fires: int = 0
-    fire_time: datetime | None = None  # None: no pending slot
-    act_at: datetime | None = None
-    generation: int = 0
+
+def _micros(instant: datetime) -> int:
+    return (instant - _EPOCH) // _US
+
+
+def _instant(micros: int) -> datetime:
+    return _EPOCH + timedelta(microseconds=micros)
+
+
+class _Entry:
+    """One schedule, where it stands and its place in the heap.
+
+    A planner holds hundreds of thousands of entries, so every object an entry owns
+    costs megabytes; an entry therefore holds its ``ScheduleDef``'s fields itself (the
+    spec, policy, job type and payload are shared with other schedules) and builds a
+    ``ScheduleDef`` when asked for one, and keeps its pending slot as integers,
+    microseconds since the Unix epoch: when it is acted on (``act_at``), and how long
+    before its fire time that is (``ahead``; usually the dispatch lead, one int
+    object shared by every entry). ``Slot`` gives them as aware datetimes.
+    """
+
+    __slots__ = (
+        *_SCHEDULE,
+        "act_at",
+        "ahead",
+        "fires",
+        "generation",
+        "handled",
+        "position",
+        "shard",
+        "since",
+    )
+    schedule_id: str
+    spec: Spec
+    paused: bool
+    revision: int
+
+    def __init__(self, schedule: ScheduleDef, since: datetime, shard: int) -> None:
+        self.hold(schedule)
+        self.since = since
+        self.shard = shard
+        self.handled: datetime | None = None
+        self.fires = 0
+        self.act_at = 0  # microseconds since the epoch (while it has a slot)
+        self.ahead = 0
+        self.generation = 0
+        self.position = -1  # in the heap; -1: no pending slot
+
+    def hold(self, schedule: ScheduleDef) -> None:
+        for name in _SCHEDULE:
+            setattr(self, name, getattr(schedule, name))
+
+    @property
+    def schedule(self) -> ScheduleDef:
+        return ScheduleDef(*(getattr(self, name) for name in _SCHEDULE))
 
     @property
     def after(self) -> datetime:
@@ -89,9 +137,33 @@ class _Entry:
 
     @property
     def slot(self) -> Slot | None:
-        if self.fire_time is None or self.act_at is None:
+        if self.position < 0:
             return None
-        return Slot(self.schedule.schedule_id, self.fire_time, self.act_at, self.generation)
+        fire_time = _instant(self.act_at + self.ahead)
+        return Slot(self.schedule_id, fire_time, _instant(self.act_at), self.generation)
+
+    def before(self, other: _Entry) -> bool:
+        """Whether this slot is acted on first: by its instant, then by schedule id."""
+        if self.act_at != other.act_at:
+            return self.act_at < other.act_at
+        return self.schedule_id < other.schedule_id
+
+
+class Loading:
+    """Schedules gathered to replace an index's (``ScheduleIndex.load``). Each is held
+    as an entry, its first slot computed, as it arrives: outside the index's lock, so
+    the fire loop goes on while a listing's pages come in, and with nothing else kept
+    of it, so a listing leaves no copy of every schedule behind."""
+
+    def __init__(self, index: ScheduleIndex) -> None:
+        self._index = index
+        self.entries: dict[str, _Entry] = {}
+
+    def add(self, schedule: ScheduleDef, since: datetime) -> None:
+        index = self._index
+        entry = _Entry(schedule, since, index._shard(schedule.schedule_id))
+        index._reschedule(entry, place=False)
+        self.entries[schedule.schedule_id] = entry
 
 
 class ScheduleIndex:
@@ -103,11 +175,11 @@ class ScheduleIndex:
         if lead < timedelta(0):
             raise ValueError("the dispatch lead must not be negative")
         self.lead = lead
+        self._lead_micros = lead // _US
         self._shard = shard
         self._lock = threading.RLock()
         self._entries: dict[str, _Entry] = {}
-        self._heap: list[tuple[datetime, str, int]] = []
-        self._live = 0  # entries with a slot
+        self._heap: SlotHeap[_Entry] = SlotHeap()  # the entries with a slot
         self._revision = 0
 
     # reading ---------------------------------------------------------------
@@ -144,13 +216,8 @@ class ScheduleIndex:
         """The slot to act on first (smallest ``act_at``), or None when nothing is
         scheduled."""
         with self._lock:
-            while self._heap:
-                _, schedule_id, generation = self._heap[0]
-                entry = self._entries.get(schedule_id)
-                if entry and entry.fire_time is not None and entry.generation == generation:
-                    return entry.slot
-                heapq.heappop(self._heap)  # superseded by a later change
-            return None
+            first = self._heap.first()
+            return first.slot if first is not None else None
 
     def due(self, now: datetime) -> Slot | None:
         """The first slot whose ``act_at`` has come, if any."""
@@ -166,27 +233,38 @@ class ScheduleIndex:
             return Position(entry.schedule, entry.after, entry.fires)
 
     def heap_size(self) -> int:
-        """Heap entries including stale ones (kept bounded by compaction)."""
+        """Heap entries: one per pending slot."""
         with self._lock:
             return len(self._heap)
 
     # changing ----------------------------------------------------------------
-    def load(self, schedules: Iterable[tuple[ScheduleDef, datetime]], revision: int) -> None:
+    def loading(self) -> Loading:
+        """Schedules to replace this index's with (``load``), gathered one by one."""
+        return Loading(self)
+
+    def load(
+        self, schedules: Loading | Iterable[tuple[ScheduleDef, datetime]], revision: int
+    ) -> None:
         """Replace everything with ``schedules`` (each with its ``since``), as read at
         store ``revision``. What was handled of schedules that stay is remembered."""
+        if not isinstance(schedules, Loading):
+            gathered = self.loading()
+            for schedule, since in schedules:
+                gathered.add(schedule, since)
+            schedules = gathered
         with self._lock:
             old = self._entries
-            self._entries = {}
-            self._heap = []
-            self._live = 0
-            for schedule, since in schedules:
-                previous = old.get(schedule.schedule_id)
-                entry = _Entry(schedule, since, self._shard(schedule.schedule_id))
-                if previous is not None:
+            for schedule_id, entry in schedules.entries.items():
+                previous = old.get(schedule_id)
+                if previous is None:
+                    continue
+                entry.generation = previous.generation + 1
+                if previous.handled is not None or previous.fires:
                     entry.handled, entry.fires = previous.handled, previous.fires
-                    entry.generation = previous.generation + 1
-                self._entries[schedule.schedule_id] = entry
-                self._reschedule(entry)
+                    self._reschedule(entry, place=False)
+            self._entries = schedules.entries
+            # Placed all at once: heapifying is linear, pushing each one is not.
+            self._heap.rebuild([e for e in self._entries.values() if e.position == 0])
             self._revision = revision
 
     def apply(self, schedule: ScheduleDef, since: datetime) -> bool:
@@ -205,12 +283,10 @@ class ScheduleIndex:
                 self._entries[schedule.schedule_id] = entry
                 self._reschedule(entry)
                 return True
-            if schedule.revision and schedule.revision <= entry.schedule.revision:
+            if schedule.revision and schedule.revision <= entry.revision:
                 return False
-            same_calendar = (
-                schedule.spec == entry.schedule.spec and schedule.paused == entry.schedule.paused
-            )
-            entry.schedule = schedule
+            same_calendar = schedule.spec == entry.spec and schedule.paused == entry.paused
+            entry.hold(schedule)
             if same_calendar:
                 return True
             entry.since = since
@@ -224,9 +300,8 @@ class ScheduleIndex:
             entry = self._entries.pop(schedule_id, None)
             if entry is None:
                 return False
-            if entry.fire_time is not None:
-                self._live -= 1
-            self._compact_if_sparse()
+            if entry.position >= 0:
+                self._heap.remove(entry)
             return True
 
     def advance(self, slot: Slot, through: datetime, fires: int = 0) -> Slot | None:
@@ -266,49 +341,37 @@ class ScheduleIndex:
     # internals -----------------------------------------------------------------
     def _current(self, slot: Slot) -> _Entry | None:
         entry = self._entries.get(slot.schedule_id)
-        if entry is None or entry.fire_time is None or entry.generation != slot.generation:
+        if entry is None or entry.position < 0 or entry.generation != slot.generation:
             return None
         return entry
 
-    def _reschedule(self, entry: _Entry) -> None:
-        schedule = entry.schedule
-        spec = schedule.spec
-        if schedule.paused:
-            self._set_slot(entry, None)
-            return
-        if spec.max_runs and spec.start_at is None and runs_left(spec, entry.fires) == 0:
-            self._set_slot(entry, None)  # it has had all its runs
-            return
-        occurrence = next(occurrences_after(spec, entry.after), None)
+    def _reschedule(self, entry: _Entry, place: bool = True) -> None:
+        """Give ``entry`` its next slot from where it stands, or none. ``place``: put it
+        in its place in the heap (else the caller rebuilds the heap; an entry given a
+        slot is marked by position 0)."""
+        spec = entry.spec
+        entry.generation += 1
+        occurrence = None
+        if not entry.paused and not (
+            # it has had all its runs
+            spec.max_runs and spec.start_at is None and runs_left(spec, entry.fires) == 0
+        ):
+            occurrence = next(occurrences_after(spec, entry.after), None)
         if occurrence is None:
-            self._set_slot(entry, None)
+            if entry.position >= 0 and place:
+                self._heap.remove(entry)
+            entry.position = -1
             return
         at = occurrence.at
-        act_at = at if occurrence.skipped else jittered(schedule.schedule_id, at, spec.jitter)
+        act_at = at if occurrence.skipped else jittered(entry.schedule_id, at, spec.jitter)
         if self.lead and not occurrence.skipped and not spec.jitter:
             act_at = at - min(self.lead, (at - entry.after) / 2)
-        self._set_slot(entry, (at, act_at))
-
-    def _set_slot(self, entry: _Entry, times: tuple[datetime, datetime] | None) -> None:
-        """Give ``entry`` the slot (fire time, act at) under a new generation, or none."""
-        entry.generation += 1
-        self._live += (times is not None) - (entry.fire_time is not None)
-        if times is None:
-            entry.fire_time = entry.act_at = None
-            self._compact_if_sparse()
-            return
-        entry.fire_time, entry.act_at = times
-        heapq.heappush(self._heap, (times[1], entry.schedule.schedule_id, entry.generation))
-        self._compact_if_sparse()
-
-    def _compact_if_sparse(self) -> None:
-        # Stale entries only leave the heap when they surface; rebuild once they
-        # outnumber the live ones so memory stays proportional to the schedules.
-        if len(self._heap) <= 2 * self._live + 64:
-            return
-        self._heap = [
-            (e.act_at, e.schedule.schedule_id, e.generation)
-            for e in self._entries.values()
-            if e.act_at is not None
-        ]
-        heapq.heapify(self._heap)
+        entry.act_at = _micros(act_at)
+        ahead = _micros(at) - entry.act_at
+        entry.ahead = self._lead_micros if ahead == self._lead_micros else ahead
+        if not place:
+            entry.position = 0
+        elif entry.position >= 0:
+            self._heap.moved(entry)
+        else:
+            self._heap.push(entry)
