@@ -144,10 +144,13 @@ def test_runs_queued_on_a_process_that_dies_are_handed_to_another_and_run(
     tmp_path: Path, namespace: str
 ) -> None:
     with open_pool(tmp_path, namespace, processes=1) as one:
-        # Given one process, with a body that kills it first in its queue
-        fire = soon(1.5)
+        # Given one process, with a body that kills it first in its queue: due a moment
+        # before the runs behind it, so it is first whichever hand-over reaches the
+        # process first (on a loaded machine a later run's can overtake it)
+        crash_fire = soon(1.5)
+        fire = crash_fire + timedelta(seconds=0.3)
         runs = Runs(one)
-        runs.start("crash", "drill.crash", fire)
+        runs.start("crash", "drill.crash", crash_fire)
         runs.queued(1)
         runs.start("a", "cronwave.noop", fire)
         runs.start("b", "cronwave.noop", fire)
