@@ -82,30 +82,36 @@ def test_runs_due_at_one_instant_are_in_their_processes_before_it(
     assert set(job_processes(namespace)) == processes
 
 
-def test_a_run_queued_behind_a_body_that_goes_on_moves_to_a_process_gone_idle(
-    pool: JobProcessPool, tmp_path: Path
-) -> None:
-    # Given both processes busy: one with a body held at a gate, one napping a second
-    gate = tmp_path / "gate"
-    runs = Runs(pool)
+def queue_behind_busy_processes(runs: Runs, gate: Path, bound: float) -> None:
+    """Both of the pool's processes busy, one with a body held at ``gate``, one napping
+    a second; then two runs due in a moment queued, one on each. Waits up to ``bound``
+    seconds for both queued runs to end while the gate is still shut (the one behind
+    the held body must move to the napping process once its nap is over), then opens
+    the gate and joins every run."""
     runs.start("held", "drill.gated", soon(0), gate=str(gate))
     runs.queued(1)
     runs.start("nap", "cronwave.sleep", soon(0), seconds=1.0)
     runs.queued(2)
-    # When two runs due in a moment are queued, one on each
     fire = soon(0.3)
     runs.start("a", "cronwave.noop", fire)
     runs.queued(3)
     runs.start("b", "cronwave.noop", fire)
     runs.queued(4)
-    # Then both run while the gate is still shut: the one behind the held body moved
-    # to the napping process once its nap was over
     done: Callable[[], bool] = lambda: {"a", "b"} <= runs.results.keys()  # noqa: E731
     try:
-        eventually(done, timeout=30, what="both queued runs over, the gate shut")
+        eventually(done, timeout=bound, what="both queued runs over, the gate shut")
     finally:
         gate.touch()
         runs.join()
+
+
+def test_a_run_queued_behind_a_body_that_goes_on_moves_to_a_process_gone_idle(
+    pool: JobProcessPool, tmp_path: Path
+) -> None:
+    # Given both processes busy, when a run is queued on each: then both run while
+    # the gate is still shut
+    runs = Runs(pool)
+    queue_behind_busy_processes(runs, tmp_path / "gate", bound=30)
     assert runs.results["a"].outcome is runs.results["b"].outcome is Outcome.SUCCEEDED
     assert runs.results["held"].outcome is runs.results["nap"].outcome is Outcome.SUCCEEDED
 
@@ -114,29 +120,13 @@ def test_a_process_gone_idle_wakes_a_run_queued_elsewhere_at_once(
     pool: JobProcessPool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Given runs that look again for an idle process only after a minute, as their
-    # heartbeats do: within the test's bound only the pool can wake them
+    # heartbeats do: within the bound only the pool can wake them (well inside the
+    # 30-s duration limit, past which a queued run moves anyway)
     monkeypatch.setattr(isolation, "_MOVE_POLL_S", 60.0)
-    gate = tmp_path / "gate"
     runs = Runs(pool, interval=60)
-    runs.start("held", "drill.gated", soon(0), gate=str(gate))
-    runs.queued(1)
-    runs.start("nap", "cronwave.sleep", soon(0), seconds=1.0)
-    runs.queued(2)
-    # When a run due in a moment is queued on each busy process
-    fire = soon(0.3)
-    runs.start("a", "cronwave.noop", fire)
-    runs.queued(3)
-    runs.start("b", "cronwave.noop", fire)
-    runs.queued(4)
-    # Then the one behind the held body moves once the napping process is idle, long
-    # before either would look again
-    done: Callable[[], bool] = lambda: {"a", "b"} <= runs.results.keys()  # noqa: E731
-    try:
-        # (well inside the 30-s duration limit, past which a queued run moves anyway)
-        eventually(done, timeout=15, what="both queued runs over, the gate shut")
-    finally:
-        gate.touch()
-        runs.join()
+    # When both processes are busy and a run is queued on each, then the one behind
+    # the held body moves once the napping process is idle
+    queue_behind_busy_processes(runs, tmp_path / "gate", bound=15)
     assert runs.results["a"].outcome is runs.results["b"].outcome is Outcome.SUCCEEDED
 
 
