@@ -9,6 +9,7 @@ distribution (``cronwave-example-billing``, which adds it)."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from importlib.metadata import entry_points
 
 import typer
@@ -18,12 +19,41 @@ from cronwave.cli._console import SERVER_HINT, fail
 GROUP = "cronwave.cli"
 #: The entry point of the server distribution (``cronwave[server]``).
 SERVER = "server"
-#: The commands the server distribution adds.
-SERVER_COMMANDS = ("up", "bench", "waterfall", "trace", "load", "worker")
 #: The entry point of the billing example's distribution, which needs the server's.
 EXAMPLE = "billing"
-#: The commands the billing example adds.
-EXAMPLE_COMMANDS = ("demo",)
+
+
+@dataclass(frozen=True)
+class Provider:
+    """A distribution that adds commands by its entry point ``name``: the commands,
+    and what each says when the distribution is not installed."""
+
+    name: str
+    commands: tuple[str, ...]
+    summary: str  # in --help, beside each command
+    needs: str  # the error's subject: "the server packages (not installed)", ...
+    hint: str = ""
+
+
+#: In the order they are looked for: a command whose distribution is missing is
+#: refused for the first missing one it depends on (the example needs the server).
+PROVIDERS = (
+    Provider(
+        SERVER,
+        ("up", "bench", "waterfall", "trace", "load", "worker", "demo"),
+        "(needs the server: pip install 'cronwave[server]')",
+        "the server packages (not installed)",
+        SERVER_HINT,
+    ),
+    Provider(
+        EXAMPLE,
+        ("demo",),
+        "(needs the billing example: pip install -e examples/billing)",
+        "the billing example (the cronwave-example-billing distribution), which is not "
+        "installed: run `pip install -e examples/billing` in a checkout of cronwave "
+        "(`make setup` does), then try again",
+    ),
+)
 
 
 def add_installed(app: typer.Typer) -> None:
@@ -34,36 +64,25 @@ def add_installed(app: typer.Typer) -> None:
     for point in found:
         point.load()(app)
     names = {point.name for point in found}
-    if SERVER not in names:
-        for name in (*SERVER_COMMANDS, *EXAMPLE_COMMANDS):
-            _add_refusal(
-                app,
-                name,
-                "(needs the server: pip install 'cronwave[server]')",
-                f"`cronwave {name}` needs the server packages (not installed)",
-                SERVER_HINT,
-            )
-    elif EXAMPLE not in names:
-        for name in EXAMPLE_COMMANDS:
-            _add_refusal(
-                app,
-                name,
-                "(needs the billing example: pip install -e examples/billing)",
-                f"`cronwave {name}` needs the billing example (the cronwave-example-billing "
-                "distribution), which is not installed: run `pip install -e examples/billing` "
-                "in a checkout of cronwave (`make setup` does), then try again",
-            )
+    refused: set[str] = set()
+    for provider in PROVIDERS:
+        if provider.name in names:
+            continue
+        for command in provider.commands:
+            if command not in refused:
+                refused.add(command)
+                _add_refusal(app, command, provider)
 
 
-def _add_refusal(app: typer.Typer, name: str, summary: str, message: str, hint: str = "") -> None:
-    """``cronwave NAME``, listed with ``summary``, failing with ``message`` (and ``hint``)
+def _add_refusal(app: typer.Typer, name: str, provider: Provider) -> None:
+    """``cronwave NAME``, listed with the provider's summary, failing with its message
     whatever it is given."""
 
     @app.command(
         name,
-        help=summary,
+        help=provider.summary,
         context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
         add_help_option=False,
     )
     def refused(ctx: typer.Context) -> None:
-        fail(message, hint)
+        fail(f"`cronwave {name}` needs {provider.needs}", provider.hint)
