@@ -96,6 +96,14 @@ def test_latest_fire_times_in_pages_with_counts(store: StoreProcess) -> None:
     only = stub.LatestFireTimes(api.LatestFireTimesRequest(schedule_ids=[b, d]), timeout=10)
     assert [e.schedule_id for e in only.entries] == [b]
 
+    # And asked for by id, two per page, the same figures (PostgreSQL plans this per id)
+    asked = api.LatestFireTimesRequest(schedule_ids=[d, c, b, a], limit=2)
+    page = stub.LatestFireTimes(asked, timeout=10).entries
+    asked.after_schedule_id = page[-1].schedule_id
+    pages = [*page, *stub.LatestFireTimes(asked, timeout=10).entries]
+    assert [e.schedule_id for e in pages] == [a, b, c]
+    assert {e.schedule_id: (ts_to_dt(e.fire_time), e.fires) for e in pages} == got
+
 
 def test_a_missed_batch_is_fenced_and_leaves_existing_runs_alone(store: StoreProcess) -> None:
     stub = store.stub()
