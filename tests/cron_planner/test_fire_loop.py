@@ -15,6 +15,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from cron_planner import fire_loop
 from cron_planner.backoff import Backoff
 from cron_planner.clock import ManualClock
 from cron_planner.fire_loop import FireLoop
@@ -92,6 +93,7 @@ class Ledger:
     cancelled: list[str] = field(default_factory=list)
     unavailable: int = 0  # record_missed calls to refuse first
     latest_asked: list[list[str] | None] = field(default_factory=list)  # None: all
+    latest_unavailable: int = 0  # latest_fire_times calls to refuse first
 
     def record_missed(self, slots: Sequence[Missed], token: int) -> list[str]:
         if self.unavailable:
@@ -112,6 +114,9 @@ class Ledger:
         self, schedule_ids: Sequence[str] | None = None
     ) -> dict[str, tuple[datetime, int]]:
         self.latest_asked.append(None if schedule_ids is None else sorted(schedule_ids))
+        if self.latest_unavailable:
+            self.latest_unavailable -= 1
+            raise Unavailable("store away")
         if schedule_ids is None:
             return dict(self.newest)
         return {sid: v for sid, v in self.newest.items() if sid in schedule_ids}
@@ -408,6 +413,55 @@ def test_a_term_begun_for_a_gained_shard_re_bases_and_resumes_that_shard_alone()
             ("s1", "12:03"),
         ]
         assert rig.ledger.final() == []
+    finally:
+        rig.loop.stop()
+
+
+def test_a_takeover_re_bases_page_by_page_soonest_first_and_fires_nothing_from_a_guess(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Given a planner holding shard 0 with shard 1 loaded ahead, one schedule a page
+    monkeypatch.setattr(fire_loop, "REBASE_PAGE", 1)
+    shards = HeldShards({0: 1})
+    rig = make_rig(shards=shards)
+    try:
+        since = T0 - timedelta(minutes=10)
+        every_slot = Policy(catchup=Catchup.ALL)
+        rig.add("s0", "* * * * *", since=since)
+        rig.add("s1-daily", "0 13 * * *", since=since)
+        rig.add("s1-half", "30 12 * * *", since=since)
+        rig.add("s1-minute", "* * * * *", since=since, policy=every_slot)
+        rig.run_until(T0 + timedelta(minutes=1))
+
+        # When shard 1's holder, which fired s1-minute through 12:00, dies, this planner
+        # wins shard 1 and the store does not answer for two minutes
+        rig.ledger.newest["s1-minute"] = (_at("12:00"), 10)
+        rig.ledger.latest_unavailable = 10**6
+        shards.now = {0: 1, 1: 4}
+        rig.lead.current = 8
+        rig.loop.wake()
+        rig.run_until(T0 + timedelta(minutes=3))
+
+        # Then shard 0 fires on and shard 1 fires nothing it has not re-based
+        assert rig.dispatcher.started() == [
+            ("s0", "12:00"),
+            ("s0", "12:01"),
+            ("s0", "12:02"),
+            ("s0", "12:03"),
+        ]
+
+        # When the store answers again
+        rig.ledger.latest_unavailable = 0
+        asked = len(rig.ledger.latest_asked)
+        rig.run_until(T0 + timedelta(minutes=4))
+
+        # Then the schedules are re-based a page at a time, soonest slot first, and
+        # s1-minute catches up the slots its holder left (12:01 to 12:03, one of them
+        # paced as a placeholder) before it fires on
+        assert rig.ledger.latest_asked[asked:] == [["s1-minute"], ["s1-half"], ["s1-daily"]]
+        caught_up = [t for sid, t in rig.dispatcher.started() if sid == "s1-minute"]
+        assert sorted(caught_up) == ["12:01", "12:02", "12:03", "12:04"]
+        assert [row for row in rig.ledger.final() if row[0] != "s0"] == []
     finally:
         rig.loop.stop()
 

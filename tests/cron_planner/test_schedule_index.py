@@ -308,3 +308,32 @@ def test_rebase_of_some_schedules_leaves_the_others_and_the_unchanged_as_they_st
     assert nxt_a is not None and nxt_a.fire_time == a.fire_time
     assert index.slot("b") == b
     assert nxt_c is not None and nxt_c.fire_time > T0
+
+
+def test_a_parked_slot_stays_out_of_the_heap_through_changes_until_it_is_re_based() -> None:
+    # Given three schedules: every 5 minutes, daily at 13:00, and a paused one
+    index = ScheduleIndex()
+    index.apply(cron("0 13 * * *", sid="daily"), T0)
+    index.apply(every(5, sid="five"), T0)
+    index.apply(every(1, sid="paused", paused=True), T0)
+    five = index.slot("five")
+
+    # When they are parked: the ones with a slot soonest first, then the rest
+    assert index.park(["daily", "paused", "five", "gone"]) == ["five", "daily", "paused"]
+
+    # Then none is handed out: not after an edit, nor after a load that keeps them
+    assert index.peek() is None and index.slot("five") is None
+    index.apply(every(10, sid="five", revision=2), T0)
+    index.load([(cron("0 13 * * *", sid="daily"), T0), (every(10, sid="five", revision=2), T0)], 3)
+    assert index.peek() is None and index.heap_size() == 0
+
+    # When the store's word is taken for them: `five` fired 12:10 already
+    index.rebase({"five": (datetime(2030, 1, 7, 12, 10, tzinfo=UTC), 1)}, only=["five", "daily"])
+
+    # Then their slots are back, from where the store says they stand
+    nxt = index.slot("five")
+    assert nxt is not None and five is not None
+    assert nxt.fire_time == datetime(2030, 1, 7, 12, 20, tzinfo=UTC) != five.fire_time
+    daily = index.slot("daily")
+    assert daily is not None and daily.fire_time == datetime(2030, 1, 7, 13, 0, tzinfo=UTC)
+    assert index.peek() == nxt and index.heap_size() == 2

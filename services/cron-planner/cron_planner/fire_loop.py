@@ -29,12 +29,16 @@ started are newer than anything recorded, so the next term plans them again.
 
 Sharded planning begins a term whenever the shards held change, straight from the
 term before. Such a term takes the store's word for the schedules of the shards it
-gained alone (``LatestFireTimes`` of their ids, and their placeholders), and keeps the
-rest as it stands: the schedules of shards held all along, with their queued and
-buffered work, as if no term had begun; the work of shards lost is dropped (their new
-holder resumes it from the store, and the store refuses a write under a stale token
-anyway). A shard held again under a new token counts as gained: someone else may
-have held it between. The first term after none re-bases everything.
+gained alone, and keeps the rest as it stands. The gained schedules are parked
+(``ScheduleIndex.park``: no slot of theirs fires from a guess) and re-based page by
+page, soonest slot first (``LatestFireTimes`` of ``REBASE_PAGE`` ids a step, between
+the steps that start what is due), so a takeover fires its shards' next slots after
+one page, not after all of them; their placeholders are resumed at once. The schedules
+of shards held all along stand as they are, with their queued and buffered work, as if
+no term had begun; the work of shards lost is dropped (their new holder resumes it from
+the store, and the store refuses a write under a stale token anyway). A shard held
+again under a new token counts as gained: someone else may have held it between. The
+first term after none re-bases everything.
 """
 
 from __future__ import annotations
@@ -62,6 +66,8 @@ log = logging.getLogger("cronwave.planner.fire")
 
 # A buffered fire waits for the run in flight however long it takes.
 _NO_DEADLINE = datetime(9000, 1, 1, tzinfo=UTC)
+#: Schedules of gained shards re-based a step (one ``LatestFireTimes`` call).
+REBASE_PAGE = 10_000
 
 
 class FireLoop:
@@ -109,6 +115,11 @@ class FireLoop:
         self._term = 0  # the token whose term the index was re-based for
         self._term_attempts = 0
         self._term_retry_at: datetime | None = None
+        # Parked schedules of gained shards still to re-base, soonest slot first.
+        self._unbased: list[str] = []
+        self._rebase_attempts = 0
+        self._rebase_retry_at: datetime | None = None
+        self._rebase_turn = True  # with due work waiting too, pages and starts alternate
         self._inbox: list[Fire] = []
         self._pauses: list[tuple[str, datetime]] = []
         self._inbox_lock = threading.Lock()
@@ -234,7 +245,14 @@ class FireLoop:
         self._take_inbox()
         fire = self._work.peek()
         slot = self._index.peek()
-        if (fire is not None and fire.act_at <= now) or (slot is not None and slot.act_at <= now):
+        due = (fire is not None and fire.act_at <= now) or (slot is not None and slot.act_at <= now)
+        rebase_at = self._rebase_retry_at or now
+        if self._unbased and rebase_at <= now and (self._rebase_turn or not due):
+            self._rebase_turn = False
+            self._rebase_page(now)
+            return
+        self._rebase_turn = True
+        if due:
             self._starter.start_due(token, now)
             return
         next_poll = self._starter.next_poll
@@ -245,6 +263,7 @@ class FireLoop:
             fire.act_at if fire else None,
             slot.act_at if slot else None,
             next_poll if self._buffers else None,
+            rebase_at if self._unbased else None,
         ):
             if instant is not None:
                 until = min(until, instant)
@@ -257,12 +276,11 @@ class FireLoop:
         if self._shards is not None and self._term:
             gained = {k for k, t in held.items() if self._held.get(k) != t}
         only = None if gained is None else self._index.ids_in(gained)
+        latest: dict[str, tuple[datetime, int]] = {}
         try:
-            if gained == set():  # shards lost, or only loaded: nothing to re-base
-                latest, pending = {}, []
-            else:
-                latest = self._ledger.latest_fire_times(only)
-                pending = self._ledger.pending_fires()
+            if gained is None:
+                latest = self._ledger.latest_fire_times(None)
+            pending = self._ledger.pending_fires() if gained != set() else []
         except CronwaveError as exc:
             # Not knowing where the schedules stand, the planner does not fire.
             self._term_retry_at = now + self._backoff.delay(self._term_attempts)
@@ -271,18 +289,17 @@ class FireLoop:
             return
         self._term_attempts, self._term_retry_at = 0, None
         if gained is None:
+            self._unbased = []
             self._rebase_all(latest, pending, now)
+            re_based = f"{len(self._index)} schedules re-based ({len(latest)} with runs)"
         else:
-            self._rebase_gained(gained, only or [], latest, pending, now)
+            self._rebase_gained(gained, only or [], pending, now)
+            re_based = f"{len(self._unbased)} schedules to re-base"
         self._held = held
         self._term = token
         self.stats.terms += 1
         log.info(
-            "term of token %d: %d schedules re-based (%d with runs), %d placeholders resumed",
-            token,
-            len(self._index) if only is None else len(only),
-            len(latest),
-            len(pending),
+            "term of token %d: %s, %d placeholders resumed", token, re_based, len(pending)
         )
 
     def _rebase_all(
@@ -309,15 +326,11 @@ class FireLoop:
             self._work.push(fire)
 
     def _rebase_gained(
-        self,
-        gained: set[int],
-        ids: list[str],
-        latest: dict[str, tuple[datetime, int]],
-        pending: list[Missed],
-        now: datetime,
+        self, gained: set[int], ids: list[str], pending: list[Missed], now: datetime
     ) -> None:
-        """Re-base the schedules of ``gained`` shards and resume their placeholders;
-        keep the work of shards still held, drop that of shards no longer held."""
+        """Park the schedules of ``gained`` shards to re-base them page by page (see
+        ``_rebase_page``) and resume their placeholders; keep the work of shards still
+        held, drop that of shards no longer held."""
         assert self._shards is not None
         shard = self._shards.shard
 
@@ -334,8 +347,32 @@ class FireLoop:
         self._losses.forget(lambda sid: shard(sid) in gained or not self._holds(sid))
         with self._inbox_lock:
             self._inbox = [f for f in self._inbox if kept(f)]  # the rest: among `pending`
-        self._index.rebase(latest, only=ids)
+        # Those still parked from the term before go first: they were due sooner.
+        still = [sid for sid in self._unbased if shard(sid) not in gained and self._holds(sid)]
+        self._unbased = still + self._index.park(ids)
+        self._rebase_attempts, self._rebase_retry_at = 0, None
         self._resume([p for p in pending if shard(p.schedule_id) in gained], now)
+
+    def _rebase_page(self, now: datetime) -> None:
+        """Take the store's word for the next ``REBASE_PAGE`` parked schedules and put
+        their slots back; while the store does not answer they stay parked."""
+        page = self._unbased[:REBASE_PAGE]
+        try:
+            latest = self._ledger.latest_fire_times(page)
+        except CronwaveError as exc:
+            self._rebase_retry_at = now + self._backoff.delay(self._rebase_attempts)
+            self._rebase_attempts += 1
+            log.warning(
+                "%d schedules of gained shards wait to be re-based: the store did not answer (%s)",
+                len(self._unbased),
+                exc,
+            )
+            return
+        self._rebase_attempts, self._rebase_retry_at = 0, None
+        del self._unbased[: len(page)]
+        self._index.rebase(latest, only=page)
+        if not self._unbased:
+            log.info("term of token %d: the gained shards' schedules are re-based", self._term)
 
     def _end_term(self) -> None:
         queued, buffered = self._work.clear(), self._buffers.clear()

@@ -35,6 +35,11 @@ early at the nominal time, undoing the jitter).
 ``fires`` counts the fire times handled, for ``max_runs`` on a schedule without
 ``start_at`` (with ``start_at`` the calendar stops by itself). Paused, deleted and
 finished schedules have no slot. Thread-safe: one lock guards everything.
+
+Parked slots: when a planner gains a shard, where its schedules stand is the store's
+word, read in pages. Until its page is read, a schedule is *parked* (``park``): its
+slot is kept out of the heap, so it cannot fire from a guess; ``rebase`` puts it back.
+Changes meanwhile re-compute a parked slot without placing it.
 """
 
 from __future__ import annotations
@@ -71,6 +76,8 @@ class Position:
 
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+#: ``_Entry.position`` of a parked slot (see the module docstring); -1: no slot.
+_PARKED = -2
 _US = timedelta(microseconds=1)
 #: The fields of a schedule, which an entry holds itself (see ``_Entry``).
 _SCHEDULE = tuple(f.name for f in fields(ScheduleDef))
@@ -121,7 +128,7 @@ class _Entry:
         self.act_at = 0  # microseconds since the epoch (while it has a slot)
         self.ahead = 0
         self.generation = 0
-        self.position = -1  # in the heap; -1: no pending slot
+        self.position = -1  # in the heap; -1: no pending slot; _PARKED: parked
 
     def hold(self, schedule: ScheduleDef) -> None:
         for name in _SCHEDULE:
@@ -262,6 +269,8 @@ class ScheduleIndex:
                 if previous.handled is not None or previous.fires:
                     entry.handled, entry.fires = previous.handled, previous.fires
                     self._reschedule(entry, place=False)
+                if previous.position == _PARKED and entry.position == 0:
+                    entry.position = _PARKED  # still waiting for the store's word
             self._entries = schedules.entries
             # Placed all at once: heapifying is linear, pushing each one is not.
             self._heap.rebuild([e for e in self._entries.values() if e.position == 0])
@@ -318,13 +327,35 @@ class ScheduleIndex:
             self._reschedule(entry)
             return entry.slot
 
+    def park(self, ids: Iterable[str]) -> list[str]:
+        """Keep the slots of ``ids`` out of the heap until ``rebase`` takes the store's
+        word for them (see the module docstring). Returns those the index holds: the
+        ones with a slot by their instant, soonest first, then the rest."""
+        with self._lock:
+            slotted: list[_Entry] = []
+            rest: list[str] = []
+            for schedule_id in ids:
+                entry = self._entries.get(schedule_id)
+                if entry is None:
+                    continue
+                if entry.position >= 0:
+                    self._heap.remove(entry)
+                    entry.position = _PARKED
+                if entry.position == _PARKED:
+                    slotted.append(entry)
+                else:
+                    rest.append(schedule_id)
+            slotted.sort(key=lambda e: e.act_at)
+            return [e.schedule_id for e in slotted] + rest
+
     def rebase(
         self, latest: Mapping[str, tuple[datetime, int]], only: Iterable[str] | None = None
     ) -> None:
         """Take the store's word for what was handled (a new term begins): for every
         schedule (or each of ``only`` the index holds; the rest stand as they are),
         ``latest[id]`` is (newest handled fire time, fire times handled); a schedule
-        missing from it has handled nothing since its creation."""
+        missing from it has handled nothing since its creation. A parked slot is put
+        back."""
         with self._lock:
             if only is None:
                 entries: Iterable[tuple[str, _Entry]] = self._entries.items()
@@ -332,9 +363,15 @@ class ScheduleIndex:
                 found = ((sid, self._entries.get(sid)) for sid in only)
                 entries = [(sid, e) for sid, e in found if e is not None]
             for schedule_id, entry in entries:
+                parked = entry.position == _PARKED
+                if parked:
+                    entry.position = -1
                 newest, fires = latest.get(schedule_id, (None, 0))
                 if entry.handled == newest and entry.fires == fires:
-                    continue  # its slot follows from these: computing it again is costly
+                    # Its slot follows from these: computing it again is costly.
+                    if parked:
+                        self._heap.push(entry)
+                    continue
                 entry.handled, entry.fires = newest, fires
                 self._reschedule(entry)
 
@@ -369,6 +406,8 @@ class ScheduleIndex:
         entry.act_at = _micros(act_at)
         ahead = _micros(at) - entry.act_at
         entry.ahead = self._lead_micros if ahead == self._lead_micros else ahead
+        if entry.position == _PARKED:
+            return
         if not place:
             entry.position = 0
         elif entry.position >= 0:

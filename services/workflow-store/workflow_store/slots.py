@@ -35,7 +35,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, Protocol
+from typing import Protocol
 
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql
@@ -161,7 +161,9 @@ def _fires() -> sa.ColumnElement[int]:
     return sa.func.sum(sa.case((skipped, 0), else_=1))
 
 
-def _latest_query(schedule_ids: Sequence[str], after: str, limit: int) -> sa.Select[Any]:
+def _latest_query(
+    schedule_ids: Sequence[str], after: str, limit: int
+) -> sa.Select[str, datetime, int]:
     run, schedule = m.Run, m.Schedule
     query = (
         sa.select(run.schedule_id, sa.func.max(run.fire_time), _fires())
@@ -178,7 +180,9 @@ def _latest_query(schedule_ids: Sequence[str], after: str, limit: int) -> sa.Sel
     return query
 
 
-def _latest_of_ids_postgres(schedule_ids: list[str], after: str, limit: int) -> sa.Select[Any]:
+def _latest_of_ids_postgres(
+    schedule_ids: list[str], after: str, limit: int
+) -> sa.Select[str, datetime, int]:
     run, schedule = m.Run, m.Schedule
     ids = sa.bindparam("ids", schedule_ids, type_=postgresql.ARRAY(sa.Text()))
     asked = sa.func.unnest(ids).table_valued("id").render_derived()
