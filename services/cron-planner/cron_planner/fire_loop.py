@@ -298,9 +298,7 @@ class FireLoop:
         self._held = held
         self._term = token
         self.stats.terms += 1
-        log.info(
-            "term of token %d: %s, %d placeholders resumed", token, re_based, len(pending)
-        )
+        log.info("term of token %d: %s, %d placeholders resumed", token, re_based, len(pending))
 
     def _rebase_all(
         self, latest: dict[str, tuple[datetime, int]], pending: list[Missed], now: datetime

@@ -38,8 +38,11 @@ finished schedules have no slot. Thread-safe: one lock guards everything.
 
 Parked slots: when a planner gains a shard, where its schedules stand is the store's
 word, read in pages. Until its page is read, a schedule is *parked* (``park``): its
-slot is kept out of the heap, so it cannot fire from a guess; ``rebase`` puts it back.
-Changes meanwhile re-compute a parked slot without placing it.
+slot is never handed out, so it cannot fire from a guess; ``rebase`` puts it back.
+Parking a shard's tens of thousands of schedules only marks them: a parked entry
+leaves the heap when it comes to the top (``_PARKED``), so the cost is paid for the
+few due before their page is read. Changes meanwhile re-compute a parked slot without
+handing it out.
 """
 
 from __future__ import annotations
@@ -48,6 +51,7 @@ import threading
 from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, fields
 from datetime import UTC, datetime, timedelta
+from operator import itemgetter
 
 from cron_planner.slot_heap import SlotHeap
 from cronwave_core.domain.calendar import occurrences_after, runs_left
@@ -76,7 +80,8 @@ class Position:
 
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-#: ``_Entry.position`` of a parked slot (see the module docstring); -1: no slot.
+#: ``_Entry.position`` of a parked slot taken out of the heap (see the module
+#: docstring); -1: no slot.
 _PARKED = -2
 _US = timedelta(microseconds=1)
 #: The fields of a schedule, which an entry holds itself (see ``_Entry``).
@@ -187,6 +192,7 @@ class ScheduleIndex:
         self._lock = threading.RLock()
         self._entries: dict[str, _Entry] = {}
         self._heap: SlotHeap[_Entry] = SlotHeap()  # the entries with a slot
+        self._parked: set[str] = set()  # ids waiting for the store's word (``park``)
         self._revision = 0
 
     # reading ---------------------------------------------------------------
@@ -217,13 +223,19 @@ class ScheduleIndex:
     def slot(self, schedule_id: str) -> Slot | None:
         with self._lock:
             entry = self._entries.get(schedule_id)
-            return entry.slot if entry else None
+            if entry is None or schedule_id in self._parked:
+                return None
+            return entry.slot
 
     def peek(self) -> Slot | None:
         """The slot to act on first (smallest ``act_at``), or None when nothing is
         scheduled."""
         with self._lock:
             first = self._heap.first()
+            while first is not None and first.schedule_id in self._parked:
+                self._heap.remove(first)
+                first.position = _PARKED
+                first = self._heap.first()
             return first.slot if first is not None else None
 
     def due(self, now: datetime) -> Slot | None:
@@ -269,8 +281,6 @@ class ScheduleIndex:
                 if previous.handled is not None or previous.fires:
                     entry.handled, entry.fires = previous.handled, previous.fires
                     self._reschedule(entry, place=False)
-                if previous.position == _PARKED and entry.position == 0:
-                    entry.position = _PARKED  # still waiting for the store's word
             self._entries = schedules.entries
             # Placed all at once: heapifying is linear, pushing each one is not.
             self._heap.rebuild([e for e in self._entries.values() if e.position == 0])
@@ -307,6 +317,7 @@ class ScheduleIndex:
         with self._lock:
             self._revision = max(self._revision, revision)
             entry = self._entries.pop(schedule_id, None)
+            self._parked.discard(schedule_id)
             if entry is None:
                 return False
             if entry.position >= 0:
@@ -328,25 +339,23 @@ class ScheduleIndex:
             return entry.slot
 
     def park(self, ids: Iterable[str]) -> list[str]:
-        """Keep the slots of ``ids`` out of the heap until ``rebase`` takes the store's
-        word for them (see the module docstring). Returns those the index holds: the
-        ones with a slot by their instant, soonest first, then the rest."""
+        """Hand out no slot of ``ids`` until ``rebase`` takes the store's word for them
+        (see the module docstring). Returns those the index holds: the ones with a slot
+        by their instant, soonest first, then the rest."""
         with self._lock:
-            slotted: list[_Entry] = []
+            slotted: list[tuple[int, str]] = []
             rest: list[str] = []
             for schedule_id in ids:
                 entry = self._entries.get(schedule_id)
                 if entry is None:
                     continue
-                if entry.position >= 0:
-                    self._heap.remove(entry)
-                    entry.position = _PARKED
-                if entry.position == _PARKED:
-                    slotted.append(entry)
+                self._parked.add(schedule_id)
+                if entry.position >= 0 or entry.position == _PARKED:
+                    slotted.append((entry.act_at, schedule_id))
                 else:
                     rest.append(schedule_id)
-            slotted.sort(key=lambda e: e.act_at)
-            return [e.schedule_id for e in slotted] + rest
+            slotted.sort(key=itemgetter(0))  # ties in listing order: no ids compared
+            return [schedule_id for _, schedule_id in slotted] + rest
 
     def rebase(
         self, latest: Mapping[str, tuple[datetime, int]], only: Iterable[str] | None = None
@@ -363,22 +372,27 @@ class ScheduleIndex:
                 found = ((sid, self._entries.get(sid)) for sid in only)
                 entries = [(sid, e) for sid, e in found if e is not None]
             for schedule_id, entry in entries:
-                parked = entry.position == _PARKED
-                if parked:
+                self._parked.discard(schedule_id)
+                taken_out = entry.position == _PARKED
+                if taken_out:
                     entry.position = -1
                 newest, fires = latest.get(schedule_id, (None, 0))
                 if entry.handled == newest and entry.fires == fires:
                     # Its slot follows from these: computing it again is costly.
-                    if parked:
+                    if taken_out:
                         self._heap.push(entry)
                     continue
                 entry.handled, entry.fires = newest, fires
                 self._reschedule(entry)
+            if only is None:
+                self._parked.clear()
 
     # internals -----------------------------------------------------------------
     def _current(self, slot: Slot) -> _Entry | None:
         entry = self._entries.get(slot.schedule_id)
         if entry is None or entry.position < 0 or entry.generation != slot.generation:
+            return None
+        if slot.schedule_id in self._parked:
             return None
         return entry
 
@@ -412,5 +426,7 @@ class ScheduleIndex:
             entry.position = 0
         elif entry.position >= 0:
             self._heap.moved(entry)
+        elif entry.schedule_id in self._parked:
+            entry.position = _PARKED
         else:
             self._heap.push(entry)
