@@ -54,6 +54,7 @@ from cronwave_bench.measure import wait_until
 from cronwave_bench.planner_memory import JOB_TYPE, rss_mib, run_tool, specs
 from cronwave_bench.report import Result
 from cronwave_core.convert import ts_to_dt
+from cronwave_core.settings import LeaseSettings
 from cronwave_core.shards import shard_of, shard_scope, standby
 from cronwave_core.suite import Suite
 
@@ -186,7 +187,7 @@ def run_sharded_planners(
     planners: int = 4,
     shards: int = 64,
     distinct: int = 1_000,
-    lease_ttl: float = 1.5,
+    lease_ttl: float | None = None,
     backend: Backend | None = None,
     work_dir: Path | None = None,
     say: Callable[[str], None] = ...,
@@ -199,7 +200,7 @@ def run_sharded_planners(
     planners: int = 4,
     shards: int = 64,
     distinct: int = 1_000,
-    lease_ttl: float = 1.5,
+    lease_ttl: float | None = None,
     backend: Backend | None = None,
     work_dir: Path | None = None,
     say: Callable[[str], None] = lambda _line: None,
@@ -207,17 +208,13 @@ def run_sharded_planners(
     """Measure ``planners`` planners dividing ``shards`` shards of ``schedules``
     schedules (see the module docstring); ``distinct``: how many different specs they
     share (0: each its own); ``lease_ttl``: the planners' ``CRONWAVE_LEASE_TTL`` in
-    seconds (a planner re-basing hundreds of thousands of schedules at a term's start
-    may not renew a 1.5-s lease in time on a busy 2-core machine). Given a
+    seconds (None: the default). Given a
     ``BenchContext`` (``cronwave bench``), its ``sharded_schedules`` on its backend, as
     the scenario's ``Result``."""
     if isinstance(schedules, BenchContext):
         ctx = schedules
         figures = run_sharded_planners(
             ctx.sizes.sharded_schedules,
-            # A planner re-basing 250,000 schedules at a term's start does not renew a
-            # 1.5-s lease in time on this 2-core machine (planner-memory uses 5 s too).
-            lease_ttl=5.0,
             backend=ctx.backend,
             work_dir=ctx.suite_dir("sharded-planners"),
             say=ctx.say,
@@ -241,7 +238,7 @@ def _measure(
     planners: int,
     count: int,
     distinct: int,
-    lease_ttl: float,
+    lease_ttl: float | None,
     backend: Backend,
     work_dir: Path,
     say: Callable[[str], None],
@@ -258,9 +255,12 @@ def _measure(
         suite_backend = replace(own, database_url=database_url)
         env = {
             "CRONWAVE_PLANNER_SHARDS": str(count),
+            # A probe's run is recorded at its fire time, so "firing again" is when
+            # the store took its start (with the lead, up to half a second before).
             "CRONWAVE_DISPATCH_LEAD": "0",
-            "CRONWAVE_LEASE_TTL": str(lease_ttl),
         }
+        if lease_ttl is not None:
+            env["CRONWAVE_LEASE_TTL"] = str(lease_ttl)
         options = SuiteOptions(tracing=False, planners=planners, env=env)
         with bench_suite(suite_backend, work_dir, options) as (suite, _client):
             view = Shards(suite, count)
@@ -281,7 +281,8 @@ def _scenario(
     say: Callable[[str], None],
 ) -> None:
     names = [name for name in suite.procs if name.startswith(PLANNER)]
-    figures["lease_ttl_s"] = float(suite.config.env.get("CRONWAVE_LEASE_TTL", "1.5"))
+    ttl = suite.config.env.get("CRONWAVE_LEASE_TTL")
+    figures["lease_ttl_s"] = float(ttl) if ttl else LeaseSettings.from_env({}).ttl.total_seconds()
     for name in names:
         suite.stop_proc(suite.procs[name])
 
@@ -419,7 +420,8 @@ def _result(figures: dict[str, Any]) -> Result:
     result.row(
         "schedules",
         f"{figures['schedules']:,} ({figures['distinct_specs']:,} specs) across "
-        f"{figures['planners']} planners, {figures['shards']} shards",
+        f"{figures['planners']} planners, {figures['shards']} shards; lease ttl "
+        f"{figures['lease_ttl_s']:g} s, dispatch lead 0 (probes recorded at their fire time)",
     )
     result.row(
         "planner RSS after the cold start",
@@ -460,7 +462,9 @@ def _result(figures: dict[str, Any]) -> Result:
 def main() -> None:
     """``python -m cronwave_bench.sharded_planners [N [PLANNERS [SHARDS [DISTINCT [TTL]]]]]``"""
     args = [float(a) for a in sys.argv[1:6]]
-    n, planners, count, distinct, ttl = [*args, *[1_000_000, 4, 64, 1_000, 1.5][len(args) :]]
+    defaults = [1_000_000.0, 4.0, 64.0, 1_000.0]
+    n, planners, count, distinct = args[:4] + defaults[len(args[:4]) :]
+    ttl = args[4] if len(args) > 4 else None
     figures = run_sharded_planners(
         int(n), planners=int(planners), shards=int(count), distinct=int(distinct),
         lease_ttl=ttl, backend=Backend.from_env(), say=print,
