@@ -18,6 +18,7 @@ from cronwave_core.domain.instants import epoch_ns
 from tests.harness.processes import job_processes
 from tests.helpers import eventually
 from tests.reliability.pools import open_pool, spec, supervised
+from worker import isolation
 from worker.isolation import ProcessSupervisor
 from worker.job_process import JobProcessPool
 from worker.supervisor import AttemptResult, Outcome
@@ -116,11 +117,12 @@ def test_a_run_queued_behind_a_body_that_goes_on_moves_to_a_process_gone_idle(
 
 
 def test_a_process_gone_idle_wakes_a_run_queued_elsewhere_at_once(
-    pool: JobProcessPool, tmp_path: Path
+    pool: JobProcessPool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # Given runs whose heartbeats look again only after a minute: within the bound only
-    # the pool can wake them (well inside the 30-s duration limit, past which a queued
-    # run moves anyway)
+    # Given runs that look again for an idle process only after a minute, as their
+    # heartbeats do: within the bound only the pool can wake them (well inside the
+    # 30-s duration limit, past which a queued run moves anyway)
+    monkeypatch.setattr(isolation, "_MOVE_POLL_S", 60.0)
     runs = Runs(pool, interval=60)
     # When both processes are busy and a run is queued on each, then the one behind
     # the held body moves once the napping process is idle

@@ -43,7 +43,7 @@ from cronwave_core.domain.instants import epoch_ns
 from cronwave_core.domain.progress import Progress
 from cronwave_core.errors import InvalidArgument
 from worker.cancellation import CANCELLED, CancelSignal
-from worker.job_process import POKED, JobProcess, JobProcessDied, JobProcessPool
+from worker.job_process import JobProcess, JobProcessDied, JobProcessPool
 from worker.run_context import progress_from_message
 from worker.supervisor import AttemptResult, BeatResult, Outcome
 
@@ -53,15 +53,9 @@ log = logging.getLogger("cronwave.worker")
 #: grace period is over.
 _STOP_POLL_S = 0.1
 #: A run queued behind another body and not begun this long after its fire time
-#: moves to a process that has gone idle. It looks when the pool wakes it
-#: (``JobProcess.poke_last``: a process went idle), never on a timer: the thousands of
-#: runs of a crowded instant queued on a few processes would otherwise wake in turn,
-#: contend for their processes' locks and move back and forth.
+#: moves to a process that has gone idle; until it begins it looks this often.
 _MOVE_AFTER_S = 0.05
-#: Until its body begins, a queued run looks this seldom whether it was cancelled or
-#: superseded meanwhile (a cancel reaches a body that begins at once; its start's
-#: report answers whether the attempt is still ours).
-_QUEUED_LOOK_S = 5.0
+_MOVE_POLL_S = 0.25
 #: A run that never began is handed over at most this many times (its process died
 #: or was stopped under it each time) before its attempt fails.
 _MAX_HANDOVERS = 5
@@ -200,10 +194,9 @@ class ProcessSupervisor:
         # Until the body begins, the limit counts from the fire time (a run still
         # queued then moves rather than kill another run's body); then from its start.
         deadline = start + early + self._limit.total_seconds()
-        next_beat = start + max(self._interval, _QUEUED_LOOK_S)
+        next_beat = start + self._interval
         move_at = start + early + _MOVE_AFTER_S  # a queued run not begun may move then
         begun = False
-        poked = False  # the pool woke it: a process went idle (it may move)
         withdrawing = ""  # why a skip was asked ("" while none was)
         superseded = False
         try:
@@ -219,37 +212,30 @@ class ProcessSupervisor:
                     if now >= deadline:
                         return self._timed_out(proc)
                 elif not withdrawing:
-                    why = self._why_move(now, move_at, deadline, superseded, poked)
+                    why = self._why_move(now, move_at, deadline, superseded)
                     if why:
                         withdrawing = why
                         proc.send({"op": "skip", "ticket": ticket})
-                    elif now >= move_at:
-                        poked = False  # the idle process was taken meanwhile
                 if now >= next_beat:  # what the store last said (no call is made here)
                     if self._send(force=True) is BeatResult.SUPERSEDED:
                         if begun:
                             return self._superseded(proc)
                         superseded = True
                         continue
-                    look = self._interval if begun else max(self._interval, _QUEUED_LOOK_S)
-                    next_beat = self._monotonic() + look
+                    next_beat = self._monotonic() + self._interval
                 self._tell_cancel(proc, ticket)
                 wake = min(deadline, next_beat, cancel_at or deadline)
-                if poked and not begun and not withdrawing:
-                    wake = min(wake, move_at)
+                if not begun and not withdrawing:
+                    wake = min(wake, max(move_at, now + _MOVE_POLL_S))
                 if self._releasing:
                     wake = min(wake, now + _STOP_POLL_S)
                 message = proc.receive(ticket, max(0.0, wake - self._monotonic()))
                 if message is None:
                     continue
                 op = message.get("op")
-                if op == POKED:
-                    poked = True
-                    continue
                 if op == "started":
                     begun = True
                     deadline = self._monotonic() + self._limit.total_seconds()
-                    next_beat = min(next_beat, self._monotonic() + self._interval)
                     self._started_ns = int(message.get("started_ns") or 0)
                     if superseded:
                         return self._superseded(proc)
@@ -292,18 +278,15 @@ class ProcessSupervisor:
                 error_types=("JobProcessDied",),
             )
 
-    def _why_move(
-        self, now: float, move_at: float, deadline: float, superseded: bool, poked: bool
-    ) -> str:
-        """Why a run queued and not begun should leave its process now ("" if not);
-        ``poked``: the pool woke it since it last looked."""
+    def _why_move(self, now: float, move_at: float, deadline: float, superseded: bool) -> str:
+        """Why a run queued and not begun should leave its process now ("" if not)."""
         if superseded:
             return "superseded"
         if self.cancel.is_set():
             return "cancelled"
         if now >= deadline:
             return "its process ran another body for the whole duration limit"
-        if poked and now >= move_at and self._pool.idle_count():
+        if now >= move_at and self._pool.idle_count():
             return "another process was idle"
         return ""
 

@@ -37,8 +37,6 @@ MAX_QUEUED = 1024
 #: A run due more than this many seconds ahead waits for a process on its way rather
 #: than queue past its share (``JobProcessPool.acquire``).
 FAIR_AHEAD = 1.0
-#: The op of what ``receive`` returns for a poke (``poke_last``): no line of the process.
-POKED = "poked"
 _READ_CHUNK = 65536
 
 
@@ -112,10 +110,9 @@ class JobProcess:
         self._reader.start()
 
     def receive(self, ticket: int, timeout: float) -> dict[str, Any] | None:
-        """The next message about ``ticket`` (``{"op": POKED}`` when ``poke_last``
-        woke it), or None when none arrives within ``timeout`` seconds;
-        ``JobProcessDied`` once the process has closed its pipe and nothing about
-        ``ticket`` is left."""
+        """The next message about ``ticket``, or None when none arrives within
+        ``timeout`` seconds; ``JobProcessDied`` once the process has closed its pipe
+        and nothing about ``ticket`` is left."""
         deadline = time.monotonic() + max(timeout, 0.0)
         with self._inbox_lock:
             while True:
@@ -124,7 +121,7 @@ class JobProcess:
                     return inbox.lines.popleft()
                 if inbox is not None and inbox.poked:
                     inbox.poked = False
-                    return {"op": POKED}
+                    return None
                 if self._eof:
                     break
                 left = deadline - time.monotonic()
@@ -134,9 +131,9 @@ class JobProcess:
         raise JobProcessDied(f"job process {self.pid} {self.exit_description()}")
 
     def poke_last(self) -> None:
-        """Wake the supervisor of the run handed over last (the back of the queue)
-        with a ``POKED`` message: a process has gone idle, and a run queued here and
-        not begun may move to it."""
+        """Wake the supervisor of the run handed over last (the back of the queue),
+        as if its wait had run out: a process has gone idle, and a run queued here
+        and not begun may move to it at once rather than at its next look."""
         with self._inbox_lock:
             if len(self._inboxes) < 2:  # none queued behind the body running
                 return
