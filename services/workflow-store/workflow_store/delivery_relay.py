@@ -60,9 +60,10 @@ class DeliveryRelay:
     def start(self) -> None:
         self._thread.start()
 
-    def stop(self) -> None:
+    def stop(self, wait: bool = True) -> None:
+        """Stop after the tick in progress; ``wait``: for it, up to 5 s."""
         self._stop.set()
-        if self._thread.is_alive():
+        if wait and self._thread.is_alive():
             self._thread.join(timeout=5)
 
     def tick(self) -> int:
