@@ -302,6 +302,7 @@ def _scenario(
         list(pool.map(suite.restart, names))
     loaded: dict[str, float] = {}
     candidates: dict[str, str] = {}  # process name -> candidate (the name it hashes)
+    counts: dict[str, tuple[int, int]] = {}  # process name -> (schedules loaded, wanted)
 
     def all_loaded() -> bool:
         holders = view.holders()
@@ -317,11 +318,21 @@ def _scenario(
             # Its own shards' schedules and those of its warm standby.
             spare = standby(candidates[name], candidates.values(), view.count)
             want = sum(per_shard[k] for k in set(mine) | spare)
+            if status is not None:
+                counts[name] = (status.schedules, want)
             if status is not None and mine and status.leader and status.schedules == want:
                 loaded.setdefault(name, time.monotonic() - began)
         return "" not in holders.values() and len(loaded) == len(names)
 
-    _wait(all_loaded, "every planner holding its shards' schedules", 3600)
+    try:
+        # A cold start of 1,000,000 takes minutes here; far past that, say what is off.
+        _wait(all_loaded, "every planner holding its shards' schedules", max(300, n / 1000))
+    except TimeoutError as exc:
+        off = ", ".join(
+            f"{name} {got:,} of {want:,}" for name, (got, want) in sorted(counts.items())
+        )
+        why = f"schedules loaded of its own and standby shards': {off}"
+        raise TimeoutError(f"{exc} ({why})") from exc
     figures["all_held_s"] = time.monotonic() - began
     figures["cold_load_s"] = loaded
     # The probes, created once the planners run: what fires during the measurement.
