@@ -143,7 +143,7 @@ def latest_fire_times(
         raise InvalidArgument("limit", f"must be between 0 and {MAX_LATEST_PAGE}")
     limit = limit or MAX_LATEST_PAGE
     with store.tx.read() as s:
-        if schedule_ids and s.get_bind().dialect.name == "postgresql":
+        if schedule_ids and store.tx.dialect == "postgresql":
             # Planned per schedule asked, by the runs' (schedule_id, fire_time) index, so
             # the cost follows the schedules asked, not the size of the runs table; its
             # estimate (rows per schedule times the schedules) would set off the JIT
