@@ -46,6 +46,9 @@ from cronwave_core.telemetry.spans import codec_call
 
 log = logging.getLogger("cronwave")
 
+#: How often a waiting main thread wakes to run the handlers of signals (``RunningServer.wait``).
+_SIGNAL_POLL_S = 0.2
+
 #: The variable that says where each service listens: one address for the process,
 #: though to its callers it may be one of a list (``cronwave_core.targets``).
 LISTEN_VARS = {
@@ -372,7 +375,12 @@ class RunningServer:
                 self._stopped.set()
 
     def wait(self) -> None:
-        self._stopped.wait()
+        """Block until stopped. The main thread wakes every ``_SIGNAL_POLL_S``: a
+        signal the kernel delivered to another of the process's threads only sets a
+        flag, and Python runs its handler when the main thread next runs, which a wait
+        without a timeout may never do (a SIGTERM was once ignored for 30 s so)."""
+        while not self._stopped.wait(_SIGNAL_POLL_S):
+            pass
 
 
 def serve(

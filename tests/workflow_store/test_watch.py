@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import ctypes
+import os
+import signal
 import threading
 from datetime import timedelta
+from pathlib import Path
 
 import grpc
 from cronwave_proto.v1 import workflow_store_service_pb2 as api
@@ -127,3 +131,39 @@ def test_sigterm_stops_the_store_with_open_watches(store, stub):
     watcher.thread.join(timeout=10)
     assert not watcher.thread.is_alive()
     assert "stopped" in store.log()
+
+
+def test_a_sigterm_the_kernel_hands_to_another_thread_still_stops_the_store(store):
+    # Given a running store, and one of its threads other than the main one that does
+    # not block SIGTERM (the kernel may deliver a process's signal to any such thread)
+    pid = store.popen.pid
+    others = [tid for tid in _threads(pid) if tid != pid and not _blocks_sigterm(pid, tid)]
+    assert others, "the store runs no other thread that takes SIGTERM"
+
+    # When SIGTERM is sent to that thread alone (tgkill, as the kernel may choose)
+    _tgkill(pid, others[0], signal.SIGTERM)
+
+    # Then the store still stops gracefully, within its grace period
+    code = store.popen.wait(timeout=20)
+    assert code == 0, store.log()
+    assert "stopped" in store.log()
+
+
+def _threads(pid: int) -> list[int]:
+    return sorted(int(tid) for tid in os.listdir(f"/proc/{pid}/task"))
+
+
+def _blocks_sigterm(pid: int, tid: int) -> bool:
+    status = Path(f"/proc/{pid}/task/{tid}/status").read_text()
+    blocked = next(line.split()[1] for line in status.splitlines() if line.startswith("SigBlk:"))
+    return bool(int(blocked, 16) & (1 << (signal.SIGTERM - 1)))
+
+
+def _tgkill(pid: int, tid: int, signum: int) -> None:
+    """A signal to one thread of another process (Linux ``tgkill``)."""
+    numbers = {"x86_64": 234, "aarch64": 131}
+    machine = os.uname().machine
+    assert machine in numbers, f"tgkill's syscall number on {machine} is not known here"
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.syscall(numbers[machine], pid, tid, signum) != 0:
+        raise OSError(ctypes.get_errno(), "tgkill failed")
