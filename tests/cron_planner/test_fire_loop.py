@@ -422,6 +422,7 @@ def test_a_takeover_re_bases_page_by_page_soonest_first_and_fires_nothing_from_a
 ) -> None:
     # Given a planner holding shard 0 with shard 1 loaded ahead, one schedule a page
     monkeypatch.setattr(fire_loop, "REBASE_PAGE", 1)
+    monkeypatch.setattr(fire_loop, "REBASE_FIRST_PAGE", 1)
     shards = HeldShards({0: 1})
     rig = make_rig(shards=shards)
     try:

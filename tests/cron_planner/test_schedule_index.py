@@ -318,8 +318,8 @@ def test_a_parked_slot_stays_out_of_the_heap_through_changes_until_it_is_re_base
     index.apply(every(1, sid="paused", paused=True), T0)
     five = index.slot("five")
 
-    # When they are parked: the ones with a slot soonest first, then the rest
-    assert index.park(["daily", "paused", "five", "gone"]) == ["five", "daily", "paused"]
+    # When their shard is parked: the ones with a slot soonest first, then the rest
+    assert index.park({0}) == ["five", "daily", "paused"]
 
     # Then none is handed out: not after an edit, nor after a load that keeps them
     assert index.peek() is None and index.slot("five") is None

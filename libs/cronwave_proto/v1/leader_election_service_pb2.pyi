@@ -113,9 +113,11 @@ class SyncShardsRequest(_message.Message):
     def __init__(self, candidate: _Optional[str] = ..., shard_count: _Optional[int] = ..., ttl: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., held: _Optional[_Iterable[_Union[ShardLease, _Mapping]]] = ..., release: _Optional[_Iterable[_Union[ShardLease, _Mapping]]] = ..., want: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class SyncShardsResponse(_message.Message):
-    __slots__ = ("members", "held")
+    __slots__ = ("members", "held", "next_lapse")
     MEMBERS_FIELD_NUMBER: _ClassVar[int]
     HELD_FIELD_NUMBER: _ClassVar[int]
+    NEXT_LAPSE_FIELD_NUMBER: _ClassVar[int]
     members: _containers.RepeatedScalarFieldContainer[str]
     held: _containers.RepeatedCompositeFieldContainer[ShardLease]
-    def __init__(self, members: _Optional[_Iterable[str]] = ..., held: _Optional[_Iterable[_Union[ShardLease, _Mapping]]] = ...) -> None: ...
+    next_lapse: _duration_pb2.Duration
+    def __init__(self, members: _Optional[_Iterable[str]] = ..., held: _Optional[_Iterable[_Union[ShardLease, _Mapping]]] = ..., next_lapse: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ...) -> None: ...

@@ -157,40 +157,34 @@ class ScheduleFeed:
             return self._loaded_shards & (self._shards or frozenset())
 
     def refilter(self, shards: frozenset[int], *, paced: bool = False) -> None:
-        """Hold the schedules of ``shards`` alone from now on. Shards given up are
-        dropped from the index at once; shards gained are listed (only theirs, the
-        store filtering) into the index, and the watch is re-opened for the new set
-        from where it was, so no change in between is missed. ``paced``: nothing
-        waits for the shards gained (a warm standby's), so their pages are read at
-        most half the time, leaving the store and this process the rest (on a busy
-        machine a burst of listing starves lease renewals)."""
+        """Hold the schedules of ``shards`` alone from now on. The feed's thread drops
+        those of shards given up from the index and lists those of shards gained (only
+        theirs, the store filtering) into it; the watch is re-opened for the new set
+        from where it was, so no change in between is missed. Nothing of that is done
+        in the caller's thread (the shard elector's: dropping a hundred thousand
+        schedules takes a fifth of a second, which would hold up its next call, so a
+        takeover). ``paced``: nothing waits for the shards gained (a warm standby's), so
+        their pages are read at most half the time, leaving the store and this process
+        the rest (on a busy machine a burst of listing starves lease renewals)."""
         with self._lock:
             if shards == self._shards:
                 return
             self._paced = paced
-            old, self._shards = self._shards, shards
-            shrink = self.loaded.is_set() and old is not None and shards <= old
-            call = None
-            if not shrink:
-                self.loaded.clear()
-                call = self._call
+            self._shards = shards
+            self.loaded.clear()
+            call = self._call
         self._filtered.set()
-        if shrink:
-            self._drop_others()
-            with self._lock:
-                if self._shards == shards:
-                    self._loaded_shards = shards
-            self._on_loaded()
-            self._on_change()
         if call is not None:
             call.cancel()
 
-    def _drop_others(self) -> None:
+    def _drop_others(self) -> int:
         """Forget the schedules of shards no longer held (no revision moves), found by
-        the shard the index keeps for each (no id hashed again)."""
+        the shard the index keeps for each (no id hashed again); how many."""
         others = set(range(self._shard_count)) - (self._shards or frozenset())
-        for schedule_id in self._index.ids_in(others):
+        dropped = self._index.ids_in(others)
+        for schedule_id in dropped:
             self._index.remove(schedule_id)
+        return len(dropped)
 
     def _filter(self, shards: frozenset[int]) -> store_pb.ShardFilter | None:
         if self._shard_count <= 1:
@@ -303,7 +297,7 @@ class ScheduleFeed:
         """The index holds ``held``'s schedules: drop those of shards not in ``shards``,
         list the gained shards' alone into it, and watch from where the index was."""
         since = self._index.revision
-        self._drop_others()
+        dropped = self._drop_others()
         gained = shards - held
         count = 0
         paced = self._paced
@@ -333,7 +327,10 @@ class ScheduleFeed:
             self._loaded_shards = shards
             self.loaded.set()
         self._on_loaded()
-        log.info("loaded %d schedules of %d more shards %s", count, len(gained), sorted(gained))
+        log.info(
+            "loaded %d schedules of %d more shards %s, dropped %d of shards given up",
+            count, len(gained), sorted(gained), dropped,
+        )  # fmt: skip
         self._on_change()
 
     def _page(self, after: str, shards: frozenset[int]) -> grpc.Future:

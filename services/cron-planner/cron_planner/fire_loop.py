@@ -19,32 +19,34 @@ The loop's parts, each owning its own state, all driven from this loop's one thr
 
 Terms. When this planner begins a term with a new fencing token it takes the store's
 word for where every schedule stands -- the newest fire time handled and the count of
-fire times (``LatestFireTimes``, one GROUP BY query per 10,000 schedules, never one
-query per schedule) -- and re-plans from there: slots missed while nobody led are
+fire times (``LatestFireTimes``, one query per 10,000 schedules, never one call per
+schedule) -- and re-plans from there: slots missed while nobody led are
 caught up by each schedule's catch-up policy. It then resumes the placeholders of the
 term before (see ``work``): paced catch-up runs, buffered fires and backfills that a
 previous leader decided but did not start. When a term ends, queued work is left to
 the next term: placeholders in the store stand for it, and due fires that were not
 started are newer than anything recorded, so the next term plans them again.
 
-Sharded planning begins a term whenever the shards held change, straight from the
-term before. Such a term takes the store's word for the schedules of the shards it
-gained alone, and keeps the rest as it stands. The gained schedules are parked
+Sharded planning begins a term whenever the shards held change, straight from the term
+before. Such a term takes the store's word for the schedules of the shards it gained
+alone, and keeps the rest as it stands. The gained schedules are parked
 (``ScheduleIndex.park``: no slot of theirs fires from a guess) and re-based page by
-page, soonest slot first (``LatestFireTimes`` of ``REBASE_PAGE`` ids a step, between
-the steps that start what is due), so a takeover fires its shards' next slots after
-one page, not after all of them; their placeholders are resumed at once. The schedules
-of shards held all along stand as they are, with their queued and buffered work, as if
-no term had begun; the work of shards lost is dropped (their new holder resumes it from
-the store, and the store refuses a write under a stale token anyway). A shard held
-again under a new token counts as gained: someone else may have held it between. The
-first term after none re-bases everything.
+page, soonest slot first (``LatestFireTimes`` of ``REBASE_PAGE`` ids a step, between the
+steps that start what is due; the term's first page is ``REBASE_FIRST_PAGE``), so a
+takeover fires its shards' next slots after one short page, not after all of them; their
+placeholders are resumed at once. The schedules of shards held all along stand as they
+are, with their queued and buffered work, as if no term had begun; the work of shards
+lost is dropped (their new holder resumes it from the store, and the store refuses a
+write under a stale token anyway). A shard held again under a new token counts as
+gained: someone else may have held it between. The first term after none re-bases
+everything.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
@@ -66,8 +68,10 @@ log = logging.getLogger("cronwave.planner.fire")
 
 # A buffered fire waits for the run in flight however long it takes.
 _NO_DEADLINE = datetime(9000, 1, 1, tzinfo=UTC)
-#: Schedules of gained shards re-based a step (one ``LatestFireTimes`` call).
+#: Schedules of gained shards re-based a step (one ``LatestFireTimes`` call); the first
+#: page of a term is smaller, so the slots due soonest fire after a short call.
 REBASE_PAGE = 10_000
+REBASE_FIRST_PAGE = 1_000
 
 
 class FireLoop:
@@ -117,6 +121,7 @@ class FireLoop:
         self._term_retry_at: datetime | None = None
         # Parked schedules of gained shards still to re-base, soonest slot first.
         self._unbased: list[str] = []
+        self._rebase_page_size = REBASE_PAGE
         self._rebase_attempts = 0
         self._rebase_retry_at: datetime | None = None
         self._rebase_turn = True  # with due work waiting too, pages and starts alternate
@@ -271,11 +276,11 @@ class FireLoop:
 
     # terms -----------------------------------------------------------------------
     def _begin_term(self, token: int, now: datetime) -> None:
+        began = time.perf_counter()
         held = self._shards.held() if self._shards is not None else {}
         gained: set[int] | None = None  # None: re-base everything
         if self._shards is not None and self._term:
             gained = {k for k, t in held.items() if self._held.get(k) != t}
-        only = None if gained is None else self._index.ids_in(gained)
         latest: dict[str, tuple[datetime, int]] = {}
         try:
             if gained is None:
@@ -293,12 +298,15 @@ class FireLoop:
             self._rebase_all(latest, pending, now)
             re_based = f"{len(self._index)} schedules re-based ({len(latest)} with runs)"
         else:
-            self._rebase_gained(gained, only or [], pending, now)
+            self._rebase_gained(gained, pending, now)
             re_based = f"{len(self._unbased)} schedules to re-base"
         self._held = held
         self._term = token
         self.stats.terms += 1
-        log.info("term of token %d: %s, %d placeholders resumed", token, re_based, len(pending))
+        log.info(
+            "term of token %d: %s, %d placeholders resumed (%.3f s)",
+            token, re_based, len(pending), time.perf_counter() - began,
+        )  # fmt: skip
 
     def _rebase_all(
         self, latest: dict[str, tuple[datetime, int]], pending: list[Missed], now: datetime
@@ -323,9 +331,7 @@ class FireLoop:
         for fire in carried:
             self._work.push(fire)
 
-    def _rebase_gained(
-        self, gained: set[int], ids: list[str], pending: list[Missed], now: datetime
-    ) -> None:
+    def _rebase_gained(self, gained: set[int], pending: list[Missed], now: datetime) -> None:
         """Park the schedules of ``gained`` shards to re-base them page by page (see
         ``_rebase_page``) and resume their placeholders; keep the work of shards still
         held, drop that of shards no longer held."""
@@ -347,14 +353,15 @@ class FireLoop:
             self._inbox = [f for f in self._inbox if kept(f)]  # the rest: among `pending`
         # Those still parked from the term before go first: they were due sooner.
         still = [sid for sid in self._unbased if shard(sid) not in gained and self._holds(sid)]
-        self._unbased = still + self._index.park(ids)
+        self._unbased = still + self._index.park(gained)
+        self._rebase_page_size = REBASE_FIRST_PAGE
         self._rebase_attempts, self._rebase_retry_at = 0, None
         self._resume([p for p in pending if shard(p.schedule_id) in gained], now)
 
     def _rebase_page(self, now: datetime) -> None:
-        """Take the store's word for the next ``REBASE_PAGE`` parked schedules and put
+        """Take the store's word for the next page of parked schedules and put
         their slots back; while the store does not answer they stay parked."""
-        page = self._unbased[:REBASE_PAGE]
+        page = self._unbased[: self._rebase_page_size]
         try:
             latest = self._ledger.latest_fire_times(page)
         except CronwaveError as exc:
@@ -368,6 +375,7 @@ class FireLoop:
             return
         self._rebase_attempts, self._rebase_retry_at = 0, None
         del self._unbased[: len(page)]
+        self._rebase_page_size = REBASE_PAGE
         self._index.rebase(latest, only=page)
         if not self._unbased:
             log.info("term of token %d: the gained shards' schedules are re-based", self._term)

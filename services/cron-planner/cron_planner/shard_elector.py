@@ -8,6 +8,9 @@ member list, so there is no coordinator to lose. A planner joins the members wit
 first call and leaves when it resigns or its membership's ttl lapses (a kill -9): the
 others then see the smaller list, and each campaigns for the dead planner's shards it
 now wins as soon as their leases expire -- within the lease ttl of the last renewal.
+Each answer says when the soonest membership of another planner lapses unless
+renewed, and the next call is made just after it if that is sooner than the renew
+interval: a dead planner's shards are campaigned for the moment its leases lapse.
 A planner that joins (or rejoins) wins about ``shards / planners`` shards; their
 holders stop firing them at once and resign them at their next call, and the new
 holder campaigns for them when its feed holds their schedules.
@@ -49,6 +52,10 @@ from cronwave_core.shards import assigned, shard_of, shard_scope, standby
 log = logging.getLogger("cronwave.planner.shards")
 
 SCOPE = "planner-shards"
+#: A round is made this long after another member's membership lapses (the answer
+#: says when), its leases lapsing with it: not a renew interval later.
+_LAPSE_SLACK = 0.02
+_LAPSE_MIN_WAIT = 0.005
 
 
 class ShardElector:
@@ -93,6 +100,7 @@ class ShardElector:
         self._assigned: frozenset[int] | None = None
         self._loading: frozenset[int] | None = None  # told to the feed last
         self.members: tuple[str, ...] = ()
+        self._lapse_at: float | None = None  # another member's lapse (monotonic), if sooner
         self._poke = threading.Event()
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
@@ -177,7 +185,11 @@ class ShardElector:
             self._poke.clear()
             started = self._monotonic()
             self._round()
-            wait = self._interval - (self._monotonic() - started)
+            now = self._monotonic()
+            wait = self._interval - (now - started)
+            if self._lapse_at is not None:
+                # Call right after another member's lapse: its shards are free then.
+                wait = min(wait, max(self._lapse_at - now, _LAPSE_MIN_WAIT))
             if wait > 0:
                 self._poke.wait(wait)
 
@@ -196,6 +208,10 @@ class ShardElector:
         reply = self._call(held=held, release=release, want=want)
         if reply is None:
             return
+        self._lapse_at = None
+        if reply.HasField("next_lapse"):
+            lapse = reply.next_lapse.ToTimedelta().total_seconds()
+            self._lapse_at = self._monotonic() + lapse + _LAPSE_SLACK
         granted = {lease.shard: lease.fencing_token for lease in reply.held}
         members = tuple(reply.members)
         mine = assigned(self.candidate, members, self.count)

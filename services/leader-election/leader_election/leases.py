@@ -143,7 +143,7 @@ local ms = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', ms)
 redis.call('ZADD', KEYS[1], ms + tonumber(ARGV[2]), ARGV[1])
 redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[2]) * 4)
-return redis.call('ZRANGE', KEYS[1], 0, -1)
+return {ms, redis.call('ZRANGE', KEYS[1], 0, -1, 'WITHSCORES')}
 """
 
 _OBSERVE = """
@@ -178,6 +178,17 @@ class ShardSync:
     held: tuple[tuple[int, int], ...] = ()
     release: tuple[tuple[int, int], ...] = ()
     want: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
+class ShardRound:
+    """What a ``ShardSync`` round found: the live members, every shard the candidate
+    holds afterwards with its token, and how long until the soonest other member's
+    membership lapses unless renewed (None: no other member)."""
+
+    members: list[str]
+    held: dict[int, int]
+    next_lapse: timedelta | None
 
 
 @dataclass(frozen=True)
@@ -262,11 +273,10 @@ class LeaseStore:
         self._refuse(scope, candidate, reply)
         return bool(reply[0] == 1)
 
-    def sync(self, request: ShardSync, owner: str) -> tuple[list[str], dict[int, int]]:
-        """A sharded planner's round (see ``ShardSync``): the live members, and every
-        shard ``request.candidate`` holds afterwards with its token. Each lease is
-        checked as ``renew``, ``resign`` and ``campaign`` check it; a held shard whose
-        renewal is refused for any reason is simply not held any more."""
+    def sync(self, request: ShardSync, owner: str) -> ShardRound:
+        """A sharded planner's round (see ``ShardSync``). Each lease is checked as
+        ``renew``, ``resign`` and ``campaign`` check it; a held shard whose renewal is
+        refused for any reason is simply not held any more."""
         if request.ttl > self.max_ttl:
             raise InvalidArgument("ttl", _too_long(request.ttl, self.max_ttl))
         count, candidate = request.count, request.candidate
@@ -287,7 +297,11 @@ class LeaseStore:
             raise Unavailable(f"redis: {exc}; leases cannot be read or granted") from exc
         if isinstance(replies[0], Exception):
             raise Unavailable("redis: the planners' membership could not be updated")
-        members = sorted(_text(m) for m in replies[0])
+        now_ms, scored = replies[0]
+        until = {_text(m): float(ms) for m, ms in zip(scored[::2], scored[1::2], strict=True)}
+        members = sorted(until)
+        others = [ms for member, ms in until.items() if member != candidate]
+        next_lapse = timedelta(milliseconds=max(0.0, min(others) - now_ms)) if others else None
         held: dict[int, int] = {}
         renewed = replies[1 + len(request.release) :]
         for (shard, token), reply in zip(renewals, renewed, strict=True):
@@ -302,7 +316,7 @@ class LeaseStore:
                 break  # the store or Redis is away: the next round asks again
             if outcome.ok:
                 held[shard] = outcome.lease.token
-        return members, held
+        return ShardRound(members, held, next_lapse)
 
     def observe(self, scope: str) -> Lease:
         """The lease as anyone may see it: holder and ttl, never the token (0)."""

@@ -151,8 +151,11 @@ class LeaderElectionServicer(pb_grpc.LeaderElectionServiceServicer):
         shard_list([k for k, _ in held] + [k for k, _ in release] + list(want), count, "shards")
         sync = ShardSync(candidate, count, ttl, held, release, want)
         with hop_span("leader sync shards", hop=Hop.LEADER, kind=Kind.CACHE, attributes=_REDIS):
-            members, granted = self._leases.sync(sync, _owner())
-        return pb.SyncShardsResponse(
-            members=members,
-            held=[pb.ShardLease(shard=k, fencing_token=t) for k, t in sorted(granted.items())],
+            found = self._leases.sync(sync, _owner())
+        reply = pb.SyncShardsResponse(
+            members=found.members,
+            held=[pb.ShardLease(shard=k, fencing_token=t) for k, t in sorted(found.held.items())],
         )
+        if found.next_lapse is not None:
+            reply.next_lapse.FromTimedelta(found.next_lapse)
+        return reply
