@@ -141,7 +141,7 @@ class Planner:
             leader.holder,
             store,
             self.loop.submit,
-            loaded=lambda: self.feed.loaded.is_set(),
+            loaded=lambda sid: shard_of(sid, count) in self.feed.loaded_shards,
             max_fires=limits.backfill_slots,
             holds=keep,
         )

@@ -74,14 +74,16 @@ class Backfiller:
         ledger: _Recorder,
         submit: Callable[[Sequence[Fire]], None],
         *,
-        loaded: Callable[[], bool] = lambda: True,
+        loaded: Callable[[str], bool] = lambda _schedule_id: True,
         give_up_after: timedelta = timedelta(seconds=60),
         max_fires: int = MAX_FIRES,
         holds: Callable[[str], bool] = lambda _schedule_id: True,
     ) -> None:
-        """``max_fires``: the most fire times one backfill covers
-        (``CRONWAVE_MAX_BACKFILL_SLOTS``); ``holds``: whether this planner holds a
-        schedule's shard (sharded planning; a backfill goes to the shard's holder)."""
+        """``loaded``: whether the index holds a schedule's shard (it may be listing
+        others meanwhile: a warm standby's); ``max_fires``: the most fire times one
+        backfill covers (``CRONWAVE_MAX_BACKFILL_SLOTS``); ``holds``: whether this
+        planner holds a schedule's shard (sharded planning; a backfill goes to the
+        shard's holder)."""
         self._index = index
         self._clock = clock
         self._leadership = leadership
@@ -113,7 +115,7 @@ class Backfiller:
             raise InvalidArgument(
                 "rate_per_second", f"must be in (0, {MAX_RATE:g}] runs per second, got {rate:g}"
             )
-        if not self._loaded():
+        if not self._loaded(req.schedule_id):
             raise Unavailable("this planner has not loaded the schedules yet; retry shortly")
         schedule = self._index.get(req.schedule_id)
         if schedule is None:
