@@ -19,7 +19,7 @@ def _worksteal_shares(pending: list[int], workers: int) -> list[list[int]]:
     return shares
 
 
-@pytest.mark.parametrize("workers", [2, 3, 4, 6])
+@pytest.mark.parametrize("workers", [2, 3, 4, 6, 8])
 @pytest.mark.parametrize("count", [7, 20, 799])
 def test_each_share_starts_with_a_long_test_and_nothing_is_lost(workers: int, count: int):
     items = list(range(count))

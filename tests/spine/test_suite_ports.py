@@ -13,6 +13,7 @@ import grpc
 import pytest
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
+import cronwave_core.suite as suite_module
 from cronwave_core.errors import ConfigurationError, Unavailable
 from cronwave_core.security.tls import CredentialFiles, server_credentials
 from cronwave_core.suite import (
@@ -98,9 +99,11 @@ def test_a_suites_ports_lie_below_the_range_outgoing_connections_draw_from() -> 
 def test_free_port_picks_in_the_own_range_and_never_hands_a_port_out_twice(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    # Given an own range of 40 ports (a port picked is bound by its service only later)
+    # Given an own range of 40 ports (a port picked is bound by its service only later),
+    # none of them handed out by this process before (its earlier tests' suites)
     lowest = free_port()
     monkeypatch.setenv(OWN_PORTS_VAR, f"{lowest}-{lowest + 39}")
+    monkeypatch.setattr(suite_module, "_handed_out", {})
     # When 30 ports are picked without binding any
     picked = [free_port() for _ in range(30)]
     # Then each lies in the range and none was handed out twice
