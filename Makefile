@@ -56,8 +56,8 @@ lint: setup
 typecheck: setup
 	$(BIN)/mypy libs services examples tools
 
-# Most tests wait on real processes (with six at once the two cores were 37% busy), so
-# eight run at once on two cores; the timing-truth tests
+# Most tests wait on real processes, so eight run at once on two cores (busy 81% of a
+# clean checkout's `make test`, by /proc/stat); the timing-truth tests
 # then run alone. (pytest exits 5 when a selection is empty.) First the test modules are
 # rewritten once (pytest's asserts) into __pycache__, which each of those nine processes
 # then loads: with PYTHONDONTWRITEBYTECODE set, each rewrote every module (about 5 s of CPU).
