@@ -11,6 +11,7 @@ import pytest
 from cronwave_proto.v1 import leader_election_service_pb2 as leader_pb
 from cronwave_proto.v1 import leader_election_service_pb2_grpc as leader_grpc
 
+from cron_planner.shard_elector import ShardElector
 from tests.harness.suites import SuiteFactory
 from tests.helpers import eventually
 from tests.sharding.support import RPC
@@ -68,3 +69,39 @@ def test_the_answer_says_when_another_member_lapses_and_its_shards_are_free_then
     assert not after.HasField("next_lapse")
     assert [lease.shard for lease in after.held] == [0]
     channel.close()
+
+
+def test_a_planner_calls_as_a_dead_member_lapses_not_a_renew_interval_later(
+    make_suite: SuiteFactory,
+) -> None:
+    # Given planner A holding shard 0 with a 1-s membership, which never calls again
+    # (leader-election grants up to 60 s here, so B's lease outlasts its long interval)
+    env = {"CRONWAVE_PLANNER_SHARDS": str(SHARDS), "CRONWAVE_LEASE_MAX_TTL": "60s"}
+    suite = make_suite(planners=0, env=env)
+    channel = suite.channel(suite.leader_addr, identity="cron-planner")
+    leases = leader_grpc.LeaderElectionServiceStub(channel)
+    request = leader_pb.SyncShardsRequest(candidate="planner-a", shard_count=SHARDS, want=[0])
+    request.ttl.FromTimedelta(timedelta(seconds=1))
+    assert [lease.shard for lease in leases.SyncShards(request, timeout=RPC).held] == [0]
+
+    # When planner B starts, calling once per 8-s renew interval
+    elector = ShardElector(
+        channel,
+        "planner-b",
+        SHARDS,
+        ttl=timedelta(seconds=20),
+        renew_interval=timedelta(seconds=8),
+        rpc_timeout=timedelta(seconds=RPC),
+        loaded=lambda: frozenset(range(SHARDS)),
+        on_assignment=lambda _shards, _paced: None,
+    )
+    elector.start()
+    try:
+        # Then B holds A's shard well before its next renew interval, in a few calls:
+        # it called again as A's membership (and lease) lapsed
+        eventually(lambda: 0 in elector.held(), timeout=6, what="shard 0 held by planner B")
+        assert elector.members == ("planner-b",)
+        assert elector.syncs <= 5, elector.syncs
+    finally:
+        elector.stop()
+        channel.close()
