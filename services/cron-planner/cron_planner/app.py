@@ -141,7 +141,7 @@ class Planner:
             leader.holder,
             store,
             self.loop.submit,
-            loaded=lambda sid: shard_of(sid, count) in self.feed.loaded_shards,
+            loaded=lambda sid: self.feed.has_loaded(sid),
             max_fires=limits.backfill_slots,
             holds=keep,
         )

@@ -156,6 +156,11 @@ class ScheduleFeed:
                 return self._loaded_shards
             return self._loaded_shards & (self._shards or frozenset())
 
+    def has_loaded(self, schedule_id: str) -> bool:
+        """Whether the index holds the schedules of ``schedule_id``'s shard (others may
+        be listed meanwhile: a warm standby's)."""
+        return shard_of(schedule_id, self._shard_count) in self.loaded_shards
+
     def refilter(self, shards: frozenset[int], *, paced: bool = False) -> None:
         """Hold the schedules of ``shards`` alone from now on. The feed's thread drops
         those of shards given up from the index and lists those of shards gained (only

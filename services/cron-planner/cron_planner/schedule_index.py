@@ -218,7 +218,11 @@ class ScheduleIndex:
     def ids_in(self, shards: Collection[int]) -> list[str]:
         """The ids of the schedules of ``shards``."""
         with self._lock:
-            return [sid for sid, e in self._entries.items() if e.shard in shards]
+            return [entry.schedule_id for entry in self._entries_in(shards)]
+
+    def _entries_in(self, shards: Collection[int]) -> list[_Entry]:
+        """The entries of ``shards``, by the shard each keeps (the caller holds the lock)."""
+        return [entry for entry in self._entries.values() if entry.shard in shards]
 
     def slot(self, schedule_id: str) -> Slot | None:
         with self._lock:
@@ -345,7 +349,7 @@ class ScheduleIndex:
         index, the set of parked ids filled at once: it is what a takeover does first
         (about 0.03 s for 50,000 of 500,000 schedules)."""
         with self._lock:
-            picked = [entry for entry in self._entries.values() if entry.shard in shards]
+            picked = self._entries_in(shards)
             self._parked.update([entry.schedule_id for entry in picked])
             slotted = [entry for entry in picked if entry.position != -1]
             slotted.sort(key=attrgetter("act_at"))  # ties in listing order
