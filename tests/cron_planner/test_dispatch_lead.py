@@ -93,8 +93,11 @@ class Recorder:
     missed: list[tuple[datetime, str]] = field(default_factory=list)
     running: list[InFlight] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
+    calls: list[list[datetime]] = field(default_factory=list)  # fire times per call
 
     def start_runs(self, starts: Sequence[Start], token: int) -> list[str | CronwaveError]:
+        with self.lock:
+            self.calls.append([s.fire_time for s in starts])
         return start_each(self.start_run, starts, token)
 
     def start_run(
@@ -151,6 +154,15 @@ class Rig:
         raise AssertionError("loop did not settle")
 
 
+def _rig(lead: timedelta) -> Rig:
+    clock = ManualClock(NOON - timedelta(minutes=1))
+    index = ScheduleIndex(lead=lead)
+    store = Recorder(clock)
+    loop = FireLoop(index, clock, Leading(), store, store, idle=timedelta(seconds=30))
+    loop.start()
+    return Rig(clock, index, store, loop)
+
+
 @pytest.fixture
 def rig() -> Iterator[Rig]:
     clock = ManualClock(NOON - timedelta(minutes=1))
@@ -197,3 +209,33 @@ def test_an_overlap_still_there_at_the_fire_time_is_skipped(rig: Rig) -> None:
     assert rig.store.starts == []
     assert [t for t, _ in rig.store.missed] == [NOON]
     assert "overlap" in rig.store.missed[0][1]
+
+
+def _every_ten_seconds(sid: str, phase: timedelta) -> ScheduleDef:
+    return ScheduleDef(sid, Spec(intervals=(Interval(timedelta(seconds=10), phase),)), revision=1)
+
+
+@pytest.mark.parametrize("lead", [LEAD, timedelta(0)], ids=["lead", "no-lead"])
+def test_fires_of_the_next_moment_go_ahead_in_one_call_only_with_a_lead(lead: timedelta) -> None:
+    """With a lead, a fire due 50 ms after another is sent with it, in one call, still
+    ahead of its fire time; with none, each fire waits for its own instant."""
+    rig = _rig(lead)
+    try:
+        phases = [timedelta(0), timedelta(milliseconds=50), timedelta(milliseconds=500)]
+        for i, phase in enumerate(phases):
+            rig.index.apply(_every_ten_seconds(f"s{i}", phase), rig.clock.now())
+        rig.loop.wake()
+
+        rig.run_until(NOON + timedelta(seconds=1))
+
+        at = [NOON + phase for phase in phases]
+        calls = [c for c in rig.store.calls if c[0] >= NOON]
+        starts = [s for s in rig.store.starts if s[1] >= NOON]
+        if lead:
+            assert calls == [at[:2], at[2:]]  # 500 ms later: a call of its own
+            assert starts == [(NOON - lead, t) for t in at[:2]] + [(at[2] - lead, at[2])]
+        else:
+            assert calls == [[t] for t in at]
+            assert starts == [(t, t) for t in at]
+    finally:
+        rig.loop.stop()

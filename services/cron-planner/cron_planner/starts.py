@@ -72,6 +72,13 @@ BATCH_SPAN = "cron-planner dispatch"
 BATCH_LIMIT = 500
 #: ... and the loop collects due fires for at most this long before it sends them.
 BATCH_COLLECT = timedelta(milliseconds=100)
+#: A fire dispatched ahead of its fire time (the dispatch lead) joins the batch of an
+#: earlier one when it is due within this long, or within ``EARLY_SHARE`` of its lead
+#: if that is less: a step sends the fires of the next moment together, one call per
+#: moment rather than one per fire, and a body still starts at its fire time. A fire
+#: with no lead (or one already past its fire time) waits for its own instant.
+COLLECT_AHEAD = timedelta(milliseconds=100)
+EARLY_SHARE = 0.2
 
 
 @dataclass
@@ -173,9 +180,10 @@ class Starter:
     def start_due(self, token: int, now: datetime) -> None:
         """Plan every due slot and start every due fire, in order of their instants,
         the fires in one call to the dispatcher (at most ``BATCH_LIMIT``, collected for
-        at most ``BATCH_COLLECT``; the rest are the next step's). A second fire of a
-        schedule whose overlap policy looks at its runs in flight waits for the next
-        call, so that the first is recorded when the policy looks."""
+        at most ``BATCH_COLLECT``; the rest are the next step's). Due: its ``act_at``
+        has come, or, for a fire dispatched ahead, comes within ``COLLECT_AHEAD``. A
+        second fire of a schedule whose overlap policy looks at its runs in flight
+        waits for the next call, so that the first is recorded when the policy looks."""
         fires: list[Fire] = []
         checked: list[str] = []  # schedules whose overlap policy looks at runs in flight
         seen: set[str] = set()
@@ -183,8 +191,8 @@ class Starter:
         stop_at = time.monotonic() + BATCH_COLLECT.total_seconds()
         for _ in range(BATCH_LIMIT * 4):
             fire, slot = self._work.peek(), self._index.peek()
-            fire_at = fire.act_at if fire is not None and fire.act_at <= now else None
-            slot_at = slot.act_at if slot is not None and slot.act_at <= now else None
+            fire_at = fire.act_at if fire is not None and _due(fire, now) else None
+            slot_at = slot.act_at if slot is not None and _due(slot, now) else None
             if fire is not None and fire_at is not None and (slot_at is None or fire_at <= slot_at):
                 self._work.pop()
                 if self._paced_later(fire, token, now):
@@ -452,6 +460,13 @@ class Starter:
         log.error("slot %s@%s is MISSED: %s", fire.schedule_id, iso(fire.fire_time), reason)
         self._stats.last_error = reason
         self._rows.queue([fire.missed(reason)], token, now)
+
+
+def _due(item: Fire | Slot, now: datetime) -> bool:
+    """Whether ``item`` goes in the batch sent ``now``: its ``act_at`` has come, or
+    comes within the collection window its lead allows (``COLLECT_AHEAD``)."""
+    ahead = (item.fire_time - item.act_at) * EARLY_SHARE
+    return item.act_at <= now + max(timedelta(0), min(COLLECT_AHEAD, ahead))
 
 
 def _paused(error: CronwaveError) -> bool:
