@@ -246,12 +246,57 @@ SERVER_COMMANDS = ("postgres", "redis-server")
 def cpu_seconds(pid: int) -> float | None:
     """User plus system CPU time of a process so far (Linux ``/proc/<pid>/stat``);
     None when it is gone or there is no ``/proc``."""
+    fields = _stat_fields(pid)
+    if fields is None:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def descendants_cpu_seconds(pid: int) -> float:
+    """CPU time so far of every process below ``pid`` (a worker's job processes and
+    their fork server): the live ones' own time, plus what each process of the tree,
+    ``pid`` included, has collected from children it reaped. A descendant that exits
+    moves its time into its reaper's collected time, so the sum only grows and the
+    difference of two readings is what the tree spent in between."""
+    total = 0
+    fields = _stat_fields(pid)
+    if fields is None:
+        return 0.0
+    total += int(fields[13]) + int(fields[14])  # reaped children
+    for child in descendants(pid):
+        fields = _stat_fields(child)
+        if fields is not None:
+            total += sum(int(fields[i]) for i in (11, 12, 13, 14))
+    return total / os.sysconf("SC_CLK_TCK")
+
+
+def _stat_fields(pid: int) -> list[str] | None:
+    """The fields of ``/proc/<pid>/stat`` after ``pid (comm)``; None when it is gone."""
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
         return None
-    fields = stat[stat.rindex(")") + 2 :].split()  # after "pid (comm) "
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return stat[stat.rindex(")") + 2 :].split()
+
+
+def descendants(pid: int) -> list[int]:
+    """Every live process below ``pid`` (``/proc/<pid>/task/*/children``)."""
+    found: list[int] = []
+    todo = [pid]
+    while todo and len(found) < 10_000:
+        parent = todo.pop()
+        try:
+            tasks = list(Path(f"/proc/{parent}/task").iterdir())
+        except OSError:
+            continue
+        for task in tasks:
+            try:
+                children = [int(c) for c in (task / "children").read_text().split()]
+            except (OSError, ValueError):
+                continue
+            found += children
+            todo += children
+    return found
 
 
 @dataclass(frozen=True)
@@ -307,13 +352,15 @@ def server_pids(commands: Sequence[str] = SERVER_COMMANDS) -> dict[int, str]:
 
 class CpuMeter:
     """CPU seconds spent by named processes between ``start()`` and ``stop()``: the
-    suite's services by pid, and the database and broker servers (every process of
+    suite's services by pid; the processes each one started, under ``<name> children``
+    (a worker's job processes); and the database and broker servers (every process of
     theirs, summed under its command name, so connections opened meanwhile count
     from their start)."""
 
     def __init__(self, pids: dict[str, int]) -> None:
         self.pids = pids
         self._before: dict[str, float] = {}
+        self._children_before: dict[str, float] = {}
         self._servers_before: dict[int, float] = {}
         self._machine_before: MachineTimes | None = None
         self.seconds: dict[str, float] = {}
@@ -322,6 +369,7 @@ class CpuMeter:
 
     def start(self) -> None:
         self._before = {n: cpu_seconds(p) or 0.0 for n, p in self.pids.items()}
+        self._children_before = {n: descendants_cpu_seconds(p) for n, p in self.pids.items()}
         self._servers_before = {p: cpu_seconds(p) or 0.0 for p in server_pids()}
         self._machine_before = MachineTimes.now()
 
@@ -331,6 +379,9 @@ class CpuMeter:
             now = cpu_seconds(pid)
             if now is not None:
                 out[name] = now - self._before.get(name, 0.0)
+                children = descendants_cpu_seconds(pid) - self._children_before.get(name, 0.0)
+                if children > 0:
+                    out[f"{name} children"] = children
         for pid, comm in server_pids().items():
             now = cpu_seconds(pid)
             if now is not None:

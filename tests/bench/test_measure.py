@@ -11,7 +11,14 @@ import pytest
 
 from cronwave._models import RunEvent
 from cronwave_bench.context import Sizes
-from cronwave_bench.measure import CpuMeter, MachineTimes, body_starts, cpu_seconds, ms_figures
+from cronwave_bench.measure import (
+    CpuMeter,
+    MachineTimes,
+    body_starts,
+    cpu_seconds,
+    descendants,
+    ms_figures,
+)
 from cronwave_core.errors import InvalidArgument
 
 AT = datetime(2030, 1, 1, 2, 0, tzinfo=UTC)
@@ -108,3 +115,47 @@ def test_machine_shares_are_of_all_the_time_in_between() -> None:
     assert after.shares_since(before) == {"busy": 0.75, "stolen": 0.05}
     # No tick in between: no shares, rather than a division by zero
     assert before.shares_since(before) is None
+
+
+# Starts two children that each spend CPU: one is reaped before the parent says so,
+# the other lives on until the parent is killed.
+_PARENT = (
+    "import subprocess, sys\n"
+    "burn = 'n = 0\\nfor i in range(5_000_000): n += i\\nimport sys; sys.stdin.readline()'\n"
+    "sys.stdin.readline()\n"
+    "gone = subprocess.Popen([sys.executable, '-c', burn], stdin=subprocess.PIPE)\n"
+    "gone.communicate(b'x\\n')\n"
+    "live = subprocess.Popen([sys.executable, '-c', burn.replace('sys.stdin', 'open(0)')],"
+    " stdin=subprocess.PIPE)\n"
+    "import time; time.sleep(0.05)\n"
+    "for _ in range(3000):\n"
+    "    if open(f'/proc/{live.pid}/stat').read().split(')')[1].split()[0] != 'R': break\n"
+    "    time.sleep(0.01)\n"
+    "print(live.pid, flush=True)\n"
+    "sys.stdin.readline()\n"
+    "live.kill()\n"
+)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_the_cpu_meter_counts_the_processes_a_service_started_apart_from_it() -> None:
+    parent = subprocess.Popen(
+        [sys.executable, "-c", _PARENT], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    assert parent.stdin and parent.stdout
+    try:
+        meter = CpuMeter({"worker": parent.pid})
+        meter.start()
+        parent.stdin.write("go\n")
+        parent.stdin.flush()
+        live = int(parent.stdout.readline())
+        assert live in descendants(parent.pid)  # the live child was still there
+        spent = meter.stop()
+    finally:
+        parent.kill()
+        parent.wait(timeout=10)
+
+    # Two children's five million additions each, the reaped one's included, and
+    # far more than the parent itself spent waiting for them.
+    assert spent["worker children"] > 0.1
+    assert spent["worker"] < spent["worker children"] / 3
