@@ -117,24 +117,22 @@ def test_machine_shares_are_of_all_the_time_in_between() -> None:
     assert before.shares_since(before) is None
 
 
-# Starts two children that each spend CPU: one is reaped before the parent says so,
-# the other lives on until the parent is killed.
-_PARENT = (
-    "import subprocess, sys\n"
-    "burn = 'n = 0\\nfor i in range(5_000_000): n += i\\nimport sys; sys.stdin.readline()'\n"
-    "sys.stdin.readline()\n"
-    "gone = subprocess.Popen([sys.executable, '-c', burn], stdin=subprocess.PIPE)\n"
-    "gone.communicate(b'x\\n')\n"
-    "live = subprocess.Popen([sys.executable, '-c', burn.replace('sys.stdin', 'open(0)')],"
-    " stdin=subprocess.PIPE)\n"
-    "import time; time.sleep(0.05)\n"
-    "for _ in range(3000):\n"
-    "    if open(f'/proc/{live.pid}/stat').read().split(')')[1].split()[0] != 'R': break\n"
-    "    time.sleep(0.01)\n"
-    "print(live.pid, flush=True)\n"
-    "sys.stdin.readline()\n"
-    "live.kill()\n"
-)
+# Once told to, starts two children that each spend CPU: the first is reaped, the
+# second has spent its CPU and lives on until the parent is killed.
+_PARENT = """
+import subprocess, sys
+burn = "n = 0\\nfor i in range(5_000_000): n += i\\nprint(n, flush=True)\\ninput()"
+pipes = {"stdin": subprocess.PIPE, "stdout": subprocess.PIPE, "text": True}
+print("ready", flush=True)
+sys.stdin.readline()
+gone = subprocess.Popen([sys.executable, "-c", burn], **pipes)
+gone.communicate("x\\n")
+live = subprocess.Popen([sys.executable, "-c", burn], **pipes)
+live.stdout.readline()
+print(live.pid, flush=True)
+sys.stdin.readline()
+live.kill()
+"""
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
@@ -144,6 +142,7 @@ def test_the_cpu_meter_counts_the_processes_a_service_started_apart_from_it() ->
     )
     assert parent.stdin and parent.stdout
     try:
+        assert parent.stdout.readline().strip() == "ready"
         meter = CpuMeter({"worker": parent.pid})
         meter.start()
         parent.stdin.write("go\n")

@@ -165,13 +165,9 @@ def _rig(lead: timedelta) -> Rig:
 
 @pytest.fixture
 def rig() -> Iterator[Rig]:
-    clock = ManualClock(NOON - timedelta(minutes=1))
-    index = ScheduleIndex(lead=LEAD)
-    store = Recorder(clock)
-    loop = FireLoop(index, clock, Leading(), store, store, idle=timedelta(seconds=30))
-    loop.start()
-    yield Rig(clock, index, store, loop)
-    loop.stop()
+    rig = _rig(LEAD)
+    yield rig
+    rig.loop.stop()
 
 
 def test_the_run_is_started_ahead_with_its_nominal_fire_time(rig: Rig) -> None:
