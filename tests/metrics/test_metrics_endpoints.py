@@ -129,8 +129,13 @@ def test_every_service_serves_the_metrics_of_what_happened(suite: Suite) -> None
         # and the planner that it leads its scope
         planner = scraped["cron-planner"]
         assert value(planner, "cronwave_leader", scope="planner") == 1
+        # (a planner starved of CPU past its lease by a loaded test machine loses the
+        # lease and wins it back: the counters then say so, and still add up)
         changes = "cronwave_leader_changes_total"
-        assert value(planner, changes, scope="planner", change="acquired") == 1
+        acquired = value(planner, changes, scope="planner", change="acquired")
+        lost = value(planner, changes, scope="planner", change="lost")
+        assert acquired >= 1
+        assert acquired - lost == 1  # it leads now
         # and every service serves its process metrics, and counts its lost spans
         for name, families in scraped.items():
             assert "process_cpu_seconds" in families, name
