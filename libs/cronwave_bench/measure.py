@@ -252,22 +252,24 @@ def cpu_seconds(pid: int) -> float | None:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def descendants_cpu_seconds(pid: int) -> float:
-    """CPU time so far of every process below ``pid`` (a worker's job processes and
-    their fork server): the live ones' own time, plus what each process of the tree,
-    ``pid`` included, has collected from children it reaped. A descendant that exits
-    moves its time into its reaper's collected time, so the sum only grows and the
-    difference of two readings is what the tree spent in between."""
-    total = 0
+def tree_cpu_seconds(pid: int) -> tuple[float, float] | None:
+    """CPU time so far of ``pid`` itself, and of every process below it (a worker's
+    job processes and their fork server): the live ones' own time, plus what each
+    process of the tree, ``pid`` included, has collected from children it reaped. A
+    descendant that exits moves its time into its reaper's collected time, so the
+    second sum only grows and the difference of two readings is what the tree spent in
+    between. None when ``pid`` is gone."""
     fields = _stat_fields(pid)
     if fields is None:
-        return 0.0
-    total += int(fields[13]) + int(fields[14])  # reaped children
+        return None
+    own = int(fields[11]) + int(fields[12])
+    below = int(fields[13]) + int(fields[14])  # reaped children
     for child in descendants(pid):
-        fields = _stat_fields(child)
-        if fields is not None:
-            total += sum(int(fields[i]) for i in (11, 12, 13, 14))
-    return total / os.sysconf("SC_CLK_TCK")
+        child_fields = _stat_fields(child)
+        if child_fields is not None:
+            below += sum(int(child_fields[i]) for i in (11, 12, 13, 14))
+    tick = os.sysconf("SC_CLK_TCK")
+    return own / tick, below / tick
 
 
 def _stat_fields(pid: int) -> list[str] | None:
@@ -368,18 +370,19 @@ class CpuMeter:
         self.machine: dict[str, float] | None = None
 
     def start(self) -> None:
-        self._before = {n: cpu_seconds(p) or 0.0 for n, p in self.pids.items()}
-        self._children_before = {n: descendants_cpu_seconds(p) for n, p in self.pids.items()}
+        trees = {n: tree_cpu_seconds(p) or (0.0, 0.0) for n, p in self.pids.items()}
+        self._before = {n: own for n, (own, _below) in trees.items()}
+        self._children_before = {n: below for n, (_own, below) in trees.items()}
         self._servers_before = {p: cpu_seconds(p) or 0.0 for p in server_pids()}
         self._machine_before = MachineTimes.now()
 
     def stop(self) -> dict[str, float]:
         out = {}
         for name, pid in self.pids.items():
-            now = cpu_seconds(pid)
-            if now is not None:
-                out[name] = now - self._before.get(name, 0.0)
-                children = descendants_cpu_seconds(pid) - self._children_before.get(name, 0.0)
+            tree = tree_cpu_seconds(pid)
+            if tree is not None:
+                out[name] = tree[0] - self._before.get(name, 0.0)
+                children = tree[1] - self._children_before.get(name, 0.0)
                 if children > 0:
                     out[f"{name} children"] = children
         for pid, comm in server_pids().items():

@@ -8,12 +8,12 @@ from __future__ import annotations
 import os
 import signal
 from datetime import timedelta
-from pathlib import Path
 
 from cron_planner.clock import SystemClock
 from cron_planner.feed import ScheduleFeed
 from cron_planner.schedule_index import ScheduleIndex
 from cronwave_core.shards import shard_of
+from tests.harness.processes import read_stat
 from tests.harness.store import StoreProcess, create_schedule, register_job_type
 from tests.harness.tls import hop_channel
 from tests.helpers import eventually
@@ -67,4 +67,5 @@ def test_a_shard_loaded_stays_loaded_while_another_is_listed(store: StoreProcess
 
 def _state(pid: int) -> str:
     """The process's state letter (``T``: stopped by a signal)."""
-    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    stat = read_stat(pid)
+    return stat.state if stat is not None else ""
