@@ -10,7 +10,9 @@ service from multiprocessing's fork server, which imported those libraries once
 ``python -m`` would, with the environment, working directory, log and session the
 suite gives it, and its ``__main__`` runs. Only libraries are preloaded, never a
 service's own modules, so no service carries another's module state (its metrics,
-for one).
+for one); of cronwave's own library, only what every service's main imports anyway
+(a suite's four services other than the store start on about 0.08 s of CPU less
+each with it).
 
 The fork server itself never starts a thread, a gRPC channel or a connection: what
 it forks holds nothing a child could share by mistake. It is started by the first
@@ -59,6 +61,16 @@ PRELOAD = (
     "cronwave_proto.v1.leader_election_service_pb2_grpc",
     "cronwave_proto.v1.worker_service_pb2_grpc",
     "cronwave_proto.v1.api_key_service_pb2_grpc",
+    "orjson",
+    "tenacity",
+    "croniter",
+    # What every service's main imports of cronwave's own library (the bootstrap, its
+    # channels, settings, security and telemetry); these read no setting at import.
+    "cronwave_core.bootstrap",
+    "cronwave_core.entry",
+    "cronwave_core.channels",
+    "cronwave_core.telemetry.setup",
+    "cronwave_core.telemetry.tracing",
 )
 
 _lock = threading.Lock()

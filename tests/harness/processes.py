@@ -22,7 +22,9 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
+
+from cronwave_core.forked import ForkedProcess
 
 #: How long processes that were told to stop may take to be gone (a job process
 #: notices its worker's death on its next poll of the parent).
@@ -105,6 +107,9 @@ def run_all(stops: Iterable[Callable[[], object]]) -> list[BaseException]:
     return errors
 
 
+P = TypeVar("P", bound="subprocess.Popen[Any] | ForkedProcess")
+
+
 class ProcessTable:
     """The processes one fixture started, and everything they started."""
 
@@ -112,11 +117,12 @@ class ProcessTable:
         self.what = what
         self.settle = settle  # how long stopped processes may take to be gone
         self._roots: dict[int, int | None] = {}  # pid -> start time (None: gone at once)
-        self._popens: list[subprocess.Popen[Any]] = []
+        self._popens: list[subprocess.Popen[Any] | ForkedProcess] = []
 
     # recording -------------------------------------------------------------------
-    def track(self, popen: subprocess.Popen[Any]) -> subprocess.Popen[Any]:
-        """Record a process started elsewhere (it should lead its own session)."""
+    def track(self, popen: P) -> P:
+        """Record a process started elsewhere (it should lead its own session), or
+        forked from the fork server (``cronwave_core.forked``)."""
         stat = read_stat(popen.pid)
         self._roots[popen.pid] = stat.start if stat is not None else None
         self._popens.append(popen)

@@ -21,6 +21,7 @@ from cronwave_proto.v1 import workflow_store_service_pb2_grpc as api_grpc
 from cronwave_core.channels import DeadlineInterceptor
 from cronwave_core.convert import dt_to_ts, td_to_duration
 from cronwave_core.errors import Unavailable
+from cronwave_core.forked import ForkedProcess, fork_module, fork_server_on
 from cronwave_core.security.identity import ON_BEHALF_OF
 from cronwave_core.suite import free_port, wait_healthy
 from tests.harness.processes import ProcessTable
@@ -41,7 +42,8 @@ def _pythonpath() -> str:
 
 
 class StoreProcess:
-    """One ``python -m workflow_store``; stopped by pid, whatever happens. Its process
+    """One ``python -P -m workflow_store`` (forked from the test process's fork server
+    when it runs one); stopped by pid, whatever happens. Its process
     is recorded in ``table`` (a table of its own when none is given)."""
 
     def __init__(
@@ -69,18 +71,22 @@ class StoreProcess:
             PYTHONUNBUFFERED="1",
         )
         self.env.update(env or {})
-        self.popen: subprocess.Popen[bytes] | None = None
+        self.popen: subprocess.Popen[bytes] | ForkedProcess | None = None
         self._channels: list[grpc.Channel] = []
 
     def start(self) -> StoreProcess:
-        with self.log_path.open("ab") as log:
-            self.popen = self.table.spawn(
-                [sys.executable, "-m", "workflow_store"],
-                env=self.env,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-            )
+        argv = [sys.executable, "-P", "-m", "workflow_store"]
+        if fork_server_on():  # the test process's fork server imported its libraries
+            self.popen = self.table.track(fork_module(argv[3], argv, self.env, self.log_path))
+        else:
+            with self.log_path.open("ab") as log:
+                self.popen = self.table.spawn(
+                    argv,
+                    env=self.env,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    stdin=subprocess.DEVNULL,
+                )
         deadline = time.monotonic() + 60
         while True:
             try:

@@ -43,7 +43,9 @@ def pause() -> None:
     os.sched_setaffinity(0, {pauser_core})
     os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))
     paused = group.pause()
-    mark.write_text(str(paused.total_seconds()))
+    partial = mark.with_suffix('.partial')  # the mark appears whole, never empty
+    partial.write_text(str(paused.total_seconds()))
+    partial.rename(mark)
 
 threading.Thread(target=pause).start()
 threading.Event().wait(120)
