@@ -144,14 +144,14 @@ class ForkedProcess:
         try:
             if timeout == 0:  # a poll(2) of the sentinel: a worker's pool polls every
                 # process it may hand a run to, and multiprocessing's wait builds a
-                # selector each time (4.9 us against 1 us)
+                # selector each time (3.1 us against 0.7 us)
                 poller = select.poll()
                 poller.register(self._sentinel, select.POLLIN)
-                ended = poller.poll(0)
+                ended = bool(poller.poll(0))
             else:
-                ended = multiprocessing.connection.wait([self._sentinel], timeout)
+                ended = bool(multiprocessing.connection.wait([self._sentinel], timeout))
         except (OSError, ValueError):  # closed by another thread that read the status
-            ended = [self._sentinel]
+            ended = True
         if not ended:
             return None
         with self._reaping:
