@@ -42,9 +42,9 @@ def _pythonpath() -> str:
 
 
 class StoreProcess:
-    """One ``python -P -m workflow_store`` (forked from the test process's fork server
-    when it runs one); stopped by pid, whatever happens. Its process
-    is recorded in ``table`` (a table of its own when none is given)."""
+    """One ``python -P -m workflow_store``, forked from the test process's fork server
+    when it runs one; stopped by pid, whatever happens. Its process is recorded in
+    ``table`` (a table of its own when none is given)."""
 
     def __init__(
         self,
