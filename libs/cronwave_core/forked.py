@@ -67,7 +67,7 @@ PRELOAD = (
     "croniter",
     # What the five services' mains all import of cronwave's own library (the
     # bootstrap, its channels, settings, security and telemetry): none reads a setting
-    # or calls anything at import, and the one metric among them (spans dropped) is
+    # or starts anything at import, and the one metric among them (spans dropped) is
     # imported by every process a suite forks, the console's included.
     "cronwave_core.bootstrap",
     "cronwave_core.entry",
