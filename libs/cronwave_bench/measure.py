@@ -361,8 +361,7 @@ class CpuMeter:
 
     def __init__(self, pids: dict[str, int]) -> None:
         self.pids = pids
-        self._before: dict[str, float] = {}
-        self._children_before: dict[str, float] = {}
+        self._before: dict[str, tuple[float, float]] = {}  # own, below (tree_cpu_seconds)
         self._servers_before: dict[int, float] = {}
         self._machine_before: MachineTimes | None = None
         self.seconds: dict[str, float] = {}
@@ -370,9 +369,7 @@ class CpuMeter:
         self.machine: dict[str, float] | None = None
 
     def start(self) -> None:
-        trees = {n: tree_cpu_seconds(p) or (0.0, 0.0) for n, p in self.pids.items()}
-        self._before = {n: own for n, (own, _below) in trees.items()}
-        self._children_before = {n: below for n, (_own, below) in trees.items()}
+        self._before = {n: tree_cpu_seconds(p) or (0.0, 0.0) for n, p in self.pids.items()}
         self._servers_before = {p: cpu_seconds(p) or 0.0 for p in server_pids()}
         self._machine_before = MachineTimes.now()
 
@@ -381,8 +378,9 @@ class CpuMeter:
         for name, pid in self.pids.items():
             tree = tree_cpu_seconds(pid)
             if tree is not None:
-                out[name] = tree[0] - self._before.get(name, 0.0)
-                children = tree[1] - self._children_before.get(name, 0.0)
+                own, below = self._before.get(name, (0.0, 0.0))
+                out[name] = tree[0] - own
+                children = tree[1] - below
                 if children > 0:
                     out[f"{name} children"] = children
         for pid, comm in server_pids().items():

@@ -183,6 +183,21 @@ def fork_module(
     return ForkedProcess(process, args)
 
 
+def start_module(
+    argv: Sequence[str], env: Mapping[str, str], log_path: Path
+) -> subprocess.Popen[bytes] | ForkedProcess:
+    """``argv`` with ``env``, its output appended to ``log_path``, stdin from
+    /dev/null, in a session of its own: forked from the fork server when it is on and
+    ``argv`` is ``python -P -m <module>``, else started as it is."""
+    if fork_server_on() and list(argv[1:3]) == ["-P", "-m"]:
+        return fork_module(argv[3], argv, env, log_path)
+    with log_path.open("ab") as log:
+        return subprocess.Popen(
+            list(argv), env=dict(env), stdout=log, stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL, start_new_session=True,
+        )  # fmt: skip
+
+
 def _run_module(module: str, env: dict[str, str], log_path: str, cwd: str) -> None:
     """In the child: what ``subprocess.Popen([python, -P, -m, module], env=env,
     stdout=log, stderr=STDOUT, stdin=DEVNULL, start_new_session=True)`` would set up,

@@ -28,7 +28,7 @@ import grpc
 from cronwave_core import redis_password
 from cronwave_core.console_settings import CONSOLE_PORT
 from cronwave_core.errors import ConfigurationError, Unavailable
-from cronwave_core.forked import ForkedProcess, fork_module, fork_server_on
+from cronwave_core.forked import ForkedProcess, start_module
 from cronwave_core.http_health import wait_http_healthy
 from cronwave_core.security.pki import LOCAL_ADMIN, ensure_pki
 from cronwave_core.security.tls import new_channel
@@ -565,17 +565,15 @@ class Suite:
         raise AssertionError("unreachable")  # the loop returns or raises
 
     def _spawn(self, proc: Proc) -> None:
-        if fork_server_on() and proc.argv[1:3] == ["-P", "-m"] and not proc.stdin:
-            proc.popen = fork_module(proc.argv[3], proc.argv, proc.env, proc.log_path)
+        if not proc.stdin:
+            proc.popen = start_module(proc.argv, proc.env, proc.log_path)
             return
-        log = proc.log_path.open("ab")
-        popen = proc.popen = subprocess.Popen(
-            proc.argv, env=proc.env, stdout=log, stderr=subprocess.STDOUT,
-            stdin=subprocess.PIPE if proc.stdin else subprocess.DEVNULL,
-            start_new_session=True,
-        )  # fmt: skip
-        log.close()
-        if proc.stdin and popen.stdin is not None:
+        with proc.log_path.open("ab") as log:
+            popen = proc.popen = subprocess.Popen(
+                proc.argv, env=proc.env, stdout=log, stderr=subprocess.STDOUT,
+                stdin=subprocess.PIPE, start_new_session=True,
+            )  # fmt: skip
+        if popen.stdin is not None:
             # A process that exited at once closed its end: its log says why.
             with contextlib.suppress(BrokenPipeError), popen.stdin as pipe:
                 pipe.write(proc.stdin)

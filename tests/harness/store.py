@@ -21,7 +21,7 @@ from cronwave_proto.v1 import workflow_store_service_pb2_grpc as api_grpc
 from cronwave_core.channels import DeadlineInterceptor
 from cronwave_core.convert import dt_to_ts, td_to_duration
 from cronwave_core.errors import Unavailable
-from cronwave_core.forked import ForkedProcess, fork_module, fork_server_on
+from cronwave_core.forked import ForkedProcess, start_module
 from cronwave_core.security.identity import ON_BEHALF_OF
 from cronwave_core.suite import free_port, wait_healthy
 from tests.harness.processes import ProcessTable
@@ -76,17 +76,7 @@ class StoreProcess:
 
     def start(self) -> StoreProcess:
         argv = [sys.executable, "-P", "-m", "workflow_store"]
-        if fork_server_on():  # the test process's fork server imported its libraries
-            self.popen = self.table.track(fork_module(argv[3], argv, self.env, self.log_path))
-        else:
-            with self.log_path.open("ab") as log:
-                self.popen = self.table.spawn(
-                    argv,
-                    env=self.env,
-                    stdout=log,
-                    stderr=subprocess.STDOUT,
-                    stdin=subprocess.DEVNULL,
-                )
+        self.popen = self.table.track(start_module(argv, self.env, self.log_path))
         deadline = time.monotonic() + 60
         while True:
             try:
