@@ -65,22 +65,20 @@ class Requeues:
             )
         limit = limit or DEFAULT_STALLED_LIMIT
         now = self.clock()
-        cut = now - pending_for
         stalled: list[StalledRun] = []
+        with self.db.read() as s:  # most sweeps find nothing: no write transaction then
+            due = s.execute(
+                sa.select(
+                    sa.exists().where(_pending_overdue(now, pending_for)),
+                    sa.exists().where(_lapse_candidates(now, _shortest_timeout(s))),
+                )
+            ).one()
+            if not any(due):
+                return stalled
         with self.db.write() as s:
-            never_sent = sa.and_(
-                m.Run.next_sweep_at.is_(None),
-                sa.or_(
-                    m.Run.due_at.is_(None),
-                    sa.and_(m.Run.due_at < cut, m.Run.fire_time < cut),
-                ),
-            )
             pending = s.scalars(
                 sa.select(m.Run)
-                .where(
-                    m.Run.state == RunState.PENDING.value,
-                    sa.or_(never_sent, m.Run.next_sweep_at < now),
-                )
+                .where(_pending_overdue(now, pending_for))
                 .order_by(
                     sa.nulls_first(sa.func.coalesce(m.Run.next_sweep_at, m.Run.due_at).asc()),
                     m.Run.run_id,
@@ -150,18 +148,12 @@ class Requeues:
         self, s: Session, now: datetime, pending_for: timedelta, limit: int
     ) -> list[StalledRun]:
         timeouts = dict(s.execute(sa.select(m.JobType.name, m.JobType.heartbeat_timeout)).all())
-        shortest = min(timeouts.values(), default=DEFAULT_HEARTBEAT_TIMEOUT)
-        shortest = min(shortest, DEFAULT_HEARTBEAT_TIMEOUT)
-        alive_since = sa.func.coalesce(m.Run.heartbeat_at, m.Run.claimed_at)
+        shortest = min([*timeouts.values(), DEFAULT_HEARTBEAT_TIMEOUT])
         # Candidates only: each run's own timeout is applied below.
         candidates = s.scalars(
             sa.select(m.Run)
-            .where(
-                m.Run.state.in_(sorted(state.value for state in HELD)),
-                alive_since < now - shortest,
-                sa.or_(m.Run.next_sweep_at.is_(None), m.Run.next_sweep_at < now),
-            )
-            .order_by(alive_since, m.Run.run_id)
+            .where(_lapse_candidates(now, shortest))
+            .order_by(_ALIVE_SINCE, m.Run.run_id)
             .limit(limit * 4)
             .with_for_update(skip_locked=True)
         ).all()
@@ -200,6 +192,37 @@ class Requeues:
         s.flush()
         _event(s, row, "requeued", now, detail)
         return StalledRun(_run(row), reason)
+
+
+_ALIVE_SINCE = sa.func.coalesce(m.Run.heartbeat_at, m.Run.claimed_at)
+
+
+def _pending_overdue(now: datetime, pending_for: timedelta) -> sa.ColumnElement[bool]:
+    """PENDING runs whose message is overdue (``requeue_stalled_runs``)."""
+    cut = now - pending_for
+    never_sent = sa.and_(
+        m.Run.next_sweep_at.is_(None),
+        sa.or_(m.Run.due_at.is_(None), sa.and_(m.Run.due_at < cut, m.Run.fire_time < cut)),
+    )
+    return sa.and_(
+        m.Run.state == RunState.PENDING.value, sa.or_(never_sent, m.Run.next_sweep_at < now)
+    )
+
+
+def _lapse_candidates(now: datetime, shortest: timedelta) -> sa.ColumnElement[bool]:
+    """Held runs silent longer than the shortest heartbeat timeout, not re-sent lately:
+    each is then held to its own job type's timeout."""
+    return sa.and_(
+        m.Run.state.in_(sorted(state.value for state in HELD)),
+        now - shortest > _ALIVE_SINCE,
+        sa.or_(m.Run.next_sweep_at.is_(None), m.Run.next_sweep_at < now),
+    )
+
+
+def _shortest_timeout(s: Session) -> timedelta:
+    """The shortest heartbeat timeout of any job type, or the default when shorter."""
+    shortest = s.scalar(sa.select(sa.func.min(m.JobType.heartbeat_timeout)))
+    return min(shortest, DEFAULT_HEARTBEAT_TIMEOUT) if shortest else DEFAULT_HEARTBEAT_TIMEOUT
 
 
 def _cancel_lapsed(s: Session, row: m.Run, now: datetime, last: datetime) -> None:
