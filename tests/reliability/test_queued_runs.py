@@ -155,6 +155,30 @@ def test_runs_queued_on_a_process_that_dies_are_handed_to_another_and_run(
         assert runs.results[name].body_started_ns >= epoch_ns(fire)
 
 
+def test_a_body_that_kills_its_process_at_a_crowded_instant_is_not_run_again(
+    tmp_path: Path, namespace: str
+) -> None:
+    with open_pool(tmp_path, namespace, processes=1) as one:
+        # Given one process, with a body that kills it first in its queue and two runs
+        # due at the same instant behind it (so the process holds its reports back)
+        fire = soon(1.5)
+        marks = tmp_path / "crash-bodies"
+        runs = Runs(one)
+        runs.start("crash", "drill.crash", fire, mark=str(marks))
+        runs.queued(1)
+        runs.start("a", "cronwave.noop", fire)
+        runs.start("b", "cronwave.noop", fire)
+        runs.queued(3)
+        runs.join()
+    # Then the body began once: the worker knew it had begun before its process died,
+    # so its run failed rather than going to another process to begin again
+    assert marks.read_text().count("\n") == 1
+    crash = runs.results["crash"]
+    assert crash.outcome is Outcome.FAILED and crash.error_types == ("JobProcessDied",)
+    for name in ("a", "b"):
+        assert runs.results[name].outcome is Outcome.SUCCEEDED
+
+
 def test_a_cancel_reaches_only_the_run_it_names(tmp_path: Path, namespace: str) -> None:
     with open_pool(tmp_path, namespace, processes=1) as one:
         # Given one process with a body that runs until cancelled, and two runs behind

@@ -263,12 +263,24 @@ def record_attempt_span(
     return True
 
 
+#: The installed provider and its recorder, looked up once: the SDK's ``get_tracer``
+#: costs more than the span it records (two per run). Tests install other providers.
+_recorder_of: tuple[object, LeanTracer | None] = (None, None)
+
+
 def _recorder() -> LeanTracer | None:
     """The installed provider's tracer as a ``LeanTracer`` (which records a span with
     chosen ids); None where no recording provider is installed."""
-    found = trace.get_tracer_provider().get_tracer("cronwave.run")
+    global _recorder_of
+    provider = trace.get_tracer_provider()
+    if _recorder_of[0] is provider:
+        return _recorder_of[1]
+    found = provider.get_tracer("cronwave.run")
+    recorder: LeanTracer | None = None
     if isinstance(found, LeanTracer):
-        return found
-    if isinstance(found, SdkTracer):  # a configured sampler: the SDK's own tracer
-        return LeanTracer(found)
-    return None
+        recorder = found
+    elif isinstance(found, SdkTracer):  # a configured sampler: the SDK's own tracer
+        recorder = LeanTracer(found)
+    if not isinstance(found, trace.ProxyTracer):  # a proxy follows a later provider
+        _recorder_of = (provider, recorder)
+    return recorder

@@ -89,6 +89,7 @@ class Attempts:
                 report_start=delivery.report_start,
                 report_progress=progress,
                 cancel=delivery.cancel,
+                watch=delivery.lease.watch if delivery.lease is not None else None,
             )
             stop.attach(in_process)
             return in_process.run(spec, fire_time)

@@ -77,8 +77,10 @@ class ProcessSupervisor:
         report_start: Callable[[int], BeatResult] | None = None,
         report_progress: Callable[[Progress], None] | None = None,
         cancel: CancelSignal | None = None,
+        watch: Callable[[Callable[[], None] | None], None] | None = None,
     ) -> None:
         self._pool = pool
+        self._watch = watch
         self._beat = beat
         self._report_start = report_start
         self._report_progress = report_progress
@@ -194,13 +196,20 @@ class ProcessSupervisor:
         # Until the body begins, the limit counts from the fire time (a run still
         # queued then moves rather than kill another run's body); then from its start.
         deadline = start + early + self._limit.total_seconds()
-        next_beat = start + self._interval
+        # With ``watch``, what the store says of the attempt wakes this thread (a poke
+        # of its ticket), so it looks at the lease on every wake and never polls it: a
+        # run queued on its process seconds ahead of its fire time sleeps until then.
+        # Without, it looks every heartbeat interval.
+        poll = float("inf") if self._watch is not None else self._interval
+        next_beat = start + poll
         move_at = start + early + _MOVE_AFTER_S  # a queued run not begun may move then
         begun = False
         withdrawing = ""  # why a skip was asked ("" while none was)
         superseded = False
         try:
             proc.send({"op": "run", **spec, "ticket": ticket})
+            if self._watch is not None:
+                self._watch(lambda: proc.poke(ticket))
             while True:
                 now = self._monotonic()
                 if self._forced:
@@ -216,13 +225,14 @@ class ProcessSupervisor:
                     if why:
                         withdrawing = why
                         proc.send({"op": "skip", "ticket": ticket})
-                if now >= next_beat:  # what the store last said (no call is made here)
+                look = now >= next_beat or self._watch is not None
+                if look and not superseded:  # what the store last said (no call is made)
                     if self._send(force=True) is BeatResult.SUPERSEDED:
                         if begun:
                             return self._superseded(proc)
                         superseded = True
                         continue
-                    next_beat = self._monotonic() + self._interval
+                    next_beat = self._monotonic() + poll
                 self._tell_cancel(proc, ticket)
                 wake = min(deadline, next_beat, cancel_at or deadline)
                 if not begun and not withdrawing:

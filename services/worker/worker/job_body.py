@@ -17,10 +17,12 @@ or waiting for its fire time does not start, and the process answers ``released`
 each. SIGUSR2 sets the running body's ``ctx.cancelled`` too (the worker sends the
 ``cancel`` line instead: a signal could land on the next run queued).
 
-The process writes ``{"op": "started"}`` when a body begins, so its worker can tell
-the store while the body runs. While more runs are due at once, a body's ``started``
-and outcome lines are held back up to ``REPORT_HOLD_S`` (100 ms), so the bodies of a
-burst begin before the worker's threads wake to handle their reports (``Channel``).
+The process writes ``{"op": "started"}`` before a body begins, so its worker can tell
+the store while the body runs, and never holds it back: a body that kills its process
+(``os._exit``, a segfault, the OOM killer) must be known to have begun, or its worker
+would hand its run to another process to begin again. While more runs are due at once,
+a body's outcome line is held back up to ``REPORT_HOLD_S`` (100 ms), so the bodies of a
+burst begin before the worker's threads wake to handle their results (``Channel``).
 The outcome line of a run not sampled carries the spans the process held of its body
 (``"spans"``, ``worker.job_spans``).
 """
@@ -129,8 +131,8 @@ class _Out:
 class Channel:
     """The protocol's write end: one JSON object per line, from any thread.
 
-    Lines sent with ``hold=True`` (a body's ``started`` and its outcome, while more
-    runs are due at once) wait until ``flush``, any line sent without it, or
+    Lines sent with ``hold=True`` (a body's outcome, while more runs are due at
+    once) wait until ``flush``, any line sent without it (a body's ``started``), or
     ``REPORT_HOLD_S`` after the first of them (``keep_flushing``'s thread). At the
     instant of a burst each line wakes the worker's threads, which then take the
     cores from the job processes whose bodies are due: held back, the bodies of the
@@ -332,7 +334,8 @@ def run_one(
             )
             started_ns = wait_until_fire_time(fire_time, sleep=_wait_sleep)
             _check_stop()
-            channel.send({"op": "started", "started_ns": started_ns}, hold=more_due())
+            # Written before the body begins, never held (see the module's docstring).
+            channel.send({"op": "started", "started_ns": started_ns})
             with body_span(ctx, started_ns):
                 result = job_type.fn(ctx)
         ended_ns = time.time_ns()

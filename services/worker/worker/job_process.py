@@ -130,6 +130,15 @@ class JobProcess:
                 inbox.arrived.wait(left)
         raise JobProcessDied(f"job process {self.pid} {self.exit_description()}")
 
+    def poke(self, ticket: int) -> None:
+        """Wake the supervisor of ``ticket`` as if its wait had run out (what the store
+        said of its attempt changed); nothing once the ticket is forgotten."""
+        with self._inbox_lock:
+            inbox = self._inboxes.get(ticket)
+            if inbox is not None:
+                inbox.poked = True
+                inbox.arrived.notify()
+
     def poke_last(self) -> None:
         """Wake the supervisor of the run handed over last (the back of the queue),
         as if its wait had run out: a process has gone idle, and a run queued here

@@ -98,6 +98,7 @@ class Lease:
         self.failed = False  # the last call carrying it failed
         self.urgent = False  # a flush waits for the next call
         self.dropped = False
+        self.wake: Callable[[], None] | None = None  # told when the store's answer changes
 
     @property
     def state(self) -> BeatResult:
@@ -122,6 +123,13 @@ class Lease:
         ``beat``. Until the store has answered a call carrying it, the attempt's
         completion carries it too (the store records it once)."""
         return self._liveness._update(self, "", started_ns)
+
+    def watch(self, wake: Callable[[], None] | None) -> None:
+        """Call ``wake()`` when a newer attempt turns out to own the run, or a cancel is
+        asked (from the ticker's thread; it must not block), so a supervisor need not
+        look at the lease every interval: a run queued ahead of its fire time costs no
+        wake-up until then. None: no longer."""
+        self._liveness._watch(self, wake)
 
     def flush(self, wait: timedelta = FLUSH_WAIT) -> BeatResult:
         """Send what the store does not have of this attempt now; the answer."""
@@ -245,6 +253,13 @@ class Liveness:
                 self._cond.wait(left)
             return lease.state
 
+    def _watch(self, lease: Lease, wake: Callable[[], None] | None) -> None:
+        with self._cond:
+            lease.wake = wake
+            changed = lease.superseded or lease.cancel.is_set()
+        if changed and wake is not None:  # it changed before the watch began
+            wake()
+
     def _drop(self, lease: Lease) -> None:
         with self._cond:
             self._leases.pop(id(lease), None)
@@ -312,14 +327,20 @@ class Liveness:
             answers = [exc] * len(batch)
         retry = self._monotonic() + RETRY_AFTER.total_seconds()
         with self._cond:
-            for item, answer in zip(batch, answers, strict=True):
-                self._answered(item, answer, retry)
+            wakes = [
+                wake
+                for item, answer in zip(batch, answers, strict=True)
+                if (wake := self._answered(item, answer, retry)) is not None
+            ]
             self._cond.notify_all()
+        for wake in wakes:  # outside the lock: a supervisor's wake takes its own
+            wake()
 
     def _answered(
         self, item: _Item, answer: store_pb.HeartbeatResponse | BaseException, retry: float
-    ) -> None:
-        """One lease's item answered. Called under the lock."""
+    ) -> Callable[[], None] | None:
+        """One lease's item answered; the lease's ``wake`` when the answer changed what
+        its supervisor must do (superseded, cancel asked). Called under the lock."""
         lease, checkpoint, started_ns = item.lease, item.checkpoint, item.started_ns
         unsent = (checkpoint and lease.checkpoint == checkpoint) or (
             item.progress is not None and lease.progress is item.progress
@@ -330,13 +351,14 @@ class Liveness:
                 if not lease.superseded:
                     details = answer.details() if isinstance(answer, grpc.RpcError) else ""
                     log.warning("run %s: heartbeat refused: %s", lease.run_id, details)
-                lease.superseded = True
-                return
+                    lease.superseded = True
+                    return lease.wake
+                return None
             lease.failed = True
             lease.due = min(lease.due, retry)
             if unsent:
                 lease.flush_by = lease.flush_by or retry
-            return
+            return None
         lease.failed = False
         lease.delivered = max(lease.delivered, item.version)
         if checkpoint and lease.checkpoint == checkpoint:
@@ -345,12 +367,14 @@ class Liveness:
             lease.progress = None
         if started_ns:
             lease.start_recorded = True
-        if answer.cancel_requested:
-            if not lease.cancel.is_set():
-                log.info("run %s: cancel requested: %s", lease.run_id, answer.cancel_reason)
-            lease.cancel.request(
-                duration_to_td(answer.cancel_grace, "cancel_grace"), answer.cancel_reason
-            )
+        if not answer.cancel_requested:
+            return None
+        if not lease.cancel.is_set():
+            log.info("run %s: cancel requested: %s", lease.run_id, answer.cancel_reason)
+        lease.cancel.request(
+            duration_to_td(answer.cancel_grace, "cancel_grace"), answer.cancel_reason
+        )
+        return lease.wake
 
 
 @dataclass(frozen=True)
