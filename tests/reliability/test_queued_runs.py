@@ -15,13 +15,14 @@ from typing import Any
 import pytest
 
 from cronwave_core.domain.instants import epoch_ns
+from tests.harness.beats import Beats
 from tests.harness.processes import job_processes
 from tests.helpers import eventually
 from tests.reliability.pools import open_pool, spec, supervised
 from worker import isolation
 from worker.isolation import ProcessSupervisor
 from worker.job_process import JobProcessPool
-from worker.supervisor import AttemptResult, Outcome
+from worker.supervisor import AttemptResult, BeatResult, Outcome
 
 pytestmark = pytest.mark.slow
 
@@ -177,6 +178,42 @@ def test_a_body_that_kills_its_process_at_a_crowded_instant_is_not_run_again(
     assert crash.outcome is Outcome.FAILED and crash.error_types == ("JobProcessDied",)
     for name in ("a", "b"):
         assert runs.results[name].outcome is Outcome.SUCCEEDED
+
+
+def test_a_queued_run_superseded_while_it_waits_leaves_its_process_when_woken(
+    pool: JobProcessPool,
+) -> None:
+    # Given a run queued on its process a minute ahead of its fire time, its
+    # supervisor looking at the lease only when woken (its heartbeat interval is 60 s)
+    wakes: list[Callable[[], None] | None] = []
+    beats = Beats()
+    supervisor = ProcessSupervisor(
+        pool,
+        beats,
+        heartbeat_interval=timedelta(seconds=60),
+        duration_limit=timedelta(seconds=30),
+        kill_grace=timedelta(seconds=0.5),
+        watch=wakes.append,
+    )
+    fire = soon(60)
+    box: dict[str, AttemptResult] = {}
+
+    def attempt() -> None:
+        box["r"] = supervisor.run(spec("cronwave.noop", fire), fire)
+
+    thread = threading.Thread(target=attempt, daemon=True)
+    thread.start()
+    eventually(lambda: pool.queued_count() == 1 and wakes, timeout=30, what="queued, watched")
+    # When the store refuses its attempt and the lease wakes it
+    beats.answer = BeatResult.SUPERSEDED
+    wake = wakes[-1]
+    assert wake is not None
+    wake()
+    # Then it leaves its process at once, superseded, without its body beginning
+    thread.join(15)
+    assert not thread.is_alive(), "the superseded run still waits"
+    assert box["r"].outcome is Outcome.SUPERSEDED and not box["r"].body_started_ns
+    assert pool.queued_count() == 0
 
 
 def test_a_cancel_reaches_only_the_run_it_names(tmp_path: Path, namespace: str) -> None:

@@ -134,6 +134,32 @@ def test_a_refusal_supersedes_its_attempt_alone_and_a_cancel_sets_its_signal() -
     with_liveness(test)
 
 
+def test_a_watched_lease_wakes_its_supervisor_when_refused_or_cancelled_only() -> None:
+    def test(store: FakeStore, liveness: Liveness) -> None:
+        # Given three watched attempts, the store refusing one and cancelling another
+        store.refuse.add("zombie")
+        store.cancel.add("cancelled")
+        woken: dict[str, threading.Event] = {}
+        for name in ("zombie", "cancelled", "fine"):
+            woken[name] = threading.Event()
+            liveness.hold(name, TOKEN, TICK, CancelSignal()).watch(woken[name].set)
+        # When ticks have answered them, then the refused and the cancelled are woken
+        assert woken["zombie"].wait(10), "the refused attempt's supervisor not woken"
+        assert woken["cancelled"].wait(10), "the cancelled attempt's supervisor not woken"
+        # ... and the fine one is not, however many ticks go by
+        seen = len(store.requests)
+        eventually(lambda: len(store.requests) >= seen + 3, timeout=10, what="three more calls")
+        assert not woken["fine"].is_set()
+        # ... and a watch begun after the refusal wakes at once
+        late = threading.Event()
+        lease = liveness.hold("zombie", TOKEN, TICK, CancelSignal())
+        eventually(lambda: lease.beat("") is BeatResult.SUPERSEDED, timeout=10, what="refused")
+        lease.watch(late.set)
+        assert late.is_set()
+
+    with_liveness(test)
+
+
 def test_checkpoints_and_the_start_ride_along_and_are_not_sent_again() -> None:
     def test(store: FakeStore, liveness: Liveness) -> None:
         # Given an attempt beating rarely (its interval is long)
