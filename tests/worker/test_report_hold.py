@@ -1,5 +1,5 @@
-"""A job process's reports while the bodies of an instant begin: lines sent with
-``hold`` (a body's outcome) wait (so the worker's threads do not take the cores from the
+"""A job process's reports while the bodies of an instant begin: ``started`` and outcome
+lines sent with ``hold`` wait (so the worker's threads do not take the cores from the
 bodies still due), and go out in their order on a flush, with any line not held, or
 ``REPORT_HOLD_S`` after the first of them; a run queued behind holds its reports only
 while it is due."""

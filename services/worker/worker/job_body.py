@@ -17,12 +17,13 @@ or waiting for its fire time does not start, and the process answers ``released`
 each. SIGUSR2 sets the running body's ``ctx.cancelled`` too (the worker sends the
 ``cancel`` line instead: a signal could land on the next run queued).
 
-The process writes ``{"op": "started"}`` before a body begins, so its worker can tell
-the store while the body runs, and never holds it back: a body that kills its process
-(``os._exit``, a segfault, the OOM killer) must be known to have begun, or its worker
-would hand its run to another process to begin again. While more runs are due at once,
-a body's outcome line is held back up to ``REPORT_HOLD_S`` (100 ms), so the bodies of a
-burst begin before the worker's threads wake to handle their results (``Channel``).
+The process writes ``{"op": "started"}`` when a body begins, so its worker can tell
+the store while the body runs. While more runs are due at once, a body's ``started``
+and outcome lines are held back up to ``REPORT_HOLD_S`` (100 ms), so the bodies of a
+burst begin before the worker's threads wake to handle their reports (``Channel``).
+A held line dies with a process that a body kills, so each body's ticket is first
+marked in the process's marks file (``worker.begun_marks``), which its worker reads
+if the process dies: a body that began is never handed to another process.
 The outcome line of a run not sampled carries the spans the process held of its body
 (``"spans"``, ``worker.job_spans``).
 """
@@ -51,6 +52,7 @@ from cronwave_core.settings import TelemetrySettings, WorkerSettings
 from cronwave_core.telemetry.deferred import DeferredSpans
 from cronwave_core.telemetry.propagation import extracted_context
 from cronwave_core.telemetry.tracing import init_tracing
+from worker.begun_marks import Marks
 from worker.job_spans import HeldSpans
 from worker.jobs import Registry, default_registry
 from worker.log_format import configure_logging
@@ -131,8 +133,8 @@ class _Out:
 class Channel:
     """The protocol's write end: one JSON object per line, from any thread.
 
-    Lines sent with ``hold=True`` (a body's outcome, while more runs are due at
-    once) wait until ``flush``, any line sent without it (a body's ``started``), or
+    Lines sent with ``hold=True`` (a body's ``started`` and its outcome, while more
+    runs are due at once) wait until ``flush``, any line sent without it, or
     ``REPORT_HOLD_S`` after the first of them (``keep_flushing``'s thread). At the
     instant of a burst each line wakes the worker's threads, which then take the
     cores from the job processes whose bodies are due: held back, the bodies of the
@@ -297,6 +299,7 @@ def run_one(
     channel: Channel,
     held: HeldSpans | None = None,
     more_due: Callable[[], bool] = lambda: False,
+    marks: Marks | None = None,
 ) -> None:
     """Run the body ``spec`` names and report its outcome on ``channel``, each line
     with the run's ticket; its ``started`` and outcome lines are held back a moment
@@ -334,8 +337,9 @@ def run_one(
             )
             started_ns = wait_until_fire_time(fire_time, sleep=_wait_sleep)
             _check_stop()
-            # Written before the body begins, never held (see the module's docstring).
-            channel.send({"op": "started", "started_ns": started_ns})
+            if marks is not None:  # before the body: it may kill this process
+                marks.mark(spec.get("ticket"))
+            channel.send({"op": "started", "started_ns": started_ns}, hold=more_due())
             with body_span(ctx, started_ns):
                 result = job_type.fn(ctx)
         ended_ns = time.time_ns()
@@ -407,16 +411,18 @@ def serve() -> None:
     queue = RunQueue(channel)
     reader = threading.Thread(target=queue.read_runs, args=(proto_in,), name="runs", daemon=True)
     flusher = threading.Thread(target=channel.keep_flushing, name="reports", daemon=True)
+    marks = Marks()  # before ``ready``: the worker opens it then
     try:
         channel.send({"op": "ready", "pid": os.getpid()})
         reader.start()
         flusher.start()
         while (spec := queue.next()) is not None:
-            run_one(spec, registry, channel, held, queue.due)
+            run_one(spec, registry, channel, held, queue.due, marks)
             provider.force_flush()  # the body's spans, before this process may be killed
     except (JobStopped, BrokenPipeError):
         pass
     finally:
+        marks.remove()
         channel.flush()  # the reports held back of bodies that ended
         for job_type in registry:
             dispose = getattr(job_type.fn, "dispose", None)

@@ -25,6 +25,7 @@ from typing import Any
 
 from cronwave_core.errors import CronwaveError, Unavailable
 from cronwave_core.forked import ForkedProcess
+from worker.begun_marks import BegunRecord
 from worker.job_forks import fork_job_process
 from worker.job_runner import PARENT_PID_VAR
 
@@ -71,6 +72,13 @@ class JobProcess:
         self._inbox_lock = threading.Lock()
         self._inboxes: dict[int, _Inbox] = {}
         self._reader: threading.Thread | None = None
+        self._begun: BegunRecord | None = None  # its marks, once it is ready
+
+    def began(self, ticket: int) -> bool:
+        """Whether the body of ``ticket`` began here, by the process's marks (its
+        ``started`` line may have died with it: ``worker.begun_marks``)."""
+        begun = self._begun
+        return begun is not None and begun.began(ticket, gone=self.popen.poll() is not None)
 
     @property
     def pid(self) -> int:
@@ -103,7 +111,8 @@ class JobProcess:
 
     def start_reading(self) -> None:
         """Sort the process's lines into the tickets' inboxes from now on (after its
-        ``ready``)."""
+        ``ready``, which it sends once its marks file is open)."""
+        self._begun = BegunRecord(self.pid)
         self._reader = threading.Thread(
             target=self._read_loop, name=f"job-{self.pid}-lines", daemon=True
         )
