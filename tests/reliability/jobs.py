@@ -134,14 +134,25 @@ def stubborn(ctx: JobContext) -> Mapping[str, Any]:
     return {}
 
 
-def crash(ctx: JobContext) -> Mapping[str, Any]:
-    """The job process dies under the job (as after a segfault in C code); with
-    ``payload["mark"]``, a file it appends a line to first (one per body begun)."""
+def _mark(ctx: JobContext) -> None:
+    """With ``payload["mark"]``, append a line to that file (one per body begun)."""
     mark = ctx.payload.get("mark")
     if mark:
         with open(str(mark), "a") as marks:
             marks.write(f"{os.getpid()}\n")
+
+
+def crash(ctx: JobContext) -> Mapping[str, Any]:
+    """The job process dies under the job (as after a segfault in C code); marks its
+    begin first (``_mark``)."""
+    _mark(ctx)
     os._exit(3)
+
+
+def marked(ctx: JobContext) -> Mapping[str, Any]:
+    """Marks its begin (``_mark``) and ends at once."""
+    _mark(ctx)
+    return {"pid": os.getpid()}
 
 
 def nap(ctx: JobContext) -> Mapping[str, Any]:
@@ -180,6 +191,7 @@ def job_types(settings: WorkerSettings) -> list[JobType]:
         JobType("drill.block", block, duration_limit=RUNAWAY_LIMIT),
         JobType("drill.stubborn", stubborn, duration_limit=RUNAWAY_LIMIT),
         JobType("drill.crash", crash, duration_limit=timedelta(minutes=1), retry=SCALED_RETRY),
+        JobType("drill.marked", marked, duration_limit=timedelta(minutes=1)),
         JobType("drill.bulk", nap, duration_limit=timedelta(minutes=1), queue="bulk"),
         JobType("drill.polite", polite, duration_limit=timedelta(minutes=15)),
         JobType(

@@ -156,25 +156,31 @@ def test_runs_queued_on_a_process_that_dies_are_handed_to_another_and_run(
         assert runs.results[name].body_started_ns >= epoch_ns(fire)
 
 
-def test_a_body_that_kills_its_process_at_a_crowded_instant_is_not_run_again(
+def test_bodies_that_began_or_ended_before_their_process_died_at_a_crowded_instant_run_once(
     tmp_path: Path, namespace: str
 ) -> None:
     with open_pool(tmp_path, namespace, processes=1) as one:
-        # Given one process, with a body that kills it first in its queue and two runs
-        # due at the same instant behind it (so the process holds its reports back)
+        # Given one process and four runs due at one instant, queued in this order: a
+        # body that ends at once, one that kills the process, two behind them (at such
+        # an instant the process holds its started and outcome lines back)
         fire = soon(1.5)
-        marks = tmp_path / "crash-bodies"
+        ended, crashed = tmp_path / "ended-bodies", tmp_path / "crash-bodies"
         runs = Runs(one)
-        runs.start("crash", "drill.crash", fire, mark=str(marks))
+        runs.start("first", "drill.marked", fire, mark=str(ended))
         runs.queued(1)
+        runs.start("crash", "drill.crash", fire, mark=str(crashed))
+        runs.queued(2)
         runs.start("a", "cronwave.noop", fire)
         runs.start("b", "cronwave.noop", fire)
-        runs.queued(3)
+        runs.queued(4)
         runs.join()
-    # Then the body began once: the worker knew it had begun before its process died,
-    # so its run failed rather than going to another process to begin again
-    assert marks.read_text().count("\n") == 1
-    crash = runs.results["crash"]
+    # Then each of the first two began once: its worker learned from the lines the
+    # process held back that the first ended and the second began, so neither went to
+    # another process to begin again; the runs behind them ran in the next process
+    assert ended.read_text().count("\n") == 1
+    assert crashed.read_text().count("\n") == 1
+    first, crash = runs.results["first"], runs.results["crash"]
+    assert first.outcome is Outcome.SUCCEEDED and first.result.get("pid")
     assert crash.outcome is Outcome.FAILED and crash.error_types == ("JobProcessDied",)
     for name in ("a", "b"):
         assert runs.results[name].outcome is Outcome.SUCCEEDED

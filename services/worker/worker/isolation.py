@@ -280,9 +280,7 @@ class ProcessSupervisor:
             if self._forced:  # the worker's stop killed it
                 return self._released(proc, started_ns=0, stop=True)
             self._pool.release(proc, reusable=False)
-            # Stopped under the runs queued on it: this one never began, unless its
-            # mark says so (its ``started`` line may have been held back and lost).
-            if not begun and not proc.began(ticket):
+            if not begun:  # stopped under the runs queued on it: this one never began
                 return self._not_begun(superseded) or str(exc)
             return AttemptResult(
                 Outcome.FAILED,

@@ -21,9 +21,9 @@ The process writes ``{"op": "started"}`` when a body begins, so its worker can t
 the store while the body runs. While more runs are due at once, a body's ``started``
 and outcome lines are held back up to ``REPORT_HOLD_S`` (100 ms), so the bodies of a
 burst begin before the worker's threads wake to handle their reports (``Channel``).
-A held line dies with a process that a body kills, so each body's ticket is first
-marked in the process's marks file (``worker.begun_marks``), which its worker reads
-if the process dies: a body that began is never handed to another process.
+A held line is also kept in the process's spill file (``worker.held_lines``), which
+its worker reads if the process dies: a body that began, or ended, under a held line
+is known to have, and is never handed to another process.
 The outcome line of a run not sampled carries the spans the process held of its body
 (``"spans"``, ``worker.job_spans``).
 """
@@ -52,7 +52,7 @@ from cronwave_core.settings import TelemetrySettings, WorkerSettings
 from cronwave_core.telemetry.deferred import DeferredSpans
 from cronwave_core.telemetry.propagation import extracted_context
 from cronwave_core.telemetry.tracing import init_tracing
-from worker.begun_marks import Marks
+from worker.held_lines import Spill
 from worker.job_spans import HeldSpans
 from worker.jobs import Registry, default_registry
 from worker.log_format import configure_logging
@@ -122,8 +122,9 @@ class _Out:
     """The protocol's one stream, shared by every run's channel: one writer at a time,
     and the lines held back (``Channel.send(..., hold=True)``) until they are flushed."""
 
-    def __init__(self, stream: IO[str]) -> None:
+    def __init__(self, stream: IO[str], spill: Spill | None = None) -> None:
         self.stream = stream
+        self.spill = spill  # a copy of the held lines, which outlives the process
         self.lock = threading.Lock()
         self.held: list[str] = []
         self.held_since = 0.0  # monotonic; 0.0: nothing held
@@ -138,10 +139,13 @@ class Channel:
     ``REPORT_HOLD_S`` after the first of them (``keep_flushing``'s thread). At the
     instant of a burst each line wakes the worker's threads, which then take the
     cores from the job processes whose bodies are due: held back, the bodies of the
-    instant begin first and their reports follow within a moment."""
+    instant begin first and their reports follow within a moment. With ``spill``, each
+    held line is also kept there until it has gone down the pipe (``worker.held_lines``)."""
 
-    def __init__(self, stream: IO[str] | _Out, ticket: object = None) -> None:
-        self._out = stream if isinstance(stream, _Out) else _Out(stream)
+    def __init__(
+        self, stream: IO[str] | _Out, ticket: object = None, spill: Spill | None = None
+    ) -> None:
+        self._out = stream if isinstance(stream, _Out) else _Out(stream, spill)
         self._ticket = ticket
 
     def for_ticket(self, ticket: object) -> Channel:
@@ -157,6 +161,8 @@ class Channel:
         with out.lock:
             out.held.append(line)
             if hold:
+                if out.spill is not None:  # before the body that follows may kill us
+                    out.spill.add(line)
                 if not out.held_since:
                     out.held_since = time.monotonic()
                     out.wake.notify()
@@ -197,6 +203,8 @@ class Channel:
             os._exit(WORKER_GONE)
         out.held.clear()
         out.held_since = 0.0
+        if out.spill is not None:
+            out.spill.clear()  # the pipe has them now
 
 
 class RunQueue:
@@ -299,7 +307,6 @@ def run_one(
     channel: Channel,
     held: HeldSpans | None = None,
     more_due: Callable[[], bool] = lambda: False,
-    marks: Marks | None = None,
 ) -> None:
     """Run the body ``spec`` names and report its outcome on ``channel``, each line
     with the run's ticket; its ``started`` and outcome lines are held back a moment
@@ -337,8 +344,6 @@ def run_one(
             )
             started_ns = wait_until_fire_time(fire_time, sleep=_wait_sleep)
             _check_stop()
-            if marks is not None:  # before the body: it may kill this process
-                marks.mark(spec.get("ticket"))
             channel.send({"op": "started", "started_ns": started_ns}, hold=more_due())
             with body_span(ctx, started_ns):
                 result = job_type.fn(ctx)
@@ -407,22 +412,22 @@ def serve() -> None:
     provider = init_tracing("worker", telemetry, deferred)
     held = HeldSpans(deferred)
     registry = default_registry(WorkerSettings.from_env())
-    channel = Channel(proto_out)
+    spill = Spill()  # before ``ready``: the worker opens it then
+    channel = Channel(proto_out, spill=spill)
     queue = RunQueue(channel)
     reader = threading.Thread(target=queue.read_runs, args=(proto_in,), name="runs", daemon=True)
     flusher = threading.Thread(target=channel.keep_flushing, name="reports", daemon=True)
-    marks = Marks()  # before ``ready``: the worker opens it then
     try:
         channel.send({"op": "ready", "pid": os.getpid()})
         reader.start()
         flusher.start()
         while (spec := queue.next()) is not None:
-            run_one(spec, registry, channel, held, queue.due, marks)
+            run_one(spec, registry, channel, held, queue.due)
             provider.force_flush()  # the body's spans, before this process may be killed
     except (JobStopped, BrokenPipeError):
         pass
     finally:
-        marks.remove()
+        spill.remove()
         channel.flush()  # the reports held back of bodies that ended
         for job_type in registry:
             dispose = getattr(job_type.fn, "dispose", None)

@@ -25,7 +25,7 @@ from typing import Any
 
 from cronwave_core.errors import CronwaveError, Unavailable
 from cronwave_core.forked import ForkedProcess
-from worker.begun_marks import BegunRecord
+from worker.held_lines import SpillReader
 from worker.job_forks import fork_job_process
 from worker.job_runner import PARENT_PID_VAR
 
@@ -65,20 +65,15 @@ class JobProcess:
         self.retiring = False  # takes no more runs; retired once the last is given back
         self._buffer = b""
         self._lines: deque[bytes] = deque()
-        self._eof = False
+        self._eof = False  # its pipe ended and what it held back is sorted (``_read_loop``)
+        self._pipe_ended = False
         self._tickets = itertools.count(1)
         # One lock, and a condition per ticket on it: a line wakes only its run's
         # supervisor, not the hundreds queued on the same process.
         self._inbox_lock = threading.Lock()
         self._inboxes: dict[int, _Inbox] = {}
         self._reader: threading.Thread | None = None
-        self._begun: BegunRecord | None = None  # its marks, once it is ready
-
-    def began(self, ticket: int) -> bool:
-        """Whether the body of ``ticket`` began here, by the process's marks (its
-        ``started`` line may have died with it: ``worker.begun_marks``)."""
-        begun = self._begun
-        return begun is not None and begun.began(ticket, gone=self.popen.poll() is not None)
+        self._spill: SpillReader | None = None  # its held lines, once it is ready
 
     @property
     def pid(self) -> int:
@@ -111,8 +106,9 @@ class JobProcess:
 
     def start_reading(self) -> None:
         """Sort the process's lines into the tickets' inboxes from now on (after its
-        ``ready``, which it sends once its marks file is open)."""
-        self._begun = BegunRecord(self.pid)
+        ``ready``, which it sends once its spill file is open), and at the end of its
+        pipe the lines it held back and never wrote (``worker.held_lines``)."""
+        self._spill = SpillReader(self.pid)
         self._reader = threading.Thread(
             target=self._read_loop, name=f"job-{self.pid}-lines", daemon=True
         )
@@ -164,17 +160,13 @@ class JobProcess:
             try:
                 message = self.read_message(None)
             except JobProcessDied as exc:
-                if not self._eof:  # a line that is not protocol: stop trusting it
+                if not self._pipe_ended:  # a line that is not protocol: stop trusting it
                     log.error("%s", exc)
+                elif self._spill is not None:  # what it held back, before its end is known
+                    self._sort(self._spill.messages())
                 break
-            if message is None:
-                continue
-            ticket = message.get("ticket")
-            with self._inbox_lock:
-                inbox = self._inboxes.get(ticket) if isinstance(ticket, int) else None
-                if inbox is not None:
-                    inbox.lines.append(message)
-                    inbox.arrived.notify()
+            if message is not None:
+                self._sort([message])
         with self._inbox_lock:
             self._eof = True
             for inbox in self._inboxes.values():
@@ -182,6 +174,16 @@ class JobProcess:
         if self.popen.stdout is not None:
             with contextlib.suppress(OSError):
                 self.popen.stdout.close()
+
+    def _sort(self, messages: list[dict[str, Any]]) -> None:
+        """Each message into its ticket's inbox (those of forgotten tickets dropped)."""
+        with self._inbox_lock:
+            for message in messages:
+                ticket = message.get("ticket")
+                inbox = self._inboxes.get(ticket) if isinstance(ticket, int) else None
+                if inbox is not None:
+                    inbox.lines.append(message)
+                    inbox.arrived.notify()
 
     def read_message(self, timeout: float | None) -> dict[str, Any] | None:
         """The next protocol line, whatever it is about; None when none arrives within
@@ -191,7 +193,7 @@ class JobProcess:
         fd = self.popen.stdout.fileno()
         deadline = None if timeout is None else time.monotonic() + max(timeout, 0.0)
         while not self._lines:
-            if self._eof:
+            if self._pipe_ended:
                 raise JobProcessDied(f"job process {self.pid} {self.exit_description()}")
             left = None if deadline is None else max(deadline - time.monotonic(), 0.0)
             ready, _, _ = select.select([fd], [], [], left)
@@ -202,7 +204,7 @@ class JobProcess:
             except OSError:  # the pipe was closed under us: the process is stopped
                 chunk = b""
             if not chunk:
-                self._eof = True
+                self._pipe_ended = True
                 continue
             self._buffer += chunk
             *complete, self._buffer = self._buffer.split(b"\n")
