@@ -4,7 +4,7 @@ specs the job-process tests share."""
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -67,7 +67,10 @@ def spec(job_type: str, fire_time: datetime | None = None, **payload: Any) -> di
 
 
 def supervised(
-    pool: JobProcessPool, beats: Beats | None = None, interval: float = 10
+    pool: JobProcessPool,
+    beats: Beats | None = None,
+    interval: float = 10,
+    watch: Callable[[Callable[[], None] | None], None] | None = None,
 ) -> ProcessSupervisor:
     return ProcessSupervisor(
         pool,
@@ -75,4 +78,5 @@ def supervised(
         heartbeat_interval=timedelta(seconds=interval),
         duration_limit=timedelta(seconds=30),
         kill_grace=timedelta(seconds=0.5),
+        watch=watch,
     )

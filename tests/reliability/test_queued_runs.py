@@ -193,14 +193,7 @@ def test_a_queued_run_superseded_while_it_waits_leaves_its_process_when_woken(
     # supervisor looking at the lease only when woken (its heartbeat interval is 60 s)
     wakes: list[Callable[[], None] | None] = []
     beats = Beats()
-    supervisor = ProcessSupervisor(
-        pool,
-        beats,
-        heartbeat_interval=timedelta(seconds=60),
-        duration_limit=timedelta(seconds=30),
-        kill_grace=timedelta(seconds=0.5),
-        watch=wakes.append,
-    )
+    supervisor = supervised(pool, beats, interval=60, watch=wakes.append)
     fire = soon(60)
     box: dict[str, AttemptResult] = {}
 

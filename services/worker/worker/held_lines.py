@@ -43,7 +43,8 @@ class Spill:
 
     def __init__(self) -> None:
         flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_TRUNC | os.O_CLOEXEC
-        self._fd = os.open(spill_path(os.getpid()), flags, 0o600)
+        self._path = spill_path(os.getpid())
+        self._fd = os.open(self._path, flags, 0o600)
         self._empty = True
 
     def add(self, line: str) -> None:
@@ -61,7 +62,7 @@ class Spill:
         """At a clean exit: the file's name, if its worker never took it (it stopped
         the process before reading its ``ready``)."""
         with contextlib.suppress(OSError):
-            os.unlink(spill_path(os.getpid()))
+            os.unlink(self._path)
 
 
 class SpillReader:

@@ -5,6 +5,7 @@ over the database and the clock alone.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from datetime import datetime, timedelta
 
 import sqlalchemy as sa
@@ -67,10 +68,11 @@ class Requeues:
         now = self.clock()
         stalled: list[StalledRun] = []
         with self.db.read() as s:  # most sweeps find nothing: no write transaction then
+            shortest = _shortest([s.scalar(sa.select(sa.func.min(m.JobType.heartbeat_timeout)))])
             due = s.execute(
                 sa.select(
                     sa.exists().where(_pending_overdue(now, pending_for)),
-                    sa.exists().where(_lapse_candidates(now, _shortest_timeout(s))),
+                    sa.exists().where(_lapse_candidates(now, shortest)),
                 )
             ).one()
             if not any(due):
@@ -148,7 +150,7 @@ class Requeues:
         self, s: Session, now: datetime, pending_for: timedelta, limit: int
     ) -> list[StalledRun]:
         timeouts = dict(s.execute(sa.select(m.JobType.name, m.JobType.heartbeat_timeout)).all())
-        shortest = min([*timeouts.values(), DEFAULT_HEARTBEAT_TIMEOUT])
+        shortest = _shortest(timeouts.values())
         # Candidates only: each run's own timeout is applied below.
         candidates = s.scalars(
             sa.select(m.Run)
@@ -219,10 +221,10 @@ def _lapse_candidates(now: datetime, shortest: timedelta) -> sa.ColumnElement[bo
     )
 
 
-def _shortest_timeout(s: Session) -> timedelta:
-    """The shortest heartbeat timeout of any job type, or the default when shorter."""
-    shortest = s.scalar(sa.select(sa.func.min(m.JobType.heartbeat_timeout)))
-    return min(shortest, DEFAULT_HEARTBEAT_TIMEOUT) if shortest else DEFAULT_HEARTBEAT_TIMEOUT
+def _shortest(timeouts: Iterable[timedelta | None]) -> timedelta:
+    """The shortest of the job types' heartbeat timeouts, or the default when shorter
+    (no job type: the default)."""
+    return min([*(t for t in timeouts if t is not None), DEFAULT_HEARTBEAT_TIMEOUT])
 
 
 def _cancel_lapsed(s: Session, row: m.Run, now: datetime, last: datetime) -> None:
