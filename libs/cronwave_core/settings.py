@@ -363,6 +363,15 @@ class WorkerSettings(FromEnv):
         "are claimed ahead of their instant in batches this large); an idle one costs "
         "a wake-up a second",
     )
+    max_runs: int = setting(
+        PREFIX + "WORKER_MAX_RUNS",
+        Integer(1),
+        2048,
+        "runs a worker holds at once, claimed and not yet completed (waiting for their "
+        "fire time, queued on a job process or running); past it the worker claims "
+        "nothing more until one ends, and its queues' messages wait for it or another "
+        "worker, so a crowded instant cannot take more runs than it keeps alive",
+    )
     worker_id: str = setting(
         PREFIX + "WORKER_ID",
         Text(),

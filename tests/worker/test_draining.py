@@ -7,6 +7,7 @@ from __future__ import annotations
 import threading
 from datetime import timedelta
 
+from tests.helpers import eventually
 from worker.draining import Draining
 
 
@@ -64,3 +65,33 @@ def test_a_run_entering_while_the_worker_stops_is_asked_back_at_once() -> None:
     assert target.calls == ["release"]
     draining.leave(stop)
     assert draining.drain(timedelta(seconds=1), timedelta(seconds=1)) == []
+
+
+def test_a_consumer_waits_for_room_until_a_run_leaves_or_the_worker_stops() -> None:
+    # Given a worker holding as many runs as it may (2)
+    draining = Draining()
+    held = [draining.enter("run-1"), draining.enter("run-2")]
+    entered: list[str] = []
+
+    def consume(run_id: str) -> None:
+        draining.wait_for_room(2)
+        draining.enter(run_id)
+        entered.append(run_id)
+
+    # When two more messages arrive, each waits for room
+    waiters = [threading.Thread(target=consume, args=(f"run-{i}",)) for i in (3, 4)]
+    for waiter in waiters:
+        waiter.start()
+    waiters[0].join(0.2)
+    assert entered == []
+
+    # Then one run leaving lets exactly one in (room for one more) ...
+    draining.leave(held[0])
+    eventually(lambda: len(entered) == 1, timeout=5, what="one run in")
+    time_left = [w for w in waiters if w.is_alive()]
+    time_left[0].join(0.2)
+    assert len(entered) == 1 and time_left[0].is_alive()
+    # ... and the worker's stop lets the other through (its message goes back)
+    draining.begin()
+    time_left[0].join(5)
+    assert not time_left[0].is_alive() and len(entered) == 2

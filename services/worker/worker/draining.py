@@ -88,7 +88,9 @@ class Draining:
 
     def __init__(self, monotonic: Callable[[], float] = time.monotonic) -> None:
         self._monotonic = monotonic
-        self._cond = threading.Condition()
+        lock = threading.Lock()
+        self._cond = threading.Condition(lock)  # the handled runs changed
+        self._room = threading.Condition(lock)  # room for one more run
         self._level = RUNNING
         self._handled: set[AttemptStop] = set()
 
@@ -111,6 +113,16 @@ class Draining:
         with self._cond:
             self._handled.discard(stop)
             self._cond.notify_all()
+            self._room.notify()
+
+    def wait_for_room(self, limit: int) -> None:
+        """Return once fewer than ``limit`` runs are handled (or the worker is
+        stopping: a message taken then goes back on its queue). A consumer thread
+        waits here before it claims, so a worker never holds more runs than it keeps
+        alive (``CRONWAVE_WORKER_MAX_RUNS``); room is made by ``leave``."""
+        with self._cond:
+            while len(self._handled) >= limit and self._level < RELEASE:
+                self._room.wait()
 
     def handled(self) -> list[str]:
         """The runs handled now, by id."""
@@ -135,6 +147,7 @@ class Draining:
         with self._cond:
             self._level = max(self._level, level)
             handled = list(self._handled)
+            self._room.notify_all()  # a run taken now goes back on its queue
         for stop in handled:
             stop.escalate(level)
 

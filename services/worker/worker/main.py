@@ -300,6 +300,7 @@ def main() -> None:
         isolation=Isolation(pool=pool, checkpoint_bytes=limits.checkpoint_bytes),
         held=held,
         draining=draining,
+        max_runs=settings.max_runs,
     )
     broker.add_middleware(DeadLetterRejected(processor.dead_letters))
     declare_actors(broker, settings.queues, processor, registry)

@@ -90,6 +90,7 @@ class RunProcessor:
         isolation: Isolation | None = None,
         held: HeldRuns | None = None,
         draining: Draining | None = None,
+        max_runs: int | None = None,
     ) -> None:
         self.store = store
         self.registry = registry
@@ -102,6 +103,7 @@ class RunProcessor:
         self.dead_letters: DeadLettering = self.chain.find(DeadLettering)
         self.held = held  # runs claimed ahead of their fire time wait there
         self.draining = draining or Draining()  # the runs handled now, and the stop
+        self.max_runs = max_runs  # handled at once at most (None: no bound)
         self.heartbeat = _heartbeat_of(self.chain)
 
     def close(self) -> None:
@@ -128,6 +130,8 @@ class RunProcessor:
             return
         if self._put_back_if_early(message):
             return
+        if self.max_runs is not None:
+            self.draining.wait_for_room(self.max_runs)
         stop = self.draining.enter(message.run_id)
         try:
             self._handle(Delivery(message, stop))

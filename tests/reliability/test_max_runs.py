@@ -1,0 +1,63 @@
+"""A worker holds at most ``CRONWAVE_WORKER_MAX_RUNS`` runs at once (claimed, not yet
+completed): the runs of a crowded instant past that wait in their queue, unclaimed,
+and each runs once when room is made."""
+
+from __future__ import annotations
+
+import time
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from cronwave_proto.v1 import common_pb2
+from cronwave_proto.v1 import workflow_store_service_pb2 as store_pb
+
+from tests.harness.cluster import MakeRig, Rig
+from tests.reliability.support import events_of
+
+pytestmark = pytest.mark.slow
+
+MAX_RUNS = 3
+RUNS = 8
+
+
+def test_a_worker_claims_no_more_runs_than_it_may_hold_and_runs_the_rest_once_room_is_made(
+    make_rig: MakeRig,
+) -> None:
+    # Given one worker that may hold 3 runs, with more consumer threads than that
+    rig = make_rig(
+        pools={"default": 1},
+        env={"CRONWAVE_WORKER_MAX_RUNS": str(MAX_RUNS), "CRONWAVE_WORKER_THREADS": "8"},
+    )
+    schedule = rig.schedule()
+
+    # When 8 runs due a few seconds from now are started (their messages at once)
+    fire = datetime.now(UTC).replace(microsecond=0) + timedelta(seconds=6)
+    run_ids = [
+        rig.start(schedule, fire + timedelta(microseconds=i)).run.run_id for i in range(RUNS)
+    ]
+
+    # Then, until they are due, it claims 3 of them and leaves the others PENDING
+    # (looked at a few times: a fourth claim would show within a poll of the broker)
+    looks = 0
+    while datetime.now(UTC) < fire - timedelta(seconds=1) and looks < 40:
+        waiting = _runs_in(rig, schedule, common_pb2.RUN_STATE_WAITING)
+        pending = _runs_in(rig, schedule, common_pb2.RUN_STATE_PENDING)
+        assert len(waiting) <= MAX_RUNS, f"{len(waiting)} runs claimed ahead"
+        looks += 1
+        time.sleep(0.2)
+    assert looks >= 5, "the runs became due before the claims could be looked at"
+    assert len(waiting) == MAX_RUNS and len(pending) == RUNS - MAX_RUNS
+
+    # and once they are due, every run succeeds, each claimed once
+    for run_id in run_ids:
+        rig.wait_state(run_id, "SUCCEEDED", timeout=60)
+        assert len(events_of(rig.run_events(run_id), "claimed")) == 1, run_id
+
+
+def _runs_in(rig: Rig, schedule_id: str, state: int) -> list[common_pb2.Run]:
+    return list(
+        rig.store.ListRuns(
+            store_pb.ListRunsRequest(schedule_id=schedule_id, states=[state], limit=100),
+            timeout=10,
+        ).runs
+    )
