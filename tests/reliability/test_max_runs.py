@@ -4,6 +4,7 @@ and each runs once when room is made."""
 
 from __future__ import annotations
 
+import signal
 import time
 from datetime import UTC, datetime, timedelta
 
@@ -12,6 +13,7 @@ from cronwave_proto.v1 import common_pb2
 from cronwave_proto.v1 import workflow_store_service_pb2 as store_pb
 
 from tests.harness.cluster import MakeRig, Rig
+from tests.helpers import eventually
 from tests.reliability.support import events_of
 
 pytestmark = pytest.mark.slow
@@ -47,11 +49,45 @@ def test_a_worker_claims_no_more_runs_than_it_may_hold_and_runs_the_rest_once_ro
         time.sleep(0.2)
     assert looks >= 5, "the runs became due before the claims could be looked at"
     assert len(waiting) == MAX_RUNS and len(pending) == RUNS - MAX_RUNS
+    claimed = {run.run_id for run in waiting}
 
     # and once they are due, every run succeeds, each claimed once
     for run_id in run_ids:
         rig.wait_state(run_id, "SUCCEEDED", timeout=60)
         assert len(events_of(rig.run_events(run_id), "claimed")) == 1, run_id
+    assert claimed <= set(run_ids)
+
+
+def test_a_worker_stopped_while_its_threads_wait_for_room_hands_back_and_exits(
+    make_rig: MakeRig,
+) -> None:
+    # Given a worker holding as many runs as it may, its other threads waiting for room
+    rig = make_rig(
+        pools={"default": 1},
+        env={"CRONWAVE_WORKER_MAX_RUNS": "2", "CRONWAVE_WORKER_THREADS": "4"},
+    )
+    schedule = rig.schedule()
+    fire = datetime.now(UTC) + timedelta(seconds=20)  # within the early limit (30 s)
+    run_ids = [rig.start(schedule, fire + timedelta(microseconds=i)).run.run_id for i in range(6)]
+    eventually(
+        lambda: len(_runs_in(rig, schedule, common_pb2.RUN_STATE_WAITING)) == 2,
+        timeout=20,
+        what="two runs claimed",
+    )
+    [name] = [name for name in rig.suite.procs if name.startswith("worker")]
+    worker = rig.suite.procs[name]
+    assert worker.popen is not None
+
+    # When it is asked to stop
+    rig.suite.signal(name, signal.SIGTERM)
+
+    # Then it exits 0 (no thread stays waiting), the two runs it held back in the store
+    assert worker.popen.wait(timeout=30) == 0
+    states = {run.run_id: run.state for run in _all_runs(rig, schedule)}
+    assert set(states) == set(run_ids)
+    assert set(states.values()) == {common_pb2.RUN_STATE_PENDING}, states
+    released = [r for r in run_ids if "released" in [e.kind for e in rig.run_events(r)]]
+    assert len(released) == 2, released
 
 
 def _runs_in(rig: Rig, schedule_id: str, state: int) -> list[common_pb2.Run]:
@@ -59,5 +95,13 @@ def _runs_in(rig: Rig, schedule_id: str, state: int) -> list[common_pb2.Run]:
         rig.store.ListRuns(
             store_pb.ListRunsRequest(schedule_id=schedule_id, states=[state], limit=100),
             timeout=10,
+        ).runs
+    )
+
+
+def _all_runs(rig: Rig, schedule_id: str) -> list[common_pb2.Run]:
+    return list(
+        rig.store.ListRuns(
+            store_pb.ListRunsRequest(schedule_id=schedule_id, limit=100), timeout=10
         ).runs
     )
