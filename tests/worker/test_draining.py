@@ -74,8 +74,7 @@ def test_a_consumer_waits_for_room_until_a_run_leaves_or_the_worker_stops() -> N
     entered: list[str] = []
 
     def consume(run_id: str) -> None:
-        draining.wait_for_room(2)
-        draining.enter(run_id)
+        draining.enter(run_id, limit=2)
         entered.append(run_id)
 
     # When two more messages arrive, each waits for room
@@ -88,10 +87,10 @@ def test_a_consumer_waits_for_room_until_a_run_leaves_or_the_worker_stops() -> N
     # Then one run leaving lets exactly one in (room for one more) ...
     draining.leave(held[0])
     eventually(lambda: len(entered) == 1, timeout=5, what="one run in")
-    time_left = [w for w in waiters if w.is_alive()]
-    time_left[0].join(0.2)
-    assert len(entered) == 1 and time_left[0].is_alive()
+    still_waiting = [w for w in waiters if w.is_alive()]
+    still_waiting[0].join(0.2)
+    assert len(entered) == 1 and still_waiting[0].is_alive()
     # ... and the worker's stop lets the other through (its message goes back)
     draining.begin()
-    time_left[0].join(5)
-    assert not time_left[0].is_alive() and len(entered) == 2
+    still_waiting[0].join(5)
+    assert not still_waiting[0].is_alive() and len(entered) == 2

@@ -99,11 +99,17 @@ class Draining:
         with self._cond:
             return self._level >= RELEASE
 
-    def enter(self, run_id: str) -> AttemptStop:
+    def enter(self, run_id: str, limit: int | None = None) -> AttemptStop:
         """Count ``run_id`` as handled until ``leave``; once the worker is stopping
-        the run is asked back as soon as it enters (``AttemptStop.requested``)."""
+        the run is asked back as soon as it enters (``AttemptStop.requested``). With
+        ``limit``, first wait until fewer than that many runs are handled, or the
+        worker is stopping (the message then goes back on its queue): a consumer
+        thread enters so before it claims, and a worker never holds more runs than
+        it keeps alive (``CRONWAVE_WORKER_MAX_RUNS``). A ``leave`` makes room."""
         stop = AttemptStop(run_id)
         with self._cond:
+            while limit is not None and len(self._handled) >= limit and self._level < RELEASE:
+                self._room.wait()
             self._handled.add(stop)
             level = self._level
         stop.escalate(level)
@@ -114,15 +120,6 @@ class Draining:
             self._handled.discard(stop)
             self._cond.notify_all()
             self._room.notify()
-
-    def wait_for_room(self, limit: int) -> None:
-        """Return once fewer than ``limit`` runs are handled (or the worker is
-        stopping: a message taken then goes back on its queue). A consumer thread
-        waits here before it claims, so a worker never holds more runs than it keeps
-        alive (``CRONWAVE_WORKER_MAX_RUNS``); room is made by ``leave``."""
-        with self._cond:
-            while len(self._handled) >= limit and self._level < RELEASE:
-                self._room.wait()
 
     def handled(self) -> list[str]:
         """The runs handled now, by id."""

@@ -130,9 +130,7 @@ class RunProcessor:
             return
         if self._put_back_if_early(message):
             return
-        if self.max_runs is not None:
-            self.draining.wait_for_room(self.max_runs)
-        stop = self.draining.enter(message.run_id)
+        stop = self.draining.enter(message.run_id, limit=self.max_runs)
         try:
             self._handle(Delivery(message, stop))
         finally:
