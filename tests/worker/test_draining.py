@@ -78,7 +78,7 @@ def test_a_consumer_waits_for_room_until_a_run_leaves_or_the_worker_stops() -> N
         entered.append(run_id)
 
     # When two more messages arrive, each waits for room
-    waiters = [threading.Thread(target=consume, args=(f"run-{i}",)) for i in (3, 4)]
+    waiters = [threading.Thread(target=consume, args=(f"run-{i}",), daemon=True) for i in (3, 4)]
     for waiter in waiters:
         waiter.start()
     waiters[0].join(0.2)
