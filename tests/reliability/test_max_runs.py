@@ -42,13 +42,13 @@ def test_a_worker_claims_no_more_runs_than_it_may_hold_and_runs_the_rest_once_ro
     # second after the third claim (the idle threads would claim the rest within a
     # poll of the broker), all before the runs are due
     eventually(
-        lambda: len(_runs_in(rig, schedule, common_pb2.RUN_STATE_WAITING)) >= MAX_RUNS,
+        lambda: len(_runs(rig, schedule, common_pb2.RUN_STATE_WAITING)) >= MAX_RUNS,
         timeout=7,
         what=f"{MAX_RUNS} runs claimed ahead",
     )
     for _ in range(5):
-        waiting = _runs_in(rig, schedule, common_pb2.RUN_STATE_WAITING)
-        pending = _runs_in(rig, schedule, common_pb2.RUN_STATE_PENDING)
+        waiting = _runs(rig, schedule, common_pb2.RUN_STATE_WAITING)
+        pending = _runs(rig, schedule, common_pb2.RUN_STATE_PENDING)
         assert len(waiting) == MAX_RUNS, f"{len(waiting)} runs claimed ahead"
         assert len(pending) == RUNS - MAX_RUNS
         time.sleep(0.2)
@@ -72,7 +72,7 @@ def test_a_worker_stopped_while_its_threads_wait_for_room_hands_back_and_exits(
     fire = datetime.now(UTC) + timedelta(seconds=20)  # within the early limit (30 s)
     run_ids = [rig.start(schedule, fire + timedelta(microseconds=i)).run.run_id for i in range(6)]
     eventually(
-        lambda: len(_runs_in(rig, schedule, common_pb2.RUN_STATE_WAITING)) == 2,
+        lambda: len(_runs(rig, schedule, common_pb2.RUN_STATE_WAITING)) == 2,
         timeout=20,
         what="two runs claimed",
     )
@@ -85,25 +85,14 @@ def test_a_worker_stopped_while_its_threads_wait_for_room_hands_back_and_exits(
 
     # Then it exits 0 (no thread stays waiting), the two runs it held back in the store
     assert worker.popen.wait(timeout=30) == 0
-    states = {run.run_id: run.state for run in _all_runs(rig, schedule)}
+    states = {run.run_id: run.state for run in _runs(rig, schedule)}
     assert set(states) == set(run_ids)
     assert set(states.values()) == {common_pb2.RUN_STATE_PENDING}, states
     released = [r for r in run_ids if "released" in [e.kind for e in rig.run_events(r)]]
     assert len(released) == 2, released
 
 
-def _runs_in(rig: Rig, schedule_id: str, state: common_pb2.RunState) -> list[common_pb2.Run]:
-    return list(
-        rig.store.ListRuns(
-            store_pb.ListRunsRequest(schedule_id=schedule_id, states=[state], limit=100),
-            timeout=10,
-        ).runs
-    )
-
-
-def _all_runs(rig: Rig, schedule_id: str) -> list[common_pb2.Run]:
-    return list(
-        rig.store.ListRuns(
-            store_pb.ListRunsRequest(schedule_id=schedule_id, limit=100), timeout=10
-        ).runs
-    )
+def _runs(rig: Rig, schedule_id: str, *states: common_pb2.RunState) -> list[common_pb2.Run]:
+    """The schedule's runs, in ``states`` (none named: in any)."""
+    request = store_pb.ListRunsRequest(schedule_id=schedule_id, states=states, limit=100)
+    return list(rig.store.ListRuns(request, timeout=10).runs)
