@@ -73,6 +73,11 @@ def pytest_configure(config: pytest.Config) -> None:
         "both_backends: run on SQLite and PostgreSQL (when configured); other tests that "
         "need a database run once, on PostgreSQL when configured, else SQLite",
     )
+    config.addinivalue_line(
+        "markers",
+        "postgres_only: run once, on PostgreSQL, even in a folder of both backends (the "
+        "test also skips itself when PostgreSQL is not configured)",
+    )
     skip_guard.install(config)
     # The suites this test process starts fork their services from one fork server
     # that imported their libraries once (cronwave_core.forked): about 0.3 s of CPU
@@ -170,9 +175,9 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     runs on both; everything else on the production one when it is configured (CI:
     PostgreSQL), else SQLite — which keeps the suite inside its time budget."""
     folder = Path(str(metafunc.definition.path)).parent.name
-    both = (
-        folder in BOTH_BACKEND_FOLDERS
-        or metafunc.definition.get_closest_marker("both_backends") is not None
+    marked = metafunc.definition.get_closest_marker
+    both = marked("postgres_only") is None and (
+        folder in BOTH_BACKEND_FOLDERS or marked("both_backends") is not None
     )
     if "backend" in metafunc.fixturenames:
         metafunc.parametrize("backend", BACKENDS if both else BACKENDS[-1:])

@@ -441,17 +441,34 @@ class Database:
         self.engine.dispose()
 
 
+class Conflicted(Unavailable):
+    """PostgreSQL rolled the transaction back for a concurrent one (a deadlock it broke,
+    a serialization failure): nothing was written, and the same work may simply run
+    again (``Transactions.rounds`` does, before answering ``Unavailable``)."""
+
+
+#: SQLSTATEs of a transaction rolled back for another: serialization_failure,
+#: deadlock_detected.
+_CONFLICTS = frozenset({"40001", "40P01"})
+
+
 @contextmanager
 def _unreachable_is_unavailable() -> Iterator[None]:
     """A database that cannot be reached (connection refused, reset or timed out, the
     pool exhausted past ``CRONWAVE_DATABASE_POOL_TIMEOUT``, SQLite's file locked past
-    its busy timeout) is ``Unavailable``:
+    its busy timeout) is ``Unavailable``, and a transaction rolled back for a concurrent
+    one is ``Conflicted`` (an ``Unavailable``):
     a caller may retry, and the transaction wrote nothing. The driver's text, which
     names the statement, goes to the log only (``bootstrap`` logs the cause). Other
     database errors (a statement the database refused) stay what they are."""
     try:
         yield
     except sa.exc.DBAPIError as exc:
+        if getattr(exc.orig, "sqlstate", None) in _CONFLICTS:
+            raise Conflicted(
+                "the workflow-store's write met a concurrent one and was rolled back; "
+                "nothing was written, retry"
+            ) from exc
         if not _unreachable(exc):
             raise
         raise Unavailable(

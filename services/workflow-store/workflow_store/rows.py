@@ -34,6 +34,17 @@ from workflow_store.stored_json import policy_from_dict, spec_from_dict
 log = logging.getLogger("cronwave.store")
 
 
+def lock_schedule(s: Session, schedule_id: str) -> m.Schedule | None:
+    """The schedule row, if any, locked for a change of its own columns: FOR NO KEY
+    UPDATE on PostgreSQL, not FOR UPDATE. A run's row checks its foreign key to the
+    schedule with FOR KEY SHARE, which FOR UPDATE would block: then a transaction that
+    holds a run and writes it again (a heartbeat with progress) waits for a deletion
+    that waits for that run, and PostgreSQL breaks the deadlock by failing one."""
+    if not schedule_id:
+        return None
+    return s.get(m.Schedule, schedule_id, with_for_update={"key_share": True})
+
+
 def _live_schedule(s: Session, schedule_id: str) -> m.Schedule:
     row = s.get(m.Schedule, schedule_id) if schedule_id else None
     if row is None or row.deleted:

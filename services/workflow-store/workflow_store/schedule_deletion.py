@@ -23,7 +23,7 @@ from workflow_store import models as m
 from workflow_store.attempt_store import Attempts
 from workflow_store.audit_store import Actor, append
 from workflow_store.records import RunRecord, ScheduleRecord
-from workflow_store.rows import _schedule
+from workflow_store.rows import _schedule, lock_schedule
 from workflow_store.schedule_changes import ScheduleChanges
 from workflow_store.store_core import Clock, utc_now
 from workflow_store.unit_of_work import Transactions, UnitOfWork
@@ -64,7 +64,7 @@ class ScheduleDeletion:
     ) -> tuple[ScheduleRecord, list[RunRecord]]:
         s = w.session
         revision = self.changes.bump(w)
-        row = s.get(m.Schedule, schedule_id, with_for_update=True) if schedule_id else None
+        row = lock_schedule(s, schedule_id)
         if row is None or row.deleted:
             raise ScheduleNotFound(schedule_id)
         query = (

@@ -28,6 +28,7 @@ from workflow_store.rows import (
     _listed,
     _live_schedule,
     _schedule,
+    lock_schedule,
 )
 from workflow_store.schedule_changes import ScheduleChanges
 from workflow_store.store_core import Clock, utc_now
@@ -136,7 +137,7 @@ class Schedules:
         an unknown or deleted schedule."""
         with self.tx.write() as w:
             s = w.session
-            row = s.get(m.Schedule, schedule_id, with_for_update=True) if schedule_id else None
+            row = lock_schedule(s, schedule_id)
             if row is None or row.deleted:
                 raise ScheduleNotFound(schedule_id)
             current = _schedule(row)

@@ -453,7 +453,7 @@ def _same_row(s: sa.orm.Session, existing: RunRecord) -> m.Run | None:
             m.Run.state == RunState.MISSED.value,
             m.Run.error == existing.error,
         )
-        .with_for_update()
+        .with_for_update(key_share=True)
         .execution_options(populate_existing=True)
     ).one_or_none()
     return row

@@ -86,7 +86,7 @@ class Requeues:
                     m.Run.run_id,
                 )
                 .limit(limit)
-                .with_for_update(skip_locked=True)
+                .with_for_update(skip_locked=True, key_share=True)
             ).all()
             for row in pending:
                 reason = StallReason.NOT_PICKED_UP
@@ -134,7 +134,9 @@ class Requeues:
             if after_run_id:
                 query = query.where(m.Run.run_id > after_run_id)
             rows = s.scalars(
-                query.order_by(m.Run.run_id).limit(limit).with_for_update(skip_locked=True)
+                query.order_by(m.Run.run_id)
+                .limit(limit)
+                .with_for_update(skip_locked=True, key_share=True)
             ).all()
             for row in rows:
                 if row.due_at is not None and row.due_at > now:
@@ -157,7 +159,7 @@ class Requeues:
             .where(_lapse_candidates(now, shortest))
             .order_by(_ALIVE_SINCE, m.Run.run_id)
             .limit(limit * 4)
-            .with_for_update(skip_locked=True)
+            .with_for_update(skip_locked=True, key_share=True)
         ).all()
         found: list[StalledRun] = []
         for row in candidates:

@@ -16,7 +16,7 @@ from typing import TypeVar
 from sqlalchemy.orm import Session
 
 from cronwave_core.errors import FailedPrecondition
-from workflow_store.db import Database
+from workflow_store.db import Conflicted, Database
 
 T = TypeVar("T")
 # A conditional UPDATE that loses a race is re-evaluated against the winner's result;
@@ -69,12 +69,20 @@ class Transactions:
 
     def rounds(self, work: Callable[[UnitOfWork], T]) -> T:
         """``work`` in a unit of work, again from the start in a new one when it lost a
-        race (``Lost``), so it decides on the winner's result."""
+        race (``Lost``), so it decides on the winner's result, or when PostgreSQL rolled
+        it back for a concurrent transaction (``Conflicted``: a deadlock it broke). When
+        every round failed and one was ``Conflicted``, that is the answer."""
+        conflicted: Conflicted | None = None
         for _ in range(MAX_ROUNDS):
             try:
                 with self.write() as w:
                     result = work(w)
             except Lost:
                 continue
+            except Conflicted as exc:
+                conflicted = exc
+                continue
             return result
+        if conflicted is not None:
+            raise conflicted
         raise FailedPrecondition("run_id: the run keeps changing under concurrent writers; retry")
