@@ -12,30 +12,61 @@ So every line the process holds back is also appended to a spill file of its own
 lines have gone down the pipe: it holds exactly what the pipe does not have yet. The
 worker opens the file once the process is ready and unlinks it at once (the open file
 lives on until both ends close it, so nothing is left behind when either is killed; a
-process that exits cleanly removes its own if the worker never took it). When the
-process's pipe ends, its worker reads the spilled lines as if they had come down the
-pipe (``SpillReader``): a body that began is known to have begun, and one that ended,
-how it ended. A line written to the pipe just before the process died may come twice;
-a run's supervisor takes the first.
+process that exits cleanly removes its own if the worker never took it; the file of
+one killed before its worker took it is removed by the next pool to start, ``sweep``).
+When the process's pipe ends, its worker reads the spilled lines as if they had come
+down the pipe (``SpillReader``): a body that began is known to have begun, and one
+that ended, how it ended. A line written to the pipe just before the process died may
+come twice; a run's supervisor takes the first.
 """
 
 from __future__ import annotations
 
 import contextlib
+import glob
 import json
 import os
 import tempfile
+import time
 import weakref
+from datetime import timedelta
 from typing import Any
 
 #: Where spills are made: memory when the machine has it (no disk write per line).
 _SHM = "/dev/shm"
+_PREFIX = "cronwave-held-"
 
 
 def spill_path(pid: int) -> str:
     """The spill file of job process ``pid`` (both ends compute it alike)."""
-    base = _SHM if os.access(_SHM, os.W_OK) else tempfile.gettempdir()
-    return os.path.join(base, f"cronwave-held-{pid}")
+    return os.path.join(_spill_dir(), f"{_PREFIX}{pid}")
+
+
+def _spill_dir() -> str:
+    return _SHM if os.access(_SHM, os.W_OK) else tempfile.gettempdir()
+
+
+def sweep(older_than: timedelta) -> int:
+    """Remove the spill files left by job processes killed before their worker took
+    them; returns how many. A file lives only from its process's start to its
+    worker's reading ``ready``, which a pool waits for at most its start timeout
+    before it stops the process: one unchanged for longer (``older_than``) is
+    nobody's, whichever worker, or pid namespace, its process belonged to."""
+    cutoff = time.time() - older_than.total_seconds()
+    removed = 0
+    for path in glob.glob(os.path.join(_spill_dir(), f"{_PREFIX}*")):
+        with contextlib.suppress(OSError):  # gone meanwhile, or another user's
+            if os.stat(path).st_mtime < cutoff:
+                os.unlink(path)
+                removed += 1
+    return removed
+
+
+def forget(pid: int) -> None:
+    """Remove job process ``pid``'s spill file: the process was stopped before its
+    worker took it (it did not report ready in time)."""
+    with contextlib.suppress(OSError):
+        os.unlink(spill_path(pid))
 
 
 class Spill:

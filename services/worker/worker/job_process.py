@@ -25,6 +25,7 @@ from typing import Any
 
 from cronwave_core.errors import CronwaveError, Unavailable
 from cronwave_core.forked import ForkedProcess
+from worker import held_lines
 from worker.held_lines import SpillReader
 from worker.job_forks import fork_job_process
 from worker.job_runner import PARENT_PID_VAR
@@ -39,6 +40,8 @@ MAX_QUEUED = 1024
 #: than queue past its share (``JobProcessPool.acquire``).
 FAIR_AHEAD = 1.0
 _READ_CHUNK = 65536
+#: A spill file unchanged this long past a pool's start timeout is nobody's.
+SPILL_SWEEP_MARGIN = timedelta(minutes=10)
 
 
 class JobProcessDied(CronwaveError):
@@ -337,7 +340,12 @@ class JobProcessPool:
         self._spawner = threading.Thread(target=self._spawn_loop, name="job-spawner", daemon=True)
 
     def start(self, wait: bool = True) -> None:
-        """Start the warm processes; with ``wait``, until they are ready (or fail)."""
+        """Start the warm processes; with ``wait``, until they are ready (or fail).
+        First the spill files that processes killed before their worker took them left
+        behind (``held_lines.sweep``) go."""
+        removed = held_lines.sweep(older_than=self.start_timeout + SPILL_SWEEP_MARGIN)
+        if removed:
+            log.info("removed %d spill files of job processes gone before they were ready", removed)
         self._spawner.start()
         with self._lock:
             for _ in range(self.warm):
@@ -572,6 +580,7 @@ class JobProcessPool:
             hello = {"error": str(exc)}
         if hello is None or hello.get("op") != "ready":
             proc.stop(timedelta(0))
+            held_lines.forget(proc.pid)  # its spill, if it had made one
             self._failed(f"job process {proc.pid} did not report ready: {hello!r}")
             return
         with self._lock:
