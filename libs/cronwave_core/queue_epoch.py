@@ -44,6 +44,9 @@ log = logging.getLogger("cronwave.queue")
 LOSS_HORIZON = timedelta(seconds=10)
 #: The planner's view of the marker is read at most this often.
 VIEW_TTL = timedelta(milliseconds=100)
+#: After a look that Redis did not answer, the next is at least this much later (a
+#: look at an unreachable Redis may wait its whole timeout, in the fire loop).
+UNKNOWN_RECHECK = timedelta(seconds=1)
 _WARN_EVERY = 30.0  # seconds between two log lines about an unreachable Redis
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
@@ -143,8 +146,10 @@ class LossView:
     that answers; the server's start (``uptime_in_seconds`` ago, rounded towards now)
     when it does not -- gone, foreign or unreadable: a loss no dispatcher has handled
     yet; and the moment of the look, when a marker this view saw before is gone (a
-    flush). Read at most once per ``VIEW_TTL``, one round trip; Redis away means "no
-    loss known", so the caller decides as it would without this view."""
+    flush); and the moment of the look, when Redis does not answer: then nothing rules
+    a loss out, and a run recorded while it was away has no message at all. Read at
+    most once per ``VIEW_TTL``, one round trip (after an unanswered look, once per
+    ``UNKNOWN_RECHECK``)."""
 
     def __init__(
         self, client: redis.Redis, namespace: str, horizon: timedelta = LOSS_HORIZON
@@ -153,38 +158,47 @@ class LossView:
         self._key = epoch_key(namespace)
         self._horizon = horizon
         self._lock = threading.Lock()
-        self._read_at = float("-inf")
+        self._next_read = float("-inf")  # time.monotonic() of the next look
         self._lost: datetime | None = None
         self._vanished = False
+        self._unknown = False  # the last look found Redis away
         self._marker_seen = False
         self._warned_at = float("-inf")
 
     def lost_at(self, now: datetime) -> datetime | None:
         """The instant of the last loss if it lies within ``horizon`` of ``now``, else
-        None. A loss not handled yet by any dispatcher counts as happening up to
-        ``now``: every message sent until then may be gone."""
+        None. A loss not handled yet by any dispatcher, and a Redis that does not
+        answer, count as a loss up to ``now``: every message sent until then may be
+        gone."""
         with self._lock:
-            if time.monotonic() - self._read_at >= VIEW_TTL.total_seconds():
+            if time.monotonic() >= self._next_read:
                 self._read(now)
-            if self._vanished:
+            if self._vanished or self._unknown:
                 return now
             if self._lost is None or now - self._lost >= self._horizon:
                 return None
             return self._lost
 
     def _read(self, now: datetime) -> None:
-        self._read_at = time.monotonic()
+        read_at = time.monotonic()
+        self._next_read = read_at + VIEW_TTL.total_seconds()
         try:
             pipe = self._client.pipeline(transaction=False)
             pipe.info("server")
             pipe.get(self._key)
             info, raw = pipe.execute()
         except redis.RedisError as exc:
-            if self._read_at - self._warned_at >= _WARN_EVERY:
-                self._warned_at = self._read_at
-                log.warning("queue epoch unknown (Redis: %s); overlap decides as usual", exc)
-            self._lost, self._vanished = None, False
+            self._next_read = time.monotonic() + UNKNOWN_RECHECK.total_seconds()
+            if read_at - self._warned_at >= _WARN_EVERY:
+                self._warned_at = read_at
+                log.warning(
+                    "queue epoch unknown (Redis: %s); a slot skipped only for PENDING runs "
+                    "waits until Redis answers (at most until its give-up time)",
+                    exc,
+                )
+            self._unknown = True
             return
+        self._unknown = False
         epoch = QueueEpoch.decode(raw)
         server = str(info.get("run_id", "")) if isinstance(info, dict) else ""
         if epoch is not None and epoch.server == server:

@@ -119,7 +119,7 @@ class Planner:
             )
         store = StoreClient(self._store_channel, timeout, fence, keep)
         # The broker's Redis, read only for its queue epoch (a lost queue's runs are no
-        # reason to skip a slot); short timeouts: Redis away means "no loss known".
+        # reason to skip a slot); short timeouts: Redis away means "a loss up to now".
         # Only the fire loop reads it (and a backfill, through the loop): two at most.
         self._queue_redis = redis_client(redis.redis_url, size=2)
         self.loop = FireLoop(

@@ -2,15 +2,16 @@
 queue is not a reason to skip a slot.
 
 When an overlap skip would be only for runs recorded before the queue last lost its
-messages (``QueueLoss``: Redis restarted empty, flushed, failed over; lately) and not
-claimed by a worker before then, the fire is decided again ``LOST_RECHECK`` later,
-until its deadline, instead of being recorded MISSED: such a run had no message, and
-the dispatcher sends it again (``dispatcher.sweeper``); its late run is the recovery,
-so the fire waits for it to end, as it would have ended before the loss. A run a
-worker held through the loss (claimed before it) is truly in flight and skips the
-slot as ever. The schedule's later fires wait behind the held one, so its slots start
-in their order, and a fire that finds in flight only runs started late this way waits
-for them too: the recovery ends when a fire finds nothing in flight.
+messages (``QueueLoss``: Redis restarted empty, flushed, failed over, lately; or it
+does not answer now, so nothing rules a loss out) and not claimed by a worker before
+then, the fire is decided again ``LOST_RECHECK`` later, until its deadline, instead of
+being recorded MISSED: such a run had no message, and the dispatcher sends it again
+(``dispatcher.sweeper``); its late run is the recovery, so the fire waits for it to
+end, as it would have ended before the loss. A run a worker held through the loss
+(claimed before it) is truly in flight and skips the slot as ever. The schedule's
+later fires wait behind the held one, so its slots start in their order, and a fire
+that finds in flight only runs started late this way waits for them too: the
+recovery ends when a fire finds nothing in flight.
 
 Safe for exactly-once: a fire still starts only when nothing of its schedule is in
 flight. Treating the lost run as not in flight and starting beside it would not be:
