@@ -41,7 +41,7 @@ MAX_QUEUED = 1024
 FAIR_AHEAD = 1.0
 _READ_CHUNK = 65536
 #: A spill file unchanged this long past a pool's start timeout is nobody's.
-SPILL_SWEEP_MARGIN = timedelta(minutes=10)
+SPILL_SWEEP_MARGIN = timedelta(seconds=30)
 
 
 class JobProcessDied(CronwaveError):
