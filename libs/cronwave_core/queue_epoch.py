@@ -162,6 +162,7 @@ class LossView:
         self._lost: datetime | None = None
         self._vanished = False
         self._unknown = False  # the last look found Redis away
+        self._started: datetime | None = None  # the server answering started after this
         self._marker_seen = False
         self._warned_at = float("-inf")
 
@@ -178,6 +179,21 @@ class LossView:
             if self._lost is None or now - self._lost >= self._horizon:
                 return None
             return self._lost
+
+    def held_before(self, now: datetime) -> datetime | None:
+        """By when a run must have been claimed to have been held by its worker through
+        the last loss (None: no loss known). The loss's instant (``lost_at``) is when it
+        was noticed, which may be after the server restarted and runs were claimed
+        from it again; so when the server started within ``horizon``, its start (at
+        the earliest: its uptime is whole seconds) is the bound."""
+        lost = self.lost_at(now)
+        if lost is None:
+            return None
+        with self._lock:
+            started = self._started
+        if started is not None and started < lost and now - started < self._horizon:
+            return started
+        return lost
 
     def _read(self, now: datetime) -> None:
         read_at = time.monotonic()
@@ -201,9 +217,10 @@ class LossView:
         self._unknown = False
         epoch = QueueEpoch.decode(raw)
         server = str(info.get("run_id", "")) if isinstance(info, dict) else ""
+        uptime = int(info.get("uptime_in_seconds", 0)) if isinstance(info, dict) else 0
+        self._started = now - timedelta(seconds=uptime + 1)
         if epoch is not None and epoch.server == server:
             self._lost, self._vanished, self._marker_seen = epoch.since, False, True
             return
-        uptime = int(info.get("uptime_in_seconds", 0)) if isinstance(info, dict) else 0
         self._lost = now - timedelta(seconds=uptime)
         self._vanished = raw is None and self._marker_seen

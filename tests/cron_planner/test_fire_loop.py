@@ -146,6 +146,9 @@ class QueueLoss:
         self.asked += 1
         return self.at
 
+    def held_before(self, now: datetime) -> datetime | None:
+        return self.at
+
 
 @dataclass
 class Rig:

@@ -8,7 +8,8 @@ then, the fire is decided again ``LOST_RECHECK`` later, until its deadline, inst
 being recorded MISSED: such a run had no message, and the dispatcher sends it again
 (``dispatcher.sweeper``); its late run is the recovery, so the fire waits for it to
 end, as it would have ended before the loss. A run a worker held through the loss
-(claimed before it) is truly in flight and skips the slot as ever. The schedule's
+(claimed before it, or before a restarted server's start when the loss was noticed
+later: ``QueueLoss.held_before``) is truly in flight and skips the slot as ever. The schedule's
 later fires wait behind the held one, so its slots start in their order, and a fire
 that finds in flight only runs started late this way waits for them too: the
 recovery ends when a fire finds nothing in flight.
@@ -115,11 +116,12 @@ class LossWaits:
         lost_at = self._queue_loss.lost_at(now)
         if lost_at is None:
             return False
+        held_by = self._queue_loss.held_before(now) or lost_at
         for run in runs:
             if (schedule_id, run.fire_time) in self._late:
                 continue
             if run.recorded_at is None or run.recorded_at > lost_at:
                 return False  # its message went to the queue as it is now
-            if run.state != "pending" and (run.started_at is None or run.started_at <= lost_at):
+            if run.state != "pending" and (run.started_at is None or run.started_at <= held_by):
                 return False  # its worker held it through the loss: truly in flight
         return True

@@ -56,7 +56,12 @@ class Dispatch(Protocol):
 class QueueLoss(Protocol):
     def lost_at(self, now: datetime) -> datetime | None:
         """When the queue last lost the messages it held, if lately; None when no
-        recent loss is known (or the queue cannot be asked)."""
+        recent loss is known."""
+        ...
+
+    def held_before(self, now: datetime) -> datetime | None:
+        """By when a run must have been claimed to have been held through that loss
+        (at most ``lost_at``); None when no recent loss is known."""
         ...
 
 
