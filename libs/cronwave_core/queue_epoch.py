@@ -171,14 +171,7 @@ class LossView:
         None. A loss not handled yet by any dispatcher, and a Redis that does not
         answer, count as a loss up to ``now``: every message sent until then may be
         gone."""
-        with self._lock:
-            if time.monotonic() >= self._next_read:
-                self._read(now)
-            if self._vanished or self._unknown:
-                return now
-            if self._lost is None or now - self._lost >= self._horizon:
-                return None
-            return self._lost
+        return self._look(now)[0]
 
     def held_before(self, now: datetime) -> datetime | None:
         """By when a run must have been claimed to have been held by its worker through
@@ -186,14 +179,24 @@ class LossView:
         was noticed, which may be after the server restarted and runs were claimed
         from it again; so when the server started within ``horizon``, its start (at
         the earliest: its uptime is whole seconds) is the bound."""
-        lost = self.lost_at(now)
+        lost, started = self._look(now)
         if lost is None:
             return None
-        with self._lock:
-            started = self._started
         if started is not None and started < lost and now - started < self._horizon:
             return started
         return lost
+
+    def _look(self, now: datetime) -> tuple[datetime | None, datetime | None]:
+        """(``lost_at``, the server's start at the earliest), Redis read at most once
+        per ``VIEW_TTL``."""
+        with self._lock:
+            if time.monotonic() >= self._next_read:
+                self._read(now)
+            if self._vanished or self._unknown:
+                return now, self._started
+            if self._lost is None or now - self._lost >= self._horizon:
+                return None, self._started
+            return self._lost, self._started
 
     def _read(self, now: datetime) -> None:
         read_at = time.monotonic()

@@ -116,12 +116,15 @@ class LossWaits:
         lost_at = self._queue_loss.lost_at(now)
         if lost_at is None:
             return False
-        held_by = self._queue_loss.held_before(now) or lost_at
+        held_by: datetime | None = None  # looked up for the first run claimed
         for run in runs:
             if (schedule_id, run.fire_time) in self._late:
                 continue
             if run.recorded_at is None or run.recorded_at > lost_at:
                 return False  # its message went to the queue as it is now
-            if run.state != "pending" and (run.started_at is None or run.started_at <= held_by):
+            if run.state == "pending":
+                continue
+            held_by = held_by or self._queue_loss.held_before(now) or lost_at
+            if run.started_at is None or run.started_at <= held_by:
                 return False  # its worker held it through the loss: truly in flight
         return True

@@ -63,8 +63,8 @@ def sweep(older_than: timedelta) -> int:
 
 
 def forget(pid: int) -> None:
-    """Remove job process ``pid``'s spill file: the process was stopped before its
-    worker took it (it did not report ready in time)."""
+    """Remove job process ``pid``'s spill file by name, if its worker never took it
+    (the process stops cleanly, or its pool gave up waiting for its ``ready``)."""
     with contextlib.suppress(OSError):
         os.unlink(spill_path(pid))
 
@@ -74,8 +74,8 @@ class Spill:
 
     def __init__(self) -> None:
         flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_TRUNC | os.O_CLOEXEC
-        self._path = spill_path(os.getpid())
-        self._fd = os.open(self._path, flags, 0o600)
+        self._pid = os.getpid()
+        self._fd = os.open(spill_path(self._pid), flags, 0o600)
         self._empty = True
 
     def add(self, line: str) -> None:
@@ -92,8 +92,7 @@ class Spill:
     def remove(self) -> None:
         """At a clean exit: the file's name, if its worker never took it (it stopped
         the process before reading its ``ready``)."""
-        with contextlib.suppress(OSError):
-            os.unlink(self._path)
+        forget(self._pid)
 
 
 class SpillReader:
