@@ -80,8 +80,9 @@ def pytest_configure(config: pytest.Config) -> None:
     )
     skip_guard.install(config)
     # The suites this test process starts fork their services from one fork server
-    # that imported their libraries once (cronwave_core.forked): about 0.3 s of CPU
-    # less per service started. `cronwave up` run by a test starts its own as users'.
+    # that imported their libraries once (cronwave_core.forked), as every suite does;
+    # turned on here for the tests that fork a module without a suite. `cronwave up`
+    # run by a test starts its own fork server, as users' does.
     use_fork_server()
     # One CA per test process: every suite a test starts uses it (SuiteConfig.tls_dir
     # defaults to CRONWAVE_TLS_DIR), and so does every channel a test opens, as the

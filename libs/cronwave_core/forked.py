@@ -3,16 +3,18 @@
 A service started as ``python -P -m <module>`` spends most of its start-up CPU on
 imports: about 0.5 s of the workflow-store's 0.7 s, 0.35 s of another service's 0.4 s
 (grpc, protobuf, SQLAlchemy, OpenTelemetry, redis, dramatiq, the generated messages).
-A process that starts many suites (a test session) pays that for every service of
-every suite. With the fork server on (``use_fork_server``), a suite forks each
-service from multiprocessing's fork server, which imported those libraries once
-(``PRELOAD``): the service's own modules are then imported in the child as
-``python -m`` would, with the environment, working directory, log and session the
-suite gives it, and its ``__main__`` runs. Only libraries are preloaded, never a
-service's own modules, so no service carries another's module state (its metrics,
-for one); of cronwave's own library, only what every service's main imports anyway
-(a suite's four services other than the store start on about 0.08 s of CPU less
-each with it).
+Every suite (``cronwave up``, ``cronwave demo``, a test's) therefore turns the fork
+server on (``use_fork_server``) and forks each service from multiprocessing's fork
+server, which imported those libraries once (``PRELOAD``): the service's own modules
+are then imported in the child as ``python -m`` would, with the environment, working
+directory, log and session the suite gives it, and its ``__main__`` runs; ``ps``
+shows it as the ``python -P -m <module>`` it stands for. A service then starts on
+0.14-0.31 s of CPU instead of 0.41-0.54 s (the store on 0.61-0.65 s instead of
+1.02-1.08 s), and the fork server's own 0.75 s is paid once per suite
+(docs/benchmarks.md). Only libraries are preloaded, never a service's own modules,
+so no service carries another's module state (its metrics, for one); of cronwave's
+own library, only what every service's main imports anyway (a suite's four services
+other than the store start on about 0.08 s of CPU less each with it).
 
 The fork server itself never starts a thread, a gRPC channel or a connection: what
 it forks holds nothing a child could share by mistake. It is started by the first
@@ -24,6 +26,7 @@ fork, with this process's environment, and ends when this process does.
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import multiprocessing.connection
 import os
@@ -65,6 +68,7 @@ PRELOAD = (
     "orjson",
     "tenacity",
     "croniter",
+    "setproctitle",
     # What the five services' mains all import of cronwave's own library (the
     # bootstrap, its channels, settings, security and telemetry): none reads a setting
     # or starts anything at import, and the one metric among them (spans dropped) is
@@ -173,8 +177,11 @@ def fork_module(
     context = _context
     if context is None:
         raise RuntimeError("use_fork_server() was not called")
+    title = " ".join(args)
     process = context.Process(
-        target=_run_module, args=(module, dict(env), str(log_path), os.getcwd()), daemon=False
+        target=_run_module,
+        args=(module, dict(env), str(log_path), os.getcwd(), title),
+        daemon=False,
     )
     process.start()
     # The suite stops what it starts; multiprocessing would otherwise wait for it
@@ -184,12 +191,12 @@ def fork_module(
 
 
 def start_module(
-    argv: Sequence[str], env: Mapping[str, str], log_path: Path
+    argv: Sequence[str], env: Mapping[str, str], log_path: Path, *, fork: bool = True
 ) -> subprocess.Popen[bytes] | ForkedProcess:
     """``argv`` with ``env``, its output appended to ``log_path``, stdin from
-    /dev/null, in a session of its own: forked from the fork server when it is on and
-    ``argv`` is ``python -P -m <module>``, else started as it is."""
-    if fork_server_on() and list(argv[1:3]) == ["-P", "-m"]:
+    /dev/null, in a session of its own: forked from the fork server when it is on,
+    ``fork`` is and ``argv`` is ``python -P -m <module>``, else started as it is."""
+    if fork and fork_server_on() and list(argv[1:3]) == ["-P", "-m"]:
         return fork_module(argv[3], argv, env, log_path)
     with log_path.open("ab") as log:
         return subprocess.Popen(
@@ -198,10 +205,18 @@ def start_module(
         )  # fmt: skip
 
 
-def _run_module(module: str, env: dict[str, str], log_path: str, cwd: str) -> None:
+def _run_module(module: str, env: dict[str, str], log_path: str, cwd: str, title: str) -> None:
     """In the child: what ``subprocess.Popen([python, -P, -m, module], env=env,
     stdout=log, stderr=STDOUT, stdin=DEVNULL, start_new_session=True)`` would set up,
-    then the module's ``__main__``."""
+    then the module's ``__main__``. Its command line, as ``ps`` shows it, becomes
+    ``title``, the one it stands for (else every service would show the fork
+    server's), and its name (``comm``: ``top``, ``pgrep`` without ``-f``) stays the
+    interpreter's, as it would be."""
+    import setproctitle  # the server's dependency (this module is the SDK's too)
+
+    setproctitle.setproctitle(title)  # which also names it after the title's start
+    with contextlib.suppress(OSError):
+        Path("/proc/self/comm").write_text(Path(sys.executable).name[:15])
     os.setsid()
     log = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     null = os.open(os.devnull, os.O_RDONLY)

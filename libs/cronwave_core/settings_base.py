@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 
-from cronwave_core.config import Derived, Directory, Duration, FromEnv, setting
+from cronwave_core.config import Derived, Directory, Duration, FromEnv, Switch, setting
 from cronwave_core.errors import ConfigurationError
 
 PREFIX = "CRONWAVE_"
@@ -57,6 +57,14 @@ class ProcessSettings(FromEnv):
         timedelta(seconds=5),
         "graceful-stop period on SIGTERM; a worker gives its running jobs this long to "
         "stop at a checkpoint (see *A worker's graceful stop*)",
+    )
+    fork_services: bool = setting(
+        PREFIX + "FORK_SERVICES",
+        Switch(),
+        True,
+        "a suite (`cronwave up`, `cronwave demo`) forks its services from one fork "
+        "server that imported their libraries once, which halves a service's start-up "
+        "CPU; `off`: each starts as a new interpreter",
     )
 
 

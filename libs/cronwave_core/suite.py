@@ -2,6 +2,9 @@
 
 Used by ``cronwave up`` / ``cronwave demo`` and by the tests. Every process it starts
 is tracked by pid and stopped by it: SIGTERM, then SIGKILL after the grace period.
+Its services are forked from a fork server that imported their libraries once
+(``cronwave_core.forked``; ``CRONWAVE_FORK_SERVICES=off``: each is a new interpreter):
+half a service's start-up CPU, or less, is left to pay.
 A suite sets ``CRONWAVE_TEST_HOOKS=1``, the switch fault injection needs, only when
 configured with ``test_hooks=True`` (a test's or a drill's); ``cronwave up`` never
 does (it passes on the one its caller set, as any other ``CRONWAVE_*`` variable).
@@ -28,11 +31,12 @@ import grpc
 from cronwave_core import redis_password
 from cronwave_core.console_settings import CONSOLE_PORT
 from cronwave_core.errors import ConfigurationError, Unavailable
-from cronwave_core.forked import ForkedProcess, start_module
+from cronwave_core.forked import ForkedProcess, start_module, use_fork_server
 from cronwave_core.http_health import wait_http_healthy
 from cronwave_core.security.pki import LOCAL_ADMIN, ensure_pki
 from cronwave_core.security.tls import new_channel
 from cronwave_core.settings import DEFAULT_PORTS, PREFIX, TEST_HOOKS, TlsSettings
+from cronwave_core.settings_base import ProcessSettings
 from cronwave_core.suite_health import find_redis_server, wait_healthy, wait_redis
 from cronwave_core.suite_processes import SuiteProcess, require_process
 
@@ -250,6 +254,8 @@ class Suite:
 
     def __init__(self, config: SuiteConfig) -> None:
         self.config = config
+        #: Its services are forked from the fork server (``cronwave_core.forked``).
+        self.fork = ProcessSettings.from_env({**os.environ, **config.env}).fork_services
         config.data_dir.mkdir(parents=True, exist_ok=True)
         self.log_dir = config.data_dir / "logs"
         self.log_dir.mkdir(exist_ok=True)
@@ -389,6 +395,8 @@ class Suite:
         """Start Redis (when embedded) and the store, then every other service at
         once (each tolerates the others starting: it retries what it needs from
         them), and return once every one answers its health check."""
+        if self.fork:
+            use_fork_server()
         try:
             if self.config.redis_url is None:
                 self.start_redis()
@@ -566,7 +574,7 @@ class Suite:
 
     def _spawn(self, proc: Proc) -> None:
         if not proc.stdin:
-            proc.popen = start_module(proc.argv, proc.env, proc.log_path)
+            proc.popen = start_module(proc.argv, proc.env, proc.log_path, fork=self.fork)
             return
         with proc.log_path.open("ab") as log:
             popen = proc.popen = subprocess.Popen(

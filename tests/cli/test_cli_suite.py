@@ -20,6 +20,7 @@ from cronwave_core.settings import DEFAULT_PORTS, TlsSettings
 from cronwave_core.suite import Suite
 from cronwave_server.cli.suite_cmds import port_in_use
 from tests.harness.cli import cronwave_argv
+from tests.harness.processes import describe, read_stat
 from tests.helpers import eventually, fresh
 
 pytestmark = pytest.mark.slow
@@ -161,6 +162,25 @@ def _alive(pid: int) -> bool:
     return "State:\tZ" not in status
 
 
+def assert_forked_from_one_server(up_pid: int, service_pids: list[int]) -> None:
+    """Every service of ``up``'s suite (its Redis left out) is a child of one fork
+    server, itself ``up``'s child, and shows in ``ps`` as the ``python -P -m <module>``
+    it stands for, named as the interpreter it runs."""
+    parents = set()
+    for pid in service_pids:
+        stat = read_stat(pid)
+        assert stat is not None, f"service {pid} is gone"
+        parents.add(stat.ppid)
+        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
+        command = " ".join(part.decode() for part in raw.split(b"\0") if part)
+        shown = re.fullmatch(r"(\S+) -P -m \w[\w.]*", command)
+        assert shown, describe(pid)
+        assert Path(f"/proc/{pid}/comm").read_text().strip() == Path(shown[1]).name[:15]
+    assert len(parents) == 1 and up_pid not in parents, parents
+    server = read_stat(parents.pop())
+    assert server is not None and server.ppid == up_pid
+
+
 # Serial: the fixed ports are the machine's, and another test holds one of them
 # (test_cli_errors' busy-port test); alone, they are free unless a `cronwave up` runs
 # here, which skips the test (and fails a CI run: tests/skips_allowed.txt).
@@ -183,6 +203,7 @@ def test_up_serves_the_fixed_ports_until_sigterm_then_stops_everything(tmp_path,
         # redis, five services, the billing gateway, the console
         assert len(pids) == 8, log.read_text()
         assert f"Console: http://127.0.0.1:{CONSOLE_PORT}/ " in log.read_text()
+        assert_forked_from_one_server(proc.pid, pids[1:])
 
         # The default ports, recorded in its data dir with the certificates it made there
         tls = TlsSettings.from_env({"CRONWAVE_DATA_DIR": str(tmp_path / "up")})
