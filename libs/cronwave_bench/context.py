@@ -47,6 +47,8 @@ class Sizes:
     fault_matrix_quiet: timedelta = timedelta(seconds=10)
     # Fresh `cronwave` processes timed per command (cli).
     cli_runs: int = 10
+    # `cronwave up --workers 2` started per mode, forked and new interpreters (startup).
+    startup_runs: int = 3
     # The console's list of schedules: schedules, runs of each, fetches of the front page.
     console_schedules: int = 10_000
     console_runs: int = 24
@@ -79,6 +81,7 @@ class Sizes:
             fault_matrix_hold=timedelta(seconds=3),
             fault_matrix_quiet=timedelta(seconds=1),
             cli_runs=2,
+            startup_runs=1,
             console_schedules=300,
             console_runs=3,
             console_gets=2,

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 SCENARIO_NAMES = (
     "cli",
+    "startup",
     "console",
     "single",
     "burst",

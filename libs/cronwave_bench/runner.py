@@ -31,6 +31,7 @@ from cronwave_bench.report import FAILED, NOT_AVAILABLE, Result, fmt_ms
 from cronwave_bench.saturation import run_saturation
 from cronwave_bench.sharded_planners import run_sharded_planners
 from cronwave_bench.single import run_single
+from cronwave_bench.startup import run_startup
 from cronwave_bench.throughput import run_throughput
 from cronwave_bench.truth import run_truth
 from cronwave_bench.waterfall import run_waterfall
@@ -149,6 +150,7 @@ def run_fault_matrix_scenario(ctx: BenchContext) -> Result:
 
 SCENARIOS: dict[str, Scenario] = {
     "cli": run_cli,
+    "startup": run_startup,
     "console": run_console_list,
     "single": run_single,
     "burst": run_burst,

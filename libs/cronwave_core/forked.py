@@ -51,6 +51,18 @@ PRELOAD = (
     "sqlalchemy.dialects.postgresql",
     "sqlalchemy.dialects.sqlite",
     "psycopg",
+    # The store's migrations (it runs them as it starts) and its query spans.
+    "alembic.config",
+    "alembic.command",
+    "alembic.runtime.environment",
+    "opentelemetry.instrumentation.sqlalchemy",
+    # The console's web stack.
+    "uvicorn",
+    "starlette.applications",
+    "starlette.routing",
+    "starlette.responses",
+    "jinja2",
+    "python_multipart",
     "redis",
     "dramatiq",
     "dramatiq.brokers.redis",
