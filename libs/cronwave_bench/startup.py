@@ -83,7 +83,8 @@ def run_startup(ctx: BenchContext) -> Result:
             f"{forked['up_s']:.2f} s / {fresh['up_s']:.2f} s",
         )
     result.notes.append(
-        f"medians of {runs} runs each, alternating; CPU read {SETTLE_S:g} s after up; "
+        f"medians of {runs} runs each, alternating; SQLite and an embedded Redis whatever "
+        f"the bench's backend (a newcomer's `cronwave up`); CPU read {SETTLE_S:g} s after up; "
         "`first start`: a new data dir (the store creates its SQLite database); "
         "`restart`: the same data dir again; `fork servers`: the suite's and each "
         "worker's job-process server; `other`: job processes, multiprocessing's "

@@ -9,12 +9,13 @@ server, which imported those libraries once (``PRELOAD``): the service's own mod
 are then imported in the child as ``python -m`` would, with the environment, working
 directory, log and session the suite gives it, and its ``__main__`` runs; ``ps``
 shows it as the ``python -P -m <module>`` it stands for. A service then starts on
-0.14-0.31 s of CPU instead of 0.41-0.54 s (the store on 0.61-0.65 s instead of
-1.02-1.08 s), and the fork server's own 0.75 s is paid once per suite
-(docs/benchmarks.md). Only libraries are preloaded, never a service's own modules,
-so no service carries another's module state (its metrics, for one); of cronwave's
-own library, only what every service's main imports anyway (a suite's four services
-other than the store start on about 0.08 s of CPU less each with it).
+0.15-0.25 s of CPU instead of 0.42-0.53 s (the store on 0.38 s instead of 0.77 s, or
+0.57 s instead of 1.00 s when it migrates a new database), and the fork server's own
+0.8 s is paid once per suite (``cronwave bench startup``, docs/benchmarks.md). Only
+libraries are preloaded, never a service's own modules, so no service carries
+another's module state (its metrics, for one); of cronwave's own library, only what
+every service's main imports anyway (a suite's four services other than the store
+start on about 0.08 s of CPU less each with it).
 
 The fork server itself never starts a thread, a gRPC channel or a connection: what
 it forks holds nothing a child could share by mistake. It is started by the first
