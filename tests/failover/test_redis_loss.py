@@ -24,6 +24,7 @@ from cronwave_bench.faults import OwnRedis
 from cronwave_core.convert import ts_to_dt
 from cronwave_core.domain.calendar import fire_times
 from cronwave_core.domain.spec import Spec
+from cronwave_core.suite import Suite
 from tests.harness.suites import SuiteFactory
 from tests.harness.tls import hop_channel
 from tests.helpers import eventually
@@ -89,6 +90,13 @@ def _create_schedules(store: store_grpc.WorkflowStoreServiceStub) -> dict[str, d
 def _runs(store: store_grpc.WorkflowStoreServiceStub, ids: list[str]) -> list[common_pb2.Run]:
     reply = store.ListRuns(store_pb.ListRunsRequest(schedule_ids=ids, limit=100_000), timeout=10)
     return list(reply.runs)
+
+
+def _loss_decisions(suite: Suite, most: int = 40) -> list[str]:
+    """The planner's lines on runs it did not take for lost in the queue
+    (``cron_planner.loss_waits``), for a failure's message."""
+    lines = suite.procs["cron-planner"].log_path.read_text(errors="replace").splitlines()
+    return [line for line in lines if "not lost in the queue" in line][:most]
 
 
 def _slots(since: datetime, through: datetime) -> list[datetime]:
@@ -223,5 +231,5 @@ def test_an_empty_redis_restart_skips_no_slot_for_a_run_lost_in_the_queue(
         f"time; started at most {lateness:.3f}s late); MISSED after it: {dict(missed_after)}, "
         f"{len(for_lost)} of them for a run lost in the queue"
     )
-    assert not for_lost, for_lost
+    assert not for_lost, (for_lost, _loss_decisions(suite))
     assert set(first_ok) == set(ids)

@@ -23,12 +23,15 @@ usual. Not thread-safe: the fire loop owns it.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 
 from cron_planner.fire_stats import FireStats
 from cron_planner.ports import QueueLoss
 from cron_planner.work import Fire, InFlight, WorkQueue
+
+log = logging.getLogger("cronwave.planner.fire")
 
 #: A fire held back for a run lost in the queue is decided again this much later.
 LOST_RECHECK = timedelta(milliseconds=100)
@@ -121,10 +124,31 @@ class LossWaits:
             if (schedule_id, run.fire_time) in self._late:
                 continue
             if run.recorded_at is None or run.recorded_at > lost_at:
-                return False  # its message went to the queue as it is now
+                # its message went to the queue as it is now
+                return _in_flight(schedule_id, run, "recorded after", lost_at, held_by)
             if run.state == "pending":
                 continue
             held_by = held_by or self._queue_loss.held_before(now) or lost_at
             if run.started_at is None or run.started_at <= held_by:
-                return False  # its worker held it through the loss: truly in flight
+                # its worker held it through the loss: truly in flight
+                return _in_flight(schedule_id, run, "claimed before", lost_at, held_by)
         return True
+
+
+def _in_flight(
+    schedule_id: str, run: InFlight, why: str, lost_at: datetime, held_by: datetime | None
+) -> bool:
+    """False, saying why a run of ``schedule_id`` in flight within a queue loss's
+    horizon is not taken for one lost in the queue (a skip follows: the line says why
+    the recovery did not hold it)."""
+    log.info(
+        "%s: run %s (%s, recorded %s, claimed %s) not lost in the queue: %s the loss "
+        "(lost at %s, held through it if claimed by %s)",
+        schedule_id, run.run_id, run.state, _at(run.recorded_at), _at(run.started_at), why,
+        _at(lost_at), _at(held_by),
+    )  # fmt: skip
+    return False
+
+
+def _at(instant: datetime | None) -> str:
+    return instant.isoformat(timespec="milliseconds") if instant else "-"
