@@ -20,7 +20,6 @@ from __future__ import annotations
 import os
 import re
 import signal
-import socket
 import subprocess
 import time
 from collections import defaultdict
@@ -31,7 +30,7 @@ from cronwave_bench.cli_latency import cronwave_command
 from cronwave_bench.context import BenchContext
 from cronwave_bench.measure import cpu_seconds, descendants
 from cronwave_bench.report import Result
-from cronwave_core.suite import free_port, own_port_range
+from cronwave_core.suite import free_port_base
 
 #: How long ``cronwave up`` may take to say it is up.
 UP_TIMEOUT_S = 120.0
@@ -99,7 +98,8 @@ def _one_start(data_dir: Path, extra: dict[str, str]) -> dict[str, float]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("CRONWAVE_")}
     env.update(extra, CRONWAVE_DATA_DIR=str(data_dir))
     out = data_dir / "up.out"
-    argv = [*cronwave_command(), "up", "--workers", "2", "--port-base", str(_port_base())]
+    base = free_port_base(PORT_SPAN)
+    argv = [*cronwave_command(), "up", "--workers", "2", "--port-base", str(base)]
     started = time.monotonic()
     with out.open("wb") as log:
         up = subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT)
@@ -141,23 +141,3 @@ def _kind(pid: int, names: dict[int, str]) -> str:
 def _medians(samples: list[dict[str, float]]) -> dict[str, float]:
     keys = {key for sample in samples for key in sample}
     return {key: median(sample.get(key, 0.0) for sample in samples) for key in keys}
-
-
-def _port_base(tries: int = 50) -> int:
-    """A port N with N..N + ``PORT_SPAN`` free now (``cronwave up --port-base``)."""
-    highest = own_port_range()[1]
-    for _ in range(tries):
-        base = free_port()
-        span = range(base, base + PORT_SPAN)
-        if span.stop - 1 <= highest and all(map(_free, span)):
-            return base
-    raise RuntimeError("no free run of ports for cronwave up")
-
-
-def _free(port: int) -> bool:
-    with socket.socket() as s:
-        try:
-            s.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True

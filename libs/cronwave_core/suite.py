@@ -140,17 +140,34 @@ def free_port() -> int:
     start = random.randrange(size)
     for offset in range(min(size, _PICKS)):
         port = lowest + (start + offset) % size
-        if port in _handed_out:
-            continue
-        with socket.socket() as s:
-            try:
-                s.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-        return _hand_out(port)
+        if port not in _handed_out and _bindable(port):
+            return _hand_out(port)
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return _hand_out(int(s.getsockname()[1]))
+
+
+def free_port_base(count: int, tries: int = 50) -> int:
+    """A port N with N..N+count-1 free now, in the suite's own range as its other ports
+    are (``own_port_range``: below the kernel's ephemeral range, where a connection to
+    a port nobody listens on yet can be joined to itself, and a health check then reads
+    its own request back): for ``cronwave up --port-base N``."""
+    lowest, highest = own_port_range()
+    for _ in range(tries):
+        base = random.randrange(lowest, max(highest - count, lowest + 1))
+        if all(_bindable(base + i) for i in range(count)):
+            return base
+    raise Unavailable(f"no {count} free ports in a row after {tries} tries")
+
+
+def _bindable(port: int) -> bool:
+    """Whether 127.0.0.1:``port`` can be bound now."""
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
 
 
 def _hand_out(port: int) -> int:

@@ -4,11 +4,11 @@ finding ports for a ``cronwave up`` beside the other tests."""
 from __future__ import annotations
 
 import os
-import random
 import sys
 
-from cronwave_core.suite import OWN_PORTS_VAR, own_port_range
-from cronwave_server.cli.suite_cmds import PORT_ORDER, port_in_use
+from cronwave_core.suite import OWN_PORTS_VAR
+from cronwave_core.suite import free_port_base as suite_port_base
+from cronwave_server.cli.suite_cmds import PORT_ORDER
 
 #: ``python -c CLI ARGS...`` runs the CLI of this checkout (no console script needed).
 CLI = "import sys; from cronwave.cli.main import app; sys.argv[0] = 'cronwave'; app()"
@@ -19,18 +19,10 @@ def cronwave_argv() -> list[str]:
     return [sys.executable, "-c", CLI]
 
 
-def free_port_base(count: int = len(PORT_ORDER) + 1, tries: int = 50) -> int:
-    """A port N with N..N+count-1 free now, in the suite's own range as its other ports
-    are (``cronwave_core.suite.own_port_range``: below the kernel's ephemeral range,
-    where a connection to a port nobody listens on yet can be joined to itself, and a
-    health check then reads its own request back)."""
-    rng = random.Random()
-    lowest, highest = own_port_range()
-    for _ in range(tries):
-        base = rng.randrange(lowest, max(highest - count, lowest + 1))
-        if not any(port_in_use(base + i) for i in range(count)):
-            return base
-    raise AssertionError(f"no {count} free ports in a row after {tries} tries")
+def free_port_base(count: int = len(PORT_ORDER) + 1) -> int:
+    """A port N with N..N+count-1 free now, for ``cronwave up --port-base N``: the
+    suite's ports and its console's (``cronwave_core.suite.free_port_base``)."""
+    return suite_port_base(count)
 
 
 def user_env() -> dict[str, str]:

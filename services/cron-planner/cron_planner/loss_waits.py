@@ -9,8 +9,8 @@ being recorded MISSED: such a run had no message, and the dispatcher sends it ag
 (``dispatcher.sweeper``); its late run is the recovery, so the fire waits for it to
 end, as it would have ended before the loss. A run a worker held through the loss
 (claimed before it, or before a restarted server's start when the loss was noticed
-later: ``QueueLoss.held_before``) is truly in flight and skips the slot as ever. The schedule's
-later fires wait behind the held one, so its slots start in their order, and a fire
+later: ``QueueLoss.held_before``) is truly in flight and skips the slot as ever. The
+schedule's later fires wait behind the held one, so its slots start in their order, and a fire
 that finds in flight only runs started late this way waits for them too: the
 recovery ends when a fire finds nothing in flight.
 
