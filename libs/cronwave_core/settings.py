@@ -322,6 +322,16 @@ class PlannerSettings(FromEnv):
         "at the instant; never more than half the gap since the previous slot; see "
         "docs/architecture.md)",
     )
+    dispatch_lead_max: timedelta = setting(
+        PREFIX + "DISPATCH_LEAD_MAX",
+        Duration(),
+        timedelta(seconds=25),
+        "how far ahead a crowded instant's slots are dispatched: past the first 250 "
+        "per second of the lead due at one instant (1,250 with the default lead), the "
+        "rest go this far ahead, so that all are claimed before their set-up begins (a "
+        "value at or below the lead turns it off; keep it under the worker's 30-s early "
+        "limit; docs/architecture.md)",
+    )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -366,7 +376,7 @@ class WorkerSettings(FromEnv):
     max_runs: int = setting(
         PREFIX + "WORKER_MAX_RUNS",
         Integer(1),
-        2048,
+        8192,
         "runs a worker holds at once, claimed and not yet completed (waiting for their "
         "fire time, queued on a job process or running); past it the worker claims "
         "nothing more until one ends, and its queues' messages wait for it or another "

@@ -235,3 +235,77 @@ def test_fires_of_the_next_moment_go_ahead_in_one_call_only_with_a_lead(lead: ti
             assert starts == [(t, t) for t in at]
     finally:
         rig.loop.stop()
+
+
+# Crowded instants: past the first lead x rate slots of an instant, the rest are acted
+# on the most ahead.
+CROWD = dict(lead=LEAD, lead_max=timedelta(seconds=10), crowd_rate=10)  # 20 at the lead
+
+
+def _leads(index: ScheduleIndex, ids: Sequence[str]) -> list[float]:
+    leads = []
+    for sid in ids:
+        slot = index.slot(sid)
+        assert slot is not None
+        leads.append((slot.fire_time - slot.act_at).total_seconds())
+    return leads
+
+
+def test_a_crowded_instant_past_its_first_slots_is_acted_on_the_most_ahead() -> None:
+    index = ScheduleIndex(**CROWD)  # type: ignore[arg-type]
+    ids = [f"s{i:03d}" for i in range(120)]
+
+    for sid in ids:
+        index.apply(_daily(sid), NOON - timedelta(hours=1))
+
+    assert _leads(index, ids) == [2.0] * 20 + [10.0] * 100
+    first = index.peek()
+    assert first is not None and first.schedule_id == "s020"  # acted on first
+
+
+def test_a_slot_handled_or_deleted_leaves_its_instant_s_crowd() -> None:
+    index = ScheduleIndex(**CROWD)  # type: ignore[arg-type]
+    ids = [f"s{i:03d}" for i in range(60)]
+    for sid in ids:
+        index.apply(_daily(sid), NOON - timedelta(hours=1))
+    for sid in ids[:30]:  # 30 fire and move on to the next day's noon
+        slot = index.slot(sid)
+        assert slot is not None
+        index.advance(slot, slot.fire_time, 1)
+    for sid in ids[30:50]:
+        index.remove(sid)
+
+    # 10 left at noon: one more there is the 11th, at the lead
+    index.apply(_daily("late"), NOON - timedelta(hours=1))
+    assert _leads(index, ["late"]) == [2.0]
+    # the next day's noon has the 30 moved on, counted in the order they moved
+    assert _leads(index, ids[:30]) == [2.0] * 20 + [10.0] * 10
+
+
+def test_a_loaded_index_keeps_the_crowd_of_its_schedules() -> None:
+    index = ScheduleIndex(**CROWD)  # type: ignore[arg-type]
+    ids = [f"s{i:03d}" for i in range(40)]
+
+    index.load(((_daily(sid), NOON - timedelta(hours=1)) for sid in ids), revision=1)
+    index.apply(_daily("new"), NOON - timedelta(hours=1))
+
+    assert _leads(index, ids) == [2.0] * 20 + [10.0] * 20
+    assert _leads(index, ["new"]) == [10.0]
+
+
+def test_a_crowded_frequent_schedule_keeps_half_its_gap_and_lead_max_below_the_lead_is_it() -> None:
+    crowded = ScheduleIndex(**CROWD)  # type: ignore[arg-type]
+    for i in range(100):
+        crowded.apply(_daily(f"d{i}"), NOON - timedelta(hours=1))
+    every_minute = ScheduleDef("m", Spec(cron=("* * * * *",)), revision=1)
+    crowded.apply(every_minute, NOON - timedelta(seconds=30))
+    # the 101st at noon asks 10 s; half the 30 s since the schedule took effect allows 15
+    assert _leads(crowded, ["m"]) == [10.0]
+    edited = ScheduleDef("m", Spec(cron=("*/1 * * * *",)), revision=2)  # a new calendar
+    crowded.apply(edited, NOON - timedelta(seconds=8))
+    assert _leads(crowded, ["m"]) == [4.0]  # half the 8 s since the change
+
+    below = ScheduleIndex(lead=LEAD, lead_max=timedelta(seconds=1), crowd_rate=10)
+    for i in range(100):
+        below.apply(_daily(f"d{i}"), NOON - timedelta(hours=1))
+    assert set(_leads(below, [f"d{i}" for i in range(100)])) == {2.0}

@@ -19,7 +19,6 @@ from tests.harness.beats import Beats
 from tests.harness.processes import job_processes
 from tests.helpers import eventually
 from tests.reliability.pools import open_pool, spec, supervised
-from worker import isolation
 from worker.isolation import ProcessSupervisor
 from worker.job_process import JobProcessPool
 from worker.supervisor import AttemptResult, BeatResult, Outcome
@@ -118,17 +117,42 @@ def test_a_run_queued_behind_a_body_that_goes_on_moves_to_a_process_gone_idle(
 
 
 def test_a_process_gone_idle_wakes_a_run_queued_elsewhere_at_once(
-    pool: JobProcessPool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    pool: JobProcessPool, tmp_path: Path
 ) -> None:
-    # Given runs that look again for an idle process only after a minute, as their
-    # heartbeats do: within the bound only the pool can wake them (well inside the
+    # Given runs whose heartbeats come only once a minute: within the bound only the
+    # pool can wake them (a queued run never polls; the bound is well inside the
     # 30-s duration limit, past which a queued run moves anyway)
-    monkeypatch.setattr(isolation, "_MOVE_POLL_S", 60.0)
     runs = Runs(pool, interval=60)
     # When both processes are busy and a run is queued on each, then the one behind
     # the held body moves once the napping process is idle
     queue_behind_busy_processes(runs, tmp_path / "gate", bound=15)
     assert runs.results["a"].outcome is runs.results["b"].outcome is Outcome.SUCCEEDED
+
+
+def test_a_run_woken_before_it_is_due_looks_again_at_its_instant(
+    pool: JobProcessPool, tmp_path: Path
+) -> None:
+    # Given a body held at a gate on the first process, a short nap on the second, and
+    # a run due in 1.5 s queued behind the held body (the first of two equal queues)
+    gate = tmp_path / "gate"
+    runs = Runs(pool, interval=60)
+    runs.start("held", "drill.gated", soon(0), gate=str(gate))
+    runs.queued(1)
+    runs.start("nap", "cronwave.sleep", soon(0), seconds=0.3)
+    runs.queued(2)
+    runs.start("late", "cronwave.noop", soon(1.5))
+    runs.queued(3)
+    try:
+        # When the nap ends (the pool wakes the queued run, which is not due yet), then
+        # the run moves to the idle process at its instant, with nothing waking it then
+        eventually(lambda: "nap" in runs.results, timeout=15, what="the nap over")
+        assert "late" not in runs.results
+        eventually(lambda: "late" in runs.results, timeout=10, what="the late run over")
+        assert runs.results["late"].outcome is Outcome.SUCCEEDED
+        assert "held" not in runs.results  # it ran beside the held body, not after it
+    finally:
+        gate.touch()
+        runs.join()
 
 
 def test_runs_queued_on_a_process_that_dies_are_handed_to_another_and_run(

@@ -86,7 +86,9 @@ class Planner:
         self.shards = lease.planner_shards
         count = self.shards
         self.index = ScheduleIndex(
-            lead=settings.dispatch_lead, shard=lambda schedule_id: shard_of(schedule_id, count)
+            lead=settings.dispatch_lead,
+            shard=lambda schedule_id: shard_of(schedule_id, count),
+            lead_max=settings.dispatch_lead_max,
         )
         self.elector: Elector | ShardElector
         fence: Fence = single_fence

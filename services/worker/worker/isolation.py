@@ -53,9 +53,11 @@ log = logging.getLogger("cronwave.worker")
 #: grace period is over.
 _STOP_POLL_S = 0.1
 #: A run queued behind another body and not begun this long after its fire time
-#: moves to a process that has gone idle; until it begins it looks this often.
+#: moves to a process that has gone idle. It looks when the pool wakes it (a process
+#: went idle or became ready, ``JobProcessPool.release``), and once at that instant
+#: when such a wake came before it; it never polls: a thousand runs queued at an
+#: instant polling four times a second took the CPU their processes needed.
 _MOVE_AFTER_S = 0.05
-_MOVE_POLL_S = 0.25
 #: A run that never began is handed over at most this many times (its process died
 #: or was stopped under it each time) before its attempt fails.
 _MAX_HANDOVERS = 5
@@ -204,6 +206,7 @@ class ProcessSupervisor:
         next_beat = start + poll
         move_at = start + early + _MOVE_AFTER_S  # a queued run not begun may move then
         begun = False
+        woken_early = False  # woken before ``move_at``: look again at it
         withdrawing = ""  # why a skip was asked ("" while none was)
         superseded = False
         try:
@@ -235,12 +238,13 @@ class ProcessSupervisor:
                     next_beat = self._monotonic() + poll
                 self._tell_cancel(proc, ticket)
                 wake = min(deadline, next_beat, cancel_at or deadline)
-                if not begun and not withdrawing:
-                    wake = min(wake, max(move_at, now + _MOVE_POLL_S))
+                if woken_early and not begun and not withdrawing and now < move_at:
+                    wake = min(wake, move_at)
                 if self._releasing:
                     wake = min(wake, now + _STOP_POLL_S)
                 message = proc.receive(ticket, max(0.0, wake - self._monotonic()))
                 if message is None:
+                    woken_early = woken_early or self._monotonic() < move_at
                     continue
                 op = message.get("op")
                 if op == "started":
