@@ -325,12 +325,12 @@ class PlannerSettings(FromEnv):
     dispatch_lead_max: timedelta = setting(
         PREFIX + "DISPATCH_LEAD_MAX",
         Duration(),
-        timedelta(seconds=25),
+        timedelta(0),
         "how far ahead a crowded instant's slots are dispatched: past the first 250 "
         "per second of the lead due at one instant (1,250 with the default lead), the "
-        "rest go this far ahead, so that all are claimed before their set-up begins (a "
-        "value at or below the lead turns it off; keep it under the worker's 30-s early "
-        "limit; docs/architecture.md)",
+        "rest go this far ahead, to be claimed before their set-up begins (at or below "
+        "the lead, the default: off; keep it under the worker's 30-s early limit, and "
+        "raise `CRONWAVE_WORKER_MAX_RUNS` with it; docs/benchmarks.md, *The defaults*)",
     )
 
 
@@ -376,7 +376,7 @@ class WorkerSettings(FromEnv):
     max_runs: int = setting(
         PREFIX + "WORKER_MAX_RUNS",
         Integer(1),
-        8192,
+        2048,
         "runs a worker holds at once, claimed and not yet completed (waiting for their "
         "fire time, queued on a job process or running); past it the worker claims "
         "nothing more until one ends, and its queues' messages wait for it or another "
