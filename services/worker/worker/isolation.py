@@ -55,7 +55,7 @@ _STOP_POLL_S = 0.1
 #: A run queued behind another body and not begun this long after its fire time
 #: moves to a process that has gone idle. It looks when the pool wakes it (a process
 #: went idle or became ready, ``JobProcessPool.release``), and once at that instant
-#: when such a wake came before it; it never polls: a thousand runs queued at an
+#: when such a wake came before it; it never polls: ten thousand runs queued at an
 #: instant polling four times a second took the CPU their processes needed.
 _MOVE_AFTER_S = 0.05
 #: A run that never began is handed over at most this many times (its process died
