@@ -239,7 +239,7 @@ class ScheduleIndex:
         if crowd_rate < 1:
             raise ValueError("the crowd rate must be positive")
         self.lead = lead
-        self.lead_max = max(lead, lead if lead_max is None else lead_max)
+        self.lead_max = max(lead, lead_max or lead)
         self._crowd_at = int(lead.total_seconds() * crowd_rate)  # slots at the lead
         self._crowds = _Crowds()
         self._lead_micros = lead // _US
