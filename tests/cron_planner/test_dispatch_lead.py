@@ -13,6 +13,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from cron_planner.app import Planner
 from cron_planner.clock import ManualClock
 from cron_planner.fire_loop import FireLoop
 from cron_planner.ports import Start
@@ -309,3 +310,12 @@ def test_a_crowded_frequent_schedule_keeps_half_its_gap_and_lead_max_below_the_l
     for i in range(100):
         below.apply(_daily(f"d{i}"), NOON - timedelta(hours=1))
     assert set(_leads(below, [f"d{i}" for i in range(100)])) == {2.0}
+
+
+def test_a_planner_takes_its_lead_max_from_the_setting_and_is_off_without_it() -> None:
+    # its channels open lazily: nothing is called
+    on = Planner.from_env({"CRONWAVE_INSECURE": "1", "CRONWAVE_DISPATCH_LEAD_MAX": "25s"})
+    off = Planner.from_env({"CRONWAVE_INSECURE": "1"})
+
+    assert (on.index.lead, on.index.lead_max) == (timedelta(seconds=5), timedelta(seconds=25))
+    assert off.index.lead_max == off.index.lead == timedelta(seconds=5)
