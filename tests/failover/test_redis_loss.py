@@ -99,6 +99,14 @@ def _loss_decisions(suite: Suite, most: int = 40) -> list[str]:
     return [line for line in lines if "not lost in the queue" in line][:most]
 
 
+def _planner_lines(suite: Suite, schedule_id: str, most: int = 40) -> list[str]:
+    """The planner's warnings and errors on ``schedule_id`` and its terms, for a
+    failure's message."""
+    lines = suite.procs["cron-planner"].log_path.read_text(errors="replace").splitlines()
+    wanted = [line for line in lines if schedule_id in line or "term of token" in line]
+    return [line for line in wanted if '"level": "INFO"' not in line or "term" in line][-most:]
+
+
 def _slots(since: datetime, through: datetime) -> list[datetime]:
     out: list[datetime] = []
     for at in fire_times(Spec.from_proto(_spec()), since):
@@ -186,8 +194,18 @@ def test_an_empty_redis_restart_skips_no_slot_for_a_run_lost_in_the_queue(
     # And each (schedule, slot) has exactly one run or a MISSED record, and no job body
     # ran twice
     for sid, since in created.items():
-        result = audit([r for r in runs if r.schedule_id == sid], _slots(since, through))
-        assert (result.missed, result.duplicate_runs, result.executed_twice) == (0, 0, 0), sid
+        own = [r for r in runs if r.schedule_id == sid]
+        slots = _slots(since, through)
+        result = audit(own, slots)
+        recorded = {ts_to_dt(r.fire_time) for r in own}
+        unrecorded = [f"{at:%H:%M:%S.%f}" for at in slots if at not in recorded]
+        assert (result.missed, result.duplicate_runs, result.executed_twice) == (0, 0, 0), (
+            sid,
+            f"created {since:%H:%M:%S.%f}, killed {killed_at:%H:%M:%S.%f}, "
+            f"restarted {restarted_at:%H:%M:%S.%f}",
+            unrecorded,
+            _planner_lines(suite, sid),
+        )
     started = [r for r in runs if r.state != common_pb2.RUN_STATE_MISSED]
     assert executions == len(started)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -103,6 +104,7 @@ def test_a_checkout_that_waited_for_the_pool_is_a_connect_span(tmp_path: Path):
     release = threading.Timer(0.2, held[0].close)
 
     # When one more checkout has to wait until one of them is given back
+    asked_at = time.time_ns()
     release.start()
     try:
         with engine.connect() as conn:
@@ -114,7 +116,8 @@ def test_a_checkout_that_waited_for_the_pool_is_a_connect_span(tmp_path: Path):
         engine.dispose()
         provider.shutdown()
 
-    # Then that checkout is a connect span as long as the wait (the others are spans
-    # only if opening their connection took a millisecond or more)
-    waits = [s.duration_ns / 1e6 for s in load_spans(tmp_path) if s.name == "connect"]
-    assert len([ms for ms in waits if ms >= 150]) == 1, waits
+    # Then that checkout is one connect span as long as the wait (the held ones, opened
+    # before it, are spans only if opening their connection took a millisecond or more,
+    # which a loaded machine can stretch to any length)
+    spans = [s for s in load_spans(tmp_path) if s.name == "connect" and s.start_ns >= asked_at]
+    assert [s.duration_ns >= 150 * 10**6 for s in spans] == [True], spans
