@@ -106,7 +106,7 @@ def test_planted_passwords_and_keys_appear_nowhere(
 ) -> None:
     # Given `cronwave up` with a password in its Redis URL (and in its PostgreSQL URL)
     data_dir, output = tmp_path / "up", tmp_path / "up.out"
-    base, up, table, stop_up = _start_up(
+    up, table, stop_up = _start_up(
         data_dir,
         output,
         {"CRONWAVE_REDIS_URL": locked_redis, "CRONWAVE_DATABASE_URL": scheduler_db},
@@ -117,12 +117,7 @@ def test_planted_passwords_and_keys_appear_nowhere(
             timeout=120,
             what="cronwave up started",
         )
-        addresses = {
-            "store_addr": f"127.0.0.1:{base}",
-            "leader_addr": f"127.0.0.1:{base + 1}",
-            "dispatcher_addr": f"127.0.0.1:{base + 2}",
-            "planner_addr": f"127.0.0.1:{base + 3}",
-        }
+        addresses = _client_addresses(data_dir)
         # When schedules fire and are triggered, one of them failing
         every, failing = f"every-{uuid.uuid4().hex[:6]}", f"fail-{uuid.uuid4().hex[:6]}"
         with Client(**addresses, timeout=timedelta(seconds=10)) as client:
@@ -197,9 +192,8 @@ def refused_by_redis(url: str) -> bool:
 def test_the_embedded_redis_answers_only_the_suites_own_password(tmp_path: Path) -> None:
     # Given `cronwave up` with its embedded Redis (no CRONWAVE_REDIS_URL)
     data_dir, output = tmp_path / "up", tmp_path / "up.out"
-    base, up, table, stop_up = _start_up(data_dir, output, {})
+    up, table, stop_up = _start_up(data_dir, output, {})
     password_file = data_dir / "redis.password"
-    url = f"redis://127.0.0.1:{base + 5}/0"
     try:
         eventually(
             lambda: "cronwave is up" in output.read_text(errors="replace"),
@@ -207,25 +201,22 @@ def test_the_embedded_redis_answers_only_the_suites_own_password(tmp_path: Path)
             what="cronwave up started",
         )
         password = password_file.read_text().strip()
+        url = json.loads((data_dir / "suite.json").read_text())["redis_url"]
+        port = redis.Redis.from_url(url).connection_pool.connection_kwargs["port"]
 
         # Then the password it made is kept readable by its owner only
         assert len(password) >= 32
         assert stat.S_IMODE(password_file.stat().st_mode) == 0o600
         # and its Redis refuses a client without it, or with another one
         assert refused_by_redis(url)
-        assert refused_by_redis(f"redis://:not-{password}@127.0.0.1:{base + 5}/0")
-        with redis.Redis.from_url(f"redis://:{password}@127.0.0.1:{base + 5}/0") as client:
+        assert refused_by_redis(f"redis://:not-{password}@127.0.0.1:{port}/0")
+        with redis.Redis.from_url(f"redis://:{password}@127.0.0.1:{port}/0") as client:
             assert client.ping()
         # and no process's command line shows it
         assert not [line for line in command_lines() if password.encode() in line]
 
         # When a job runs through the suite (dispatcher, queue, worker, store)
-        addresses = {
-            "store_addr": f"127.0.0.1:{base}",
-            "leader_addr": f"127.0.0.1:{base + 1}",
-            "dispatcher_addr": f"127.0.0.1:{base + 2}",
-            "planner_addr": f"127.0.0.1:{base + 3}",
-        }
+        addresses = _client_addresses(data_dir)
         sid = f"noop-{uuid.uuid4().hex[:6]}"
         with Client(**addresses, timeout=timedelta(seconds=10)) as client:
             client.create_schedule(sid, cron="0 2 * * *", job_type="cronwave.noop", paused=True)
@@ -238,7 +229,7 @@ def test_the_embedded_redis_answers_only_the_suites_own_password(tmp_path: Path)
         table.close([stop_up])
 
     # and suite.json names the file, not the password
-    assert record["redis_url"] == url
+    assert record["redis_url"] == f"redis://127.0.0.1:{port}/0"  # no password in it
     assert record["redis_password_file"] == str(password_file)
     # and no file of the suite but its own, and not `up`'s output, holds the password
     assert up.returncode == 0, output.read_text(errors="replace")[-3000:]
@@ -253,11 +244,18 @@ def test_the_embedded_redis_answers_only_the_suites_own_password(tmp_path: Path)
     assert not leaks, f"the embedded Redis's password is in {leaks}"
 
 
+def _client_addresses(data_dir: Path) -> dict[str, str]:
+    """The suite's addresses as `cronwave up` recorded them in its data dir (a port of
+    the base it was given may have been taken meanwhile: it picks another then)."""
+    recorded = json.loads((data_dir / "suite.json").read_text())["addresses"]
+    return {f"{hop}_addr": recorded[hop] for hop in ("store", "leader", "dispatcher", "planner")}
+
+
 def _start_up(
     data_dir: Path, output: Path, extra_env: dict[str, str]
-) -> tuple[int, subprocess.Popen[bytes], ProcessTable, Callable[[], None]]:
+) -> tuple[subprocess.Popen[bytes], ProcessTable, Callable[[], None]]:
     """`cronwave up` on a free port base with the tests' CA, a namespace of its own and
-    ``extra_env``, its output in ``output``: (port base, process, its table, its stop)."""
+    ``extra_env``, its output in ``output``: (process, its table, its stop)."""
     base = free_port_base()
     env = user_env()
     env |= {
@@ -278,4 +276,4 @@ def _start_up(
             up.send_signal(signal.SIGTERM)
             up.wait(timeout=60)
 
-    return base, up, table, stop_up
+    return up, table, stop_up
