@@ -325,12 +325,13 @@ class PlannerSettings(FromEnv):
     dispatch_lead_max: timedelta = setting(
         PREFIX + "DISPATCH_LEAD_MAX",
         Duration(),
-        timedelta(0),
+        timedelta(seconds=25),
         "how far ahead a crowded instant's slots are dispatched: past the first 250 "
         "per second of the lead due at one instant (1,250 with the default lead), the "
         "rest go this far ahead, to be claimed before their set-up begins (at or below "
-        "the lead, the default: off; keep it under the worker's 30-s early limit, and "
-        "raise `CRONWAVE_WORKER_MAX_RUNS` with it; docs/benchmarks.md, *The defaults*)",
+        "the lead: off; keep it under the worker's 30-s early limit, and the workers' "
+        "`CRONWAVE_WORKER_MAX_RUNS` above the crowd each takes; docs/benchmarks.md, "
+        "*The defaults*)",
     )
 
 
@@ -376,7 +377,7 @@ class WorkerSettings(FromEnv):
     max_runs: int = setting(
         PREFIX + "WORKER_MAX_RUNS",
         Integer(1),
-        2048,
+        8192,
         "runs a worker holds at once, claimed and not yet completed (waiting for their "
         "fire time, queued on a job process or running); past it the worker claims "
         "nothing more until one ends, and its queues' messages wait for it or another "

@@ -312,10 +312,15 @@ def test_a_crowded_frequent_schedule_keeps_half_its_gap_and_lead_max_below_the_l
     assert set(_leads(below, [f"d{i}" for i in range(100)])) == {2.0}
 
 
-def test_a_planner_takes_its_lead_max_from_the_setting_and_is_off_without_it() -> None:
+def test_a_planners_lead_max_is_its_setting_25s_by_default_and_0_turns_it_off() -> None:
     # its channels open lazily: nothing is called
-    on = Planner.from_env({"CRONWAVE_INSECURE": "1", "CRONWAVE_DISPATCH_LEAD_MAX": "25s"})
-    off = Planner.from_env({"CRONWAVE_INSECURE": "1"})
+    default = Planner.from_env({"CRONWAVE_INSECURE": "1"})
+    longer = Planner.from_env({"CRONWAVE_INSECURE": "1", "CRONWAVE_DISPATCH_LEAD_MAX": "28s"})
+    off = Planner.from_env({"CRONWAVE_INSECURE": "1", "CRONWAVE_DISPATCH_LEAD_MAX": "0"})
 
-    assert (on.index.lead, on.index.lead_max) == (timedelta(seconds=5), timedelta(seconds=25))
+    assert (default.index.lead, default.index.lead_max) == (
+        timedelta(seconds=5),
+        timedelta(seconds=25),
+    )
+    assert longer.index.lead_max == timedelta(seconds=28)
     assert off.index.lead_max == off.index.lead == timedelta(seconds=5)
