@@ -41,6 +41,12 @@ def _pythonpath() -> str:
     return os.pathsep.join(parts)
 
 
+#: How many ports a store started on a port of its own tries, and what its log says
+#: when one was taken before it bound it.
+PORT_TRIES = 3
+PORT_TAKEN = "Failed to bind to address"
+
+
 class StoreProcess:
     """One ``python -P -m workflow_store``, forked from the test process's fork server
     when it runs one; stopped by pid, whatever happens. Its process is recorded in
@@ -55,15 +61,14 @@ class StoreProcess:
         env: dict[str, str] | None = None,
     ) -> None:
         self.table = table or ProcessTable("the workflow-store process")
-        self.port = port or free_port()
-        self.address = f"127.0.0.1:{self.port}"
+        self._fixed_port = port is not None
+        self._data_dir = data_dir
         data_dir.mkdir(parents=True, exist_ok=True)
-        self.log_path = data_dir / f"workflow-store-{self.port}.log"
         self.env = {k: v for k, v in os.environ.items() if not k.startswith("CRONWAVE_")}
+        self._listen_on(port or free_port())
         self.env.update(
             CRONWAVE_DATA_DIR=str(data_dir),
             CRONWAVE_DATABASE_URL=database_url,
-            CRONWAVE_STORE_ADDR=self.address,
             CRONWAVE_GRACE="2",
             CRONWAVE_TLS_DIR=os.environ["CRONWAVE_TLS_DIR"],
             CRONWAVE_TLS_IDENTITY="workflow-store",
@@ -74,21 +79,37 @@ class StoreProcess:
         self.popen: subprocess.Popen[bytes] | ForkedProcess | None = None
         self._channels: list[grpc.Channel] = []
 
+    def _listen_on(self, port: int) -> None:
+        self.port = port
+        self.address = f"127.0.0.1:{port}"
+        self.log_path = self._data_dir / f"workflow-store-{port}.log"
+        self.env["CRONWAVE_STORE_ADDR"] = self.address
+
     def start(self) -> StoreProcess:
-        argv = [sys.executable, "-P", "-m", "workflow_store"]
-        self.popen = self.table.track(start_module(argv, self.env, self.log_path))
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                wait_healthy(self.address, timedelta(seconds=1))
-                self._play_leader_election()
-                return self
-            except Unavailable as exc:
-                if not self.alive() or time.monotonic() > deadline:
+        """Start the process and wait until it answers. A port picked free may be taken
+        before the store binds it (a service of another suite picks its own ports):
+        then, unless the port was asked for, it starts again on another, three times
+        at most."""
+        for _ in range(PORT_TRIES):
+            argv = [sys.executable, "-P", "-m", "workflow_store"]
+            self.popen = self.table.track(start_module(argv, self.env, self.log_path))
+            deadline = time.monotonic() + 60
+            while True:
+                try:
+                    wait_healthy(self.address, timedelta(seconds=1))
+                    self._play_leader_election()
+                    return self
+                except Unavailable as exc:
+                    if self.alive() and time.monotonic() <= deadline:
+                        continue
                     self.stop()
+                    if not self._fixed_port and PORT_TAKEN in self.log():
+                        break
                     raise AssertionError(
                         f"workflow-store did not start: {exc}\n{self.log()}"
                     ) from exc
+            self._listen_on(free_port())
+        raise AssertionError(f"workflow-store found no free port in {PORT_TRIES} tries")
 
     def _play_leader_election(self) -> None:
         """No leader-election runs beside this store: have it issue the planner
