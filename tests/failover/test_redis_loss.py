@@ -92,17 +92,20 @@ def _runs(store: store_grpc.WorkflowStoreServiceStub, ids: list[str]) -> list[co
     return list(reply.runs)
 
 
+def _planner_log(suite: Suite) -> list[str]:
+    return suite.procs["cron-planner"].log_path.read_text(errors="replace").splitlines()
+
+
 def _loss_decisions(suite: Suite, most: int = 40) -> list[str]:
     """The planner's lines on runs it did not take for lost in the queue
     (``cron_planner.loss_waits``), for a failure's message."""
-    lines = suite.procs["cron-planner"].log_path.read_text(errors="replace").splitlines()
-    return [line for line in lines if "not lost in the queue" in line][:most]
+    return [line for line in _planner_log(suite) if "not lost in the queue" in line][:most]
 
 
 def _planner_lines(suite: Suite, schedule_id: str, most: int = 40) -> list[str]:
     """The planner's warnings and errors on ``schedule_id`` and its terms, for a
     failure's message."""
-    lines = suite.procs["cron-planner"].log_path.read_text(errors="replace").splitlines()
+    lines = _planner_log(suite)
     wanted = [line for line in lines if schedule_id in line or "term of token" in line]
     return [line for line in wanted if '"level": "INFO"' not in line or "term" in line][-most:]
 

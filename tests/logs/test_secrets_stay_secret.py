@@ -16,6 +16,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from datetime import timedelta
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import grpc
 import pytest
@@ -23,6 +24,8 @@ import redis
 import sqlalchemy as sa
 
 from cronwave import Client, Interval
+from cronwave._suite_record import SuiteRecord
+from cronwave._suite_record import read as read_suite_record
 from cronwave_core.errors import CronwaveError
 from cronwave_core.security.tls import process_tls
 from cronwave_core.suite import find_redis_server, free_port
@@ -201,8 +204,8 @@ def test_the_embedded_redis_answers_only_the_suites_own_password(tmp_path: Path)
             what="cronwave up started",
         )
         password = password_file.read_text().strip()
-        url = json.loads((data_dir / "suite.json").read_text())["redis_url"]
-        port = redis.Redis.from_url(url).connection_pool.connection_kwargs["port"]
+        url = _recorded(data_dir).extra["redis_url"]
+        port = urlsplit(url).port
 
         # Then the password it made is kept readable by its owner only
         assert len(password) >= 32
@@ -244,11 +247,18 @@ def test_the_embedded_redis_answers_only_the_suites_own_password(tmp_path: Path)
     assert not leaks, f"the embedded Redis's password is in {leaks}"
 
 
+def _recorded(data_dir: Path) -> SuiteRecord:
+    """The suite as `cronwave up` recorded it in its data dir (a port of the base it was
+    given may have been taken meanwhile: it picks another then)."""
+    record = read_suite_record(data_dir)
+    assert record is not None, f"no suite recorded in {data_dir}"
+    return record
+
+
 def _client_addresses(data_dir: Path) -> dict[str, str]:
-    """The suite's addresses as `cronwave up` recorded them in its data dir (a port of
-    the base it was given may have been taken meanwhile: it picks another then)."""
-    recorded = json.loads((data_dir / "suite.json").read_text())["addresses"]
-    return {f"{hop}_addr": recorded[hop] for hop in ("store", "leader", "dispatcher", "planner")}
+    """The recorded addresses as ``Client`` takes them."""
+    addresses = _recorded(data_dir).addresses
+    return {f"{hop}_addr": addresses[hop] for hop in ("store", "leader", "dispatcher", "planner")}
 
 
 def _start_up(
