@@ -855,3 +855,122 @@ def test_a_term_begun_13s_behind_a_one_second_schedule_labels_the_late_slots(
     assert [(sid, t, r) for sid, t, r, _ in rig.ledger.missed if r != "pending:catchup"] == (
         expected
     )
+
+
+@dataclass
+class FencedStore:
+    """The store and dispatcher as the loop meets them, with the store's rules that
+    decide whether a slot is lost across terms: one row per slot (a start turns a
+    placeholder into the run; a final reason is never overwritten), the newest fire
+    time and the placeholders as a new term reads them, and fencing (a write under a
+    token older than the newest seen is refused, whoever sends it). ``fail``: slots
+    whose start fails (the queue is away) under a token below the one given;
+    ``away``: how many MISSED-row calls fail first (the store is away)."""
+
+    fail: dict[datetime, int] = field(default_factory=dict)
+    away: int = 0
+    newest_token: int = 0
+    rows: dict[tuple[str, datetime], str] = field(default_factory=dict)  # "run" or reason
+    refused: list[tuple[str, datetime, int]] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def _fence(self, token: int, slots: Sequence[tuple[str, datetime]]) -> None:
+        if token < self.newest_token:
+            self.refused.extend((sid, at, token) for sid, at in slots)
+            raise StaleFencingToken("planner", token, self.newest_token)
+        self.newest_token = token
+
+    def start_runs(self, starts: Sequence[Start], token: int) -> list[str | CronwaveError]:
+        return start_each(self.start_run, starts, token)
+
+    def start_run(self, schedule_id: str, fire_time: datetime, token: int, trigger: Trigger) -> str:
+        with self.lock:
+            self._fence(token, [(schedule_id, fire_time)])
+            if token < self.fail.get(fire_time, 0):
+                raise Unavailable("the queue is away")
+            key = (schedule_id, fire_time)
+            if self.rows.get(key, "pending:").startswith("pending:"):
+                self.rows[key] = "run"
+            return f"run-{fire_time:%M%S}"
+
+    def record_missed(self, slots: Sequence[Missed], token: int) -> list[str]:
+        with self.lock:
+            if self.away:
+                self.away -= 1
+                raise Unavailable("the store is away")
+            self._fence(token, [(m.schedule_id, m.fire_time) for m in slots])
+            for m in slots:
+                current = self.rows.get((m.schedule_id, m.fire_time))
+                if current is None or (current.startswith("pending:") and current != m.reason):
+                    self.rows[(m.schedule_id, m.fire_time)] = m.reason
+            return []
+
+    def latest_fire_times(
+        self, schedule_ids: Sequence[str] | None = None
+    ) -> dict[str, tuple[datetime, int]]:
+        with self.lock:
+            latest: dict[str, tuple[datetime, int]] = {}
+            for sid, at in self.rows:
+                newest, count = latest.get(sid, (at, 0))
+                latest[sid] = (max(newest, at), count + 1)
+            return latest
+
+    def pending_fires(self) -> list[Missed]:
+        with self.lock:
+            return [
+                Missed(sid, at, reason)
+                for (sid, at), reason in self.rows.items()
+                if reason.startswith("pending:")
+            ]
+
+    def in_flight_many(self, schedule_ids: Sequence[str]) -> dict[str, list[InFlight]]:
+        return {sid: [] for sid in schedule_ids}
+
+    def in_flight(self, schedule_id: str) -> list[InFlight]:
+        return []
+
+    def cancel_run(self, run: InFlight, reason: str) -> bool:
+        return False
+
+
+@pytest.mark.parametrize("between", ["renewed late", "lost, then granted again"])
+def test_a_fire_put_off_while_the_store_was_away_outlives_its_term(between: str) -> None:
+    # Given a 2-s schedule dispatched ahead, whose 12:00:32 start keeps failing in
+    # this term (the queue is away) and whose placeholder the store, away for a
+    # moment, did not take; meanwhile the next slot, 12:00:34, is recorded
+    first, second = T0 + timedelta(seconds=2), T0 + timedelta(seconds=4)
+    store = FencedStore(fail={first: 8}, away=1)
+    clock, lead = ManualClock(T0), Lead()
+    index = ScheduleIndex(lead=timedelta(seconds=5))
+    loop = FireLoop(
+        index, clock, lead, store, store,
+        backoff=Backoff(timedelta(seconds=4), timedelta(seconds=8)),
+        idle=timedelta(seconds=30), queue_loss=QueueLoss(),
+    )  # fmt: skip
+    rig = Rig(clock, index, lead, Dispatcher(clock), Ledger(), loop)
+    loop.start()
+    try:
+        spec = Spec(intervals=(Interval(timedelta(seconds=2)),))
+        index.apply(ScheduleDef("s", spec, Policy(), revision=1), T0)
+        loop.wake()
+        rig.run_until(T0 + timedelta(seconds=3, milliseconds=500))
+        assert store.rows.get(("s", second)) == "run" and ("s", first) not in store.rows
+        assert store.away == 0  # the store was away when the placeholder was sent
+
+        # When this planner's term ends before the placeholder is sent again, and its
+        # next term begins (the lease renewed late, or lost with Redis and granted again)
+        if between != "renewed late":
+            lead.current = 0
+            loop.wake()
+            rig.run_until(T0 + timedelta(seconds=3, milliseconds=600))
+        lead.current = 8
+        loop.wake()
+        rig.run_until(T0 + timedelta(seconds=12))
+
+        # Then the new term starts the slot put off, nothing was refused as stale, and
+        # every slot through 12:00:40 has its run
+        assert store.refused == []
+        slots = [T0 + timedelta(seconds=s) for s in range(2, 11, 2)]
+        assert {at: store.rows.get(("s", at)) for at in slots} == {at: "run" for at in slots}
+    finally:
+        loop.stop()

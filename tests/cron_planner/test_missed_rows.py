@@ -1,5 +1,6 @@
 """MISSED rows on their way to the store: a row waits for its slot's fire time (the
-store records a slot MISSED only once it is due), and is then sent once."""
+store records a slot MISSED only once it is due), and is then sent once; a placeholder
+goes at once; rows a term leaves go under this planner's next token."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from cron_planner.backoff import Backoff
 from cron_planner.fire_stats import FireStats
 from cron_planner.missed_rows import MissedRows
 from cron_planner.work import Missed
+from cronwave_core.errors import Unavailable
 
 T0 = datetime(2030, 1, 7, 12, 0, tzinfo=UTC)
 
@@ -43,3 +45,50 @@ def test_a_row_decided_ahead_of_its_slot_waits_for_its_fire_time() -> None:
     rows.flush(ahead)
     assert store.calls[1:] == [[("a", ahead, "overlap_skip")]]
     assert len(rows) == 0 and rows.next_try() is None
+
+
+def test_a_placeholder_goes_at_once_even_ahead_of_its_slot() -> None:
+    # Given a fire decided 5 s ahead and put off (its start failed): its placeholder
+    store = Store()
+    rows = MissedRows(store, Backoff(), FireStats())  # type: ignore[arg-type]
+    ahead = T0 + timedelta(seconds=5)
+    rows.queue([Missed("a", ahead, "pending:retry")], 7, T0)
+
+    # When the loop steps before its fire time
+    rows.flush(T0)
+
+    # Then it is sent: the slot stands in the store before a later one can be recorded
+    assert store.calls == [[("a", ahead, "pending:retry")]]
+    assert len(rows) == 0
+
+
+def test_rows_left_by_a_term_go_under_the_next_token_of_this_planner() -> None:
+    # Given a final row waiting for its slot and a placeholder the store did not take
+    tokens: list[int] = []
+
+    class Away(Store):
+        away = 1
+
+        def record_missed(self, slots: Sequence[Missed], token: int) -> list[str]:
+            if self.away:
+                self.away -= 1
+                raise Unavailable("the store is away")
+            tokens.append(token)
+            return super().record_missed(slots, token)
+
+    store = Away()
+    rows = MissedRows(store, Backoff(), FireStats())  # type: ignore[arg-type]
+    ahead = T0 + timedelta(seconds=5)
+    placeholder = Missed("b", T0, "pending:retry")
+    rows.queue([Missed("a", ahead, "overlap_skip"), placeholder], 7, T0)
+    rows.flush(T0)
+    assert (len(rows), store.calls) == (2, [])
+
+    # When this planner begins its next term (token 8)
+    moved = rows.retoken(8)
+
+    # Then both go under token 8 when their turn comes, and the placeholder is handed
+    # to the new term (the store could not list it)
+    assert sorted(m.schedule_id for m in moved) == ["a", "b"]
+    rows.flush(ahead + timedelta(minutes=1))
+    assert tokens == [8] and len(rows) == 0

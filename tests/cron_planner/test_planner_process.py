@@ -348,21 +348,27 @@ def test_a_planner_back_13s_behind_a_one_second_schedule_says_what_became_of_eac
     # SCHEDULED, the ones before it are MISSED superseded_by_latest, and no SCHEDULED run
     # started late (nor was an older slot skipped as an overlap)
     # (the MISSED rows are written a moment after the run they go with is recorded)
+    # (a slot after the first one back may be skipped as an overlap: on a busy machine
+    # the run of the second before can still be in flight; that is the policy at work)
+    first_back = ts_to_dt(back[0].fire_time)
+
+    def outage_missed(rows: list[common_pb2.Run]) -> list[common_pb2.Run]:
+        return [
+            r
+            for r in rows
+            if r.state == common_pb2.RUN_STATE_MISSED and ts_to_dt(r.fire_time) < first_back
+        ]
+
     got = eventually(
-        lambda: (
-            (g := runs(s, schedule_id))
-            and sum(r.state == common_pb2.RUN_STATE_MISSED for r in g) >= 10
-            and g
-        ),
+        lambda: (g := runs(s, schedule_id)) and len(outage_missed(g)) >= 10 and g,
         timeout=30,
         what="the outage's slots recorded",
     )
     fires = [ts_to_dt(r.fire_time) for r in got]
     assert len(set(fires)) == len(fires)
-    missed = [r for r in got if r.state == common_pb2.RUN_STATE_MISSED]
+    missed = outage_missed(got)
     assert len(missed) >= 10
     assert {r.error for r in missed} == {"superseded_by_latest"}
-    assert all(ts_to_dt(m.fire_time) < ts_to_dt(back[0].fire_time) for m in missed)
     late = [
         (ts_to_dt(r.fire_time), ts_to_dt(r.created_at))
         for r in got

@@ -118,3 +118,27 @@ def test_what_a_planner_records_is_still_accepted(stub) -> None:
     assert [written for written, _ in results] == [1, 1, 1, 1, 1]
     assert all(row is not None and row.state == pb.RUN_STATE_MISSED for _, row in results)
     assert results[3][1] is not None and results[3][1].error == "paused"
+
+
+def test_a_placeholder_may_stand_for_a_fire_time_within_a_minute_and_its_start_takes_it(
+    stub,
+) -> None:
+    # Given a schedule every minute, its next fire time (less than a minute away) and
+    # the one two minutes after it
+    sid = create_schedule(stub, **EVERY_MINUTE).schedule_id
+    next_fire = datetime.now(UTC).replace(second=0, microsecond=0) + timedelta(minutes=1)
+    later = next_fire + timedelta(minutes=2)
+
+    # When a planner records a placeholder for each (a fire decided ahead, put off)
+    written, row = record_missed(stub, sid, next_fire, reason="pending:retry", token=TOKEN)
+    err = rpc_error(stub.RecordMissedSlots, missed(sid, [later], reason="pending:retry"))
+
+    # Then the next fire time's stands in the store; the other is refused, naming it
+    assert written == 1 and row is not None and row.state == pb.RUN_STATE_MISSED
+    assert err.code() == grpc.StatusCode.FAILED_PRECONDITION
+    assert err.details().startswith("slots[0].fire_time: ")
+    assert "too far ahead for a placeholder" in err.details()
+    assert [r.fire_time.ToDatetime(UTC) for r in rows(stub, sid)] == [next_fire]
+    # and starting the slot turns its placeholder into the run
+    started = record_run(stub, sid, next_fire, token=TOKEN).run
+    assert started.run_id == row.run_id and started.state == pb.RUN_STATE_PENDING

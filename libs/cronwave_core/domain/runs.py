@@ -12,6 +12,7 @@ back to PENDING, and the next claim to WAITING again. WAITING and RUNNING are *h
 
 from __future__ import annotations
 
+from datetime import timedelta
 from enum import StrEnum
 
 from cronwave_proto.v1 import common_pb2 as pb
@@ -108,3 +109,11 @@ RUN_STATES = ProtoEnum(RunState, pb.RunState, "RUN_STATE_", upper=True)
 TRIGGERS = ProtoEnum(
     Trigger, pb.TriggerKind, "TRIGGER_KIND_", unspecified=Trigger.SCHEDULED, upper=True
 )
+
+
+#: How far ahead of its fire time a planner may record a placeholder (a MISSED row
+#: whose reason starts with ``pending:``): a fire decided ahead of its instant (the
+#: dispatch lead) and then put off stands in the store at once, so the next term, here
+#: or on another planner, resumes it even when a later slot of its schedule was
+#: recorded first. A final MISSED reason still waits for its slot's fire time.
+PLACEHOLDER_AHEAD = timedelta(seconds=60)

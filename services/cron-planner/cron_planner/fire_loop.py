@@ -24,8 +24,11 @@ schedule) -- and re-plans from there: slots missed while nobody led are
 caught up by each schedule's catch-up policy. It then resumes the placeholders of the
 term before (see ``work``): paced catch-up runs, buffered fires and backfills that a
 previous leader decided but did not start. When a term ends, queued work is left to
-the next term: placeholders in the store stand for it, and due fires that were not
-started are newer than anything recorded, so the next term plans them again.
+the next term: placeholders in the store stand for it (a fire put off stands there
+from the next step on, even ahead of its instant), and due fires that were not
+started are newer than anything recorded, so the next term plans them again. The rows
+this planner decided and has not sent yet are sent under its next token
+(``MissedRows.retoken``).
 
 Sharded planning begins a term whenever the shards held change, straight from the term
 before. Such a term takes the store's word for the schedules of the shards it gained
@@ -293,6 +296,15 @@ class FireLoop:
             log.warning("term of token %d waits: the store did not answer (%s)", token, exc)
             return
         self._term_attempts, self._term_retry_at = 0, None
+        # Rows an earlier term decided and could not send yet go under this token; the
+        # store cannot list their placeholders yet, so the term resumes them from here.
+        moved = self._rows.retoken(token)
+        listed = {(p.schedule_id, p.fire_time) for p in pending}
+        pending += [
+            m
+            for m in moved
+            if m.reason.startswith(PENDING_PREFIX) and (m.schedule_id, m.fire_time) not in listed
+        ]
         if gained is None:
             self._unbased = []
             self._rebase_all(latest, pending, now)
@@ -304,8 +316,9 @@ class FireLoop:
         self._term = token
         self.stats.terms += 1
         log.info(
-            "term of token %d: %s, %d placeholders resumed (%.3f s)",
-            token, re_based, len(pending), time.perf_counter() - began,
+            "term of token %d: %s, %d placeholders resumed, %d rows of the term before "
+            "sent under it (%.3f s)",
+            token, re_based, len(pending), len(moved), time.perf_counter() - began,
         )  # fmt: skip
 
     def _rebase_all(

@@ -3,9 +3,23 @@
 A row is queued with the fencing token of the term that decided it and sent on the
 loop's first step at or after its fire time, in one call per token: the store records a
 slot MISSED only once it is due (a fire decided ahead of its instant -- the dispatch
-lead -- and then skipped, paused or given up waits for it). While the store is away a
-row is retried with the loop's backoff; a row the store refuses for good is said in the
-error log, the one place it is then kept. Not thread-safe: the fire loop owns it.
+lead -- and then skipped, paused or given up waits for it). A placeholder does not
+wait: a fire decided ahead and put off (its start failed) stands in the store from the
+next step on (up to ``PLACEHOLDER_AHEAD`` before its fire time), so that when the term
+ends before the fire starts, the next term -- here or on another planner -- resumes
+it, even if a later slot of its schedule was recorded first and the store's newest
+fire time has passed it.
+
+A term of this planner that follows its own earlier one (a lease renewed late, or
+Redis lost and the lease granted again) sends the rows still queued under the new
+token (``retoken``): the decisions stand, and under the old token the store would
+refuse them as stale once the new term has written. A slot another planner has
+meanwhile started or recorded keeps what it has (the store leaves a slot with a run
+as it is, and a final reason is never overwritten).
+
+While the store is away a row is retried with the loop's backoff; a row the store
+refuses for good is said in the error log, the one place it is then kept. Not
+thread-safe: the fire loop owns it.
 """
 
 from __future__ import annotations
@@ -20,6 +34,7 @@ from cron_planner.backoff import Backoff
 from cron_planner.fire_stats import FireStats
 from cron_planner.ports import Ledger
 from cron_planner.work import PENDING_PREFIX, Missed, iso
+from cronwave_core.domain.runs import PLACEHOLDER_AHEAD
 from cronwave_core.errors import CronwaveError, Unavailable
 
 log = logging.getLogger("cronwave.planner.fire")
@@ -54,10 +69,26 @@ class MissedRows:
         return min((r.next_try for r in self._records), default=None)
 
     def queue(self, missed: Sequence[Missed], token: int, now: datetime) -> None:
+        """Queue rows decided under ``token``: a placeholder to go at once, a final
+        reason once its slot's fire time has come."""
         for m in missed:
-            if not m.reason.startswith(PENDING_PREFIX):
+            send_at = m.fire_time
+            if m.reason.startswith(PENDING_PREFIX):
+                send_at -= PLACEHOLDER_AHEAD
+            else:
                 self._stats.missed += 1
-            self._records.append(_Record(m, token, max(now, m.fire_time)))
+            self._records.append(_Record(m, token, max(now, send_at)))
+
+    def retoken(self, token: int) -> list[Missed]:
+        """This planner's new term (``token``): the rows still queued under an earlier
+        token go under this one. Returns them: the store has not recorded them, so
+        the new term cannot read their placeholders there."""
+        moved = []
+        for r in self._records:
+            if r.token != token:
+                r.token = token
+                moved.append(r.missed)
+        return moved
 
     def flush(self, now: datetime) -> None:
         """Send every row whose turn has come, a batch per token; keep the rest."""

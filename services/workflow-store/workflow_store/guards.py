@@ -7,7 +7,10 @@ may record MISSED slots, but only slots its schedule's calendar has and that are
 were a future slot accepted, a caller could mark the next fire times missed and none
 would run. ``missed_slot_ahead`` is how far past the store's clock a slot may lie: a
 planner records a slot only once it is due on its own clock, so this covers the skew
-between their clocks and nothing more.
+between their clocks and nothing more. A placeholder (reason ``pending:``, work a
+planner decided and will start) does not stop its slot's run, since starting the slot
+turns it into the run; it may lie ``placeholder_ahead`` past the clock, so that a fire
+decided ahead of its instant and then put off stands in the store at once.
 
 Fencing tokens exist for a closed, configured set of lease scopes
 (``CRONWAVE_LEASE_SCOPES``): were any scope issued a token on request, leader-election's
@@ -20,6 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import timedelta
 
+from cronwave_core.domain.runs import PLACEHOLDER_AHEAD
 from cronwave_core.settings import PLANNER_SCOPE
 
 #: The clock skew between a planner and the store that a MISSED slot's fire time may
@@ -32,14 +36,17 @@ class Guards:
     """``missed_slot_ahead``: a slot recorded MISSED may lie at most this far past the
     store's clock (``MISSED_SLOT_SKEW``; tests whose planner runs on a simulated
     calendar raise it with ``CRONWAVE_MISSED_SLOTS_AHEAD``). ``lease_scopes``: the
-    scopes fencing tokens are issued for and accepted in."""
+    scopes fencing tokens are issued for and accepted in. ``placeholder_ahead``: how
+    far past the store's clock a placeholder may lie (``PLACEHOLDER_AHEAD`` and the
+    skew)."""
 
     missed_slot_ahead: timedelta = MISSED_SLOT_SKEW
+    placeholder_ahead: timedelta = PLACEHOLDER_AHEAD + MISSED_SLOT_SKEW
     lease_scopes: frozenset[str] = frozenset({PLANNER_SCOPE})
 
     def __post_init__(self) -> None:
-        if self.missed_slot_ahead < timedelta(0):
-            raise ValueError(f"Guards.missed_slot_ahead must not be negative, got {self}")
+        if self.missed_slot_ahead < timedelta(0) or self.placeholder_ahead < timedelta(0):
+            raise ValueError(f"Guards' slot bounds must not be negative, got {self}")
 
 
 GUARDS = Guards()

@@ -6,7 +6,8 @@
   not one query per schedule.
 - ``record_missed_slots``: many MISSED slots in one transaction. A slot is written
   only when it is one: a fire time (or DST-skipped slot) of its schedule's calendar,
-  due by the store's clock (``Guards.missed_slot_ahead``), and without a run; a slot
+  due by the store's clock (``Guards.missed_slot_ahead``; a placeholder may lie
+  ``Guards.placeholder_ahead`` ahead), and without a run; a slot
   that already has a run is left as it is. A planner's certificate could otherwise
   mark the next fire times missed, and none would run. (The planner's summary of the
   slots outside the catch-up window, reason ``outside_catchup_window: ...``, lies
@@ -220,7 +221,8 @@ def record_missed_slots(
     rows written (new ones, and placeholders given their reason) and the ids that name
     no live schedule (their slots are left out); a slot that has a run is left as it
     is. Raises ``StaleFencingToken``, ``FailedPrecondition`` for a slot that is not due
-    yet and ``InvalidArgument`` for one that is no slot of its schedule's calendar (each
+    yet (a placeholder: further ahead than ``Guards.placeholder_ahead``) and
+    ``InvalidArgument`` for one that is no slot of its schedule's calendar (each
     naming ``slots[i].fire_time``); then nothing is written. ``written_slots``, when
     given, gets the slots whose row was written, once the transaction committed (for
     the metrics)."""
@@ -306,6 +308,7 @@ def _check_slots(
     written; a slot with a run is left as it is, so neither is checked again for being
     a slot (the schedule may have changed since)."""
     latest = now + store.guards.missed_slot_ahead
+    latest_placeholder = now + store.guards.placeholder_ahead
     specs: dict[str, Spec] = {}
     for i, slot in wanted:
         found = existing.get((slot.schedule_id, slot.fire_time))
@@ -314,7 +317,15 @@ def _check_slots(
         if found is not None and not _takes_reason(found.error, slot.reason):
             continue
         field = f"slots[{i}].fire_time"
-        if slot.fire_time > latest:
+        if is_placeholder(slot.reason):
+            if slot.fire_time > latest_placeholder:
+                ahead = int(store.guards.placeholder_ahead.total_seconds())
+                raise FailedPrecondition(
+                    f"{field}: {iso(slot.fire_time)} is too far ahead for a placeholder "
+                    f"(the store's clock reads {iso(now)}); a placeholder may lie at most "
+                    f"{ahead} s ahead of it"
+                )
+        elif slot.fire_time > latest:
             raise FailedPrecondition(
                 f"{field}: {iso(slot.fire_time)} is not due yet (the store's clock reads "
                 f"{iso(now)}); a slot is recorded MISSED only once its fire time has passed"
