@@ -28,6 +28,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 from opentelemetry.instrumentation.grpc import server_interceptor
 
+from cronwave_core import heap
 from cronwave_core.errors import CronwaveError, InvalidArgument
 from cronwave_core.fault_interceptors import server_faults
 from cronwave_core.handlers import around
@@ -353,6 +354,7 @@ class RunningServer:
                 ) from exc
         self.server.start()
         self.service.on_start()
+        heap.settle()  # what start-up built lives as long as the process
         for name in (*self.service.service_names, ""):
             self.health.set(name, health_pb2.HealthCheckResponse.SERVING)
         log.info("%s listening on %s", self.service.name, self.service.address)

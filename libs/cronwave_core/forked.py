@@ -91,6 +91,8 @@ PRELOAD = (
     "cronwave_core.channels",
     "cronwave_core.telemetry.setup",
     "cronwave_core.telemetry.tracing",
+    # Last: freezes what the lines above built, so the children share it for good.
+    "cronwave_core.heap_preloaded",
 )
 
 _lock = threading.Lock()

@@ -35,7 +35,12 @@ from typing import Any
 from cronwave_core.forked import ForkedProcess, set_python_path
 
 #: What the fork server imports once: everything ``worker.job_body`` needs.
-PRELOAD = ("worker.job_runner", "worker.job_body", "opentelemetry.sdk.trace.export")
+PRELOAD = (
+    "worker.job_runner",
+    "worker.job_body",
+    "opentelemetry.sdk.trace.export",
+    "cronwave_core.heap_preloaded",  # last: freezes what the others built (shared for good)
+)
 #: The name a forked job process gives itself (/proc/PID/comm): its command line is
 #: the fork server's.
 PROCESS_NAME = b"cronwave-job"
