@@ -13,7 +13,7 @@ from cronwave_proto.v1 import common_pb2
 from cronwave_proto.v1 import dispatcher_service_pb2 as dispatcher_pb
 from cronwave_proto.v1 import dispatcher_service_pb2_grpc as dispatcher_grpc
 
-from cronwave_core.caching import METADATA_KEY, RunStatusCache
+from cronwave_core.caching import METADATA_KEY, RUN_STATUS_TTL, RunStatusCache
 from cronwave_core.convert import dt_to_ts
 from cronwave_core.suite import Suite
 from cronwave_core.telemetry.vocabulary import ATTR_CACHE_HIT, ATTR_CACHE_NAME, ATTR_SCHEDULE_ID
@@ -83,8 +83,12 @@ def test_a_duplicate_start_is_answered_from_the_cache_without_the_store(
         first = _start(suite, sid)
         assert first.created
         assert client.wait_run(first.run.run_id, timeout=timedelta(seconds=60)).state == "SUCCEEDED"
-    status = RunStatusCache(redis.Redis.from_url(suite.redis_url), namespace)
+    cache = redis.Redis.from_url(suite.redis_url)
+    status = RunStatusCache(cache, namespace)
     eventually(lambda: status.get_many([first.run.run_id]), what="the run's end in the cache")
+    # (kept as long as the start in the dedup cache, the one reader, not a day)
+    ttl_ms = cache.pttl(f"{namespace}:cache:run-status:{first.run.run_id}")
+    assert 0 < ttl_ms <= RUN_STATUS_TTL.total_seconds() * 1000
 
     # When the same fire is started again while the store cannot answer at all
     again = _with_store_frozen(suite, sid)

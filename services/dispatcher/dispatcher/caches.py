@@ -25,12 +25,13 @@ from datetime import timedelta
 
 from cronwave_proto.v1 import common_pb2
 
-from cronwave_core.caching import CacheControl, TwoTierCache
+from cronwave_core.caching import RUN_STATUS_TTL, CacheControl, TwoTierCache
 
 ROUTE_LOCAL_TTL = timedelta(seconds=30)
 ROUTE_REDIS_TTL = timedelta(seconds=60)
 DEDUP_LOCAL_TTL = timedelta(minutes=10)
-DEDUP_REDIS_TTL = timedelta(minutes=15)
+#: A duplicate start found here reads its run's end from ``run-status``: the same TTL.
+DEDUP_REDIS_TTL = RUN_STATUS_TTL
 
 
 @dataclass(frozen=True)
