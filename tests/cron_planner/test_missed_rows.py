@@ -84,7 +84,9 @@ def test_rows_left_by_a_term_go_under_the_next_token_of_this_planner() -> None:
     rows.flush(T0)
     assert (len(rows), store.calls) == (2, [])
 
-    # When this planner begins its next term (token 8)
+    # When this planner begins its next term (token 8), nobody having led between; a
+    # token further on would mean another leader had a term (its rows stay under 7)
+    assert rows.retoken(9) == []
     moved = rows.retoken(8)
 
     # Then both go under token 8 when their turn comes, and the placeholder is handed

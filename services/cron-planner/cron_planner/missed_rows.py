@@ -10,12 +10,10 @@ ends before the fire starts, the next term -- here or on another planner -- resu
 it, even if a later slot of its schedule was recorded first and the store's newest
 fire time has passed it.
 
-A term of this planner that follows its own earlier one (a lease renewed late, or
-Redis lost and the lease granted again) sends the rows still queued under the new
-token (``retoken``): the decisions stand, and under the old token the store would
-refuse them as stale once the new term has written. A slot another planner has
-meanwhile started or recorded keeps what it has (the store leaves a slot with a run
-as it is, and a final reason is never overwritten).
+A term of this planner that follows its own last one with nobody between (a lease
+renewed late, or Redis lost and the lease granted again: the next token) sends the
+rows still queued under the new token (``retoken``): the decisions stand, and under
+the old token the store would refuse them as stale once the new term has written.
 
 While the store is away a row is retried with the loop's backoff; a row the store
 refuses for good is said in the error log, the one place it is then kept. Not
@@ -80,12 +78,15 @@ class MissedRows:
             self._records.append(_Record(m, token, max(now, send_at)))
 
     def retoken(self, token: int) -> list[Missed]:
-        """This planner's new term (``token``): the rows still queued under an earlier
-        token go under this one. Returns them: the store has not recorded them, so
-        the new term cannot read their placeholders there."""
+        """This planner's new term (``token``): the rows still queued under the token
+        just before it go under this one. Returns them: the store has not recorded
+        them, so the new term cannot read their placeholders there. Tokens are issued
+        one more than any before, so that token was this planner's and nobody led in
+        between; rows of an older token stay under it (another leader may have decided
+        their slots since, and the store refuses them as stale once it has written)."""
         moved = []
         for r in self._records:
-            if r.token != token:
+            if r.token == token - 1:
                 r.token = token
                 moved.append(r.missed)
         return moved
