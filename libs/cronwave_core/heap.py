@@ -27,8 +27,13 @@ YOUNG_THRESHOLD = 50_000
 OLDER_THRESHOLD = 10
 
 
-def settle() -> None:
-    """After start-up: collect, freeze what is alive, and collect less often."""
+def freeze_alive() -> None:
+    """Collect once, then move every object alive to the permanent generation."""
     gc.collect()
     gc.freeze()
+
+
+def settle() -> None:
+    """After start-up: freeze what is alive, and collect less often."""
+    freeze_alive()
     gc.set_threshold(YOUNG_THRESHOLD, OLDER_THRESHOLD, OLDER_THRESHOLD)

@@ -64,7 +64,7 @@ from cron_planner.overlap_gate import OverlapGate
 from cron_planner.ports import Dispatch, Leadership, Ledger, QueueLoss, Shards
 from cron_planner.schedule_index import ScheduleIndex
 from cron_planner.starts import Starter
-from cron_planner.work import PENDING_BUFFER, PENDING_PREFIX, Fire, Missed, Trigger, WorkQueue, iso
+from cron_planner.work import PENDING_BUFFER, Fire, Missed, Trigger, WorkQueue, iso
 from cronwave_core.errors import CronwaveError
 
 log = logging.getLogger("cronwave.planner.fire")
@@ -301,9 +301,7 @@ class FireLoop:
         moved = self._rows.retoken(token)
         listed = {(p.schedule_id, p.fire_time) for p in pending}
         pending += [
-            m
-            for m in moved
-            if m.reason.startswith(PENDING_PREFIX) and (m.schedule_id, m.fire_time) not in listed
+            m for m in moved if m.placeholder and (m.schedule_id, m.fire_time) not in listed
         ]
         if gained is None:
             self._unbased = []
@@ -412,7 +410,7 @@ class FireLoop:
         """Queue the placeholders of an earlier term again, paced per schedule."""
         turns: dict[tuple[str, bool], int] = defaultdict(int)
         for p in sorted(pending, key=lambda m: (m.schedule_id, m.fire_time)):
-            if not p.reason.startswith(PENDING_PREFIX):
+            if not p.placeholder:
                 continue
             if p.reason == PENDING_BUFFER:
                 fire = Fire(p.schedule_id, p.fire_time, p.trigger, now, _NO_DEADLINE)

@@ -31,7 +31,7 @@ from datetime import datetime
 from cron_planner.backoff import Backoff
 from cron_planner.fire_stats import FireStats
 from cron_planner.ports import Ledger
-from cron_planner.work import PENDING_PREFIX, Missed, iso
+from cron_planner.work import Missed, iso
 from cronwave_core.domain.runs import PLACEHOLDER_AHEAD
 from cronwave_core.errors import CronwaveError, Unavailable
 
@@ -71,7 +71,7 @@ class MissedRows:
         reason once its slot's fire time has come."""
         for m in missed:
             send_at = m.fire_time
-            if m.reason.startswith(PENDING_PREFIX):
+            if m.placeholder:
                 send_at -= PLACEHOLDER_AHEAD
             else:
                 self._stats.missed += 1

@@ -54,6 +54,11 @@ class Missed:
     reason: str
     trigger: Trigger = Trigger.SCHEDULED
 
+    @property
+    def placeholder(self) -> bool:
+        """Whether the row stands for work still to start (a ``pending:`` reason)."""
+        return self.reason.startswith(PENDING_PREFIX)
+
 
 @dataclass(slots=True)
 class Fire:

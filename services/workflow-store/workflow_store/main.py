@@ -29,7 +29,7 @@ from workflow_store.db import Database, create_engine, migrate
 from workflow_store.deadline_sweep import DeadlineSweep
 from workflow_store.delivery_outbox import DeliveryOutbox
 from workflow_store.delivery_relay import DeliveryRelay
-from workflow_store.guards import GUARDS, MISSED_SLOT_SKEW, Guards
+from workflow_store.guards import GUARDS, Guards
 from workflow_store.limits import Limits
 from workflow_store.notifier import Notifications
 from workflow_store.servicer import WorkflowStoreServicer
@@ -57,7 +57,7 @@ def main() -> None:
         db,
         limits=Limits(payload_bytes=limits.payload_bytes),
         guards=Guards(
-            missed_slot_ahead=MISSED_SLOT_SKEW + hooks.missed_slots_ahead,
+            missed_slot_ahead=GUARDS.missed_slot_ahead + hooks.missed_slots_ahead,
             placeholder_ahead=GUARDS.placeholder_ahead + hooks.missed_slots_ahead,
             lease_scopes=LeaseSettings.from_env().fenced_scopes(),
         ),
