@@ -31,13 +31,23 @@ def test_a_fork_servers_preload_ends_frozen() -> None:
     assert int(frozen) > 10_000
 
 
-def test_a_settled_service_collects_its_youngest_objects_less_often() -> None:
-    # When a process settles after its start-up
+def test_a_started_service_collects_its_youngest_objects_less_often() -> None:
+    # When a service's server starts (in a process of its own, on loopback, no TLS)
     out = _in_new_interpreter(
-        "import gc; from cronwave_core import heap; import grpc; heap.settle(); "
-        "print(gc.get_freeze_count() > 0, *gc.get_threshold())"
+        "import gc\n"
+        "from datetime import timedelta\n"
+        "from cronwave_core.bootstrap import RunningServer, Service\n"
+        "from cronwave_core.settings import MetricsSettings, TlsSettings\n"
+        "service = Service('dispatcher', '127.0.0.1:0', lambda server: None, ())\n"
+        "tls = TlsSettings.from_env({'CRONWAVE_INSECURE': '1'})\n"
+        "running = RunningServer(service, timedelta(seconds=1), traced=False,\n"
+        "                        metrics=MetricsSettings.from_env({}), tls=tls)\n"
+        "before = gc.get_threshold()\n"
+        "running.start()\n"
+        "print(*before, gc.get_freeze_count() > 0, *gc.get_threshold())\n"
+        "running.stop()\n"
     )
 
-    # Then what it built is frozen and its thresholds are the settled ones
+    # Then what start-up built is frozen and its thresholds are the settled ones
     young, older = heap.YOUNG_THRESHOLD, heap.OLDER_THRESHOLD
-    assert out.split() == ["True", str(young), str(older), str(older)]
+    assert out.split() == ["700", "10", "10", "True", str(young), str(older), str(older)]
