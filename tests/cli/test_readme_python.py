@@ -6,7 +6,6 @@ job)."""
 from __future__ import annotations
 
 import io
-import os
 import re
 import signal
 import subprocess
@@ -20,7 +19,7 @@ import cronwave
 from cronwave_billing.demo import cli as demo
 from cronwave_core.settings import TlsSettings
 from cronwave_server.cli.suite_cmds import PORT_ORDER
-from tests.harness.cli import cronwave_argv, free_port_base
+from tests.harness.cli import cronwave_argv, free_port_base, user_env
 from tests.harness.processes import ProcessTable
 from tests.helpers import REPO, eventually
 
@@ -39,7 +38,7 @@ def python_example() -> str:
 def test_the_readme_python_example_runs_as_written_under_cronwave_up(tmp_path: Path) -> None:
     # Given `cronwave up` (on a port base of its own, so the test runs beside others)
     base = free_port_base()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("CRONWAVE_")}
+    env = user_env()
     log_path = tmp_path / "up.log"
     table = ProcessTable("cronwave up and its suite")
     with log_path.open("wb") as log:

@@ -17,8 +17,9 @@ from cronwave import _suite_record
 from cronwave.cli.main import app
 from cronwave_core.errors import ConfigurationError
 from cronwave_core.settings import DEFAULT_PORTS
+from cronwave_core.suite import OWN_PORTS_VAR, own_port_range
 from cronwave_server.cli.suite_cmds import PORT_ORDER, up_ports
-from tests.harness.cli import cronwave_argv, free_port_base
+from tests.harness.cli import cronwave_argv, free_port_base, user_env
 from tests.harness.processes import ProcessTable
 from tests.helpers import eventually, fresh
 
@@ -44,14 +45,23 @@ def ok(args: list[str], **env: str | None) -> str:
 
 
 @pytest.fixture
-def ups(tmp_path):
+def ups(tmp_path, monkeypatch):
     """Start ``cronwave up`` processes; each is stopped (SIGTERM) and every process it
-    started checked gone when the test ends."""
+    started checked gone when the test ends.
+
+    This test process's port range is split in two: the ports the test names
+    (``free_port_base``) come from the lower half, and the suites pick their own (their
+    metrics ports, and a new port for a service whose port was taken) from the upper
+    half, so that neither suite takes a port the test has named for the other."""
+    lowest, highest = own_port_range()
+    middle = (lowest + highest) // 2
+    monkeypatch.setenv(OWN_PORTS_VAR, f"{lowest}-{middle - 1}")
+    suites_own = f"{middle}-{highest}"
     table = ProcessTable("cronwave up and its suite")
     started = []
 
     def start(data_dir: Path, *args: str, **env: str):
-        base_env = {k: v for k, v in os.environ.items() if not k.startswith("CRONWAVE_")}
+        base_env = {**user_env(), OWN_PORTS_VAR: suites_own}
         log = (tmp_path / f"{data_dir.name}.log").open("wb")
         proc = table.spawn(
             [*cronwave_argv(), "up", "--data-dir", str(data_dir), *args],
