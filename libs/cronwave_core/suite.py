@@ -279,6 +279,10 @@ class Suite:
         if config.ports is None:
             ports = dict(DEFAULT_PORTS)
         else:
+            # The ports given are the suite's even before their services bind them:
+            # never picked for another of its processes (its metrics, a replica).
+            for port in filter(None, config.ports.values()):
+                _hand_out(port)
             ports = {k: config.ports.get(k) or free_port() for k in DEFAULT_PORTS}
         #: The installed packages' processes this suite runs (``suite_processes``).
         self.extra: dict[str, SuiteProcess] = {}

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import socket
 from concurrent import futures
+from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
 
@@ -118,3 +119,22 @@ def test_a_malformed_own_range_is_refused_naming_the_variable(
     monkeypatch.setenv(OWN_PORTS_VAR, text)
     with pytest.raises(ConfigurationError, match=f"^{OWN_PORTS_VAR}: expected LO-HI"):
         own_port_range()
+
+
+def test_the_ports_a_suite_is_given_are_never_picked_for_its_other_processes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, database_url: str, redis_url: str
+) -> None:
+    # Given an own range of 13 ports, the first 6 of which are given to a suite's
+    # services (as `cronwave up --port-base` does: bound only when each one starts)
+    lowest = suite_module.free_port_base(13)
+    monkeypatch.setenv(OWN_PORTS_VAR, f"{lowest}-{lowest + 12}")
+    monkeypatch.setattr(suite_module, "_handed_out", {})
+    keys = ("store", "leader", "dispatcher", "planner", "worker", "redis")
+    given = {key: lowest + i for i, key in enumerate(keys)}
+    config = _config(tmp_path, database_url, redis_url, "unused")
+    # When the suite is made, and ports are picked for its other processes
+    suite = Suite(replace(config, ports=given, console=True))
+    picked = [suite.ports["console"], *(free_port() for _ in range(6))]
+    # Then none of them is a given one: each is one of the 7 others
+    assert sorted(picked) == list(range(lowest + 6, lowest + 13)), picked
+    assert {k: suite.ports[k] for k in keys} == given
