@@ -14,6 +14,7 @@ from datetime import datetime
 from cronwave_proto.v1 import common_pb2
 
 from cronwave_core.convert import ts_to_dt
+from cronwave_core.domain.runs import is_placeholder as is_placeholder_reason
 
 TERMINAL = {
     common_pb2.RUN_STATE_SUCCEEDED,
@@ -24,9 +25,6 @@ TERMINAL = {
     common_pb2.RUN_STATE_DEAD_LETTERED,
 }
 PLANNED = {common_pb2.TRIGGER_KIND_SCHEDULED, common_pb2.TRIGGER_KIND_CATCHUP}
-# A MISSED row whose reason starts so stands for a start a planner decided but has not
-# made yet (a paced catch-up run): work in progress, not a missed slot.
-PLACEHOLDER = "pending:"
 
 
 @dataclass(frozen=True)
@@ -87,4 +85,4 @@ def audit(runs: Iterable[common_pb2.Run], slots: Sequence[datetime]) -> Audit:
 
 def is_placeholder(run: common_pb2.Run) -> bool:
     """A MISSED row standing for a start decided but not made yet (work in progress)."""
-    return run.state == common_pb2.RUN_STATE_MISSED and run.error.startswith(PLACEHOLDER)
+    return run.state == common_pb2.RUN_STATE_MISSED and is_placeholder_reason(run.error)

@@ -54,6 +54,7 @@ from cronwave_bench.measure import wait_until
 from cronwave_bench.planner_memory import JOB_TYPE, rss_mib, run_tool, specs
 from cronwave_bench.report import Result
 from cronwave_core.convert import ts_to_dt
+from cronwave_core.domain.runs import is_placeholder
 from cronwave_core.settings import LeaseSettings
 from cronwave_core.shards import shard_of, shard_scope, standby
 from cronwave_core.suite import Suite
@@ -100,7 +101,7 @@ def audit_slots(
                 result.duplicates.append((sid, at))
             if (sid, at) in missed:
                 why = missed[(sid, at)]
-                late = result.pending if why.startswith("pending:") else result.missed
+                late = result.pending if is_placeholder(why) else result.missed
                 late.append((sid, at, why))
             at += timedelta(seconds=1)
     return result

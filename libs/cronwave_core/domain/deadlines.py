@@ -31,7 +31,7 @@ from urllib.parse import urlsplit
 
 from cronwave_proto.v1 import common_pb2 as pb
 
-from cronwave_core.domain.runs import RunState
+from cronwave_core.domain.runs import RunState, is_placeholder
 from cronwave_core.errors import InvalidArgument
 from cronwave_core.fields import shown
 from cronwave_core.proto_enum import ProtoEnum
@@ -193,7 +193,7 @@ def judge(run: SlotRun | None, deadline_at: datetime) -> Verdict | None:
         reason = run.error
         if reason in NOT_EXPECTED:
             return None
-        if reason.startswith("pending:"):
+        if is_placeholder(reason):
             return Verdict(BreachReason.NOT_STARTED, reason)
         return Verdict(BreachReason.MISSED, reason)
     return Verdict(BreachReason.NOT_STARTED, f"run state {state.name}")

@@ -111,8 +111,19 @@ TRIGGERS = ProtoEnum(
 )
 
 
+#: The reasons of placeholder rows start with this: a MISSED row that stands for work a
+#: planner decided and has still to start (a paced catch-up run, a buffered fire, a
+#: backfill, a fire put off); starting its slot turns it into the run.
+PLACEHOLDER_PREFIX = "pending:"
+
+
+def is_placeholder(reason: str) -> bool:
+    """Whether a MISSED row's ``reason`` makes it a placeholder, not a final word."""
+    return reason.startswith(PLACEHOLDER_PREFIX)
+
+
 #: How far ahead of its fire time a planner may record a placeholder (a MISSED row
-#: whose reason starts with ``pending:``): a fire decided ahead of its instant (the
+#: whose reason starts with ``PLACEHOLDER_PREFIX``): a fire decided ahead of its instant (the
 #: dispatch lead) and then put off stands in the store at once, so the next term, here
 #: or on another planner, resumes it even when a later slot of its schedule was
 #: recorded first. A final MISSED reason still waits for its slot's fire time.

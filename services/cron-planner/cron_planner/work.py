@@ -18,10 +18,9 @@ import itertools
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
-from cronwave_core.domain.runs import Trigger
+from cronwave_core.domain.runs import Trigger, is_placeholder
 from cronwave_core.domain.spec import Overlap
 
-PENDING_PREFIX = "pending:"
 PENDING_CATCHUP = "pending:catchup"
 PENDING_BUFFER = "pending:overlap_buffer"
 PENDING_BACKFILL = "pending:backfill"
@@ -57,7 +56,7 @@ class Missed:
     @property
     def placeholder(self) -> bool:
         """Whether the row stands for work still to start (a ``pending:`` reason)."""
-        return self.reason.startswith(PENDING_PREFIX)
+        return is_placeholder(self.reason)
 
 
 @dataclass(slots=True)

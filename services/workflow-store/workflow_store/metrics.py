@@ -12,7 +12,7 @@ from prometheus_client import REGISTRY, Counter, Gauge, Histogram
 from prometheus_client.core import GaugeMetricFamily
 
 from cronwave_core.domain.labels import is_critical
-from cronwave_core.domain.runs import IN_FLIGHT, RunState
+from cronwave_core.domain.runs import IN_FLIGHT, RunState, is_placeholder
 from cronwave_core.metrics import CachedGauges, register, schedules, small
 from workflow_store import models as m
 from workflow_store.records import Completion
@@ -21,8 +21,6 @@ if TYPE_CHECKING:  # fencing.py imports this module
     from workflow_store.db import Database
     from workflow_store.slots import MissedSlot
 
-#: A slot's reason while it is still to be decided (``slots.PENDING_PREFIX``).
-_PLACEHOLDER = "pending:"
 
 _schedule = schedules()
 _job_type = small()
@@ -103,7 +101,7 @@ def missed(slots: Sequence[MissedSlot]) -> None:
     """Count the slots whose row became MISSED with a final reason (a placeholder,
     ``pending:...``, is a slot still to be decided, not a missed one)."""
     for slot in slots:
-        if not slot.reason.startswith(_PLACEHOLDER):
+        if not is_placeholder(slot.reason):
             MISSED.labels(_schedule.fold(slot.schedule_id), _reason.fold(slot.reason)).inc()
 
 

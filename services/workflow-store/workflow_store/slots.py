@@ -44,6 +44,7 @@ from sqlalchemy.exc import IntegrityError
 
 from cronwave_core.domain.calendar import DST_GAP_SKIP, occurrences_after
 from cronwave_core.domain.catchup import OUTSIDE_CATCHUP_WINDOW
+from cronwave_core.domain.runs import PLACEHOLDER_PREFIX, is_placeholder
 from cronwave_core.domain.spec import Spec
 from cronwave_core.errors import AlreadyExists, FailedPrecondition, InvalidArgument
 from workflow_store import models as m
@@ -66,8 +67,6 @@ from workflow_store.stored_json import policy_to_dict, spec_from_dict, spec_to_d
 from workflow_store.unit_of_work import Transactions, UnitOfWork
 from workflow_store.unknown_job_type import unknown_job_type
 
-#: Reasons of placeholder rows start with this (see the module docstring).
-PENDING_PREFIX = "pending:"
 MAX_LATEST_PAGE = 10_000
 MAX_MISSED_BATCH = 1_000
 MAX_PENDING_PAGE = 10_000
@@ -127,10 +126,6 @@ class MissedSlot:
     fire_time: datetime
     reason: str
     trigger: Trigger = Trigger.SCHEDULED
-
-
-def is_placeholder(reason: str) -> bool:
-    return reason.startswith(PENDING_PREFIX)
 
 
 def latest_fire_times(
@@ -392,7 +387,7 @@ def pending_fires(store: SlotStore, after_run_id: str = "", limit: int = 0) -> l
         .join(m.Schedule, m.Schedule.id == m.Run.schedule_id)
         .where(
             m.Run.state == RunState.MISSED.value,
-            m.Run.error.startswith(PENDING_PREFIX, autoescape=True),
+            m.Run.error.startswith(PLACEHOLDER_PREFIX, autoescape=True),
             m.Schedule.deleted.is_(False),
         )
         .order_by(m.Run.run_id)
