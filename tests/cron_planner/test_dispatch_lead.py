@@ -118,7 +118,7 @@ class Recorder:
         return []
 
     def latest_fire_times(
-        self, schedule_ids: Sequence[str] | None = None
+        self, schedule_ids: Sequence[str] | None = None, until: datetime | None = None
     ) -> dict[str, tuple[datetime, int]]:
         return {}
 

@@ -93,6 +93,7 @@ class Ledger:
     cancelled: list[str] = field(default_factory=list)
     unavailable: int = 0  # record_missed calls to refuse first
     latest_asked: list[list[str] | None] = field(default_factory=list)  # None: all
+    latest_until: list[datetime | None] = field(default_factory=list)  # the bound asked
     latest_unavailable: int = 0  # latest_fire_times calls to refuse first
 
     def record_missed(self, slots: Sequence[Missed], token: int) -> list[str]:
@@ -111,15 +112,17 @@ class Ledger:
         ]
 
     def latest_fire_times(
-        self, schedule_ids: Sequence[str] | None = None
+        self, schedule_ids: Sequence[str] | None = None, until: datetime | None = None
     ) -> dict[str, tuple[datetime, int]]:
         self.latest_asked.append(None if schedule_ids is None else sorted(schedule_ids))
+        self.latest_until.append(until)
         if self.latest_unavailable:
             self.latest_unavailable -= 1
             raise Unavailable("store away")
+        newest = {sid: v for sid, v in self.newest.items() if until is None or v[0] <= until}
         if schedule_ids is None:
-            return dict(self.newest)
-        return {sid: v for sid, v in self.newest.items() if sid in schedule_ids}
+            return newest
+        return {sid: v for sid, v in newest.items() if sid in schedule_ids}
 
     def pending_fires(self) -> list[Missed]:
         return list(self.pending)
@@ -291,6 +294,24 @@ def test_not_leading_fires_nothing_and_a_new_term_catches_up_from_the_store(rig:
     eventually(lambda: rig.dispatcher.started() == [("s", "12:00")], what="fired once leading")
     assert rig.dispatcher.calls[0][2] == 9
     assert rig.loop.stats.terms == terms + 1
+
+
+def test_a_new_term_takes_no_fire_time_further_ahead_than_it_records_itself(rig: Rig) -> None:
+    # Given a run a day ahead in the store (a leader whose clock ran a day ahead)
+    rig.lead.current = 0
+    rig.add("s", "* * * * *", since=T0 - timedelta(minutes=10))
+    rig.ledger.newest["s"] = (T0 + timedelta(days=1), 1)
+
+    # When a term begins on a right clock
+    rig.lead.current = 11
+    rig.loop.wake()
+    rig.run_until(T0 + timedelta(seconds=70))
+
+    # Then it asked for fire times up to its clock plus the furthest it records ahead
+    # (a placeholder, 60 s, past the dispatch lead here) and skew, and fires the slots
+    assert rig.ledger.latest_until[0] is not None
+    assert rig.ledger.latest_until[0] - T0 == timedelta(seconds=61)
+    assert rig.dispatcher.started() == [("s", "12:00"), ("s", "12:01")]
 
 
 def test_a_new_term_starts_after_the_newest_run_in_the_store(rig: Rig) -> None:
@@ -906,11 +927,13 @@ class FencedStore:
             return []
 
     def latest_fire_times(
-        self, schedule_ids: Sequence[str] | None = None
+        self, schedule_ids: Sequence[str] | None = None, until: datetime | None = None
     ) -> dict[str, tuple[datetime, int]]:
         with self.lock:
             latest: dict[str, tuple[datetime, int]] = {}
             for sid, at in self.rows:
+                if until is not None and at > until:
+                    continue
                 newest, count = latest.get(sid, (at, 0))
                 latest[sid] = (max(newest, at), count + 1)
             return latest

@@ -4,12 +4,18 @@ talking to the suite's real services over loopback gRPC."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from cron_planner.app import Planner
 from cron_planner.clock import ManualClock
+from cron_planner.ports import Start
+from cron_planner.remote import DispatcherClient, single_fence
+from cronwave_core.errors import CronwaveError
+from cronwave_core.rpc import open_channel
+from cronwave_core.settings import NetworkSettings
+from cronwave_core.settings_tls import TlsSettings
 from cronwave_core.suite import Proc, Suite
 from tests.harness.processes import raise_all, run_all
 from tests.helpers import eventually, fresh
@@ -32,6 +38,7 @@ class ClockedPlanner:
 
     planner: Planner
     clock: ManualClock
+    env: Mapping[str, str] = field(default_factory=dict)  # what it was started with
     stopped: bool = False
 
     def leading(self) -> None:
@@ -60,6 +67,20 @@ class ClockedPlanner:
                 return
             self.clock.set(until)
         raise AssertionError("the fire loop did not settle")
+
+    def start_runs(self, starts: Sequence[Start]) -> list[str | CronwaveError]:
+        """Start ``starts`` as this planner's fire loop does (its certificate, its
+        fencing token, one call to the dispatcher): for a start the loop would not make
+        on its own clock, such as one a clock that ran ahead would make."""
+        env = self.env
+        timeout = timedelta(seconds=10)
+        address = NetworkSettings.from_env(env).dispatcher_addr
+        channel = open_channel(address, timeout, traced=False, tls=TlsSettings.from_env(env))
+        try:
+            client = DispatcherClient(channel, timeout, single_fence)
+            return client.start_runs(starts, self.planner.elector.token())
+        finally:
+            channel.close()
 
     def settle(self) -> None:
         """Let everything queued for now be done (starts, the MISSED rows of slots that
@@ -101,7 +122,7 @@ class ClockedPlanners:
         }
         clock = ManualClock(at)
         planner = Planner.from_env(env, clock=clock, idle=timedelta(hours=1))
-        clocked = ClockedPlanner(planner, clock)
+        clocked = ClockedPlanner(planner, clock, env)
         self.started.append(clocked)
         planner.start()
         clocked.leading()

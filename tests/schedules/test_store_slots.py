@@ -105,6 +105,33 @@ def test_latest_fire_times_in_pages_with_counts(store: StoreProcess) -> None:
     assert {e.schedule_id: (ts_to_dt(e.fire_time), e.fires) for e in pages} == got
 
 
+def test_latest_fire_times_up_to_a_bound_leave_out_what_lies_past_it(
+    store: StoreProcess,
+) -> None:
+    # Given a schedule with runs at T, T+1 min and a day ahead (a planner's clock that
+    # ran ahead recorded the last)
+    stub = store.stub()
+    sid = create_schedule(stub, **EVERY_MINUTE).schedule_id
+    ahead = T + timedelta(days=1)
+    for fire in (T, T + timedelta(minutes=1), ahead):
+        record_run(stub, sid, fire, token=5)
+
+    def latest(until: datetime | None, **asked: object) -> list[tuple[str, datetime, int]]:
+        request = api.LatestFireTimesRequest(
+            until=None if until is None else dt_to_ts(until), **asked
+        )
+        entries = stub.LatestFireTimes(request, timeout=10).entries
+        return [(e.schedule_id, ts_to_dt(e.fire_time), e.fires) for e in entries]
+
+    # Then, asked by id (PostgreSQL plans this per id) and for every schedule, a bound
+    # counts the fire times at or before it alone, and no bound counts them all
+    for asked in ({"schedule_ids": [sid]}, {}):
+        assert latest(None, **asked) == [(sid, ahead, 3)], asked
+        assert latest(T + timedelta(minutes=30), **asked) == [(sid, T + timedelta(minutes=1), 2)]
+        assert latest(T + timedelta(minutes=1), **asked) == [(sid, T + timedelta(minutes=1), 2)]
+        assert latest(T - timedelta(microseconds=1), **asked) == [], asked
+
+
 def test_a_missed_batch_is_fenced_and_leaves_existing_runs_alone(store: StoreProcess) -> None:
     stub = store.stub()
     sid = create_schedule(stub, **EVERY_MINUTE).schedule_id

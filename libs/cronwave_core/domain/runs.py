@@ -128,3 +128,8 @@ def is_placeholder(reason: str) -> bool:
 #: or on another planner, resumes it even when a later slot of its schedule was
 #: recorded first. A final MISSED reason still waits for its slot's fire time.
 PLACEHOLDER_AHEAD = timedelta(seconds=60)
+
+#: The clock skew between two services' clocks (a planner's and the store's, two
+#: planners') that the bounds on how far ahead a fire time may lie allow for: NTP keeps
+#: it to milliseconds.
+CLOCK_SKEW = timedelta(seconds=1)

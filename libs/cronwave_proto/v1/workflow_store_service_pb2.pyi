@@ -527,14 +527,16 @@ class ReplayDeadLetterResponse(_message.Message):
     def __init__(self, run: _Optional[_Union[_common_pb2.Run, _Mapping]] = ...) -> None: ...
 
 class LatestFireTimesRequest(_message.Message):
-    __slots__ = ("schedule_ids", "after_schedule_id", "limit")
+    __slots__ = ("schedule_ids", "after_schedule_id", "limit", "until")
     SCHEDULE_IDS_FIELD_NUMBER: _ClassVar[int]
     AFTER_SCHEDULE_ID_FIELD_NUMBER: _ClassVar[int]
     LIMIT_FIELD_NUMBER: _ClassVar[int]
+    UNTIL_FIELD_NUMBER: _ClassVar[int]
     schedule_ids: _containers.RepeatedScalarFieldContainer[str]
     after_schedule_id: str
     limit: int
-    def __init__(self, schedule_ids: _Optional[_Iterable[str]] = ..., after_schedule_id: _Optional[str] = ..., limit: _Optional[int] = ...) -> None: ...
+    until: _timestamp_pb2.Timestamp
+    def __init__(self, schedule_ids: _Optional[_Iterable[str]] = ..., after_schedule_id: _Optional[str] = ..., limit: _Optional[int] = ..., until: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class LatestFireTime(_message.Message):
     __slots__ = ("schedule_id", "fire_time", "fires")

@@ -74,10 +74,11 @@ class Ledger(Protocol):
         ...
 
     def latest_fire_times(
-        self, schedule_ids: Sequence[str] | None = None
+        self, schedule_ids: Sequence[str] | None = None, until: datetime | None = None
     ) -> dict[str, tuple[datetime, int]]:
-        """Each schedule's (newest handled fire time, fire times handled): of every
-        schedule, or of ``schedule_ids`` alone; a schedule without any is absent."""
+        """Each schedule's (newest handled fire time, fire times handled), counting fire
+        times at or before ``until`` alone (None: all): of every schedule, or of
+        ``schedule_ids`` alone; a schedule without any is absent."""
         ...
 
     def pending_fires(self) -> list[Missed]: ...

@@ -190,25 +190,30 @@ class StoreClient:
         return unknown
 
     def latest_fire_times(
-        self, schedule_ids: Sequence[str] | None = None
+        self, schedule_ids: Sequence[str] | None = None, until: datetime | None = None
     ) -> dict[str, tuple[datetime, int]]:
-        """Every schedule's newest handled fire time and count of fire times (or only
-        those of ``schedule_ids``, ``LATEST_PAGE`` ids a call), page by page: one
-        GROUP BY query each on the store's side."""
+        """Every schedule's newest handled fire time and count of fire times at or
+        before ``until`` (None: all; or only those of ``schedule_ids``, ``LATEST_PAGE``
+        ids a call), page by page: one GROUP BY query each on the store's side."""
         if schedule_ids is not None:
             latest: dict[str, tuple[datetime, int]] = {}
             ids = sorted(schedule_ids)
             for start in range(0, len(ids), LATEST_PAGE):
-                latest.update(self._latest(ids[start : start + LATEST_PAGE]))
+                latest.update(self._latest(ids[start : start + LATEST_PAGE], until))
             return latest
-        return self._latest(())
+        return self._latest((), until)
 
-    def _latest(self, ids: Sequence[str]) -> dict[str, tuple[datetime, int]]:
+    def _latest(
+        self, ids: Sequence[str], until: datetime | None
+    ) -> dict[str, tuple[datetime, int]]:
         latest: dict[str, tuple[datetime, int]] = {}
         after = ""
         while True:
             request = store_pb.LatestFireTimesRequest(
-                schedule_ids=ids, after_schedule_id=after, limit=LATEST_PAGE
+                schedule_ids=ids,
+                after_schedule_id=after,
+                limit=LATEST_PAGE,
+                until=None if until is None else dt_to_ts(until),
             )
             reply = self._call(self._stub.LatestFireTimes, request)
             assert isinstance(reply, store_pb.LatestFireTimesResponse)

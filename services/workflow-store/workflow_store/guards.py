@@ -23,12 +23,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import timedelta
 
-from cronwave_core.domain.runs import PLACEHOLDER_AHEAD
+from cronwave_core.domain.runs import CLOCK_SKEW, PLACEHOLDER_AHEAD
 from cronwave_core.settings import PLANNER_SCOPE
 
 #: The clock skew between a planner and the store that a MISSED slot's fire time may
-#: have (NTP keeps it to milliseconds).
-MISSED_SLOT_SKEW = timedelta(seconds=1)
+#: have.
+MISSED_SLOT_SKEW = CLOCK_SKEW
 
 
 @dataclass(frozen=True)

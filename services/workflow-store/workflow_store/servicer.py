@@ -22,7 +22,7 @@ from cronwave_proto.v1 import common_pb2
 from cronwave_proto.v1 import workflow_store_service_pb2 as api
 from cronwave_proto.v1 import workflow_store_service_pb2_grpc as api_grpc
 
-from cronwave_core.convert import dt_to_ts, duration_to_td, opt_ts, td_to_duration
+from cronwave_core.convert import dt_to_ts, duration_to_td, opt_ts, td_to_duration, ts_to_dt
 from cronwave_core.domain.cancel import CancelRequest
 from cronwave_core.domain.runs import Trigger
 from cronwave_core.errors import CronwaveError, InvalidArgument
@@ -454,6 +454,7 @@ class WorkflowStoreServicer(api_grpc.WorkflowStoreServiceServicer):
             convert.schedule_ids(request.schedule_ids, "schedule_ids"),
             validate.schedule_ref(request.after_schedule_id, "after_schedule_id"),
             request.limit,
+            ts_to_dt(request.until) if request.HasField("until") else None,
         )
         return api.LatestFireTimesResponse(
             entries=[

@@ -3,7 +3,9 @@
 - ``latest_fire_times``: where a new leader resumes each schedule -- the newest fire
   time of its SCHEDULED and CATCHUP runs (MISSED ones included) since the schedule was
   (re)created, and how many fire times it has had -- in one GROUP BY query per page,
-  not one query per schedule.
+  not one query per schedule. A planner bounds it by its own clock plus the furthest
+  it records ahead, so a run recorded far ahead (a planner's clock that ran ahead, a
+  stolen planner certificate) does not make the next term skip the slots before it.
 - ``record_missed_slots``: many MISSED slots in one transaction. A slot is written
   only when it is one: a fire time (or DST-skipped slot) of its schedule's calendar,
   due by the store's clock (``Guards.missed_slot_ahead``; a placeholder may lie
@@ -129,12 +131,18 @@ class MissedSlot:
 
 
 def latest_fire_times(
-    store: SlotStore, schedule_ids: Sequence[str] = (), after: str = "", limit: int = 0
+    store: SlotStore,
+    schedule_ids: Sequence[str] = (),
+    after: str = "",
+    limit: int = 0,
+    until: datetime | None = None,
 ) -> list[LatestFire]:
     """Per schedule (all, or those in ``schedule_ids``) with ids greater than ``after``,
     by id, at most ``limit`` (0 = the maximum): the newest planned fire time and the
-    number of fire times handled. DST-skipped slots are recorded as MISSED but are not
-    fire times, so they move the newest instant without counting."""
+    number of fire times handled, of those at or before ``until`` (None: all). DST-skipped
+    slots are recorded as MISSED but are not fire times, so they move the newest instant
+    without counting. ``until`` keeps a run recorded far ahead (by a planner whose clock
+    ran ahead) from marking every slot before it handled: the next term fires them."""
     if limit < 0 or limit > MAX_LATEST_PAGE:
         raise InvalidArgument("limit", f"must be between 0 and {MAX_LATEST_PAGE}")
     limit = limit or MAX_LATEST_PAGE
@@ -145,9 +153,9 @@ def latest_fire_times(
             # estimate (rows per schedule times the schedules) would set off the JIT
             # compiler, which costs more than the query.
             s.execute(sa.text("SET LOCAL jit = off"))
-            query = _latest_of_ids_postgres(list(schedule_ids), after, limit)
+            query = _latest_of_ids_postgres(list(schedule_ids), after, limit, until)
         else:
-            query = _latest_query(schedule_ids, after, limit)
+            query = _latest_query(schedule_ids, after, limit, until)
         return [LatestFire(sid, newest, int(count or 0)) for sid, newest, count in s.execute(query)]
 
 
@@ -157,14 +165,24 @@ def _fires() -> sa.ColumnElement[int]:
     return sa.func.sum(sa.case((skipped, 0), else_=1))
 
 
+def _handled(until: datetime | None) -> list[sa.ColumnElement[bool]]:
+    """The runs that count as handled fire times: planned, since the schedule was
+    created, and at or before ``until`` (None: no bound)."""
+    run = m.Run
+    handled = [run.trigger.in_(_PLANNED), run.fire_time >= m.Schedule.created_at]
+    if until is not None:
+        handled.append(run.fire_time <= until)
+    return handled
+
+
 def _latest_query(
-    schedule_ids: Sequence[str], after: str, limit: int
+    schedule_ids: Sequence[str], after: str, limit: int, until: datetime | None
 ) -> sa.Select[str, datetime, int]:
     run, schedule = m.Run, m.Schedule
     query = (
         sa.select(run.schedule_id, sa.func.max(run.fire_time), _fires())
         .join(schedule, schedule.id == run.schedule_id)
-        .where(run.trigger.in_(_PLANNED), run.fire_time >= schedule.created_at)
+        .where(*_handled(until))
         .group_by(run.schedule_id)
         .order_by(run.schedule_id)
         .limit(limit)
@@ -177,7 +195,7 @@ def _latest_query(
 
 
 def _latest_of_ids_postgres(
-    schedule_ids: list[str], after: str, limit: int
+    schedule_ids: list[str], after: str, limit: int, until: datetime | None
 ) -> sa.Select[str, datetime, int]:
     run, schedule = m.Run, m.Schedule
     ids = sa.bindparam("ids", schedule_ids, type_=postgresql.ARRAY(sa.Text()))
@@ -185,11 +203,7 @@ def _latest_of_ids_postgres(
     per = (
         sa.select(sa.func.max(run.fire_time).label("newest"), _fires().label("fires"))
         .join(schedule, schedule.id == run.schedule_id)
-        .where(
-            run.schedule_id == asked.c.id,
-            run.trigger.in_(_PLANNED),
-            run.fire_time >= schedule.created_at,
-        )
+        .where(run.schedule_id == asked.c.id, *_handled(until))
         .lateral("per")
     )
     query = (
