@@ -684,6 +684,23 @@ def test_overlap_with_a_run_in_flight(
     assert rig.ledger.cancelled == cancelled
 
 
+@pytest.mark.parametrize("overlap", [Overlap.SKIP, Overlap.CANCEL_OTHER, Overlap.BUFFER_ONE])
+def test_a_run_recorded_beyond_a_planners_reach_is_not_in_flight_for_overlap(
+    rig: Rig, overlap: Overlap
+) -> None:
+    # Given a run a day ahead, PENDING (a leader whose clock ran ahead started it)
+    ahead = InFlight("run-ahead", "pending", 0, T0 + timedelta(days=1))
+    rig.ledger.running["s"] = [ahead]
+    rig.add("s", "* * * * *", since=T0 - timedelta(seconds=40), policy=Policy(overlap=overlap))
+
+    rig.run_until(T0 + timedelta(seconds=10))
+
+    # Then the slot at 12:00 starts as if nothing were in flight, and the run stands
+    assert [t for _, t in rig.dispatcher.started()] == ["12:00"]
+    assert rig.ledger.final() == []
+    assert rig.ledger.cancelled == []
+
+
 LOST_AT = datetime(2030, 1, 7, 11, 59, 40, tzinfo=UTC)
 
 

@@ -1,7 +1,7 @@
 """A run recorded far ahead of its planner's term -- by a planner whose clock ran a day
 ahead, or a stolen planner certificate -- does not make the next term skip the slots
 before it: a term counts only the fire times it could have recorded itself
-(``FireLoop._handled_until``), and the store's ``LatestFireTimes`` takes that bound."""
+(``ScheduleIndex.reach``), and the store's ``LatestFireTimes`` takes that bound."""
 
 from __future__ import annotations
 

@@ -21,7 +21,7 @@ Terms. When this planner begins a term with a new fencing token it takes the sto
 word for where every schedule stands -- the newest fire time handled and the count of
 fire times (``LatestFireTimes``, one query per 10,000 schedules, never one call per
 schedule; fire times further ahead of its clock than it ever records do not count,
-``_handled_until``) -- and re-plans from there: slots missed while nobody led are
+``ScheduleIndex.reach``) -- and re-plans from there: slots missed while nobody led are
 caught up by each schedule's catch-up policy. It then resumes the placeholders of the
 term before (see ``work``): paced catch-up runs, buffered fires and backfills that a
 previous leader decided but did not start. When a term ends, queued work is left to
@@ -66,7 +66,6 @@ from cron_planner.ports import Dispatch, Leadership, Ledger, QueueLoss, Shards
 from cron_planner.schedule_index import ScheduleIndex
 from cron_planner.starts import Starter
 from cron_planner.work import PENDING_BUFFER, Fire, Missed, Trigger, WorkQueue, iso
-from cronwave_core.domain.runs import CLOCK_SKEW, PLACEHOLDER_AHEAD
 from cronwave_core.errors import CronwaveError
 
 log = logging.getLogger("cronwave.planner.fire")
@@ -289,7 +288,7 @@ class FireLoop:
         latest: dict[str, tuple[datetime, int]] = {}
         try:
             if gained is None:
-                latest = self._ledger.latest_fire_times(None, self._handled_until(now))
+                latest = self._ledger.latest_fire_times(None, self._index.reach(now))
             pending = self._ledger.pending_fires() if gained != set() else []
         except CronwaveError as exc:
             # Not knowing where the schedules stand, the planner does not fire.
@@ -320,14 +319,6 @@ class FireLoop:
             "sent under it (%.3f s)",
             token, re_based, len(pending), len(moved), time.perf_counter() - began,
         )  # fmt: skip
-
-    def _handled_until(self, now: datetime) -> datetime:
-        """The latest fire time a term takes the store's word for: the furthest ahead
-        of its clock this planner records (a run at the largest dispatch lead, a
-        placeholder), give or take the skew between planners. A fire time beyond it was
-        recorded by a planner whose clock ran ahead (or a stolen certificate): counting
-        it would mark every slot before it handled, and they would never fire."""
-        return now + max(self._index.lead_max, PLACEHOLDER_AHEAD) + CLOCK_SKEW
 
     def _rebase_all(
         self, latest: dict[str, tuple[datetime, int]], pending: list[Missed], now: datetime
@@ -384,7 +375,7 @@ class FireLoop:
         their slots back; while the store does not answer they stay parked."""
         page = self._unbased[: self._rebase_page_size]
         try:
-            latest = self._ledger.latest_fire_times(page, self._handled_until(now))
+            latest = self._ledger.latest_fire_times(page, self._index.reach(now))
         except CronwaveError as exc:
             self._rebase_retry_at = now + self._backoff.delay(self._rebase_attempts)
             self._rebase_attempts += 1

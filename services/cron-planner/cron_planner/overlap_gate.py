@@ -92,8 +92,10 @@ class OverlapGate:
             self._losses.wait(fire, now)
             return None, []
         flying = known[sid] if known is not None and sid in known else self._ledger.in_flight(sid)
-        # The fire's own run (a repeated start) does not overlap with itself.
-        runs = [r for r in flying if r.fire_time != fire.fire_time]
+        # The fire's own run (a repeated start) does not overlap with itself, nor does
+        # one recorded beyond any planner's reach (``ScheduleIndex.reach``).
+        reach = self._index.reach(now)
+        runs = [r for r in flying if r.fire_time != fire.fire_time and r.fire_time <= reach]
         views = [RunView(r.run_id, r.state) for r in runs]
         if fire.fire_time > now and in_flight(views):
             # Acted on ahead of its fire time (the dispatch lead): the run in flight

@@ -65,6 +65,7 @@ from operator import attrgetter
 from cron_planner.slot_heap import SlotHeap
 from cronwave_core.domain.calendar import occurrences_after, runs_left
 from cronwave_core.domain.jitter import jittered
+from cronwave_core.domain.runs import CLOCK_SKEW, PLACEHOLDER_AHEAD
 from cronwave_core.domain.spec import ScheduleDef, Spec
 
 
@@ -413,6 +414,15 @@ class ScheduleIndex:
             slotted.sort(key=attrgetter("act_at"))  # ties in listing order
             rest = [entry.schedule_id for entry in picked if entry.position == -1]
             return [entry.schedule_id for entry in slotted] + rest
+
+    def reach(self, now: datetime) -> datetime:
+        """The latest fire time a planner on this clock (``now``) records a row for: a
+        run at the largest lead, a placeholder (``PLACEHOLDER_AHEAD``), give or take
+        the skew between planners. A run further ahead was recorded by a planner whose
+        clock ran ahead (or a stolen certificate): a term does not count it as handled
+        (it would mark every slot before it so, and none would fire) and no overlap
+        policy waits for it; it stands PENDING for its own slot."""
+        return now + max(self.lead_max, PLACEHOLDER_AHEAD) + CLOCK_SKEW
 
     def rebase(
         self, latest: Mapping[str, tuple[datetime, int]], only: Iterable[str] | None = None
