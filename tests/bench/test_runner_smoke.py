@@ -65,7 +65,7 @@ def test_the_cli_prints_the_table_and_writes_json(tmp_path: Path) -> None:
     out = tmp_path / "bench.json"
 
     result = CliRunner().invoke(
-        app, ["bench", "planner-memory", "--size", "planner_schedules=300", "--json", str(out)]
+        app, ["bench", "planner-memory", "--size", "planner_schedules=50", "--json", str(out)]
     )
 
     assert result.exit_code == 0, result.output
