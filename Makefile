@@ -56,14 +56,15 @@ lint: setup
 typecheck: setup
 	$(BIN)/mypy libs services examples tools
 
-# Most tests wait on real processes, so eight run at once on two cores (busy 81% of a
-# clean checkout's `make test`, by /proc/stat); the timing-truth tests
-# then run alone. (pytest exits 5 when a selection is empty.) First the test modules are
-# rewritten once (pytest's asserts) into __pycache__, which each of those nine processes
+# Most tests wait on real processes, so six run at once on two cores; the timing-truth
+# tests then run alone. With eight the cores were 99-100% busy all through and the
+# parallel part took 817-879 s (six runs), with six 772 s (one run; docs/benchmarks.md).
+# (pytest exits 5 when a selection is empty.) First the test modules are
+# rewritten once (pytest's asserts) into __pycache__, which each of those seven processes
 # then loads: with PYTHONDONTWRITEBYTECODE set, each rewrote every module (about 5 s of CPU).
 pytest: setup
 	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest --collect-only -q -p no:cacheprovider > /dev/null || true
-	$(BIN)/python -m pytest -n 8 --dist worksteal -m "not serial" $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -n 6 --dist worksteal -m "not serial" $(PYTEST_ARGS)
 	$(BIN)/python -m pytest -m serial $(PYTEST_ARGS) || [ $$? -eq 5 ]
 
 bench: setup
