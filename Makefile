@@ -58,7 +58,7 @@ typecheck: setup
 
 # Most tests wait on real processes, so six run at once on two cores; the timing-truth
 # tests then run alone. With eight the cores were 99-100% busy all through and the
-# parallel part took 817-879 s (six runs), with six 772 s (one run; docs/benchmarks.md).
+# parallel part took 817-879 s (six runs), with six 772 and 751 s (docs/benchmarks.md).
 # (pytest exits 5 when a selection is empty.) First the test modules are
 # rewritten once (pytest's asserts) into __pycache__, which each of those seven processes
 # then loads: with PYTHONDONTWRITEBYTECODE set, each rewrote every module (about 5 s of CPU).
