@@ -72,10 +72,10 @@ class ClockedPlanner:
         """Start ``starts`` as this planner's fire loop does (its certificate, its
         fencing token, one call to the dispatcher): for a start the loop would not make
         on its own clock, such as one a clock that ran ahead would make."""
-        env = self.env
         timeout = timedelta(seconds=10)
-        address = NetworkSettings.from_env(env).dispatcher_addr
-        channel = open_channel(address, timeout, traced=False, tls=TlsSettings.from_env(env))
+        address = NetworkSettings.from_env(self.env).dispatcher_addr
+        tls = TlsSettings.from_env(self.env)
+        channel = open_channel(address, timeout, traced=False, tls=tls)
         try:
             client = DispatcherClient(channel, timeout, single_fence)
             return client.start_runs(starts, self.planner.elector.token())

@@ -26,22 +26,18 @@ from datetime import timedelta
 from cronwave_core.domain.runs import CLOCK_SKEW, PLACEHOLDER_AHEAD
 from cronwave_core.settings import PLANNER_SCOPE
 
-#: The clock skew between a planner and the store that a MISSED slot's fire time may
-#: have.
-MISSED_SLOT_SKEW = CLOCK_SKEW
-
 
 @dataclass(frozen=True)
 class Guards:
     """``missed_slot_ahead``: a slot recorded MISSED may lie at most this far past the
-    store's clock (``MISSED_SLOT_SKEW``; tests whose planner runs on a simulated
+    store's clock (``CLOCK_SKEW``; tests whose planner runs on a simulated
     calendar raise it with ``CRONWAVE_MISSED_SLOTS_AHEAD``). ``lease_scopes``: the
     scopes fencing tokens are issued for and accepted in. ``placeholder_ahead``: how
     far past the store's clock a placeholder may lie (``PLACEHOLDER_AHEAD`` and the
     skew)."""
 
-    missed_slot_ahead: timedelta = MISSED_SLOT_SKEW
-    placeholder_ahead: timedelta = PLACEHOLDER_AHEAD + MISSED_SLOT_SKEW
+    missed_slot_ahead: timedelta = CLOCK_SKEW
+    placeholder_ahead: timedelta = PLACEHOLDER_AHEAD + CLOCK_SKEW
     lease_scopes: frozenset[str] = frozenset({PLANNER_SCOPE})
 
     def __post_init__(self) -> None:
