@@ -31,10 +31,11 @@ class Sizes:
     throughput_window: timedelta = timedelta(seconds=30)
     throughput_warmup: timedelta = timedelta(seconds=5)
     # The saturation ramp: runs due per second added per step, the highest offer, and
-    # each step's window.
+    # each step's window, and how many ramps run (each on a fresh suite).
     saturation_step: int = 250
     saturation_max: int = 2000
     saturation_window: timedelta = timedelta(seconds=10)
+    saturation_repeats: int = 3
     failover_trials: int = 20
     billing_customers: int = 100_000
     planner_schedules: int = 100_000
@@ -73,6 +74,7 @@ class Sizes:
             saturation_step=5,
             saturation_max=10,
             saturation_window=timedelta(seconds=3),
+            saturation_repeats=1,
             failover_trials=1,
             billing_customers=50,
             planner_schedules=200,
