@@ -15,8 +15,8 @@ The headline variants run the suite a fresh ``cronwave up --workers 2`` gives: m
 TLS, tracing, job bodies in job processes, the default lease, consumer threads and
 dispatch lead. Each of them runs again while the throughput scenario's load runs on
 the same suite (``throughput_rate`` schedules each firing every second, their phases
-spread over the second, from before the burst's schedules are made until after the
-instant); its target is twice the idle one's. A tuned variant (job bodies
+spread over the second, running before the burst's schedules are made, whose making is
+timed under it); its target is twice the idle one's. A tuned variant (job bodies
 in threads, 128 consumer threads, one worker) follows, labelled with every setting it
 changes.
 
@@ -64,6 +64,8 @@ LOADED_FACTOR = 2
 #: How long after the instant the bench waits for the last run to start.
 WAIT_AFTER = timedelta(seconds=30)
 _CALIBRATION = 16
+#: How long the load runs before the burst's schedules are made.
+LOAD_WARMUP_S = 3.0
 
 
 def _creation_seconds(client: Client, n: int, prefix: str) -> float:
@@ -151,20 +153,23 @@ def _one_burst(ctx: BenchContext, variant: Variant, lead: timedelta, trial: int)
         ctx.span_dirs.setdefault("burst", data_dir)  # the first headline run
         wait_leading(client)
         prefix = f"bench-burst-{uuid.uuid4().hex[:8]}"
-        estimate = _creation_seconds(client, n + variant.load_per_s, prefix)
+        # The load runs before the burst's schedules are made, and the time to make
+        # them is measured under it: a busy suite makes them more slowly.
+        load_ids = _start_load(client, prefix, variant.load_per_s, lead)
+        estimate = _creation_seconds(client, n, prefix)
         # Past the creation by twice the dispatch lead, so that even the last schedule
         # made is acted on its whole lead ahead (at most half the time since it was
         # made), as for schedules made long before their instant.
         instant = next_whole_second(
             datetime.now(UTC) + timedelta(seconds=estimate * 1.5 + 2) + 2 * lead
         )
-        load_ids = _start_load(client, prefix, variant.load_per_s, lead, instant)
         if variant.kind == "cron":  # cron names whole seconds; keep clear of a minute's edge
             instant = instant + timedelta(seconds=1)
         ids = [f"{prefix}-{i:05d}" for i in range(n)]
         ctx.say(f"burst: creating {n} schedules due at {instant:%H:%M:%S} (~{estimate:.0f}s)")
         try:
             parallel(lambda sid: _create(client, sid, variant.kind, instant), ids)
+            made = datetime.now(UTC)
             time.sleep(max(0.0, (instant - datetime.now(UTC)).total_seconds()) + 1)
             left = instant + WAIT_AFTER - datetime.now(UTC)
             wait_settled(client, ids, n, max(left, timedelta(seconds=1)))
@@ -178,20 +183,19 @@ def _one_burst(ctx: BenchContext, variant: Variant, lead: timedelta, trial: int)
         finally:
             if shared_database(suite, ctx.backend):
                 delete_schedules(client, ids + load_ids)
-    return _figures(started, n, instant)
+    return {**_figures(started, n, instant), "last_made_ms": ms(made - instant)}
 
 
-def _start_load(
-    client: Client, prefix: str, per_s: int, lead: timedelta, instant: datetime
-) -> list[str]:
+def _start_load(client: Client, prefix: str, per_s: int, lead: timedelta) -> list[str]:
     """``per_s`` schedules each firing every second, their phases spread over the
-    second, from a few seconds from now until well after ``instant``: the steady load
-    a burst meets on a busy suite. Made before the burst's own schedules."""
+    second, from a few seconds from now on (the suite stops after the trial): the
+    steady load a burst meets on a busy suite. Returns once the load runs."""
     if not per_s:
         return []
     first = next_whole_second(datetime.now(UTC) + lead + timedelta(seconds=2))
     ids = [f"{prefix}-load-{i:05d}" for i in range(per_s)]
-    every_second(client, ids, first, instant + WAIT_AFTER)
+    every_second(client, ids, first)
+    time.sleep(max(0.0, (first - datetime.now(UTC)).total_seconds()) + LOAD_WARMUP_S)
     return ids
 
 
@@ -259,10 +263,12 @@ def _rows(result: Result, variant: Variant, trials: list[dict[str, Any]]) -> Non
     claimed = [t["claimed_before_instant"] for t in trials]
     last_recorded = _spread([t["last_recorded_ms"] for t in trials])
     last_claimed = _spread([t["last_claimed_ms"] for t in trials])
+    last_made = _spread([t.get("last_made_ms") for t in trials])
     result.row(
         f"{variant.label}: recorded / claimed before the instant",
         f"{min(ahead)}-{max(ahead)} / {min(claimed)}-{max(claimed)} of {variant.size} "
-        f"(the last at {last_recorded} / {last_claimed} from it)",
+        f"(the last at {last_recorded} / {last_claimed} from it; the last schedule made "
+        f"at {last_made})",
     )
     again = sum(t.get("attempts_after_the_first", 0) for t in trials)
     result.row(
