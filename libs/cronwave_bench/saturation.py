@@ -110,10 +110,8 @@ def _ramp(ctx: BenchContext, trial: int) -> list[Step]:
     window = sizes.saturation_window
     steps: list[Step] = []
     options = SuiteOptions(tracing=True, own_database=True, workers=2)
-    with bench_suite(ctx.backend, ctx.suite_dir(f"saturation-{trial}"), options) as (
-        suite,
-        client,
-    ):
+    data_dir = ctx.suite_dir(f"saturation-{trial}")
+    with bench_suite(ctx.backend, data_dir, options) as (suite, client):
         wait_leading(client)
         prefix = f"bench-sat-{uuid.uuid4().hex[:8]}"
         ids: list[str] = []
