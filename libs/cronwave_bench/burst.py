@@ -17,9 +17,8 @@ dispatch lead. Each of them (the first ``burst_loaded``) runs again while the
 throughput scenario's load runs on the same suite (``throughput_rate`` schedules each
 firing every second, their phases spread over the second, running before the burst's
 schedules are made, whose making is timed under it); its target is twice the idle
-one's. A tuned variant (job bodies
-in threads, 128 consumer threads, one worker) follows, labelled with every setting it
-changes.
+one's. A tuned variant (job bodies in threads, 128 consumer threads, one worker)
+follows, labelled with every setting it changes.
 
 Where the time goes is told apart too: how many runs the store had recorded before T
 (dispatched ahead, within the lead) and how many a worker had claimed before T.
@@ -66,7 +65,7 @@ LOADED_FACTOR = 2
 WAIT_AFTER = timedelta(seconds=30)
 _CALIBRATION = 16
 #: How long the load runs before the burst's schedules are made.
-LOAD_WARMUP_S = 3.0
+LOAD_WARMUP = timedelta(seconds=3)
 
 
 def _creation_seconds(client: Client, n: int, prefix: str) -> float:
@@ -185,7 +184,7 @@ def _one_burst(ctx: BenchContext, variant: Variant, lead: timedelta, trial: int)
         finally:
             if shared_database(suite, ctx.backend):
                 delete_schedules(client, ids + load_ids)
-    return {**_figures(started, n, instant), "last_made_ms": ms(made - instant)}
+    return _figures(started, n, instant, made)
 
 
 def _start_load(client: Client, prefix: str, per_s: int, lead: timedelta) -> list[str]:
@@ -197,7 +196,7 @@ def _start_load(client: Client, prefix: str, per_s: int, lead: timedelta) -> lis
     first = next_whole_second(datetime.now(UTC) + lead + timedelta(seconds=2))
     ids = [f"{prefix}-load-{i:05d}" for i in range(per_s)]
     every_second(client, ids, first)
-    time.sleep(max(0.0, (first - datetime.now(UTC)).total_seconds()) + LOAD_WARMUP_S)
+    time.sleep(max(0.0, (first + LOAD_WARMUP - datetime.now(UTC)).total_seconds()))
     return ids
 
 
@@ -209,7 +208,7 @@ def _create(client: Client, schedule_id: str, kind: str, instant: datetime) -> N
         client.create_schedule(schedule_id, one_off=[instant], job_type=NOOP, overlap="allow_all")
 
 
-def _figures(started: list[Started], n: int, instant: datetime) -> dict[str, Any]:
+def _figures(started: list[Started], n: int, instant: datetime, made: datetime) -> dict[str, Any]:
     starts = [s.first for s in started if s.first is not None]
     late_ms = [ms(s.lateness) for s in started if s.lateness is not None]
     duplicates = sum(len(s.starts) - 1 for s in started if len(s.starts) > 1)
@@ -233,6 +232,7 @@ def _figures(started: list[Started], n: int, instant: datetime) -> dict[str, Any
         "claimed_before_instant": claimed_ahead,
         "last_recorded_ms": ms(max(recorded) - instant) if recorded else None,
         "last_claimed_ms": ms(max(claimed) - instant) if claimed else None,
+        "last_made_ms": ms(made - instant),  # the last of the burst's schedules
     }
 
 
@@ -265,7 +265,7 @@ def _rows(result: Result, variant: Variant, trials: list[dict[str, Any]]) -> Non
     claimed = [t["claimed_before_instant"] for t in trials]
     last_recorded = _spread([t["last_recorded_ms"] for t in trials])
     last_claimed = _spread([t["last_claimed_ms"] for t in trials])
-    last_made = _spread([t.get("last_made_ms") for t in trials])
+    last_made = _spread([t["last_made_ms"] for t in trials])
     result.row(
         f"{variant.label}: recorded / claimed before the instant",
         f"{min(ahead)}-{max(ahead)} / {min(claimed)}-{max(claimed)} of {variant.size} "
