@@ -8,7 +8,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup demo test lint typecheck pytest bench mutate gen config-table clean
+.PHONY: setup test-tools demo test lint typecheck pytest bench mutate gen config-table clean
 
 setup: $(STAMP)
 
@@ -47,7 +47,16 @@ demo: setup
 	echo "then \`cronwave up\`, \`cronwave status\` and the other commands work from any folder."; \
 	exit $$status
 
-test: setup lint typecheck pytest
+# What only the tests need is installed beside the set-up, each mostly on one core:
+# checkov's venv for the manifests' tests (tests/deploy/checkov_venv.py, about a minute
+# the first time on a machine), so that the tests, bound by CPU, never wait for it.
+test:
+	@$(MAKE) --no-print-directory -j2 --output-sync=target setup test-tools
+	@$(MAKE) --no-print-directory lint typecheck pytest
+
+test-tools:
+	@test -n "$(PYTHON)" || { echo "cronwave needs Python 3.11 or newer on PATH"; exit 1; }
+	$(PYTHON) tests/deploy/checkov_venv.py
 
 lint: setup
 	$(BIN)/ruff check libs services examples tools tests

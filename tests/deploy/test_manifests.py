@@ -9,12 +9,9 @@ their grace."""
 
 from __future__ import annotations
 
-import fcntl
 import json
-import os
 import re
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -25,6 +22,7 @@ import yaml
 
 from cronwave_core.security.identity import service_identities
 from cronwave_core.security.pki import service_uri
+from tests.deploy.checkov_venv import checkov
 from tests.deploy.manifests import (
     OVERLAYS,
     REPO,
@@ -38,17 +36,6 @@ from tests.deploy.manifests import (
 KUBERNETES = "1.31.0"
 #: Kinds with no schema in kubernetes-validate (custom resources).
 CUSTOM = {"Certificate", "Issuer", "PrometheusRule"}
-#: checkov pins many packages exactly (packaging, boto3, ...): it gets a venv of its own,
-#: made by the first test that needs it (so `make demo`'s set-up never pays for it) in
-#: the user's cache, where the next checkout's tests find it (installing it takes about
-#: a minute).
-CHECKOV_REQUIREMENT = "checkov>=3.2,<4"
-CHECKOV_VENV = (
-    Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    / "cronwave-tests"
-    / f"checkov-{sys.version_info.major}.{sys.version_info.minor}"
-)
-CHECKOV = CHECKOV_VENV / "bin" / "checkov"
 #: The checks skipped in the manifests' annotations, each with its reason in a comment
 #: beside it: an image by digest (set at release time), secrets as files (cronwave reads
 #: its URLs from the environment).
@@ -70,28 +57,6 @@ def test_every_object_is_valid_against_the_kubernetes_schemas(overlay: str) -> N
     assert unchecked == CUSTOM, unchecked
 
 
-def _checkov() -> Path:
-    """checkov in its own venv, installed once (a lock keeps parallel tests in turn)."""
-    CHECKOV_VENV.parent.mkdir(parents=True, exist_ok=True)
-    with (CHECKOV_VENV.parent / "checkov.lock").open("w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if not CHECKOV.exists() or not _works(CHECKOV):
-            subprocess.run([sys.executable, "-m", "venv", str(CHECKOV_VENV)], check=True)
-            subprocess.run(
-                [str(CHECKOV_VENV / "bin" / "python"), "-m", "pip", "install", "--quiet",
-                 CHECKOV_REQUIREMENT],
-                check=True, timeout=600,
-            )  # fmt: skip
-    return CHECKOV
-
-
-def _works(checkov: Path) -> bool:
-    done = subprocess.run(
-        [str(checkov), "--version"], capture_output=True, text=True, timeout=120, check=False
-    )
-    return done.returncode == 0
-
-
 @pytest.fixture(scope="module")
 def checkov_results(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     """One checkov run over every overlay as rendered (its start-up is most of its time),
@@ -103,7 +68,7 @@ def checkov_results(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[s
         rendered.write_text(yaml.safe_dump_all(render(overlay)), encoding="utf-8")
         files += ["-f", str(rendered)]
     done = subprocess.run(
-        [str(_checkov()), *files, "--framework", "kubernetes", "--skip-download", "--compact",
+        [str(checkov()), *files, "--framework", "kubernetes", "--skip-download", "--compact",
          "-o", "json"],
         capture_output=True, text=True, timeout=240, check=False,
     )  # fmt: skip

@@ -91,7 +91,9 @@ def test_pip_install_of_the_sdk_installs_no_server_package(tmp_path: Path) -> No
 
     # When the SDK is installed into it
     installed = run(
-        [str(bin_dir / "python"), "-m", "pip", "install", "--quiet", str(source)], env, tmp_path
+        [str(bin_dir / "python"), "-m", "pip", "install", "--quiet", "--no-compile", str(source)],
+        env,
+        tmp_path,
     )
     assert installed.returncode == 0, installed.stderr
 
