@@ -27,6 +27,7 @@ from cronwave_core.forked import use_fork_server
 from cronwave_core.security.pki import ensure_pki
 from cronwave_core.suite import OWN_PORTS_VAR, own_port_range
 from tests import skip_guard
+from tests.harness.cli import build_commands_once
 from tests.helpers import fresh_namespace
 
 T = TypeVar("T")
@@ -79,6 +80,7 @@ def pytest_configure(config: pytest.Config) -> None:
         "test also skips itself when PostgreSQL is not configured)",
     )
     skip_guard.install(config)
+    build_commands_once()
     # The suites this test process starts fork their services from one fork server
     # that imported their libraries once (cronwave_core.forked), as every suite does;
     # turned on here for the tests that fork a module without a suite. `cronwave up`
