@@ -9,16 +9,15 @@ server, which imported those libraries once (``PRELOAD``): the service's own mod
 are then imported in the child as ``python -m`` would, with the environment, working
 directory, log and session the suite gives it, and its ``__main__`` runs; ``ps``
 shows it as the ``python -P -m <module>`` it stands for. A service then starts on
-0.15-0.25 s of CPU instead of 0.42-0.53 s (the store on 0.38 s instead of 0.77 s, or
-0.57 s instead of 1.00 s when it migrates a new database), and the fork server's own
-0.8 s is paid once per suite (``cronwave bench startup``, docs/benchmarks.md). Only
-libraries are preloaded, never a service's own modules, so no service carries
-another's module state (its metrics, for one); of cronwave's own library, only what
-every service's main imports anyway (a suite's four services other than the store
-start on about 0.08 s of CPU less each with it), and of a service's own modules only
-the store's table models and records: definitions that hold no state, and most of
-the store's own import time (a forked store is serving on about 0.17 s of CPU with
-them, 0.20-0.29 s without).
+0.13-0.19 s of CPU instead of 0.43-0.52 s (the store on 0.29 s instead of 1.21 s, or
+0.40 s instead of 1.01 s when it migrates a new database), and the fork server's own
+0.8 s is paid once per suite (``cronwave bench startup``, docs/benchmarks.md). No
+module that holds state is preloaded, so no service carries another's (its metrics,
+for one): libraries; of cronwave's own library, only what every service's main
+imports anyway (a suite's four services other than the store start on about 0.08 s
+of CPU less each with it); and of the services' own modules, only the store's table
+models and records, definitions and most of the store's own import time (a forked
+store is serving on about 0.17 s of CPU with them, 0.20-0.29 s without).
 
 The fork server itself never starts a thread, a gRPC channel or a connection: what
 it forks holds nothing a child could share by mistake. It is started by the first
