@@ -7,13 +7,14 @@ PYTHON ?= $(shell for p in python3.13 python3.12 python3.11 python3; do \
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+NEED_PYTHON := test -n "$(PYTHON)" || { echo "cronwave needs Python 3.11 or newer on PATH"; exit 1; }
 
 .PHONY: setup test-tools demo test lint typecheck pytest bench mutate gen config-table clean
 
 setup: $(STAMP)
 
 $(STAMP): pyproject.toml libs/pyproject.toml examples/billing/pyproject.toml
-	@test -n "$(PYTHON)" || { echo "cronwave needs Python 3.11 or newer on PATH"; exit 1; }
+	@$(NEED_PYTHON)
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade "pip>=24"
 	@# Two distributions: the SDK (libs: cronwave) and the server over it (here:
@@ -55,7 +56,7 @@ test:
 	@$(MAKE) --no-print-directory lint typecheck pytest
 
 test-tools:
-	@test -n "$(PYTHON)" || { echo "cronwave needs Python 3.11 or newer on PATH"; exit 1; }
+	@$(NEED_PYTHON)
 	$(PYTHON) tests/deploy/checkov_venv.py
 
 lint: setup
