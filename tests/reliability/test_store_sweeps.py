@@ -3,6 +3,7 @@ need a new message, how often they are handed out, and dead-lettering and replay
 
 from __future__ import annotations
 
+import time
 from datetime import UTC, datetime, timedelta
 
 import grpc
@@ -243,3 +244,42 @@ def test_requeue_lost_runs_refuses_a_request_without_an_instant_or_with_a_huge_p
     )
     assert huge.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert huge.details().startswith("limit: must be between 0 and 10000")
+
+
+def sweep_with_waits(stub, pending_for: float, waits: dict[str, float]) -> dict[str, str]:
+    response = stub.RequeueStalledRuns(
+        api.RequeueStalledRunsRequest(
+            pending_for=td_to_duration(timedelta(seconds=pending_for)),
+            queue_waits={q: td_to_duration(timedelta(seconds=w)) for q, w in waits.items()},
+        )
+    )
+    return {s.run.run_id: s.reason for s in response.runs}
+
+
+def test_a_queue_backlog_holds_back_only_its_own_queue_runs(store: StoreProcess) -> None:
+    stub = store.stub()
+    run = record_run(stub, create_schedule(stub).schedule_id, fire=PAST).run
+    assert run.queue == "default"
+    time.sleep(1.0)
+    # Past the bound, but its queue's oldest message has waited a minute: not lost yet
+    assert run.run_id not in sweep_with_waits(stub, 0.5, {"default": 60})
+    # Another queue's backlog does not hold it back
+    assert sweep_with_waits(stub, 0.5, {"bulk": 60}).get(run.run_id) == "not_picked_up"
+    kinds = [e.kind for e in stub.ListRunEvents(api.ListRunEventsRequest(run_id=run.run_id)).events]
+    assert kinds == ["recorded", "enqueued", "requeued"]
+
+
+def test_requeue_stalled_runs_refuses_a_negative_or_unnamed_queue_wait(store: StoreProcess) -> None:
+    stub = store.stub()
+    negative = rpc_error(
+        stub.RequeueStalledRuns,
+        api.RequeueStalledRunsRequest(queue_waits={"bulk": td_to_duration(timedelta(seconds=-1))}),
+    )
+    assert negative.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert negative.details() == "queue_waits[bulk]: must not be negative"
+    unnamed = rpc_error(
+        stub.RequeueStalledRuns,
+        api.RequeueStalledRunsRequest(queue_waits={"": td_to_duration(timedelta(seconds=1))}),
+    )
+    assert unnamed.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert unnamed.details() == "queue_waits: a queue name must not be empty"

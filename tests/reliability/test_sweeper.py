@@ -1,8 +1,12 @@
 """The dispatcher's sweeper re-sends the message of a run nobody picked up: a lost
-message (Redis lost its queue) still runs."""
+message (Redis lost its queue) still runs, and a message still waiting in its queue's
+backlog is not sent twice."""
 
 from __future__ import annotations
 
+import time
+
+import dramatiq
 import pytest
 import redis
 
@@ -84,3 +88,48 @@ def test_the_runs_of_a_lost_queue_are_sent_again_at_once_not_after_the_bound(
     for run_id in run_ids:
         run = rig.wait_state(run_id, "SUCCEEDED", timeout=30)
         assert run.attempt == 1
+
+
+def test_a_message_still_waiting_on_its_queue_is_not_sent_again_past_the_bound(
+    make_rig: MakeRig,
+) -> None:
+    # Given a sweeper that takes an unclaimed run's message for lost after 1 s, and two
+    # runs queued on the bulk pool 2.5 s apart while no bulk worker runs
+    rig = make_rig(pools={"default": 1}, env={"CRONWAVE_SWEEP_PENDING_AFTER": "1"})
+    register_drill(rig.store, "drill.bulk")
+    lost = rig.start(rig.schedule("drill.bulk", {"seconds": 0})).run.run_id
+    time.sleep(2.5)
+    waiting = rig.start(rig.schedule("drill.bulk", {"seconds": 0})).run.run_id
+    client = redis.Redis.from_url(rig.suite.redis_url)
+    queue, messages = f"{rig.namespace}:bulk", f"{rig.namespace}:bulk.msgs"
+    try:
+        # When the older run's message is lost (taken out of the queue); till then it
+        # had one message, though it waited past the bound
+        ids = [
+            mid
+            for mid, body in client.hgetall(messages).items()
+            if dramatiq.Message.decode(body).kwargs.get("run_id") == lost
+        ]
+        assert len(ids) == 1, f"a message waiting in its queue was sent again: {ids}"
+        [message_id] = ids
+        assert client.lrem(queue, 0, message_id) == 1 and client.hdel(messages, message_id) == 1
+
+        # Then that run is sent again: its message is older than the queue's backlog
+        def resent() -> bool:
+            return bool(events_of(rig.run_events(lost), "requeued"))
+
+        eventually(resent, timeout=20, what="the lost message sent again")
+        # while the one whose message still waits at the queue's head, three times the
+        # bound by now, is not: the queue holds it and the lost run's new message
+        time.sleep(3)
+        assert not events_of(rig.run_events(waiting), "requeued")
+        assert client.llen(queue) == 2 and client.hlen(messages) == 2
+    finally:
+        client.close()
+
+    # And once a bulk worker runs, each succeeds, in one attempt
+    rig.suite.start_service(
+        "worker", index=1, name="worker-bulk", extra_env={"CRONWAVE_WORKER_QUEUES": "bulk"}
+    )
+    for run_id in (lost, waiting):
+        assert rig.wait_state(run_id, "SUCCEEDED", timeout=30).attempt == 1

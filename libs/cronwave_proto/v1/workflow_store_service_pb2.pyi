@@ -409,12 +409,21 @@ class IssueFencingTokenResponse(_message.Message):
     def __init__(self, fencing_token: _Optional[int] = ...) -> None: ...
 
 class RequeueStalledRunsRequest(_message.Message):
-    __slots__ = ("pending_for", "limit")
+    __slots__ = ("pending_for", "limit", "queue_waits")
+    class QueueWaitsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: _duration_pb2.Duration
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ...) -> None: ...
     PENDING_FOR_FIELD_NUMBER: _ClassVar[int]
     LIMIT_FIELD_NUMBER: _ClassVar[int]
+    QUEUE_WAITS_FIELD_NUMBER: _ClassVar[int]
     pending_for: _duration_pb2.Duration
     limit: int
-    def __init__(self, pending_for: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., limit: _Optional[int] = ...) -> None: ...
+    queue_waits: _containers.MessageMap[str, _duration_pb2.Duration]
+    def __init__(self, pending_for: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., limit: _Optional[int] = ..., queue_waits: _Optional[_Mapping[str, _duration_pb2.Duration]] = ...) -> None: ...
 
 class StalledRun(_message.Message):
     __slots__ = ("run", "reason")

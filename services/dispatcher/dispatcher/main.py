@@ -72,6 +72,7 @@ def main() -> None:
         local_ttl=caches.DEDUP_LOCAL_TTL,
         redis_ttl=caches.DEDUP_REDIS_TTL,
     )
+    queues: set[str] = set()  # sent to by the servicer, whose backlog the sweeper reads
     servicer = DispatcherServicer(
         store,
         broker,
@@ -79,9 +80,10 @@ def main() -> None:
         dedup=caches.DedupCache(dedup),
         run_status=RunStatusCache(cache_redis, redis_settings.namespace),
         limits=LimitSettings.from_env().limits(),
+        queues=queues,
     )
     watch = EpochWatch(broker.client, redis_settings.namespace)
-    sweeper = Sweeper(store, broker, dispatcher, watch=watch)
+    sweeper = Sweeper(store, broker, dispatcher, watch=watch, queues=queues)
 
     def on_stop() -> None:
         sweeper.stop()

@@ -99,8 +99,11 @@ class DispatcherServicer(pb_grpc.DispatcherServiceServicer):
         dedup: DedupCache | None = None,
         run_status: RunStatusCache | None = None,
         limits: RequestLimits = DEFAULT_LIMITS,
+        queues: set[str] | None = None,
     ) -> None:
         self.store = store
+        #: The queues this dispatcher has sent to (the sweeper reads their backlog).
+        self.queues = queues if queues is not None else set()
         self.limits = limits
         self.broker = broker
         self.now = now
@@ -292,6 +295,7 @@ class DispatcherServicer(pb_grpc.DispatcherServiceServicer):
         attrs = {ATTR_BATCH_SIZE: len(created)}
         with hop_span("dispatch.enqueue", Hop.DISPATCH, Kind.QUEUE, attrs):
             messages = []
+            self.queues.update({run.queue or DEFAULT_QUEUE for _, run in created})
             for p, run in created:
                 # Each message carries its run's copy of this span as its parent; the
                 # worker names the run on its spans from the message itself.

@@ -6,7 +6,9 @@ can die mid-run. Once a tick (``CRONWAVE_SWEEP_INTERVAL``) the sweeper asks the 
 most ``CRONWAVE_SWEEP_LIMIT`` such runs, which the store marks "requeued" in the same transaction:
 
 - PENDING runs due longer than ``pending_for`` ago that no worker claimed (a retry is
-  due only once its delay has passed), and replayed runs, which have no message yet;
+  due only once its delay has passed), and replayed runs, which have no message yet; a
+  run's queue's backlog counts on top of ``pending_for``: a message younger than the
+  oldest one still waiting on its queue is not lost (``dispatcher.backlog``);
 - WAITING and RUNNING runs whose heartbeat lapsed: the worker died or paused past its
   job type's heartbeat timeout (for a WAITING run, while it held the run for its fire
   time). The new attempt resumes from the run's last checkpoint.
@@ -47,6 +49,7 @@ from cronwave_core.settings import DispatcherSettings
 from cronwave_core.telemetry.run_span import record_attempt_span, within_run
 from cronwave_core.telemetry.spans import hop_span
 from cronwave_core.telemetry.vocabulary import Hop, Kind, run_attributes
+from dispatcher.backlog import queue_waits
 
 log = logging.getLogger("cronwave.dispatcher")
 
@@ -103,7 +106,9 @@ class _Recovery:
 
 class Sweeper:
     """A daemon thread that runs ``sweep_once`` every ``settings.sweep_interval``. With a
-    ``watch``, each tick first looks for a lost queue and re-sends the runs it held."""
+    ``watch``, each tick first looks for a lost queue and re-sends the runs it held.
+    ``queues``: the queues whose backlog each sweep reads (the dispatcher's servicer
+    adds those it sends to; the sweeper those of the runs it re-sends)."""
 
     def __init__(
         self,
@@ -112,9 +117,12 @@ class Sweeper:
         settings: DispatcherSettings,
         watch: EpochWatch | None = None,
         now: Callable[[], datetime] = _now,
+        queues: set[str] | None = None,
     ) -> None:
         self.store = store
         self.broker = broker
+        self.queues = queues if queues is not None else set()
+        self.queues.add(DEFAULT_QUEUE)
         self.settings = settings
         self.watch = watch
         self.now = now
@@ -141,10 +149,12 @@ class Sweeper:
         except Exception as exc:  # the recovery, if one began, resumes at its page
             log.warning("lost-queue check failed: %s", exc)
             sent = 0
+        waits = queue_waits(self.broker, list(self.queues))
         response = self.store.RequeueStalledRuns(
             store_pb.RequeueStalledRunsRequest(
                 pending_for=td_to_duration(self.settings.sweep_pending_after),
                 limit=self.settings.sweep_limit,
+                queue_waits={queue: td_to_duration(wait) for queue, wait in waits.items()},
             )
         )
         return sent + self._send(response.runs)
@@ -192,6 +202,7 @@ class Sweeper:
         for stalled in stalled_runs:
             run = stalled.run
             queue = run.queue or DEFAULT_QUEUE
+            self.queues.add(queue)
             fire_time = ts_to_dt(run.fire_time)
             attrs = {
                 **run_attributes(run.run_id, run.schedule_id, fire_time.isoformat()),

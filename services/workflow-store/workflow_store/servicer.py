@@ -496,7 +496,11 @@ class WorkflowStoreServicer(api_grpc.WorkflowStoreServiceServicer):
         self, request: api.RequeueStalledRunsRequest, context: grpc.ServicerContext
     ) -> api.RequeueStalledRunsResponse:
         pending_for = duration_to_td(request.pending_for, "pending_for")
-        stalled = self.store.requeues.requeue_stalled_runs(pending_for, request.limit)
+        waits = {
+            queue: duration_to_td(wait, f"queue_waits[{queue}]")
+            for queue, wait in request.queue_waits.items()
+        }
+        stalled = self.store.requeues.requeue_stalled_runs(pending_for, request.limit, waits)
         return api.RequeueStalledRunsResponse(runs=[convert.stalled_to_proto(r) for r in stalled])
 
     def RequeueLostRuns(

@@ -5,7 +5,7 @@ over the database and the clock alone.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from datetime import datetime, timedelta
 
 import sqlalchemy as sa
@@ -46,13 +46,23 @@ class Requeues:
 
     # -- stalled and lost runs ---------------------------------------------------------
 
-    def requeue_stalled_runs(self, pending_for: timedelta, limit: int = 0) -> list[StalledRun]:
+    def requeue_stalled_runs(
+        self,
+        pending_for: timedelta,
+        limit: int = 0,
+        queue_waits: Mapping[str, timedelta] | None = None,
+    ) -> list[StalledRun]:
         """The runs that need a new message, each marked requeued (a "requeued" event,
         and ``next_sweep_at``) in this one transaction, so concurrent sweepers split them.
 
         PENDING runs qualify when their message is overdue: due and fired more than
         ``pending_for`` ago (a retry counts from the end of its delay), or replayed and
-        never sent. WAITING and RUNNING runs qualify when their heartbeat is older than
+        never sent. ``queue_waits``: per queue, how long the oldest message still on it
+        has waited; that queue's runs are overdue only ``pending_for`` past that wait
+        and re-sent again only that much after their next re-send, since a message
+        younger than the queue's backlog is still in it. Without it, a backlog longer
+        than ``pending_for`` had every run in it re-sent, and the duplicates made the
+        backlog longer still. WAITING and RUNNING runs qualify when their heartbeat is older than
         their job type's heartbeat timeout. A run re-sent and still not claimed qualifies again
         after ``pending_for``, then twice that, and so on (up to 64 times): a long
         backlog is re-sent a few times, not once per tick. The caller must enqueue the
@@ -64,14 +74,16 @@ class Requeues:
             raise InvalidArgument(
                 "limit", f"must not be negative (0 means {DEFAULT_STALLED_LIMIT})"
             )
+        waits = _checked_waits(queue_waits or {})
         limit = limit or DEFAULT_STALLED_LIMIT
         now = self.clock()
+        overdue = _pending_overdue(now, pending_for, waits)
         stalled: list[StalledRun] = []
         with self.db.read() as s:  # most sweeps find nothing: no write transaction then
             shortest = _shortest([s.scalar(sa.select(sa.func.min(m.JobType.heartbeat_timeout)))])
             due = s.execute(
                 sa.select(
-                    sa.exists().where(_pending_overdue(now, pending_for)),
+                    sa.exists().where(overdue),
                     sa.exists().where(_lapse_candidates(now, shortest)),
                 )
             ).one()
@@ -80,7 +92,7 @@ class Requeues:
         with self.db.write() as s:
             pending = s.scalars(
                 sa.select(m.Run)
-                .where(_pending_overdue(now, pending_for))
+                .where(overdue)
                 .order_by(
                     sa.nulls_first(sa.func.coalesce(m.Run.next_sweep_at, m.Run.due_at).asc()),
                     m.Run.run_id,
@@ -201,15 +213,46 @@ class Requeues:
 _ALIVE_SINCE = sa.func.coalesce(m.Run.heartbeat_at, m.Run.claimed_at)
 
 
-def _pending_overdue(now: datetime, pending_for: timedelta) -> sa.ColumnElement[bool]:
-    """PENDING runs whose message is overdue (``requeue_stalled_runs``)."""
-    cut = now - pending_for
+#: At most this many queues' waits in one sweep.
+MAX_QUEUE_WAITS = 1000
+
+
+def _checked_waits(waits: Mapping[str, timedelta]) -> dict[str, timedelta]:
+    if len(waits) > MAX_QUEUE_WAITS:
+        raise InvalidArgument("queue_waits", f"at most {MAX_QUEUE_WAITS} queues, got {len(waits)}")
+    for queue, wait in waits.items():
+        if not queue:
+            raise InvalidArgument("queue_waits", "a queue name must not be empty")
+        if wait < timedelta(0):
+            raise InvalidArgument(f"queue_waits[{queue}]", "must not be negative")
+    return dict(waits)
+
+
+def _pending_overdue(
+    now: datetime, pending_for: timedelta, waits: Mapping[str, timedelta]
+) -> sa.ColumnElement[bool]:
+    """PENDING runs whose message is overdue (``requeue_stalled_runs``): for a run of
+    a queue in ``waits``, its instants move back by that queue's wait."""
+    cut = _per_queue(now - pending_for, waits)
+    resend = _per_queue(now, waits)
     never_sent = sa.and_(
         m.Run.next_sweep_at.is_(None),
         sa.or_(m.Run.due_at.is_(None), sa.and_(m.Run.due_at < cut, m.Run.fire_time < cut)),
     )
     return sa.and_(
-        m.Run.state == RunState.PENDING.value, sa.or_(never_sent, m.Run.next_sweep_at < now)
+        m.Run.state == RunState.PENDING.value, sa.or_(never_sent, m.Run.next_sweep_at < resend)
+    )
+
+
+def _per_queue(at: datetime, waits: Mapping[str, timedelta]) -> sa.ColumnElement[datetime]:
+    """``at``, less the wait of the run's queue (``at`` for a queue not in ``waits``)."""
+    instant = m.Run.due_at.type
+    if not waits:
+        return sa.literal(at, instant)
+    return sa.case(
+        {queue: sa.literal(at - wait, instant) for queue, wait in sorted(waits.items())},
+        value=m.Run.queue,
+        else_=sa.literal(at, instant),
     )
 
 
