@@ -349,7 +349,8 @@ class DispatcherSettings(FromEnv):
         PREFIX + "SWEEP_PENDING_AFTER",
         Duration(),
         timedelta(seconds=30),
-        "how long a due PENDING run may wait unclaimed before it is sent again",
+        "how long a due PENDING run may wait unclaimed, past the age of the oldest message "
+        "waiting on its queue, before it is sent again",
     )
     sweep_limit: int = setting(
         PREFIX + "SWEEP_LIMIT", Integer(1, 10_000), 200, "runs a sweep re-sends at most"
