@@ -138,6 +138,7 @@ BY_FIELD: dict[str, Rule] = {
     "cronwave_billing.v1.ChargeItem.currency": CURRENCY,
     "cronwave.v1.Schedule.LabelsEntry.key": LABEL_KEY,
     "cronwave.v1.Schedule.LabelsEntry.value": LABEL_VALUE,
+    "cronwave.v1.RequeueStalledRunsRequest.QueueWaitsEntry.key": ID,
 }
 #: String fields that are not ids, keys or names, and what they are instead (their own
 #: rules are tested where they are: tests/errors/test_refusals.py, test_limits.py).
@@ -247,6 +248,7 @@ BASES: dict[str, dict[str, Any]] = {
     },
     "WorkflowStoreService/ListPendingFires": {"after_run_id": "r1"},
     "WorkflowStoreService/RequeueLostRuns": {"after_run_id": "r1", "lost_at": NOW},
+    "WorkflowStoreService/RequeueStalledRuns": {"queue_waits": {"default": "1s"}},
     "WorkflowStoreService/DeadLetterRun": {
         "run_id": "r1",
         "attempt_token": TOKEN,
@@ -412,7 +414,10 @@ def set_path(message: Message, path: str, value: str) -> None:
         entries = getattr(target, leaf.rsplit("<", 1)[0])
         key, entry = MAP_ENTRY
         if leaf.endswith("<key>"):
-            entries[value] = entry
+            if hasattr(entries, "get_or_create"):  # a map of messages: a default value
+                entries.get_or_create(value)
+            else:
+                entries[value] = entry
         else:
             entries[key] = value
         return

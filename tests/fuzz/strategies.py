@@ -206,12 +206,19 @@ def _is_map(field: FieldDescriptor) -> bool:
 
 
 def _map(field: FieldDescriptor) -> st.SearchStrategy[dict[Any, Any]]:
-    """A map of scalars (``labels``): a few entries of any keys and values, or past a
-    limit of entries."""
+    """A map of scalars (``labels``) or of well-known messages (``queue_waits``): a few
+    entries of any keys and values, or past a limit of entries."""
     key, value = (field.message_type.fields_by_name[name] for name in ("key", "value"))
-    assert value.type != FieldDescriptor.TYPE_MESSAGE, f"no strategy for {field.full_name}"
-    few = st.dictionaries(_scalar(key), _scalar(value), max_size=3)
-    past_limit = st.just(PAST_BATCH).map(lambda n: {f"k{i}": "v" for i in range(n)})
+    past: Any = "v"
+    if value.type == FieldDescriptor.TYPE_MESSAGE:
+        known = _well_known(value.message_type)
+        assert known is not None, f"no strategy for {field.full_name}"
+        values = known
+        past = message_factory.GetMessageClass(value.message_type)()
+    else:
+        values = _scalar(value)
+    few = st.dictionaries(_scalar(key), values, max_size=3)
+    past_limit = st.just(PAST_BATCH).map(lambda n: {f"k{i}": past for i in range(n)})
     return weighted((5, few), (1, past_limit))
 
 
@@ -245,7 +252,10 @@ def _setter(cls: type[Message], descriptor: Descriptor) -> Callable[[dict[str, A
         for name, value in values.items():
             field = by_name[name]
             target = getattr(msg, name)
-            if _is_map(field):
+            if _is_map(field) and field.message_type.fields_by_name["value"].message_type:
+                for key, item in value.items():  # a map of messages: copied in
+                    target[key].CopyFrom(item)
+            elif _is_map(field):
                 target.update(value)
             elif field.is_repeated:
                 if field.type == FieldDescriptor.TYPE_MESSAGE:

@@ -41,7 +41,8 @@ INTERNALS = (
     "Exception deserializing",
 )
 #: An INVALID_ARGUMENT message: the field's path, then the rule.
-FIELD_RULE = re.compile(r"^[A-Za-z_][\w.\[\]]*: \S")
+#: A refusal names its field first; a map entry by its key, quoted (``labels['Team']``).
+FIELD_RULE = re.compile(r"^[A-Za-z_](?:[\w.\[\]]|'[^']*'|\"[^\"]*\")*: \S")
 
 
 class Databases:

@@ -276,10 +276,10 @@ def test_requeue_stalled_runs_refuses_a_negative_or_unnamed_queue_wait(store: St
         api.RequeueStalledRunsRequest(queue_waits={"bulk": td_to_duration(timedelta(seconds=-1))}),
     )
     assert negative.code() == grpc.StatusCode.INVALID_ARGUMENT
-    assert negative.details() == "queue_waits[bulk]: must not be negative"
+    assert negative.details() == "queue_waits['bulk']: must not be negative"
     unnamed = rpc_error(
         stub.RequeueStalledRuns,
         api.RequeueStalledRunsRequest(queue_waits={"": td_to_duration(timedelta(seconds=1))}),
     )
     assert unnamed.code() == grpc.StatusCode.INVALID_ARGUMENT
-    assert unnamed.details() == "queue_waits: a queue name must not be empty"
+    assert unnamed.details() == "queue_waits['']: required"

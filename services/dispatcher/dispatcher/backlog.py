@@ -5,9 +5,8 @@ The sweeper re-sends the message of a PENDING run no worker claimed within
 while it waits in its queue's backlog: when the workers fall behind by more than that
 bound (a busy suite, a crowded instant), every run in the backlog looked lost, and each
 re-send added a message that its workers then had to take and see refused, so the
-backlog grew and more runs looked lost. Under a steady 510 runs/s a second load of
-10,000 schedules made that way started none of its runs within 30 s of their instant,
-while the dispatcher re-sent 78,288 messages.
+backlog grew and more runs looked lost (docs/benchmarks.md, *The defaults*: a
+10,000-run instant under a steady 510 runs/s).
 
 So each sweep first reads, per queue, the oldest message waiting on it: a queue is a
 Redis list in enqueue order (``RPUSH``; workers take from its head), so its head is its

@@ -497,7 +497,9 @@ class WorkflowStoreServicer(api_grpc.WorkflowStoreServiceServicer):
     ) -> api.RequeueStalledRunsResponse:
         pending_for = duration_to_td(request.pending_for, "pending_for")
         waits = {
-            queue: duration_to_td(wait, f"queue_waits[{queue}]")
+            validate.name(queue, f"queue_waits[{queue!r}]", required=True): duration_to_td(
+                wait, f"queue_waits[{queue!r}]"
+            )
             for queue, wait in request.queue_waits.items()
         }
         stalled = self.store.requeues.requeue_stalled_runs(pending_for, request.limit, waits)

@@ -221,10 +221,8 @@ def _checked_waits(waits: Mapping[str, timedelta]) -> dict[str, timedelta]:
     if len(waits) > MAX_QUEUE_WAITS:
         raise InvalidArgument("queue_waits", f"at most {MAX_QUEUE_WAITS} queues, got {len(waits)}")
     for queue, wait in waits.items():
-        if not queue:
-            raise InvalidArgument("queue_waits", "a queue name must not be empty")
         if wait < timedelta(0):
-            raise InvalidArgument(f"queue_waits[{queue}]", "must not be negative")
+            raise InvalidArgument(f"queue_waits[{queue!r}]", "must not be negative")
     return dict(waits)
 
 
