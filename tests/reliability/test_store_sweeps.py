@@ -269,7 +269,9 @@ def test_a_queue_backlog_holds_back_only_its_own_queue_runs(store: StoreProcess)
     assert kinds == ["recorded", "enqueued", "requeued"]
 
 
-def test_requeue_stalled_runs_refuses_a_negative_or_unnamed_queue_wait(store: StoreProcess) -> None:
+def test_requeue_stalled_runs_refuses_a_negative_unnamed_or_too_many_queue_waits(
+    store: StoreProcess,
+) -> None:
     stub = store.stub()
     negative = rpc_error(
         stub.RequeueStalledRuns,
@@ -283,3 +285,9 @@ def test_requeue_stalled_runs_refuses_a_negative_or_unnamed_queue_wait(store: St
     )
     assert unnamed.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert unnamed.details() == "queue_waits['']: required"
+    # Counted before any entry is read: the last of these is malformed, yet the count is named
+    crowd = {f"q{i}": td_to_duration(timedelta(seconds=1)) for i in range(1000)}
+    crowd["bad name!"] = td_to_duration(timedelta(seconds=-1))
+    too_many = rpc_error(stub.RequeueStalledRuns, api.RequeueStalledRunsRequest(queue_waits=crowd))
+    assert too_many.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert too_many.details() == "queue_waits: at most 1000 queues, got 1001"

@@ -40,6 +40,7 @@ from workflow_store import (
     recent_runs,
     schedule_update,
     slots,
+    sweep_store,
     validate,
 )
 from workflow_store.audit_rpc import actor
@@ -496,6 +497,7 @@ class WorkflowStoreServicer(api_grpc.WorkflowStoreServiceServicer):
         self, request: api.RequeueStalledRunsRequest, context: grpc.ServicerContext
     ) -> api.RequeueStalledRunsResponse:
         pending_for = duration_to_td(request.pending_for, "pending_for")
+        sweep_store.check_wait_count(len(request.queue_waits))
         waits = {
             validate.name(queue, f"queue_waits[{queue!r}]", required=True): duration_to_td(
                 wait, f"queue_waits[{queue!r}]"

@@ -217,9 +217,14 @@ _ALIVE_SINCE = sa.func.coalesce(m.Run.heartbeat_at, m.Run.claimed_at)
 MAX_QUEUE_WAITS = 1000
 
 
+def check_wait_count(count: int) -> None:
+    """Refuse a sweep naming more than ``MAX_QUEUE_WAITS`` queues, before any is read."""
+    if count > MAX_QUEUE_WAITS:
+        raise InvalidArgument("queue_waits", f"at most {MAX_QUEUE_WAITS} queues, got {count}")
+
+
 def _checked_waits(waits: Mapping[str, timedelta]) -> dict[str, timedelta]:
-    if len(waits) > MAX_QUEUE_WAITS:
-        raise InvalidArgument("queue_waits", f"at most {MAX_QUEUE_WAITS} queues, got {len(waits)}")
+    check_wait_count(len(waits))
     for queue, wait in waits.items():
         if wait < timedelta(0):
             raise InvalidArgument(f"queue_waits[{queue!r}]", "must not be negative")
