@@ -222,3 +222,43 @@ def test_list_schedules_pages_by_id(store: StoreProcess) -> None:
         after = reply.schedules[-1].schedule_id
 
     assert pages == [ids[0:2], ids[2:4], ids[4:]]
+
+
+def test_one_batch_of_starts_revives_its_placeholders_together(store: StoreProcess) -> None:
+    # Given three paced catch-up placeholders of a schedule
+    stub = store.stub()
+    sid = create_schedule(stub, **EVERY_MINUTE).schedule_id
+    batch(stub, [slot(sid, i, "pending:catchup", pb.TRIGGER_KIND_CATCHUP) for i in range(3)])
+    pending = {r.fire_time.ToDatetime(UTC): r.run_id for r in stub.ListPendingFires(
+        api.ListPendingFiresRequest(), timeout=10).runs}  # fmt: skip
+    assert len(pending) == 3
+
+    # When one RecordRuns starts all three, the first twice, and a slot with no row
+    def start(minutes: int) -> api.RecordRunRequest:
+        return api.RecordRunRequest(
+            schedule_id=sid,
+            fire_time=dt_to_ts(T + timedelta(minutes=minutes)),
+            trigger=pb.TRIGGER_KIND_CATCHUP,
+            fencing_token=6,
+            enqueue=True,
+        )
+
+    reply = stub.RecordRuns(
+        api.RecordRunsRequest(runs=[start(0), start(1), start(0), start(2), start(4)]),
+        timeout=10,
+    )
+
+    # Then each placeholder became its run once, keeping its id; the repeated start
+    # is answered with that run, not created again; the new slot got a new run
+    results = [r.recorded for r in reply.results]
+    assert [r.created for r in results] == [True, True, False, True, True]
+    for i, minutes in enumerate((0, 1, 0, 2)):
+        assert results[i].run.run_id == pending[T + timedelta(minutes=minutes)]
+        assert results[i].run.state == pb.RUN_STATE_PENDING
+        assert results[i].run.trigger == pb.TRIGGER_KIND_CATCHUP
+    assert results[4].run.run_id not in pending.values()
+    assert list(stub.ListPendingFires(api.ListPendingFiresRequest(), timeout=10).runs) == []
+    for run_id in pending.values():
+        events = stub.ListRunEvents(api.ListRunEventsRequest(run_id=run_id), timeout=10).events
+        assert [e.kind for e in events] == ["missed", "recorded", "enqueued"]
+        assert "was MISSED: pending:catchup" in events[1].detail

@@ -44,13 +44,11 @@ from workflow_store import (
     validate,
 )
 from workflow_store.audit_rpc import actor
-from workflow_store.audit_store import Actor
 from workflow_store.records import (
     MAX_BATCH,
     Beat,
     Completion,
     Recorded,
-    RecordRequest,
     ScheduleRecord,
 )
 from workflow_store.rpc_spans import annotate_batch, db_span, mark_run, run_ended
@@ -234,10 +232,10 @@ class WorkflowStoreServicer(api_grpc.WorkflowStoreServiceServicer):
         began = time.perf_counter()
         who = actor(context)
         with db_span("RecordRuns", Hop.PERSIST):
-            results = [
-                self._settled(req, result, who)
-                for req, result in zip(reqs, self.store.runs.record_runs(reqs, who), strict=True)
-            ]
+            # A slot that already had a row is settled by the placeholder rules
+            results = slots.settle_all(
+                self.store, reqs, self.store.runs.record_runs(reqs, who), who
+            )
             annotate_batch(
                 request.runs, [r.run if isinstance(r, Recorded) else None for r in results]
             )
@@ -254,18 +252,6 @@ class WorkflowStoreServicer(api_grpc.WorkflowStoreServiceServicer):
                 for r in results
             ]
         )
-
-    def _settled(
-        self, req: RecordRequest, result: Recorded | CronwaveError, who: Actor
-    ) -> Recorded | CronwaveError:
-        """The answer to one item: a slot that already had a row is settled by the
-        placeholder rules (``slots.settle``)."""
-        if isinstance(result, CronwaveError) or result.created:
-            return result
-        try:
-            return slots.settle(self.store, req, result.run, who)
-        except CronwaveError as exc:
-            return exc
 
     def GetRuns(
         self, request: api.GetRunsRequest, context: grpc.ServicerContext

@@ -16,7 +16,7 @@
   between fire times by design: it only has to be due.)
 - Placeholders: a MISSED row whose reason starts with ``pending:`` stands for work a
   planner decided but has not started yet (a paced catch-up run, a buffered overlap, a
-  backfill). ``settle`` is what a second start of a slot does to the row that exists:
+  backfill). ``settle_all`` is what a second start of a slot does to the row that exists:
   it turns a placeholder into the run (and a BACKFILL start does so to any MISSED row:
   re-running missed slots is what a backfill is for); everything else is returned
   unchanged. A MISSED record of the slot (``record_missed_slots``) gives a placeholder
@@ -38,7 +38,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Protocol
+from typing import Any, Protocol
 
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql
@@ -48,10 +48,17 @@ from cronwave_core.domain.calendar import DST_GAP_SKIP, occurrences_after
 from cronwave_core.domain.catchup import OUTSIDE_CATCHUP_WINDOW
 from cronwave_core.domain.runs import PLACEHOLDER_PREFIX, is_placeholder
 from cronwave_core.domain.spec import Spec
-from cronwave_core.errors import AlreadyExists, FailedPrecondition, InvalidArgument
+from cronwave_core.errors import (
+    AlreadyExists,
+    CronwaveError,
+    FailedPrecondition,
+    InvalidArgument,
+    ScheduleNotFound,
+)
 from workflow_store import models as m
 from workflow_store.audit_store import AUDITED_TRIGGERS, Actor, append_recorded
 from workflow_store.convert import iso
+from workflow_store.fencing import Fences
 from workflow_store.guards import Guards
 from workflow_store.ids import new_run_id
 from workflow_store.records import (
@@ -63,8 +70,8 @@ from workflow_store.records import (
     RunState,
     Trigger,
 )
-from workflow_store.rows import _event, _live_schedule, _run
-from workflow_store.store_core import Clock
+from workflow_store.rows import _run
+from workflow_store.store_core import Clock, _event_values, _insert_events
 from workflow_store.stored_json import policy_to_dict, spec_from_dict, spec_to_dict
 from workflow_store.unit_of_work import Transactions, UnitOfWork
 from workflow_store.unknown_job_type import unknown_job_type
@@ -90,6 +97,10 @@ class Fence(Protocol):
         schedule_ids: Iterable[str] = (),
     ) -> None:
         """Refuse a stale fencing token inside ``w`` (``fencing.Fencing``)."""
+        ...
+
+    def fences(self, w: UnitOfWork, now: datetime) -> Fences:
+        """The scopes' tokens, to lock once and check per item of a batch."""
         ...
 
 
@@ -282,6 +293,7 @@ def _record_missed_slots(
                 existing[(row.schedule_id, row.fire_time)] = row
         _check_slots(store, schedules, existing, wanted, now)
         jobs = {job.name: job for job in s.scalars(sa.select(m.JobType))}
+        events: list[dict[str, Any]] = []
         for _, slot in wanted:
             key = (slot.schedule_id, slot.fire_time)
             found = existing.get(key)
@@ -289,7 +301,7 @@ def _record_missed_slots(
                 if found.state == RunState.MISSED.value and _takes_reason(found.error, slot.reason):
                     found.error = slot.reason
                     found.fencing_token = max(found.fencing_token, token)
-                    _event(s, found, "missed", now, slot.reason)
+                    events.append(_event_values(_values(found), "missed", slot.reason, now))
                     written += 1
                     rows.append(slot)
                 continue
@@ -297,11 +309,12 @@ def _record_missed_slots(
             job = jobs.get(schedule.job_type)
             new = _missed_row(schedule, slot, token, job.queue if job else DEFAULT_QUEUE, now)
             s.add(new)
-            s.flush()
-            _event(s, new, "missed", now, slot.reason)
+            events.append(_event_values(_values(new), "missed", slot.reason, now))
             existing[key] = new
             written += 1
             rows.append(slot)
+        s.flush()  # the rows, in one batch, before their events
+        _insert_events(s, events)
     return written, unknown, rows
 
 
@@ -413,70 +426,118 @@ def pending_fires(store: SlotStore, after_run_id: str = "", limit: int = 0) -> l
         return [_run(row) for row in s.scalars(query)]
 
 
-def settle(
-    store: SlotStore, req: RecordRequest, existing: RunRecord, actor: Actor | None = None
-) -> Recorded:
-    """A record of a slot that already has a row (see the module docstring): the
-    row as it is afterwards; ``created`` is true only when a start revived it."""
-    if existing.state is not RunState.MISSED:
-        return Recorded(existing, created=False)
-    if req.trigger is Trigger.BACKFILL or is_placeholder(existing.error):
-        return _revive(store, req, existing, actor)
-    return Recorded(existing, created=False)
-
-
-def _revive(
-    store: SlotStore, req: RecordRequest, existing: RunRecord, actor: Actor | None
-) -> Recorded:
-    """The MISSED row becomes a PENDING run of ``req.trigger``, with the schedule's
-    current job and payload: the run the placeholder stood for."""
+def settle_all(
+    store: SlotStore,
+    reqs: Sequence[RecordRequest],
+    results: Sequence[Recorded | CronwaveError],
+    actor: Actor | None = None,
+) -> list[Recorded | CronwaveError]:
+    """What a second start of a slot does to the row that exists (see the module
+    docstring), for a batch of records (``results``: what recording ``reqs`` gave);
+    ``created`` is true only when a start revived the row. Every placeholder among
+    them is revived in one transaction, each item's refusal
+    its own (a schedule gone, a stale fencing token), so catching up costs the store
+    one round of statements per batch, not per run."""
+    out = list(results)
+    wanted = [
+        i
+        for i, r in enumerate(results)
+        if isinstance(r, Recorded) and not r.created and _revivable(reqs[i], r.run)
+    ]
+    if not wanted:
+        return out
     now = store.clock()
+    gone: list[int] = []
     with store.tx.write() as w:
         s = w.session
-        schedule = _live_schedule(s, req.schedule_id)
-        if req.fencing_token > 0:
-            store.fencing.fence(w, req.fencing_scope, req.fencing_token, now, [req.schedule_id])
-        row = _same_row(s, existing)
-        if row is None:
-            return Recorded(_current(store, existing), created=False)
-        job = s.get(m.JobType, schedule.job_type)
-        row.state = RunState.PENDING.value
-        row.trigger = req.trigger.value
-        row.job_type = schedule.job_type
-        row.payload_json = schedule.payload_json
-        row.fencing_token = req.fencing_token
-        row.queue = req.queue or (job.queue if job else DEFAULT_QUEUE)
-        row.trace_id = req.trace_id
-        row.finished_at = None
-        row.error = ""
-        if hasattr(row, "due_at"):
-            row.due_at = now if req.enqueue else None  # as a new run's (run_store)
-        detail = (
-            f"trigger={req.trigger.value} fencing_token={req.fencing_token} "
-            f"(was MISSED: {existing.error})"
-        )
-        _event(s, row, "recorded", now, detail)
-        if req.enqueue:
-            _event(s, row, "enqueued", now, row.queue)
-        if req.trigger in AUDITED_TRIGGERS:
-            append_recorded(s, actor, req, row.run_id, store.clock())
+        ids = sorted({reqs[i].schedule_id for i in wanted})
+        schedules = {
+            row.id: row
+            for row in s.scalars(
+                sa.select(m.Schedule).where(m.Schedule.id.in_(ids), m.Schedule.deleted.is_(False))
+            )
+        }
+        fences = store.fencing.fences(w, now)
+        fences.lock({reqs[i].fencing_scope for i in wanted if reqs[i].fencing_token > 0})
+        run_ids = sorted({_recorded(out[i]).run.run_id for i in wanted})
+        rows = {  # locked in one order, so concurrent batches wait rather than deadlock
+            row.run_id: row
+            for row in s.scalars(
+                sa.select(m.Run)
+                .where(m.Run.run_id.in_(run_ids), m.Run.state == RunState.MISSED.value)
+                .order_by(m.Run.run_id)
+                .with_for_update(key_share=True)
+                .execution_options(populate_existing=True)
+            )
+        }
+        jobs: dict[str, m.JobType | None] = {}
+        events: list[dict[str, Any]] = []
+        revived: dict[str, RunRecord] = {}
+        for i in wanted:
+            req, existing = reqs[i], _recorded(out[i]).run
+            schedule = schedules.get(req.schedule_id)
+            if schedule is None:
+                out[i] = ScheduleNotFound(req.schedule_id)
+                continue
+            if req.fencing_token > 0:
+                stale = fences.check(req.fencing_scope, req.fencing_token, req.schedule_id)
+                if stale is not None:
+                    out[i] = stale
+                    continue
+            if existing.run_id in revived:  # a second start of the slot in this batch
+                out[i] = Recorded(revived[existing.run_id], created=False)
+                continue
+            row = rows.get(existing.run_id)
+            if row is None or row.error != existing.error:
+                gone.append(i)  # no longer the row that was read: as it is now
+                continue
+            if schedule.job_type not in jobs:
+                jobs[schedule.job_type] = s.get(m.JobType, schedule.job_type)
+            job = jobs[schedule.job_type]
+            row.state = RunState.PENDING.value
+            row.trigger = req.trigger.value
+            row.job_type = schedule.job_type
+            row.payload_json = schedule.payload_json
+            row.fencing_token = req.fencing_token
+            row.queue = req.queue or (job.queue if job else DEFAULT_QUEUE)
+            row.trace_id = req.trace_id
+            row.finished_at = None
+            row.error = ""
+            if hasattr(row, "due_at"):
+                row.due_at = now if req.enqueue else None  # as a new run's (run_store)
+            detail = (
+                f"trigger={req.trigger.value} fencing_token={req.fencing_token} "
+                f"(was MISSED: {existing.error})"
+            )
+            events.append(_event_values(_values(row), "recorded", detail, now))
+            if req.enqueue:
+                events.append(_event_values(_values(row), "enqueued", row.queue, now))
+            if req.trigger in AUDITED_TRIGGERS:
+                append_recorded(s, actor, req, row.run_id, store.clock())
+            revived[row.run_id] = _run(row)
+            out[i] = Recorded(revived[row.run_id], created=True)
+        fences.save()
         s.flush()
-        return Recorded(_run(row), created=True)
+        _insert_events(s, events)
+    for i in gone:
+        out[i] = Recorded(_current(store, _recorded(out[i]).run), created=False)
+    return out
 
 
-def _same_row(s: sa.orm.Session, existing: RunRecord) -> m.Run | None:
-    """The row, locked, if it is still the MISSED row with ``existing``'s reason."""
-    row = s.scalars(
-        sa.select(m.Run)
-        .where(
-            m.Run.run_id == existing.run_id,
-            m.Run.state == RunState.MISSED.value,
-            m.Run.error == existing.error,
-        )
-        .with_for_update(key_share=True)
-        .execution_options(populate_existing=True)
-    ).one_or_none()
-    return row
+def _revivable(req: RecordRequest, existing: RunRecord) -> bool:
+    """A start revives a placeholder; a BACKFILL start, any MISSED row."""
+    return existing.state is RunState.MISSED and (
+        req.trigger is Trigger.BACKFILL or is_placeholder(existing.error)
+    )
+
+
+def _recorded(result: Recorded | CronwaveError) -> Recorded:
+    assert isinstance(result, Recorded)
+    return result
+
+
+def _values(row: m.Run) -> dict[str, Any]:
+    return {"run_id": row.run_id, "attempt": row.attempt}
 
 
 def _current(store: SlotStore, existing: RunRecord) -> RunRecord:
