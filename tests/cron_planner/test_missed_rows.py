@@ -10,7 +10,7 @@ from datetime import UTC, datetime, timedelta
 
 from cron_planner.backoff import Backoff
 from cron_planner.fire_stats import FireStats
-from cron_planner.missed_rows import MissedRows
+from cron_planner.missed_rows import ROWS_A_STEP, MissedRows
 from cron_planner.work import Missed
 from cronwave_core.errors import Unavailable
 
@@ -94,3 +94,38 @@ def test_rows_left_by_a_term_go_under_the_next_token_of_this_planner() -> None:
     assert sorted(m.schedule_id for m in moved) == ["a", "b"]
     rows.flush(ahead + timedelta(minutes=1))
     assert tokens == [8] and len(rows) == 0
+
+
+def test_a_backlog_goes_a_batch_a_step_and_a_failed_batch_waits_alone() -> None:
+    # Given 1,200 rows due at once (a stall past which many slots were decided)
+    class Flaky(Store):
+        fail_next = False
+
+        def record_missed(self, slots: Sequence[Missed], token: int) -> list[str]:
+            if self.fail_next:
+                self.fail_next = False
+                raise Unavailable("the store is away")
+            return super().record_missed(slots, token)
+
+    store = Flaky()
+    rows = MissedRows(store, Backoff(), FireStats())  # type: ignore[arg-type]
+    slots = [Missed(f"s{i:04d}", T0 - timedelta(seconds=1200 - i), "paused") for i in range(1200)]
+    rows.queue(slots, 7, T0)
+
+    # When the loop steps three times, the second call failing
+    rows.flush(T0)
+    store.fail_next = True
+    rows.flush(T0)
+    rows.flush(T0)
+
+    # Then each step sent one call of at most ROWS_A_STEP rows, the oldest first; the
+    # failed batch alone waits for its backoff, and nothing else was sent twice
+    assert [len(c) for c in store.calls] == [ROWS_A_STEP, 1200 - 2 * ROWS_A_STEP]
+    assert store.calls[0][0][0] == "s0000"
+    assert store.calls[1][0][0] == f"s{2 * ROWS_A_STEP:04d}"
+    assert len(rows) == ROWS_A_STEP and rows.due(T0) == 0
+    retry = rows.next_try()
+    assert retry is not None and retry > T0
+    rows.flush(retry)
+    sent = [c[0] for call in store.calls for c in call]
+    assert sorted(sent) == [m.schedule_id for m in slots] and len(set(sent)) == 1200

@@ -1,7 +1,8 @@
 """MISSED rows (and placeholders, see ``work``) on their way to the store.
 
 A row is queued with the fencing token of the term that decided it and sent on the
-loop's first step at or after its fire time, in one call per token: the store records a
+loop's first step at or after its fire time, at most ``ROWS_A_STEP`` rows of one token
+a step (a backlog takes the loop one call a step, between its fires): the store records a
 slot MISSED only once it is due (a fire decided ahead of its instant -- the dispatch
 lead -- and then skipped, paused or given up waits for it). A placeholder does not
 wait: a fire decided ahead and put off (its start failed) stands in the store from the
@@ -23,7 +24,6 @@ thread-safe: the fire loop owns it.
 from __future__ import annotations
 
 import logging
-from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -36,6 +36,10 @@ from cronwave_core.domain.runs import PLACEHOLDER_AHEAD
 from cronwave_core.errors import CronwaveError, Unavailable
 
 log = logging.getLogger("cronwave.planner.fire")
+
+#: At most this many rows go to the store on one step of the fire loop (one call: the
+#: store's client sends up to 500 a call).
+ROWS_A_STEP = 500
 
 
 @dataclass
@@ -92,34 +96,34 @@ class MissedRows:
         return moved
 
     def flush(self, now: datetime) -> None:
-        """Send every row whose turn has come, a batch per token; keep the rest."""
-        ready = [r for r in self._records if r.next_try <= now]
+        """Send rows whose turn has come: at most ``ROWS_A_STEP`` of one token, the
+        longest waiting first, so that a backlog of rows (a stall past which thousands
+        of slots were decided) takes the loop a call a step and never holds its firing
+        for longer; the rest go on the next steps."""
+        ready = sorted((r for r in self._records if r.next_try <= now), key=lambda r: r.next_try)
         if not ready:
             return
-        keep = [r for r in self._records if r.next_try > now]
-        by_token: dict[int, list[_Record]] = defaultdict(list)
-        for r in ready:
-            by_token[r.token].append(r)
-        for token, batch in by_token.items():
-            try:
-                unknown = self._ledger.record_missed([r.missed for r in batch], token)
-            except Unavailable as exc:
-                for r in batch:
-                    r.attempts += 1
-                    r.next_try = now + self._backoff.delay(r.attempts)
-                keep.extend(batch)
-                log.warning("%d MISSED rows not recorded yet (%s)", len(batch), exc)
-                continue
-            except CronwaveError as exc:
-                for r in batch:
-                    log.error(
-                        "MISSED %s@%s could not be recorded and is only in this log: %s (%s)",
-                        r.missed.schedule_id,
-                        iso(r.missed.fire_time),
-                        r.missed.reason,
-                        exc,
-                    )
-                continue
+        token = ready[0].token
+        batch = [r for r in ready if r.token == token][:ROWS_A_STEP]
+        sent = {id(r) for r in batch}
+        try:
+            unknown = self._ledger.record_missed([r.missed for r in batch], token)
+        except Unavailable as exc:
+            for r in batch:
+                r.attempts += 1
+                r.next_try = now + self._backoff.delay(r.attempts)
+            log.warning("%d MISSED rows not recorded yet (%s)", len(batch), exc)
+            return
+        except CronwaveError as exc:
+            for r in batch:
+                log.error(
+                    "MISSED %s@%s could not be recorded and is only in this log: %s (%s)",
+                    r.missed.schedule_id,
+                    iso(r.missed.fire_time),
+                    r.missed.reason,
+                    exc,
+                )
+        else:
             if unknown:
                 log.info("MISSED rows of deleted schedules left out: %s", ", ".join(unknown))
-        self._records = keep
+        self._records = [r for r in self._records if id(r) not in sent]
