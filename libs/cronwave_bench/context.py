@@ -38,6 +38,12 @@ class Sizes:
     saturation_max: int = 2000
     saturation_window: timedelta = timedelta(seconds=10)
     saturation_repeats: int = 3
+    # The store stopped under load: 1-second schedules, how long it is stopped, how
+    # long the suite is watched after, and how many runs (each on a fresh suite).
+    stall_rate: int = 250
+    stall_hold: timedelta = timedelta(seconds=15)
+    stall_after: timedelta = timedelta(seconds=80)
+    stall_repeats: int = 3
     failover_trials: int = 20
     billing_customers: int = 100_000
     planner_schedules: int = 100_000
@@ -78,6 +84,10 @@ class Sizes:
             saturation_max=10,
             saturation_window=timedelta(seconds=3),
             saturation_repeats=1,
+            stall_rate=5,
+            stall_hold=timedelta(seconds=1),
+            stall_after=timedelta(seconds=6),
+            stall_repeats=1,
             failover_trials=1,
             billing_customers=50,
             planner_schedules=200,

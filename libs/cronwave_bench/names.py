@@ -12,6 +12,7 @@ SCENARIO_NAMES = (
     "burst",
     "throughput",
     "saturation",
+    "stall",
     "waterfall",
     "failover",
     "billing",

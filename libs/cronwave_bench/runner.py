@@ -31,6 +31,7 @@ from cronwave_bench.report import FAILED, NOT_AVAILABLE, Result, fmt_ms
 from cronwave_bench.saturation import run_saturation
 from cronwave_bench.sharded_planners import run_sharded_planners
 from cronwave_bench.single import run_single
+from cronwave_bench.stall import run_stall
 from cronwave_bench.startup import run_startup
 from cronwave_bench.throughput import run_throughput
 from cronwave_bench.truth import run_truth
@@ -156,6 +157,7 @@ SCENARIOS: dict[str, Scenario] = {
     "burst": run_burst,
     "throughput": run_throughput,
     "saturation": run_saturation,
+    "stall": run_stall,
     "waterfall": run_waterfall,
     "failover": run_failover_scenario,
     "billing": run_billing,

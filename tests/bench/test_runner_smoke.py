@@ -102,3 +102,16 @@ def test_saturation_raises_the_offer_step_by_step_and_names_the_last_kept_up(
     kept = [s["offered_per_s"] for s in steps if s["kept_up"]]
     assert run["saturation_per_s"] == (kept[-1] if kept else 0)
     assert saturation.figures["saturation_per_s"] == run["saturation_per_s"]
+
+
+def test_stall_stops_the_store_and_accounts_for_every_slot_of_its_window(
+    tiny: BenchContext,
+) -> None:
+    (stall,) = run_scenarios(["stall"], tiny)
+
+    assert stall.status == OK
+    (run,) = stall.figures["runs"]  # tiny: one run
+    # 5 schedules over a window of at least the stop and what follows it
+    assert run["slots"] >= 5 * 5
+    # every slot has a row, and every run ended: the stop delays slots, never drops one
+    assert run["missing"] == 0 and run["not_finished"] == 0
