@@ -42,7 +42,7 @@ class Sizes:
     # long the suite is watched after, and how many runs (each on a fresh suite).
     stall_rate: int = 250
     stall_hold: timedelta = timedelta(seconds=15)
-    stall_after: timedelta = timedelta(seconds=80)
+    stall_after: timedelta = timedelta(seconds=120)
     stall_repeats: int = 3
     failover_trials: int = 20
     billing_customers: int = 100_000

@@ -16,10 +16,10 @@
   between fire times by design: it only has to be due.)
 - Placeholders: a MISSED row whose reason starts with ``pending:`` stands for work a
   planner decided but has not started yet (a paced catch-up run, a buffered overlap, a
-  backfill). ``settle_all`` is what a second start of a slot does to the row that exists:
-  it turns a placeholder into the run (and a BACKFILL start does so to any MISSED row:
-  re-running missed slots is what a backfill is for); everything else is returned
-  unchanged. A MISSED record of the slot (``record_missed_slots``) gives a placeholder
+  backfill). ``settle_all`` is what a second start of a slot does to the row that
+  exists: it turns a placeholder into the run (and a BACKFILL start does so to any
+  MISSED row: re-running missed slots is what a backfill is for); everything else is
+  returned unchanged. A batch of starts does so in one transaction. A MISSED record of the slot (``record_missed_slots``) gives a placeholder
   its final reason.
   ``pending_fires`` lists the placeholders, so a new leader finishes the work of the
   term before it.
@@ -435,9 +435,9 @@ def settle_all(
     """What a second start of a slot does to the row that exists (see the module
     docstring), for a batch of records (``results``: what recording ``reqs`` gave);
     ``created`` is true only when a start revived the row. Every placeholder among
-    them is revived in one transaction, each item's refusal
-    its own (a schedule gone, a stale fencing token), so catching up costs the store
-    one round of statements per batch, not per run."""
+    them is revived in one transaction, each item's refusal its own (a schedule gone,
+    a stale fencing token), so catching up costs the store one round of statements
+    per batch, not a transaction per run."""
     out = list(results)
     wanted = [
         i
