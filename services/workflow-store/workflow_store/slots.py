@@ -19,8 +19,8 @@
   backfill). ``settle_all`` is what a second start of a slot does to the row that
   exists: it turns a placeholder into the run (and a BACKFILL start does so to any
   MISSED row: re-running missed slots is what a backfill is for); everything else is
-  returned unchanged. A batch of starts does so in one transaction. A MISSED record of the slot (``record_missed_slots``) gives a placeholder
-  its final reason.
+  returned unchanged. A batch of starts does so in one transaction. A MISSED record
+  of the slot (``record_missed_slots``) gives a placeholder its final reason.
   ``pending_fires`` lists the placeholders, so a new leader finishes the work of the
   term before it.
 - ``create_schedules``: many schedules in one transaction, for bulk loads (the planner
