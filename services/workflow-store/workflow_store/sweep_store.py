@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from datetime import datetime, timedelta
+from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.orm import Session
@@ -33,6 +34,8 @@ from workflow_store.store_core import (
     DEFAULT_STALLED_LIMIT,
     MAX_LOST_PAGE,
     Clock,
+    _event_values,
+    _insert_events,
     utc_now,
 )
 
@@ -89,6 +92,7 @@ class Requeues:
             ).one()
             if not any(due):
                 return stalled
+        events: list[dict[str, Any]] = []  # the "requeued" events, written together
         with self.db.write() as s:
             pending = s.scalars(
                 sa.select(m.Run)
@@ -105,9 +109,10 @@ class Requeues:
                 # No message yet: replayed (it was claimed before), or recorded without one.
                 if row.due_at is None and row.next_sweep_at is None and row.attempt > 0:
                     reason = StallReason.REPLAYED
-                stalled.append(self._requeued(s, row, reason, now, pending_for, reason.value))
+                stalled.append(self._requeued(events, row, reason, now, pending_for, reason.value))
             if len(stalled) < limit:
-                stalled.extend(self._lapsed(s, now, pending_for, limit - len(stalled)))
+                stalled.extend(self._lapsed(s, events, now, pending_for, limit - len(stalled)))
+            _write(s, events)
         return stalled
 
     def requeue_lost_runs(
@@ -150,18 +155,24 @@ class Requeues:
                 .limit(limit)
                 .with_for_update(skip_locked=True, key_share=True)
             ).all()
+            events: list[dict[str, Any]] = []
             for row in rows:
                 if row.due_at is not None and row.due_at > now:
                     row.next_sweep_at = row.due_at
-                    s.flush()
                     continue
                 reason = StallReason.QUEUE_LOST
-                runs.append(self._requeued(s, row, reason, now, pending_for, reason.value))
+                runs.append(self._requeued(events, row, reason, now, pending_for, reason.value))
+            _write(s, events)
         next_after = rows[-1].run_id if len(rows) == limit else ""
         return LostRuns(runs, next_after)
 
     def _lapsed(
-        self, s: Session, now: datetime, pending_for: timedelta, limit: int
+        self,
+        s: Session,
+        events: list[dict[str, Any]],
+        now: datetime,
+        pending_for: timedelta,
+        limit: int,
     ) -> list[StalledRun]:
         timeouts = dict(s.execute(sa.select(m.JobType.name, m.JobType.heartbeat_timeout)).all())
         shortest = _shortest(timeouts.values())
@@ -187,7 +198,7 @@ class Requeues:
                 f"since {iso(last)} (timeout {timeout.total_seconds():g}s)"
             )
             found.append(
-                self._requeued(s, row, StallReason.HEARTBEAT_LAPSED, now, pending_for, detail)
+                self._requeued(events, row, StallReason.HEARTBEAT_LAPSED, now, pending_for, detail)
             )
             if len(found) >= limit:
                 break
@@ -195,7 +206,7 @@ class Requeues:
 
     def _requeued(
         self,
-        s: Session,
+        events: list[dict[str, Any]],
         row: m.Run,
         reason: StallReason,
         now: datetime,
@@ -205,9 +216,16 @@ class Requeues:
         wait = max(pending_for, _MIN_RESEND) * 2 ** min(row.requeues, _MAX_RESEND_DOUBLINGS)
         row.next_sweep_at = now + wait
         row.requeues += 1
-        s.flush()
-        _event(s, row, "requeued", now, detail)
+        events.append(
+            _event_values({"run_id": row.run_id, "attempt": row.attempt}, "requeued", detail, now)
+        )
         return StalledRun(_run(row), reason)
+
+
+def _write(s: Session, events: list[dict[str, Any]]) -> None:
+    """The rows changed, then their events, each in one batch."""
+    s.flush()
+    _insert_events(s, events)
 
 
 _ALIVE_SINCE = sa.func.coalesce(m.Run.heartbeat_at, m.Run.claimed_at)
