@@ -58,7 +58,6 @@ from cronwave_core.errors import (
 from workflow_store import models as m
 from workflow_store.audit_store import AUDITED_TRIGGERS, Actor, append_recorded
 from workflow_store.convert import iso
-from workflow_store.fencing import Fences
 from workflow_store.guards import Guards
 from workflow_store.ids import new_run_id
 from workflow_store.records import (
@@ -87,6 +86,15 @@ SUMMARY_PREFIX = f"{OUTSIDE_CATCHUP_WINDOW}: "
 _US = timedelta(microseconds=1)
 
 
+class FenceChecks(Protocol):
+    """A batch's fencing checks (``fencing.Fences``): lock the scopes once, check each
+    item, save the newest token seen."""
+
+    def lock(self, scopes: set[str]) -> None: ...
+    def check(self, scope: str, token: int, schedule_id: str = "") -> CronwaveError | None: ...
+    def save(self) -> None: ...
+
+
 class Fence(Protocol):
     def fence(
         self,
@@ -99,7 +107,7 @@ class Fence(Protocol):
         """Refuse a stale fencing token inside ``w`` (``fencing.Fencing``)."""
         ...
 
-    def fences(self, w: UnitOfWork, now: datetime) -> Fences:
+    def fences(self, w: UnitOfWork, now: datetime) -> FenceChecks:
         """The scopes' tokens, to lock once and check per item of a batch."""
         ...
 
