@@ -29,7 +29,6 @@ back as stopped).
 
 from __future__ import annotations
 
-import os
 import signal
 import time
 import uuid
@@ -54,6 +53,7 @@ WARMUP = timedelta(seconds=4)
 #: could run.
 SETTLE_SHARE = 0.25
 EVERY = timedelta(seconds=1)
+STORE = "workflow-store"
 
 
 @dataclass
@@ -130,15 +130,15 @@ def _trial(ctx: BenchContext, trial: int) -> StallRun:
         )
         every_second(client, ids, first)
         sleep_until(max(first, datetime.now(UTC)) + WARMUP)
-        store = suite.procs["workflow-store"].pid
         stopped_at = datetime.now(UTC)
-        os.kill(store, signal.SIGSTOP)
+        suite.signal(STORE, signal.SIGSTOP)
         try:
-            _wait_state(store, "T")  # the stop held: nothing below is measured otherwise
+            # the stop held: nothing below is measured otherwise
+            _wait_state(suite.procs[STORE].pid, "T")
             ctx.say(f"stall: run {trial + 1}, store stopped at {stopped_at:%H:%M:%S}")
             time.sleep(hold.total_seconds())
         finally:
-            os.kill(store, signal.SIGCONT)
+            suite.signal(STORE, signal.SIGCONT)
         continued_at = datetime.now(UTC)
         end = continued_at + after * (1 - SETTLE_SHARE)
         sleep_until(continued_at + after)

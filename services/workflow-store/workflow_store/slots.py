@@ -70,7 +70,7 @@ from workflow_store.records import (
     Trigger,
 )
 from workflow_store.rows import _run
-from workflow_store.store_core import Clock, _event_values, _insert_events
+from workflow_store.store_core import Clock, _insert_events, _row_event
 from workflow_store.stored_json import policy_to_dict, spec_from_dict, spec_to_dict
 from workflow_store.unit_of_work import Transactions, UnitOfWork
 from workflow_store.unknown_job_type import unknown_job_type
@@ -309,7 +309,7 @@ def _record_missed_slots(
                 if found.state == RunState.MISSED.value and _takes_reason(found.error, slot.reason):
                     found.error = slot.reason
                     found.fencing_token = max(found.fencing_token, token)
-                    events.append(_event_values(_values(found), "missed", slot.reason, now))
+                    events.append(_row_event(found, "missed", slot.reason, now))
                     written += 1
                     rows.append(slot)
                 continue
@@ -317,7 +317,7 @@ def _record_missed_slots(
             job = jobs.get(schedule.job_type)
             new = _missed_row(schedule, slot, token, job.queue if job else DEFAULT_QUEUE, now)
             s.add(new)
-            events.append(_event_values(_values(new), "missed", slot.reason, now))
+            events.append(_row_event(new, "missed", slot.reason, now))
             existing[key] = new
             written += 1
             rows.append(slot)
@@ -447,18 +447,18 @@ def settle_all(
     a stale fencing token), so catching up costs the store one round of statements
     per batch, not a transaction per run."""
     out = list(results)
-    wanted = [
-        i
+    wanted = [  # (item, the row its slot already had)
+        (i, r.run)
         for i, r in enumerate(results)
         if isinstance(r, Recorded) and not r.created and _revivable(reqs[i], r.run)
     ]
     if not wanted:
         return out
     now = store.clock()
-    gone: list[int] = []
+    gone: list[tuple[int, RunRecord]] = []
     with store.tx.write() as w:
         s = w.session
-        ids = sorted({reqs[i].schedule_id for i in wanted})
+        ids = sorted({reqs[i].schedule_id for i, _ in wanted})
         schedules = {
             row.id: row
             for row in s.scalars(
@@ -466,8 +466,8 @@ def settle_all(
             )
         }
         fences = store.fencing.fences(w, now)
-        fences.lock({reqs[i].fencing_scope for i in wanted if reqs[i].fencing_token > 0})
-        run_ids = sorted({_recorded(out[i]).run.run_id for i in wanted})
+        fences.lock({reqs[i].fencing_scope for i, _ in wanted if reqs[i].fencing_token > 0})
+        run_ids = sorted({existing.run_id for _, existing in wanted})
         rows = {  # locked in one order, so concurrent batches wait rather than deadlock
             row.run_id: row
             for row in s.scalars(
@@ -481,8 +481,8 @@ def settle_all(
         jobs: dict[str, m.JobType | None] = {}
         events: list[dict[str, Any]] = []
         revived: dict[str, RunRecord] = {}
-        for i in wanted:
-            req, existing = reqs[i], _recorded(out[i]).run
+        for i, existing in wanted:
+            req = reqs[i]
             schedule = schedules.get(req.schedule_id)
             if schedule is None:
                 out[i] = ScheduleNotFound(req.schedule_id)
@@ -497,7 +497,7 @@ def settle_all(
                 continue
             row = rows.get(existing.run_id)
             if row is None or row.error != existing.error:
-                gone.append(i)  # no longer the row that was read: as it is now
+                gone.append((i, existing))  # no longer the row that was read: as it is now
                 continue
             if schedule.job_type not in jobs:
                 jobs[schedule.job_type] = s.get(m.JobType, schedule.job_type)
@@ -511,15 +511,14 @@ def settle_all(
             row.trace_id = req.trace_id
             row.finished_at = None
             row.error = ""
-            if hasattr(row, "due_at"):
-                row.due_at = now if req.enqueue else None  # as a new run's (run_store)
+            row.due_at = now if req.enqueue else None  # as a new run's (run_store)
             detail = (
                 f"trigger={req.trigger.value} fencing_token={req.fencing_token} "
                 f"(was MISSED: {existing.error})"
             )
-            events.append(_event_values(_values(row), "recorded", detail, now))
+            events.append(_row_event(row, "recorded", detail, now))
             if req.enqueue:
-                events.append(_event_values(_values(row), "enqueued", row.queue, now))
+                events.append(_row_event(row, "enqueued", row.queue, now))
             if req.trigger in AUDITED_TRIGGERS:
                 append_recorded(s, actor, req, row.run_id, store.clock())
             revived[row.run_id] = _run(row)
@@ -527,8 +526,8 @@ def settle_all(
         fences.save()
         s.flush()
         _insert_events(s, events)
-    for i in gone:
-        out[i] = Recorded(_current(store, _recorded(out[i]).run), created=False)
+    for i, existing in gone:
+        out[i] = Recorded(_current(store, existing), created=False)
     return out
 
 
@@ -537,15 +536,6 @@ def _revivable(req: RecordRequest, existing: RunRecord) -> bool:
     return existing.state is RunState.MISSED and (
         req.trigger is Trigger.BACKFILL or is_placeholder(existing.error)
     )
-
-
-def _recorded(result: Recorded | CronwaveError) -> Recorded:
-    assert isinstance(result, Recorded)
-    return result
-
-
-def _values(row: m.Run) -> dict[str, Any]:
-    return {"run_id": row.run_id, "attempt": row.attempt}
 
 
 def _current(store: SlotStore, existing: RunRecord) -> RunRecord:

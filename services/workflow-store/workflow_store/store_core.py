@@ -235,3 +235,9 @@ def _event_values(run: Mapping[str, Any], kind: str, detail: str, at: datetime) 
         "detail": detail,
         "attempt": run["attempt"],
     }
+
+
+def _row_event(row: m.Run, kind: str, detail: str, at: datetime) -> dict[str, Any]:
+    """``_event_values`` of a run's ORM row, for ``_insert_events`` (a batch's events
+    in one statement, where ``rows._event`` flushes each)."""
+    return _event_values({"run_id": row.run_id, "attempt": row.attempt}, kind, detail, at)

@@ -34,8 +34,8 @@ from workflow_store.store_core import (
     DEFAULT_STALLED_LIMIT,
     MAX_LOST_PAGE,
     Clock,
-    _event_values,
     _insert_events,
+    _row_event,
     utc_now,
 )
 
@@ -216,9 +216,7 @@ class Requeues:
         wait = max(pending_for, _MIN_RESEND) * 2 ** min(row.requeues, _MAX_RESEND_DOUBLINGS)
         row.next_sweep_at = now + wait
         row.requeues += 1
-        events.append(
-            _event_values({"run_id": row.run_id, "attempt": row.attempt}, "requeued", detail, now)
-        )
+        events.append(_row_event(row, "requeued", detail, now))
         return StalledRun(_run(row), reason)
 
 
